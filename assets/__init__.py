@@ -1,0 +1,1 @@
+"""Dagster software-defined assets: what the pipeline computes, partitioned by dataset version."""

@@ -1,0 +1,66 @@
+"""One asset per registered metric: per-row results of the version's samples."""
+
+import dagster as dg
+import pandas as pd
+
+from assets.partitions import dataset_versions
+from assets.resources import JudgeResource
+from metrics.evaluate import results_frame, score_metric
+from metrics.registry import CORE_METRICS, METRICS, build_metrics
+from metrics.results import Status
+from metrics.samples import samples_from_frame
+
+
+class MetricConfig(dg.Config):
+    """Run configuration of a metric asset."""
+
+    threshold: float | None = None
+
+
+def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
+    """Mean, pass rate and coverage of a metric's results, as numeric metadata the UI plots."""
+    ok = frame[frame["status"] == Status.OK.value]
+    metadata = {f"n_{s.value}": dg.MetadataValue.int(int((frame["status"] == s.value).sum())) for s in Status}
+    metadata["coverage"] = dg.MetadataValue.float(len(ok) / len(frame) if len(frame) else 0.0)
+    if len(ok):
+        metadata["mean"] = dg.MetadataValue.float(float(ok["value"].mean()))
+        metadata["pass_rate"] = dg.MetadataValue.float(float(ok["passed"].astype(bool).mean()))
+    return metadata
+
+
+def build_metric_asset(name: str) -> dg.AssetsDefinition:
+    """The asset computing metric ``name`` on every sample of a version."""
+    cls = METRICS[name]
+
+    @dg.asset(
+        name=name,
+        partitions_def=dataset_versions,
+        group_name="metrics",
+        code_version=cls.version,
+        kinds={"pandas"},
+        description=(cls.__doc__ or name).strip().splitlines()[0],
+        metadata={"reads": list(cls.required_fields), "direction": cls.direction.value,
+                  "range": list(cls.value_range)},
+    )
+    def _metric(context: dg.AssetExecutionContext, config: MetricConfig, judge: JudgeResource,
+                eval_samples: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+        samples = samples_from_frame(eval_samples)
+        metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None)[0]
+        scorer = judge.get_judge()
+        done = []
+
+        def progress(step: int) -> None:
+            done.append(step)
+            if len(done) % 10 == 0 or len(done) == len(samples):
+                context.log.info(f"{name}: {len(done)}/{len(samples)} samples scored")
+
+        frame = results_frame(score_metric(samples, metric, scorer, progress), {s.id: s.row for s in samples})
+        metadata = metric_metadata(frame)
+        metadata["judge"] = dg.MetadataValue.text(scorer.name)
+        metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
+        return dg.Output(frame, metadata=metadata)
+
+    return _metric
+
+
+metric_assets = [build_metric_asset(name) for name in CORE_METRICS]

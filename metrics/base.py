@@ -1,0 +1,103 @@
+"""The metric base class: field checks, statuses and pass/fail, shared by every metric.
+
+A subclass declares its name, the fields it reads, its range, direction and default
+threshold, and implements :meth:`Metric.measure`, which returns a :class:`Measured`
+or a :class:`NotApplicable`. Everything else (input errors, judge errors, pass/fail,
+range validation) happens here, once.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from metrics.judges.base import Judge, JudgeError
+from metrics.results import Direction, MetricResult, Status, passes
+from metrics.samples import Sample
+
+
+@dataclass
+class Measured:
+    """A measured value with its reason and per-item details."""
+
+    value: float
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NotApplicable:
+    """Nothing to judge on this sample (e.g. a refusal with no factual statement)."""
+
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Metric(ABC):
+    """Base class of every metric.
+
+    Parameters
+    ----------
+    threshold : float, optional
+        Pass/fail threshold; defaults to the metric's ``default_threshold``
+        (0.5 on [0, 1], i.e. dingo's 5/10; 3 on a 1-5 Likert scale).
+
+    Raises
+    ------
+    ValueError
+        If ``threshold`` lies outside the metric's range.
+    """
+
+    name: ClassVar[str]
+    required_fields: ClassVar[tuple[str, ...]]
+    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    direction: ClassVar[Direction] = Direction.HIGHER
+    default_threshold: ClassVar[float] = 0.5
+    #: Bumped whenever the formula or the judgement it asks for changes.
+    version: ClassVar[str] = "1"
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.threshold = self.default_threshold if threshold is None else float(threshold)
+        low, high = self.value_range
+        if not low <= self.threshold <= high:
+            raise ValueError(f"{self.name}: threshold {self.threshold} outside [{low}, {high}]")
+
+    @abstractmethod
+    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+        """Compute the value from the judge's per-item verdicts. Fields are present."""
+
+    def score(self, sample: Sample, judge: Judge) -> MetricResult:
+        """Score one sample; never raises for bad input or a failing judge.
+
+        Returns
+        -------
+        MetricResult
+            ``input_error`` naming the row and field when a required field is missing or
+            malformed; ``judge_error`` with the cause when the judge fails; otherwise
+            ``ok`` or ``not_applicable``.
+        """
+        base = dict(metric=self.name, sample_id=sample.id, threshold=self.threshold,
+                    direction=self.direction, judge=judge.name)
+        for name in self.required_fields:
+            problem = sample.missing(name)
+            if problem:
+                reason = f"row {sample.row} (id {sample.id}): field '{name}' {problem}"
+                if name in sample.problems or "row" in sample.problems:
+                    reason = f"row {sample.row} (id {sample.id}): field '{name}' is malformed: {problem}"
+                return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, reason=reason,
+                                    details={"field": name}, **base)
+        try:
+            outcome = self.measure(sample, judge)
+        except JudgeError as exc:
+            return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
+                                reason=f"judge failed: {exc}", **base)
+        if isinstance(outcome, NotApplicable):
+            return MetricResult(status=Status.NOT_APPLICABLE, value=None, passed=None,
+                                reason=outcome.reason, details=outcome.details, **base)
+        low, high = self.value_range
+        if not (math.isfinite(outcome.value) and low <= outcome.value <= high):
+            raise ArithmeticError(f"{self.name} computed {outcome.value!r} outside [{low}, {high}]")
+        return MetricResult(status=Status.OK, value=float(outcome.value),
+                            passed=passes(outcome.value, self.threshold, self.direction),
+                            reason=outcome.reason, details=outcome.details, **base)

@@ -1,0 +1,107 @@
+"""The judge interface shared by the offline heuristic judge and the LLM judge.
+
+A judge returns *per-item verdicts* (one per statement, one per context); it never
+returns a metric's score. The metrics in ``metrics.rag`` turn verdicts into scores,
+so a judge's own arithmetic can never leak into a result (metric-spec fault 1).
+"""
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from metrics.text import split_sentences
+
+
+class JudgeError(RuntimeError):
+    """The judge failed after its retries, or its output stayed invalid.
+
+    Metrics turn it into a ``judge_error`` result for that sample; the run goes on.
+    """
+
+
+@dataclass
+class Verdict:
+    """A binary decision on one item (statement or context).
+
+    ``verdict`` is 1 (supported / useful) or 0; ``reason`` explains it; ``evidence``
+    holds the judge's supporting numbers (similarities, overlaps), if any.
+    """
+
+    verdict: int
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in (0, 1):
+            raise JudgeError(f"verdict must be 0 or 1, got {self.verdict!r}")
+
+
+@dataclass
+class AnswerRelevanceJudgement:
+    """What AnswerRelevancy needs from a judge.
+
+    ``similarities`` are cosines in [-1, 1] between the question and each generated
+    question (or, offline, the response itself); ``noncommittal`` holds one flag per
+    generation; ``questions`` the generated questions (empty offline).
+    """
+
+    similarities: list[float]
+    noncommittal: list[bool]
+    questions: list[str] = field(default_factory=list)
+
+
+# Evasive or refusing sentences: they state nothing checkable (regression case BR-01).
+_NONCOMMITTAL = re.compile(
+    r"\b(i (?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|say|tell|help|determine|provide)"
+    r"|(?:could|can)(?: ?not|n't) (?:find|locate|determine|answer)|not (?:sure|certain)"
+    r"|no (?:relevant )?information|not (?:mentioned|provided|available|specified) in"
+    r"|unable to (?:find|answer|determine|provide)|i(?:'m| am) (?:sorry|afraid)"
+    r"|sorry|it depends|there is no way to know)\b"
+    r"|无法(?:回答|确定|找到|提供)|不知道|不清楚|没有(?:找到|相关)(?:的)?(?:信息|资料)|抱歉|对不起|不确定",
+    re.IGNORECASE,
+)
+
+
+def is_noncommittal(sentence: str) -> bool:
+    """True for an evasive or refusing sentence ("I don't know", "抱歉，无法回答")."""
+    return bool(_NONCOMMITTAL.search(sentence or ""))
+
+
+class Judge(ABC):
+    """Interface of a judge. Subclasses decide verdicts; they never compute scores.
+
+    Every method raises :class:`JudgeError` when it cannot produce a valid judgement.
+    """
+
+    #: Label written with every result, e.g. ``offline-heuristic`` or ``openai:gpt-4o-mini``.
+    name: str = "judge"
+
+    def describe(self) -> dict[str, Any]:
+        """Configuration recorded with every result and in the summary (no secrets)."""
+        return {"judge": self.name}
+
+    def statements(self, text: str) -> list[str]:
+        """Checkable statements of ``text``: its sentences minus evasive ones.
+
+        Deterministic segmentation (``metrics.text.split_sentences``), so the number
+        of statements never depends on a judge's mood (metric-spec fault 14).
+        """
+        return [s for s in split_sentences(text) if not is_noncommittal(s)]
+
+    @abstractmethod
+    def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
+        """One verdict per statement: 1 when the contexts support it."""
+
+    @abstractmethod
+    def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
+        """Similarities between the question and what the response answers."""
+
+    @abstractmethod
+    def rate_context_relevance(self, user_input: str, contexts: list[str]) -> list[tuple[int, int]]:
+        """Two independent ratings in {0, 1, 2} per context (the dual judge)."""
+
+    @abstractmethod
+    def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
+        """One verdict per context: 1 when it is useful to arrive at the reference."""

@@ -1,0 +1,1 @@
+"""RAG metrics, one module each."""

@@ -1,0 +1,64 @@
+"""AnswerRelevancy (RAGAS ResponseRelevancy): does the response address the question?"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from metrics.base import Measured, Metric, NotApplicable
+from metrics.judges.base import Judge
+from metrics.samples import Sample
+
+
+def answer_relevancy_score(similarities: Sequence[float], noncommittal: Sequence[bool]) -> float:
+    """Mean cosine, clipped to [0, 1], zeroed when the response is noncommittal.
+
+    Parameters
+    ----------
+    similarities : sequence of float in [-1, 1]
+        Cosine between the question and each generated question (one per generation).
+    noncommittal : sequence of bool
+        One flag per generation. The response counts as noncommittal when more than
+        half of the generations say so (RAGAS zeroes only when *all* do, fault 7).
+
+    Returns
+    -------
+    float in [0, 1]
+        Higher is better. Example: cosines (1, .6, .8) give 0.8; flags (1, 1, 1) give 0.
+
+    Raises
+    ------
+    ValueError
+        If ``similarities`` is empty.
+
+    References
+    ----------
+    RAGAS 0.4.3 ``answer_relevancy``; dingo ``LLMRAGAnswerRelevancy``.
+    """
+    if not similarities:
+        raise ValueError("no similarity to average")
+    if sum(bool(f) for f in noncommittal) * 2 > len(noncommittal):
+        return 0.0
+    mean = sum(similarities) / len(similarities)
+    return min(1.0, max(0.0, mean))
+
+
+class AnswerRelevancy(Metric):
+    """Relevance of ``response`` to ``user_input``, on [0, 1], higher is better.
+
+    With the LLM judge: ``strictness`` questions generated from the response, compared
+    with the question by embedding cosine. With the offline judge: the cosine between
+    question and response. An empty response scores 0.0 (it answers nothing).
+    """
+
+    name = "answer_relevancy"
+    required_fields = ("user_input", "response")
+
+    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+        if not sample.response.strip():
+            return Measured(0.0, "empty response: it answers nothing", {"noncommittal": [True]})
+        judgement = judge.answer_relevance(sample.user_input, sample.response)
+        value = answer_relevancy_score(judgement.similarities, judgement.noncommittal)
+        details = {"similarities": [round(s, 4) for s in judgement.similarities],
+                   "noncommittal": judgement.noncommittal, "questions": judgement.questions}
+        if value == 0.0 and any(judgement.noncommittal):
+            return Measured(value, "the response is noncommittal or evasive", details)
+        return Measured(value, f"mean similarity to the question {value:.2f}", details)

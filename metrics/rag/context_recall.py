@@ -1,0 +1,34 @@
+"""ContextRecall: the share of the reference's statements attributable to the contexts."""
+from __future__ import annotations
+
+from metrics.base import Measured, Metric, NotApplicable
+from metrics.judges.base import Judge
+from metrics.rag.faithfulness import faithfulness_score
+from metrics.samples import Sample
+
+
+class ContextRecall(Metric):
+    """Recall of ``reference`` in ``retrieved_contexts``, on [0, 1], higher is better.
+
+    The reference is split deterministically into statements (so the denominator never
+    depends on the judge, metric-spec fault 14) and each gets one attribution verdict.
+    Score = attributed / statements (RAGAS ``context_recall``; example [1, 1, 0] gives
+    2/3). A reference without statements is ``not_applicable``; an empty context list
+    scores 0.0 (regression case BR-04). Unlike dingo 2.5, the reference is read, never
+    the response (fault 9).
+    """
+
+    name = "context_recall"
+    required_fields = ("user_input", "retrieved_contexts", "reference")
+
+    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+        statements = judge.statements(sample.reference)
+        if not statements:
+            return NotApplicable("the reference has no statement to attribute")
+        verdicts = judge.support(statements, sample.retrieved_contexts)
+        items = [{"statement": s, "attributed": v.verdict, "reason": v.reason}
+                 for s, v in zip(statements, verdicts, strict=True)]
+        value = faithfulness_score([v.verdict for v in verdicts])
+        prefix = "no context retrieved; " if not sample.retrieved_contexts else ""
+        return Measured(value, f"{prefix}{sum(v.verdict for v in verdicts)}/{len(statements)} reference statements "
+                        "attributable to the contexts", {"statements": items})

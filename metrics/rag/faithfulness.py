@@ -1,0 +1,62 @@
+"""Faithfulness: the share of the response's statements that the contexts support."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from metrics.base import Measured, Metric, NotApplicable
+from metrics.judges.base import Judge
+from metrics.samples import Sample
+
+
+def faithfulness_score(verdicts: Sequence[int]) -> float | None:
+    """Supported statements over statements judged.
+
+    Parameters
+    ----------
+    verdicts : sequence of {0, 1}
+        One verdict per statement, 1 when the contexts support it.
+
+    Returns
+    -------
+    float in [0, 1] or None
+        Higher is better; ``None`` when there is no statement (nothing to judge).
+
+    Raises
+    ------
+    ValueError
+        If a verdict is not 0 or 1.
+
+    References
+    ----------
+    Es et al., "RAGAS: Automated Evaluation of Retrieval Augmented Generation", 2023;
+    RAGAS 0.4.3 ``faithfulness``. Example: ``[1, 0, 1, 1]`` gives 0.75.
+    """
+    if any(v not in (0, 1) for v in verdicts):
+        raise ValueError(f"verdicts must be 0 or 1, got {list(verdicts)}")
+    return sum(verdicts) / len(verdicts) if verdicts else None
+
+
+class Faithfulness(Metric):
+    """Faithfulness of ``response`` to ``retrieved_contexts``, on [0, 1], higher is better.
+
+    Statements come from deterministic segmentation of the response (evasive sentences
+    are not statements); the judge gives one verdict per statement. A response with no
+    checkable statement is ``not_applicable`` (RAGAS returns NaN); with statements but
+    no retrieved context it scores 0.0 (regression case BR-04).
+    """
+
+    name = "faithfulness"
+    required_fields = ("user_input", "response", "retrieved_contexts")
+
+    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+        statements = judge.statements(sample.response)
+        if not statements:
+            return NotApplicable("no_factual_statements: the response makes no checkable statement")
+        verdicts = judge.support(statements, sample.retrieved_contexts)
+        items = [{"statement": s, "verdict": v.verdict, "reason": v.reason, **v.evidence}
+                 for s, v in zip(statements, verdicts, strict=True)]
+        value = faithfulness_score([v.verdict for v in verdicts])
+        supported = sum(v.verdict for v in verdicts)
+        prefix = "no context retrieved; " if not sample.retrieved_contexts else ""
+        return Measured(value, f"{prefix}{supported}/{len(statements)} statements supported by the contexts",
+                        {"statements": items})

@@ -1,0 +1,250 @@
+"""The sample model: RAGAS field names, peer aliases, loading from files and frames.
+
+A sample has the RAGAS fields ``user_input``, ``response``, ``retrieved_contexts``
+(list of str) and ``reference``, plus an ``id``. Aliases of dingo, Azure AI
+Evaluation, DeepEval and older RAGAS are accepted, and a user mapping (as in dingo's
+``fields``) names any other column. A field that is absent or null is *missing*; a
+field of the wrong type is *malformed* and recorded in ``Sample.problems``. Neither
+raises: the metrics that need the field report ``input_error`` naming row and field.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
+ALIASES: dict[str, tuple[str, ...]] = {
+    "user_input": ("prompt", "question", "query", "input"),
+    "response": ("content", "answer", "actual_output"),
+    "retrieved_contexts": ("context", "contexts", "retrieval_context"),
+    "reference": ("expected_output", "ground_truth", "ground_truths"),
+}
+
+
+@dataclass
+class Sample:
+    """One RAG interaction to evaluate.
+
+    Attributes
+    ----------
+    id : str
+        Taken from the input's ``id`` when present, else a stable hash of the fields.
+    row : int
+        0-based position in the input, for error messages.
+    user_input, response, reference : str or None
+        ``None`` when missing or malformed. A ``reference`` given as a list of strings
+        is joined with newlines.
+    retrieved_contexts : list of str or None
+        ``None`` when missing or malformed; ``[]`` means retrieval returned nothing,
+        which is a measurement, not an error. A single string is wrapped in a list.
+    problems : dict
+        ``{field: reason}`` for malformed fields (and ``row`` for unreadable rows).
+    """
+
+    id: str
+    row: int
+    user_input: str | None = None
+    response: str | None = None
+    retrieved_contexts: list[str] | None = None
+    reference: str | None = None
+    problems: dict[str, str] = field(default_factory=dict)
+
+    def missing(self, name: str) -> str | None:
+        """Why field ``name`` cannot be used, or ``None`` when it is usable."""
+        if "row" in self.problems:
+            return self.problems["row"]
+        if name in self.problems:
+            return self.problems[name]
+        if getattr(self, name) is None:
+            return "missing"
+        return None
+
+    def to_record(self) -> dict[str, Any]:
+        """A plain dict with ``id``, ``row``, the four fields and ``problems``."""
+        return {"id": self.id, "row": self.row, **{f: getattr(self, f) for f in FIELDS},
+                "problems": dict(self.problems)}
+
+
+def _is_null(value: Any) -> bool:
+    """None, NaN (pandas' missing cell) and ``pd.NA`` are null; lists never are."""
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _as_list(value: Any) -> Any:
+    """Arrays from Parquet and JSON-encoded lists from CSV become Python lists."""
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        return value.tolist()
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            return value
+        return parsed if isinstance(parsed, list) else value
+    return value
+
+
+def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
+    """Return ``(value, problem)`` for one canonical field."""
+    if name == "retrieved_contexts":
+        value = _as_list(value)
+        if isinstance(value, str):
+            return [value], None
+        if not isinstance(value, list):
+            return None, f"expected a list of strings, got {type(value).__name__}"
+        bad = [i for i, item in enumerate(value) if not isinstance(item, str)]
+        if bad:
+            return None, f"item {bad[0]} is {type(value[bad[0]]).__name__}, expected a string"
+        return value, None
+    if name == "reference":
+        value = _as_list(value)
+        if isinstance(value, list):
+            if not all(isinstance(item, str) for item in value):
+                return None, "expected a string or a list of strings"
+            value = "\n".join(value)
+    if not isinstance(value, str):
+        return None, f"expected a string, got {type(value).__name__}"
+    if name in ("user_input", "reference") and not value.strip():
+        return None, "empty string"
+    return value, None
+
+
+def stable_id(fields: Mapping[str, Any]) -> str:
+    """A 16-hex-digit SHA-256 of the canonical fields, stable across runs."""
+    payload = json.dumps({f: fields.get(f) for f in FIELDS}, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str] | None = None) -> Sample:
+    """Build a :class:`Sample` from one input record.
+
+    Parameters
+    ----------
+    raw : mapping
+        One record with canonical names, aliases, or columns named in ``fields``.
+    row : int
+        Position of the record in its source.
+    fields : mapping, optional
+        User mapping ``{canonical_name: column_in_raw}``, like dingo's ``fields``.
+
+    Raises
+    ------
+    ValueError
+        If ``fields`` names a key that is not one of the canonical fields.
+    """
+    fields = dict(fields or {})
+    unknown = set(fields) - set(FIELDS) - {"id"}
+    if unknown:
+        raise ValueError(f"field mapping names unknown fields {sorted(unknown)}; known: {list(FIELDS)} and 'id'")
+    values: dict[str, Any] = {}
+    problems: dict[str, str] = {}
+    for name in FIELDS:
+        candidates = (fields[name],) if name in fields else (name, *ALIASES[name])
+        value = next((raw[c] for c in candidates if c in raw and not _is_null(raw[c])), None)
+        if value is None:
+            values[name] = None
+            continue
+        values[name], problem = _normalise(name, value)
+        if problem:
+            problems[name] = problem
+    raw_id = raw.get(fields.get("id", "id"))
+    sample_id = str(raw_id) if not _is_null(raw_id) and str(raw_id).strip() else stable_id(values)
+    return Sample(id=sample_id, row=row, problems=problems, **values)
+
+
+def _read_jsonl(path: Path) -> list[Sample | dict[str, Any]]:
+    records: list[Sample | dict[str, Any]] = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            row = len(records)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                records.append(Sample(id=f"line-{line_no}", row=row,
+                                      problems={"row": f"line {line_no} is not valid JSON: {exc.msg}"}))
+                continue
+            if not isinstance(record, dict):
+                records.append(Sample(id=f"line-{line_no}", row=row,
+                                      problems={"row": f"line {line_no} is a JSON {type(record).__name__}, not an object"}))
+                continue
+            records.append(record)
+    return records
+
+
+def _read_path(path: Path) -> list[Sample | dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return _read_jsonl(path)
+    if suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
+            return pd.DataFrame(data).to_dict("records")  # column-oriented (RAGAS/HF export)
+        if isinstance(data, list):
+            return data
+        raise ValueError(f"{path}: expected a list of records or a dict of columns")
+    if suffix == ".csv":
+        return pd.read_csv(path).to_dict("records")
+    if suffix == ".parquet":
+        return pd.read_parquet(path).to_dict("records")
+    raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
+
+
+def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]],
+                 fields: Mapping[str, str] | None = None) -> list[Sample]:
+    """Load samples from a file path, a DataFrame or an iterable of dicts.
+
+    Every input row yields exactly one :class:`Sample`, in order; unreadable rows
+    (invalid JSON, non-object lines) become samples whose ``problems['row']`` says why.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``source`` is a path that does not exist.
+    ValueError
+        For an unsupported file type or an unknown field in ``fields``.
+    """
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(f"dataset file not found: {path}")
+        records = _read_path(path)
+    elif isinstance(source, pd.DataFrame):
+        records = source.to_dict("records")
+    else:
+        records = list(source)
+    samples: list[Sample] = []
+    for row, record in enumerate(records):
+        if isinstance(record, Sample):
+            samples.append(record)
+        elif isinstance(record, Mapping):
+            samples.append(sample_from_dict(record, row, fields))
+        else:
+            samples.append(Sample(id=f"row-{row}", row=row,
+                                  problems={"row": f"row {row} is a {type(record).__name__}, not a record"}))
+    return samples
+
+
+def samples_to_frame(samples: Iterable[Sample]) -> pd.DataFrame:
+    """One row per sample with columns ``id, row, user_input, response, retrieved_contexts, reference, problems``."""
+    return pd.DataFrame([s.to_record() for s in samples],
+                        columns=["id", "row", *FIELDS, "problems"])
+
+
+def samples_from_frame(frame: pd.DataFrame) -> list[Sample]:
+    """Inverse of :func:`samples_to_frame`."""
+    samples = []
+    for record in frame.to_dict("records"):
+        values = {f: (None if _is_null(record[f]) else _as_list(record[f]) if f == "retrieved_contexts" else record[f])
+                  for f in FIELDS}
+        samples.append(Sample(id=str(record["id"]), row=int(record["row"]), problems=dict(record["problems"] or {}), **values))
+    return samples

@@ -1,0 +1,1 @@
+"""When and how the pipeline runs: Definitions, jobs and the command line."""
