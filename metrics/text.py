@@ -20,7 +20,7 @@ _ABBREVIATIONS = {
 # A sentence ends at CJK punctuation, at ! ? ; , or at a period followed by space or end.
 _BOUNDARY = re.compile(r"(?<=[。！？；!?;])|(?<=\.)(?=\s|$)")
 _LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
-_LIST_MARKER = re.compile(r"^\s*(?:[-*•]+|\(?\d{1,2}[.)]|\(?[a-zA-Z][.)])\s+")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•]+|\(?\d{1,2}[.)]|\(?[a-z][.)]|\([A-Z]\))\s+")
 STOPWORDS = frozenset(
     """a an the and or but if then else of to in on at by for with from as is are was were be been
     being am do does did doing have has had having it its this that these those there here which who

@@ -21,14 +21,12 @@ from pathlib import Path
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
 
-def _prepare_environment(args: argparse.Namespace) -> None:
-    """Point Dagster and the resources at project-local folders before defs are imported."""
+def _prepare_instance() -> None:
+    """Use a project-local Dagster instance unless DAGSTER_HOME is already set."""
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
         shutil.copyfile(Path(__file__).resolve().parent.parent / "dagster.yaml", home / "dagster.yaml")
-    os.environ["RAG_EVAL_DATASETS"] = str(Path(args.datasets).resolve())
-    os.environ["RAG_EVAL_OUT"] = str(Path(args.out).resolve())
 
 
 def default_version(path: Path) -> str:
@@ -74,7 +72,7 @@ def _run_config(args: argparse.Namespace) -> dict:
     return {"ops": ops, "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def _execute_with_progress(job, version: str, run_config: dict):
+def _execute_with_progress(job, version: str, run_config: dict, resources: dict):
     """Run ``job`` in a thread while a progress bar follows its asset materializations."""
     from dagster import DagsterEventType, DagsterInstance
     from dagster._core.utils import make_new_run_id
@@ -88,7 +86,7 @@ def _execute_with_progress(job, version: str, run_config: dict):
     def target() -> None:
         try:
             outcome["result"] = job.execute_in_process(run_config=run_config, instance=instance, partition_key=version,
-                                                       run_id=run_id, raise_on_error=False)
+                                                       run_id=run_id, raise_on_error=False, resources=resources)
         except BaseException as exc:  # reported below, never swallowed
             outcome["error"] = exc
 
@@ -131,12 +129,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    from assets.resources import DatasetStore, JudgeResource, ReportStore
     from orchestration.definitions import defs
 
     version = register(Path(args.dataset), args.version, Path(args.datasets))
     print(f"dataset version {version}: evaluating with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
-    result = _execute_with_progress(defs.resolve_job_def("evaluation_job"), version, _run_config(args))
+    resources = {"dataset_store": DatasetStore(root=str(Path(args.datasets).resolve())),
+                 "report_store": ReportStore(root=str(Path(args.out).resolve())), "judge": JudgeResource()}
+    result = _execute_with_progress(defs.resolve_job_def("evaluation_job"), version, _run_config(args), resources)
     failed_checks = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
     if failed_checks:
         print(f"quality checks that failed: {', '.join(failed_checks)} (details in the Dagster UI)", file=sys.stderr)
@@ -183,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``."""
     args = build_parser().parse_args(argv)
-    _prepare_environment(args)
+    _prepare_instance()
     try:
         return args.handler(args)
     except (FileNotFoundError, ValueError) as exc:

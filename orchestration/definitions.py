@@ -11,8 +11,8 @@ defs = dg.Definitions(
     assets=[eval_samples, *metric_assets, eval_summary],
     jobs=[evaluation_job],
     resources={
-        "dataset_store": DatasetStore(root=dg.EnvVar("RAG_EVAL_DATASETS").get_value("datasets")),
-        "report_store": ReportStore(root=dg.EnvVar("RAG_EVAL_OUT").get_value("out")),
+        "dataset_store": DatasetStore(),
+        "report_store": ReportStore(),
         "judge": JudgeResource(),
     },
     # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).

@@ -52,6 +52,17 @@ class AnswerRelevanceJudgement:
     questions: list[str] = field(default_factory=list)
 
 
+def expect_count(items: list, expected: int, what: str) -> list:
+    """Return ``items`` if there is exactly one per judged item, else raise :class:`JudgeError`.
+
+    A judge that drops or adds verdicts fails the sample; verdicts are never
+    zip-truncated (regression case BR-21, metric-spec fault 14).
+    """
+    if len(items) != expected:
+        raise JudgeError(f"{len(items)} {what} for {expected} items")
+    return items
+
+
 # Evasive or refusing sentences: they state nothing checkable (regression case BR-01).
 _NONCOMMITTAL = re.compile(
     r"\b(i (?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|say|tell|help|determine|provide)"

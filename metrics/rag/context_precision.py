@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, JudgeError
+from metrics.judges.base import Judge, expect_count
 from metrics.samples import Sample
 
 
@@ -58,9 +58,8 @@ class ContextPrecision(Metric):
         contexts = sample.retrieved_contexts
         if not contexts:
             return Measured(0.0, "no context retrieved", {"contexts": []})
-        verdicts = judge.context_usefulness(sample.user_input, sample.reference, contexts)
-        if len(verdicts) != len(contexts):
-            raise JudgeError(f"{len(verdicts)} verdicts for {len(contexts)} contexts")
+        verdicts = expect_count(judge.context_usefulness(sample.user_input, sample.reference, contexts),
+                                len(contexts), "verdicts")
         value = average_precision([v.verdict for v in verdicts])
         items = [{"rank": i + 1, "useful": v.verdict, "reason": v.reason} for i, v in enumerate(verdicts)]
         useful = sum(v.verdict for v in verdicts)

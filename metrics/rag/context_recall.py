@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge
+from metrics.judges.base import Judge, expect_count
 from metrics.rag.faithfulness import faithfulness_score
 from metrics.samples import Sample
 
@@ -25,10 +25,12 @@ class ContextRecall(Metric):
         statements = judge.statements(sample.reference)
         if not statements:
             return NotApplicable("the reference has no statement to attribute")
-        verdicts = judge.support(statements, sample.retrieved_contexts)
-        items = [{"statement": s, "attributed": v.verdict, "reason": v.reason}
-                 for s, v in zip(statements, verdicts, strict=True)]
-        value = faithfulness_score([v.verdict for v in verdicts])
-        prefix = "no context retrieved; " if not sample.retrieved_contexts else ""
-        return Measured(value, f"{prefix}{sum(v.verdict for v in verdicts)}/{len(statements)} reference statements "
-                        "attributable to the contexts", {"statements": items})
+        if not sample.retrieved_contexts:
+            return Measured(0.0, f"no context retrieved: none of the {len(statements)} reference statements "
+                            "is attributable", {"statements": [{"statement": s, "attributed": 0} for s in statements]})
+        verdicts = expect_count(judge.support(statements, sample.retrieved_contexts), len(statements), "verdicts")
+        items = [{"statement": s, "attributed": v.verdict, "reason": v.reason} for s, v in zip(statements, verdicts)]
+        attributed = sum(v.verdict for v in verdicts)
+        return Measured(faithfulness_score([v.verdict for v in verdicts]),
+                        f"{attributed}/{len(statements)} reference statements attributable to the contexts",
+                        {"statements": items})

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, JudgeError
+from metrics.judges.base import Judge, JudgeError, expect_count
 from metrics.samples import Sample
 
 
@@ -52,9 +52,7 @@ class ContextRelevancy(Metric):
         contexts = sample.retrieved_contexts
         if not contexts:
             return Measured(0.0, "no context retrieved", {"contexts": []})
-        ratings = judge.rate_context_relevance(sample.user_input, contexts)
-        if len(ratings) != len(contexts):
-            raise JudgeError(f"{len(ratings)} ratings for {len(contexts)} contexts")
+        ratings = expect_count(judge.rate_context_relevance(sample.user_input, contexts), len(contexts), "ratings")
         try:
             value = context_relevancy_score(ratings)
         except ValueError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge
+from metrics.judges.base import Judge, expect_count
 from metrics.samples import Sample
 
 
@@ -52,11 +52,12 @@ class Faithfulness(Metric):
         statements = judge.statements(sample.response)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        verdicts = judge.support(statements, sample.retrieved_contexts)
+        if not sample.retrieved_contexts:
+            return Measured(0.0, f"no context retrieved: none of the {len(statements)} statements is supported",
+                            {"statements": [{"statement": s, "verdict": 0} for s in statements]})
+        verdicts = expect_count(judge.support(statements, sample.retrieved_contexts), len(statements), "verdicts")
         items = [{"statement": s, "verdict": v.verdict, "reason": v.reason, **v.evidence}
-                 for s, v in zip(statements, verdicts, strict=True)]
-        value = faithfulness_score([v.verdict for v in verdicts])
+                 for s, v in zip(statements, verdicts)]
         supported = sum(v.verdict for v in verdicts)
-        prefix = "no context retrieved; " if not sample.retrieved_contexts else ""
-        return Measured(value, f"{prefix}{supported}/{len(statements)} statements supported by the contexts",
-                        {"statements": items})
+        return Measured(faithfulness_score([v.verdict for v in verdicts]),
+                        f"{supported}/{len(statements)} statements supported by the contexts", {"statements": items})
