@@ -14,12 +14,36 @@ reversed roles ("releases CO2, consumes O2"). Its results are labelled
 from __future__ import annotations
 
 from functools import cached_property
+import re
 from typing import Any
 
 import numpy as np
 
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict, is_noncommittal
-from metrics.text import content_tokens, numbers, proper_nouns, split_sentences
+from metrics.text import STOPWORDS, content_tokens, has_cjk, numbers, split_sentences
+
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+
+
+def names(statement: str) -> set[str]:
+    """Lower-cased capitalised words that do not start a sentence, plus a sentence's first
+    word when the next word is capitalised too ("Malcolm Smith was ..."); a trailing
+    ``'s`` or apostrophe is dropped."""
+    found = set()
+    for sentence in split_sentences(statement):
+        words = _WORD.findall(sentence)
+        for i, word in enumerate(words):
+            if word[0].isupper() and word.lower() not in STOPWORDS and (
+                    i or (len(words) > 1 and words[1][0].isupper())):
+                found.add(re.sub(r"(['’]s)?['’]?$", "", word.lower()))
+    return found
+
+
+def _in_text(word: str, text: str) -> bool:
+    """``word`` occurs in lower-cased ``text`` as a whole word (CJK: as a substring)."""
+    if has_cjk(word):
+        return word in text
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None
 
 
 class OfflineJudge(Judge):
@@ -86,6 +110,7 @@ class OfflineJudge(Judge):
         if not units:
             return [Verdict(0, "no context to support it") for _ in statements]
         joined = "\n".join(contexts)
+        lowered = joined.lower()
         context_tokens = content_tokens(joined)
         context_numbers = numbers(joined)
         cosines = self.embed(statements) @ self.embed(units).T
@@ -94,14 +119,15 @@ class OfflineJudge(Judge):
             best = int(np.argmax(cosines[i]))
             cosine = float(np.clip(cosines[i, best], 0.0, 1.0))
             tokens = content_tokens(statement)
-            overlap = len(tokens & context_tokens) / len(tokens) if tokens else cosine
+            overlap = sum(t in context_tokens or _in_text(t, lowered) for t in tokens) / len(tokens) if tokens else cosine
             hybrid = 0.5 * cosine + 0.5 * overlap
-            absent = sorted((numbers(statement) - context_numbers) | (proper_nouns(statement) - context_tokens))
+            absent = sorted((numbers(statement) - context_numbers)
+                            | {n for n in names(statement) if n not in context_tokens and not _in_text(n, lowered)})
             evidence = {"cosine": round(cosine, 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
                         "closest": units[best][:200], "absent": absent}
             if absent:
                 verdicts.append(Verdict(0, f"not in the contexts: {', '.join(absent)}", evidence))
-            elif hybrid >= self.support_threshold:
+            elif hybrid >= self.support_threshold or (getattr(self,'full',False) and overlap == 1):
                 verdicts.append(Verdict(1, f"supported (similarity {hybrid:.2f} ≥ {self.support_threshold})", evidence))
             else:
                 verdicts.append(Verdict(0, f"unsupported (similarity {hybrid:.2f} < {self.support_threshold})", evidence))
