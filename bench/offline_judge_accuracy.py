@@ -17,9 +17,14 @@ words; character bigrams for Chinese) found in the context's tokens, with the sa
 win/tie/loss counting. The table also gives "ties = 1/2" accuracy ((wins + ties/2) / n),
 which is how the often-quoted 0.90 for the baseline on HaluEval is obtained.
 
+A response with no checkable statement (Faithfulness ``not_applicable``) scores below
+any measured value, so it never wins. ``--with-question`` scores "question answer" (the question's "?" removed) instead of
+the bare answer, for both the judge and the baseline, so that a fragment like "Delhi" or
+"2006" becomes one statement together with its question.
+
 Run from the repo root::
 
-    .venv/bin/python bench/offline_judge_accuracy.py [--data ../shared/data] [--limit N] [--show-losses]
+    .venv/bin/python bench/offline_judge_accuracy.py [--data ../shared/data] [--limit N] [--with-question] [--show-losses]
 """
 from __future__ import annotations
 
@@ -102,6 +107,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
                         help="folder holding halueval_qa/ and rgb/ (default: ../shared/data from the repo root)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N pairs of each dataset")
+    parser.add_argument("--with-question", action="store_true", help='score "question answer", not the bare answer')
     parser.add_argument("--show-losses", action="store_true", help="print every pair the judge ties or loses")
     args = parser.parse_args()
 
@@ -110,6 +116,9 @@ def main() -> None:
     print(f"judge: {judge.describe()}")
     rows = []
     for name, pairs in load_pairs(args.data).items():
+        if args.with_question:
+            pairs = [dict(p, **{k: f"{p['question'].strip().rstrip('?？ ')} {p[k]}" for k in ("good", "bad")})
+                     for p in pairs]
         if args.show_losses:
             print(name)
         rows.append((name, evaluate_set(judge, pairs[: args.limit], args.show_losses)))

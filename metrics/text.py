@@ -19,7 +19,12 @@ _ABBREVIATIONS = {
 }
 # A sentence ends at CJK punctuation, at ! ? ; , or at a period followed by space or end.
 _BOUNDARY = re.compile(r"(?<=[。！？；!?;])|(?<=\.)(?=\s|$)")
-_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
+_LETTER = re.compile(r"[^\W_]", re.UNICODE)
+_BARE_MARKER = re.compile(r"\(?\d{1,2}[.)]?")
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_NUMBER_WORDS = dict(zip("two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty sixty "
+                         "seventy eighty ninety".split(), "2 3 4 5 6 7 8 9 10 11 12 20 30 40 50 60 70 80 90".split()))
+_MONTHS = frozenset("january february march april may june july august september october november december".split())
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•]+|\(?\d{1,2}[.)]|\(?[a-z][.)]|\([A-Z]\))\s+")
 STOPWORDS = frozenset(
     """a an the and or but if then else of to in on at by for with from as is are was were be been
@@ -43,7 +48,7 @@ def split_sentences(text: str) -> list[str]:
     -------
     list of str
         Stripped sentences in order; list markers (``1.``, ``-``) are removed and pieces
-        without any letter are dropped. ``"长城很长。它很古老。"`` gives two.
+        without any letter or digit are dropped (a bare ``"2006"`` is a statement). ``"长城很长。它很古老。"`` gives two.
     """
     sentences: list[str] = []
     for line in (text or "").splitlines():
@@ -67,7 +72,7 @@ def _is_abbreviation(word: str) -> bool:
 
 def _keep(chunk: str, sentences: list[str]) -> None:
     sentence = chunk.strip()
-    if _LETTER.search(sentence):
+    if _LETTER.search(sentence) and not _BARE_MARKER.fullmatch(sentence):
         sentences.append(sentence)
 
 
@@ -84,11 +89,24 @@ def numbers(text: str) -> set[str]:
     return {normalise_number(m) for m in re.findall(r"\d+(?:[.,]\d+)*", text or "")}
 
 
+def stem(word: str) -> str:
+    """A light English suffix stripper: ``carries``→``carry``, ``kilograms``→``kilogram``,
+    ``launched``→``launch``, ``sleeping``→``sleep``; short words and words ending in
+    ``-is``, ``-us``, ``-ss`` (``Paris``, ``status``, ``class``) are kept as they are."""
+    if len(word) <= 4 or not word.isascii():
+        return word
+    for suffix, replacement, minimum in (("ies", "y", 5), ("sses", "ss", 5), ("ches", "ch", 5), ("shes", "sh", 5),
+                                         ("xes", "x", 5), ("ing", "", 6), ("ed", "", 5), ("s", "", 5)):
+        if word.endswith(suffix) and len(word) >= minimum and not (suffix == "s" and word[-2] in "ius"):
+            return word[: len(word) - len(suffix)] + replacement
+    return word
+
+
 def content_tokens(text: str) -> set[str]:
     """Content tokens of ``text`` for lexical overlap.
 
-    Latin-script words are lower-cased, English stop words are removed and numbers
-    normalised; runs of CJK characters become character bigrams (a single character
+    Latin-script words are lower-cased and lightly stemmed (:func:`stem`), English stop
+    words are removed and numbers normalised; runs of CJK characters become character bigrams (a single character
     stays a unigram), so Chinese text without spaces still yields tokens.
     """
     text = text or ""
@@ -100,22 +118,40 @@ def content_tokens(text: str) -> set[str]:
         tokens.add(number)
     for word in _LATIN_WORD.findall(re.sub(r"\d+(?:[.,]\d+)*", " ", latin).lower()):
         if word not in STOPWORDS:
-            tokens.add(word)
+            tokens.add(stem(word))
     return tokens
 
 
-def proper_nouns(text: str) -> set[str]:
-    """Capitalised Latin words that do not start a sentence, lower-cased.
+def quantities(text: str) -> set[str]:
+    """Numbers in ``text`` (digits, normalised, and the English number words two to
+    twelve and the tens, as digits) plus capitalised month names, lower-cased: the tokens whose
+    change turns a true statement into a false one."""
+    words = re.findall(r"[A-Za-z]+", text or "")
+    return (numbers(text) | {_NUMBER_WORDS[w.lower()] for w in words if w.lower() in _NUMBER_WORDS}
+            | {w.lower() for w in words if w.istitle() and w.lower() in _MONTHS})
 
-    A cheap proper-noun detector for English; CJK text yields none (its names are
-    covered by the bigram overlap instead).
+
+def names(text: str) -> set[str]:
+    """Likely proper names of English text, as lower-cased phrases.
+
+    Runs of capitalised words form one phrase ("Mount Kilimanjaro", "Glenn Hughes"). A
+    run at the start of a sentence counts only when it has two words or more, since a
+    lone first word is capitalised anyway. Stop words and their contractions ("I'll",
+    "Don't") break runs; a trailing ``'s`` is dropped. CJK text yields none (its names
+    are covered by the bigram overlap instead).
     """
-    found: set[str] = set()
+    found = set()
     for sentence in split_sentences(text):
-        words = re.findall(r"[A-Za-z][A-Za-z'’-]*", sentence)
-        for word in words[1:]:
-            if word[0].isupper() and word.lower() not in STOPWORDS:
-                found.add(re.sub(r"['’]s$", "", word.lower()))
+        run: list[str] = []
+        run_start = 0
+        for i, word in enumerate(_WORD.findall(sentence) + ["."]):
+            if word[0].isupper() and re.split(r"['’]", word.lower())[0] not in STOPWORDS:
+                run_start = i if not run else run_start
+                run.append(re.sub(r"(['’]s)?['’]?$", "", word.lower()))
+                continue
+            if run and (run_start > 0 or len(run) > 1):
+                found.add(" ".join(run))
+            run = []
     return found
 
 

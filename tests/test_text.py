@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from metrics.judges.base import Judge
-from metrics.text import content_tokens, has_cjk, normalise_number, numbers, proper_nouns, split_sentences
+from metrics.text import content_tokens, has_cjk, normalise_number, names, numbers, quantities, split_sentences
 
 
 # --------------------------------------------------------------------------- CJK segmentation
@@ -100,6 +100,13 @@ def test_content_tokens_mixed_cjk_and_latin():
     assert content_tokens("长城 is 21196 km") == {"长城", "21196", "km"}
 
 
+def test_stem_strips_inflections_only():
+    from metrics.text import stem
+
+    assert [stem(w) for w in ("carries", "kilograms", "launched", "sleeping", "classes", "paris", "status", "gas")] \
+        == ["carry", "kilogram", "launch", "sleep", "class", "paris", "status", "gas"]
+
+
 def test_content_tokens_lowercases():
     assert content_tokens("Paris PARIS paris") == {"paris"}
 
@@ -114,8 +121,15 @@ def test_numbers_extracts_normalised():
     assert numbers("5,895 people, 3.50 dollars and 10.0 km") == {"5895", "3.5", "10"}
 
 
-def test_proper_nouns_skip_sentence_start():
-    assert proper_nouns("The tower is in Paris. Eiffel's design won.") == {"paris"}
+def test_names_skip_sentence_start_unless_followed_by_a_name():
+    assert names("The tower is in Paris. Eiffel's design won.") == {"paris"}
+    assert names("Malcolm Smith met Pogačar. I'll go.") == {"malcolm smith", "pogačar"}
+    assert names("Mount Kilimanjaro is high.") == {"mount kilimanjaro"}
+
+
+def test_quantities_include_number_words_and_months():
+    assert quantities("Born on May 5, 2020, one of twelve.") == {"5", "2020", "may", "12"}
+    assert quantities("It may rain in march") == set()
 
 
 def test_has_cjk():
