@@ -14,6 +14,9 @@ from typing import Any
 import pandas as pd
 
 from metrics.registry import METRICS
+
+#: Per-row cost columns of a results frame (``metrics.evaluate.results_frame``).
+USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits"]
 from metrics.results import Direction, Status
 
 
@@ -101,11 +104,13 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
         coverage[metric] = {s.value: int((frame["status"] == s.value).sum()) for s in Status}
         coverage[metric]["total"] = len(frame)
         measured = frame[frame["status"] == Status.OK.value]
+        usage = {c: int(frame[c].sum()) for c in USAGE_COLUMNS if c in frame}
         overview[metric] = {
             "mean": group["stats"][metric]["score_average"],
             "pass_rate": round(float(measured["passed"].astype(bool).mean()), 4) if len(measured) else None,
             "measured": len(measured), "total": len(frame),
             "threshold": float(frame["threshold"].iloc[0]), "direction": frame["direction"].iloc[0],
+            "usage": usage,
         }
         if values and METRICS.get(metric) and METRICS[metric].value_range == (0.0, 1.0):
             mean = statistics.fmean(values)
@@ -125,6 +130,7 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
         "metrics_score": metrics_score,
         "overall_average": round(statistics.fmean(goodness), digits) if goodness else None,
         "metrics": overview,
+        "usage": {c: int(results[c].sum()) for c in USAGE_COLUMNS if c in results},
         "coverage": coverage,
         "scale": "0-10" if scale == 10 else "0-1",
         "judge": dict(judge or {}),

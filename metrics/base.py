@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from metrics.judges.base import Judge, JudgeError
+from metrics.judges.base import Judge, JudgeError, Usage, current_usage
 from metrics.results import Direction, MetricResult, Status, passes
 from metrics.samples import Sample
 
@@ -64,10 +64,14 @@ class Metric(ABC):
             raise ValueError(f"{self.name}: threshold {self.threshold} outside [{low}, {high}]")
 
     @abstractmethod
-    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+    async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         """Compute the value from the judge's per-item verdicts. Fields are present."""
 
     def score(self, sample: Sample, judge: Judge) -> MetricResult:
+        """Synchronous :meth:`ascore`."""
+        return judge.run(self.ascore(sample, judge))
+
+    async def ascore(self, sample: Sample, judge: Judge) -> MetricResult:
         """Score one sample; never raises for bad input or a failing judge.
 
         Returns
@@ -77,6 +81,16 @@ class Metric(ABC):
             malformed; ``judge_error`` with the cause when the judge fails; otherwise
             ``ok`` or ``not_applicable``.
         """
+        usage = Usage()
+        token = current_usage.set(usage)
+        try:
+            result = await self._score(sample, judge)
+        finally:
+            current_usage.reset(token)
+        result.usage = usage.as_dict()
+        return result
+
+    async def _score(self, sample: Sample, judge: Judge) -> MetricResult:
         base = dict(metric=self.name, sample_id=sample.id, threshold=self.threshold,
                     direction=self.direction, judge=judge.name)
         for name in self.required_fields:
@@ -88,7 +102,7 @@ class Metric(ABC):
                 return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, reason=reason,
                                     details={"field": name}, **base)
         try:
-            outcome = self.measure(sample, judge)
+            outcome = await self.measure(sample, judge)
         except JudgeError as exc:
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
                                 reason=f"judge failed: {exc}", **base)

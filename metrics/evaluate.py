@@ -1,6 +1,7 @@
 """The Python API for users who do not run Dagster: ``evaluate`` and ``score_sample``."""
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.aggregate import summarize
+from metrics.aggregate import USAGE_COLUMNS, summarize
 from metrics.base import Metric
 from metrics.judges.base import Judge
 from metrics.judges.offline import OfflineJudge
@@ -18,7 +19,7 @@ from metrics.results import MetricResult
 from metrics.samples import Sample, load_samples, sample_from_dict
 
 RESULT_COLUMNS = ["sample_id", "row", "metric", "status", "value", "passed", "threshold", "direction",
-                  "reason", "details", "judge"]
+                  "reason", "details", "judge", *USAGE_COLUMNS]
 
 
 @dataclass
@@ -44,6 +45,8 @@ def results_frame(results: Iterable[MetricResult], rows: Mapping[str, int] | Non
     for result in results:
         record = result.to_record()
         record["details"] = json.dumps(record["details"], ensure_ascii=False, default=str)
+        usage = record.pop("usage") or {}
+        record.update({column: int(usage.get(column, 0)) for column in USAGE_COLUMNS})
         record["row"] = (rows or {}).get(result.sample_id)
         records.append(record)
     frame = pd.DataFrame(records, columns=RESULT_COLUMNS)
@@ -52,15 +55,30 @@ def results_frame(results: Iterable[MetricResult], rows: Mapping[str, int] | Non
     return frame
 
 
-def score_metric(samples: list[Sample], metric: Metric, judge: Judge,
-                 progress: Callable[[int], None] | None = None) -> list[MetricResult]:
-    """Score every sample with one metric, in order; ``progress(1)`` after each sample."""
-    results = []
-    for sample in samples:
-        results.append(metric.score(sample, judge))
+def score_all(samples: list[Sample], metrics: list[Metric], judge: Judge,
+              progress: Callable[[int], None] | None = None) -> list[MetricResult]:
+    """Score every (metric, sample) pair concurrently under the judge's limits.
+
+    Results come back metric by metric, samples in input order; ``progress(1)`` is
+    called as each pair finishes. Nothing is lost to one failing pair: its result
+    carries ``judge_error`` or ``input_error``.
+    """
+    async def one(metric: Metric, sample: Sample) -> MetricResult:
+        result = await metric.ascore(sample, judge)
         if progress:
             progress(1)
-    return results
+        return result
+
+    async def everything() -> list[MetricResult]:
+        return list(await asyncio.gather(*(one(m, s) for m in metrics for s in samples)))
+
+    return judge.run(everything())
+
+
+def score_metric(samples: list[Sample], metric: Metric, judge: Judge,
+                 progress: Callable[[int], None] | None = None) -> list[MetricResult]:
+    """Score every sample with one metric (see :func:`score_all`)."""
+    return score_all(samples, [metric], judge, progress)
 
 
 def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | list[Sample],
@@ -104,8 +122,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         else load_samples(samples, fields)
     built = build_metrics(metrics, thresholds)
     rows = {s.id: s.row for s in loaded}
-    results = [r for metric in built for r in score_metric(loaded, metric, judge, progress)]
-    frame = results_frame(results, rows)
+    frame = results_frame(score_all(loaded, built, judge, progress), rows)
     return EvaluationResult(frame, summarize(frame, task_name, judge.describe(), scale), loaded)
 
 

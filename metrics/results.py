@@ -78,6 +78,8 @@ class MetricResult:
         Per-item evidence, e.g. the statements and their verdicts.
     judge : str
         Name of the judge that scored it (``offline-heuristic``, ``openai:<model>``...).
+    usage : dict
+        Requests, tokens and cache hits spent on this result (``metrics.judges.Usage``).
     """
 
     metric: str
@@ -90,6 +92,7 @@ class MetricResult:
     reason: str
     details: dict[str, Any] = field(default_factory=dict)
     judge: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
 
     def to_record(self) -> dict[str, Any]:
         """A flat, JSON-safe dict (enums as their string values)."""

@@ -31,12 +31,12 @@ def judge():
 ])
 def test_support_verdicts_en_zh(judge, claim, expected):
     context = ZH_CONTEXT if any("\u4e00" <= ch <= "\u9fff" for ch in claim) else EN_CONTEXT
-    assert judge.support([claim], [context])[0].verdict == expected
+    assert judge.run(judge.support([claim], [context]))[0].verdict == expected
 
 
 def test_relevance_orders_relevant_above_irrelevant(judge):
-    ratings = judge.rate_context_relevance("When was the Great Wall listed by UNESCO?",
-                                           [EN_CONTEXT, "Bread rises when yeast releases gas into the dough."])
+    ratings = judge.run(judge.rate_context_relevance(
+        "When was the Great Wall listed by UNESCO?", [EN_CONTEXT, "Bread rises when yeast releases gas into the dough."]))
     assert sum(ratings[0]) / 2 >= 1 > sum(ratings[1]) / 2
 
 

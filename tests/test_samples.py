@@ -20,16 +20,16 @@ DATA = Path(__file__).parent / "data"
 class AlwaysSupported(Judge):
     name = "scripted"
 
-    def support(self, statements, contexts):
+    async def support(self, statements, contexts):
         return [Verdict(1, "scripted") for _ in statements]
 
-    def answer_relevance(self, user_input, response):
+    async def answer_relevance(self, user_input, response):
         return AnswerRelevanceJudgement([1.0], [False])
 
-    def rate_context_relevance(self, user_input, contexts):
+    async def rate_context_relevance(self, user_input, contexts):
         return [(2, 2) for _ in contexts]
 
-    def context_usefulness(self, user_input, reference, contexts):
+    async def context_usefulness(self, user_input, reference, contexts):
         return [Verdict(1, "scripted") for _ in contexts]
 
 

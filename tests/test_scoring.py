@@ -66,20 +66,20 @@ class ScriptedJudge(Judge):
             return [Verdict(script(item), "scripted") for item in items]
         return [Verdict(v, "scripted") for v in script]
 
-    def support(self, statements, contexts):
+    async def support(self, statements, contexts):
         self._check("support")
         script = self._support if self._support is not None else [1] * len(statements)
         return self._verdicts(script, statements)
 
-    def answer_relevance(self, user_input, response):
+    async def answer_relevance(self, user_input, response):
         self._check("answer_relevance")
         return AnswerRelevanceJudgement(list(self._similarities), list(self._noncommittal))
 
-    def rate_context_relevance(self, user_input, contexts):
+    async def rate_context_relevance(self, user_input, contexts):
         self._check("rate_context_relevance")
         return list(self._ratings) if self._ratings is not None else [(2, 2)] * len(contexts)
 
-    def context_usefulness(self, user_input, reference, contexts):
+    async def context_usefulness(self, user_input, reference, contexts):
         self._check("context_usefulness")
         script = self._usefulness if self._usefulness is not None else [1] * len(contexts)
         return self._verdicts(script, contexts)

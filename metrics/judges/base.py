@@ -6,10 +6,13 @@ so a judge's own arithmetic can never leak into a result (metric-spec fault 1).
 """
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Coroutine
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 from metrics.text import split_sentences
 
@@ -63,6 +66,26 @@ def expect_count(items: list, expected: int, what: str) -> list:
     return items
 
 
+@dataclass
+class Usage:
+    """What judging one (sample, metric) pair cost: requests sent, tokens, cache hits."""
+
+    chat_requests: int = 0
+    embedding_requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a plain dict."""
+        return asdict(self)
+
+
+#: The usage record of the (sample, metric) being scored; set by ``Metric.ascore``.
+current_usage: ContextVar[Usage | None] = ContextVar("current_usage", default=None)
+T = TypeVar("T")
+
+
 # Evasive or refusing sentences: they state nothing checkable (regression case BR-01).
 _NONCOMMITTAL = re.compile(
     r"\b(i (?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|say|tell|help|determine|provide)"
@@ -83,7 +106,10 @@ def is_noncommittal(sentence: str) -> bool:
 class Judge(ABC):
     """Interface of a judge. Subclasses decide verdicts; they never compute scores.
 
-    Every method raises :class:`JudgeError` when it cannot produce a valid judgement.
+    Judging methods are coroutines, so an LLM judge can score many samples and metrics
+    at once under one concurrency limit; :meth:`run` drives them from synchronous code.
+    Every judging method raises :class:`JudgeError` when it cannot produce a valid
+    judgement.
     """
 
     #: Label written with every result, e.g. ``offline-heuristic`` or ``openai:gpt-4o-mini``.
@@ -92,6 +118,10 @@ class Judge(ABC):
     def describe(self) -> dict[str, Any]:
         """Configuration recorded with every result and in the summary (no secrets)."""
         return {"judge": self.name}
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of this judge to completion from synchronous code."""
+        return asyncio.run(coroutine)
 
     def statements(self, text: str) -> list[str]:
         """Checkable statements of ``text``: its sentences minus evasive ones.
@@ -102,17 +132,26 @@ class Judge(ABC):
         return [s for s in split_sentences(text) if not is_noncommittal(s)]
 
     @abstractmethod
-    def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
-        """One verdict per statement: 1 when the contexts support it."""
+    async def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
+        """One verdict per statement of the response: 1 when the contexts support it."""
 
     @abstractmethod
-    def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
+    async def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
         """Similarities between the question and what the response answers."""
 
     @abstractmethod
-    def rate_context_relevance(self, user_input: str, contexts: list[str]) -> list[tuple[int, int]]:
+    async def rate_context_relevance(self, user_input: str, contexts: list[str]) -> list[tuple[int, int]]:
         """Two independent ratings in {0, 1, 2} per context (the dual judge)."""
 
     @abstractmethod
-    def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
+    async def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
         """One verdict per context: 1 when it is useful to arrive at the reference."""
+
+    async def attribute_reference(self, user_input: str, reference: str, statements: list[str],
+                                  contexts: list[str]) -> list[Verdict]:
+        """One verdict per reference statement: 1 when it is attributable to the contexts.
+
+        Defaults to :meth:`support`; the LLM judge answers it together with
+        :meth:`context_usefulness` in one request.
+        """
+        return await self.support(statements, contexts)

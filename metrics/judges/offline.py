@@ -137,7 +137,7 @@ class OfflineJudge(Judge):
                         "closest": unit[:200]}
         return best
 
-    def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
+    async def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
         """One verdict per statement against all contexts (see the class docstring)."""
         units = self._units(contexts)
         if not units:
@@ -167,7 +167,7 @@ class OfflineJudge(Judge):
                 verdicts.append(Verdict(0, f"unsupported (similarity {hybrid:.2f} < {self.support_threshold})", evidence))
         return verdicts
 
-    def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
+    async def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
         """Cosine of question and response; noncommittal when every sentence is evasive."""
         sentences = split_sentences(response)
         evasive = not sentences or all(is_noncommittal(s) for s in sentences)
@@ -177,7 +177,7 @@ class OfflineJudge(Judge):
     def _rate(self, value: float, cuts: tuple[float, float]) -> int:
         return 2 if value >= cuts[1] else 1 if value >= cuts[0] else 0
 
-    def rate_context_relevance(self, user_input: str, contexts: list[str]) -> list[tuple[int, int]]:
+    async def rate_context_relevance(self, user_input: str, contexts: list[str]) -> list[tuple[int, int]]:
         """Semantic judge: max cosine of the question with the context or its sentences.
         Lexical judge: share of the question's content tokens present in the context."""
         question = self.embed([user_input])[0]
@@ -193,12 +193,12 @@ class OfflineJudge(Judge):
             ratings.append((self._rate(cosine, self.relevance_cuts), self._rate(overlap, self.overlap_cuts)))
         return ratings
 
-    def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
+    async def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
         """A context is useful when it supports at least one statement of the reference."""
         statements = self.statements(reference) or [reference]
         verdicts = []
         for context in contexts:
-            supported = [v for v in self.support(statements, [context]) if v.verdict]
+            supported = [v for v in await self.support(statements, [context]) if v.verdict]
             if supported:
                 verdicts.append(Verdict(1, f"supports {len(supported)}/{len(statements)} reference statements",
                                         {"supported": len(supported)}))

@@ -52,10 +52,10 @@ class AnswerRelevancy(Metric):
     name = "answer_relevancy"
     required_fields = ("user_input", "response")
 
-    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+    async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         if not sample.response.strip():
             return Measured(0.0, "empty response: it answers nothing", {"noncommittal": [True]})
-        judgement = judge.answer_relevance(sample.user_input, sample.response)
+        judgement = await judge.answer_relevance(sample.user_input, sample.response)
         value = answer_relevancy_score(judgement.similarities, judgement.noncommittal)
         details = {"similarities": [round(s, 4) for s in judgement.similarities],
                    "noncommittal": judgement.noncommittal, "questions": judgement.questions}

@@ -54,11 +54,11 @@ class ContextPrecision(Metric):
     name = "context_precision"
     required_fields = ("user_input", "retrieved_contexts", "reference")
 
-    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+    async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts
         if not contexts:
             return Measured(0.0, "no context retrieved", {"contexts": []})
-        verdicts = expect_count(judge.context_usefulness(sample.user_input, sample.reference, contexts),
+        verdicts = expect_count(await judge.context_usefulness(sample.user_input, sample.reference, contexts),
                                 len(contexts), "verdicts")
         value = average_precision([v.verdict for v in verdicts])
         items = [{"rank": i + 1, "useful": v.verdict, "reason": v.reason} for i, v in enumerate(verdicts)]

@@ -21,14 +21,15 @@ class ContextRecall(Metric):
     name = "context_recall"
     required_fields = ("user_input", "retrieved_contexts", "reference")
 
-    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+    async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         statements = judge.statements(sample.reference)
         if not statements:
             return NotApplicable("the reference has no statement to attribute")
         if not sample.retrieved_contexts:
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} reference statements "
                             "is attributable", {"statements": [{"statement": s, "attributed": 0} for s in statements]})
-        verdicts = expect_count(judge.support(statements, sample.retrieved_contexts), len(statements), "verdicts")
+        verdicts = expect_count(await judge.attribute_reference(sample.user_input, sample.reference, statements,
+                                                              sample.retrieved_contexts), len(statements), "verdicts")
         items = [{"statement": s, "attributed": v.verdict, "reason": v.reason} for s, v in zip(statements, verdicts)]
         attributed = sum(v.verdict for v in verdicts)
         return Measured(faithfulness_score([v.verdict for v in verdicts]),

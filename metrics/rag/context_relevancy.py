@@ -48,11 +48,11 @@ class ContextRelevancy(Metric):
     name = "context_relevancy"
     required_fields = ("user_input", "retrieved_contexts")
 
-    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+    async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts
         if not contexts:
             return Measured(0.0, "no context retrieved", {"contexts": []})
-        ratings = expect_count(judge.rate_context_relevance(sample.user_input, contexts), len(contexts), "ratings")
+        ratings = expect_count(await judge.rate_context_relevance(sample.user_input, contexts), len(contexts), "ratings")
         try:
             value = context_relevancy_score(ratings)
         except ValueError as exc:

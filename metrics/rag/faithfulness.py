@@ -48,14 +48,14 @@ class Faithfulness(Metric):
     name = "faithfulness"
     required_fields = ("user_input", "response", "retrieved_contexts")
 
-    def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+    async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         statements = judge.statements(sample.response)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if not sample.retrieved_contexts:
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} statements is supported",
                             {"statements": [{"statement": s, "verdict": 0} for s in statements]})
-        verdicts = expect_count(judge.support(statements, sample.retrieved_contexts), len(statements), "verdicts")
+        verdicts = expect_count(await judge.support(statements, sample.retrieved_contexts), len(statements), "verdicts")
         items = [{"statement": s, "verdict": v.verdict, "reason": v.reason, **v.evidence}
                  for s, v in zip(statements, verdicts)]
         supported = sum(v.verdict for v in verdicts)

@@ -1,0 +1,404 @@
+"""The LLM judge: any OpenAI-compatible endpoint (OpenAI, DeepSeek, vLLM, Ollama...).
+
+Requests go through the official ``openai`` client (``AsyncOpenAI``, aiohttp transport)
+under one concurrency limit shared by every row and metric, with retries (exponential
+backoff with jitter, honouring ``Retry-After``) on 429, 5xx, connection errors and
+timeouts. Answers are requested as JSON (``json_schema``, or ``json_object`` for
+endpoints without it), parsed tolerantly, validated strictly and re-asked once with
+the validation error; after that the sample is a ``judge_error``. Every judgement is
+cached by content (``metrics.judges.cache``).
+
+Requests per sample for the five core metrics (strictness 3, no faults): Faithfulness
+1, AnswerRelevancy 1 chat + 1 embeddings, ContextRelevancy 2 (the dual judge),
+ContextRecall and ContextPrecision 1 shared: 5 chat + 1 embeddings, whatever the
+number of contexts, unless a request would exceed ``max_prompt_chars``. RAGAS 0.4.3
+spends N + 6 chat + 2 embeddings.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import re
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import openai
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from metrics.judges import prompts
+from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Usage, Verdict, current_usage
+from metrics.judges.cache import JudgementCache, cache_key
+
+T = TypeVar("T")
+_MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited in full
+_KEY_PATTERN = re.compile(r"\b(sk|key|ak)-[A-Za-z0-9_\-*]{6,}")
+
+
+@dataclass
+class LLMConfig:
+    """Settings of the LLM judge. ``api_key`` and ``embedding_api_key`` are never logged.
+
+    ``from_env`` reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
+    ``EMBEDDING_MODEL``, ``EMBEDDING_BASE_URL`` and ``EMBEDDING_API_KEY`` (the embedding
+    ones default to the chat ones).
+    """
+
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    embedding_model: str = "text-embedding-3-small"
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = field(default=None, repr=False)
+    temperature: float = 0.0
+    seed: int | None = 7
+    strictness: int = 3
+    response_format: str = "json_schema"
+    concurrency: int = 16
+    timeout: float = 60.0
+    max_attempts: int = 5
+    max_retry_wait: float = 60.0
+    max_prompt_chars: int = 60_000
+    cache_path: str | None = ".rag_eval_cache/judgements.sqlite"
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> LLMConfig:
+        """Configuration from the environment, then ``overrides`` (``None`` values ignored)."""
+        env = {"api_key": os.environ.get("OPENAI_API_KEY"), "base_url": os.environ.get("OPENAI_BASE_URL"),
+               "model": os.environ.get("OPENAI_MODEL"), "embedding_model": os.environ.get("EMBEDDING_MODEL"),
+               "embedding_base_url": os.environ.get("EMBEDDING_BASE_URL"),
+               "embedding_api_key": os.environ.get("EMBEDDING_API_KEY")}
+        values = {k: v for k, v in {**env, **overrides}.items() if v not in (None, "")}
+        return cls(**values)
+
+    @property
+    def configured(self) -> bool:
+        """True when an endpoint or a key is set: the pipeline then uses the LLM judge."""
+        return bool(self.base_url or self.api_key)
+
+
+def _public_url(url: str | None) -> str | None:
+    """``url`` without user info or query string (which may carry credentials)."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.hostname + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # includes APITimeoutError
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    try:
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000
+        if headers.get("retry-after"):
+            return float(headers["retry-after"])
+    except ValueError:
+        return None
+    return None
+
+
+class LLMJudge(Judge):
+    """Judge backed by an OpenAI-compatible chat (and embeddings) endpoint.
+
+    Parameters
+    ----------
+    config : LLMConfig, optional
+        Defaults to ``LLMConfig.from_env()``.
+
+    Notes
+    -----
+    Scores never come from the model's arithmetic: the model returns per-item verdicts
+    and ratings, validated to {0, 1} and {0, 1, 2}, and the metrics compute the scores.
+    An endpoint without embeddings makes AnswerRelevancy fall back to the offline
+    encoder; ``describe()`` then says so under ``embedding_fallback``.
+    """
+
+    def __init__(self, config: LLMConfig | None = None) -> None:
+        self.config = config or LLMConfig.from_env()
+        self.name = f"llm:{self.config.model}"
+        self.cache = JudgementCache(self.config.cache_path) if self.config.cache_path else None
+        self._shared: dict[str, Any] = {"fallback": None, "inflight": {}}
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, name="llm-judge-loop", daemon=True).start()
+
+    def __repr__(self) -> str:
+        return f"LLMJudge(model={self.config.model!r}, base_url={_public_url(self.config.base_url)!r})"
+
+    def with_options(self, **options: Any) -> LLMJudge:
+        """A judge with other ``model``, ``temperature`` or ``strictness`` that shares this
+        one's loop, connections, concurrency limit and cache (per-metric configuration)."""
+        allowed = {"model", "temperature", "strictness", "seed"}
+        unknown = set(options) - allowed
+        if unknown:
+            raise ValueError(f"per-metric options are {sorted(allowed)}, not {sorted(unknown)}")
+        twin = copy.copy(self)
+        twin.config = replace(self.config, **{k: v for k, v in options.items() if v is not None})
+        twin.name = f"llm:{twin.config.model}"
+        return twin
+
+    def describe(self) -> dict[str, Any]:
+        """Model, endpoints (without credentials), sampling and transport settings."""
+        public = {f.name: getattr(self.config, f.name) for f in fields(self.config) if "api_key" not in f.name}
+        public["base_url"] = _public_url(self.config.base_url)
+        public["embedding_base_url"] = _public_url(self.config.embedding_base_url)
+        return {"judge": self.name, **public, "prompt_versions": prompts.PROMPT_VERSIONS,
+                "embedding_fallback": self._shared["fallback"]}
+
+    def close(self) -> None:
+        """Close the HTTP connections and stop the judge's event loop."""
+        async def close_clients() -> None:
+            for name in ("chat", "embeddings"):
+                if name in self._shared:
+                    await self._shared.pop(name).close()
+
+        if self._loop.is_running():
+            self.run(close_clients())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the judge's own event loop (one loop for its whole life,
+        so connections and the concurrency limit are shared by every call)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    # ----------------------------------------------------------------- transport
+    def _redact(self, text: str) -> str:
+        for secret in (self.config.api_key, self.config.embedding_api_key):
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return _KEY_PATTERN.sub("[redacted]", text)
+
+    def _clients(self) -> dict[str, Any]:
+        # Created on the judge's loop, on first use.
+        if "chat" not in self._shared:
+            cfg = self.config
+            key = cfg.api_key or "not-needed"
+
+            def client(base_url: str | None, api_key: str) -> openai.AsyncOpenAI:
+                return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=cfg.timeout,
+                                          http_client=openai.DefaultAioHttpClient(timeout=cfg.timeout))
+
+            self._shared["chat"] = client(cfg.base_url, key)
+            self._shared["embeddings"] = client(cfg.embedding_base_url or cfg.base_url, cfg.embedding_api_key or key)
+            self._shared["semaphore"] = asyncio.Semaphore(cfg.concurrency)
+        return self._shared
+
+    def _wait(self, state: Any) -> float:
+        backoff = wait_exponential_jitter(initial=0.5, max=self.config.max_retry_wait)(state)
+        hinted = _retry_after(state.outcome.exception() if state.outcome else None)
+        return max(backoff, min(hinted, _MAX_RETRY_AFTER)) if hinted is not None else backoff
+
+    async def _send(self, kind: str, call) -> Any:
+        """Send one request with retries under the shared limit; count every attempt."""
+        usage = current_usage.get() or Usage()
+        semaphore = self._clients()["semaphore"]
+        attempts = 0
+        try:
+            async for attempt in AsyncRetrying(stop=stop_after_attempt(self.config.max_attempts), wait=self._wait,
+                                               retry=retry_if_exception(_retryable), reraise=True):
+                with attempt:
+                    attempts += 1
+                    if kind == "embedding":
+                        usage.embedding_requests += 1
+                    else:
+                        usage.chat_requests += 1
+                    async with semaphore:
+                        return await call()
+        except openai.APITimeoutError as exc:
+            raise JudgeError(f"{kind}: timeout after {attempts} attempts of {self.config.timeout:g} s") from exc
+        except openai.BadRequestError as exc:
+            message = self._redact(str(exc))
+            code = "context_too_long" if "context" in message.lower() and "length" in message.lower() else "bad_request"
+            raise JudgeError(f"{kind}: {code}: {message}") from exc
+        except openai.APIError as exc:
+            status = getattr(exc, "status_code", None)
+            raise JudgeError(f"{kind}: request failed after {attempts} attempts "
+                             f"({type(exc).__name__}{f' {status}' if status else ''}): {self._redact(str(exc))}") from exc
+        raise JudgeError(f"{kind}: no attempt was made")  # pragma: no cover - stop_after_attempt(>=1)
+
+    async def _chat(self, request: prompts.Request, messages: list[dict[str, str]]) -> str:
+        cfg = self.config
+        if cfg.response_format == "json_schema":
+            response_format = {"type": "json_schema",
+                               "json_schema": {"name": request.kind, "schema": request.schema, "strict": True}}
+        else:
+            response_format = {"type": "json_object"}
+        extra = {"seed": cfg.seed} if cfg.seed is not None else {}
+        completion = await self._send(request.kind, lambda: self._clients()["chat"].chat.completions.create(
+            model=cfg.model, messages=messages, temperature=cfg.temperature, response_format=response_format,
+            **extra))
+        usage = current_usage.get()
+        if usage is not None and completion.usage is not None:
+            usage.prompt_tokens += completion.usage.prompt_tokens or 0
+            usage.completion_tokens += completion.usage.completion_tokens or 0
+        choice = completion.choices[0] if completion.choices else None
+        if choice is None or choice.finish_reason == "length":
+            raise JudgeError(f"{request.kind}: the answer was cut at the token limit")
+        return choice.message.content or ""
+
+    # ------------------------------------------------------------ structured asks
+    async def _ask(self, request: prompts.Request, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Ask one judgement: from the cache, from an identical request in flight, or
+        from the endpoint (re-asked once with the validation error)."""
+        cfg = self.config
+        key = cache_key(kind=request.kind, prompt_version=prompts.PROMPT_VERSIONS[request.kind], model=cfg.model,
+                        temperature=cfg.temperature, seed=cfg.seed, response_format=cfg.response_format,
+                        inputs=inputs)
+        usage = current_usage.get() or Usage()
+        cached = self.cache.get(key) if self.cache is not None else None
+        if cached is not None:
+            usage.cache_hits += 1
+            return cached
+        inflight = self._shared["inflight"]
+        if key in inflight:
+            usage.cache_hits += 1
+            return await asyncio.shield(inflight[key])
+        task = asyncio.ensure_future(self._ask_endpoint(request, key))
+        inflight[key] = task
+        try:
+            return await task
+        finally:
+            inflight.pop(key, None)
+
+    async def _ask_endpoint(self, request: prompts.Request, key: str) -> dict[str, Any]:
+        system = prompts.SYSTEM
+        if self.config.response_format != "json_schema":
+            system += f"\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": request.prompt}]
+        for attempt in range(2):
+            content = await self._chat(request, messages)
+            try:
+                value = request.validate(prompts.extract_json(content))
+            except prompts.OutputError as exc:
+                if attempt:
+                    raise JudgeError(f"{request.kind}: invalid judge output after one re-ask: {exc}") from exc
+                messages += [{"role": "assistant", "content": content},
+                             {"role": "user", "content": f"That answer is invalid: {exc}. Reply again with only the "
+                                                         "corrected JSON object."}]
+                continue
+            if self.cache is not None:
+                self.cache.put(key, request.kind, value)
+            return value
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _batches(self, contexts: list[str]) -> list[tuple[int, list[str]]]:
+        """Contexts split into runs that fit ``max_prompt_chars`` (offset, contexts)."""
+        batches: list[tuple[int, list[str]]] = []
+        size = 0
+        for index, context in enumerate(contexts):
+            if not batches or size + len(context) > self.config.max_prompt_chars and batches[-1][1]:
+                batches.append((index, []))
+                size = 0
+            batches[-1][1].append(context)
+            size += len(context)
+        return batches or [(0, [])]
+
+    # ------------------------------------------------------------- judgements
+    async def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
+        """One request judging every statement against the contexts (one per batch of
+        contexts past the size budget; a statement is supported by any batch)."""
+        answers = await asyncio.gather(*(
+            self._ask(prompts.statement_support(statements, batch), {"statements": statements, "contexts": batch})
+            for _, batch in self._batches(contexts)))
+        verdicts = []
+        for i in range(len(statements)):
+            best = max(answers, key=lambda a: a["verdicts"][i])
+            verdicts.append(Verdict(best["verdicts"][i], best["reasons"][i]))
+        return verdicts
+
+    async def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
+        """``strictness`` questions in one request, embedded with the question in one request."""
+        strictness = self.config.strictness
+        answer = await self._ask(prompts.answer_questions(response, strictness),
+                                 {"response": response, "strictness": strictness})
+        vectors = await self._embed([user_input, *answer["questions"]])
+        similarities = [float(vectors[0] @ v) for v in vectors[1:]]
+        return AnswerRelevanceJudgement(similarities, [bool(f) for f in answer["noncommittal"]], answer["questions"])
+
+    async def rate_context_relevance(self, user_input: str, contexts: list[str]) -> list[tuple[int, int]]:
+        """Both judges, one request each (per batch), concurrently."""
+        ratings: list[tuple[int, int]] = []
+        for _, batch in self._batches(contexts):
+            first, second = await asyncio.gather(*(
+                self._ask(prompts.context_relevance(kind, user_input, batch),
+                          {"user_input": user_input, "contexts": batch})
+                for kind in ("context_relevance_a", "context_relevance_b")))
+            ratings += list(zip(first["ratings"], second["ratings"]))
+        return ratings
+
+    async def _reference(self, user_input: str, statements: list[str], contexts: list[str]) -> dict[str, list]:
+        answers = await asyncio.gather(*(
+            self._ask(prompts.reference_attribution(user_input, statements, batch),
+                      {"user_input": user_input, "statements": statements, "contexts": batch})
+            for _, batch in self._batches(contexts)))
+        attributed, reasons = [], []
+        for i in range(len(statements)):
+            best = max(answers, key=lambda a: a["attributed"][i])
+            attributed.append(best["attributed"][i])
+            reasons.append(best["attribution_reasons"][i])
+        return {"attributed": attributed, "attribution_reasons": reasons,
+                "useful": [u for a in answers for u in a["useful"]],
+                "usefulness_reasons": [r for a in answers for r in a["usefulness_reasons"]]}
+
+    async def attribute_reference(self, user_input: str, reference: str, statements: list[str],
+                                  contexts: list[str]) -> list[Verdict]:
+        """Shares one request with :meth:`context_usefulness` (same inputs, same cache key)."""
+        answer = await self._reference(user_input, statements, contexts)
+        return [Verdict(v, r) for v, r in zip(answer["attributed"], answer["attribution_reasons"])]
+
+    async def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
+        """Shares one request with :meth:`attribute_reference`."""
+        answer = await self._reference(user_input, self.statements(reference) or [reference], contexts)
+        return [Verdict(v, r) for v, r in zip(answer["useful"], answer["usefulness_reasons"])]
+
+    # ------------------------------------------------------------- embeddings
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors of ``texts``: cached ones from the cache, the rest in one request;
+        the offline encoder when the endpoint has no embeddings."""
+        if self._shared["fallback"]:
+            return await self._offline_embed(texts)
+        model = self.config.embedding_model
+        keys = [cache_key(kind="embedding", model=model, text=t) for t in texts]
+        found = {k: self.cache.get(k) for k in keys} if self.cache is not None else {}
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if found.get(k) is None))
+        usage = current_usage.get() or Usage()
+        usage.cache_hits += len(texts) - len(missing)
+        if missing:
+            try:
+                reply = await self._send("embedding", lambda: self._clients()["embeddings"].embeddings.create(
+                    model=model, input=missing))
+            except JudgeError as exc:
+                if not isinstance(exc.__cause__, (openai.NotFoundError, openai.BadRequestError)) and \
+                        "404" not in str(exc) and "405" not in str(exc) and "501" not in str(exc):
+                    raise
+                self._shared["fallback"] = f"the endpoint has no embeddings ({exc}); offline encoder used"
+                return await self._offline_embed(texts)
+            for text, item in zip(missing, reply.data):
+                vector = list(map(float, item.embedding))
+                found[cache_key(kind="embedding", model=model, text=text)] = vector
+                if self.cache is not None:
+                    self.cache.put(cache_key(kind="embedding", model=model, text=text), "embedding", vector)
+        vectors = np.array([found[k] for k in keys], dtype=np.float64)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        if not np.all(norms > 0):
+            raise JudgeError("embedding: a zero vector came back")
+        return vectors / norms
+
+    async def _offline_embed(self, texts: list[str]) -> np.ndarray:
+        from metrics.judges.offline import OfflineJudge
+
+        encoder = self._shared.setdefault("offline", OfflineJudge())
+        return encoder.embed(texts).astype(np.float64)

@@ -1,0 +1,207 @@
+"""Prompts, JSON schemas and strict validation of the LLM judge's answers.
+
+Every judgement keys its items by id (``S1``, ``C1``, ``R1``...) and the schema
+requires exactly those keys, so a provider that honours ``json_schema`` cannot drop or
+add a verdict; the validator enforces the same for ``json_object`` endpoints. Prompts
+are our own wording of the judgements that RAGAS 0.4.3, dingo 2.5 and Azure AI
+Evaluation describe (see ``shared/docs/metric-spec.md``).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SYSTEM = ("You are a careful, impartial evaluator of retrieval-augmented generation. Judge only from the text "
+          "you are given, never from outside knowledge. Write every reason and every question in the language of "
+          "the input. Answer with one JSON object that follows the requested schema and nothing else.")
+
+
+class OutputError(ValueError):
+    """The judge's reply is not valid JSON of the requested shape (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One judgement to ask: its kind, prompt text, schema and validator."""
+
+    kind: str
+    prompt: str
+    schema: dict[str, Any]
+    validate: Callable[[Any], dict[str, Any]]
+
+
+#: Bumped whenever the wording or the schema of a kind changes (part of the cache key).
+PROMPT_VERSIONS = {"statement_support": "1", "answer_questions": "1", "context_relevance_a": "1",
+                   "context_relevance_b": "1", "reference_attribution": "1"}
+
+
+def numbered(prefix: str, texts: list[str]) -> str:
+    """``[S1] first\\n[S2] second`` ..."""
+    return "\n".join(f"[{prefix}{i}] {text}" for i, text in enumerate(texts, start=1))
+
+
+def ids(prefix: str, count: int) -> list[str]:
+    """``["S1", ..., "S<count>"]``."""
+    return [f"{prefix}{i}" for i in range(1, count + 1)]
+
+
+def keyed_schema(keys: list[str], item: dict[str, Any]) -> dict[str, Any]:
+    """An object with exactly ``keys``, each an instance of ``item``."""
+    return {"type": "object", "properties": {k: item for k in keys}, "required": list(keys),
+            "additionalProperties": False}
+
+
+def _item(**fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": fields, "required": list(fields), "additionalProperties": False}
+
+
+_REASON = {"type": "string", "description": "one short sentence"}
+
+
+def _binary(description: str) -> dict[str, Any]:
+    return {"type": "integer", "enum": [0, 1], "description": description}
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object in ``text``, tolerating code fences and prose around it.
+
+    Raises
+    ------
+    OutputError
+        When no JSON object can be decoded (regression case BR-10).
+    """
+    text = (text or "").strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.DOTALL)
+    candidates = [fenced.group(1)] if fenced else []
+    candidates.append(text)
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        for match in re.finditer(r"\{", candidate):
+            try:
+                value, _ = decoder.raw_decode(candidate[match.start():])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                return value
+    raise OutputError("the reply holds no JSON object")
+
+
+def check_keyed(data: Any, keys: list[str], field: str, allowed: tuple[int, ...], where: str = "") -> dict[str, int]:
+    """``{key: value of field}`` after checking one item per key and values in ``allowed``.
+
+    Raises
+    ------
+    OutputError
+        For a missing or extra key, a non-object item, or a value that is not one of
+        ``allowed`` (strings such as ``"1"`` and booleans are refused, metric-spec fault 2).
+    """
+    if not isinstance(data, dict):
+        raise OutputError(f"{where or 'the reply'} must be an object keyed by {', '.join(keys)}")
+    problems = [f"missing {k}" for k in keys if k not in data]
+    problems += [f"unexpected key {k}" for k in data if k not in keys]
+    values: dict[str, int] = {}
+    for key in keys:
+        item = data.get(key)
+        if key not in data:
+            continue
+        value = item.get(field) if isinstance(item, dict) else None
+        if type(value) is not int or value not in allowed:
+            problems.append(f"{key}.{field} must be one of {list(allowed)}, got {value!r}")
+        else:
+            values[key] = value
+    if problems:
+        raise OutputError(f"{where + ': ' if where else ''}{'; '.join(problems)}")
+    return values
+
+
+def _reasons(data: dict[str, Any], keys: list[str]) -> dict[str, str]:
+    return {k: str(data[k].get("reason", "")) if isinstance(data.get(k), dict) else "" for k in keys}
+
+
+def statement_support(statements: list[str], contexts: list[str]) -> Request:
+    """Faithfulness: one verdict per response statement against all contexts."""
+    keys = ids("S", len(statements))
+    prompt = (f"Contexts:\n{numbered('C', contexts)}\n\nStatements:\n{numbered('S', statements)}\n\n"
+              "For every statement id, give verdict 1 if the statement can be directly inferred from the contexts, "
+              "and 0 if it cannot (not stated there, or contradicted). Give the reason first.")
+    schema = keyed_schema(keys, _item(reason=_REASON, verdict=_binary("1 = inferable from the contexts")))
+
+    def validate(data: Any) -> dict[str, Any]:
+        return {"verdicts": [check_keyed(data, keys, "verdict", (0, 1))[k] for k in keys],
+                "reasons": list(_reasons(data, keys).values())}
+
+    return Request("statement_support", prompt, schema, validate)
+
+
+def answer_questions(response: str, strictness: int) -> Request:
+    """AnswerRelevancy: ``strictness`` questions the response answers, with a noncommittal flag."""
+    keys = ids("Q", strictness)
+    prompt = (f"Response:\n{response}\n\nWrite {strictness} different questions that this response answers, as a "
+              "user would ask them, in the language of the response (keys Q1..). For each, set noncommittal to 1 if "
+              "the response is evasive, vague or declines to answer (for example \"I don't know\" or \"it depends\"), "
+              "else 0.")
+    schema = keyed_schema(keys, _item(question={"type": "string"},
+                                      noncommittal=_binary("1 = the response is evasive or vague")))
+
+    def validate(data: Any) -> dict[str, Any]:
+        flags = check_keyed(data, keys, "noncommittal", (0, 1))
+        questions = [data[k].get("question") for k in keys]
+        empty = [k for k, q in zip(keys, questions) if not isinstance(q, str) or not q.strip()]
+        if empty:
+            raise OutputError(f"empty question for {', '.join(empty)}")
+        return {"questions": questions, "noncommittal": [flags[k] for k in keys]}
+
+    return Request("answer_questions", prompt, schema, validate)
+
+
+_RELEVANCE_PROMPTS = {
+    "context_relevance_a": ("Question:\n{question}\n\nContexts:\n{contexts}\n\nRate how relevant each context is to "
+                            "answering the question: 0 = no relevant information, 1 = partially relevant, 2 = contains "
+                            "information that answers the question."),
+    "context_relevance_b": ("Below are passages a search system returned for a user's question. For each passage, "
+                            "decide how much it helps to answer the question: 2 if it gives the answer or its key "
+                            "facts, 1 if it is on topic but only partly useful, 0 if it is unrelated or useless.\n\n"
+                            "User question: {question}\n\nPassages:\n{contexts}"),
+}
+
+
+def context_relevance(judge: str, question: str, contexts: list[str]) -> Request:
+    """ContextRelevancy: one of the two differently worded judges, a rating 0/1/2 per context."""
+    keys = ids("C", len(contexts))
+    prompt = _RELEVANCE_PROMPTS[judge].format(question=question, contexts=numbered("C", contexts))
+    schema = keyed_schema(keys, _item(rating={"type": "integer", "enum": [0, 1, 2]}))
+
+    def validate(data: Any) -> dict[str, Any]:
+        ratings = check_keyed(data, keys, "rating", (0, 1, 2))
+        return {"ratings": [ratings[k] for k in keys]}
+
+    return Request(judge, prompt, schema, validate)
+
+
+def reference_attribution(question: str, statements: list[str], contexts: list[str]) -> Request:
+    """ContextRecall and ContextPrecision in one request: attribution of each reference
+    statement to the contexts, and usefulness of each context for the reference."""
+    statement_keys, context_keys = ids("R", len(statements)), ids("C", len(contexts))
+    prompt = (f"Question:\n{question}\n\nReference answer, as numbered statements:\n{numbered('R', statements)}\n\n"
+              f"Contexts, in retrieval order:\n{numbered('C', contexts)}\n\nTwo tasks. (1) For each reference "
+              "statement, attributed = 1 if it is stated in or directly implied by the contexts, else 0. (2) For "
+              "each context, useful = 1 if it was useful in arriving at the reference answer to the question, else 0.")
+    schema = {"type": "object", "required": ["statements", "contexts"], "additionalProperties": False,
+              "properties": {
+                  "statements": keyed_schema(statement_keys, _item(reason=_REASON, attributed=_binary("attributable"))),
+                  "contexts": keyed_schema(context_keys, _item(reason=_REASON, useful=_binary("useful")))}}
+
+    def validate(data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise OutputError("the reply must be an object with 'statements' and 'contexts'")
+        attributed = check_keyed(data.get("statements"), statement_keys, "attributed", (0, 1), "statements")
+        useful = check_keyed(data.get("contexts"), context_keys, "useful", (0, 1), "contexts")
+        return {"attributed": [attributed[k] for k in statement_keys],
+                "attribution_reasons": list(_reasons(data["statements"], statement_keys).values()),
+                "useful": [useful[k] for k in context_keys],
+                "usefulness_reasons": list(_reasons(data["contexts"], context_keys).values())}
+
+    return Request("reference_attribution", prompt, schema, validate)
