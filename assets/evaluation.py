@@ -5,16 +5,22 @@ import pandas as pd
 
 from assets.partitions import dataset_versions
 from assets.resources import JudgeResource
+from metrics.aggregate import USAGE_COLUMNS
 from metrics.evaluate import results_frame, score_metric
+from metrics.judges.llm import LLMJudge
 from metrics.registry import CORE_METRICS, METRICS, build_metrics
 from metrics.results import Status
 from metrics.samples import samples_from_frame
 
 
 class MetricConfig(dg.Config):
-    """Run configuration of a metric asset."""
+    """Run configuration of a metric asset: its pass/fail threshold and, with the LLM
+    judge, the model, temperature and strictness (AnswerRelevancy) it is judged with."""
 
     threshold: float | None = None
+    model: str | None = None
+    temperature: float | None = None
+    strictness: int | None = None
 
 
 def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
@@ -47,6 +53,11 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
         samples = samples_from_frame(eval_samples)
         metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None)[0]
         scorer = judge.get_judge()
+        options = {k: getattr(config, k) for k in ("model", "temperature", "strictness") if getattr(config, k) is not None}
+        if options:
+            if not isinstance(scorer, LLMJudge):
+                raise dg.Failure(f"{name}: {sorted(options)} apply to the LLM judge only; no endpoint is configured")
+            scorer = scorer.with_options(**options)
         done = []
 
         def progress(step: int) -> None:
@@ -57,6 +68,8 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
         frame = results_frame(score_metric(samples, metric, scorer, progress), {s.id: s.row for s in samples})
         metadata = metric_metadata(frame)
         metadata["judge"] = dg.MetadataValue.text(scorer.name)
+        for column in USAGE_COLUMNS:
+            metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
         metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
         return dg.Output(frame, metadata=metadata)
 

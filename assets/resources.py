@@ -1,11 +1,12 @@
 """Resources: where dataset versions and reports live, and which judge scores."""
 
-from functools import lru_cache
+from dataclasses import asdict
 from pathlib import Path
 
 import dagster as dg
 
 from metrics.judges import Judge, OfflineJudge
+from metrics.judges.llm import LLMConfig, LLMJudge
 
 
 class DatasetStore(dg.ConfigurableResource):
@@ -30,22 +31,44 @@ class ReportStore(dg.ConfigurableResource):
         return path
 
 
-@lru_cache(maxsize=4)
-def _offline_judge(support_threshold: float | None) -> OfflineJudge:
-    # One judge per process and setting, so its model loads once and its embedding
-    # cache is shared by every metric asset of a run.
-    return OfflineJudge() if support_threshold is None else OfflineJudge(support_threshold=support_threshold)
+_JUDGES: dict[str, Judge] = {}
 
 
 class JudgeResource(dg.ConfigurableResource):
-    """The judge behind every metric asset.
+    """The judge behind every metric asset, a plain judge object from ``metrics.judges``.
 
-    Without an OpenAI-compatible endpoint configured this is the offline heuristic
-    judge (no key, no network), labelled ``offline-heuristic`` in every result.
+    With an OpenAI-compatible endpoint configured (``OPENAI_API_KEY`` and/or
+    ``OPENAI_BASE_URL`` in the environment, or ``base_url`` here) this is the LLM judge;
+    otherwise the offline heuristic judge (no key, no network). API keys are read from
+    the environment only, so they never enter run configuration, logs or metadata.
+    Unset fields take the environment's value, then ``LLMConfig``'s default.
     """
 
+    model: str | None = None
+    base_url: str | None = None
+    embedding_model: str | None = None
+    embedding_base_url: str | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    strictness: int | None = None
+    response_format: str | None = None
+    concurrency: int | None = None
+    timeout: float | None = None
+    max_attempts: int | None = None
+    cache_path: str | None = None
     support_threshold: float | None = None
 
     def get_judge(self) -> Judge:
-        """The plain judge object from ``metrics.judges``."""
-        return _offline_judge(self.support_threshold)
+        """One judge per process and configuration, so its model or connections, its
+        concurrency limit and its caches are shared by every metric asset of a run."""
+        settings = {name: getattr(self, name) for name in self.model_fields
+                    if name != "support_threshold" and getattr(self, name) is not None}
+        config = LLMConfig.from_env(**settings)
+        key = repr(sorted(asdict(config).items())) if config.configured else f"offline:{self.support_threshold}"
+        if key not in _JUDGES:
+            if config.configured:
+                _JUDGES[key] = LLMJudge(config)
+            else:
+                options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
+                _JUDGES[key] = OfflineJudge(**options)
+        return _JUDGES[key]

@@ -13,6 +13,7 @@ import pandas as pd
 from metrics.aggregate import USAGE_COLUMNS, summarize
 from metrics.base import Metric
 from metrics.judges.base import Judge
+from metrics.judges.llm import LLMConfig, LLMJudge
 from metrics.judges.offline import OfflineJudge
 from metrics.registry import build_metrics
 from metrics.results import MetricResult
@@ -32,8 +33,11 @@ class EvaluationResult:
 
 
 def default_judge() -> Judge:
-    """The judge used when none is given: the offline heuristic judge (no key, no network)."""
-    return OfflineJudge()
+    """The judge used when none is given: the LLM judge when ``OPENAI_API_KEY`` or
+    ``OPENAI_BASE_URL`` is set (``LLMConfig.from_env``), else the offline heuristic judge
+    (no key, no network)."""
+    config = LLMConfig.from_env()
+    return LLMJudge(config) if config.configured else OfflineJudge()
 
 
 def results_frame(results: Iterable[MetricResult], rows: Mapping[str, int] | None = None) -> pd.DataFrame:
@@ -96,7 +100,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     metrics : iterable of str or Metric, optional
         Defaults to the five core metrics.
     judge : Judge, optional
-        Defaults to :class:`~metrics.judges.offline.OfflineJudge`.
+        Defaults to :func:`default_judge` (LLM judge if configured in the environment,
+        else the offline judge).
     fields : mapping, optional
         ``{canonical_name: column}`` for columns under other names (dingo's ``fields``).
     thresholds : mapping, optional

@@ -64,11 +64,33 @@ def register(dataset: Path, version: str | None, datasets_root: Path) -> str:
     return version
 
 
+_METRIC_OPTIONS = {"threshold": float, "model": str, "temperature": float, "strictness": int}
+_JUDGE_OPTIONS = ("model", "base_url", "embedding_model", "concurrency", "timeout", "strictness", "temperature",
+                  "response_format", "cache_path")
+
+
 def _run_config(args: argparse.Namespace) -> dict:
+    """Run config: the summary's scale and each metric's options (``--threshold``, ``--metric-option``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown metric or option, or a value of the wrong type.
+    """
+    from metrics.registry import CORE_METRICS
+
     ops: dict = {"eval_summary": {"config": {"scale": args.scale}}}
-    for item in args.threshold or []:
-        metric, _, value = item.partition("=")
-        ops[metric] = {"config": {"threshold": float(value)}}
+    items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
+    for item in items + (args.metric_option or []):
+        target, _, value = item.partition("=")
+        metric, _, option = target.partition(".")
+        if metric not in CORE_METRICS or option not in _METRIC_OPTIONS or not value:
+            raise ValueError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with METRIC one of "
+                             f"{', '.join(CORE_METRICS)} and OPTION one of {', '.join(_METRIC_OPTIONS)}")
+        try:
+            ops.setdefault(metric, {"config": {}})["config"][option] = _METRIC_OPTIONS[option](value)
+        except ValueError as exc:
+            raise ValueError(f"bad metric option {item!r}: {value!r} is not a {_METRIC_OPTIONS[option].__name__}") from exc
     return {"ops": ops, "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -122,6 +144,13 @@ def print_table(summary: dict) -> None:
     Console().print(table)
     print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
           f"unmeasured: {summary['num_unmeasured']}")
+    usage = summary.get("usage") or {}
+    if usage.get("chat_requests") or usage.get("embedding_requests") or usage.get("cache_hits"):
+        print(f"judge requests: {usage['chat_requests']} chat, {usage['embedding_requests']} embeddings, "
+              f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
+              f"{usage['cache_hits']} cache hits")
+    if summary["judge"].get("embedding_fallback"):
+        print(f"note: {summary['judge']['embedding_fallback']}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -132,12 +161,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from assets.resources import DatasetStore, JudgeResource, ReportStore
     from orchestration.definitions import defs
 
+    run_config = _run_config(args)
     version = register(Path(args.dataset), args.version, Path(args.datasets))
     print(f"dataset version {version}: evaluating with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
+    judge = JudgeResource(**{k: getattr(args, k) for k in _JUDGE_OPTIONS if getattr(args, k) is not None})
     resources = {"dataset_store": DatasetStore(root=str(Path(args.datasets).resolve())),
-                 "report_store": ReportStore(root=str(Path(args.out).resolve())), "judge": JudgeResource()}
-    result = _execute_with_progress(defs.resolve_job_def("evaluation_job"), version, _run_config(args), resources)
+                 "report_store": ReportStore(root=str(Path(args.out).resolve())), "judge": judge}
+    result = _execute_with_progress(defs.resolve_job_def("evaluation_job"), version, run_config, resources)
     failed_checks = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
     if failed_checks:
         print(f"quality checks that failed: {', '.join(failed_checks)} (details in the Dagster UI)", file=sys.stderr)
@@ -178,6 +209,21 @@ def build_parser() -> argparse.ArgumentParser:
                            help="10 writes dingo's 0-10 presentation in summary.json")
             p.add_argument("--threshold", action="append", metavar="METRIC=VALUE",
                            help="pass/fail threshold of a metric, e.g. faithfulness=0.7 (repeatable)")
+            p.add_argument("--metric-option", action="append", metavar="METRIC.OPTION=VALUE",
+                           help="per-metric threshold, model, temperature or strictness, e.g. "
+                                "answer_relevancy.strictness=5 (repeatable)")
+            judge = p.add_argument_group("LLM judge (used when OPENAI_API_KEY or OPENAI_BASE_URL is set, or "
+                                         "--base-url is given; API keys are read from the environment only)")
+            judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+            judge.add_argument("--model", help="chat model (default $OPENAI_MODEL or gpt-4o-mini)")
+            judge.add_argument("--embedding-model", help="embedding model (default $EMBEDDING_MODEL)")
+            judge.add_argument("--concurrency", type=int, help="requests in flight at most (default 16)")
+            judge.add_argument("--timeout", type=float, help="seconds per request (default 60)")
+            judge.add_argument("--strictness", type=int, help="questions generated for answer_relevancy (default 3)")
+            judge.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+            judge.add_argument("--response-format", choices=("json_schema", "json_object"),
+                               help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
+            judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
     return parser
 
 

@@ -104,3 +104,37 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     assert summary["scale"] == "0-10" and summary["total"] == 3
     assert (tmp_path / "datasets" / "tiny-v1" / "samples.jsonl").exists()
     assert dg.DagsterInstance.get().get_dynamic_partitions("dataset_version") == ["tiny-v1"]
+
+
+def test_graph_with_the_llm_judge_keeps_the_key_out_of_everything(tmp_path, fiqa_rows, monkeypatch, capsys, caplog):
+    from tests.judge_server import JudgeServer
+
+    secret = "sk-pipeline-SECRET-987654321"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    server = JudgeServer().start()
+    try:
+        datasets, out = tmp_path / "datasets", tmp_path / "out"
+        _write_version(datasets, "v-llm", fiqa_rows[:2])
+        instance = dg.DagsterInstance.ephemeral()
+        instance.add_dynamic_partitions("dataset_version", ["v-llm"])
+        judge = JudgeResource(base_url=server.url, model="judge-test", cache_path=str(tmp_path / "cache.sqlite"))
+        result = defs.resolve_job_def("evaluation_job").execute_in_process(
+            partition_key="v-llm", instance=instance,
+            run_config={"ops": {"answer_relevancy": {"config": {"strictness": 2}}}},
+            resources={"dataset_store": DatasetStore(root=str(datasets)), "report_store": ReportStore(root=str(out)),
+                       "judge": judge})
+        judge.get_judge().close()
+    finally:
+        server.stop()
+    assert result.success
+    summary = json.loads((out / "v-llm" / "summary.json").read_text())
+    assert summary["judge"]["judge"] == "llm:judge-test"
+    assert summary["usage"]["chat_requests"] == 2 * 5 and summary["usage"]["embedding_requests"] == 2
+    assert {r.body["model"] for r in server.chat_requests()} == {"judge-test"}
+    assert len(server.chat_requests()[0].body["messages"]) == 2
+    metadata = [str(e.event_specific_data.materialization.metadata) for e in result.get_asset_materialization_events()]
+    records = instance.all_logs(result.run_id)
+    everything = (json.dumps(summary) + "".join(metadata) + "".join(r.message for r in records)
+                  + (out / "v-llm" / "results.parquet").read_bytes().decode("latin-1") + capsys.readouterr().out
+                  + capsys.readouterr().err + caplog.text)
+    assert secret not in everything
