@@ -27,8 +27,7 @@ test: setup
 	fi
 
 dev: setup
-	mkdir -p .dagster_home && cp -n dagster.yaml .dagster_home/ 2>/dev/null || true
-	DAGSTER_HOME=$(CURDIR)/.dagster_home $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	DAGSTER_HOME=$(CURDIR)/dagster_home $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 clean:
-	rm -rf .dagster_home out datasets
+	rm -rf out datasets .rag_eval_cache; find dagster_home -mindepth 1 ! -name dagster.yaml -delete

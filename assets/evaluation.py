@@ -1,5 +1,7 @@
 """One asset per registered metric: per-row results of the version's samples."""
 
+from collections.abc import Callable
+
 import dagster as dg
 import pandas as pd
 
@@ -11,6 +13,11 @@ from metrics.judges.llm import LLMJudge
 from metrics.registry import CORE_METRICS, METRICS, build_metrics
 from metrics.results import Status
 from metrics.samples import samples_from_frame
+
+
+#: Callables ``(metric, done, total)`` told after each scored sample, in the process that
+#: runs the asset (``rag-eval run`` draws its progress bars with them).
+progress_listeners: list[Callable[[str, int, int], None]] = []
 
 
 class MetricConfig(dg.Config):
@@ -62,10 +69,12 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
 
         def progress(step: int) -> None:
             done.append(step)
+            for listener in progress_listeners:
+                listener(name, len(done), len(samples))
             if len(done) % 10 == 0 or len(done) == len(samples):
                 context.log.info(f"{name}: {len(done)}/{len(samples)} samples scored")
 
-        frame = results_frame(score_metric(samples, metric, scorer, progress), {s.id: s.row for s in samples})
+        frame = results_frame(score_metric(samples, metric, scorer, progress))
         metadata = metric_metadata(frame)
         metadata["judge"] = dg.MetadataValue.text(scorer.name)
         for column in USAGE_COLUMNS:

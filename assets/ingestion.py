@@ -17,13 +17,16 @@ from metrics.samples import load_samples, samples_to_frame
     code_version="1",
     kinds={"pandas"},
     description="The version's samples.jsonl as one row per sample, RAGAS field names, problems recorded per row.",
-    check_specs=[dg.AssetCheckSpec(name, asset="eval_samples", blocking=blocking, description=description)
+    check_specs=[dg.AssetCheckSpec(name, asset="eval_samples", blocking=blocking, description=description,
+                                   partitions_def=dataset_versions)
                  for name, (_, blocking, description) in CHECKS.items()],
 )
 def eval_samples(context: dg.AssetExecutionContext, dataset_store: DatasetStore):
     """Load the partition's samples; yield the frame, then one check result per quality check."""
     path = dataset_store.samples_path(context.partition_key)
     frame = samples_to_frame(load_samples(path))
+    if frame.empty:
+        raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
     with_problems = int(frame["problems"].map(bool).sum())
     context.log.info(f"loaded {len(frame)} samples from {path} ({with_problems} with malformed fields)")
     yield dg.Output(

@@ -54,7 +54,8 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     ----------
     results : DataFrame
         One row per (sample, metric) with columns ``sample_id, metric, status, value,
-        passed, direction`` (as made by ``metrics.evaluate.results_frame``).
+        passed, direction`` and ``row`` (as made by ``metrics.evaluate.results_frame``);
+        rows are told apart by ``row`` when present (ids may repeat), else by ``sample_id``.
     task_name : str
         Name written as ``task_name``.
     judge : mapping, optional
@@ -80,10 +81,11 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     if scale not in (1, 10):
         raise ValueError(f"scale must be 1 or 10, got {scale}")
     digits = 4 if scale == 1 else 2
-    total = int(results["sample_id"].nunique()) if len(results) else 0
+    unit = "row" if "row" in results and results["row"].notna().all() else "sample_id"
+    total = int(results[unit].nunique()) if len(results) else 0
     ok = results[results["status"] == Status.OK.value]
-    failed_rows = set(ok.loc[ok["passed"] == False, "sample_id"])  # noqa: E712 (pandas mask)
-    measured_rows = set(ok["sample_id"])
+    failed_rows = set(ok.loc[ok["passed"] == False, unit])  # noqa: E712 (pandas mask)
+    measured_rows = set(ok[unit])
     num_bad = len(failed_rows)
     num_good = len(measured_rows - failed_rows)
 

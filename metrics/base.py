@@ -88,16 +88,20 @@ class Metric(ABC):
         finally:
             current_usage.reset(token)
         result.usage = usage.as_dict()
+        result.row = sample.row
         return result
 
     async def _score(self, sample: Sample, judge: Judge) -> MetricResult:
         base = dict(metric=self.name, sample_id=sample.id, threshold=self.threshold,
                     direction=self.direction, judge=judge.name)
+        if "row" in sample.problems:
+            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
+                                reason=f"row {sample.row}: unreadable: {sample.problems['row']}", **base)
         for name in self.required_fields:
             problem = sample.missing(name)
             if problem:
                 reason = f"row {sample.row} (id {sample.id}): field '{name}' {problem}"
-                if name in sample.problems or "row" in sample.problems:
+                if name in sample.problems:
                     reason = f"row {sample.row} (id {sample.id}): field '{name}' is malformed: {problem}"
                 return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, reason=reason,
                                     details={"field": name}, **base)

@@ -40,7 +40,7 @@ def default_judge() -> Judge:
     return LLMJudge(config) if config.configured else OfflineJudge()
 
 
-def results_frame(results: Iterable[MetricResult], rows: Mapping[str, int] | None = None) -> pd.DataFrame:
+def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:
     """Per-row results as a DataFrame with :data:`RESULT_COLUMNS`.
 
     ``details`` is serialised to a JSON string so the frame writes to Parquet as is.
@@ -51,7 +51,6 @@ def results_frame(results: Iterable[MetricResult], rows: Mapping[str, int] | Non
         record["details"] = json.dumps(record["details"], ensure_ascii=False, default=str)
         usage = record.pop("usage") or {}
         record.update({column: int(usage.get(column, 0)) for column in USAGE_COLUMNS})
-        record["row"] = (rows or {}).get(result.sample_id)
         records.append(record)
     frame = pd.DataFrame(records, columns=RESULT_COLUMNS)
     frame["value"] = frame["value"].astype("float64")
@@ -120,14 +119,16 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     Raises
     ------
     FileNotFoundError, ValueError, KeyError
-        For a missing file, an unsupported format or field mapping, an unknown metric.
+        For a missing file, an unsupported format or field mapping, no sample, no or an
+        unknown metric.
     """
     judge = judge or default_judge()
     loaded = samples if isinstance(samples, list) and all(isinstance(s, Sample) for s in samples) \
         else load_samples(samples, fields)
+    if not loaded:
+        raise ValueError("no samples to evaluate")
     built = build_metrics(metrics, thresholds)
-    rows = {s.id: s.row for s in loaded}
-    frame = results_frame(score_all(loaded, built, judge, progress), rows)
+    frame = results_frame(score_all(loaded, built, judge, progress))
     return EvaluationResult(frame, summarize(frame, task_name, judge.describe(), scale), loaded)
 
 

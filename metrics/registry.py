@@ -32,13 +32,18 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None,
     ------
     KeyError
         For an unknown metric name (the message lists the known ones).
+    ValueError
+        For an empty selection.
     """
     thresholds = dict(thresholds or {})
+    metrics = CORE_METRICS if metrics is None else list(metrics)
+    if not metrics:
+        raise ValueError("no metric selected")
     unknown = set(thresholds) - set(METRICS)
     if unknown:
         raise KeyError(f"thresholds for unknown metrics {sorted(unknown)}; known: {list(METRICS)}")
     built = []
-    for item in metrics or CORE_METRICS:
+    for item in metrics:
         if isinstance(item, Metric):
             built.append(item)
             continue

@@ -80,6 +80,8 @@ class MetricResult:
         Name of the judge that scored it (``offline-heuristic``, ``openai:<model>``...).
     usage : dict
         Requests, tokens and cache hits spent on this result (``metrics.judges.Usage``).
+    row : int or None
+        Position of the sample in its input (line number minus one for JSONL).
     """
 
     metric: str
@@ -93,6 +95,7 @@ class MetricResult:
     details: dict[str, Any] = field(default_factory=dict)
     judge: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+    row: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         """A flat, JSON-safe dict (enums as their string values)."""

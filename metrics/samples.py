@@ -12,12 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+_WORD = re.compile(r"[^\W_]")
 
 FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -92,18 +95,36 @@ def _as_list(value: Any) -> Any:
     return value
 
 
+#: Bounds that keep one sample's cost finite; longer input is malformed, not truncated.
+MAX_CHARS = 100_000
+MAX_CONTEXTS = 200
+
+
+def _text_problem(text: str) -> str | None:
+    if len(text) > MAX_CHARS:
+        return f"longer than {MAX_CHARS} characters ({len(text)})"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains invalid Unicode (a lone surrogate)"
+    return None
+
+
 def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
     """Return ``(value, problem)`` for one canonical field."""
     if name == "retrieved_contexts":
         value = _as_list(value)
         if isinstance(value, str):
-            return [value], None
+            value = [value]
         if not isinstance(value, list):
             return None, f"expected a list of strings, got {type(value).__name__}"
         bad = [i for i, item in enumerate(value) if not isinstance(item, str)]
         if bad:
             return None, f"item {bad[0]} is {type(value[bad[0]]).__name__}, expected a string"
-        return value, None
+        if len(value) > MAX_CONTEXTS:
+            return None, f"more than {MAX_CONTEXTS} contexts ({len(value)})"
+        problems = [f"item {i} {p}" for i, p in enumerate(map(_text_problem, value)) if p]
+        return (None, problems[0]) if problems else (value, None)
     if name == "reference":
         value = _as_list(value)
         if isinstance(value, list):
@@ -112,15 +133,16 @@ def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
             value = "\n".join(value)
     if not isinstance(value, str):
         return None, f"expected a string, got {type(value).__name__}"
-    if name in ("user_input", "reference") and not value.strip():
-        return None, "empty string"
-    return value, None
+    if name in ("user_input", "reference") and not _WORD.search(value):
+        return None, "empty: no letter or digit"
+    problem = _text_problem(value)
+    return (None, problem) if problem else (value, None)
 
 
 def stable_id(fields: Mapping[str, Any]) -> str:
     """A 16-hex-digit SHA-256 of the canonical fields, stable across runs."""
-    payload = json.dumps({f: fields.get(f) for f in FIELDS}, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+    payload = json.dumps({f: fields.get(f) for f in FIELDS}, sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()[:16]
 
 
 def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str] | None = None) -> Sample:
@@ -148,9 +170,15 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
     problems: dict[str, str] = {}
     for name in FIELDS:
         candidates = (fields[name],) if name in fields else (name, *ALIASES[name])
-        value = next((raw[c] for c in candidates if c in raw and not _is_null(raw[c])), None)
-        if value is None:
+        given = [c for c in candidates if c in raw and not _is_null(raw[c])]
+        if not given:
             values[name] = None
+            continue
+        value = raw[given[0]]
+        conflicting = [c for c in given[1:] if raw[c] != value]
+        if conflicting:
+            values[name] = None
+            problems[name] = f"given twice with different values, as {given[0]!r} and {conflicting[0]!r}"
             continue
         values[name], problem = _normalise(name, value)
         if problem:
@@ -160,31 +188,46 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
     return Sample(id=sample_id, row=row, problems=problems, **values)
 
 
-def _read_jsonl(path: Path) -> list[Sample | dict[str, Any]]:
-    records: list[Sample | dict[str, Any]] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+def _read_jsonl(path: Path) -> list[tuple[int, Sample | dict[str, Any]]]:
+    """Records of a JSONL file; the row of a record is its line number minus one.
+
+    Each line is decoded on its own, so a line that is not UTF-8 or not a JSON object
+    becomes a sample whose ``problems['row']`` says why, and the others still load.
+    """
+    records: list[tuple[int, Sample | dict[str, Any]]] = []
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            row = line_no - 1
+            try:
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                records.append((row, Sample(id=f"unreadable-line-{line_no}", row=row, problems={
+                    "row": f"line {line_no} is not valid UTF-8 (byte {exc.start})"})))
+                continue
             if not line.strip():
                 continue
-            row = len(records)
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                records.append(Sample(id=f"line-{line_no}", row=row,
-                                      problems={"row": f"line {line_no} is not valid JSON: {exc.msg}"}))
+                records.append((row, Sample(id=f"unreadable-line-{line_no}", row=row, problems={
+                    "row": f"line {line_no} is not valid JSON: {exc.msg}"})))
                 continue
             if not isinstance(record, dict):
-                records.append(Sample(id=f"line-{line_no}", row=row,
-                                      problems={"row": f"line {line_no} is a JSON {type(record).__name__}, not an object"}))
+                records.append((row, Sample(id=f"unreadable-line-{line_no}", row=row, problems={
+                    "row": f"line {line_no} is a JSON {type(record).__name__}, not an object"})))
                 continue
-            records.append(record)
+            records.append((row, record))
     return records
 
 
-def _read_path(path: Path) -> list[Sample | dict[str, Any]]:
+def _read_path(path: Path) -> list[tuple[int, Any]]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return _read_jsonl(path)
+    return list(enumerate(_read_table(path, suffix)))
+
+
+def _read_table(path: Path, suffix: str) -> list[Any]:
     if suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
@@ -193,7 +236,7 @@ def _read_path(path: Path) -> list[Sample | dict[str, Any]]:
             return data
         raise ValueError(f"{path}: expected a list of records or a dict of columns")
     if suffix == ".csv":
-        return pd.read_csv(path).to_dict("records")
+        return pd.read_csv(path, dtype=str).to_dict("records")  # no type guessing: "8" stays text
     if suffix == ".parquet":
         return pd.read_parquet(path).to_dict("records")
     raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
@@ -204,7 +247,8 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
     """Load samples from a file path, a DataFrame or an iterable of dicts.
 
     Every input row yields exactly one :class:`Sample`, in order; unreadable rows
-    (invalid JSON, non-object lines) become samples whose ``problems['row']`` says why.
+    (invalid UTF-8 or JSON, non-object lines) become samples whose ``problems['row']``
+    says why. For JSONL, a sample's ``row`` is its line number minus one.
 
     Raises
     ------
@@ -219,11 +263,11 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
             raise FileNotFoundError(f"dataset file not found: {path}")
         records = _read_path(path)
     elif isinstance(source, pd.DataFrame):
-        records = source.to_dict("records")
+        records = list(enumerate(source.to_dict("records")))
     else:
-        records = list(source)
+        records = list(enumerate(source))
     samples: list[Sample] = []
-    for row, record in enumerate(records):
+    for row, record in records:
         if isinstance(record, Sample):
             samples.append(record)
         elif isinstance(record, Mapping):

@@ -56,7 +56,7 @@ def split_sentences(text: str) -> list[str]:
         for piece in _BOUNDARY.split(_LIST_MARKER.sub("", line)):
             chunk = pending + piece
             words = chunk.strip()[:-1].split()
-            if chunk.strip().endswith(".") and words and _is_abbreviation(words[-1]):
+            if chunk.strip().endswith(".") and words and _is_abbreviation(words[-1]) and len(chunk) < 500:
                 pending = chunk
                 continue
             pending = ""

@@ -2,7 +2,7 @@
 
 ``rag-eval run`` (the README's main command) registers a JSONL file as a dataset
 version (a dynamic partition), runs ``evaluation_job`` for it in-process against a
-project-local Dagster instance (``DAGSTER_HOME``, default ``.dagster_home``), shows
+project-local Dagster instance (``DAGSTER_HOME``, default ``dagster_home/``), shows
 progress, prints the summary table and writes ``summary.json`` and
 ``results.parquet`` under ``out/<version>/``.
 """
@@ -12,21 +12,24 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
-import threading
 import warnings
 from pathlib import Path
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
+_VERSION_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def _prepare_instance() -> None:
-    """Use a project-local Dagster instance unless DAGSTER_HOME is already set."""
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
+    """Use the project-local Dagster instance ``dagster_home/`` unless DAGSTER_HOME is set;
+    an instance folder without ``dagster.yaml`` gets a copy of the project's."""
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path("dagster_home").resolve())))
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        shutil.copyfile(Path(__file__).resolve().parent.parent / "dagster.yaml", home / "dagster.yaml")
+    template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
+    if not (home / "dagster.yaml").exists() and template.exists():
+        shutil.copyfile(template, home / "dagster.yaml")
 
 
 def default_version(path: Path) -> str:
@@ -43,7 +46,8 @@ def register(dataset: Path, version: str | None, datasets_root: Path) -> str:
     FileNotFoundError
         If ``dataset`` does not exist.
     ValueError
-        If ``dataset`` is not a ``.jsonl`` file.
+        If ``dataset`` is not a ``.jsonl`` file, ``version`` is not a plain key, or the
+        version exists with other content (versions are immutable).
     """
     from dagster import DagsterInstance
 
@@ -54,7 +58,13 @@ def register(dataset: Path, version: str | None, datasets_root: Path) -> str:
     if dataset.suffix.lower() not in (".jsonl", ".ndjson"):
         raise ValueError(f"{dataset}: a dataset version is a JSONL file (one JSON object a line)")
     version = version or default_version(dataset)
+    if not _VERSION_KEY.fullmatch(version):
+        raise ValueError(f"dataset version {version!r}: use letters, digits, '.', '_' and '-' only "
+                         "(it names a folder and a partition)")
     target = datasets_root / version / "samples.jsonl"
+    if target.exists() and target.read_bytes() != dataset.read_bytes():
+        raise ValueError(f"dataset version {version!r} already exists with other content ({target}); "
+                         "a version is immutable: choose another --dataset-version")
     target.parent.mkdir(parents=True, exist_ok=True)
     if dataset.resolve() != target.resolve():
         shutil.copyfile(dataset, target)
@@ -77,7 +87,7 @@ def _run_config(args: argparse.Namespace) -> dict:
     ValueError
         For an unknown metric or option, or a value of the wrong type.
     """
-    from metrics.registry import CORE_METRICS
+    from metrics.registry import CORE_METRICS, METRICS
 
     ops: dict = {"eval_summary": {"config": {"scale": args.scale}}}
     items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
@@ -88,45 +98,37 @@ def _run_config(args: argparse.Namespace) -> dict:
             raise ValueError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with METRIC one of "
                              f"{', '.join(CORE_METRICS)} and OPTION one of {', '.join(_METRIC_OPTIONS)}")
         try:
-            ops.setdefault(metric, {"config": {}})["config"][option] = _METRIC_OPTIONS[option](value)
+            converted = _METRIC_OPTIONS[option](value)
         except ValueError as exc:
             raise ValueError(f"bad metric option {item!r}: {value!r} is not a {_METRIC_OPTIONS[option].__name__}") from exc
+        low, high = METRICS[metric].value_range
+        if option == "threshold" and not low <= converted <= high:
+            raise ValueError(f"bad metric option {item!r}: the threshold of {metric} lies in [{low}, {high}]")
+        ops.setdefault(metric, {"config": {}})["config"][option] = converted
     return {"ops": ops, "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _execute_with_progress(job, version: str, run_config: dict, resources: dict):
-    """Run ``job`` in a thread while a progress bar follows its asset materializations."""
-    from dagster import DagsterEventType, DagsterInstance
-    from dagster._core.utils import make_new_run_id
-    from rich.progress import Progress, SpinnerColumn, TextColumn
+    """Run ``job`` in-process for ``version`` with one progress bar per metric asset."""
+    from dagster import DagsterInstance
+    from rich.progress import Progress
 
-    instance = DagsterInstance.get()
-    run_id = make_new_run_id()
-    total = len(job.asset_layer.executable_asset_keys)
-    outcome: dict = {}
+    from assets.evaluation import progress_listeners
 
-    def target() -> None:
+    with Progress(transient=True) as progress:
+        tasks: dict[str, int] = {}
+
+        def listener(metric: str, done: int, total: int) -> None:
+            if metric not in tasks:
+                tasks[metric] = progress.add_task(metric, total=total)
+            progress.update(tasks[metric], completed=done)
+
+        progress_listeners.append(listener)
         try:
-            outcome["result"] = job.execute_in_process(run_config=run_config, instance=instance, partition_key=version,
-                                                       run_id=run_id, raise_on_error=False, resources=resources)
-        except BaseException as exc:  # reported below, never swallowed
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), *Progress.get_default_columns()[1:3],
-                  transient=True) as progress:
-        task = progress.add_task("starting", total=total)
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.5)
-            logs = instance.all_logs(run_id)
-            done = sum(1 for e in logs if e.dagster_event and
-                       e.dagster_event.event_type == DagsterEventType.ASSET_MATERIALIZATION)
-            messages = [e.user_message for e in logs if not e.dagster_event and e.user_message]
-            progress.update(task, completed=done, description=(messages[-1] if messages else "running")[:70])
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
+            return job.execute_in_process(run_config=run_config, instance=DagsterInstance.get(),
+                                          partition_key=version, raise_on_error=False, resources=resources)
+        finally:
+            progress_listeners.remove(listener)
 
 
 def print_table(summary: dict) -> None:
@@ -135,12 +137,14 @@ def print_table(summary: dict) -> None:
     from rich.table import Table
 
     table = Table(title=f"{summary['task_name']} — judge: {summary['judge'].get('judge')} (scale {summary['scale']})")
-    for column in ("metric", "mean", "pass rate", "measured/total"):
+    for column in ("metric", "mean", "pass rate", "threshold", "measured/total"):
         table.add_column(column, justify="left" if column == "metric" else "right")
+    scale = 10 if summary["scale"] == "0-10" else 1
     for metric, row in summary["metrics"].items():
-        mean = "—" if row["mean"] is None else f"{row['mean']:.4g}"
+        mean = "—" if row["mean"] is None else f"{row['mean']:.{4 if scale == 1 else 2}f}"
         rate = "—" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
-        table.add_row(metric, mean, rate, f"{row['measured']}/{row['total']}")
+        sign = "≥" if row["direction"] == "higher_is_better" else "≤"
+        table.add_row(metric, mean, rate, f"{sign} {row['threshold'] * scale:g}", f"{row['measured']}/{row['total']}")
     Console().print(table)
     print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
           f"unmeasured: {summary['num_unmeasured']}")
@@ -158,20 +162,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from assets.resources import DatasetStore, JudgeResource, ReportStore
     from orchestration.definitions import defs
 
     run_config = _run_config(args)
-    version = register(Path(args.dataset), args.version, Path(args.datasets))
+    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets))
     print(f"dataset version {version}: evaluating with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
     judge = JudgeResource(**{k: getattr(args, k) for k in _JUDGE_OPTIONS if getattr(args, k) is not None})
     resources = {"dataset_store": DatasetStore(root=str(Path(args.datasets).resolve())),
                  "report_store": ReportStore(root=str(Path(args.out).resolve())), "judge": judge}
     result = _execute_with_progress(defs.resolve_job_def("evaluation_job"), version, run_config, resources)
-    failed_checks = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
-    if failed_checks:
-        print(f"quality checks that failed: {', '.join(failed_checks)} (details in the Dagster UI)", file=sys.stderr)
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            failures = check.metadata["failures"].value
+            print(f"quality check {check.check_name} failed on {check.metadata['failing_rows'].value} row(s):",
+                  file=sys.stderr)
+            for failure in failures[:10]:
+                print(f"  row {failure['row']} (id {failure['id']}): {failure['field']}: {failure['reason']}",
+                      file=sys.stderr)
     if not result.success:
         for event in result.all_events:
             if event.is_step_failure:
@@ -187,7 +197,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_register(args: argparse.Namespace) -> int:
     """Register a dataset version without running it."""
-    print(register(Path(args.dataset), args.version, Path(args.datasets)))
+    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets))
+    print(f"registered dataset version {version}; evaluate it with `rag-eval run {args.dataset} "
+          f"--dataset-version {version}`, or materialize its partition in the Dagster UI")
     return 0
 
 
@@ -200,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET),
                        help=f"JSONL file of samples (default {DEFAULT_DATASET})")
-        p.add_argument("--version", help="dataset version key (default <name>-<sha8 of the file>)")
+        p.add_argument("--dataset-version", help="dataset version key (default <name>-<sha8 of the file>)")
         p.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
         p.add_argument("--out", default="out", help="folder of reports (default out/)")
         p.set_defaults(handler=handler)
@@ -233,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     _prepare_instance()
     try:
         return args.handler(args)
-    except (FileNotFoundError, ValueError) as exc:
+    except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

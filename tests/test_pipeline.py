@@ -97,7 +97,7 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     dataset.write_text("\n".join(FIQA.read_text(encoding="utf-8").splitlines()[:3]) + "\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    assert cli.main(["run", str(dataset), "--version", "tiny-v1", "--scale", "10"]) == 0
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--scale", "10"]) == 0
     out = capsys.readouterr().out
     assert "faithfulness" in out and "3/3" in out
     summary = json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())

@@ -56,9 +56,14 @@ def test_reference_aliases(alias):
     assert sample_from_dict({alias: "The answer."}, 0).reference == "The answer."
 
 
-def test_canonical_name_wins_over_alias():
-    s = sample_from_dict({"question": "alias", "user_input": "canonical"}, 0)
-    assert s.user_input == "canonical"
+def test_same_field_given_twice_with_different_values_is_malformed():
+    s = sample_from_dict({"question": "alias", "user_input": "canonical"}, 3)
+    assert s.user_input is None
+    assert s.problems == {"user_input": "given twice with different values, as 'user_input' and 'question'"}
+
+
+def test_same_field_given_twice_with_equal_values_is_fine():
+    assert sample_from_dict({"question": "same", "user_input": "same"}, 0).user_input == "same"
 
 
 def test_null_canonical_falls_back_to_alias():
@@ -135,7 +140,7 @@ def test_non_list_contexts_recorded_in_problems():
 def test_non_string_response_and_blank_question_are_problems():
     s = sample_from_dict({"user_input": "   ", "response": 42}, 0)
     assert s.user_input is None and s.response is None
-    assert s.problems == {"user_input": "empty string", "response": "expected a string, got int"}
+    assert s.problems == {"user_input": "empty: no letter or digit", "response": "expected a string, got int"}
 
 
 def test_nan_cell_is_missing_not_malformed():
@@ -157,15 +162,45 @@ def test_invalid_json_line_is_kept_as_a_row_with_a_problem(tmp_path):
                     '{"question": "q3", "answer": "a3"}\n', encoding="utf-8")
     samples = load_samples(path)
     assert len(samples) == 4  # the blank line is skipped, nothing else is dropped
-    assert [s.row for s in samples] == [0, 1, 2, 3]
+    assert [s.row for s in samples] == [0, 1, 3, 4]  # line number minus one
     assert samples[0].user_input == "q1" and samples[0].problems == {}
-    assert samples[1].id == "line-2"
+    assert samples[1].id == "unreadable-line-2"
     assert samples[1].problems["row"].startswith("line 2 is not valid JSON")
-    assert samples[2].id == "line-4"
+    assert samples[2].id == "unreadable-line-4"
     assert samples[2].problems["row"] == "line 4 is a JSON list, not an object"
     assert samples[3].user_input == "q3"
     # every field of an unreadable row reports the row problem
     assert samples[1].missing("response") == samples[1].problems["row"]
+
+
+def test_bad_utf8_line_and_lone_surrogate_stay_on_their_row(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"question": "q1", "answer": "a1"}\n'      # BOM on the first line
+                     b'{"question": "Caf\xe9?", "answer": "a2"}\n'              # Latin-1 byte
+                     b'{"question": "q3", "answer": "a \\ud800 b."}\n')       # escaped lone surrogate
+    first, second, third = load_samples(path)
+    assert first.user_input == "q1" and first.problems == {}
+    assert second.problems == {"row": "line 2 is not valid UTF-8 (byte 17)"}
+    assert third.user_input == "q3" and third.problems == {"response": "contains invalid Unicode (a lone surrogate)"}
+
+
+def test_oversized_fields_are_malformed_not_truncated():
+    from metrics.samples import MAX_CHARS, MAX_CONTEXTS
+
+    big = sample_from_dict({"question": "q", "answer": "x" * (MAX_CHARS + 1),
+                            "contexts": ["c"] * (MAX_CONTEXTS + 1)}, 0)
+    assert big.problems == {"response": f"longer than {MAX_CHARS} characters ({MAX_CHARS + 1})",
+                            "retrieved_contexts": f"more than {MAX_CONTEXTS} contexts ({MAX_CONTEXTS + 1})"}
+
+
+def test_duplicate_ids_stay_separate_rows_in_the_summary():
+    from metrics import evaluate
+
+    rows = [{"id": "1", "question": "q", "answer": "a", "contexts": ["a"]},
+            {"id": 1, "question": "q", "answer": "b", "contexts": ["a"]}]
+    result = evaluate(rows, ["faithfulness"], judge=AlwaysSupported())
+    assert result.results["row"].tolist() == [0, 1]
+    assert result.summary["total"] == 2
 
 
 def test_unreadable_row_is_input_error_for_metrics(tmp_path):

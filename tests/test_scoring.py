@@ -302,7 +302,7 @@ def test_BR01_refusal_faithfulness_is_not_applicable():
 
 
 def test_context_recall_reference_without_statement_is_not_applicable():
-    result = ContextRecall().score(sample(reference="… — ?!"), ScriptedJudge())
+    result = ContextRecall().score(sample(reference="Sorry, I do not know."), ScriptedJudge())
     assert result.status is Status.NOT_APPLICABLE
     assert result.value is None and result.passed is None
 

@@ -37,6 +37,7 @@ class JudgementCache:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # durable at each commit in WAL mode, no fsync per write
         self._db.execute("CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
                          "value TEXT NOT NULL, created TEXT DEFAULT CURRENT_TIMESTAMP)")
 

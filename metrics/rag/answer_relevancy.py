@@ -1,6 +1,7 @@
 """AnswerRelevancy (RAGAS ResponseRelevancy): does the response address the question?"""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from metrics.base import Measured, Metric, NotApplicable
@@ -53,7 +54,7 @@ class AnswerRelevancy(Metric):
     required_fields = ("user_input", "response")
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if not sample.response.strip():
+        if not re.search(r"[^\W_]", sample.response):
             return Measured(0.0, "empty response: it answers nothing", {"noncommittal": [True]})
         judgement = await judge.answer_relevance(sample.user_input, sample.response)
         value = answer_relevancy_score(judgement.similarities, judgement.noncommittal)
