@@ -307,3 +307,15 @@ def test_br21_thirty_contexts_one_request_one_verdict_each(server, tmp_path):
     assert results["context_precision"].value == pytest.approx(case["expected"]["context_precision"], abs=1e-6)
     assert results["context_recall"].value == case["expected"]["context_recall"]
     assert results["faithfulness"].value == case["expected"]["faithfulness"]
+
+
+def test_a_run_that_failed_half_way_resends_only_what_it_had_not_finished(server, tmp_path):
+    rows = [dict(ROW, id=f"r{i}", response=f"In case {i}, {ROW['response']}") for i in range(4)]
+    healthy = oracle()
+    server.script = lambda seen: (Reply(status=500, body={}) if "In case 3" in seen.prompt else healthy(seen))
+    first = evaluate(rows, ["faithfulness"], judge=make_judge(server, tmp_path, max_attempts=1)).results
+    assert first["status"].tolist() == ["ok", "ok", "ok", "judge_error"]
+    server.script, server.seen = healthy, []
+    second = evaluate(rows, ["faithfulness"], judge=make_judge(server, tmp_path)).results
+    assert second["status"].tolist() == ["ok"] * 4
+    assert [("In case 3" in s.prompt) for s in server.chat_requests()] == [True]
