@@ -5,6 +5,7 @@ from collections.abc import Callable
 import dagster as dg
 import pandas as pd
 
+from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import JudgeResource
 from metrics.aggregate import USAGE_COLUMNS
@@ -12,7 +13,8 @@ from metrics.evaluate import results_frame, score_metric
 from metrics.judges.llm import LLMJudge
 from metrics.registry import CORE_METRICS, METRICS, build_metrics
 from metrics.results import Status
-from metrics.samples import samples_from_frame
+from metrics.judges.offline import OfflineJudge
+from metrics.judges.prompts import PROMPT_VERSIONS
 
 
 #: Callables ``(metric, done, total)`` told after each scored sample, in the process that
@@ -41,23 +43,33 @@ def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
+def metric_code_version(name: str) -> str:
+    """Changes with the metric's formula, its LLM prompts or the offline judge's rules."""
+    cls = METRICS[name]
+    prompts = ".".join(PROMPT_VERSIONS[kind] for kind in cls.judgements)
+    return f"m{cls.version}-p{prompts}-o{OfflineJudge.version}"
+
+
 def build_metric_asset(name: str) -> dg.AssetsDefinition:
-    """The asset computing metric ``name`` on every sample of a version."""
+    """The asset computing metric ``name`` on the version's accepted samples; it reads
+    only the field assets of the fields the metric needs."""
     cls = METRICS[name]
 
     @dg.asset(
         name=name,
+        ins={FIELD_ASSETS[field]: dg.AssetIn(key=FIELD_ASSETS[field]) for field in cls.required_fields},
         partitions_def=dataset_versions,
         group_name="metrics",
-        code_version=cls.version,
+        code_version=metric_code_version(name),
         kinds={"pandas"},
         description=(cls.__doc__ or name).strip().splitlines()[0],
-        metadata={"reads": list(cls.required_fields), "direction": cls.direction.value,
+        metadata={"partition_expr": "version", "reads": list(cls.required_fields), "direction": cls.direction.value,
                   "range": list(cls.value_range)},
     )
     def _metric(context: dg.AssetExecutionContext, config: MetricConfig, judge: JudgeResource,
-                eval_samples: pd.DataFrame) -> dg.Output[pd.DataFrame]:
-        samples = samples_from_frame(eval_samples)
+                **fields: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+        inverse = {asset: field for field, asset in FIELD_ASSETS.items()}
+        samples = samples_from_fields({inverse[asset]: frame for asset, frame in fields.items()})
         metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None)[0]
         scorer = judge.get_judge()
         options = {k: getattr(config, k) for k in ("model", "temperature", "strictness") if getattr(config, k) is not None}
@@ -75,11 +87,12 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
                 context.log.info(f"{name}: {len(done)}/{len(samples)} samples scored")
 
         frame = results_frame(score_metric(samples, metric, scorer, progress))
+        frame.insert(0, "version", context.partition_key)
         metadata = metric_metadata(frame)
         metadata["judge"] = dg.MetadataValue.text(scorer.name)
+        metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
         for column in USAGE_COLUMNS:
             metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
-        metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
         return dg.Output(frame, metadata=metadata)
 
     return _metric

@@ -1,44 +1,101 @@
-"""Ingestion: a dataset version's JSONL into a frame of samples, with its quality checks."""
+"""Ingestion: a dataset version's file into one asset per field, plus the rejected rows.
+
+Each field (questions, responses, retrieved contexts, references) is its own asset with
+a data version that is the hash of its content, so a metric asset depends only on the
+fields it reads: changing only the responses of a version makes only the
+response-dependent metrics stale. Rows that fail the data-quality suite are kept in
+``rejected_samples`` with the failing field and the reason; the metrics run on the rest.
+"""
 
 import hashlib
+import json
 
 import dagster as dg
 import pandas as pd
 
 from assets.partitions import dataset_versions
-from assets.quality import CHECKS, run_checks
+from assets.quality import validate
 from assets.resources import DatasetStore
-from metrics.samples import load_samples, samples_to_frame
+from metrics.registry import CORE_METRICS, METRICS
+from metrics.samples import FIELDS, Sample, load_samples, sample_from_dict, samples_to_frame
+
+#: Field of the sample model -> the asset holding it.
+FIELD_ASSETS = {"user_input": "questions", "response": "responses", "retrieved_contexts": "retrieved_contexts",
+                "reference": "references"}
 
 
-@dg.asset(
+class IngestConfig(dg.Config):
+    """``max_rejected_share``: the share of rejected rows above which the version fails."""
+
+    max_rejected_share: float = 0.05
+
+
+def selected_fields(asset_selection: set[dg.AssetKey] | None) -> list[str]:
+    """The fields read by the metric assets of the run (all metrics' when it selects none)."""
+    selected = [m for m in CORE_METRICS if asset_selection and dg.AssetKey(m) in asset_selection] or CORE_METRICS
+    return [f for f in FIELDS if any(f in METRICS[m].required_fields for m in selected)]
+
+
+def content_version(frame: pd.DataFrame, column: str) -> dg.DataVersion:
+    """SHA-256 of the (id, value) pairs of ``column``, in row order."""
+    pairs = [[str(i), v] for i, v in zip(frame["id"], frame[column])]
+    digest = hashlib.sha256(json.dumps(pairs, ensure_ascii=True, default=str).encode()).hexdigest()
+    return dg.DataVersion(digest[:16])
+
+
+@dg.multi_asset(
     partitions_def=dataset_versions,
     group_name="ingestion",
-    code_version="1",
-    kinds={"pandas"},
-    description="The version's samples.jsonl as one row per sample, RAGAS field names, problems recorded per row.",
-    check_specs=[dg.AssetCheckSpec(name, asset="eval_samples", blocking=blocking, description=description,
-                                   partitions_def=dataset_versions)
-                 for name, (_, blocking, description) in CHECKS.items()],
+    outs={
+        **{asset: dg.AssetOut(code_version="1", kinds={"pandas"}, metadata={"partition_expr": "version"},
+                              description=f"The {field} of the version's accepted samples (id, row, {field}).")
+           for field, asset in FIELD_ASSETS.items()},
+        "rejected_samples": dg.AssetOut(code_version="1", kinds={"pandas"}, metadata={"partition_expr": "version"},
+                                        description="Rows that failed the data-quality suite: row, id, field, reason."),
+    },
+    check_specs=[dg.AssetCheckSpec("rejected_share_within_limit", asset="rejected_samples", blocking=True,
+                                   partitions_def=dataset_versions,
+                                   description="The share of rejected rows is at most max_rejected_share.")],
 )
-def eval_samples(context: dg.AssetExecutionContext, dataset_store: DatasetStore):
-    """Load the partition's samples; yield the frame, then one check result per quality check."""
-    path = dataset_store.samples_path(context.partition_key)
-    frame = samples_to_frame(load_samples(path))
-    if frame.empty:
+def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, dataset_store: DatasetStore):
+    """Load ``<datasets>/<version>/samples.jsonl``, validate it, split it into field assets."""
+    version = context.partition_key
+    path = dataset_store.samples_path(version)
+    samples = samples_to_frame(load_samples(path))
+    if samples.empty:
         raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
-    with_problems = int(frame["problems"].map(bool).sum())
-    context.log.info(f"loaded {len(frame)} samples from {path} ({with_problems} with malformed fields)")
-    yield dg.Output(
-        frame,
-        data_version=dg.DataVersion(hashlib.sha256(path.read_bytes()).hexdigest()[:16]),
-        metadata={"num_rows": len(frame), "rows_with_problems": with_problems, "path": str(path)},
+    fields = selected_fields(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
+    failures, statistics = validate(samples, fields)
+    rejected_rows = {f["row"] for f in failures}
+    accepted = samples[~samples["row"].isin(rejected_rows)]
+    context.log.info(f"{version}: {len(samples)} rows, {len(rejected_rows)} rejected, checked fields {fields}")
+    for field, asset in FIELD_ASSETS.items():
+        frame = accepted[["id", "row", field]].assign(version=version).reset_index(drop=True)
+        yield dg.Output(frame, output_name=asset, data_version=content_version(frame, field),
+                        metadata={"num_rows": len(frame)})
+    raw = dict(zip(samples["row"], samples.drop(columns=["problems"]).to_dict("records")))
+    rejected = pd.DataFrame(failures, columns=["row", "id", "field", "reason"]).assign(
+        version=version, sample=lambda f: [json.dumps(raw[r], ensure_ascii=False, default=str) for r in f["row"]])
+    share = len(rejected_rows) / len(samples)
+    source = hashlib.sha256(path.read_bytes()).hexdigest()
+    yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, "reason"),
+                    metadata={"rejected_rows": len(rejected_rows), "rejected_share": share, "total_rows": len(samples),
+                              "source_sha256": source, "checked_fields": fields,
+                              "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version)),
+                              "suite": dg.MetadataValue.json(statistics)})
+    yield dg.AssetCheckResult(
+        check_name="rejected_share_within_limit", asset_key="rejected_samples",
+        passed=share <= config.max_rejected_share,
+        metadata={"rejected_share": share, "limit": config.max_rejected_share, "rejected_rows": len(rejected_rows),
+                  "failures": dg.MetadataValue.json(failures[:50])},
     )
-    for name, outcome in run_checks(frame).items():
-        yield dg.AssetCheckResult(
-            check_name=name,
-            passed=outcome["passed"],
-            severity=dg.AssetCheckSeverity.ERROR if outcome["blocking"] else dg.AssetCheckSeverity.WARN,
-            metadata={"failing_rows": len(outcome["failing_rows"]),
-                      "failures": dg.MetadataValue.json(outcome["failing_rows"][:50])},
-        )
+
+
+def samples_from_fields(frames: dict[str, pd.DataFrame]) -> list[Sample]:
+    """Samples rebuilt from field assets (``{field: frame}``); fields not given stay ``None``."""
+    merged = None
+    for field, frame in frames.items():
+        part = frame[["id", "row", field]]
+        merged = part if merged is None else merged.merge(part, on=["id", "row"], how="inner")
+    return [sample_from_dict({**{f: record.get(f) for f in FIELDS}, "id": record["id"]}, int(record["row"]))
+            for record in merged.sort_values("row").to_dict("records")]

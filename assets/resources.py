@@ -1,5 +1,6 @@
 """Resources: where dataset versions and reports live, and which judge scores."""
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -10,13 +11,30 @@ from metrics.judges.llm import LLMConfig, LLMJudge
 
 
 class DatasetStore(dg.ConfigurableResource):
-    """Dataset versions on disk: ``<root>/<version>/samples.jsonl`` (one JSON object a line)."""
+    """Dataset versions on disk, one folder per version::
+
+        <root>/<version>/samples.jsonl   one JSON object a line (required)
+        <root>/<version>/meta.json       {"retriever": ..., "generator": ..., ...} (optional)
+
+    Version keys sort by time when they start with a UTC timestamp, as the keys
+    ``rag-eval register`` makes do (``20261130T020000Z-fiqa``).
+    """
 
     root: str = "datasets"
 
     def samples_path(self, version: str) -> Path:
         """The samples file of ``version``."""
         return Path(self.root) / version / "samples.jsonl"
+
+    def meta(self, version: str) -> dict:
+        """The version's ``meta.json`` (which retriever and generator produced it), or ``{}``."""
+        path = Path(self.root) / version / "meta.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+    def versions(self) -> list[str]:
+        """Folder names holding a ``samples.jsonl``, sorted."""
+        root = Path(self.root)
+        return sorted(p.parent.name for p in root.glob("*/samples.jsonl")) if root.exists() else []
 
 
 class ReportStore(dg.ConfigurableResource):

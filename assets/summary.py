@@ -1,4 +1,4 @@
-"""The summary asset: dingo-layout summary.json and per-row results.parquet for a version."""
+"""The summary asset: per-metric rows for SQL, and the version's summary.json and results.parquet."""
 
 import json
 
@@ -6,8 +6,8 @@ import dagster as dg
 import pandas as pd
 
 from assets.partitions import dataset_versions
-from assets.resources import JudgeResource, ReportStore
-from metrics.aggregate import summarize
+from assets.resources import DatasetStore, JudgeResource, ReportStore
+from metrics.aggregate import USAGE_COLUMNS, summarize
 from metrics.registry import CORE_METRICS
 
 
@@ -25,29 +25,55 @@ def markdown_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def summary_frame(summary: dict, version: str) -> pd.DataFrame:
+    """One row per metric: version, mean, pass rate, counts, threshold, direction, usage, judge."""
+    rows = []
+    for metric, row in summary["metrics"].items():
+        rows.append({"version": version, "metric": metric, "mean": row["mean"], "pass_rate": row["pass_rate"],
+                     "measured": row["measured"], "total": row["total"], "threshold": row["threshold"],
+                     "direction": row["direction"], **{c: row["usage"].get(c, 0) for c in USAGE_COLUMNS},
+                     **{f"n_{status}": count for status, count in summary["coverage"][metric].items()
+                        if status != "total"},
+                     "rejected_rows": summary["rejected"]["rows"], "judge": summary["judge"].get("judge")})
+    return pd.DataFrame(rows)
+
+
 @dg.asset(
     partitions_def=dataset_versions,
     group_name="summary",
-    code_version="1",
+    code_version="2",
     kinds={"pandas"},
     ins={name: dg.AssetIn(key=name) for name in CORE_METRICS},
-    description="summary.json (dingo layout, coverage, judge) and results.parquet for the version.",
+    # Read from its materialization metadata: an empty frame has no DuckDB table to load.
+    deps=["rejected_samples"],
+    metadata={"partition_expr": "version"},
+    description="Per-metric summary rows; writes summary.json (dingo layout) and results.parquet for the version.",
 )
 def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
-                 judge: JudgeResource, **metric_results: pd.DataFrame) -> dg.Output[dict]:
+                 dataset_store: DatasetStore, judge: JudgeResource,
+                 **metric_results: pd.DataFrame) -> dg.Output[pd.DataFrame]:
     """Aggregate every metric's per-row results and write the version's report files."""
+    version = context.partition_key
     results = pd.concat([metric_results[name] for name in CORE_METRICS], ignore_index=True)
-    summary = summarize(results, task_name=context.partition_key, judge=judge.get_judge().describe(),
-                        scale=config.scale)
-    folder = report_store.folder(context.partition_key)
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale)
+    ingestion = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("rejected_samples"), asset_partitions=[version]), limit=1
+    ).records[0].asset_materialization.metadata
+    summary["rejected"] = {"rows": ingestion["rejected_rows"].value, "total_rows": ingestion["total_rows"].value,
+                           "share": ingestion["rejected_share"].value, "checked_fields": ingestion["checked_fields"].value}
+    summary["dataset_meta"] = dataset_store.meta(version)
+    folder = report_store.folder(version)
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
+                                         encoding="utf-8")
     results.to_parquet(folder / "results.parquet", index=False)
     metadata: dict = {"summary_path": str(folder / "summary.json"), "num_good": summary["num_good"],
-                      "num_bad": summary["num_bad"], "table": dg.MetadataValue.md(markdown_table(summary))}
+                      "num_bad": summary["num_bad"], "rejected_rows": summary["rejected"]["rows"],
+                      "table": dg.MetadataValue.md(markdown_table(summary))}
     for metric, row in summary["metrics"].items():
         if row["mean"] is not None:
             metadata[f"{metric}_mean"] = dg.MetadataValue.float(float(row["mean"]))
             metadata[f"{metric}_pass_rate"] = dg.MetadataValue.float(float(row["pass_rate"]))
         metadata[f"{metric}_coverage"] = dg.MetadataValue.float(row["measured"] / row["total"] if row["total"] else 0.0)
+    metadata["requests"] = int(summary["usage"].get("chat_requests", 0) + summary["usage"].get("embedding_requests", 0))
     context.log.info("\n" + markdown_table(summary))
-    return dg.Output(summary, metadata=metadata)
+    return dg.Output(summary_frame(summary, version), metadata=metadata)

@@ -56,6 +56,8 @@ class Metric(ABC):
     default_threshold: ClassVar[float] = 0.5
     #: Bumped whenever the formula or the judgement it asks for changes.
     version: ClassVar[str] = "1"
+    #: Kinds of LLM judgement the metric asks for (``metrics.judges.prompts.PROMPT_VERSIONS``).
+    judgements: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else float(threshold)

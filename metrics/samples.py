@@ -38,7 +38,8 @@ class Sample:
     Attributes
     ----------
     id : str
-        Taken from the input's ``id`` when present, else a stable hash of the fields.
+        Taken from the input's ``id`` when present, else :func:`stable_id` (a hash of
+        ``user_input`` and ``reference``, the same across dataset versions).
     row : int
         0-based position in the input, for error messages.
     user_input, response, reference : str or None
@@ -140,8 +141,13 @@ def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
 
 
 def stable_id(fields: Mapping[str, Any]) -> str:
-    """A 16-hex-digit SHA-256 of the canonical fields, stable across runs."""
-    payload = json.dumps({f: fields.get(f) for f in FIELDS}, sort_keys=True, ensure_ascii=True, default=str)
+    """A 16-hex-digit SHA-256 of the test case: ``user_input`` and ``reference``.
+
+    Responses and contexts are what the RAG system produced; leaving them out keeps a
+    row's id the same across dataset versions made by other retrievers or generators.
+    """
+    payload = json.dumps({f: fields.get(f) for f in ("user_input", "reference")}, sort_keys=True,
+                         ensure_ascii=True, default=str)
     return hashlib.sha256(payload.encode("ascii")).hexdigest()[:16]
 
 

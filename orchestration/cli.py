@@ -9,13 +9,14 @@ progress, prints the summary table and writes ``summary.json`` and
 from __future__ import annotations
 
 import argparse
-import hashlib
+import json
 import json
 import os
 import re
 import shutil
 import sys
 import warnings
+from datetime import datetime, timezone
 from pathlib import Path
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
@@ -32,14 +33,23 @@ def _prepare_instance() -> None:
         shutil.copyfile(template, home / "dagster.yaml")
 
 
-def default_version(path: Path) -> str:
-    """``<name>-<first 8 hex of the file's sha256>``; name is the folder for ``samples.jsonl``."""
+def default_version(path: Path, datasets_root: Path) -> str:
+    """The key of an existing version with the same content, else ``<UTC time>-<name>``
+    (``20261130T020000Z-fiqa``), which sorts by time; name is the folder of a
+    ``samples.jsonl``, else the file's stem."""
+    content = path.read_bytes()
+    for existing in sorted(datasets_root.glob("*/samples.jsonl")):
+        if existing.read_bytes() == content:
+            return existing.parent.name
     name = path.parent.name if path.stem == "samples" else path.stem
-    return f"{name}-{hashlib.sha256(path.read_bytes()).hexdigest()[:8]}"
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "dataset"
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{name}"[:128]
 
 
-def register(dataset: Path, version: str | None, datasets_root: Path) -> str:
+def register(dataset: Path, version: str | None, datasets_root: Path, replace: bool = False) -> str:
     """Copy ``dataset`` to ``<datasets_root>/<version>/samples.jsonl`` and add the partition.
+
+    Registering the same content again returns its existing version.
 
     Raises
     ------
@@ -47,24 +57,24 @@ def register(dataset: Path, version: str | None, datasets_root: Path) -> str:
         If ``dataset`` does not exist.
     ValueError
         If ``dataset`` is not a ``.jsonl`` file, ``version`` is not a plain key, or the
-        version exists with other content (versions are immutable).
+        version exists with other content and ``replace`` is false.
     """
     from dagster import DagsterInstance
 
     from assets.partitions import dataset_versions
 
-    if not dataset.exists():
+    if not dataset.is_file():
         raise FileNotFoundError(f"dataset file not found: {dataset}")
     if dataset.suffix.lower() not in (".jsonl", ".ndjson"):
         raise ValueError(f"{dataset}: a dataset version is a JSONL file (one JSON object a line)")
-    version = version or default_version(dataset)
+    version = version or default_version(dataset, datasets_root)
     if not _VERSION_KEY.fullmatch(version):
         raise ValueError(f"dataset version {version!r}: use letters, digits, '.', '_' and '-' only "
                          "(it names a folder and a partition)")
     target = datasets_root / version / "samples.jsonl"
-    if target.exists() and target.read_bytes() != dataset.read_bytes():
+    if target.exists() and target.read_bytes() != dataset.read_bytes() and not replace:
         raise ValueError(f"dataset version {version!r} already exists with other content ({target}); "
-                         "a version is immutable: choose another --dataset-version")
+                         "pass --replace to replace it, or choose another --dataset-version")
     target.parent.mkdir(parents=True, exist_ok=True)
     if dataset.resolve() != target.resolve():
         shutil.copyfile(dataset, target)
@@ -105,7 +115,7 @@ def _run_config(args: argparse.Namespace) -> dict:
         if option == "threshold" and not low <= converted <= high:
             raise ValueError(f"bad metric option {item!r}: the threshold of {metric} lies in [{low}, {high}]")
         ops.setdefault(metric, {"config": {}})["config"][option] = converted
-    return {"ops": ops, "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    return {"ops": ops, "loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 def _execute_with_progress(job, version: str, run_config: dict, resources: dict):
@@ -157,29 +167,36 @@ def print_table(summary: dict) -> None:
         print(f"note: {summary['judge']['embedding_fallback']}")
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Register the dataset and materialize the whole graph for it."""
+def _resources(args: argparse.Namespace) -> dict:
+    from dagster_duckdb_pandas import DuckDBPandasIOManager
+
+    from assets.resources import DatasetStore, JudgeResource, ReportStore
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return {"dataset_store": DatasetStore(root=str(Path(args.datasets).resolve())),
+            "report_store": ReportStore(root=str(out)),
+            "judge": JudgeResource(**{k: getattr(args, k) for k in _JUDGE_OPTIONS if getattr(args, k) is not None}),
+            "io_manager": DuckDBPandasIOManager(database=str(out / "rag_eval.duckdb"), schema="eval")}
+
+
+def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
+    """Materialize ``evaluation_job`` for ``version``; the summary, or ``None`` on failure."""
     import dagster as dg
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    from assets.resources import DatasetStore, JudgeResource, ReportStore
     from orchestration.definitions import defs
 
-    run_config = _run_config(args)
-    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets))
     print(f"dataset version {version}: evaluating with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
-    judge = JudgeResource(**{k: getattr(args, k) for k in _JUDGE_OPTIONS if getattr(args, k) is not None})
-    resources = {"dataset_store": DatasetStore(root=str(Path(args.datasets).resolve())),
-                 "report_store": ReportStore(root=str(Path(args.out).resolve())), "judge": judge}
-    result = _execute_with_progress(defs.resolve_job_def("evaluation_job"), version, run_config, resources)
+    result = _execute_with_progress(defs.resolve_job_def("evaluation_job"), version, run_config, _resources(args))
     for check in result.get_asset_check_evaluations():
         if not check.passed:
-            failures = check.metadata["failures"].value
-            print(f"quality check {check.check_name} failed on {check.metadata['failing_rows'].value} row(s):",
-                  file=sys.stderr)
-            for failure in failures[:10]:
+            print(f"quality check {check.check_name} failed: {check.metadata['rejected_rows'].value} row(s) "
+                  f"rejected, share {check.metadata['rejected_share'].value:.1%} > limit "
+                  f"{check.metadata['limit'].value:.1%}", file=sys.stderr)
+            for failure in check.metadata["failures"].value[:10]:
                 print(f"  row {failure['row']} (id {failure['id']}): {failure['field']}: {failure['reason']}",
                       file=sys.stderr)
     if not result.success:
@@ -187,17 +204,50 @@ def cmd_run(args: argparse.Namespace) -> int:
             if event.is_step_failure:
                 print(f"step {event.step_key} failed: {event.event_specific_data.error.message.strip()}",
                       file=sys.stderr)
+        return None
+    return json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Register the dataset and materialize the whole graph for it."""
+    run_config = _run_config(args)
+    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets), args.replace)
+    summary = _evaluate(version, args, run_config)
+    if summary is None:
         return 1
-    summary = result.output_for_node("eval_summary")
     print_table(summary)
     folder = Path(args.out) / version
-    print(f"wrote {folder / 'summary.json'} and {folder / 'results.parquet'}")
+    print(f"wrote {folder / 'summary.json'}, {folder / 'results.parquet'} and {Path(args.out) / 'rag_eval.duckdb'}")
     return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """Evaluate registered versions in key order, from ``--from`` to ``--to`` inclusive."""
+    from dagster import DagsterInstance
+
+    from assets.partitions import dataset_versions
+
+    run_config = _run_config(args)
+    versions = sorted(DagsterInstance.get().get_dynamic_partitions(dataset_versions.name))
+    chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
+    if not chosen:
+        raise ValueError(f"no registered version between {args.start or 'the first'} and {args.end or 'the last'}")
+    failed = []
+    for version in chosen:
+        summary = _evaluate(version, args, run_config)
+        if summary is None:
+            failed.append(version)
+            continue
+        means = ", ".join(f"{m} {row['mean']}" for m, row in summary["metrics"].items())
+        print(f"{version}: {means}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_register(args: argparse.Namespace) -> int:
     """Register a dataset version without running it."""
-    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets))
+    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets), args.replace)
     print(f"registered dataset version {version}; evaluate it with `rag-eval run {args.dataset} "
           f"--dataset-version {version}`, or materialize its partition in the Dagster UI")
     return 0
@@ -208,15 +258,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, handler, helptext in (("run", cmd_run, "register a dataset version and evaluate it"),
-                                    ("register", cmd_register, "register a dataset version only")):
+                                    ("register", cmd_register, "register a dataset version only"),
+                                    ("backfill", cmd_backfill, "evaluate a range of registered versions")):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET),
-                       help=f"JSONL file of samples (default {DEFAULT_DATASET})")
-        p.add_argument("--dataset-version", help="dataset version key (default <name>-<sha8 of the file>)")
+        if name == "backfill":
+            p.add_argument("--from", dest="start", help="first version key (inclusive; default the first)")
+            p.add_argument("--to", dest="end", help="last version key (inclusive; default the last)")
+        else:
+            p.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET),
+                           help=f"JSONL file of samples (default {DEFAULT_DATASET})")
+            p.add_argument("--dataset-version", help="dataset version key (default: the key of a version with the "
+                                                     "same content, else <UTC time>-<name>)")
+            p.add_argument("--replace", action="store_true", help="replace the content of an existing version")
         p.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
-        p.add_argument("--out", default="out", help="folder of reports (default out/)")
+        p.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
         p.set_defaults(handler=handler)
-        if name == "run":
+        if name in ("run", "backfill"):
             p.add_argument("--scale", type=int, choices=(1, 10), default=1,
                            help="10 writes dingo's 0-10 presentation in summary.json")
             p.add_argument("--threshold", action="append", metavar="METRIC=VALUE",

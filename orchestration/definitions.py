@@ -1,19 +1,26 @@
 """The code location: ``dagster dev -w workspace.yaml`` loads ``defs`` from here."""
 import dagster as dg
+from dagster_duckdb_pandas import DuckDBPandasIOManager
 
 from assets.evaluation import metric_assets
-from assets.ingestion import eval_samples
+from assets.ingestion import ingest_dataset
 from assets.resources import DatasetStore, JudgeResource, ReportStore
 from assets.summary import eval_summary
-from orchestration.jobs import evaluation_job
+from orchestration.jobs import evaluation_job, ingestion_job, response_metrics_job, retrieval_metrics_job
+from orchestration.schedules import nightly_evaluation
+from orchestration.sensors import new_dataset_versions
 
 defs = dg.Definitions(
-    assets=[eval_samples, *metric_assets, eval_summary],
-    jobs=[evaluation_job],
+    assets=[ingest_dataset, *metric_assets, eval_summary],
+    jobs=[evaluation_job, response_metrics_job, retrieval_metrics_job, ingestion_job],
+    schedules=[nightly_evaluation],
+    sensors=[new_dataset_versions],
     resources={
         "dataset_store": DatasetStore(),
         "report_store": ReportStore(),
         "judge": JudgeResource(),
+        # Every asset is a DataFrame with a `version` column: one DuckDB table per asset.
+        "io_manager": DuckDBPandasIOManager(database="out/rag_eval.duckdb", schema="eval"),
     },
     # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).
     executor=dg.in_process_executor,

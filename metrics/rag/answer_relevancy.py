@@ -52,6 +52,7 @@ class AnswerRelevancy(Metric):
 
     name = "answer_relevancy"
     required_fields = ("user_input", "response")
+    judgements = ("answer_questions",)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         if not re.search(r"[^\W_]", sample.response):

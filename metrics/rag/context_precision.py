@@ -53,6 +53,7 @@ class ContextPrecision(Metric):
 
     name = "context_precision"
     required_fields = ("user_input", "retrieved_contexts", "reference")
+    judgements = ("reference_attribution",)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts

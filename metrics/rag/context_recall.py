@@ -20,6 +20,7 @@ class ContextRecall(Metric):
 
     name = "context_recall"
     required_fields = ("user_input", "retrieved_contexts", "reference")
+    judgements = ("reference_attribution",)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         statements = judge.statements(sample.reference)

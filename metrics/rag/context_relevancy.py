@@ -47,6 +47,7 @@ class ContextRelevancy(Metric):
 
     name = "context_relevancy"
     required_fields = ("user_input", "retrieved_contexts")
+    judgements = ("context_relevance_a", "context_relevance_b")
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts

@@ -47,6 +47,7 @@ class Faithfulness(Metric):
 
     name = "faithfulness"
     required_fields = ("user_input", "response", "retrieved_contexts")
+    judgements = ("statement_support",)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         statements = judge.statements(sample.response)

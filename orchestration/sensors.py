@@ -1,0 +1,33 @@
+"""The sensor: a new folder under datasets/ becomes a partition and is evaluated; a
+changed samples.jsonl of a known version is re-ingested (its metrics then turn stale)."""
+import hashlib
+
+import dagster as dg
+
+from assets.partitions import dataset_versions
+from assets.resources import DatasetStore
+from orchestration.jobs import evaluation_job, ingestion_job
+from orchestration.staleness import latest_materialization
+
+
+@dg.sensor(jobs=[evaluation_job, ingestion_job], minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.STOPPED,
+           description="Registers new dataset version folders and requests their evaluation; re-ingests "
+                       "versions whose samples.jsonl changed.")
+def new_dataset_versions(context: dg.SensorEvaluationContext, dataset_store: DatasetStore):
+    """Compare the dataset folders with the registered partitions and the last ingestion."""
+    known = set(context.instance.get_dynamic_partitions(dataset_versions.name))
+    on_disk = dataset_store.versions()
+    new = [v for v in on_disk if v not in known]
+    requests = [dg.RunRequest(job_name=evaluation_job.name, partition_key=v, run_key=f"new-{v}") for v in new]
+    for version in sorted(known & set(on_disk)):
+        digest = hashlib.sha256(dataset_store.samples_path(version).read_bytes()).hexdigest()
+        ingested = latest_materialization(context.instance, "rejected_samples", version)
+        recorded = ingested.metadata.get("source_sha256") if ingested else None
+        if recorded is not None and recorded.value != digest:
+            requests.append(dg.RunRequest(job_name=ingestion_job.name, partition_key=version,
+                                          run_key=f"changed-{version}-{digest[:12]}"))
+    if not requests:
+        return dg.SkipReason("no new or changed dataset version")
+    return dg.SensorResult(run_requests=requests,
+                           dynamic_partitions_requests=[dataset_versions.build_add_request(new)] if new else [])
