@@ -229,7 +229,12 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
     assert project.run("v1", job="ingestion_job").success
     stale = stale_metrics(project.instance, "v1")
     assert set(stale) == {"faithfulness", "answer_relevancy"}
-    [request] = nightly_requests(project.instance, "tick1")
+    from datetime import datetime, timezone
+
+    schedule = defs.resolve_schedule_def("nightly_evaluation")
+    [request] = schedule(dg.build_schedule_context(instance=project.instance,
+                                                   scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=timezone.utc)))
+    assert request.run_key == "v1-20261201T0200" and request.partition_key == "v1"
     assert {k.to_user_string() for k in request.asset_selection} == {"faithfulness", "answer_relevancy",
                                                                      "eval_summary"}
     project.server.seen = []
@@ -258,3 +263,12 @@ def test_a_new_version_pays_only_for_what_changed(llm_project, fiqa_rows):
     assert "statement_support" not in {r.kind for r in project.server.chat_requests()}
     summary = project.query("select version, sum(chat_requests) as chat from eval.eval_summary group by 1 order by 1")
     assert summary["chat"].tolist() == [20, 8, len(project.server.chat_requests())]
+
+
+def test_nightly_schedule_requests_versions_never_evaluated(project, fiqa_rows):
+    project.write("20261101T000000Z-a", fiqa_rows[:2])
+    project.write("20261102T000000Z-b", fiqa_rows[2:])
+    assert project.run("20261101T000000Z-a").success
+    [request] = nightly_requests(project.instance, "t")
+    assert (request.partition_key, request.asset_selection) == ("20261102T000000Z-b", None)
+    assert request.tags["rag_eval/reason"] == "not evaluated"
