@@ -17,6 +17,18 @@ from metrics.results import Direction, MetricResult, Status, passes
 from metrics.samples import Sample
 
 
+class InputProblem(ValueError):
+    """A field is present but unusable for this metric (e.g. a label outside the scale).
+
+    Raise it from :meth:`Metric.measure` with the field's name; the sample gets
+    ``input_error`` naming the row and the field.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 @dataclass
 class Measured:
     """A measured value with its reason and per-item details."""
@@ -58,6 +70,8 @@ class Metric(ABC):
     version: ClassVar[str] = "1"
     #: Kinds of LLM judgement the metric asks for (``metrics.judges.prompts.PROMPT_VERSIONS``).
     judgements: ClassVar[tuple[str, ...]] = ()
+    #: Where the metric comes from: ``core`` (the dingo guide's five), ``ragas``, ``azure``.
+    family: ClassVar[str] = "core"
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else float(threshold)
@@ -112,6 +126,9 @@ class Metric(ABC):
         except JudgeError as exc:
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
                                 reason=f"judge failed: {exc}", **base)
+        except InputProblem as exc:
+            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, details={"field": exc.field},
+                                reason=f"row {sample.row} (id {sample.id}): field '{exc.field}': {exc}", **base)
         if isinstance(outcome, NotApplicable):
             return MetricResult(status=Status.NOT_APPLICABLE, value=None, passed=None,
                                 reason=outcome.reason, details=outcome.details, **base)

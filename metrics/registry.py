@@ -2,23 +2,69 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+from metrics.azure.groundedness import Groundedness
+from metrics.azure.groundedness_pro import GroundednessPro
+from metrics.azure.relevance import Relevance
+from metrics.azure.response_completeness import ResponseCompleteness
+from metrics.azure.retrieval import Retrieval
 from metrics.base import Metric
+from metrics.rag.answer_correctness import AnswerCorrectness
 from metrics.rag.answer_relevancy import AnswerRelevancy
+from metrics.rag.context_entity_recall import ContextEntityRecall
 from metrics.rag.context_precision import ContextPrecision
 from metrics.rag.context_recall import ContextRecall
 from metrics.rag.context_relevancy import ContextRelevancy
+from metrics.rag.context_utilization import ContextUtilization
+from metrics.rag.factual_correctness import FactualCorrectness
 from metrics.rag.faithfulness import Faithfulness
+from metrics.rag.noise_sensitivity import NoiseSensitivityIrrelevant, NoiseSensitivityRelevant
+from metrics.rag.nv_context_relevance import NVContextRelevance
+from metrics.retrieval.document_retrieval import DOCUMENT_RETRIEVAL_METRICS
 
-METRICS: dict[str, type[Metric]] = {
-    cls.name: cls for cls in (Faithfulness, AnswerRelevancy, ContextRelevancy, ContextRecall, ContextPrecision)
-}
+METRICS: dict[str, type[Metric]] = {cls.name: cls for cls in (
+    Faithfulness, AnswerRelevancy, ContextRelevancy, ContextRecall, ContextPrecision,
+    ContextUtilization, ContextEntityRecall, NoiseSensitivityRelevant, NoiseSensitivityIrrelevant,
+    NVContextRelevance, AnswerCorrectness, FactualCorrectness,
+    Groundedness, GroundednessPro, Relevance, Retrieval, ResponseCompleteness,
+    *DOCUMENT_RETRIEVAL_METRICS,
+)}
 #: The five core metrics of the dingo RAG guide, in the order reports show them.
-CORE_METRICS: tuple[str, ...] = tuple(METRICS)
+CORE_METRICS: tuple[str, ...] = ("faithfulness", "answer_relevancy", "context_relevancy", "context_recall",
+                                 "context_precision")
+#: Metric names by family: core, ragas, azure, document_retrieval.
+FAMILIES: dict[str, tuple[str, ...]] = {}
+for _name, _cls in METRICS.items():
+    FAMILIES[_cls.family] = (*FAMILIES.get(_cls.family, ()), _name)
 
 
-def build_metrics(metrics: Iterable[str | Metric] | None = None,
-                  thresholds: Mapping[str, float] | None = None) -> list[Metric]:
+def resolve_names(selection: str | Iterable[str]) -> list[str]:
+    """Metric names from names and family names (``core``, ``ragas``, ``azure``,
+    ``document_retrieval``, ``all``), comma-separated or as an iterable, in registry order.
+
+    Raises
+    ------
+    KeyError
+        For a name that is neither a metric nor a family.
+    """
+    items = [s.strip() for s in selection.split(",")] if isinstance(selection, str) else list(selection)
+    chosen: set[str] = set()
+    for item in filter(None, items):
+        if item == "all":
+            chosen.update(METRICS)
+        elif item in FAMILIES:
+            chosen.update(FAMILIES[item])
+        elif item in METRICS:
+            chosen.add(item)
+        else:
+            raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
+                           f"{', '.join(FAMILIES)}, all")
+    return [name for name in METRICS if name in chosen]
+
+
+def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Mapping[str, float] | None = None,
+                  options: Mapping[str, Mapping[str, Any]] | None = None) -> list[Metric]:
     """Metric instances from names (or instances, passed through).
 
     Parameters
@@ -27,21 +73,25 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None,
         Defaults to :data:`CORE_METRICS`.
     thresholds : mapping, optional
         ``{metric_name: threshold}`` overriding the defaults of named metrics.
+    options : mapping, optional
+        ``{metric_name: {option: value}}`` for metrics with options (``mode`` of
+        factual_correctness; ``k``, ``label_min``, ``label_max``, ``gain``, ``tie_break`` of
+        the document retrieval metrics).
 
     Raises
     ------
     KeyError
         For an unknown metric name (the message lists the known ones).
     ValueError
-        For an empty selection.
+        For an empty selection, or an option the metric does not take.
     """
-    thresholds = dict(thresholds or {})
+    thresholds, options = dict(thresholds or {}), dict(options or {})
+    unknown = (set(thresholds) | set(options)) - set(METRICS)
+    if unknown:
+        raise KeyError(f"settings for unknown metrics {sorted(unknown)}; known: {list(METRICS)}")
     metrics = CORE_METRICS if metrics is None else list(metrics)
     if not metrics:
         raise ValueError("no metric selected")
-    unknown = set(thresholds) - set(METRICS)
-    if unknown:
-        raise KeyError(f"thresholds for unknown metrics {sorted(unknown)}; known: {list(METRICS)}")
     built = []
     for item in metrics:
         if isinstance(item, Metric):
@@ -49,5 +99,8 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None,
             continue
         if item not in METRICS:
             raise KeyError(f"unknown metric {item!r}; known: {list(METRICS)}")
-        built.append(METRICS[item](threshold=thresholds.get(item)))
+        try:
+            built.append(METRICS[item](threshold=thresholds.get(item), **options.get(item, {})))
+        except TypeError as exc:
+            raise ValueError(f"{item} takes no option {sorted(options.get(item, {}))}") from exc
     return built

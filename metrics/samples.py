@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,12 +23,15 @@ import pandas as pd
 
 _WORD = re.compile(r"[^\W_]")
 
-FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
+FIELDS = ("user_input", "response", "retrieved_contexts", "reference", "retrieval_ground_truth",
+          "retrieved_documents")
 ALIASES: dict[str, tuple[str, ...]] = {
     "user_input": ("prompt", "question", "query", "input"),
     "response": ("content", "answer", "actual_output"),
     "retrieved_contexts": ("context", "contexts", "retrieval_context"),
     "reference": ("expected_output", "ground_truth", "ground_truths"),
+    "retrieval_ground_truth": ("qrels",),
+    "retrieved_documents": ("run",),
 }
 
 
@@ -45,6 +49,9 @@ class Sample:
     user_input, response, reference : str or None
         ``None`` when missing or malformed. A ``reference`` given as a list of strings
         is joined with newlines.
+    retrieval_ground_truth, retrieved_documents : list of dict or None
+        Azure DocumentRetrieval's inputs: ``[{"document_id", "query_relevance_label"}]``
+        (labels are ints) and ``[{"document_id", "relevance_score"}]``.
     retrieved_contexts : list of str or None
         ``None`` when missing or malformed; ``[]`` means retrieval returned nothing,
         which is a measurement, not an error. A single string is wrapped in a list.
@@ -58,6 +65,8 @@ class Sample:
     response: str | None = None
     retrieved_contexts: list[str] | None = None
     reference: str | None = None
+    retrieval_ground_truth: list[dict[str, Any]] | None = None
+    retrieved_documents: list[dict[str, Any]] | None = None
     problems: dict[str, str] = field(default_factory=dict)
 
     def missing(self, name: str) -> str | None:
@@ -86,7 +95,8 @@ def _is_null(value: Any) -> bool:
 def _as_list(value: Any) -> Any:
     """Arrays from Parquet and JSON-encoded lists from CSV become Python lists."""
     if hasattr(value, "tolist") and not isinstance(value, str):
-        return value.tolist()
+        value = value.tolist()
+        return [v.tolist() if hasattr(v, "tolist") else v for v in value] if isinstance(value, list) else value
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             parsed = json.loads(value)
@@ -111,8 +121,36 @@ def _text_problem(text: str) -> str | None:
     return None
 
 
+_DOCUMENT_FIELDS = {"retrieval_ground_truth": ("query_relevance_label", "an integer label"),
+                    "retrieved_documents": ("relevance_score", "a number")}
+MAX_DOCUMENTS = 10_000
+
+
+def _documents(name: str, value: Any) -> tuple[Any, str | None]:
+    """Validate a list of ``{"document_id", <label or score>}`` records."""
+    key, kind = _DOCUMENT_FIELDS[name]
+    value = _as_list(value)
+    if not isinstance(value, list):
+        return None, f"expected a list of objects, got {type(value).__name__}"
+    if len(value) > MAX_DOCUMENTS:
+        return None, f"more than {MAX_DOCUMENTS} documents ({len(value)})"
+    documents = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or "document_id" not in item or _is_null(item.get("document_id")):
+            return None, f"item {i} has no document_id"
+        number = item.get(key)
+        integral = isinstance(number, numbers.Integral) and not isinstance(number, bool)
+        real = isinstance(number, numbers.Real) and not isinstance(number, bool) and math.isfinite(number)
+        if not (integral if name == "retrieval_ground_truth" else real):
+            return None, f"item {i}: {key} must be {kind}, got {number!r}"
+        documents.append({"document_id": str(item["document_id"]), key: int(number) if integral else float(number)})
+    return documents, None
+
+
 def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
     """Return ``(value, problem)`` for one canonical field."""
+    if name in _DOCUMENT_FIELDS:
+        return _documents(name, value)
     if name == "retrieved_contexts":
         value = _as_list(value)
         if isinstance(value, str):

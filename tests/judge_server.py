@@ -45,7 +45,7 @@ class Seen:
             return fmt["json_schema"]["name"]
         prompt = self.prompt
         for marker, kind in (("Statements:\n", "statement_support"), ("Write ", "answer_questions"),
-                             ("Reference answer", "reference_attribution"), ("Rate how relevant", "context_relevance_a"),
+                             ("Answer, as numbered statements", "reference_attribution"), ("Rate how relevant", "context_relevance_a"),
                              ("Below are passages", "context_relevance_b")):
             if marker in prompt:
                 return kind

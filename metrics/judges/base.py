@@ -147,6 +147,40 @@ class Judge(ABC):
     async def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
         """One verdict per context: 1 when it is useful to arrive at the reference."""
 
+    async def support_matrix(self, statements: list[str], contexts: list[str]) -> list[list[int]]:
+        """Per statement, one 0/1 per context: does that context alone support it?
+        (NoiseSensitivity.) Defaults to one :meth:`support` call per context."""
+        columns = [await self.support(statements, [context]) for context in contexts]
+        return [[column[i].verdict for column in columns] for i in range(len(statements))]
+
+    async def classify_statements(self, response_statements: list[str], reference_statements: list[str],
+                                  response: str, reference: str) -> tuple[list[int], list[int]]:
+        """AnswerCorrectness and FactualCorrectness: per response statement, 1 when the
+        reference supports it (else a false positive); per reference statement, 1 when the
+        response covers it (else a false negative). Defaults to two :meth:`support` calls."""
+        tp = await self.support(response_statements, [reference])
+        covered = await self.support(reference_statements, [response])
+        return [v.verdict for v in tp], [v.verdict for v in covered]
+
+    async def entities(self, text: str) -> list[str] | None:
+        """Named entities of ``text`` (people, places, organisations, dates, numbers...);
+        ``None`` when this judge cannot extract them from this text."""
+        raise JudgeError(f"{self.name} cannot extract entities")
+
+    async def rate_contexts_as_whole(self, user_input: str, contexts: list[str]) -> tuple[int, int]:
+        """Two ratings in {0, 1, 2} of all contexts together (NVIDIA ContextRelevance)."""
+        raise JudgeError(f"{self.name} cannot rate contexts as a whole")
+
+    async def similarity(self, first: str, second: str) -> float:
+        """Cosine similarity in [-1, 1] of the two texts' embeddings."""
+        raise JudgeError(f"{self.name} has no embeddings")
+
+    async def likert(self, criterion: str, texts: dict[str, Any]) -> tuple[int, str]:
+        """A 1-5 Likert score and its reason for an Azure criterion (``groundedness``,
+        ``relevance``, ``retrieval``, ``response_completeness``) over ``texts``
+        (``query``, ``response``, ``contexts`` (a list), ``ground_truth``)."""
+        raise JudgeError(f"{self.name} cannot give Likert scores")
+
     async def attribute_reference(self, user_input: str, reference: str, statements: list[str],
                                   contexts: list[str]) -> list[Verdict]:
         """One verdict per reference statement: 1 when it is attributable to the contexts.

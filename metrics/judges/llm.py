@@ -402,3 +402,40 @@ class LLMJudge(Judge):
 
         encoder = self._shared.setdefault("offline", OfflineJudge())
         return encoder.embed(texts).astype(np.float64)
+
+    # ------------------------------------------------ judgements of the wider metric set
+    async def support_matrix(self, statements: list[str], contexts: list[str]) -> list[list[int]]:
+        """One request for every (statement, context) pair (RAGAS: 2 per context)."""
+        answer = await self._ask(prompts.context_support_matrix(statements, contexts),
+                                 {"statements": statements, "contexts": contexts})
+        return answer["matrix"]
+
+    async def classify_statements(self, response_statements: list[str], reference_statements: list[str],
+                                  response: str, reference: str) -> tuple[list[int], list[int]]:
+        """One request classifying both statement lists (shared by AnswerCorrectness and
+        FactualCorrectness through the cache)."""
+        answer = await self._ask(prompts.statement_classification(response_statements, reference_statements),
+                                 {"response": response_statements, "reference": reference_statements})
+        return answer["supported"], answer["covered"]
+
+    async def entities(self, text: str) -> list[str] | None:
+        """One request."""
+        return (await self._ask(prompts.entities(text), {"text": text}))["entities"]
+
+    async def rate_contexts_as_whole(self, user_input: str, contexts: list[str]) -> tuple[int, int]:
+        """Two requests, concurrently."""
+        first, second = await asyncio.gather(*(
+            self._ask(prompts.whole_context_relevance(kind, user_input, contexts),
+                      {"user_input": user_input, "contexts": contexts})
+            for kind in ("whole_context_relevance_a", "whole_context_relevance_b")))
+        return first["rating"], second["rating"]
+
+    async def similarity(self, first: str, second: str) -> float:
+        """One embeddings request for both texts (none when cached)."""
+        vectors = await self._embed([first, second])
+        return float(np.clip(vectors[0] @ vectors[1], -1.0, 1.0))
+
+    async def likert(self, criterion: str, texts: dict[str, Any]) -> tuple[int, str]:
+        """One request; a score outside 1..5 is invalid output, never accepted."""
+        answer = await self._ask(prompts.likert(criterion, texts), texts)
+        return answer["score"], answer["reason"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict, is_noncommittal
-from metrics.text import content_tokens, has_cjk, names, quantities, split_sentences
+from metrics.text import content_tokens, has_cjk, names, numbers, quantities, split_sentences
 
 def is_fragment(statement: str) -> bool:
     """A short phrase rather than a sentence ("Delhi", "Province of Buenos Aires", "2006"):
@@ -206,3 +206,51 @@ class OfflineJudge(Judge):
                 verdicts.append(Verdict(0, f"supports none of the {len(statements)} reference statements",
                                         {"supported": 0}))
         return verdicts
+
+    # ------------------------------------------------ judgements of the wider metric set
+    async def entities(self, text: str) -> list[str] | None:
+        """Names (runs of capitalised words) and numbers of English text; ``None`` for
+        Chinese, Japanese or Korean text, which needs a word segmenter or an LLM."""
+        if has_cjk(text):
+            return None
+        return sorted(names(text) | numbers(text))
+
+    async def rate_contexts_as_whole(self, user_input: str, contexts: list[str]) -> tuple[int, int]:
+        """The dual judge of :meth:`rate_context_relevance` over all contexts joined."""
+        [pair] = await self.rate_context_relevance(user_input, ["\n".join(contexts)])
+        return pair
+
+    async def similarity(self, first: str, second: str) -> float:
+        """USE cosine of the two texts."""
+        vectors = self.embed([first, second])
+        return float(np.clip(vectors[0] @ vectors[1], -1.0, 1.0))
+
+    async def likert(self, criterion: str, texts: dict[str, Any]) -> tuple[int, str]:
+        """Heuristic 1-5 scores from the same evidence as the ratio metrics:
+        groundedness ``1 + 4 x`` the share of supported response statements; relevance from
+        the question-response cosine (bands at 0.1, 0.25, 0.4, 0.55; evasive = 1); retrieval
+        from which contexts the dual judge finds relevant and how high the first one ranks;
+        response completeness ``1 + 4 x`` the share of reference statements the response covers."""
+        if criterion in ("groundedness", "response_completeness"):
+            claims = self.statements(texts["response" if criterion == "groundedness" else "ground_truth"])
+            evidence = texts["contexts"] if criterion == "groundedness" else [texts["response"]]
+            verdicts = await self.support(claims, evidence) if claims and evidence else []
+            share = sum(v.verdict for v in verdicts) / len(claims) if claims else 0.0
+            what = "response statements supported" if criterion == "groundedness" else "reference statements covered"
+            return 1 + round(4 * share), f"{sum(v.verdict for v in verdicts)}/{len(claims)} {what}"
+        if criterion == "relevance":
+            judgement = await self.answer_relevance(texts["query"], texts["response"])
+            if all(judgement.noncommittal):
+                return 1, "the response is evasive"
+            cosine = judgement.similarities[0]
+            score = 1 + sum(cosine >= cut for cut in (0.1, 0.25, 0.4, 0.55))
+            return score, f"question-response similarity {cosine:.2f}"
+        if criterion == "retrieval":
+            contexts = texts["contexts"]
+            relevant = [sum(pair) / 2 >= 1 for pair in await self.rate_context_relevance(texts["query"], contexts)]
+            if not any(relevant):
+                return 1, "no retrieved context is relevant"
+            first, share = relevant.index(True) + 1, sum(relevant) / len(relevant)
+            score = (5 if share >= 0.5 else 4) if first == 1 else 3 if first <= (len(contexts) + 1) // 2 else 2
+            return score, f"{sum(relevant)}/{len(relevant)} contexts relevant, the first at rank {first}"
+        raise ValueError(f"unknown Likert criterion {criterion!r}")

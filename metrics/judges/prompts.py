@@ -35,7 +35,10 @@ class Request:
 
 #: Bumped whenever the wording or the schema of a kind changes (part of the cache key).
 PROMPT_VERSIONS = {"statement_support": "1", "answer_questions": "1", "context_relevance_a": "1",
-                   "context_relevance_b": "1", "reference_attribution": "1"}
+                   "context_relevance_b": "1", "reference_attribution": "1", "context_support_matrix": "1",
+                   "entities": "1", "whole_context_relevance_a": "1", "whole_context_relevance_b": "1",
+                   "statement_classification": "1", "likert_groundedness": "1", "likert_relevance": "1",
+                   "likert_retrieval": "1", "likert_response_completeness": "1"}
 
 
 def numbered(prefix: str, texts: list[str]) -> str:
@@ -185,10 +188,10 @@ def reference_attribution(question: str, statements: list[str], contexts: list[s
     """ContextRecall and ContextPrecision in one request: attribution of each reference
     statement to the contexts, and usefulness of each context for the reference."""
     statement_keys, context_keys = ids("R", len(statements)), ids("C", len(contexts))
-    prompt = (f"Question:\n{question}\n\nReference answer, as numbered statements:\n{numbered('R', statements)}\n\n"
-              f"Contexts, in retrieval order:\n{numbered('C', contexts)}\n\nTwo tasks. (1) For each reference "
+    prompt = (f"Question:\n{question}\n\nAnswer, as numbered statements:\n{numbered('R', statements)}\n\n"
+              f"Contexts, in retrieval order:\n{numbered('C', contexts)}\n\nTwo tasks. (1) For each answer "
               "statement, attributed = 1 if it is stated in or directly implied by the contexts, else 0. (2) For "
-              "each context, useful = 1 if it was useful in arriving at the reference answer to the question, else 0.")
+              "each context, useful = 1 if it was useful in arriving at this answer to the question, else 0.")
     schema = {"type": "object", "required": ["statements", "contexts"], "additionalProperties": False,
               "properties": {
                   "statements": keyed_schema(statement_keys, _item(reason=_REASON, attributed=_binary("attributable"))),
@@ -205,3 +208,127 @@ def reference_attribution(question: str, statements: list[str], contexts: list[s
                 "usefulness_reasons": list(_reasons(data["contexts"], context_keys).values())}
 
     return Request("reference_attribution", prompt, schema, validate)
+
+
+def context_support_matrix(statements: list[str], contexts: list[str]) -> Request:
+    """NoiseSensitivity: for each context on its own, which statements it supports."""
+    statement_keys, context_keys = ids("S", len(statements)), ids("C", len(contexts))
+    prompt = (f"Contexts:\n{numbered('C', contexts)}\n\nStatements:\n{numbered('S', statements)}\n\nFor each "
+              "context on its own, and each statement, give 1 if that context alone supports the statement (states "
+              "it or directly implies it), else 0.")
+    cell = {"type": "integer", "enum": [0, 1]}
+    row = {"type": "object", "properties": {k: cell for k in statement_keys}, "required": statement_keys,
+           "additionalProperties": False}
+    schema = {"type": "object", "properties": {k: row for k in context_keys}, "required": context_keys,
+              "additionalProperties": False}
+
+    def validate(data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict) or sorted(data) != sorted(context_keys):
+            raise OutputError(f"the reply must be an object keyed by {', '.join(context_keys)}")
+        columns = []
+        for key in context_keys:
+            values = data[key] if isinstance(data[key], dict) else None
+            if values is None or sorted(values) != sorted(statement_keys) or \
+                    any(type(values[s]) is not int or values[s] not in (0, 1) for s in statement_keys):
+                raise OutputError(f"{key} must map each of {', '.join(statement_keys)} to 0 or 1")
+            columns.append([values[s] for s in statement_keys])
+        return {"matrix": [[column[i] for column in columns] for i in range(len(statements))]}
+
+    return Request("context_support_matrix", prompt, schema, validate)
+
+
+def entities(text: str) -> Request:
+    """ContextEntityRecall: the named entities of a text."""
+    prompt = (f"Text:\n{text}\n\nList the distinct named entities in the text (people, places, organisations, "
+              "works, events, dates, numbers with their units), each written as in the text.")
+    schema = {"type": "object", "properties": {"entities": {"type": "array", "items": {"type": "string"}}},
+              "required": ["entities"], "additionalProperties": False}
+
+    def validate(data: Any) -> dict[str, Any]:
+        found = data.get("entities") if isinstance(data, dict) else None
+        if not isinstance(found, list) or not all(isinstance(e, str) and e.strip() for e in found):
+            raise OutputError("'entities' must be a list of non-empty strings")
+        return {"entities": found}
+
+    return Request("entities", prompt, schema, validate)
+
+
+def whole_context_relevance(judge: str, question: str, contexts: list[str]) -> Request:
+    """NVIDIA ContextRelevance: one of two differently worded judges, one rating of all contexts."""
+    wording = {
+        "whole_context_relevance_a": "Rate how relevant the context is to answering the question: 0 = no relevant "
+                                     "information, 1 = partially relevant, 2 = contains what answers the question.",
+        "whole_context_relevance_b": "Does this retrieved text help to answer the user's question? Give 2 if it holds "
+                                     "the answer, 1 if it helps only in part, 0 if it does not help at all.",
+    }[judge]
+    prompt = f"Question:\n{question}\n\nContext:\n{chr(10).join(contexts)}\n\n{wording}"
+    schema = {"type": "object", "properties": {"rating": {"type": "integer", "enum": [0, 1, 2]}},
+              "required": ["rating"], "additionalProperties": False}
+
+    def validate(data: Any) -> dict[str, Any]:
+        rating = data.get("rating") if isinstance(data, dict) else None
+        if type(rating) is not int or rating not in (0, 1, 2):
+            raise OutputError(f"rating must be one of [0, 1, 2], got {rating!r}")
+        return {"rating": rating}
+
+    return Request(judge, prompt, schema, validate)
+
+
+def statement_classification(response_statements: list[str], reference_statements: list[str]) -> Request:
+    """AnswerCorrectness and FactualCorrectness: true positives, false positives, false negatives."""
+    response_keys, reference_keys = ids("S", len(response_statements)), ids("R", len(reference_statements))
+    prompt = (f"Response statements:\n{numbered('S', response_statements)}\n\nReference statements:\n"
+              f"{numbered('R', reference_statements)}\n\n(1) For each response statement, supported = 1 if the "
+              "reference statements support it, else 0. (2) For each reference statement, covered = 1 if the "
+              "response statements state it or directly imply it, else 0.")
+    schema = {"type": "object", "required": ["response", "reference"], "additionalProperties": False,
+              "properties": {"response": keyed_schema(response_keys, _item(reason=_REASON, supported=_binary("1/0"))),
+                             "reference": keyed_schema(reference_keys, _item(reason=_REASON, covered=_binary("1/0")))}}
+
+    def validate(data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise OutputError("the reply must be an object with 'response' and 'reference'")
+        supported = check_keyed(data.get("response"), response_keys, "supported", (0, 1), "response")
+        covered = check_keyed(data.get("reference"), reference_keys, "covered", (0, 1), "reference")
+        return {"supported": [supported[k] for k in response_keys], "covered": [covered[k] for k in reference_keys]}
+
+    return Request("statement_classification", prompt, schema, validate)
+
+
+_LIKERT_RUBRICS = {
+    "groundedness": ("Score how well the response is grounded in the context: 1 = unrelated to the context; 2 = "
+                     "tries to answer but includes unsupported or wrong information; 3 = accurate but vague; 4 = "
+                     "correct but incomplete; 5 = fully grounded and complete.", ("query", "context", "response")),
+    "relevance": ("Score how well the response addresses the query: 1 = irrelevant; 2 = touches the topic but misses "
+                  "the question; 3 = partly answers; 4 = answers with minor gaps; 5 = fully and directly answers.",
+                  ("query", "response")),
+    "retrieval": ("Score the retrieved context chunks, in their order, for the query: 1 = irrelevant; 2 = partly "
+                  "relevant, the best chunks missing or at the bottom; 3 = relevant but the most pertinent chunks at "
+                  "the bottom; 4 = fully addresses the query, the best chunk in the middle; 5 = fully addresses the "
+                  "query, the best chunks at the top. Do not judge factual correctness.", ("query", "context")),
+    "response_completeness": ("Score how much of the ground truth's necessary information the response contains: "
+                              "1 = none; 2 = a small part; 3 = about half; 4 = most; 5 = all.",
+                              ("ground_truth", "response")),
+}
+
+
+def likert(criterion: str, texts: dict[str, Any]) -> Request:
+    """Azure AI Evaluation's Likert judges, scored 1..5 (nothing else is accepted)."""
+    rubric, fields = _LIKERT_RUBRICS[criterion]
+    parts = []
+    for name in fields:
+        if name == "context":
+            parts.append(f"Context:\n{numbered('C', texts['contexts'])}")
+        elif texts.get(name) is not None:
+            parts.append(f"{name.replace('_', ' ').capitalize()}:\n{texts[name]}")
+    prompt = "\n\n".join(parts) + f"\n\n{rubric} Give the reason first."
+    schema = {"type": "object", "properties": {"reason": _REASON, "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
+              "required": ["reason", "score"], "additionalProperties": False}
+
+    def validate(data: Any) -> dict[str, Any]:
+        score = data.get("score") if isinstance(data, dict) else None
+        if type(score) is not int or not 1 <= score <= 5:
+            raise OutputError(f"score must be an integer from 1 to 5, got {score!r}")
+        return {"score": score, "reason": str(data.get("reason", ""))}
+
+    return Request(f"likert_{criterion}", prompt, schema, validate)

@@ -1,0 +1,1 @@
+"""Azure AI Evaluation's RAG evaluators: Likert judges and GroundednessPro."""

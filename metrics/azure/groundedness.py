@@ -1,0 +1,30 @@
+"""Groundedness (Azure AI Evaluation): is the response grounded in the retrieved context?"""
+from __future__ import annotations
+
+from metrics.azure.likert import LikertMetric
+from metrics.base import Measured, NotApplicable
+from metrics.judges.base import Judge
+from metrics.samples import Sample
+
+
+class Groundedness(LikertMetric):
+    """Groundedness of ``response`` in ``retrieved_contexts``, 1-5 Likert, higher is better,
+    threshold 3 (Azure ``groundedness``; the query is used when present).
+
+    Never judges the response against itself (Azure does when the context is missing or
+    empty, metric-spec fault 10): a missing context field is ``input_error``; an empty
+    context list scores 1 with the reason "nothing retrieved". A response with no
+    checkable statement is ``not_applicable``.
+    """
+
+    name = "groundedness"
+    criterion = "groundedness"
+    required_fields = ("response", "retrieved_contexts")
+    judgements = ("likert_groundedness",)
+
+    def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
+        if not judge.statements(sample.response):
+            return NotApplicable("no_factual_statements: the response makes no checkable statement")
+        if not any(c.strip() for c in sample.retrieved_contexts):
+            return Measured(1.0, "nothing retrieved", {"score": 1})
+        return None

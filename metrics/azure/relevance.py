@@ -1,0 +1,24 @@
+"""Relevance (Azure AI Evaluation): does the response address the query?"""
+from __future__ import annotations
+
+import re
+
+from metrics.azure.likert import LikertMetric
+from metrics.base import Measured, NotApplicable
+from metrics.judges.base import Judge
+from metrics.samples import Sample
+
+
+class Relevance(LikertMetric):
+    """Relevance of ``response`` to ``user_input``, 1-5 Likert, higher is better, threshold 3
+    (Azure ``relevance``). An empty response scores 1."""
+
+    name = "relevance"
+    criterion = "relevance"
+    required_fields = ("user_input", "response")
+    judgements = ("likert_relevance",)
+
+    def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
+        if not re.search(r"[^\W_]", sample.response):
+            return Measured(1.0, "empty response: it answers nothing", {"score": 1})
+        return None

@@ -1,0 +1,23 @@
+"""ResponseCompleteness (Azure AI Evaluation): how much of the ground truth the response contains."""
+from __future__ import annotations
+
+from metrics.azure.likert import LikertMetric
+from metrics.base import Measured, NotApplicable
+from metrics.judges.base import Judge
+from metrics.samples import Sample
+
+
+class ResponseCompleteness(LikertMetric):
+    """Completeness of ``response`` with respect to ``reference`` (Azure's ground_truth), 1-5
+    Likert, higher is better, threshold 3 (Azure ``response_completeness``). A reference
+    without statements is ``not_applicable``."""
+
+    name = "response_completeness"
+    criterion = "response_completeness"
+    required_fields = ("response", "reference")
+    judgements = ("likert_response_completeness",)
+
+    def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
+        if not judge.statements(sample.reference):
+            return NotApplicable("the reference has no statement to look for")
+        return None

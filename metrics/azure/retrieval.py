@@ -1,0 +1,23 @@
+"""Retrieval (Azure AI Evaluation): are the retrieved chunks relevant and well ranked?"""
+from __future__ import annotations
+
+from metrics.azure.likert import LikertMetric
+from metrics.base import Measured, NotApplicable
+from metrics.judges.base import Judge
+from metrics.samples import Sample
+
+
+class Retrieval(LikertMetric):
+    """Relevance and ranking of ``retrieved_contexts`` for ``user_input``, 1-5 Likert, higher
+    is better, threshold 3 (Azure ``retrieval``). An empty context list scores 1 with the
+    reason "nothing retrieved" (Azure sends it to the judge)."""
+
+    name = "retrieval"
+    criterion = "retrieval"
+    required_fields = ("user_input", "retrieved_contexts")
+    judgements = ("likert_retrieval",)
+
+    def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
+        if not any(c.strip() for c in sample.retrieved_contexts):
+            return Measured(1.0, "nothing retrieved", {"score": 1})
+        return None

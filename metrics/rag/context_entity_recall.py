@@ -1,0 +1,57 @@
+"""ContextEntityRecall (RAGAS): the share of the reference's entities found in the contexts."""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from metrics.base import Measured, Metric, NotApplicable
+from metrics.judges.base import Judge
+from metrics.samples import Sample
+
+
+def normalise_entity(text: str) -> str:
+    """Case-folded, NFKC, punctuation removed, whitespace collapsed: ``"U.S.  Steel,"`` → ``"us steel"``."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def entity_found(entity: str, normalised_context: str) -> bool:
+    """Whether a normalised entity occurs in normalised context text (whole words for
+    Latin script, as a substring for text without spaces such as Chinese)."""
+    if not entity:
+        return False
+    if entity.isascii():
+        return re.search(rf"(?<!\w){re.escape(entity)}(?!\w)", normalised_context) is not None
+    return entity in normalised_context
+
+
+class ContextEntityRecall(Metric):
+    """Share of the reference's distinct entities present in the retrieved contexts, [0, 1],
+    higher is better (RAGAS ``context_entity_recall``).
+
+    Entities come from the reference only (one judgement); each is looked up in the
+    contexts after normalisation of case, spacing and punctuation, so "paris" matches
+    "Paris," (RAGAS compares exact strings of a second extraction, metric-spec fault 22).
+    No epsilon: all found is exactly 1.0. A reference without entities is
+    ``not_applicable`` (RAGAS: 0.0); an empty context list scores 0.0.
+    """
+
+    name = "context_entity_recall"
+    family = "ragas"
+    required_fields = ("retrieved_contexts", "reference")
+    judgements = ("entities",)
+
+    async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+        extracted = await judge.entities(sample.reference)
+        if extracted is None:
+            return NotApplicable(f"{judge.name} cannot extract entities from this text (Chinese, Japanese or "
+                                 "Korean needs an LLM judge)")
+        entities = sorted({normalise_entity(e) for e in extracted} - {""})
+        if not entities:
+            return NotApplicable("the reference names no entity")
+        context = normalise_entity("\n".join(sample.retrieved_contexts))
+        found = [e for e in entities if entity_found(e, context)]
+        details = {"entities": entities, "found": found}
+        return Measured(len(found) / len(entities), f"{len(found)}/{len(entities)} reference entities in the contexts",
+                        details)

@@ -1,0 +1,1 @@
+"""Retrieval metrics without an LLM."""

@@ -1,0 +1,219 @@
+"""DocumentRetrieval: graded-relevance ranking metrics of retrieved documents (no LLM).
+
+The values of Azure AI Evaluation's ``DocumentRetrievalEvaluator`` — NDCG@k, XDCG@k,
+fidelity, top-1 relevance, top-3 max relevance, holes, holes ratio and the two totals —
+computed from ``retrieval_ground_truth`` (``[{"document_id", "query_relevance_label"}]``)
+and ``retrieved_documents`` (``[{"document_id", "relevance_score"}]``).
+
+Where this differs from Azure 1.18.10 (metric-spec §3.1 and faults 5, 18, 19), on purpose:
+``k`` is configurable (default 3); the fidelity weights are paired with their labels
+numerically (Azure mis-pairs them for label scales of 10 and more); a duplicate
+document counts once, at its best-ranked position, everywhere (holes and totals too);
+documents labelled 0 are judged like any other label (Azure zeroes every metric when all
+retrieved labels are 0); a ground truth without any relevant document makes NDCG and
+fidelity ``not_applicable`` instead of 0 or NaN; default thresholds fit the label scale.
+With ``gain="exponential"`` (gain ``2^label - 1``, Azure's) and ``tie_break="input"``
+the values equal Azure's on the spec's worked cases A and D; with ``gain="linear"``
+(gain = label, negative labels count 0) and ``tie_break="docid_desc"`` NDCG equals
+trec_eval's ``ndcg_cut_k``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from metrics.base import InputProblem, Measured, Metric, NotApplicable
+from metrics.judges.base import Judge
+from metrics.results import Direction
+from metrics.samples import Sample
+
+XDCG_DISCOUNT = 0.6
+
+
+@dataclass(frozen=True)
+class RankingSettings:
+    """``k`` (cut-off), the label scale ``[label_min, label_max]``, ``gain`` ("exponential"
+    or "linear") and ``tie_break`` ("input": equal scores keep input order, Azure's;
+    "docid_desc": by document id descending, trec_eval's).
+
+    Raises
+    ------
+    ValueError
+        For ``k < 1``, ``label_min >= label_max`` or an unknown gain or tie-break.
+    """
+
+    k: int = 3
+    label_min: int = 0
+    label_max: int = 4
+    gain: str = "exponential"
+    tie_break: str = "input"
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"k must be at least 1, got {self.k}")
+        if self.label_min >= self.label_max:
+            raise ValueError(f"label_min {self.label_min} must be below label_max {self.label_max}")
+        if self.gain not in ("exponential", "linear"):
+            raise ValueError(f"gain must be 'exponential' or 'linear', got {self.gain!r}")
+        if self.tie_break not in ("input", "docid_desc"):
+            raise ValueError(f"tie_break must be 'input' or 'docid_desc', got {self.tie_break!r}")
+
+
+def _gain(label: int, kind: str) -> float:
+    return float(2 ** label - 1) if kind == "exponential" else float(max(label, 0))
+
+
+def _dcg(labels: list[int], k: int, kind: str) -> float:
+    return sum(_gain(label, kind) / math.log2(rank + 1) for rank, label in enumerate(labels[:k], start=1))
+
+
+def rank_documents(retrieved: list[dict[str, Any]], tie_break: str = "input") -> list[str]:
+    """Document ids by ``relevance_score`` descending, each id once (its best rank)."""
+    order = list(enumerate(retrieved))
+    if tie_break == "docid_desc":
+        order.sort(key=lambda item: item[1]["document_id"], reverse=True)
+        order.sort(key=lambda item: -item[1]["relevance_score"])
+    else:
+        order.sort(key=lambda item: (-item[1]["relevance_score"], item[0]))
+    return list(dict.fromkeys(item[1]["document_id"] for item in order))
+
+
+def document_retrieval(ground_truth: list[dict[str, Any]], retrieved: list[dict[str, Any]],
+                       settings: RankingSettings = RankingSettings()) -> dict[str, float | int | None]:
+    """All DocumentRetrieval values of one query.
+
+    Parameters
+    ----------
+    ground_truth : list of {"document_id": str, "query_relevance_label": int}
+        Graded labels within ``[label_min, label_max]``; non-empty; an id at most once.
+    retrieved : list of {"document_id": str, "relevance_score": float}
+        The retriever's results; a repeated id counts once, at its best rank.
+    settings : RankingSettings
+
+    Returns
+    -------
+    dict
+        ``ndcg`` in [0, 1] and ``xdcg`` in [0, 100] (higher is better; ``None`` when the
+        ground truth has no relevant document); ``fidelity`` in [0, 1] (``None`` likewise);
+        ``top1_relevance`` and ``top3_max_relevance`` on the label scale (a document without
+        a label counts as ``label_min``; ``None`` when nothing was retrieved); ``holes`` (count)
+        and ``holes_ratio`` in [0, 1] (lower is better); ``total_retrieved_documents`` and
+        ``total_ground_truth_documents`` (distinct ids).
+
+    Raises
+    ------
+    ValueError
+        Empty ground truth, a label outside the scale, or an id labelled twice.
+    """
+    if not ground_truth:
+        raise ValueError("retrieval_ground_truth is empty")
+    labels: dict[str, int] = {}
+    for item in ground_truth:
+        doc, label = item["document_id"], item["query_relevance_label"]
+        if not settings.label_min <= label <= settings.label_max:
+            raise ValueError(f"label {label} of document {doc!r} is outside [{settings.label_min}, "
+                             f"{settings.label_max}]")
+        if doc in labels:
+            raise ValueError(f"document {doc!r} is labelled twice in retrieval_ground_truth")
+        labels[doc] = label
+    ranked = rank_documents(retrieved, settings.tie_break)
+    result_labels = [labels.get(doc, settings.label_min) for doc in ranked]
+    ideal = sorted(labels.values(), reverse=True)
+    k, kind = settings.k, settings.gain
+    ideal_dcg = _dcg(ideal, k, kind)
+    discounts = sum(XDCG_DISCOUNT ** r for r in range(k))
+    xdcg_scale = 100 / settings.label_max
+    fidelity_weight = (lambda l: 2 ** (l + 1) - 1) if kind == "exponential" else (lambda l: max(l, 0))
+    relevant_weight = sum(fidelity_weight(l) for l in labels.values() if l > settings.label_min)
+    holes = sum(1 for doc in ranked if doc not in labels)
+    return {
+        "ndcg": _dcg(result_labels, k, kind) / ideal_dcg if ideal_dcg > 0 else None,
+        "xdcg": (xdcg_scale * sum(max(l, 0) * XDCG_DISCOUNT ** r for r, l in enumerate(result_labels[:k])) / discounts
+                 if ideal_dcg > 0 else None),
+        "fidelity": (sum(fidelity_weight(l) for l in result_labels if l > settings.label_min) / relevant_weight
+                     if relevant_weight > 0 else None),
+        "top1_relevance": result_labels[0] if result_labels else None,
+        "top3_max_relevance": max(result_labels[:3]) if result_labels else None,
+        "holes": holes,
+        "holes_ratio": holes / len(ranked) if ranked else 0.0,
+        "total_retrieved_documents": len(ranked),
+        "total_ground_truth_documents": len(labels),
+    }
+
+
+class DocumentRetrievalMetric(Metric):
+    """One value of :func:`document_retrieval` as a metric (see the module docstring).
+
+    Parameters
+    ----------
+    threshold : float, optional
+    k, label_min, label_max, gain, tie_break
+        :class:`RankingSettings`.
+    """
+
+    family = "document_retrieval"
+    required_fields = ("retrieval_ground_truth", "retrieved_documents")
+    key: ClassVar[str]
+    #: Threshold as a function of the settings, when it depends on the label scale.
+    scaled_threshold: ClassVar[Any] = None
+
+    def __init__(self, threshold: float | None = None, k: int = 3, label_min: int = 0, label_max: int = 4,
+                 gain: str = "exponential", tie_break: str = "input") -> None:
+        self.settings = RankingSettings(k, label_min, label_max, gain, tie_break)
+        if self.scaled_threshold is not None:
+            self.value_range = (float(label_min), float(label_max))
+            threshold = self.scaled_threshold(self.settings) if threshold is None else threshold
+        super().__init__(threshold)
+
+    async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
+        try:
+            values = document_retrieval(sample.retrieval_ground_truth, sample.retrieved_documents, self.settings)
+        except ValueError as exc:
+            raise InputProblem("retrieval_ground_truth", str(exc)) from exc
+        value = values[self.key]
+        details = {"values": values, "k": self.settings.k, "gain": self.settings.gain,
+                   "label_range": [self.settings.label_min, self.settings.label_max]}
+        if value is None:
+            why = "nothing was retrieved" if not sample.retrieved_documents else \
+                "the ground truth has no relevant document"
+            return NotApplicable(f"{self.name} is undefined: {why}", details)
+        return Measured(float(value), f"{self.name} {value:g} (k={self.settings.k}, {self.settings.gain} gain)",
+                        details)
+
+
+def _metric(name: str, key: str, value_range: tuple[float, float], direction: Direction, threshold: float,
+            doc: str, scaled=None) -> type[DocumentRetrievalMetric]:
+    return type(name, (DocumentRetrievalMetric,), {
+        "__doc__": doc, "name": key, "key": key, "value_range": value_range, "direction": direction,
+        "default_threshold": threshold, "scaled_threshold": staticmethod(scaled) if scaled else None,
+        "__module__": __name__})
+
+
+def _midpoint(settings: RankingSettings) -> float:
+    return settings.label_min + (settings.label_max - settings.label_min) / 2
+
+
+HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
+NDCG = _metric("NDCG", "ndcg", (0.0, 1.0), HIGHER, 0.5,
+               "NDCG@k of the retrieved documents, [0, 1], higher is better (Azure ``ndcg@3``).")
+XDCG = _metric("XDCG", "xdcg", (0.0, 100.0), HIGHER, 50.0,
+               "XDCG@k, [0, 100], higher is better (Azure ``xdcg@3``; 0.6 discount).")
+Fidelity = _metric("Fidelity", "fidelity", (0.0, 1.0), HIGHER, 0.5,
+                   "Share of the relevant documents' weight that was retrieved, [0, 1], higher is better.")
+Top1Relevance = _metric("Top1Relevance", "top1_relevance", (0.0, 4.0), HIGHER, 2.0,
+                        "Label of the top-ranked document, on the label scale, higher is better; "
+                        "threshold the scale's midpoint.", _midpoint)
+Top3MaxRelevance = _metric("Top3MaxRelevance", "top3_max_relevance", (0.0, 4.0), HIGHER, 2.0,
+                           "Highest label among the top three, on the label scale, higher is better; "
+                           "threshold the scale's midpoint.", _midpoint)
+Holes = _metric("Holes", "holes", (0.0, float(10_000)), LOWER, 0.0,
+                "Retrieved documents without a label (count), lower is better; pass means none.")
+HolesRatio = _metric("HolesRatio", "holes_ratio", (0.0, 1.0), LOWER, 0.5,
+                     "Share of retrieved documents without a label, [0, 1], lower is better.")
+TotalRetrieved = _metric("TotalRetrieved", "total_retrieved_documents", (0.0, float(10_000)), HIGHER, 1.0,
+                         "Distinct documents retrieved (count); pass means at least one.")
+TotalGroundTruth = _metric("TotalGroundTruth", "total_ground_truth_documents", (0.0, float(10_000)), HIGHER, 1.0,
+                           "Distinct labelled documents (count); pass means at least one.")
+DOCUMENT_RETRIEVAL_METRICS = (NDCG, XDCG, Fidelity, Top1Relevance, Top3MaxRelevance, Holes, HolesRatio,
+                              TotalRetrieved, TotalGroundTruth)
