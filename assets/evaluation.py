@@ -7,11 +7,11 @@ import pandas as pd
 
 from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
-from assets.resources import JudgeResource
+from assets.resources import JudgeResource, ReportStore
 from metrics.aggregate import USAGE_COLUMNS
 from metrics.evaluate import results_frame, score_metric
 from metrics.judges.llm import LLMJudge
-from metrics.registry import CORE_METRICS, METRICS, build_metrics
+from metrics.registry import METRICS, build_metrics
 from metrics.results import Status
 from metrics.judges.offline import OfflineJudge
 from metrics.judges.prompts import PROMPT_VERSIONS
@@ -30,6 +30,19 @@ class MetricConfig(dg.Config):
     model: str | None = None
     temperature: float | None = None
     strictness: int | None = None
+    #: Options of some metrics: ``mode`` (factual_correctness); ``k``, ``label_min``,
+    #: ``label_max``, ``gain``, ``tie_break`` (document retrieval metrics).
+    mode: str | None = None
+    k: int | None = None
+    label_min: int | None = None
+    label_max: int | None = None
+    gain: str | None = None
+    tie_break: str | None = None
+
+
+METRIC_OPTIONS = ("mode", "k", "label_min", "label_max", "gain", "tie_break")
+GROUPS = {"core": "core_metrics", "ragas": "ragas_metrics", "azure": "azure_metrics",
+          "document_retrieval": "retrieval_metrics"}
 
 
 def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
@@ -59,7 +72,7 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
         name=name,
         ins={FIELD_ASSETS[field]: dg.AssetIn(key=FIELD_ASSETS[field]) for field in cls.required_fields},
         partitions_def=dataset_versions,
-        group_name="metrics",
+        group_name=GROUPS[cls.family],
         code_version=metric_code_version(name),
         kinds={"pandas"},
         description=(cls.__doc__ or name).strip().splitlines()[0],
@@ -67,16 +80,21 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
                   "range": list(cls.value_range)},
     )
     def _metric(context: dg.AssetExecutionContext, config: MetricConfig, judge: JudgeResource,
-                **fields: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+                report_store: ReportStore, **fields: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         inverse = {asset: field for field, asset in FIELD_ASSETS.items()}
         samples = samples_from_fields({inverse[asset]: frame for asset, frame in fields.items()})
-        metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None)[0]
+        options = {k: getattr(config, k) for k in METRIC_OPTIONS if getattr(config, k) is not None}
+        try:
+            metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None,
+                                   {name: options} if options else None)[0]
+        except ValueError as exc:
+            raise dg.Failure(str(exc)) from exc
         scorer = judge.get_judge()
-        options = {k: getattr(config, k) for k in ("model", "temperature", "strictness") if getattr(config, k) is not None}
-        if options:
+        judging = {k: getattr(config, k) for k in ("model", "temperature", "strictness") if getattr(config, k) is not None}
+        if judging:
             if not isinstance(scorer, LLMJudge):
-                raise dg.Failure(f"{name}: {sorted(options)} apply to the LLM judge only; no endpoint is configured")
-            scorer = scorer.with_options(**options)
+                raise dg.Failure(f"{name}: {sorted(judging)} apply to the LLM judge only; no endpoint is configured")
+            scorer = scorer.with_options(**judging)
         done = []
 
         def progress(step: int) -> None:
@@ -88,6 +106,7 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
 
         frame = results_frame(score_metric(samples, metric, scorer, progress))
         frame.insert(0, "version", context.partition_key)
+        frame.to_parquet(report_store.results_path(context.partition_key, name), index=False)
         metadata = metric_metadata(frame)
         metadata["judge"] = dg.MetadataValue.text(scorer.name)
         metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
@@ -98,4 +117,4 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
     return _metric
 
 
-metric_assets = [build_metric_asset(name) for name in CORE_METRICS]
+metric_assets = [build_metric_asset(name) for name in METRICS]

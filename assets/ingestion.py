@@ -1,6 +1,7 @@
 """Ingestion: a dataset version's file into one asset per field, plus the rejected rows.
 
-Each field (questions, responses, retrieved contexts, references) is its own asset with
+Each field (questions, responses, retrieved contexts, references, and the retrieval
+ground truth and retrieved documents of DocumentRetrieval) is its own asset with
 a data version that is the hash of its content, so a metric asset depends only on the
 fields it reads: changing only the responses of a version makes only the
 response-dependent metrics stale. Rows that fail the data-quality suite are kept in
@@ -21,7 +22,8 @@ from metrics.samples import FIELDS, Sample, load_samples, sample_from_dict, samp
 
 #: Field of the sample model -> the asset holding it.
 FIELD_ASSETS = {"user_input": "questions", "response": "responses", "retrieved_contexts": "retrieved_contexts",
-                "reference": "references"}
+                "reference": "references", "retrieval_ground_truth": "retrieval_ground_truth",
+                "retrieved_documents": "retrieved_documents"}
 
 
 class IngestConfig(dg.Config):
@@ -31,8 +33,8 @@ class IngestConfig(dg.Config):
 
 
 def selected_fields(asset_selection: set[dg.AssetKey] | None) -> list[str]:
-    """The fields read by the metric assets of the run (all metrics' when it selects none)."""
-    selected = [m for m in CORE_METRICS if asset_selection and dg.AssetKey(m) in asset_selection] or CORE_METRICS
+    """The fields read by the metric assets of the run (the core metrics' when it selects none)."""
+    selected = [m for m in METRICS if asset_selection and dg.AssetKey(m) in asset_selection] or CORE_METRICS
     return [f for f in FIELDS if any(f in METRICS[m].required_fields for m in selected)]
 
 

@@ -48,6 +48,16 @@ class ReportStore(dg.ConfigurableResource):
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def results_path(self, version: str, metric: str) -> Path:
+        """``<root>/<version>/metrics/<metric>.parquet``: one metric's per-row results."""
+        path = self.folder(version) / "metrics"
+        path.mkdir(exist_ok=True)
+        return path / f"{metric}.parquet"
+
+    def metric_results(self, version: str) -> list[Path]:
+        """The per-metric result files of ``version``."""
+        return sorted((Path(self.root) / version / "metrics").glob("*.parquet"))
+
 
 _JUDGES: dict[str, Judge] = {}
 

@@ -8,7 +8,9 @@ import pandas as pd
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
 from metrics.aggregate import USAGE_COLUMNS, summarize
-from metrics.registry import CORE_METRICS
+from metrics.formats import ragas_table, write_azure_jsonl
+from metrics.registry import METRICS
+from metrics.samples import load_samples
 
 
 class SummaryConfig(dg.Config):
@@ -41,20 +43,24 @@ def summary_frame(summary: dict, version: str) -> pd.DataFrame:
 @dg.asset(
     partitions_def=dataset_versions,
     group_name="summary",
-    code_version="2",
+    code_version="3",
     kinds={"pandas"},
-    ins={name: dg.AssetIn(key=name) for name in CORE_METRICS},
-    # Read from its materialization metadata: an empty frame has no DuckDB table to load.
-    deps=["rejected_samples"],
+    # The metric results are read from their files: a run may select any subset of metrics,
+    # and the summary covers every metric computed for the version. The rejected rows come
+    # from their materialization metadata: an empty frame has no DuckDB table to load.
+    deps=[*METRICS, "rejected_samples"],
     metadata={"partition_expr": "version"},
-    description="Per-metric summary rows; writes summary.json (dingo layout) and results.parquet for the version.",
+    description="Per-metric summary rows; writes summary.json (dingo layout), results.parquet, ragas_scores.csv "
+                "and azure_results.jsonl for the version.",
 )
 def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
-                 dataset_store: DatasetStore, judge: JudgeResource,
-                 **metric_results: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+                 dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
     """Aggregate every metric's per-row results and write the version's report files."""
     version = context.partition_key
-    results = pd.concat([metric_results[name] for name in CORE_METRICS], ignore_index=True)
+    files = {path.stem: path for path in report_store.metric_results(version) if path.stem in METRICS}
+    if not files:
+        raise dg.Failure(f"no metric has been computed for version {version}")
+    results = pd.concat([pd.read_parquet(files[name]) for name in METRICS if name in files], ignore_index=True)
     summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale)
     ingestion = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("rejected_samples"), asset_partitions=[version]), limit=1
@@ -66,7 +72,11 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
                                          encoding="utf-8")
     results.to_parquet(folder / "results.parquet", index=False)
-    metadata: dict = {"summary_path": str(folder / "summary.json"), "num_good": summary["num_good"],
+    ragas_table(results, load_samples(dataset_store.samples_path(version))).to_csv(folder / "ragas_scores.csv",
+                                                                                  index=False)
+    azure_lines = write_azure_jsonl(results, folder / "azure_results.jsonl")
+    metadata: dict = {"summary_path": str(folder / "summary.json"), "azure_rows": azure_lines,
+                      "metrics": sorted(files), "num_good": summary["num_good"],
                       "num_bad": summary["num_bad"], "rejected_rows": summary["rejected"]["rows"],
                       "table": dg.MetadataValue.md(markdown_table(summary))}
     for metric, row in summary["metrics"].items():

@@ -12,6 +12,7 @@ import pandas as pd
 
 from metrics.aggregate import USAGE_COLUMNS, summarize
 from metrics.base import Metric
+from metrics.formats import azure_rows, ragas_table
 from metrics.judges.base import Judge
 from metrics.judges.llm import LLMConfig, LLMJudge
 from metrics.judges.offline import OfflineJudge
@@ -30,6 +31,14 @@ class EvaluationResult:
     results: pd.DataFrame
     summary: dict[str, Any]
     samples: list[Sample]
+
+    def azure_rows(self) -> list[dict[str, Any]]:
+        """Per-row results of the Azure metrics in Azure AI Evaluation's keys (``metrics.formats``)."""
+        return azure_rows(self.results)
+
+    def ragas_table(self) -> pd.DataFrame:
+        """One row per sample, one column per metric, as RAGAS's ``to_pandas()``."""
+        return ragas_table(self.results, self.samples)
 
 
 def default_judge() -> Judge:

@@ -84,7 +84,8 @@ def register(dataset: Path, version: str | None, datasets_root: Path, replace: b
     return version
 
 
-_METRIC_OPTIONS = {"threshold": float, "model": str, "temperature": float, "strictness": int}
+_METRIC_OPTIONS = {"threshold": float, "model": str, "temperature": float, "strictness": int, "mode": str, "k": int,
+                   "label_min": int, "label_max": int, "gain": str, "tie_break": str}
 _JUDGE_OPTIONS = ("model", "base_url", "embedding_model", "concurrency", "timeout", "strictness", "temperature",
                   "response_format", "cache_path")
 
@@ -97,16 +98,17 @@ def _run_config(args: argparse.Namespace) -> dict:
     ValueError
         For an unknown metric or option, or a value of the wrong type.
     """
-    from metrics.registry import CORE_METRICS, METRICS
+    from metrics.registry import METRICS, resolve_names
 
+    resolve_names(args.metrics)  # unknown names fail here, before anything is registered
     ops: dict = {"eval_summary": {"config": {"scale": args.scale}}}
     items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
     for item in items + (args.metric_option or []):
         target, _, value = item.partition("=")
         metric, _, option = target.partition(".")
-        if metric not in CORE_METRICS or option not in _METRIC_OPTIONS or not value:
-            raise ValueError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with METRIC one of "
-                             f"{', '.join(CORE_METRICS)} and OPTION one of {', '.join(_METRIC_OPTIONS)}")
+        if metric not in METRICS or option not in _METRIC_OPTIONS or not value:
+            raise ValueError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with METRIC a metric name "
+                             f"(see --metrics) and OPTION one of {', '.join(_METRIC_OPTIONS)}")
         try:
             converted = _METRIC_OPTIONS[option](value)
         except ValueError as exc:
@@ -115,11 +117,17 @@ def _run_config(args: argparse.Namespace) -> dict:
         if option == "threshold" and not low <= converted <= high:
             raise ValueError(f"bad metric option {item!r}: the threshold of {metric} lies in [{low}, {high}]")
         ops.setdefault(metric, {"config": {}})["config"][option] = converted
-    return {"ops": ops, "loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+    return {"ops": ops, "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
-def _execute_with_progress(job, version: str, run_config: dict, resources: dict):
-    """Run ``job`` in-process for ``version`` with one progress bar per metric asset."""
+def _execute_with_progress(metrics: list[str], version: str, run_config: dict, resources: dict):
+    """Materialize ingestion, ``metrics`` and the summary in-process for ``version``, with
+    one progress bar per metric asset."""
+    import dagster as dg
+
+    from assets.evaluation import metric_assets
+    from assets.ingestion import ingest_dataset
+    from assets.summary import eval_summary
     from dagster import DagsterInstance
     from rich.progress import Progress
 
@@ -135,8 +143,10 @@ def _execute_with_progress(job, version: str, run_config: dict, resources: dict)
 
         progress_listeners.append(listener)
         try:
-            return job.execute_in_process(run_config=run_config, instance=DagsterInstance.get(),
-                                          partition_key=version, raise_on_error=False, resources=resources)
+            selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
+            return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
+                                  run_config=run_config, instance=DagsterInstance.get(), partition_key=version,
+                                  raise_on_error=False, resources=resources)
         finally:
             progress_listeners.remove(listener)
 
@@ -181,16 +191,16 @@ def _resources(args: argparse.Namespace) -> dict:
 
 
 def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
-    """Materialize ``evaluation_job`` for ``version``; the summary, or ``None`` on failure."""
+    """Materialize the selected metrics for ``version``; the summary, or ``None`` on failure."""
     import dagster as dg
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    from orchestration.definitions import defs
+    from metrics.registry import resolve_names
 
     print(f"dataset version {version}: evaluating with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
-    result = _execute_with_progress(defs.resolve_job_def("evaluation_job"), version, run_config, _resources(args))
+    result = _execute_with_progress(resolve_names(args.metrics), version, run_config, _resources(args))
     for check in result.get_asset_check_evaluations():
         if not check.passed:
             print(f"quality check {check.check_name} failed: {check.metadata['rejected_rows'].value} row(s) "
@@ -253,6 +263,17 @@ def cmd_register(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert_trec(args: argparse.Namespace) -> int:
+    """Write a JSONL dataset from TREC qrels and run files (for the document retrieval metrics)."""
+    from metrics.retrieval.trec import read_trec
+
+    records = read_trec(args.qrels, args.run)
+    Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    print(f"wrote {len(records)} queries to {args.output}; evaluate with "
+          f"`rag-eval run {args.output} --metrics document_retrieval`")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
@@ -274,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
         p.set_defaults(handler=handler)
         if name in ("run", "backfill"):
+            p.add_argument("--metrics", default="core",
+                           help="metrics and families to compute, comma-separated: metric names, core (default), "
+                                "ragas, azure, document_retrieval, all")
             p.add_argument("--scale", type=int, choices=(1, 10), default=1,
                            help="10 writes dingo's 0-10 presentation in summary.json")
             p.add_argument("--threshold", action="append", metavar="METRIC=VALUE",
@@ -293,6 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
             judge.add_argument("--response-format", choices=("json_schema", "json_object"),
                                help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
             judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
+    convert = sub.add_parser("convert-trec", help="TREC qrels + run files to a JSONL dataset")
+    convert.add_argument("qrels", help="qrels file: qid iteration docno label")
+    convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
+    convert.add_argument("-o", "--output", required=True, help="JSONL file to write")
+    convert.set_defaults(handler=cmd_convert_trec)
     return parser
 
 
@@ -302,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     _prepare_instance()
     try:
         return args.handler(args)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

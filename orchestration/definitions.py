@@ -6,13 +6,13 @@ from assets.evaluation import metric_assets
 from assets.ingestion import ingest_dataset
 from assets.resources import DatasetStore, JudgeResource, ReportStore
 from assets.summary import eval_summary
-from orchestration.jobs import evaluation_job, ingestion_job, response_metrics_job, retrieval_metrics_job
+from orchestration.jobs import JOBS
 from orchestration.schedules import nightly_evaluation
 from orchestration.sensors import new_dataset_versions
 
 defs = dg.Definitions(
     assets=[ingest_dataset, *metric_assets, eval_summary],
-    jobs=[evaluation_job, response_metrics_job, retrieval_metrics_job, ingestion_job],
+    jobs=JOBS,
     schedules=[nightly_evaluation],
     sensors=[new_dataset_versions],
     resources={

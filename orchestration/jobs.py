@@ -1,22 +1,27 @@
-"""Jobs: the whole evaluation of a dataset version, and one per metric group."""
+"""Jobs: the evaluation of a dataset version, whole or by metric group."""
 import dagster as dg
 
 INGESTION = dg.AssetSelection.groups("ingestion")
+SUMMARY = dg.AssetSelection.assets("eval_summary")
 
 evaluation_job = dg.define_asset_job(
-    "evaluation_job",
-    selection=dg.AssetSelection.groups("ingestion", "metrics", "summary"),
-    description="Ingest a dataset version, check it, score every metric and write the summary.",
-)
+    "evaluation_job", selection=INGESTION | dg.AssetSelection.groups("core_metrics") | SUMMARY,
+    description="Ingest a version, check it, score the five core metrics and write the summary.")
+full_evaluation_job = dg.define_asset_job(
+    "full_evaluation_job",
+    selection=INGESTION | dg.AssetSelection.groups("core_metrics", "ragas_metrics", "azure_metrics") | SUMMARY,
+    description="Every RAG metric (core, RAGAS, Azure); document retrieval metrics have their own job.")
 response_metrics_job = dg.define_asset_job(
-    "response_metrics_job",
-    selection=INGESTION | dg.AssetSelection.assets("faithfulness", "answer_relevancy"),
-    description="The metrics that read the responses: faithfulness and answer relevancy (no reference needed).",
-)
+    "response_metrics_job", selection=INGESTION | dg.AssetSelection.assets("faithfulness", "answer_relevancy") | SUMMARY,
+    description="The metrics that read the responses: faithfulness and answer relevancy (no reference needed).")
 retrieval_metrics_job = dg.define_asset_job(
     "retrieval_metrics_job",
-    selection=INGESTION | dg.AssetSelection.assets("context_relevancy", "context_recall", "context_precision"),
-    description="The metrics that read the retrieved contexts only: relevancy, recall and precision.",
-)
+    selection=INGESTION | dg.AssetSelection.assets("context_relevancy", "context_recall", "context_precision") | SUMMARY,
+    description="The metrics that read the retrieved contexts only: relevancy, recall and precision.")
+document_retrieval_job = dg.define_asset_job(
+    "document_retrieval_job", selection=INGESTION | dg.AssetSelection.groups("retrieval_metrics") | SUMMARY,
+    description="NDCG, XDCG, fidelity, relevance and holes of retrieved documents against graded labels (no LLM).")
 ingestion_job = dg.define_asset_job("ingestion_job", selection=INGESTION,
                                     description="Re-ingest a version (new field data versions; nothing judged).")
+JOBS = [evaluation_job, full_evaluation_job, response_metrics_job, retrieval_metrics_job, document_retrieval_job,
+        ingestion_job]

@@ -30,16 +30,18 @@ def _data_version_used(instance: dg.DagsterInstance, tags: dict[str, str], asset
 
 
 def stale_metrics(instance: dg.DagsterInstance, version: str) -> dict[str, str]:
-    """``{metric: why}`` for every metric asset of ``version`` that is missing or stale."""
+    """``{metric: why}`` for the core metric assets of ``version`` that are missing, and
+    every metric asset of ``version`` that is stale."""
     stale: dict[str, str] = {}
     field_versions = {}
     for asset in FIELD_ASSETS.values():
         materialization = latest_materialization(instance, asset, version)
         field_versions[asset] = materialization.tags.get("dagster/data_version") if materialization else None
-    for metric in CORE_METRICS:
+    for metric in METRICS:
         materialization = latest_materialization(instance, metric, version)
         if materialization is None:
-            stale[metric] = "never materialized"
+            if metric in CORE_METRICS:
+                stale[metric] = "never materialized"
             continue
         if materialization.tags.get("dagster/code_version") != metric_code_version(metric):
             stale[metric] = "new code version"

@@ -18,7 +18,8 @@ from tests.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
-FIELD_ASSETS = {"questions", "responses", "retrieved_contexts", "references", "rejected_samples"}
+FIELD_ASSETS = {"questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
+                "retrieved_documents", "rejected_samples"}
 ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary"}
 
 
@@ -118,7 +119,7 @@ def test_the_response_job_does_not_require_references(project, fiqa_rows):
     project.write("v1", [{k: v for k, v in row.items() if k != "reference"} for row in fiqa_rows])
     result = project.run("v1", job="response_metrics_job")
     assert result.success
-    assert materialized(result) == FIELD_ASSETS | {"faithfulness", "answer_relevancy"}
+    assert materialized(result) == FIELD_ASSETS | {"faithfulness", "answer_relevancy", "eval_summary"}
 
 
 def test_sensor_registers_a_new_version_and_its_run_materializes_it(project, fiqa_rows):
