@@ -19,6 +19,7 @@ from metrics.judges.offline import OfflineJudge
 from metrics.registry import build_metrics
 from metrics.results import MetricResult
 from metrics.samples import Sample, load_samples, sample_from_dict
+from metrics.spark import is_spark_data
 
 RESULT_COLUMNS = ["sample_id", "row", "metric", "status", "value", "passed", "threshold", "direction",
                   "reason", "details", "judge", *USAGE_COLUMNS]
@@ -102,9 +103,10 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
 
     Parameters
     ----------
-    samples : path, DataFrame, iterable of dicts, or list of Sample
+    samples : path, DataFrame, iterable of dicts, list of Sample, or Spark data
         A ``.jsonl``/``.json``/``.csv``/``.parquet`` file or in-memory rows with RAGAS
-        field names or their aliases.
+        field names or their aliases; a pyspark DataFrame or RDD of dicts is scored on
+        Spark (``metrics.spark.evaluate_spark``) with the same results.
     metrics : iterable of str or Metric, optional
         Defaults to the five core metrics.
     judge : Judge, optional
@@ -131,6 +133,10 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         For a missing file, an unsupported format or field mapping, no sample, no or an
         unknown metric.
     """
+    if is_spark_data(samples):
+        from metrics.spark import evaluate_spark
+
+        return evaluate_spark(samples, metrics, judge, dict(fields or {}), dict(thresholds or {}), task_name, scale)
     judge = judge or default_judge()
     loaded = samples if isinstance(samples, list) and all(isinstance(s, Sample) for s in samples) \
         else load_samples(samples, fields)

@@ -68,27 +68,39 @@ class Reply:
     finish_reason: str = "stop"
 
 
-def build_answer(schema: dict[str, Any], decide: Callable[[str, str], int]) -> Any:
-    """A valid instance of one of the judge's schemas; ``decide(field, key)`` picks 0/1/2 values."""
-    if "statements" in schema.get("properties", {}):
-        return {name: build_answer(sub, decide) for name, sub in schema["properties"].items()}
+def build_answer(schema: dict[str, Any], decide: Callable[[str, str | None], Any], parent: str | None = None) -> Any:
+    """A valid instance of any of the judge's schemas, built recursively from the schema.
+
+    ``decide(field, key)`` picks every integer (and list) value: ``field`` is the property
+    being filled and ``key`` the property of the object holding it, e.g.
+    ``("verdict", "S2")`` for a keyed statement verdict, ``("covered", "R1")`` for
+    statement classification, ``("S3", "C1")`` for cell (statement S3, context C1) of the
+    context support matrix, ``("rating", None)`` / ``("score", None)`` for top-level
+    ratings and Likert scores. For an array field (``("entities", None)``) a list returned
+    by ``decide`` is used as is, anything else gives ``[]``. Strings are filled in:
+    ``reason`` → "scripted reason for <key>", ``question`` → "What does <key> ask?".
+    """
     answer = {}
-    for key, item in schema["properties"].items():
-        answer[key] = {}
-        for name in item["properties"]:
-            if name == "reason":
-                answer[key][name] = f"scripted reason for {key}"
-            elif name == "question":
-                answer[key][name] = f"What does {key} ask?"
-            else:
-                answer[key][name] = decide(name, key)
+    for name, sub in schema["properties"].items():
+        kind = sub.get("type")
+        if kind == "object" or "properties" in sub:
+            answer[name] = build_answer(sub, decide, name)
+        elif kind == "string":
+            answer[name] = {"reason": f"scripted reason for {parent}" if parent else "scripted reason",
+                            "question": f"What does {parent} ask?"}.get(name, f"scripted {name}")
+        elif kind == "array":
+            value = decide(name, parent)
+            answer[name] = value if isinstance(value, list) else []
+        else:
+            answer[name] = decide(name, parent)
     return answer
 
 
-def oracle(decide: Callable[[str, str], int] = lambda field, key: int(field != "noncommittal")
+def oracle(decide: Callable[[str, str | None], Any] = lambda field, key: int(field != "noncommittal")
            ) -> Callable[[Seen], Reply]:
     """A script answering every chat request validly with ``decide`` (by default every
-    verdict 1, rating 1, noncommittal 0) and every embeddings request with :func:`embed`."""
+    verdict, matrix cell, rating and Likert score 1, noncommittal 0, no entity) and every
+    embeddings request with :func:`embed`."""
     def script(seen: Seen) -> Reply:
         if seen.path.endswith("/embeddings"):
             return Reply(body=embedding_body(seen.body["input"]))

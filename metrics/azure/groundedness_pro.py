@@ -24,7 +24,7 @@ class GroundednessPro(Metric):
         statements = judge.statements(sample.response)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if not sample.retrieved_contexts:
+        if not any(c.strip() for c in sample.retrieved_contexts):
             return Measured(0.0, "nothing retrieved", {"label": False})
         verdicts = expect_count(await judge.support(statements, sample.retrieved_contexts), len(statements),
                                 "verdicts")

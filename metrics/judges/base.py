@@ -7,9 +7,11 @@ so a judge's own arithmetic can never leak into a result (metric-spec fault 1).
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -122,6 +124,12 @@ class Judge(ABC):
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine of this judge to completion from synchronous code."""
         return asyncio.run(coroutine)
+
+    def recipe(self, share: float = 1.0) -> Callable[[], Judge]:
+        """A picklable factory of an equivalent judge, for worker processes (Spark tasks);
+        ``share`` is the fraction of the concurrency limit each worker may use. By
+        default the judge itself is shipped."""
+        return functools.partial(copy.deepcopy, self)
 
     def statements(self, text: str) -> list[str]:
         """Checkable statements of ``text``: its sentences minus evasive ones.

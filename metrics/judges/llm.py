@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import os
 import re
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -111,6 +112,11 @@ def _retry_after(exc: BaseException | None) -> float | None:
     return None
 
 
+def _judge_from_environment(public: dict[str, Any]) -> LLMJudge:
+    return LLMJudge(LLMConfig(**public, api_key=os.environ.get("OPENAI_API_KEY"),
+                              embedding_api_key=os.environ.get("EMBEDDING_API_KEY")))
+
+
 class LLMJudge(Judge):
     """Judge backed by an OpenAI-compatible chat (and embeddings) endpoint.
 
@@ -149,6 +155,13 @@ class LLMJudge(Judge):
         twin.config = replace(self.config, **{k: v for k, v in options.items() if v is not None})
         twin.name = f"llm:{twin.config.model}"
         return twin
+
+    def recipe(self, share: float = 1.0) -> Callable[[], LLMJudge]:
+        """A factory of an equivalent judge for a worker, with ``share`` of the concurrency
+        limit; it carries no API key: the worker reads it from its own environment."""
+        public = {f.name: getattr(self.config, f.name) for f in fields(self.config) if "api_key" not in f.name}
+        public["concurrency"] = max(1, int(self.config.concurrency * share))
+        return functools.partial(_judge_from_environment, public)
 
     def describe(self) -> dict[str, Any]:
         """Model, endpoints (without credentials), sampling and transport settings."""

@@ -13,7 +13,9 @@ reversed roles ("releases CO2, consumes O2"). Its results are labelled
 """
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -96,6 +98,12 @@ class OfflineJudge(Judge):
         return {"judge": self.name, "model": self.model, "version": self.version,
                 "support_threshold": self.support_threshold, "semantic_floor": self.semantic_floor,
                 "relevance_cuts": list(self.relevance_cuts), "overlap_cuts": list(self.overlap_cuts)}
+
+    def recipe(self, share: float = 1.0) -> Callable[[], "OfflineJudge"]:
+        """A fresh judge with the same thresholds (its encoder loads in the worker)."""
+        return functools.partial(OfflineJudge, support_threshold=self.support_threshold,
+                                 semantic_floor=self.semantic_floor, relevance_cuts=self.relevance_cuts,
+                                 overlap_cuts=self.overlap_cuts, threads=1)
 
     @cached_property
     def _encoder(self):

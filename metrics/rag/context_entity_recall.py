@@ -7,23 +7,25 @@ import unicodedata
 from metrics.base import Measured, Metric, NotApplicable
 from metrics.judges.base import Judge
 from metrics.samples import Sample
+from metrics.text import has_cjk
 
 
 def normalise_entity(text: str) -> str:
     """Case-folded, NFKC, punctuation removed, whitespace collapsed: ``"U.S.  Steel,"`` → ``"us steel"``."""
     text = unicodedata.normalize("NFKC", text).casefold()
+    text = re.sub(r"[.'’]", "", text)  # abbreviations and possessives: "U.S." -> "us"
     text = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in text)
     return re.sub(r"\s+", " ", text).strip()
 
 
 def entity_found(entity: str, normalised_context: str) -> bool:
-    """Whether a normalised entity occurs in normalised context text (whole words for
-    Latin script, as a substring for text without spaces such as Chinese)."""
+    """Whether a normalised entity occurs in normalised context text (as whole words, or as
+    a substring for Chinese, Japanese or Korean text, which has no spaces)."""
     if not entity:
         return False
-    if entity.isascii():
-        return re.search(rf"(?<!\w){re.escape(entity)}(?!\w)", normalised_context) is not None
-    return entity in normalised_context
+    if has_cjk(entity):
+        return entity in normalised_context
+    return re.search(rf"(?<!\w){re.escape(entity)}(?!\w)", normalised_context) is not None
 
 
 class ContextEntityRecall(Metric):
