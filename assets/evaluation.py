@@ -7,9 +7,9 @@ import pandas as pd
 
 from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
-from assets.resources import JudgeResource, ReportStore
+from assets.resources import ExecutionResource, JudgeResource, ReportStore
 from metrics.aggregate import USAGE_COLUMNS
-from metrics.evaluate import results_frame, score_metric
+from metrics.evaluate import results_frame
 from metrics.judges.llm import LLMJudge
 from metrics.registry import METRICS, build_metrics
 from metrics.results import Status
@@ -80,7 +80,8 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
                   "range": list(cls.value_range)},
     )
     def _metric(context: dg.AssetExecutionContext, config: MetricConfig, judge: JudgeResource,
-                report_store: ReportStore, **fields: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+                report_store: ReportStore, execution: ExecutionResource,
+                **fields: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         inverse = {asset: field for field, asset in FIELD_ASSETS.items()}
         samples = samples_from_fields({inverse[asset]: frame for asset, frame in fields.items()})
         options = {k: getattr(config, k) for k in METRIC_OPTIONS if getattr(config, k) is not None}
@@ -104,7 +105,7 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
             if len(done) % 10 == 0 or len(done) == len(samples):
                 context.log.info(f"{name}: {len(done)}/{len(samples)} samples scored")
 
-        frame = results_frame(score_metric(samples, metric, scorer, progress))
+        frame = results_frame(execution.score(samples, metric, scorer, progress))
         frame.insert(0, "version", context.partition_key)
         frame.to_parquet(report_store.results_path(context.partition_key, name), index=False)
         metadata = metric_metadata(frame)

@@ -1,13 +1,22 @@
-"""Resources: where dataset versions and reports live, and which judge scores."""
+"""Resources: where dataset versions and reports live, which judge scores, and where."""
 
 import json
+import os
+import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+from pydantic import PrivateAttr
 
+from metrics.base import Metric
+from metrics.evaluate import score_metric
 from metrics.judges import Judge, OfflineJudge
 from metrics.judges.llm import LLMConfig, LLMJudge
+from metrics.results import MetricResult
+from metrics.samples import Sample
 
 
 class DatasetStore(dg.ConfigurableResource):
@@ -57,6 +66,64 @@ class ReportStore(dg.ConfigurableResource):
     def metric_results(self, version: str) -> list[Path]:
         """The per-metric result files of ``version``."""
         return sorted((Path(self.root) / version / "metrics").glob("*.parquet"))
+
+
+class ExecutionResource(dg.ConfigurableResource):
+    """Where the metric assets score samples: in the run's process (``local``) or in Spark
+    tasks (``spark``), with the same results. The Spark session is the deployment's active
+    one if there is one, else one started for the run (``master``, ``spark_conf``) and
+    stopped after it. ``parallelism`` is the number of tasks per metric; each gets that
+    share of the LLM judge's concurrency limit.
+    """
+
+    executor: str = "local"
+    master: str = "local[2]"
+    parallelism: int = 2
+    spark_conf: dict[str, str] = {}
+    _spark: Any = PrivateAttr(default=None)
+    _started: bool = PrivateAttr(default=False)
+
+    def score(self, samples: list[Sample], metric: Metric, judge: Judge,
+              progress: Callable[[int], None] | None = None) -> list[MetricResult]:
+        """Results of ``metric`` on ``samples``, in input order, wherever it runs.
+
+        Raises
+        ------
+        dagster.Failure
+            For an executor other than ``local`` or ``spark``.
+        """
+        if self.executor == "local":
+            return score_metric(samples, metric, judge, progress)
+        if self.executor != "spark":
+            raise dg.Failure(f"executor must be 'local' or 'spark', got {self.executor!r}")
+        from metrics.spark import score_on_spark
+
+        results = score_on_spark(self._session(), samples, [metric], judge, self.parallelism)
+        for _ in results:
+            if progress:
+                progress(1)
+        return results
+
+    def _session(self):
+        if self._spark is None:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this interpreter
+            from pyspark import SparkContext
+            from pyspark.sql import SparkSession
+
+            self._spark = SparkSession.getActiveSession()
+            if self._spark is None and SparkContext._active_spark_context is not None:
+                self._spark = SparkSession.builder.getOrCreate()  # the deployment's session, not ours to stop
+            if self._spark is None:
+                builder = SparkSession.builder.master(self.master).appName("rag-eval")
+                for key, value in {"spark.ui.enabled": "false", **self.spark_conf}.items():
+                    builder = builder.config(key, value)
+                self._spark, self._started = builder.getOrCreate(), True
+        return self._spark
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Stop the Spark session this resource started (never the deployment's)."""
+        if self._started:
+            self._spark.stop()
 
 
 _JUDGES: dict[str, Judge] = {}

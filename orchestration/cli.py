@@ -180,14 +180,16 @@ def print_table(summary: dict) -> None:
 def _resources(args: argparse.Namespace) -> dict:
     from dagster_duckdb_pandas import DuckDBPandasIOManager
 
-    from assets.resources import DatasetStore, JudgeResource, ReportStore
+    from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     return {"dataset_store": DatasetStore(root=str(Path(args.datasets).resolve())),
             "report_store": ReportStore(root=str(out)),
             "judge": JudgeResource(**{k: getattr(args, k) for k in _JUDGE_OPTIONS if getattr(args, k) is not None}),
-            "io_manager": DuckDBPandasIOManager(database=str(out / "rag_eval.duckdb"), schema="eval")}
+            "io_manager": DuckDBPandasIOManager(database=str(out / "rag_eval.duckdb"), schema="eval"),
+            "execution": ExecutionResource(executor=args.executor, master=args.spark_master,
+                                           parallelism=args.parallelism)}
 
 
 def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
@@ -305,6 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--metric-option", action="append", metavar="METRIC.OPTION=VALUE",
                            help="per-metric threshold, model, temperature or strictness, e.g. "
                                 "answer_relevancy.strictness=5 (repeatable)")
+            p.add_argument("--executor", choices=("local", "spark"), default="local",
+                           help="score in this process (default) or in Spark tasks")
+            p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default local[2])")
+            p.add_argument("--parallelism", type=int, default=2, help="Spark tasks per metric (default 2)")
             judge = p.add_argument_group("LLM judge (used when OPENAI_API_KEY or OPENAI_BASE_URL is set, or "
                                          "--base-url is given; API keys are read from the environment only)")
             judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")

@@ -4,7 +4,7 @@ from dagster_duckdb_pandas import DuckDBPandasIOManager
 
 from assets.evaluation import metric_assets
 from assets.ingestion import ingest_dataset
-from assets.resources import DatasetStore, JudgeResource, ReportStore
+from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore
 from assets.summary import eval_summary
 from orchestration.jobs import JOBS
 from orchestration.schedules import nightly_evaluation
@@ -19,6 +19,8 @@ defs = dg.Definitions(
         "dataset_store": DatasetStore(),
         "report_store": ReportStore(),
         "judge": JudgeResource(),
+        # `local` by default; `spark` scores each metric's samples in Spark tasks (see the README).
+        "execution": ExecutionResource(),
         # Every asset is a DataFrame with a `version` column: one DuckDB table per asset.
         "io_manager": DuckDBPandasIOManager(database="out/rag_eval.duckdb", schema="eval"),
     },

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from dagster_duckdb_pandas import DuckDBPandasIOManager
 
-from assets.resources import DatasetStore, JudgeResource, ReportStore
+from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore
 from metrics.registry import CORE_METRICS
 from orchestration.definitions import defs
 from orchestration.schedules import nightly_requests
@@ -30,7 +30,8 @@ class Project:
         self.datasets, self.out, self.instance = root / "datasets", root / "out", instance
         self.resources = {"dataset_store": DatasetStore(root=str(self.datasets)),
                           "report_store": ReportStore(root=str(self.out)), "judge": judge or JudgeResource(),
-                          "io_manager": DuckDBPandasIOManager(database=str(root / "results.duckdb"), schema="eval")}
+                          "io_manager": DuckDBPandasIOManager(database=str(root / "results.duckdb"), schema="eval"),
+                          "execution": ExecutionResource()}
         self.database = root / "results.duckdb"
 
     def write(self, version: str, rows: list[dict], register: bool = True) -> None:
@@ -125,7 +126,8 @@ def test_the_response_job_does_not_require_references(project, fiqa_rows):
 def test_sensor_registers_a_new_version_and_its_run_materializes_it(project, fiqa_rows):
     project.write("20261130T010000Z-fiqa", fiqa_rows[:2], register=False)
     sensor = defs.resolve_sensor_def("new_dataset_versions")
-    context = dg.build_sensor_context(instance=project.instance, definitions=defs, resources=project.resources)
+    context = dg.build_sensor_context(instance=project.instance, definitions=defs,
+                                      resources={"dataset_store": project.resources["dataset_store"]})
     outcome = sensor(context)
     assert [r.partition_key for r in outcome.run_requests] == ["20261130T010000Z-fiqa"]
     project.instance.add_dynamic_partitions("dataset_version", outcome.dynamic_partitions_requests[0].partition_keys)
