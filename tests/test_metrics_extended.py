@@ -36,16 +36,7 @@ from metrics.results import Direction, MetricResult, Status
 from metrics.retrieval.document_retrieval import RankingSettings, document_retrieval
 from metrics.samples import sample_from_dict
 
-DATA = Path(__file__).parent / "data"
-
-
-def regression_case(case_id: str) -> dict:
-    with (DATA / "regression_cases.jsonl").open(encoding="utf-8") as handle:
-        for line in handle:
-            case = json.loads(line)
-            if case["id"] == case_id:
-                return case
-    raise KeyError(case_id)
+from tests.test_scoring import regression_case
 
 
 # --------------------------------------------------------------------------- scripted judge

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from metrics.base import Measured, Metric, NotApplicable
 from metrics.judges.base import Judge, expect_count
@@ -53,16 +54,19 @@ class ContextPrecision(Metric):
 
     name = "context_precision"
     required_fields = ("user_input", "retrieved_contexts", "reference")
+    #: The answer the contexts are judged useful for.
+    answer_field: ClassVar[str] = "reference"
     judgements = ("reference_attribution",)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts
         if not contexts:
             return Measured(0.0, "no context retrieved", {"contexts": []})
-        verdicts = expect_count(await judge.context_usefulness(sample.user_input, sample.reference, contexts),
+        answer = getattr(sample, self.answer_field)
+        verdicts = expect_count(await judge.context_usefulness(sample.user_input, answer, contexts),
                                 len(contexts), "verdicts")
         value = average_precision([v.verdict for v in verdicts])
         items = [{"rank": i + 1, "useful": v.verdict, "reason": v.reason} for i, v in enumerate(verdicts)]
         useful = sum(v.verdict for v in verdicts)
-        return Measured(value, f"{useful}/{len(contexts)} contexts useful for the reference; "
+        return Measured(value, f"{useful}/{len(contexts)} contexts useful for the {self.answer_field}; "
                         f"average precision {value:.2f}", {"contexts": items})
