@@ -73,6 +73,7 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
     context.log.info(f"{version}: {len(samples)} rows, {len(rejected_rows)} rejected, checked fields {fields}")
     for field, asset in FIELD_ASSETS.items():
         frame = accepted[["id", "row", field]].assign(version=version).reset_index(drop=True)
+        frame[field] = frame[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
         yield dg.Output(frame, output_name=asset, data_version=content_version(frame, field),
                         metadata={"num_rows": len(frame)})
     raw = dict(zip(samples["row"], samples.drop(columns=["problems"]).to_dict("records")))
@@ -93,11 +94,25 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
     )
 
 
+def as_text(value) -> str | None:
+    """A field value as stored in its asset: strings as they are, lists as JSON text."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def samples_from_fields(frames: dict[str, pd.DataFrame]) -> list[Sample]:
     """Samples rebuilt from field assets (``{field: frame}``); fields not given stay ``None``."""
     merged = None
     for field, frame in frames.items():
         part = frame[["id", "row", field]]
         merged = part if merged is None else merged.merge(part, on=["id", "row"], how="inner")
-    return [sample_from_dict({**{f: record.get(f) for f in FIELDS}, "id": record["id"]}, int(record["row"]))
-            for record in merged.sort_values("row").to_dict("records")]
+    lists = {"retrieved_contexts", "retrieval_ground_truth", "retrieved_documents"}
+    return [sample_from_dict({**{f: _decode(record.get(f), f in lists) for f in FIELDS}, "id": record["id"]},
+                             int(record["row"])) for record in merged.sort_values("row").to_dict("records")]
+
+
+def _decode(value, is_list: bool):
+    if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
+        return None
+    return json.loads(value) if is_list and isinstance(value, str) else value

@@ -115,9 +115,11 @@ class ExecutionResource(dg.ConfigurableResource):
                 self._spark = SparkSession.builder.getOrCreate()  # the deployment's session, not ours to stop
             if self._spark is None:
                 builder = SparkSession.builder.master(self.master).appName("rag-eval")
-                for key, value in {"spark.ui.enabled": "false", **self.spark_conf}.items():
+                for key, value in {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                                   **self.spark_conf}.items():
                     builder = builder.config(key, value)
                 self._spark, self._started = builder.getOrCreate(), True
+                self._spark.sparkContext.setLogLevel("ERROR")
         return self._spark
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:

@@ -8,7 +8,7 @@ import pandas as pd
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
 from metrics.aggregate import USAGE_COLUMNS, summarize
-from metrics.formats import ragas_table, write_azure_jsonl
+from metrics.formats import azure_rows, ragas_table, write_azure_jsonl
 from metrics.registry import METRICS
 from metrics.samples import load_samples
 
@@ -74,7 +74,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     results.to_parquet(folder / "results.parquet", index=False)
     ragas_table(results, load_samples(dataset_store.samples_path(version))).to_csv(folder / "ragas_scores.csv",
                                                                                   index=False)
-    azure_lines = write_azure_jsonl(results, folder / "azure_results.jsonl")
+    azure_lines = write_azure_jsonl(results, folder / "azure_results.jsonl") if azure_rows(results) else 0
     metadata: dict = {"summary_path": str(folder / "summary.json"), "azure_rows": azure_lines,
                       "metrics": sorted(files), "num_good": summary["num_good"],
                       "num_bad": summary["num_bad"], "rejected_rows": summary["rejected"]["rows"],
@@ -86,4 +86,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
         metadata[f"{metric}_coverage"] = dg.MetadataValue.float(row["measured"] / row["total"] if row["total"] else 0.0)
     metadata["requests"] = int(summary["usage"].get("chat_requests", 0) + summary["usage"].get("embedding_requests", 0))
     context.log.info("\n" + markdown_table(summary))
-    return dg.Output(summary_frame(summary, version), metadata=metadata)
+    # The SQL table keeps the internal [0, 1] scale whatever the presentation of summary.json.
+    internal = summary if config.scale == 1 else {**summarize(results, version, summary["judge"]),
+                                                   "rejected": summary["rejected"]}
+    return dg.Output(summary_frame(internal, version), metadata=metadata)

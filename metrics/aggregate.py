@@ -61,8 +61,9 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     judge : mapping, optional
         The judge's description, written under ``judge``.
     scale : {1, 10}
-        1 keeps ratio metrics on [0, 1]; 10 presents them on dingo's 0-10 scale (values
-        and statistics only; thresholds and pass/fail are unchanged).
+        1 keeps ratio metrics on [0, 1]; 10 presents the [0, 1] metrics on dingo's 0-10
+        scale (values, statistics and the thresholds shown; pass/fail is unchanged; Likert
+        and count metrics keep their own scale).
 
     Returns
     -------
@@ -99,7 +100,9 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
         labels = frame.apply(lambda r: _label(metric, r["status"], r["passed"]), axis=1)
         for label, count in labels.value_counts().items():
             type_ratio.setdefault(key, {})[label] = round(count / total, 6)
-        values = [float(v) * scale for v in frame.loc[frame["status"] == Status.OK.value, "value"]]
+        ratio = METRICS.get(metric) is not None and METRICS[metric].value_range == (0.0, 1.0)
+        factor = scale if ratio else 1  # only [0, 1] metrics have a 0-10 presentation
+        values = [float(v) * factor for v in frame.loc[frame["status"] == Status.OK.value, "value"]]
         group = metrics_score.setdefault(key, {"stats": {}, "summary": {}})
         group["stats"][metric] = metric_stats(values, digits)
         group["summary"][metric] = group["stats"][metric]["score_average"]
@@ -111,10 +114,10 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
             "mean": group["stats"][metric]["score_average"],
             "pass_rate": round(float(measured["passed"].astype(bool).mean()), 4) if len(measured) else None,
             "measured": len(measured), "total": len(frame),
-            "threshold": float(frame["threshold"].iloc[0]), "direction": frame["direction"].iloc[0],
+            "threshold": float(frame["threshold"].iloc[0]) * factor, "direction": frame["direction"].iloc[0],
             "usage": usage,
         }
-        if values and METRICS.get(metric) and METRICS[metric].value_range == (0.0, 1.0):
+        if values and ratio:
             mean = statistics.fmean(values)
             lower = frame["direction"].iloc[0] == Direction.LOWER.value
             goodness.append(scale - mean if lower else mean)

@@ -70,7 +70,8 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
     Parameters
     ----------
     metrics : iterable of str or Metric, optional
-        Defaults to :data:`CORE_METRICS`.
+        Metric names, family names (``core``, ``ragas``, ``azure``, ``document_retrieval``,
+        ``all``) or instances. Defaults to :data:`CORE_METRICS`.
     thresholds : mapping, optional
         ``{metric_name: threshold}`` overriding the defaults of named metrics.
     options : mapping, optional
@@ -92,13 +93,13 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
     metrics = CORE_METRICS if metrics is None else list(metrics)
     if not metrics:
         raise ValueError("no metric selected")
+    metrics = [name for item in metrics
+               for name in ([item] if isinstance(item, Metric) or item in METRICS else resolve_names([item]))]
     built = []
     for item in metrics:
         if isinstance(item, Metric):
             built.append(item)
             continue
-        if item not in METRICS:
-            raise KeyError(f"unknown metric {item!r}; known: {list(METRICS)}")
         try:
             built.append(METRICS[item](threshold=thresholds.get(item), **options.get(item, {})))
         except TypeError as exc:

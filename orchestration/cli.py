@@ -98,6 +98,7 @@ def _run_config(args: argparse.Namespace) -> dict:
     ValueError
         For an unknown metric or option, or a value of the wrong type.
     """
+    from metrics.judges.llm import LLMConfig
     from metrics.registry import METRICS, resolve_names
 
     resolve_names(args.metrics)  # unknown names fail here, before anything is registered
@@ -117,6 +118,11 @@ def _run_config(args: argparse.Namespace) -> dict:
         if option == "threshold" and not low <= converted <= high:
             raise ValueError(f"bad metric option {item!r}: the threshold of {metric} lies in [{low}, {high}]")
         ops.setdefault(metric, {"config": {}})["config"][option] = converted
+    judging = [o for o in ("model", "temperature", "strictness") if getattr(args, o, None) is not None] + \
+        [f"{m}.{o}" for m, op in ops.items() for o in op["config"] if o in ("model", "temperature", "strictness")]
+    if judging and not LLMConfig.from_env(base_url=args.base_url).configured:
+        raise ValueError(f"{', '.join(judging)} apply to the LLM judge only: set OPENAI_BASE_URL or OPENAI_API_KEY, "
+                         "or pass --base-url")
     return {"ops": ops, "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -158,13 +164,13 @@ def print_table(summary: dict) -> None:
 
     table = Table(title=f"{summary['task_name']} — judge: {summary['judge'].get('judge')} (scale {summary['scale']})")
     for column in ("metric", "mean", "pass rate", "threshold", "measured/total"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-    scale = 10 if summary["scale"] == "0-10" else 1
+        table.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True,
+                         min_width=28 if column == "metric" else None)
     for metric, row in summary["metrics"].items():
-        mean = "—" if row["mean"] is None else f"{row['mean']:.{4 if scale == 1 else 2}f}"
+        mean = "—" if row["mean"] is None else f"{row['mean']:.4g}"
         rate = "—" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
         sign = "≥" if row["direction"] == "higher_is_better" else "≤"
-        table.add_row(metric, mean, rate, f"{sign} {row['threshold'] * scale:g}", f"{row['measured']}/{row['total']}")
+        table.add_row(metric, mean, rate, f"{sign} {row['threshold']:g}", f"{row['measured']}/{row['total']}")
     Console().print(table)
     print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
           f"unmeasured: {summary['num_unmeasured']}")
@@ -200,7 +206,9 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from metrics.registry import resolve_names
 
-    print(f"dataset version {version}: evaluating with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+    where = f"on Spark ({args.spark_master}, {args.parallelism} tasks per metric)" if args.executor == "spark" \
+        else "in this process"
+    print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
     result = _execute_with_progress(resolve_names(args.metrics), version, run_config, _resources(args))
     for check in result.get_asset_check_evaluations():
@@ -229,7 +237,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     print_table(summary)
     folder = Path(args.out) / version
-    print(f"wrote {folder / 'summary.json'}, {folder / 'results.parquet'} and {Path(args.out) / 'rag_eval.duckdb'}")
+    written = [p.name for p in sorted(folder.iterdir()) if p.is_file()]
+    print(f"wrote {', '.join(written)} in {folder}/ and the tables of {Path(args.out) / 'rag_eval.duckdb'}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """End to end: the Dagster graph in a temporary instance, with the offline and the LLM judge."""
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -275,3 +276,14 @@ def test_nightly_schedule_requests_versions_never_evaluated(project, fiqa_rows):
     [request] = nightly_requests(project.instance, "t")
     assert (request.partition_key, request.asset_selection) == ("20261102T000000Z-b", None)
     assert request.tags["rag_eval/reason"] == "not evaluated"
+
+
+def test_text_and_retrieval_datasets_share_one_database(project, fiqa_rows):
+    project.write("20261101T000000Z-text", fiqa_rows[:2])
+    assert project.run("20261101T000000Z-text").success
+    qrels = [{"document_id": "d1", "query_relevance_label": 2}, {"document_id": "d2", "query_relevance_label": 0}]
+    run = [{"document_id": "d2", "relevance_score": 0.9}, {"document_id": "d1", "relevance_score": 0.5}]
+    project.write("20261102T000000Z-trec", [{"id": "q1", "retrieval_ground_truth": qrels, "retrieved_documents": run}])
+    assert project.run("20261102T000000Z-trec", job="document_retrieval_job").success
+    ndcg = project.query("select value from eval.ndcg where version = '20261102T000000Z-trec'")["value"].tolist()
+    assert ndcg == [pytest.approx(1 / math.log2(3))]  # d1 (gain 2^2 - 1 = 3) at rank 2: (3 / log2 3) / 3
