@@ -51,6 +51,13 @@ def _score_partition(items: Iterable[tuple[int, Any]], metrics: list[Metric], re
             close()
 
 
+def _slices(wanted: int, judge: Judge) -> int:
+    """Tasks to run: never more than the judge's concurrency limit, so that each task's
+    share of it (at least one request) keeps the total within the limit."""
+    limit = judge.concurrency_limit
+    return max(1, min(wanted, limit)) if limit else max(1, wanted)
+
+
 def _ordered(results: list[MetricResult], metrics: list[Metric]) -> list[MetricResult]:
     """Metric by metric, rows ascending: the local path's order."""
     position = {metric.name: i for i, metric in enumerate(metrics)}
@@ -64,7 +71,7 @@ def score_on_spark(spark, samples: list[Sample], metrics: list[Metric], judge: J
     Returns the same list, in the same order, as ``metrics.evaluate.score_all``.
     """
     context = spark.sparkContext
-    slices = parallelism or context.defaultParallelism
+    slices = _slices(parallelism or context.defaultParallelism, judge)
     recipe = judge.recipe(share=1 / slices)
     rdd = context.parallelize([(s.row, s) for s in samples], slices)
     results = rdd.mapPartitions(functools.partial(_score_partition, metrics=metrics, recipe=recipe,
@@ -95,10 +102,10 @@ def evaluate_spark(data, metrics: Iterable[str | Metric] | None = None, judge: J
     rdd = data.rdd.map(lambda row: row.asDict(recursive=True)) if type(data).__name__ == "DataFrame" else data
     judge = judge or default_judge()
     built = build_metrics(metrics, thresholds)
-    slices = parallelism or rdd.getNumPartitions()
+    slices = _slices(parallelism or rdd.getNumPartitions(), judge)
     indexed = rdd.zipWithIndex().map(lambda pair: (pair[1], pair[0]))
-    if parallelism:
-        indexed = indexed.repartition(parallelism)
+    if slices != rdd.getNumPartitions():
+        indexed = indexed.repartition(slices)
     recipe = judge.recipe(share=1 / slices)
     results = indexed.mapPartitions(functools.partial(_score_partition, metrics=built, recipe=recipe,
                                                       fields=fields)).collect()

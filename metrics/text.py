@@ -1,6 +1,7 @@
 """Deterministic text helpers: sentence segmentation and content tokens.
 
-Segmentation honours Latin and CJK sentence ends (``. ! ? ;`` and ``。！？；``) and
+Segmentation honours Latin, CJK, Devanagari and Arabic sentence ends (``. ! ? ;``,
+``。！？；``, ``। ॥``, ``؟ ۔``) and
 newlines, keeps decimals (``3.5``) and common abbreviations together, and works on
 text without spaces (regression case BR-03: only splitting on ``.`` turns Chinese
 answers into zero statements).
@@ -18,7 +19,7 @@ _ABBREVIATIONS = {
     "sep", "sept", "oct", "nov", "dec", "approx", "est", "dept", "mt",
 }
 # A sentence ends at CJK punctuation, at ! ? ; , or at a period followed by space or end.
-_BOUNDARY = re.compile(r"(?<=[。！？；!?;])|(?<=\.)(?=\s|$)")
+_BOUNDARY = re.compile(r"(?<=[。！？；!?;।॥؟۔])|(?<=\.)(?=\s|$)")
 _LETTER = re.compile(r"[^\W_]", re.UNICODE)
 _BARE_MARKER = re.compile(r"\(?\d{1,2}[.)]?")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")

@@ -222,8 +222,11 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
     if not result.success:
         for event in result.all_events:
             if event.is_step_failure:
-                print(f"step {event.step_key} failed: {event.event_specific_data.error.message.strip()}",
-                      file=sys.stderr)
+                error = event.event_specific_data.error
+                print(f"step {event.step_key} failed: {error.message.strip()}", file=sys.stderr)
+                while error.cause is not None:  # the chain down to the root cause
+                    error = error.cause
+                    print(f"  caused by: {error.message.strip()}", file=sys.stderr)
         return None
     return json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
 
@@ -236,9 +239,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary is None:
         return 1
     print_table(summary)
+    failed = sum(c["judge_error"] for c in summary["coverage"].values())
+    total = sum(c["total"] for c in summary["coverage"].values())
     folder = Path(args.out) / version
     written = [p.name for p in sorted(folder.iterdir()) if p.is_file()]
     print(f"wrote {', '.join(written)} in {folder}/ and the tables of {Path(args.out) / 'rag_eval.duckdb'}")
+    if failed:
+        print(f"warning: {failed} of {total} results are judge_error (the judge failed; reasons in results.parquet)",
+              file=sys.stderr)
+        return 3
     return 0
 
 
@@ -341,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``rag-eval``."""
+    """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
+    blocking check); 2 bad arguments or input; 3 done, but some results are judge errors."""
     args = build_parser().parse_args(argv)
     _prepare_instance()
     try:

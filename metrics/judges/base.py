@@ -125,6 +125,9 @@ class Judge(ABC):
         """Run a coroutine of this judge to completion from synchronous code."""
         return asyncio.run(coroutine)
 
+    #: Requests in flight at most across all workers (``None``: no limit, e.g. offline).
+    concurrency_limit: int | None = None
+
     def recipe(self, share: float = 1.0) -> Callable[[], Judge]:
         """A picklable factory of an equivalent judge, for worker processes (Spark tasks);
         ``share`` is the fraction of the concurrency limit each worker may use. By

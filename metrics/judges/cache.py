@@ -42,10 +42,13 @@ class JudgementCache:
                          "value TEXT NOT NULL, created TEXT DEFAULT CURRENT_TIMESTAMP)")
 
     def get(self, key: str) -> Any | None:
-        """The stored value, or ``None``."""
+        """The stored value, or ``None`` (also for an entry that no longer decodes)."""
         with self._lock:
             row = self._db.execute("SELECT value FROM judgements WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        try:
+            return json.loads(row[0]) if row else None
+        except (json.JSONDecodeError, TypeError):
+            return None  # a damaged entry is a miss: the judgement is asked again and rewritten
 
     def put(self, key: str, kind: str, value: Any) -> None:
         """Store ``value`` (JSON-serialisable) under ``key``, committed at once."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import email.utils
 import functools
 import json
 import os
@@ -25,6 +26,7 @@ import re
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -83,6 +85,11 @@ class LLMConfig:
         return bool(self.base_url or self.api_key)
 
 
+def _count(tokens: Any) -> int:
+    """A token count from a usage block; anything but a non-negative int counts 0."""
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else 0
+
+
 def _public_url(url: str | None) -> str | None:
     """``url`` without user info or query string (which may carry credentials)."""
     if not url:
@@ -93,6 +100,9 @@ def _public_url(url: str | None) -> str | None:
 
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
+        hinted = _retry_after(exc)
+        if hinted is not None and hinted > _MAX_RETRY_AFTER:
+            return False  # the provider asks for a longer pause than a run can wait: fail now
         return exc.status_code == 429 or exc.status_code >= 500
     return isinstance(exc, openai.APIConnectionError)  # includes APITimeoutError
 
@@ -108,7 +118,11 @@ def _retry_after(exc: BaseException | None) -> float | None:
         if headers.get("retry-after"):
             return float(headers["retry-after"])
     except ValueError:
-        return None
+        try:  # an HTTP date
+            moment = email.utils.parsedate_to_datetime(headers["retry-after"])
+            return max(0.0, (moment - datetime.now(timezone.utc)).total_seconds())
+        except (TypeError, ValueError):
+            return None
     return None
 
 
@@ -155,6 +169,11 @@ class LLMJudge(Judge):
         twin.config = replace(self.config, **{k: v for k, v in options.items() if v is not None})
         twin.name = f"llm:{twin.config.model}"
         return twin
+
+    @property
+    def concurrency_limit(self) -> int:
+        """Requests in flight at most, across all workers."""
+        return self.config.concurrency
 
     def recipe(self, share: float = 1.0) -> Callable[[], LLMJudge]:
         """A factory of an equivalent judge for a worker, with ``share`` of the concurrency
@@ -212,7 +231,7 @@ class LLMJudge(Judge):
     def _wait(self, state: Any) -> float:
         backoff = wait_exponential_jitter(initial=0.5, max=self.config.max_retry_wait)(state)
         hinted = _retry_after(state.outcome.exception() if state.outcome else None)
-        return max(backoff, min(hinted, _MAX_RETRY_AFTER)) if hinted is not None else backoff
+        return max(backoff, hinted) if hinted is not None else backoff
 
     async def _send(self, kind: str, call) -> Any:
         """Send one request with retries under the shared limit; count every attempt."""
@@ -232,10 +251,20 @@ class LLMJudge(Judge):
                         return await call()
         except openai.APITimeoutError as exc:
             raise JudgeError(f"{kind}: timeout after {attempts} attempts of {self.config.timeout:g} s") from exc
-        except openai.BadRequestError as exc:
-            message = self._redact(str(exc))
-            code = "context_too_long" if "context" in message.lower() and "length" in message.lower() else "bad_request"
-            raise JudgeError(f"{kind}: {code}: {message}") from exc
+        except openai.APIConnectionError as exc:
+            raise JudgeError(f"{kind}: connection failed after {attempts} attempts: "
+                             f"{self._redact(str(exc.__cause__ or exc))}") from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code == 400:
+                message = self._redact(str(exc))
+                code = "context_too_long" if "context" in message.lower() and "length" in message.lower() \
+                    else "bad_request"
+                raise JudgeError(f"{kind}: {code}: {message}") from exc
+            hinted = _retry_after(exc)
+            budget = f" (Retry-After {hinted:.0f} s is over the {_MAX_RETRY_AFTER:.0f} s budget)" \
+                if hinted is not None and hinted > _MAX_RETRY_AFTER else ""
+            raise JudgeError(f"{kind}: request failed after {attempts} attempts ({type(exc).__name__} "
+                             f"{exc.status_code}){budget}: {self._redact(str(exc))}") from exc
         except openai.APIError as exc:
             status = getattr(exc, "status_code", None)
             raise JudgeError(f"{kind}: request failed after {attempts} attempts "
@@ -255,12 +284,15 @@ class LLMJudge(Judge):
             **extra))
         usage = current_usage.get()
         if usage is not None and completion.usage is not None:
-            usage.prompt_tokens += completion.usage.prompt_tokens or 0
-            usage.completion_tokens += completion.usage.completion_tokens or 0
+            usage.prompt_tokens += _count(completion.usage.prompt_tokens)
+            usage.completion_tokens += _count(completion.usage.completion_tokens)
         choice = completion.choices[0] if completion.choices else None
         if choice is None or choice.finish_reason == "length":
             raise JudgeError(f"{request.kind}: the answer was cut at the token limit")
-        return choice.message.content or ""
+        content = choice.message.content
+        if content is not None and not isinstance(content, str):
+            raise prompts.OutputError(f"the reply's content is a {type(content).__name__}, not text")
+        return content or ""
 
     # ------------------------------------------------------------ structured asks
     async def _ask(self, request: prompts.Request, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -279,12 +311,23 @@ class LLMJudge(Judge):
         if key in inflight:
             usage.cache_hits += 1
             return await asyncio.shield(inflight[key])
-        task = asyncio.ensure_future(self._ask_endpoint(request, key))
+        task = asyncio.ensure_future(self._guarded(self._ask_endpoint(request, key), request.kind))
         inflight[key] = task
         try:
             return await task
         finally:
             inflight.pop(key, None)
+
+    async def _guarded(self, coroutine, kind: str):
+        """Any failure of a judgement becomes a ``JudgeError`` with secrets redacted: an
+        odd reply (a number where text belongs, a short embeddings list...) fails that
+        sample, never the run."""
+        try:
+            return await coroutine
+        except JudgeError as exc:
+            raise JudgeError(self._redact(str(exc))) from None
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+            raise JudgeError(f"{kind}: unexpected reply ({type(exc).__name__}): {self._redact(str(exc))}") from None
 
     async def _ask_endpoint(self, request: prompts.Request, key: str) -> dict[str, Any]:
         system = prompts.SYSTEM
@@ -292,8 +335,9 @@ class LLMJudge(Judge):
             system += f"\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
         messages = [{"role": "system", "content": system}, {"role": "user", "content": request.prompt}]
         for attempt in range(2):
-            content = await self._chat(request, messages)
+            content = ""
             try:
+                content = await self._chat(request, messages)
                 value = request.validate(prompts.extract_json(content))
             except prompts.OutputError as exc:
                 if attempt:
@@ -379,8 +423,12 @@ class LLMJudge(Judge):
 
     # ------------------------------------------------------------- embeddings
     async def _embed(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors of ``texts`` (see :meth:`_embed_unguarded`); any failure is a ``JudgeError``."""
+        return await self._guarded(self._embed_unguarded(texts), "embedding")
+
+    async def _embed_unguarded(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of ``texts``: cached ones from the cache, the rest in one request;
-        the offline encoder when the endpoint has no embeddings."""
+        the offline encoder when the endpoint has no embeddings (404, 405 or 501)."""
         if self._shared["fallback"]:
             return await self._offline_embed(texts)
         model = self.config.embedding_model
@@ -394,20 +442,24 @@ class LLMJudge(Judge):
                 reply = await self._send("embedding", lambda: self._clients()["embeddings"].embeddings.create(
                     model=model, input=missing))
             except JudgeError as exc:
-                if not isinstance(exc.__cause__, (openai.NotFoundError, openai.BadRequestError)) and \
-                        "404" not in str(exc) and "405" not in str(exc) and "501" not in str(exc):
+                if getattr(exc.__cause__, "status_code", None) not in (404, 405, 501):
                     raise
                 self._shared["fallback"] = f"the endpoint has no embeddings ({exc}); offline encoder used"
                 return await self._offline_embed(texts)
+            if len(reply.data) != len(missing):
+                raise JudgeError(f"embedding: {len(reply.data)} vectors for {len(missing)} texts")
             for text, item in zip(missing, reply.data):
                 vector = list(map(float, item.embedding))
                 found[cache_key(kind="embedding", model=model, text=text)] = vector
                 if self.cache is not None:
                     self.cache.put(cache_key(kind="embedding", model=model, text=text), "embedding", vector)
-        vectors = np.array([found[k] for k in keys], dtype=np.float64)
+        try:
+            vectors = np.array([found[k] for k in keys], dtype=np.float64)
+        except ValueError as exc:
+            raise JudgeError(f"embedding: vectors of different lengths ({exc})") from None
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        if not np.all(norms > 0):
-            raise JudgeError("embedding: a zero vector came back")
+        if not np.all(np.isfinite(vectors)) or not np.all(norms > 0):
+            raise JudgeError("embedding: a zero or non-finite vector came back")
         return vectors / norms
 
     async def _offline_embed(self, texts: list[str]) -> np.ndarray:
