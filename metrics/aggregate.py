@@ -97,7 +97,7 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     goodness: list[float] = []
     for metric, frame in results.groupby("metric", sort=False):
         key = field_key(metric)
-        labels = frame.apply(lambda r: _label(metric, r["status"], r["passed"]), axis=1)
+        labels = pd.Series([_label(metric, status, passed) for status, passed in zip(frame["status"], frame["passed"])])
         for label, count in labels.value_counts().items():
             type_ratio.setdefault(key, {})[label] = round(count / total, 6)
         ratio = METRICS.get(metric) is not None and METRICS[metric].value_range == (0.0, 1.0)
@@ -121,7 +121,7 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
             mean = statistics.fmean(values)
             lower = frame["direction"].iloc[0] == Direction.LOWER.value
             goodness.append(scale - mean if lower else mean)
-    for key, group in metrics_score.items():
+    for group in metrics_score.values():
         means = [m for m in group["summary"].values() if m is not None]
         group["overall_average"] = round(statistics.fmean(means), digits) if means else None
     return {

@@ -323,16 +323,6 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
 
 
 def samples_to_frame(samples: Iterable[Sample]) -> pd.DataFrame:
-    """One row per sample with columns ``id, row, user_input, response, retrieved_contexts, reference, problems``."""
+    """One row per sample with columns ``id``, ``row``, every field of :data:`FIELDS` and ``problems``."""
     return pd.DataFrame([s.to_record() for s in samples],
                         columns=["id", "row", *FIELDS, "problems"])
-
-
-def samples_from_frame(frame: pd.DataFrame) -> list[Sample]:
-    """Inverse of :func:`samples_to_frame`."""
-    samples = []
-    for record in frame.to_dict("records"):
-        values = {f: (None if _is_null(record[f]) else _as_list(record[f]) if f == "retrieved_contexts" else record[f])
-                  for f in FIELDS}
-        samples.append(Sample(id=str(record["id"]), row=int(record["row"]), problems=dict(record["problems"] or {}), **values))
-    return samples

@@ -6,9 +6,7 @@ shared/docs/metric-spec.md (§1.3, §1.5-1.9, §3, appendix §6) or the regressi
 """
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,7 +20,7 @@ from metrics.azure.response_completeness import ResponseCompleteness
 from metrics.azure.retrieval import Retrieval
 from metrics.evaluate import results_frame
 from metrics.formats import azure_rows, ragas_table
-from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Verdict
+from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict
 from metrics.judges.offline import OfflineJudge
 from metrics.rag.answer_correctness import AnswerCorrectness, answer_correctness_score
 from metrics.rag.context_entity_recall import ContextEntityRecall, normalise_entity
