@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster_duckdb_pandas import DuckDBPandasIOManager
 from pydantic import PrivateAttr
 
 from metrics.base import Metric
@@ -169,3 +170,15 @@ class JudgeResource(dg.ConfigurableResource):
                 options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
                 _JUDGES[key] = OfflineJudge(**options)
         return _JUDGES[key]
+
+
+class ResultsDatabase(DuckDBPandasIOManager):
+    """The DuckDB IO manager of the asset tables (``<out>/rag_eval.duckdb``, schema ``eval``),
+    creating the database's folder first: a run launched by the daemon or the UI in a fresh
+    clone has no ``out/`` yet, and DuckDB cannot create a file there (the IO manager then
+    retries for minutes before failing)."""
+
+    def create_io_manager(self, context):
+        """Create the folder of ``database``, then the IO manager."""
+        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+        return super().create_io_manager(context)

@@ -137,6 +137,7 @@ def _execute_with_progress(metrics: list[str], version: str, run_config: dict, r
     from rich.progress import Progress
 
     from assets.evaluation import progress_listeners
+    from orchestration.orphans import process_tags
 
     with Progress(transient=True) as progress:
         tasks: dict[str, int] = {}
@@ -151,7 +152,7 @@ def _execute_with_progress(metrics: list[str], version: str, run_config: dict, r
             selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
             return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
                                   run_config=run_config, instance=DagsterInstance.get(), partition_key=version,
-                                  raise_on_error=False, resources=resources)
+                                  raise_on_error=False, resources=resources, tags=process_tags())
         finally:
             progress_listeners.remove(listener)
 
@@ -353,6 +354,14 @@ def main(argv: list[str] | None = None) -> int:
     blocking check); 2 bad arguments or input; 3 done, but some results are judge errors."""
     args = build_parser().parse_args(argv)
     _prepare_instance()
+    if args.command != "convert-trec":
+        from dagster import DagsterInstance
+
+        from orchestration.orphans import fail_orphaned_runs
+
+        for run_id in fail_orphaned_runs(DagsterInstance.get()):
+            print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
+                  file=sys.stderr)
     try:
         return args.handler(args)
     except (OSError, ValueError, KeyError) as exc:
