@@ -177,13 +177,14 @@ def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
     deployment = Deployment(tmp_path, judge.url)
     a, b = "20261101T000000Z-a", "20261102T000000Z-b"
     try:
-        deployment.start()
-        deployment.wait_until("the code location", deployment.loaded, 300)
-        # Two versions sharing their questions, contexts and references; b has other responses.
+        # Two versions sharing their questions, contexts and references; b has other responses. Registered
+        # before `dagster dev` starts: two processes creating a new SQLite instance at once collide.
         staging = tmp_path / "staging"
         deployment.cli("rag-eval", "register", str(_write(staging / "a", rows)), "--dataset-version", a)
         deployment.cli("rag-eval", "register", str(_write(staging / "b", [dict(r, response=r["response"][:400])
                                                                            for r in rows])), "--dataset-version", b)
+        deployment.start()
+        deployment.wait_until("the code location", deployment.loaded, 300)
 
         # 1. The README's backfill command; the daemon dequeues and runs both partitions.
         deployment.cli("dagster", "job", "backfill", "-w", "workspace.yaml", "-l", "rag_eval", "-j", "evaluation_job",
