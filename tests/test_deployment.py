@@ -132,7 +132,7 @@ class Deployment:
 
     def runs(self) -> list[dict]:
         data = self.graphql("{ runsOrError(limit: 100) { ... on Runs { results { runId jobName status "
-                            "tags { key value } assetSelection { path } } } } }")
+                            "startTime endTime tags { key value } assetSelection { path } } } } }")
         runs = data["runsOrError"]["results"]
         for run in runs:
             run["tags"] = {t["key"]: t["value"] for t in run["tags"]}
@@ -157,6 +157,16 @@ class Deployment:
             s={"repositoryLocationName": "rag_eval", "repositoryName": "__repository__",
                "scheduleName": "nightly_evaluation"}, t=time.time())
         return data["scheduleDryRun"]["evaluationResult"]
+
+
+def _most_at_once(runs: list[dict]) -> int:
+    """The largest number of the runs in progress at one time (from their start and end times)."""
+    edges = sorted([(r["startTime"], 1) for r in runs] + [(r["endTime"], -1) for r in runs], key=lambda e: (e[0], e[1]))
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
 
 
 def _write(folder: Path, rows: list[dict]) -> Path:
@@ -235,7 +245,11 @@ def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
         # The next night: nothing is stale, nothing is requested.
         assert deployment.stale(a) == dict.fromkeys([*CORE, "eval_summary"], "FRESH")
         assert deployment.schedule_dry_run()["skipReason"] == "every version is evaluated and fresh"
-        assert all(r["status"] == "SUCCESS" for r in deployment.runs())
+        runs = deployment.runs()
+        assert all(r["status"] == "SUCCESS" for r in runs)
+        # The run queue of dagster.yaml: two runs at most at any time, never two of one version.
+        assert _most_at_once(runs) <= 2
+        assert all(_most_at_once([r for r in runs if r["tags"]["dagster/partition"] == v]) == 1 for v in (a, b, c))
         print(f"judge requests: backfill of 2 versions {backfill_requests}, schedule re-run {len(judge.seen) - before}")
     finally:
         deployment.stop()
