@@ -27,6 +27,7 @@ def test_the_quality_suite_runs_where_main_has_no_file():
 
 import json  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -208,8 +209,7 @@ def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
             assert deployment.stale(version) == dict.fromkeys([*CORE, "eval_summary"], "FRESH")
         assert deployment.schedule_dry_run()["skipReason"] == "every version is evaluated and fresh"
 
-        # 2. The sensor: a new version folder (renamed to a time key), and new responses for version a.
-        c = "20261103T000000Z-c"
+        # 2. The sensor: a new version folder (renamed to a key that sorts by time), new responses for a.
         os.utime(_write(deployment.root / "datasets" / "c", rows[:2]), (1793664000, 1793664000))  # 2026-11-03 UTC
         _write(deployment.root / "datasets" / a, [dict(r, response=f"Regenerated: {r['response']}") for r in rows])
         deployment.cli("dagster", "sensor", "start", "new_dataset_versions", "-w", "workspace.yaml")
@@ -217,6 +217,8 @@ def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
         deployment.cli("dagster", "sensor", "stop", "new_dataset_versions", "-w", "workspace.yaml")
         sensed = sorted((r["jobName"], r["tags"]["dagster/partition"], r["status"]) for r in runs
                         if "dagster/sensor_name" in r["tags"])
+        c = sensed[0][1]
+        assert re.fullmatch(r"2026\d{4}T\d{6}Z-c(-\w+)?", c) and c > b
         assert sensed == [("evaluation_job", c, "SUCCESS"), ("ingestion_job", a, "SUCCESS")]
         assert (deployment.root / "out" / c / "summary.json").exists() and (deployment.root / "datasets" / c).is_dir()
 
