@@ -37,6 +37,7 @@ from metrics.judges import prompts
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Usage, Verdict, current_usage
 from metrics.judges.cache import JudgementCache, cache_key
 from metrics.judges.endpoint import check_base_url, check_endpoint, connection_cause, public_url
+from metrics.judges.plan import MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, reply_tokens
 
 T = TypeVar("T")
 _MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited in full
@@ -69,6 +70,9 @@ class LLMConfig:
     max_prompt_chars: int = 60_000
     #: Ceiling of ``max_tokens`` when a reply cut at the token limit is asked again.
     max_output_tokens: int = 16_384
+    #: Per-row budget of each metric (``metrics.judges.plan.Budget``); 0 or ``None``: no limit.
+    max_row_requests: int | None = 50
+    max_row_tokens: int | None = 200_000
     cache_path: str | None = ".rag_eval_cache/judgements.sqlite"
 
     def __post_init__(self) -> None:
@@ -84,6 +88,11 @@ class LLMConfig:
                "embedding_api_key": os.environ.get("EMBEDDING_API_KEY")}
         values = {k: v for k, v in {**env, **overrides}.items() if v not in (None, "")}
         return cls(**values)
+
+    @property
+    def budget(self) -> Budget:
+        """The per-row budget of each metric."""
+        return Budget(self.max_row_requests, self.max_row_tokens)
 
     @property
     def configured(self) -> bool:
@@ -167,6 +176,36 @@ class LLMJudge(Judge):
         twin.config = replace(self.config, **{k: v for k, v in options.items() if v is not None})
         twin.name = f"llm:{twin.config.model}"
         return twin
+
+    @property
+    def budget(self) -> Budget:
+        """What judging one row may send, per metric (``LLMConfig.max_row_*``)."""
+        return self.config.budget
+
+    async def admit(self, metric: Any, sample: Any) -> None:
+        """Refuse a row whose judgements, after the cache, would pass the per-row budget
+        (a :class:`JudgeError` naming the requests and tokens); nothing is sent for it."""
+        budget = self.budget
+        if current_plan.get() is not None or not (budget.max_requests or budget.max_tokens):
+            return
+        problem = budget.problem(await self._recorded(metric.measure(sample, self)), metric.name)
+        if problem:
+            raise JudgeError(problem)
+
+    async def plan(self, metric: Any, sample: Any) -> Plan:
+        """The requests ``metric.ascore(sample)`` would send after the cache, with
+        estimated tokens (``metrics.judges.plan``); nothing is sent."""
+        return await self._recorded(metric.ascore(sample, self))
+
+    async def _recorded(self, coroutine) -> Plan:
+        plan = Plan()
+        plan_token, usage_token = current_plan.set(plan), current_usage.set(Usage())
+        try:
+            await coroutine
+        finally:
+            current_usage.reset(usage_token)
+            current_plan.reset(plan_token)
+        return plan
 
     @property
     def concurrency_limit(self) -> int:
@@ -354,6 +393,14 @@ class LLMJudge(Judge):
         if cached is not None:
             usage.cache_hits += 1
             return cached
+        plan = current_plan.get()
+        if plan is not None:  # record what would be sent; answer with a stand-in
+            answer = prompts.example_answer(request.schema)
+            prompt = estimate_tokens(self._system(request)) + estimate_tokens(request.prompt) + 2 * MESSAGE_TOKENS
+            if cfg.response_format == "json_schema":
+                prompt += estimate_tokens(json.dumps(request.schema))
+            plan.add(Planned(request.kind, key, prompt, reply_tokens(answer)))
+            return request.validate(answer)
         inflight = self._shared["inflight"]
         if key in inflight:
             usage.cache_hits += 1
@@ -376,11 +423,13 @@ class LLMJudge(Judge):
         except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
             raise JudgeError(f"{kind}: unexpected reply ({type(exc).__name__}): {self._redact(str(exc))}") from None
 
+    def _system(self, request: prompts.Request) -> str:
+        if self.config.response_format == "json_schema":
+            return prompts.SYSTEM
+        return f"{prompts.SYSTEM}\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
+
     async def _ask_endpoint(self, request: prompts.Request, key: str) -> dict[str, Any]:
-        system = prompts.SYSTEM
-        if self.config.response_format != "json_schema":
-            system += f"\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": request.prompt}]
+        messages = [{"role": "system", "content": self._system(request)}, {"role": "user", "content": request.prompt}]
         for attempt in range(2):
             content = ""
             try:
@@ -485,6 +534,12 @@ class LLMJudge(Judge):
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if found.get(k) is None))
         usage = current_usage.get() or Usage()
         usage.cache_hits += len(texts) - len(missing)
+        plan = current_plan.get()
+        if plan is not None:
+            if missing:
+                plan.add(Planned("embedding", cache_key(kind="embedding", model=model, texts=missing),
+                                             sum(estimate_tokens(t) for t in missing)))
+            return np.ones((len(texts), 1))
         if missing:
             try:
                 reply = await self._send("embedding", lambda: self._clients()["embeddings"].embeddings.create(
