@@ -153,6 +153,8 @@ class JudgeResource(dg.ConfigurableResource):
     timeout: float | None = None
     max_attempts: int | None = None
     cache_path: str | None = None
+    max_row_requests: int | None = None
+    max_row_tokens: int | None = None
     support_threshold: float | None = None
 
     def get_judge(self) -> Judge:

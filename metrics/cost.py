@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,8 @@ class CostEstimate:
         return (total["prompt_tokens"] * prompt_price + total["completion_tokens"] * completion_price) / 1e6
 
 
-def estimate_cost(samples: list[Sample], metrics: Iterable[Metric], judge: Judge) -> CostEstimate:
+def estimate_cost(samples: list[Sample], metrics: Iterable[Metric], judge: Judge,
+                  judges: Mapping[str, Judge] | None = None) -> CostEstimate:
     """The requests and tokens that scoring ``samples`` with ``metrics`` would send.
 
     Runs each metric's own code with the judge in planning mode (``Judge.plan``): the
@@ -53,6 +54,9 @@ def estimate_cost(samples: list[Sample], metrics: Iterable[Metric], judge: Judge
     samples : list of Sample
     metrics : iterable of Metric
     judge : Judge
+    judges : mapping, optional
+        ``{metric_name: judge}`` for metrics judged with other options (a per-metric model,
+        temperature or strictness: ``LLMJudge.with_options``).
 
     Returns
     -------
@@ -60,14 +64,16 @@ def estimate_cost(samples: list[Sample], metrics: Iterable[Metric], judge: Judge
     """
     built = list(metrics)
     pairs = [(m, s) for m in built for s in samples]
+    judge_of = {m.name: (judges or {}).get(m.name, judge) for m in built}
 
     async def plan_all() -> list[Any]:
-        return list(await asyncio.gather(*(judge.plan(m, s) for m, s in pairs)))
+        return list(await asyncio.gather(*(judge_of[m.name].plan(m, s) for m, s in pairs)))
 
     estimate = CostEstimate(len(samples), {m.name: dict.fromkeys(COUNTERS, 0) for m in built})
     seen: set[str] = set()
     for (metric, sample), plan in zip(pairs, judge.run(plan_all())):
-        problem = judge.budget.problem(plan, metric.name) if judge.budget is not None else None
+        budget = judge_of[metric.name].budget
+        problem = budget.problem(plan, metric.name) if budget is not None else None
         if problem:
             estimate.over_budget.append({"row": sample.row, "sample_id": sample.id, "metric": metric.name,
                                          "reason": problem})
