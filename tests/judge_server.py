@@ -9,6 +9,7 @@ answers every kind with valid JSON built from the request's schema.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import zlib
 import time
@@ -121,6 +122,7 @@ class JudgeServer:
         self.in_flight = 0
         self.peak = 0
         self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -128,6 +130,11 @@ class JudgeServer:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._connections.add(self.connection)
 
             def do_GET(self) -> None:
                 server.probes.append(self.path)
@@ -195,8 +202,15 @@ class JudgeServer:
         return self
 
     def stop(self) -> None:
+        """Stop like a dead provider: the port refuses connections and open ones are closed."""
         self._httpd.shutdown()
         self._httpd.server_close()
+        with self._lock:
+            for connection in self._connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed
 
     def chat_requests(self) -> list[Seen]:
         return [s for s in self.seen if s.path.endswith("/chat/completions")]
