@@ -8,29 +8,12 @@ import pytest
 
 from metrics import Status, build_metrics, evaluate, load_samples
 from metrics.cost import estimate_cost
-from metrics.judges.llm import LLMConfig, LLMJudge
 
 ROOT = Path(__file__).resolve().parent.parent
 AMNESTY = ROOT / "examples" / "amnesty_qa" / "samples.jsonl"
-OPEN: list[LLMJudge] = []
 ROW = {"id": "small", "user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
        "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany.", "The Eiffel Tower is in Paris."],
        "reference": "He was born in Ulm."}
-
-
-@pytest.fixture(autouse=True)
-def _close_judges():
-    yield
-    while OPEN:
-        OPEN.pop().close()
-
-
-def judge(server, tmp_path, **options) -> LLMJudge:
-    settings = dict(base_url=server.url, api_key="sk-cost-test-0123456789", model="judge-test",
-                    embedding_model="embed-test", cache_path=str(tmp_path / "cache.sqlite"), max_retry_wait=0.05,
-                    timeout=5)
-    OPEN.append(LLMJudge(LLMConfig(**{**settings, **options})))
-    return OPEN[-1]
 
 
 def huge_row() -> dict:
@@ -40,8 +23,8 @@ def huge_row() -> dict:
             "reference": "The reports agree."}
 
 
-def test_a_row_at_the_documented_limits_is_refused_before_anything_is_sent(server, tmp_path):
-    result = evaluate([ROW, huge_row()], judge=judge(server, tmp_path)).results
+def test_a_row_at_the_documented_limits_is_refused_before_anything_is_sent(make_judge, server):
+    result = evaluate([ROW, huge_row()], judge=make_judge()).results
     huge = result[result["sample_id"] == "huge"].set_index("metric")
     # Answer relevancy reads no contexts: one chat and one embeddings request, within the budget.
     assert huge.loc["answer_relevancy", "status"] == "ok"
@@ -57,27 +40,27 @@ def test_a_row_at_the_documented_limits_is_refused_before_anything_is_sent(serve
     assert (result[result["sample_id"] == "small"]["status"] == "ok").all()
 
 
-def test_no_limit_sends_every_batch(server, tmp_path):
+def test_no_limit_sends_every_batch(make_judge, server):
     row = dict(ROW, retrieved_contexts=[f"passage {i} " + "text " * 14_000 for i in range(3)])  # 3 x 70,000 chars
-    made = judge(server, tmp_path, max_row_requests=0, max_row_tokens=0)
+    made = make_judge(max_row_requests=0, max_row_tokens=0)
     result = evaluate([row], metrics=["faithfulness"], judge=made).results.iloc[0]
     assert result["status"] == "ok" and result["chat_requests"] == 3  # one request per context past 60,000 chars
-    made_tight = judge(server, tmp_path, cache_path=None, max_row_requests=2)
+    made_tight = make_judge(cache_path=None, max_row_requests=2)
     refused = evaluate([row], metrics=["faithfulness"], judge=made_tight).results.iloc[0]
     assert refused["status"] == "judge_error" and "would send 3 requests > 2" in refused["reason"]
 
 
-def test_the_budget_counts_after_the_cache(server, tmp_path):
-    evaluate([ROW], metrics=["faithfulness", "context_relevancy"], judge=judge(server, tmp_path))
+def test_the_budget_counts_after_the_cache(make_judge, server):
+    evaluate([ROW], metrics=["faithfulness", "context_relevancy"], judge=make_judge())
     sent = len(server.seen)
-    tight = judge(server, tmp_path, max_row_requests=1, max_row_tokens=10)
+    tight = make_judge(max_row_requests=1, max_row_tokens=10)
     result = evaluate([ROW], metrics=["faithfulness", "context_relevancy"], judge=tight).results
     assert (result["status"] == "ok").all() and len(server.seen) == sent  # all cached: costs nothing, admitted
 
 
-def test_dry_run_counts_exactly_what_the_run_then_sends(server, tmp_path):
+def test_dry_run_counts_exactly_what_the_run_then_sends(make_judge, server):
     samples = load_samples(AMNESTY)
-    made = judge(server, tmp_path)
+    made = make_judge()
     before = estimate_cost(samples, build_metrics(["core"]), made)
     assert server.seen == []  # planning sends nothing
     assert (before.total["chat_requests"], before.total["embedding_requests"]) == (5 * 20, 20)

@@ -9,27 +9,17 @@ import pytest
 
 from metrics import Status, evaluate, score_sample
 from metrics.judges.endpoint import EndpointError
-from metrics.judges.llm import LLMConfig, LLMJudge
+from metrics.judges.llm import LLMConfig
+from tests.conftest import TEST_KEY as SECRET
 from tests.judge_server import Reply, oracle
 
-SECRET = "sk-endpoint-SECRET-0123456789"
 ROW = {"id": "r1", "user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
        "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany."], "reference": "He was born in Ulm."}
-OPEN: list[LLMJudge] = []
 
 
-@pytest.fixture(autouse=True)
-def _close_judges():
-    yield
-    while OPEN:
-        OPEN.pop().close()
-
-
-def judge(base_url, tmp_path, **options) -> LLMJudge:
-    settings = dict(base_url=base_url, api_key=SECRET, model="judge-test", embedding_model="embed-test",
-                    cache_path=str(tmp_path / "cache.sqlite"), max_retry_wait=0.05, timeout=5, max_attempts=2)
-    OPEN.append(LLMJudge(LLMConfig(**{**settings, **options})))
-    return OPEN[-1]
+@pytest.fixture
+def judge(make_judge):
+    return lambda **options: make_judge(**{"max_attempts": 2, **options})
 
 
 def closed_port() -> int:
@@ -38,48 +28,48 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_refused_connection_stops_at_once_naming_cause_and_url(tmp_path):
+def test_refused_connection_stops_at_once_naming_cause_and_url(judge):
     url = f"http://127.0.0.1:{closed_port()}/v1"
     started = time.monotonic()
     with pytest.raises(EndpointError) as caught:
-        evaluate([ROW], metrics=["faithfulness", "answer_relevancy"], judge=judge(url, tmp_path))
+        evaluate([ROW], metrics=["faithfulness", "answer_relevancy"], judge=judge(base_url=url))
     assert time.monotonic() - started < 3  # was 5 attempts reported as "timeout after 5 attempts of 5 s"
     assert "connection refused" in str(caught.value) and url in str(caught.value)
 
 
-def test_unknown_host_is_named(tmp_path):
+def test_unknown_host_is_named(judge):
     with pytest.raises(EndpointError, match=r"http://no-such-host\.invalid/v1 cannot be reached: unknown host"):
-        judge("http://no-such-host.invalid/v1", tmp_path).check_endpoint()
+        judge(base_url="http://no-such-host.invalid/v1").check_endpoint()
 
 
-def test_refused_key_stops_before_any_judgement(server, tmp_path):
+def test_refused_key_stops_before_any_judgement(judge, server):
     server.api_key = "sk-the-right-one"
     with pytest.raises(EndpointError) as caught:
-        evaluate([ROW], metrics=["faithfulness"], judge=judge(server.url, tmp_path))
+        evaluate([ROW], metrics=["faithfulness"], judge=judge())
     message = str(caught.value)
     assert "refused the API key (HTTP 401" in message and server.url in message and SECRET not in message
     assert server.seen == [] and server.probes == ["/v1/models/judge-test"]
 
 
-def test_unknown_model_stops_naming_the_offered_models(server, tmp_path):
+def test_unknown_model_stops_naming_the_offered_models(judge, server):
     server.models = ["judge-test", "embed-test"]
     with pytest.raises(EndpointError) as caught:
-        evaluate([ROW], metrics=["faithfulness"], judge=judge(server.url, tmp_path, model="judge-tset"))
+        evaluate([ROW], metrics=["faithfulness"], judge=judge(model="judge-tset"))
     assert "does not know the model 'judge-tset' (HTTP 404" in str(caught.value)
     assert "it offers: embed-test, judge-test" in str(caught.value)
     # The one POST was the one-token probe, never a judgement.
     assert [s.body.get("max_tokens") for s in server.seen] == [1]
 
 
-def test_known_model_on_an_endpoint_without_the_model_route_is_found_in_the_list(server, tmp_path):
+def test_known_model_on_an_endpoint_without_the_model_route_is_found_in_the_list(judge, server):
     server.models, server.model_route = ["judge-test", "embed-test"], False  # vLLM: only GET /models
-    result = score_sample(ROW, ["faithfulness"], judge=judge(server.url, tmp_path))["faithfulness"]
+    result = score_sample(ROW, ["faithfulness"], judge=judge())["faithfulness"]
     assert result.status is Status.OK
     assert server.probes == ["/v1/models/judge-test", "/v1/models"] and len(server.seen) == 1
 
 
-def test_the_check_is_made_once_per_model(server, tmp_path):
-    made = judge(server.url, tmp_path)
+def test_the_check_is_made_once_per_model(judge, server):
+    made = judge()
     report = made.check_endpoint()
     assert report == {"base_url": server.url, "model": "judge-test", "status": "ok", "requests": 1,
                       "by": "GET /models/{model}", "note": None}
@@ -88,8 +78,8 @@ def test_the_check_is_made_once_per_model(server, tmp_path):
     assert made.describe()["endpoint_check"]["status"] == "ok"
 
 
-def test_refused_connection_during_a_run_is_named(server, tmp_path):
-    made = judge(server.url, tmp_path)
+def test_refused_connection_during_a_run_is_named(judge, server):
+    made = judge()
     made.check_endpoint()
     server.stop()
     result = score_sample(ROW, ["faithfulness"], judge=made)["faithfulness"]
@@ -106,7 +96,7 @@ def test_a_base_url_with_credentials_is_refused_without_echoing_them(url):
     assert "http://127.0.0.1:8000/v1 carries credentials" in str(caught.value)
 
 
-def test_a_key_echoed_in_a_successful_reply_is_stored_nowhere(server, tmp_path):
+def test_a_key_echoed_in_a_successful_reply_is_stored_nowhere(judge, server, tmp_path):
     def echo(seen):
         key = {k.lower(): v for k, v in seen.headers.items()}["authorization"].removeprefix("Bearer ")
         if seen.path.endswith("/embeddings"):
@@ -115,7 +105,7 @@ def test_a_key_echoed_in_a_successful_reply_is_stored_nowhere(server, tmp_path):
                                          "S2": {"reason": "fine", "verdict": 1}}))
 
     server.script = echo
-    made = judge(server.url, tmp_path)
+    made = judge()
     result = score_sample(ROW, ["faithfulness"], judge=made)["faithfulness"]
     assert result.status is Status.OK and result.value == 1.0
     assert result.details["statements"][0]["reason"] == "the header said [redacted]"
@@ -124,20 +114,20 @@ def test_a_key_echoed_in_a_successful_reply_is_stored_nowhere(server, tmp_path):
     assert "[redacted]" in stored and SECRET not in stored
 
 
-def test_a_reply_cut_at_the_token_limit_is_asked_again_with_a_larger_budget(server, tmp_path):
+def test_a_reply_cut_at_the_token_limit_is_asked_again_with_a_larger_budget(judge, server):
     answer = json.dumps({"S1": {"reason": "stated", "verdict": 1}, "S2": {"reason": "stated", "verdict": 0}})
     server.script = lambda seen: Reply(content=answer if seen.body.get("max_tokens") else answer[:20],
                                        finish_reason="stop" if seen.body.get("max_tokens") else "length")
-    result = score_sample(ROW, ["faithfulness"], judge=judge(server.url, tmp_path))["faithfulness"]
+    result = score_sample(ROW, ["faithfulness"], judge=judge())["faithfulness"]
     assert (result.status, result.value) == (Status.OK, 0.5)
     # The provider's default first, then max(2 x the 20 tokens it wrote, 1024).
     assert [s.body.get("max_tokens") for s in server.chat_requests()] == [None, 1024]
     assert result.usage["chat_requests"] == 2 and result.usage["completion_tokens"] == 40
 
 
-def test_a_reply_always_cut_becomes_its_own_judge_error(server, tmp_path):
+def test_a_reply_always_cut_becomes_its_own_judge_error(judge, server):
     server.script = lambda seen: Reply(content='{"S1": {"reason": "sta', finish_reason="length")
-    result = score_sample(ROW, ["faithfulness"], judge=judge(server.url, tmp_path, max_output_tokens=4096))
+    result = score_sample(ROW, ["faithfulness"], judge=judge(max_output_tokens=4096))
     result = result["faithfulness"]
     assert result.status is Status.JUDGE_ERROR
     assert "finish_reason length: the reply was cut at the token limit 3 times (max_tokens the provider's " \
