@@ -6,7 +6,9 @@ backoff with jitter, honouring ``Retry-After``) on 429, 5xx, connection errors a
 timeouts. Answers are requested as JSON (``json_schema``, or ``json_object`` for
 endpoints without it), parsed tolerantly, validated strictly and re-asked once with
 the validation error; after that the sample is a ``judge_error``. Every judgement is
-cached by content (``metrics.judges.cache``).
+cached by content (``metrics.judges.cache``). Before its first request the judge checks
+the endpoint (``metrics.judges.endpoint``); before a row is judged, its planned requests
+are held against the per-row budget (``metrics.judges.plan``).
 
 Requests per sample for the five core metrics (strictness 3, no faults): Faithfulness
 1, AnswerRelevancy 1 chat + 1 embeddings, ContextRelevancy 2 (the dual judge),
