@@ -39,7 +39,8 @@ from metrics.judges import prompts
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Usage, Verdict, current_usage
 from metrics.judges.cache import JudgementCache, cache_key
 from metrics.judges.endpoint import check_base_url, check_endpoint, connection_cause, public_url
-from metrics.judges.plan import MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, reply_tokens
+from metrics.judges.plan import (MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, record,
+                                 reply_tokens)
 
 T = TypeVar("T")
 _MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited in full
@@ -190,24 +191,14 @@ class LLMJudge(Judge):
         budget = self.budget
         if current_plan.get() is not None or not (budget.max_requests or budget.max_tokens):
             return
-        problem = budget.problem(await self._recorded(metric.measure(sample, self)), metric.name)
+        problem = budget.problem(await record(metric.measure(sample, self)), metric.name)
         if problem:
             raise JudgeError(problem)
 
     async def plan(self, metric: Any, sample: Any) -> Plan:
         """The requests ``metric.ascore(sample)`` would send after the cache, with
         estimated tokens (``metrics.judges.plan``); nothing is sent."""
-        return await self._recorded(metric.ascore(sample, self))
-
-    async def _recorded(self, coroutine) -> Plan:
-        plan = Plan()
-        plan_token, usage_token = current_plan.set(plan), current_usage.set(Usage())
-        try:
-            await coroutine
-        finally:
-            current_usage.reset(usage_token)
-            current_plan.reset(plan_token)
-        return plan
+        return await record(metric.ascore(sample, self))
 
     @property
     def concurrency_limit(self) -> int:

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
+
+from metrics.judges.base import Usage, current_usage
 
 #: Tokens of one reason or question the judge writes (one short sentence).
 REASON_TOKENS = 20
@@ -108,3 +111,16 @@ class Budget:
 
 #: The plan being recorded, or ``None`` when requests are really sent.
 current_plan: ContextVar[Plan | None] = ContextVar("current_plan", default=None)
+
+
+async def record(coroutine: Coroutine[Any, Any, Any]) -> Plan:
+    """Run ``coroutine`` (a metric's ``measure`` or ``ascore``) as a plan: what it would
+    send is recorded, nothing is sent, and its usage counts nowhere."""
+    plan = Plan()
+    plan_token, usage_token = current_plan.set(plan), current_usage.set(Usage())
+    try:
+        await coroutine
+    finally:
+        current_usage.reset(usage_token)
+        current_plan.reset(plan_token)
+    return plan
