@@ -153,3 +153,10 @@ def test_a_dagster_run_against_a_dead_endpoint_fails_each_metric_step_naming_the
     failures = {e.step_key: e.event_specific_data.error.message for e in result.all_events if e.is_step_failure}
     assert set(failures) == set(CORE_METRICS)
     assert all(f"the judge endpoint {url} cannot be reached: connection refused" in m for m in failures.values())
+
+
+def test_a_separate_embeddings_endpoint_that_refuses_stops_the_run(judge, server):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(EndpointError, match=f"the judge endpoint {url} cannot be reached: connection refused"):
+        evaluate([ROW], metrics=["answer_relevancy"], judge=judge(embedding_base_url=url))
+    assert [s.path for s in server.seen] == ["/v1/chat/completions"]  # the chat endpoint, checked and used

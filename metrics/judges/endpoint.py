@@ -86,9 +86,10 @@ def _error_text(exc: openai.APIStatusError) -> str:
     return str(error.get("message") or exc.message or "")
 
 
-async def check_endpoint(client: openai.AsyncOpenAI, model: str, base_url: str | None, timeout: float,
+async def check_endpoint(client: openai.AsyncOpenAI, model: str | None, base_url: str | None, timeout: float,
                          redact=lambda text: text) -> dict[str, Any]:
-    """Check reachability, the key and the model name with at most three cheap requests.
+    """Check reachability, the key and the model name with at most three cheap requests
+    (``model`` ``None``: reachability and the key only, with ``GET /models``).
 
     Returns
     -------
@@ -132,6 +133,10 @@ async def check_endpoint(client: openai.AsyncOpenAI, model: str, base_url: str |
             report["note"] = f"{name}: HTTP {exc.status_code}"
             return exc
 
+    if model is None:
+        await attempt("GET /models", lambda: client.models.list())
+        report["by"] = "GET /models"
+        return report
     found = await attempt("GET /models/{model}", lambda: client.models.retrieve(model))
     if not isinstance(found, openai.APIStatusError):
         report["by"] = "GET /models/{model}"

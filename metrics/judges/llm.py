@@ -234,12 +234,20 @@ class LLMJudge(Judge):
         """
         return self.run(self._checked())
 
-    async def _checked(self) -> dict[str, Any]:
-        checks = self._shared["checks"]
-        if self.config.model not in checks:
-            checks[self.config.model] = asyncio.ensure_future(check_endpoint(
-                self._clients()["chat"], self.config.model, self.config.base_url, self.config.timeout, self._redact))
-        return await asyncio.shield(checks[self.config.model])
+    async def _checked(self, kind: str = "chat") -> dict[str, Any]:
+        """The endpoint check of the chat model; for an embeddings request to a separate
+        embeddings endpoint (another URL or key), that endpoint's reachability and key (an
+        endpoint without the embedding model falls back to the offline encoder instead)."""
+        cfg, checks = self.config, self._shared["checks"]
+        separate = kind == "embedding" and ((cfg.embedding_base_url or cfg.base_url) != cfg.base_url
+                                            or (cfg.embedding_api_key or cfg.api_key) != cfg.api_key)
+        name = "embeddings endpoint" if separate else cfg.model
+        if name not in checks:
+            client, model, url = ("embeddings", None, cfg.embedding_base_url or cfg.base_url) if separate \
+                else ("chat", cfg.model, cfg.base_url)
+            checks[name] = asyncio.ensure_future(check_endpoint(self._clients()[client], model, url, cfg.timeout,
+                                                                self._redact))
+        return await asyncio.shield(checks[name])
 
     def close(self) -> None:
         """Close the HTTP connections and stop the judge's event loop."""
@@ -300,7 +308,7 @@ class LLMJudge(Judge):
 
     async def _send(self, kind: str, call) -> Any:
         """Send one request with retries under the shared limit; count every attempt."""
-        await self._checked()
+        await self._checked(kind)
         usage = current_usage.get() or Usage()
         semaphore = self._clients()["semaphore"]
         attempts = 0
