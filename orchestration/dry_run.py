@@ -22,7 +22,11 @@ def check_judge(judge_resource: Any) -> None:
 
     judge = judge_resource.get_judge()
     if isinstance(judge, LLMJudge):
-        judge.check_endpoint()
+        try:
+            judge.check_endpoint()
+        except OSError:
+            judge.close()  # its connections, before the process exits with status 2
+            raise
 
 
 def parse_price(text: str | None) -> tuple[float, float] | None:
