@@ -61,7 +61,9 @@ def connection_cause(exc: BaseException) -> str | None:
     error``, ``connection reset``..., read from the exception's causes; ``None`` for a
     plain timeout. (The aiohttp transport reports a refused connection as a timeout.)"""
     seen: BaseException | None = exc
-    while seen is not None:
+    for _ in range(20):  # a chain of causes, never a cycle
+        if seen is None:
+            break
         if isinstance(seen, ConnectionRefusedError):
             return "connection refused"
         if isinstance(seen, socket.gaierror):
