@@ -71,12 +71,15 @@ class Plan:
     """The requests one (row, metric) would send, after the cache, each once (the run
     sends identical requests once too)."""
 
-    requests: list[Planned] = field(default_factory=list)
+    planned: dict[str, Planned] = field(default_factory=dict)
 
     def add(self, request: Planned) -> None:
         """Record ``request`` unless an identical one (same key) is already planned."""
-        if all(r.key != request.key for r in self.requests):
-            self.requests.append(request)
+        self.planned.setdefault(request.key, request)
+
+    @property
+    def requests(self) -> list[Planned]:
+        return list(self.planned.values())
 
     @property
     def tokens(self) -> int:
