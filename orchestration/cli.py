@@ -242,6 +242,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from orchestration.dry_run import check_judge, dry_run
 
     run_config = _run_config(args)
+    if args.price is not None and not args.dry_run:
+        raise ValueError("--price applies to --dry-run only")
     if args.dry_run:
         return dry_run(args, run_config, _judge(args))
     check_judge(_judge(args))

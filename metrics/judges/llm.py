@@ -81,6 +81,9 @@ class LLMConfig:
     def __post_init__(self) -> None:
         check_base_url(self.base_url, "base_url")
         check_base_url(self.embedding_base_url, "embedding_base_url")
+        for name in ("max_row_requests", "max_row_tokens"):
+            if (getattr(self, name) or 0) < 0:
+                raise ValueError(f"{name} must be 0 (no limit) or more, got {getattr(self, name)}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> LLMConfig:
