@@ -138,8 +138,11 @@ class JudgeResource(dg.ConfigurableResource):
     With an OpenAI-compatible endpoint configured (``OPENAI_API_KEY`` and/or
     ``OPENAI_BASE_URL`` in the environment, or ``base_url`` here) this is the LLM judge;
     otherwise the offline heuristic judge (no key, no network). API keys are read from
-    the environment only, so they never enter run configuration, logs or metadata.
-    Unset fields take the environment's value, then ``LLMConfig``'s default.
+    the environment only (``OPENAI_API_KEY``, ``EMBEDDING_API_KEY``) by the process that
+    runs the step: there is no key field, so run configuration, logs and metadata never
+    hold one, and a ``base_url`` with credentials is refused (``ValueError``). Unset
+    fields take the environment's value, then ``LLMConfig``'s default; ``max_row_requests``
+    and ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
     """
 
     model: str | None = None
@@ -154,6 +157,8 @@ class JudgeResource(dg.ConfigurableResource):
     timeout: float | None = None
     max_attempts: int | None = None
     cache_path: str | None = None
+    max_row_requests: int | None = None
+    max_row_tokens: int | None = None
     support_threshold: float | None = None
 
     def get_judge(self) -> Judge:
