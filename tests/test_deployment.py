@@ -268,18 +268,23 @@ def test_a_killed_rag_eval_run_is_marked_failed_by_the_next_command(tmp_path, mo
     dataset = _write(tmp_path / "in", [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DAGSTER_"))}
     env["DAGSTER_HOME"] = str(tmp_path / "home")
+    monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+    # The instance exists before the run (as after any earlier command): two processes creating one
+    # SQLite storage at once collide, and this test reads it while `rag-eval run` writes.
+    (tmp_path / "home").mkdir()
+    shutil.copyfile(ROOT / "dagster_home" / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_runs() == []
     process = subprocess.Popen([str(BIN / "rag-eval"), "run", str(dataset), "--dataset-version", "v1"], cwd=tmp_path,
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and process.poll() is None:
-            if (tmp_path / "home" / "history" / "runs.db").exists():
-                with dg.DagsterInstance.get() as instance:
-                    runs = instance.get_runs()
-                if runs and runs[0].status == dg.DagsterRunStatus.STARTED:
-                    break
+            with dg.DagsterInstance.get() as instance:
+                runs = instance.get_runs()
+            if runs and runs[0].status == dg.DagsterRunStatus.STARTED:
+                break
             time.sleep(1)
         assert process.poll() is None, "rag-eval run ended before it could be killed"
         os.killpg(process.pid, signal.SIGKILL)
