@@ -68,6 +68,7 @@ class LLMConfig:
     max_retry_wait: float = 60.0
     max_prompt_chars: int = 60_000
     cache_path: str | None = ".rag_eval_cache/judgements.sqlite"
+    cache_across_endpoints: bool = False
 
     @classmethod
     def from_env(cls, **overrides: Any) -> LLMConfig:
@@ -150,7 +151,9 @@ class LLMJudge(Judge):
     def __init__(self, config: LLMConfig | None = None) -> None:
         self.config = config or LLMConfig.from_env()
         self.name = f"llm:{self.config.model}"
-        self.cache = JudgementCache(self.config.cache_path) if self.config.cache_path else None
+        cfg = self.config
+        lease = cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60  # the longest a live claimant may take
+        self.cache = JudgementCache(cfg.cache_path, lease=lease) if cfg.cache_path else None
         self._shared: dict[str, Any] = {"fallback": None, "inflight": {}}
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="llm-judge-loop", daemon=True).start()
@@ -300,8 +303,8 @@ class LLMJudge(Judge):
         from the endpoint (re-asked once with the validation error)."""
         cfg = self.config
         key = cache_key(kind=request.kind, prompt_version=prompts.PROMPT_VERSIONS[request.kind], model=cfg.model,
-                        temperature=cfg.temperature, seed=cfg.seed, response_format=cfg.response_format,
-                        inputs=inputs)
+                        endpoint=self._endpoint(cfg.base_url), temperature=cfg.temperature, seed=cfg.seed,
+                        response_format=cfg.response_format, inputs=inputs)
         usage = current_usage.get() or Usage()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
@@ -311,12 +314,46 @@ class LLMJudge(Judge):
         if key in inflight:
             usage.cache_hits += 1
             return await asyncio.shield(inflight[key])
-        task = asyncio.ensure_future(self._guarded(self._ask_endpoint(request, key), request.kind))
+        task = asyncio.ensure_future(self._guarded(self._ask_claimed(request, key), request.kind))
         inflight[key] = task
         try:
             return await task
         finally:
             inflight.pop(key, None)
+
+    def _endpoint(self, base_url: str | None) -> str | None:
+        """The endpoint part of cache keys: the URL without credentials, or ``None`` when
+        ``cache_across_endpoints`` reuses judgements of any endpoint serving the model."""
+        return None if self.config.cache_across_endpoints else _public_url(base_url or "https://api.openai.com/v1")
+
+    async def _claim(self, keys: list[str]) -> tuple[dict[str, Any], set[str]]:
+        """Claim ``keys`` in the cache, waiting while other processes ask for any of them:
+        the values they stored (``found``) and the keys this judge must now ask (``owned``)."""
+        found: dict[str, Any] = {}
+        owned: set[str] = set()
+        pause = 0.02
+        while True:
+            owned |= self.cache.claim(k for k in keys if k not in found and k not in owned)
+            for key in keys:
+                if key not in owned and key not in found and (value := self.cache.get(key)) is not None:
+                    found[key] = value
+            if all(k in found or k in owned for k in keys):
+                return found, owned
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    async def _ask_claimed(self, request: prompts.Request, key: str) -> dict[str, Any]:
+        """The judgement from the endpoint, or from another process asking for it right now."""
+        if self.cache is None:
+            return await self._ask_endpoint(request, key)
+        found, owned = await self._claim([key])
+        if key in found:
+            (current_usage.get() or Usage()).cache_hits += 1
+            return found[key]
+        try:
+            return await self._ask_endpoint(request, key)
+        finally:
+            self.cache.release(owned)  # a no-op once the answer is stored
 
     async def _guarded(self, coroutine, kind: str):
         """Any failure of a judgement becomes a ``JudgeError`` with secrets redacted: an
@@ -432,27 +469,26 @@ class LLMJudge(Judge):
         if self._shared["fallback"]:
             return await self._offline_embed(texts)
         model = self.config.embedding_model
-        keys = [cache_key(kind="embedding", model=model, text=t) for t in texts]
+        endpoint = self._endpoint(self.config.embedding_base_url or self.config.base_url)
+        key_of = {t: cache_key(kind="embedding", model=model, endpoint=endpoint, text=t) for t in texts}
+        keys = [key_of[t] for t in texts]
         found = {k: self.cache.get(k) for k in keys} if self.cache is not None else {}
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if found.get(k) is None))
+        owned: set[str] = set()
+        if missing and self.cache is not None:
+            claimed, owned = await self._claim([key_of[t] for t in missing])
+            found.update(claimed)
+            missing = [t for t in missing if key_of[t] not in claimed]
         usage = current_usage.get() or Usage()
         usage.cache_hits += len(texts) - len(missing)
-        if missing:
-            try:
-                reply = await self._send("embedding", lambda: self._clients()["embeddings"].embeddings.create(
-                    model=model, input=missing))
-            except JudgeError as exc:
-                if getattr(exc.__cause__, "status_code", None) not in (404, 405, 501):
-                    raise
-                self._shared["fallback"] = f"the endpoint has no embeddings ({exc}); offline encoder used"
-                return await self._offline_embed(texts)
-            if len(reply.data) != len(missing):
-                raise JudgeError(f"embedding: {len(reply.data)} vectors for {len(missing)} texts")
-            for text, item in zip(missing, reply.data):
-                vector = list(map(float, item.embedding))
-                found[cache_key(kind="embedding", model=model, text=text)] = vector
-                if self.cache is not None:
-                    self.cache.put(cache_key(kind="embedding", model=model, text=text), "embedding", vector)
+        try:
+            if missing:
+                await self._embed_missing(missing, key_of, found)
+        finally:
+            if self.cache is not None:
+                self.cache.release(owned)
+        if self._shared["fallback"]:
+            return await self._offline_embed(texts)
         try:
             vectors = np.array([found[k] for k in keys], dtype=np.float64)
         except ValueError as exc:
@@ -461,6 +497,25 @@ class LLMJudge(Judge):
         if not np.all(np.isfinite(vectors)) or not np.all(norms > 0):
             raise JudgeError("embedding: a zero or non-finite vector came back")
         return vectors / norms
+
+    async def _embed_missing(self, missing: list[str], key_of: dict[str, str], found: dict[str, Any]) -> None:
+        """One embeddings request for ``missing``; vectors into ``found`` and the cache."""
+        model = self.config.embedding_model
+        try:
+            reply = await self._send("embedding", lambda: self._clients()["embeddings"].embeddings.create(
+                model=model, input=missing))
+        except JudgeError as exc:
+            if getattr(exc.__cause__, "status_code", None) not in (404, 405, 501):
+                raise
+            self._shared["fallback"] = f"the endpoint has no embeddings ({exc}); offline encoder used"
+            return
+        if len(reply.data) != len(missing):
+            raise JudgeError(f"embedding: {len(reply.data)} vectors for {len(missing)} texts")
+        for text, item in zip(missing, reply.data):
+            vector = list(map(float, item.embedding))
+            found[key_of[text]] = vector
+            if self.cache is not None:
+                self.cache.put(key_of[text], "embedding", vector)
 
     async def _offline_embed(self, texts: list[str]) -> np.ndarray:
         from metrics.judges.offline import OfflineJudge
