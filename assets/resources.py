@@ -153,6 +153,7 @@ class JudgeResource(dg.ConfigurableResource):
     timeout: float | None = None
     max_attempts: int | None = None
     cache_path: str | None = None
+    cache_across_endpoints: bool | None = None
     support_threshold: float | None = None
 
     def get_judge(self) -> Judge:

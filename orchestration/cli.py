@@ -86,7 +86,7 @@ def register(dataset: Path, version: str | None, datasets_root: Path, replace: b
 _METRIC_OPTIONS = {"threshold": float, "model": str, "temperature": float, "strictness": int, "mode": str, "k": int,
                    "label_min": int, "label_max": int, "gain": str, "tie_break": str}
 _JUDGE_OPTIONS = ("model", "base_url", "embedding_model", "concurrency", "timeout", "strictness", "temperature",
-                  "response_format", "cache_path")
+                  "response_format", "cache_path", "cache_across_endpoints")
 
 
 def _run_config(args: argparse.Namespace) -> dict:
@@ -340,6 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
             judge.add_argument("--response-format", choices=("json_schema", "json_object"),
                                help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
             judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
+            judge.add_argument("--cache-across-endpoints", action="store_true", default=None,
+                               help="reuse cached judgements of another endpoint serving the same model")
     convert = sub.add_parser("convert-trec", help="TREC qrels + run files to a JSONL dataset")
     convert.add_argument("qrels", help="qrels file: qid iteration docno label")
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")

@@ -2,8 +2,11 @@
 
 The key is the SHA-256 of everything that determines a judgement: the kind of
 judgement and its prompt version, the endpoint and the model, the sampling parameters
-and exactly the inputs the judgement reads. Each answer is committed as soon as it
-arrives, so a run killed half-way and started again re-sends nothing it had finished.
+and exactly the inputs the judgement reads. Each answer is also stored under its
+``shared`` key (the same without the endpoint), through which a judge may reuse
+answers of other endpoints serving the same model when asked to. Each answer is
+committed as soon as it arrives, so a run killed half-way and started again re-sends
+nothing it had finished.
 
 Claims make processes that share the file send each judgement once: before asking the
 endpoint, a process claims the key; another process that needs the same judgement at
@@ -29,10 +32,11 @@ import warnings
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-_SCHEMA = ("CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+_SCHEMA = ("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, shared TEXT, kind TEXT NOT NULL, "
            "value TEXT NOT NULL, created TEXT DEFAULT CURRENT_TIMESTAMP)",
+           "CREATE INDEX IF NOT EXISTS answers_shared ON answers (shared)",
            "CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, "
            "pid INTEGER NOT NULL, since REAL NOT NULL)")
 
@@ -41,10 +45,22 @@ class CacheWarning(UserWarning):
     """The judgement cache file could not be used; it was set aside and the run went on."""
 
 
-def cache_key(**parts: Any) -> str:
-    """SHA-256 of the canonical JSON of ``parts`` (sorted keys, no whitespace)."""
+class Key(NamedTuple):
+    """A judgement's keys: ``own`` names the endpoint, ``shared`` does not."""
+
+    own: str
+    shared: str
+
+
+def _digest(parts: dict[str, Any]) -> str:
     payload = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def cache_key(endpoint: str | None, **parts: Any) -> Key:
+    """SHA-256 of the canonical JSON of ``parts`` (sorted keys, no whitespace), with the
+    endpoint (the base URL without credentials) and without it."""
+    return Key(_digest({**parts, "endpoint": endpoint}), _digest(parts))
 
 
 def _alive(pid: int) -> bool:
@@ -68,13 +84,17 @@ class JudgementCache:
     lease : float
         Seconds after which another process's claim is taken over even if its process
         still runs (it hangs); a claim of a dead process is taken over at once.
+    across_endpoints : bool
+        Answer ``get`` from any endpoint's answer to the same judgement (the ``shared``
+        key), not only from the endpoint's own.
 
     Never raises on a damaged, read-only or full file: see the module's notes.
     """
 
-    def __init__(self, path: str | Path, lease: float = 600.0) -> None:
+    def __init__(self, path: str | Path, lease: float = 600.0, across_endpoints: bool = False) -> None:
         self.path = str(path)
         self.lease = lease
+        self.across_endpoints = across_endpoints
         self._owner = uuid.uuid4().hex
         self._host = socket.gethostname()
         self._lock = threading.Lock()
@@ -93,6 +113,12 @@ class JudgementCache:
         self._db.execute("PRAGMA synchronous=NORMAL")  # durable at each commit in WAL mode, no fsync per write
         for statement in _SCHEMA:
             self._db.execute(statement)
+        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'judgements'").fetchone():
+            with self._db:  # a cache of before endpoints were keyed: its keys are today's shared keys
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute("INSERT OR IGNORE INTO answers (key, shared, kind, value, created) "
+                                 "SELECT 'unknown-endpoint:' || key, key, kind, value, created FROM judgements")
+                self._db.execute("DROP TABLE judgements")
 
     def _guard(self, operation, *args: Any, fallback: Any = None) -> Any:
         """Run a database operation (lock held); on failure set the file aside, rebuild, warn once."""
@@ -108,14 +134,14 @@ class JudgementCache:
                 try:
                     self._open()
                     warnings.warn(f"judgement cache {self.path} cannot be used ({exc}); it was set aside as {aside} "
-                                  "and rebuilt, the run goes on", CacheWarning, stacklevel=2)
-                    return fallback
+                                  "and rebuilt, the run goes on", CacheWarning, stacklevel=3)
+                    return operation(*args) if operation != self._open else None
                 except (sqlite3.Error, OSError) as again:
                     self._close()
                     self._failures += 1
                     exc = again
             warnings.warn(f"judgement cache {self.path} cannot be used ({exc}); this run keeps its judgements in "
-                          "memory only and goes on", CacheWarning, stacklevel=2)
+                          "memory only and goes on", CacheWarning, stacklevel=3)
             return fallback
 
     def _close(self) -> None:
@@ -144,19 +170,22 @@ class JudgementCache:
         return aside
 
     # ---------------------------------------------------------------- values
-    def get(self, key: str) -> Any | None:
-        """The stored value, or ``None`` (also for an entry that no longer decodes)."""
+    def get(self, key: Key) -> Any | None:
+        """The value stored under the ``own`` key, else, across endpoints, the latest under
+        the ``shared`` one; ``None`` when there is none (or it no longer decodes)."""
+        shared = key.shared if self.across_endpoints else None
         with self._lock:
-            if key in self._memory:
-                return self._memory[key]
-            row = self._guard(lambda: self._db.execute("SELECT value FROM judgements WHERE key = ?",
-                                                       (key,)).fetchone())
+            if key.own in self._memory or shared in self._memory:
+                return self._memory.get(key.own, self._memory.get(shared))
+            row = self._guard(lambda: self._db.execute(
+                "SELECT value FROM answers WHERE key = ? OR shared = ? ORDER BY key = ? DESC, created DESC LIMIT 1",
+                (key.own, shared, key.own)).fetchone())
         try:
             return json.loads(row[0]) if row else None
         except (json.JSONDecodeError, TypeError):
             return None  # a damaged entry is a miss: the judgement is asked again and rewritten
 
-    def put(self, key: str, kind: str, value: Any) -> None:
+    def put(self, key: Key, kind: str, value: Any) -> None:
         """Store ``value`` (JSON-serialisable) under ``key`` and drop this process's claim
         on it, committed at once."""
         text = json.dumps(value, ensure_ascii=False)
@@ -164,16 +193,16 @@ class JudgementCache:
         def write() -> None:
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute("INSERT OR REPLACE INTO judgements (key, kind, value) VALUES (?, ?, ?)",
-                                 (key, kind, text))
-                self._db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self._owner))
+                self._db.execute("INSERT OR REPLACE INTO answers (key, shared, kind, value) VALUES (?, ?, ?, ?)",
+                                 (key.own, key.shared, kind, text))
+                self._db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key.own, self._owner))
 
         with self._lock:
             if self._guard(write, fallback=False) is False:
-                self._memory[key] = json.loads(text)
+                self._memory[key.own] = self._memory[key.shared] = json.loads(text)
 
     # ---------------------------------------------------------------- claims
-    def claim(self, keys: Iterable[str]) -> set[str]:
+    def claim(self, keys: Iterable[Key]) -> set[Key]:
         """Claim the ``keys`` that hold no value and no live claim of another process, in
         one transaction; the keys this cache now holds. Without a usable file every key
         is granted (there is no one to share with)."""
@@ -185,26 +214,27 @@ class JudgementCache:
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
                 for key in keys:
-                    if self._db.execute("SELECT 1 FROM judgements WHERE key = ?", (key,)).fetchone():
+                    if self._db.execute("SELECT 1 FROM answers WHERE key = ?", (key.own,)).fetchone():
                         continue
                     row = self._db.execute("SELECT owner, host, pid, since FROM claims WHERE key = ?",
-                                           (key,)).fetchone()
+                                           (key.own,)).fetchone()
                     if row is None or row[0] == self._owner or now - row[3] > self.lease \
                             or (row[1] == self._host and not _alive(row[2])):
                         self._db.execute("INSERT OR REPLACE INTO claims (key, owner, host, pid, since) "
-                                         "VALUES (?, ?, ?, ?, ?)", (key, self._owner, self._host, os.getpid(), now))
+                                         "VALUES (?, ?, ?, ?, ?)", (key.own, self._owner, self._host, os.getpid(),
+                                                                    now))
                         owned.add(key)
             return owned
 
         with self._lock:
             return self._guard(take, fallback=set(keys))
 
-    def release(self, keys: Iterable[str]) -> None:
+    def release(self, keys: Iterable[Key]) -> None:
         """Drop this process's claims on ``keys`` (its request failed: others may ask)."""
         keys = list(keys)
 
         def drop() -> None:
-            self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, self._owner) for k in keys])
+            self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k.own, self._owner) for k in keys])
 
         if keys:
             with self._lock:
@@ -212,5 +242,5 @@ class JudgementCache:
 
     def __len__(self) -> int:
         with self._lock:
-            count = self._guard(lambda: self._db.execute("SELECT COUNT(*) FROM judgements").fetchone()[0], fallback=0)
+            count = self._guard(lambda: self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0], fallback=0)
             return count + len(self._memory)

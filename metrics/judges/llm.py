@@ -36,10 +36,11 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from metrics.judges import prompts
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Usage, Verdict, current_usage
-from metrics.judges.cache import JudgementCache, cache_key
+from metrics.judges.cache import JudgementCache, Key, cache_key
 
 T = TypeVar("T")
 _MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited in full
+_OPENAI = "https://api.openai.com/v1"  # the openai client's default base URL
 _KEY_PATTERN = re.compile(r"\b(sk|key|ak)-[A-Za-z0-9_\-*]{6,}")
 
 
@@ -50,6 +51,10 @@ class LLMConfig:
     ``from_env`` reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
     ``EMBEDDING_MODEL``, ``EMBEDDING_BASE_URL`` and ``EMBEDDING_API_KEY`` (the embedding
     ones default to the chat ones).
+
+    ``cache_path`` is the judgement cache (``None``: none); its answers are keyed by the
+    endpoint as well as the model, unless ``cache_across_endpoints`` lets any endpoint's
+    answer for the same model and inputs be reused.
     """
 
     model: str = "gpt-4o-mini"
@@ -153,7 +158,8 @@ class LLMJudge(Judge):
         self.name = f"llm:{self.config.model}"
         cfg = self.config
         lease = cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60  # the longest a live claimant may take
-        self.cache = JudgementCache(cfg.cache_path, lease=lease) if cfg.cache_path else None
+        self.cache = JudgementCache(cfg.cache_path, lease=lease, across_endpoints=cfg.cache_across_endpoints) \
+            if cfg.cache_path else None
         self._shared: dict[str, Any] = {"fallback": None, "inflight": {}}
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="llm-judge-loop", daemon=True).start()
@@ -302,9 +308,9 @@ class LLMJudge(Judge):
         """Ask one judgement: from the cache, from an identical request in flight, or
         from the endpoint (re-asked once with the validation error)."""
         cfg = self.config
-        key = cache_key(kind=request.kind, prompt_version=prompts.PROMPT_VERSIONS[request.kind], model=cfg.model,
-                        endpoint=self._endpoint(cfg.base_url), temperature=cfg.temperature, seed=cfg.seed,
-                        response_format=cfg.response_format, inputs=inputs)
+        key = cache_key(_public_url(cfg.base_url or _OPENAI), kind=request.kind, model=cfg.model,
+                        prompt_version=prompts.PROMPT_VERSIONS[request.kind], temperature=cfg.temperature,
+                        seed=cfg.seed, response_format=cfg.response_format, inputs=inputs)
         usage = current_usage.get() or Usage()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
@@ -321,16 +327,11 @@ class LLMJudge(Judge):
         finally:
             inflight.pop(key, None)
 
-    def _endpoint(self, base_url: str | None) -> str | None:
-        """The endpoint part of cache keys: the URL without credentials, or ``None`` when
-        ``cache_across_endpoints`` reuses judgements of any endpoint serving the model."""
-        return None if self.config.cache_across_endpoints else _public_url(base_url or "https://api.openai.com/v1")
-
-    async def _claim(self, keys: list[str]) -> tuple[dict[str, Any], set[str]]:
+    async def _claim(self, keys: list[Key]) -> tuple[dict[Key, Any], set[Key]]:
         """Claim ``keys`` in the cache, waiting while other processes ask for any of them:
         the values they stored (``found``) and the keys this judge must now ask (``owned``)."""
-        found: dict[str, Any] = {}
-        owned: set[str] = set()
+        found: dict[Key, Any] = {}
+        owned: set[Key] = set()
         pause = 0.02
         while True:
             owned |= self.cache.claim(k for k in keys if k not in found and k not in owned)
@@ -342,7 +343,7 @@ class LLMJudge(Judge):
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.5)
 
-    async def _ask_claimed(self, request: prompts.Request, key: str) -> dict[str, Any]:
+    async def _ask_claimed(self, request: prompts.Request, key: Key) -> dict[str, Any]:
         """The judgement from the endpoint, or from another process asking for it right now."""
         if self.cache is None:
             return await self._ask_endpoint(request, key)
@@ -366,7 +367,7 @@ class LLMJudge(Judge):
         except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
             raise JudgeError(f"{kind}: unexpected reply ({type(exc).__name__}): {self._redact(str(exc))}") from None
 
-    async def _ask_endpoint(self, request: prompts.Request, key: str) -> dict[str, Any]:
+    async def _ask_endpoint(self, request: prompts.Request, key: Key) -> dict[str, Any]:
         system = prompts.SYSTEM
         if self.config.response_format != "json_schema":
             system += f"\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
@@ -469,12 +470,12 @@ class LLMJudge(Judge):
         if self._shared["fallback"]:
             return await self._offline_embed(texts)
         model = self.config.embedding_model
-        endpoint = self._endpoint(self.config.embedding_base_url or self.config.base_url)
-        key_of = {t: cache_key(kind="embedding", model=model, endpoint=endpoint, text=t) for t in texts}
+        endpoint = _public_url(self.config.embedding_base_url or self.config.base_url or _OPENAI)
+        key_of = {t: cache_key(endpoint, kind="embedding", model=model, text=t) for t in texts}
         keys = [key_of[t] for t in texts]
         found = {k: self.cache.get(k) for k in keys} if self.cache is not None else {}
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if found.get(k) is None))
-        owned: set[str] = set()
+        owned: set[Key] = set()
         if missing and self.cache is not None:
             claimed, owned = await self._claim([key_of[t] for t in missing])
             found.update(claimed)
@@ -498,7 +499,7 @@ class LLMJudge(Judge):
             raise JudgeError("embedding: a zero or non-finite vector came back")
         return vectors / norms
 
-    async def _embed_missing(self, missing: list[str], key_of: dict[str, str], found: dict[str, Any]) -> None:
+    async def _embed_missing(self, missing: list[str], key_of: dict[str, Key], found: dict[Key, Any]) -> None:
         """One embeddings request for ``missing``; vectors into ``found`` and the cache."""
         model = self.config.embedding_model
         try:
