@@ -203,14 +203,15 @@ class JudgementCache:
 
     # ---------------------------------------------------------------- claims
     def claim(self, keys: Iterable[Key]) -> set[Key]:
-        """Claim the ``keys`` that hold no value and no live claim of another process, in
-        one transaction; the keys this cache now holds. Without a usable file every key
-        is granted (there is no one to share with)."""
+        """Claim, in one transaction, the ``keys`` that hold no value yet: all of them, or
+        none while another live process holds any of them (so a batch of keys is asked in
+        one request, as by a run alone). The keys this cache now holds. Without a usable
+        file every key is granted (there is no one to share with)."""
         keys = list(keys)
         now = time.time()
 
-        def take() -> set[str]:
-            owned = set()
+        def take() -> set[Key]:
+            wanted = set()
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
                 for key in keys:
@@ -218,13 +219,14 @@ class JudgementCache:
                         continue
                     row = self._db.execute("SELECT owner, host, pid, since FROM claims WHERE key = ?",
                                            (key.own,)).fetchone()
-                    if row is None or row[0] == self._owner or now - row[3] > self.lease \
-                            or (row[1] == self._host and not _alive(row[2])):
-                        self._db.execute("INSERT OR REPLACE INTO claims (key, owner, host, pid, since) "
-                                         "VALUES (?, ?, ?, ?, ?)", (key.own, self._owner, self._host, os.getpid(),
-                                                                    now))
-                        owned.add(key)
-            return owned
+                    if row is not None and row[0] != self._owner and now - row[3] <= self.lease \
+                            and (row[1] != self._host or _alive(row[2])):
+                        return set()  # held by a live process: wait for its answer
+                    wanted.add(key)
+                self._db.executemany("INSERT OR REPLACE INTO claims (key, owner, host, pid, since) VALUES "
+                                     "(?, ?, ?, ?, ?)", [(k.own, self._owner, self._host, os.getpid(), now)
+                                                         for k in wanted])
+            return wanted
 
         with self._lock:
             return self._guard(take, fallback=set(keys))
