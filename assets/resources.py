@@ -2,13 +2,17 @@
 
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
+from dagster_duckdb_pandas import DuckDBPandasIOManager
 from pydantic import PrivateAttr
 
 from metrics.base import Metric
@@ -41,9 +45,62 @@ class DatasetStore(dg.ConfigurableResource):
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
     def versions(self) -> list[str]:
-        """Folder names holding a ``samples.jsonl``, sorted."""
+        """Folder names holding a ``samples.jsonl``, sorted (hidden folders, such as a
+        registration being staged, excluded)."""
         root = Path(self.root)
-        return sorted(p.parent.name for p in root.glob("*/samples.jsonl")) if root.exists() else []
+        return sorted(p.parent.name for p in root.glob("*/samples.jsonl")
+                      if not p.parent.name.startswith(".")) if root.exists() else []
+
+
+class DatabaseUnavailable(OSError):
+    """The results database cannot be opened: held by another process past the wait, damaged or read-only."""
+
+
+def check_database(path: str | Path, wait: float = 60.0, say: Callable[[str], None] = print) -> None:
+    """Open the DuckDB file ``path`` once, before a run writes to it.
+
+    A file locked by another process is named with its holder at once (``say``), waited
+    for up to ``wait`` seconds, then refused naming the holder; a damaged, read-only or
+    otherwise unopenable file is refused at once (dagster-duckdb would retry it silently
+    for about 100 s). A file that does not exist yet passes.
+
+    Raises
+    ------
+    DatabaseUnavailable
+        With the file, the cause and, for a lock, the holding program and PID.
+    """
+    if not Path(path).exists():
+        return
+    deadline, told = time.monotonic() + wait, False
+    while True:
+        try:
+            duckdb.connect(str(path)).close()
+            return
+        except duckdb.Error as exc:
+            holder = re.search(r"lock is held in (.*?) \(PID (\d+)\)", str(exc))
+            if holder is None:
+                raise DatabaseUnavailable(f"results database {path} cannot be opened: {exc}; move it away (a new one "
+                                          "is created) or pass another --out") from None
+            who = f"PID {holder[2]} ({holder[1]})"
+            if time.monotonic() >= deadline:
+                raise DatabaseUnavailable(f"results database {path} is still held by {who} after {wait:g} s; stop that "
+                                          "process (a DuckDB shell or notebook, another run) and try again") from None
+            if not told:
+                say(f"results database {path} is held by {who}; waiting up to {wait:g} s for it")
+                told = True
+            time.sleep(0.5)
+
+
+class ResultsDatabase(DuckDBPandasIOManager):
+    """dagster-duckdb-pandas's IO manager (one table per asset, rows keyed by ``version``)
+    whose file is checked by :func:`check_database` when a run's resources start."""
+
+    lock_wait: float = 60.0
+
+    def create_io_manager(self, context):
+        log = context.log.warning if context.log else print
+        check_database(self.database, self.lock_wait, log)
+        return super().create_io_manager(context)
 
 
 class ReportStore(dg.ConfigurableResource):

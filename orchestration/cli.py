@@ -11,15 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import warnings
-from datetime import datetime, timezone
+from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
-_VERSION_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def _prepare_instance() -> None:
@@ -32,55 +30,48 @@ def _prepare_instance() -> None:
         shutil.copyfile(template, home / "dagster.yaml")
 
 
-def default_version(path: Path, datasets_root: Path) -> str:
-    """The key of an existing version with the same content, else ``<UTC time>-<name>``
-    (``20261130T020000Z-fiqa``), which sorts by time; name is the folder of a
-    ``samples.jsonl``, else the file's stem."""
-    content = path.read_bytes()
-    for existing in sorted(datasets_root.glob("*/samples.jsonl")):
-        if existing.read_bytes() == content:
-            return existing.parent.name
-    name = path.parent.name if path.stem == "samples" else path.stem
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "dataset"
-    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{name}"[:128]
-
-
-def register(dataset: Path, version: str | None, datasets_root: Path, replace: bool = False) -> str:
-    """Copy ``dataset`` to ``<datasets_root>/<version>/samples.jsonl`` and add the partition.
-
-    Registering the same content again returns its existing version.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``dataset`` does not exist.
-    ValueError
-        If ``dataset`` is not a ``.jsonl`` file, ``version`` is not a plain key, or the
-        version exists with other content and ``replace`` is false.
-    """
+def register(args: argparse.Namespace) -> tuple[str, bool]:
+    """Register ``args.dataset`` as a version (``assets.registration``, the rule the
+    sensor uses too): ``(key, new)``."""
     from dagster import DagsterInstance
 
-    from assets.partitions import dataset_versions
+    from assets.registration import register_version
+    from assets.resources import DatasetStore
 
-    if not dataset.is_file():
-        raise FileNotFoundError(f"dataset file not found: {dataset}")
-    if dataset.suffix.lower() not in (".jsonl", ".ndjson"):
-        raise ValueError(f"{dataset}: a dataset version is a JSONL file (one JSON object a line)")
-    version = version or default_version(dataset, datasets_root)
-    if not _VERSION_KEY.fullmatch(version):
-        raise ValueError(f"dataset version {version!r}: use letters, digits, '.', '_' and '-' only "
-                         "(it names a folder and a partition)")
-    target = datasets_root / version / "samples.jsonl"
-    if target.exists() and target.read_bytes() != dataset.read_bytes() and not replace:
-        raise ValueError(f"dataset version {version!r} already exists with other content ({target}); "
-                         "pass --replace to replace it, or choose another --dataset-version")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if dataset.resolve() != target.resolve():
-        shutil.copyfile(dataset, target)
-    instance = DagsterInstance.get()
-    if not instance.has_dynamic_partition(dataset_versions.name, version):
-        instance.add_dynamic_partitions(dataset_versions.name, [version])
-    return version
+    meta = Path(args.meta) if args.meta else None
+    return register_version(DagsterInstance.get(), DatasetStore(root=str(Path(args.datasets).resolve())),
+                            Path(args.dataset), args.dataset_version, meta, args.replace)
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` that is not a folder, or whose results database cannot be used,
+    before anything is registered."""
+    from assets.resources import check_database
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file: pass a folder for the reports and rag_eval.duckdb")
+    check_database(out / "rag_eval.duckdb", say=lambda message: print(message, file=sys.stderr))
+
+
+@contextmanager
+def _only_run_of(version: str, out: Path):
+    """Hold the version for this process: a second ``rag-eval`` evaluating the same
+    version at the same time is refused with the first one's PID."""
+    import fcntl
+
+    (out / ".locks").mkdir(parents=True, exist_ok=True)
+    with open(out / ".locks" / f"{version}.lock", "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise ValueError(f"dataset version {version} is being evaluated right now by another rag-eval run "
+                             f"({lock.read().strip() or 'PID unknown'}); wait for it to finish") from None
+        lock.truncate(0)
+        lock.write(f"PID {os.getpid()}")
+        lock.flush()
+        yield
 
 
 _METRIC_OPTIONS = {"threshold": float, "model": str, "temperature": float, "strictness": int, "mode": str, "k": int,
@@ -183,16 +174,14 @@ def print_table(summary: dict) -> None:
 
 
 def _resources(args: argparse.Namespace) -> dict:
-    from dagster_duckdb_pandas import DuckDBPandasIOManager
-
-    from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore
+    from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     return {"dataset_store": DatasetStore(root=str(Path(args.datasets).resolve())),
             "report_store": ReportStore(root=str(out)),
             "judge": JudgeResource(**{k: getattr(args, k) for k in _JUDGE_OPTIONS if getattr(args, k) is not None}),
-            "io_manager": DuckDBPandasIOManager(database=str(out / "rag_eval.duckdb"), schema="eval"),
+            "io_manager": ResultsDatabase(database=str(out / "rag_eval.duckdb"), schema="eval"),
             "execution": ExecutionResource(executor=args.executor, master=args.spark_master,
                                            parallelism=args.parallelism)}
 
@@ -209,7 +198,8 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
         else "in this process"
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
-    result = _execute_with_progress(resolve_names(args.metrics), version, run_config, _resources(args))
+    with _only_run_of(version, Path(args.out)):
+        result = _execute_with_progress(resolve_names(args.metrics), version, run_config, _resources(args))
     for check in result.get_asset_check_evaluations():
         if not check.passed:
             print(f"quality check {check.check_name} failed: {check.metadata['rejected_rows'].value} row(s) "
@@ -230,12 +220,28 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
     return json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
 
 
+def _ingested(version: str) -> bool:
+    """Whether ``version`` was ever ingested (its ``rejected_samples`` materialized)."""
+    import dagster as dg
+
+    return bool(dg.DagsterInstance.get().fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("rejected_samples"), asset_partitions=[version]), limit=1).records)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Register the dataset and materialize the whole graph for it."""
     run_config = _run_config(args)
-    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets), args.replace)
+    _check_out(args)
+    version, new = register(args)
     summary = _evaluate(version, args, run_config)
     if summary is None:
+        if new and not _ingested(version):
+            from assets.registration import unregister
+            from assets.resources import DatasetStore
+            from dagster import DagsterInstance
+
+            unregister(DagsterInstance.get(), DatasetStore(root=str(Path(args.datasets).resolve())), version)
+            print(f"dataset version {version} was not kept: its first ingestion failed", file=sys.stderr)
         return 1
     print_table(summary)
     failed = sum(c["judge_error"] for c in summary["coverage"].values())
@@ -257,6 +263,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from assets.partitions import dataset_versions
 
     run_config = _run_config(args)
+    _check_out(args)
     versions = sorted(DagsterInstance.get().get_dynamic_partitions(dataset_versions.name))
     chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
     if not chosen:
@@ -276,8 +283,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_register(args: argparse.Namespace) -> int:
     """Register a dataset version without running it."""
-    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets), args.replace)
-    print(f"registered dataset version {version}; evaluate it with `rag-eval run {args.dataset} "
+    version, new = register(args)
+    print(f"{'registered' if new else 'already registered:'} dataset version {version}; evaluate it with `rag-eval run {args.dataset} "
           f"--dataset-version {version}`, or materialize its partition in the Dagster UI")
     return 0
 
@@ -308,8 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET),
                            help=f"JSONL file of samples (default {DEFAULT_DATASET})")
             p.add_argument("--dataset-version", help="dataset version key (default: the key of a version with the "
-                                                     "same content, else <UTC time>-<name>)")
+                                                     "same content, else <UTC time>-<name>-<content hash>)")
             p.add_argument("--replace", action="store_true", help="replace the content of an existing version")
+            p.add_argument("--meta", help="the version's meta.json (retriever, generator...; default: the meta.json "
+                                          "beside the dataset, if any)")
         p.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
         p.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
         p.set_defaults(handler=handler)

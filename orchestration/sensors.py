@@ -1,10 +1,12 @@
-"""The sensor: a new folder under datasets/ becomes a partition and is evaluated; a
-changed samples.jsonl of a known version is re-ingested (its metrics then turn stale)."""
+"""The sensor: a new folder under datasets/ becomes a partition (renamed to a key that
+sorts by time, ``assets.registration``) and is evaluated; a changed samples.jsonl of a
+known version is re-ingested (its metrics then turn stale)."""
 import hashlib
 
 import dagster as dg
 
 from assets.partitions import dataset_versions
+from assets.registration import adopt_folder
 from assets.resources import DatasetStore
 from orchestration.jobs import evaluation_job, ingestion_job
 from orchestration.staleness import latest_materialization
@@ -18,7 +20,8 @@ def new_dataset_versions(context: dg.SensorEvaluationContext, dataset_store: Dat
     """Compare the dataset folders with the registered partitions and the last ingestion."""
     known = set(context.instance.get_dynamic_partitions(dataset_versions.name))
     on_disk = dataset_store.versions()
-    new = [v for v in on_disk if v not in known]
+    # The registration rule of `rag-eval register`: a dropped folder gets a key that sorts by time.
+    new = sorted({adopt_folder(dataset_store, v) for v in on_disk if v not in known} - known)
     requests = [dg.RunRequest(job_name=evaluation_job.name, partition_key=v, run_key=f"new-{v}") for v in new]
     for version in sorted(known & set(on_disk)):
         digest = hashlib.sha256(dataset_store.samples_path(version).read_bytes()).hexdigest()
