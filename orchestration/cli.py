@@ -220,14 +220,6 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
     return json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
 
 
-def _ingested(version: str) -> bool:
-    """Whether ``version`` was ever ingested (its ``rejected_samples`` materialized)."""
-    import dagster as dg
-
-    return bool(dg.DagsterInstance.get().fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("rejected_samples"), asset_partitions=[version]), limit=1).records)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """Register the dataset and materialize the whole graph for it."""
     run_config = _run_config(args)
@@ -235,13 +227,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     version, new = register(args)
     summary = _evaluate(version, args, run_config)
     if summary is None:
-        if new and not _ingested(version):
+        if new:  # a version this run registered and could not evaluate is not left behind
             from assets.registration import unregister
             from assets.resources import DatasetStore
             from dagster import DagsterInstance
 
             unregister(DagsterInstance.get(), DatasetStore(root=str(Path(args.datasets).resolve())), version)
-            print(f"dataset version {version} was not kept: its first ingestion failed", file=sys.stderr)
+            print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
+                  file=sys.stderr)
         return 1
     print_table(summary)
     failed = sum(c["judge_error"] for c in summary["coverage"].values())
