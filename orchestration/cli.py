@@ -22,12 +22,22 @@ DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
 def _prepare_instance() -> None:
     """Use the project-local Dagster instance ``dagster_home/`` unless DAGSTER_HOME is set;
-    an instance folder without ``dagster.yaml`` gets a copy of the project's."""
+    an instance folder without ``dagster.yaml`` gets a copy of the project's. Its storage
+    is created by one process at a time (two first runs at once would race on it)."""
+    import fcntl
+
+    from dagster import DagsterInstance
+
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path("dagster_home").resolve())))
     home.mkdir(parents=True, exist_ok=True)
-    template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
-    if not (home / "dagster.yaml").exists() and template.exists():
-        shutil.copyfile(template, home / "dagster.yaml")
+    with open(home / ".rag-eval-setup.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
+        if not (home / "dagster.yaml").exists() and template.exists():
+            shutil.copyfile(template, home / "dagster.yaml")
+        instance = DagsterInstance.get()
+        instance.get_runs(limit=1)  # creates the run storage
+        instance.get_dynamic_partitions("dataset_version")  # and the event log's
 
 
 def register(args: argparse.Namespace) -> tuple[str, bool]:
