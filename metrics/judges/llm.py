@@ -6,7 +6,8 @@ backoff with jitter, honouring ``Retry-After``) on 429, 5xx, connection errors a
 timeouts. Answers are requested as JSON (``json_schema``, or ``json_object`` for
 endpoints without it), parsed tolerantly, validated strictly and re-asked once with
 the validation error; after that the sample is a ``judge_error``. Every judgement is
-cached by content (``metrics.judges.cache``).
+cached by content and endpoint, and asked once by all processes sharing the cache
+(``metrics.judges.cache``).
 
 Requests per sample for the five core metrics (strictness 3, no faults): Faithfulness
 1, AnswerRelevancy 1 chat + 1 embeddings, ContextRelevancy 2 (the dual judge),
