@@ -210,19 +210,28 @@ class JudgementCache:
         keys = list(keys)
         now = time.time()
 
-        def take() -> set[Key]:
+        def claimable() -> set[Key] | None:
+            """The keys without a value, or ``None`` while a live process holds any of them."""
             wanted = set()
+            for key in keys:
+                if self._db.execute("SELECT 1 FROM answers WHERE key = ?", (key.own,)).fetchone():
+                    continue
+                row = self._db.execute("SELECT owner, host, pid, since FROM claims WHERE key = ?",
+                                       (key.own,)).fetchone()
+                if row is not None and row[0] != self._owner and now - row[3] <= self.lease \
+                        and (row[1] != self._host or _alive(row[2])):
+                    return None
+                wanted.add(key)
+            return wanted
+
+        def take() -> set[Key]:
+            if claimable() is None:  # a plain read first: waiting runs poll without taking the write lock
+                return set()
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
-                for key in keys:
-                    if self._db.execute("SELECT 1 FROM answers WHERE key = ?", (key.own,)).fetchone():
-                        continue
-                    row = self._db.execute("SELECT owner, host, pid, since FROM claims WHERE key = ?",
-                                           (key.own,)).fetchone()
-                    if row is not None and row[0] != self._owner and now - row[3] <= self.lease \
-                            and (row[1] != self._host or _alive(row[2])):
-                        return set()  # held by a live process: wait for its answer
-                    wanted.add(key)
+                wanted = claimable()
+                if wanted is None:
+                    return set()
                 self._db.executemany("INSERT OR REPLACE INTO claims (key, owner, host, pid, since) VALUES "
                                      "(?, ?, ?, ?, ?)", [(k.own, self._owner, self._host, os.getpid(), now)
                                                          for k in wanted])
