@@ -287,8 +287,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_register(args: argparse.Namespace) -> int:
     """Register a dataset version without running it."""
     version, new = register(args)
-    print(f"{'registered' if new else 'already registered:'} dataset version {version}; evaluate it with `rag-eval run {args.dataset} "
-          f"--dataset-version {version}`, or materialize its partition in the Dagster UI")
+    print(f"{'registered' if new else 'already registered:'} dataset version {version}; evaluate it with "
+          f"`rag-eval run {args.dataset} --dataset-version {version}`, or materialize its partition in the Dagster UI")
     return 0
 
 
