@@ -158,7 +158,8 @@ class LLMJudge(Judge):
         self.config = config or LLMConfig.from_env()
         self.name = f"llm:{self.config.model}"
         cfg = self.config
-        lease = cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60  # the longest a live claimant may take
+        # The longest a live claimant may take: a request and its re-ask, each with all its attempts.
+        lease = 2 * cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60
         self.cache = JudgementCache(cfg.cache_path, lease=lease, across_endpoints=cfg.cache_across_endpoints) \
             if cfg.cache_path else None
         self._shared: dict[str, Any] = {"fallback": None, "inflight": {}}
