@@ -189,3 +189,33 @@ def test_two_runs_of_one_version_at_once_give_a_clear_message(home):
     assert "Traceback" not in errors and "IntegrityError" not in errors, errors[-3000:]
     assert codes == [0, 2], errors[-3000:]
     assert "is being evaluated right now by another rag-eval run (PID" in errors
+
+
+def test_a_run_launched_by_dagster_names_a_damaged_database_at_once(tmp_path):
+    from assets.evaluation import metric_assets
+    from assets.ingestion import ingest_dataset
+    from assets.resources import ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
+    from assets.summary import eval_summary
+
+    write(tmp_path / "datasets" / "v1" / "samples.jsonl", FIQA_LINES[:1])
+    database = tmp_path / "out" / "rag_eval.duckdb"
+    database.parent.mkdir()
+    database.write_bytes(b"damaged" * 1000)
+    resources = {"dataset_store": DatasetStore(root=str(tmp_path / "datasets")),
+                 "report_store": ReportStore(root=str(tmp_path / "out")), "judge": JudgeResource(),
+                 "execution": ExecutionResource(), "io_manager": ResultsDatabase(database=str(database), schema="eval")}
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("dataset_version", ["v1"])
+        started = time.monotonic()
+        result = dg.materialize([ingest_dataset, *metric_assets, eval_summary], partition_key="v1", instance=instance,
+                                resources=resources, selection=dg.AssetSelection.groups("ingestion"),
+                                raise_on_error=False)
+        assert time.monotonic() - started < 30  # not dagster-duckdb's ~100 s of silent retries
+    assert not result.success
+    messages = []
+    for event in result.all_events:
+        error = getattr(event.event_specific_data, "error", None) if event.is_failure else None
+        while error is not None:  # the error and its causes
+            messages.append(error.message)
+            error = error.cause
+    assert any(str(database) in m and "not a valid DuckDB database file" in m for m in messages), messages
