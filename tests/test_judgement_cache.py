@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from metrics import Status, evaluate
-from metrics.judges.cache import CacheWarning
+from metrics.judges.cache import CacheWarning, JudgementCache, cache_key
 from metrics.judges.llm import LLMConfig, LLMJudge
 from tests.judge_server import JudgeServer
 
@@ -127,3 +127,15 @@ def test_judgements_are_keyed_by_endpoint(server, tmp_path, judges):
     # A dead endpoint never reports another provider's cached answers as its own.
     statuses, _ = run(judges(dead_url(), cache, max_attempts=1))
     assert set(statuses) == {Status.JUDGE_ERROR.value}
+
+
+def test_answers_of_a_cache_made_before_endpoint_keys_are_reused_only_across_endpoints(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as old:  # the layout before endpoints were keyed: the key had no endpoint
+        old.execute("CREATE TABLE judgements (key TEXT PRIMARY KEY, kind TEXT NOT NULL, value TEXT NOT NULL, "
+                    "created TEXT DEFAULT CURRENT_TIMESTAMP)")
+        key = cache_key("https://api.openai.com/v1", kind="entities", model="m", text="Ulm")
+        old.execute("INSERT INTO judgements (key, kind, value) VALUES (?, 'entities', '{\"entities\": [\"Ulm\"]}')",
+                    (key.shared,))
+    assert JudgementCache(path).get(key) is None  # which endpoint answered is unknown
+    assert JudgementCache(path, across_endpoints=True).get(key) == {"entities": ["Ulm"]}

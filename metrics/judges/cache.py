@@ -113,36 +113,40 @@ class JudgementCache:
         self._db.execute("PRAGMA synchronous=NORMAL")  # durable at each commit in WAL mode, no fsync per write
         for statement in _SCHEMA:
             self._db.execute(statement)
-        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'judgements'").fetchone():
-            with self._db:  # a cache of before endpoints were keyed: its keys are today's shared keys
-                self._db.execute("BEGIN IMMEDIATE")
+        with self._db:  # a cache of before endpoints were keyed: its keys are today's shared keys
+            self._db.execute("BEGIN IMMEDIATE")
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'judgements'").fetchone():
                 self._db.execute("INSERT OR IGNORE INTO answers (key, shared, kind, value, created) "
                                  "SELECT 'unknown-endpoint:' || key, key, kind, value, created FROM judgements")
                 self._db.execute("DROP TABLE judgements")
 
     def _guard(self, operation, *args: Any, fallback: Any = None) -> Any:
-        """Run a database operation (lock held); on failure set the file aside, rebuild, warn once."""
+        """Run a database operation (lock held). On its first failure the file is set aside
+        and rebuilt and the operation retried; if that fails too, or the file cannot be
+        moved, the cache keeps to memory. Either way one warning names the file."""
         if self._db is None and self._failures:
             return fallback
         try:
             return operation(*args)
         except (sqlite3.Error, OSError) as exc:
-            self._failures += 1
-            self._close()
-            if self._failures == 1:
-                aside = self._set_aside()
-                try:
-                    self._open()
-                    warnings.warn(f"judgement cache {self.path} cannot be used ({exc}); it was set aside as {aside} "
-                                  "and rebuilt, the run goes on", CacheWarning, stacklevel=3)
-                    return operation(*args) if operation != self._open else None
-                except (sqlite3.Error, OSError) as again:
-                    self._close()
-                    self._failures += 1
-                    exc = again
-            warnings.warn(f"judgement cache {self.path} cannot be used ({exc}); this run keeps its judgements in "
-                          "memory only and goes on", CacheWarning, stacklevel=3)
-            return fallback
+            error = exc
+        self._close()
+        self._failures += 1
+        aside = self._set_aside() if self._failures == 1 else None
+        if aside is not None:
+            try:
+                self._open()
+                result = None if operation == self._open else operation(*args)
+                warnings.warn(f"judgement cache {self.path} cannot be used ({error}); it was set aside as {aside} "
+                              "and rebuilt, the run goes on", CacheWarning, stacklevel=3)
+                return result
+            except (sqlite3.Error, OSError) as again:
+                self._close()
+                error = again
+        self._failures += 1
+        warnings.warn(f"judgement cache {self.path} cannot be used ({error}); this run keeps its judgements in "
+                      "memory only and goes on", CacheWarning, stacklevel=3)
+        return fallback
 
     def _close(self) -> None:
         if self._db is not None:
@@ -152,15 +156,16 @@ class JudgementCache:
                 pass
             self._db = None
 
-    def _set_aside(self) -> str:
-        """Rename the file (and its WAL) out of the way; the new name, or why it stays."""
-        if self.path == ":memory:" or not Path(self.path).exists():
-            return "nothing (no file)"
+    def _set_aside(self) -> str | None:
+        """Rename the file (and its WAL) out of the way: the new name, or ``None`` when
+        there is no file or it cannot be moved."""
+        if self.path == ":memory:" or not Path(self.path).is_file():
+            return None
         aside = f"{self.path}.unusable-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}"
         try:
             os.replace(self.path, aside)
-        except OSError as exc:
-            return f"nothing (it cannot be moved: {exc.strerror})"
+        except OSError:
+            return None
         for suffix in ("-wal", "-shm"):
             if Path(self.path + suffix).exists():
                 try:
