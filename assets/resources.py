@@ -56,8 +56,10 @@ class DatabaseUnavailable(OSError):
     """The results database cannot be opened: held by another process past the wait, damaged or read-only."""
 
 
-def check_database(path: str | Path, wait: float = 60.0, say: Callable[[str], None] = print) -> None:
-    """Open the DuckDB file ``path`` once, before a run writes to it.
+def check_database(path: str | Path, wait: float = 60.0, say: Callable[[str], None] = print,
+                   config: dict | None = None) -> None:
+    """Open the DuckDB file ``path`` once (with the IO manager's connection ``config``),
+    before a run writes to it.
 
     A file locked by another process is named with its holder at once (``say``), waited
     for up to ``wait`` seconds, then refused naming the holder; a damaged, read-only or
@@ -74,7 +76,7 @@ def check_database(path: str | Path, wait: float = 60.0, say: Callable[[str], No
     deadline, told = time.monotonic() + wait, False
     while True:
         try:
-            duckdb.connect(str(path)).close()
+            duckdb.connect(str(path), config={"custom_user_agent": "dagster", **(config or {})}).close()
             return
         except duckdb.Error as exc:
             holder = re.search(r"lock is held in (.*?) \(PID (\d+)\)", str(exc))
@@ -98,8 +100,12 @@ class ResultsDatabase(DuckDBPandasIOManager):
     lock_wait: float = 60.0
 
     def create_io_manager(self, context):
-        log = context.log.warning if context.log else print
-        check_database(self.database, self.lock_wait, log)
+        def say(message: str) -> None:  # in the run's log (the UI) and on stderr (the CLI shows no log)
+            if context.log:
+                context.log.warning(message)
+            print(message, file=sys.stderr)
+
+        check_database(self.database, self.lock_wait, say, self.connection_config)
         return super().create_io_manager(context)
 
 

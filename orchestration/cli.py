@@ -220,9 +220,10 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
                       file=sys.stderr)
     if not result.success:
         for event in result.all_events:
-            if event.is_step_failure:
-                error = event.event_specific_data.error
-                print(f"step {event.step_key} failed: {error.message.strip()}", file=sys.stderr)
+            error = getattr(event.event_specific_data, "error", None)
+            if event.is_step_failure or (event.is_run_failure and error is not None):  # e.g. a resource that failed
+                print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {error.message.strip()}",
+                      file=sys.stderr)
                 while error.cause is not None:  # the chain down to the root cause
                     error = error.cause
                     print(f"  caused by: {error.message.strip()}", file=sys.stderr)
