@@ -94,12 +94,18 @@ def check_database(path: str | Path, wait: float = 60.0, say: Callable[[str], No
 
 
 class ResultsDatabase(DuckDBPandasIOManager):
-    """dagster-duckdb-pandas's IO manager (one table per asset, rows keyed by ``version``)
-    whose file is checked by :func:`check_database` when a run's resources start."""
+    """The DuckDB IO manager of the asset tables (``<out>/rag_eval.duckdb``, schema ``eval``,
+    one table per asset, rows keyed by ``version``). When a run's resources start, it creates
+    the database's folder (a run launched by the daemon or the UI in a fresh clone has no
+    ``out/`` yet, and DuckDB cannot create a file there) and checks the file with
+    :func:`check_database` (held by another process: named, waited for ``lock_wait`` s)."""
 
     lock_wait: float = 60.0
 
     def create_io_manager(self, context):
+        """Create the folder of ``database``, check the file, then create the IO manager."""
+        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+
         def say(message: str) -> None:  # in the run's log (the UI) and on stderr (the CLI shows no log)
             if context.log:
                 context.log.warning(message)
@@ -200,8 +206,11 @@ class JudgeResource(dg.ConfigurableResource):
     With an OpenAI-compatible endpoint configured (``OPENAI_API_KEY`` and/or
     ``OPENAI_BASE_URL`` in the environment, or ``base_url`` here) this is the LLM judge;
     otherwise the offline heuristic judge (no key, no network). API keys are read from
-    the environment only, so they never enter run configuration, logs or metadata.
-    Unset fields take the environment's value, then ``LLMConfig``'s default.
+    the environment only (``OPENAI_API_KEY``, ``EMBEDDING_API_KEY``) by the process that
+    runs the step: there is no key field, so run configuration, logs and metadata never
+    hold one, and a ``base_url`` with credentials is refused (``ValueError``). Unset
+    fields take the environment's value, then ``LLMConfig``'s default; ``max_row_requests``
+    and ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
     """
 
     model: str | None = None
@@ -217,6 +226,8 @@ class JudgeResource(dg.ConfigurableResource):
     max_attempts: int | None = None
     cache_path: str | None = None
     cache_across_endpoints: bool | None = None
+    max_row_requests: int | None = None
+    max_row_tokens: int | None = None
     support_threshold: float | None = None
 
     def get_judge(self) -> Judge:

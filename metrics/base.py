@@ -122,6 +122,7 @@ class Metric(ABC):
                 return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, reason=reason,
                                     details={"field": name}, **base)
         try:
+            await judge.admit(self, sample)
             outcome = await self.measure(sample, judge)
         except JudgeError as exc:
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,

@@ -1,7 +1,9 @@
 """The sensor: a new folder under datasets/ becomes a partition (renamed to a key that
-sorts by time, ``assets.registration``) and is evaluated; a changed samples.jsonl of a
-known version is re-ingested (its metrics then turn stale)."""
+sorts by time by ``assets.registration``, the rule of ``rag-eval register``) and is
+evaluated; a changed samples.jsonl of a known version is re-ingested (its metrics then
+turn stale)."""
 import hashlib
+import os
 
 import dagster as dg
 
@@ -11,16 +13,19 @@ from assets.resources import DatasetStore
 from orchestration.jobs import evaluation_job, ingestion_job
 from orchestration.staleness import latest_materialization
 
+#: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
+SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
 
-@dg.sensor(jobs=[evaluation_job, ingestion_job], minimum_interval_seconds=60,
+
+@dg.sensor(jobs=[evaluation_job, ingestion_job], minimum_interval_seconds=SENSOR_INTERVAL,
            default_status=dg.DefaultSensorStatus.STOPPED,
            description="Registers new dataset version folders and requests their evaluation; re-ingests "
-                       "versions whose samples.jsonl changed.")
+                       "versions whose samples.jsonl changed. Interval: RAG_EVAL_SENSOR_INTERVAL seconds "
+                       "(default 60).")
 def new_dataset_versions(context: dg.SensorEvaluationContext, dataset_store: DatasetStore):
     """Compare the dataset folders with the registered partitions and the last ingestion."""
     known = set(context.instance.get_dynamic_partitions(dataset_versions.name))
     on_disk = dataset_store.versions()
-    # The registration rule of `rag-eval register`: a dropped folder gets a key that sorts by time.
     new = sorted({adopt_folder(dataset_store, v) for v in on_disk if v not in known} - known)
     requests = [dg.RunRequest(job_name=evaluation_job.name, partition_key=v, run_key=f"new-{v}") for v in new]
     for version in sorted(known & set(on_disk)):
