@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from metrics.text import split_sentences
+from metrics.text import is_bare_span, qa_statement, split_sentences
 
 
 class JudgeError(RuntimeError):
@@ -134,12 +134,16 @@ class Judge(ABC):
         default the judge itself is shipped."""
         return functools.partial(copy.deepcopy, self)
 
-    def statements(self, text: str) -> list[str]:
+    def statements(self, text: str, question: str | None = None) -> list[str]:
         """Checkable statements of ``text``: its sentences minus evasive ones.
 
         Deterministic segmentation (``metrics.text.split_sentences``), so the number
-        of statements never depends on a judge's mood (metric-spec fault 14).
+        of statements never depends on a judge's mood (metric-spec fault 14). A bare
+        span ("85", "Delhi", "yes"; ``metrics.text.is_bare_span``) is one statement, judged
+        together with its ``question`` when there is one: ``"Q: <question> A: 85"``.
         """
+        if is_bare_span(text) and not is_noncommittal(text):
+            return [qa_statement(question, text) if question and question.strip() else text.strip()]
         return [s for s in split_sentences(text) if not is_noncommittal(s)]
 
     @abstractmethod
