@@ -186,7 +186,7 @@ _BREAK_TAGS = re.compile(r"<\s*(?:br|/?p|/?li|/?div|/?tr|/?h[1-6]|/?ul|/?ol|/?ta
                          re.IGNORECASE)
 _TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s+[^<>]*)?/?>")
 # A sentence end glued to the next sentence: "(OUD).The bill", "rate.It".
-_GLUED = re.compile(r"(?<=[a-z)\]\"'’%])([.!?])(?=[A-Z][a-z])")
+_GLUED = re.compile(r"(?<=[a-z0-9)\]\"'’%])([.!?])(?=[A-Z][a-z])")
 
 
 def normalise_rag_text(text: str) -> str:

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict, is_noncommittal
-from metrics.text import content_tokens, has_cjk, names, numbers, quantities, split_qa, split_sentences, yes_no
+from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict, is_noncommittal, restates
+from metrics.text import (content_tokens, has_cjk, is_bare_span, names, numbers, qa_statement, quantities, split_qa,
+                          split_sentences, yes_no)
 
 def is_fragment(statement: str) -> bool:
     """A short phrase rather than a sentence ("Delhi", "Province of Buenos Aires", "2006"):
@@ -84,9 +85,12 @@ class Rules:
     question_share : float, default 0.15
         A short answer judged with its question ("Q: … A: 85") is supported when one passage
         holds every content word of the answer and at least this share of the question's.
-    answer_share : float, default 0.66
+    answer_share : float, default 1.0
         Share of a short answer's content tokens one passage must hold (all of its numbers
-        always): "南希·佩洛西" is found in "南茜·佩洛西", "Robert Zemeckis" needs both words.
+        always; a transliterated CJK name by its last part: "南希·佩洛西" in "南茜·佩洛西").
+    predicate_share : float, default 1.0
+        A yes/no question's claim is supported when each of its names stands in one passage
+        with this share of the question's other content words.
     relevance_cuts : (float, float), default (0.25, 0.45)
         Cosine(question, context) at which the semantic judge rates a context 1 and 2.
     overlap_cuts : (float, float), default (0.3, 0.6)
@@ -102,7 +106,8 @@ class Rules:
     support_threshold: float = 0.5
     semantic_floor: float = 0.5
     question_share: float = 0.15
-    answer_share: float = 0.66
+    answer_share: float = 1.0
+    predicate_share: float = 1.0
     relevance_cuts: tuple[float, float] = (0.25, 0.45)
     overlap_cuts: tuple[float, float] = (0.3, 0.6)
     relevance_bands: tuple[float, ...] = (0.1, 0.25, 0.4, 0.55)
@@ -245,18 +250,48 @@ class OfflineJudge(Judge):
             return Verdict(1, f"supported (similarity {hybrid:.2f} ≥ {rules.support_threshold})", best)
         return Verdict(0, f"unsupported (similarity {hybrid:.2f} < {rules.support_threshold})", best)
 
+    def _claim_of(self, question: str, question_vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
+        """Does the context support the claim of a yes/no question? With names in it ("Are Pam
+        Veasey and Jon Jost both American?"), each name needs one passage holding it and every
+        other content word of the question (its predicate); without, the question is judged
+        as a sentence."""
+        subjects = names(question)
+        if not subjects:
+            return self._sentence(question, question_vector, passages)
+        absent = sorted(n for n in subjects if not _name_in(n, passages["all_lower"]))
+        if absent:
+            return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
+        subject_tokens = set().union(*(content_tokens(n) for n in subjects))
+        predicate = content_tokens(question) - subject_tokens - {"both", "same", "either"}
+        shares = {}
+        for subject in subjects:
+            shares[subject] = max((sum(t in known for t in predicate) / len(predicate) if predicate else 1.0)
+                                  for known, lower in zip(passages["tokens"], passages["lower"])
+                                  if _name_in(subject, lower)) if any(
+                _name_in(subject, lower) for lower in passages["lower"]) else 0.0
+        weakest = min(shares, key=shares.get)
+        evidence = {"absent": [], "predicate": sorted(predicate), "shares": {k: round(v, 4) for k, v in shares.items()}}
+        if shares[weakest] >= self.rules.predicate_share:
+            return Verdict(1, f"each of {', '.join(sorted(subjects))} is in a passage with the predicate", evidence)
+        return Verdict(0, f"no passage holds {weakest} with {shares[weakest]:.0%} of the predicate "
+                          f"(< {self.rules.predicate_share:.0%})", evidence)
+
     def _answer(self, question: str, answer: str, question_vector: np.ndarray, windows: dict[str, Any],
                 passages: dict[str, Any]) -> Verdict:
         """Verdict on a short answer judged with its question (see the class docstring): the
         answer must stand within two adjacent sentences (``windows``) of the question's words."""
         polarity = yes_no(answer) if len(answer.split()) <= 2 else None
         if polarity:
-            claim = self._sentence(question, question_vector, passages)
-            subjects_found = not claim.evidence.get("absent")
+            claim = self._claim_of(question, question_vector, passages)
             if polarity == "yes":
                 return Verdict(claim.verdict, f"yes: the question's claim is {'' if claim.verdict else 'not '}"
                                               f"supported ({claim.reason})", claim.evidence)
-            verdict = int(not claim.verdict and subjects_found)
+            # "no" needs the question's subject in the contexts: names present, and one passage
+            # holding half of its content words (else the contexts are about something else).
+            tokens = content_tokens(question)
+            on_topic = all(_name_in(n, passages["all_lower"]) for n in names(question)) and max(
+                (len(tokens & known) / len(tokens) if tokens else 0.0) for known in passages["tokens"]) >= 0.5
+            verdict = int(not claim.verdict and on_topic)
             return Verdict(verdict, f"no: the question's claim is {'' if claim.verdict else 'not '}supported "
                                     f"({claim.reason})", claim.evidence)
         # A transliterated CJK name is known by its last part ("乔·拜登" as "拜登").
@@ -319,9 +354,14 @@ class OfflineJudge(Judge):
         return verdicts
 
     async def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
-        """Cosine of question and response; noncommittal when every sentence is evasive."""
+        """Cosine of question and response; noncommittal when every sentence is evasive
+        (``is_noncommittal``: refusals, "not provided", "无法回答") or only restates the
+        question (``restates``). A bare span ("85", "Delhi") is read with its question
+        (``"Q: … A: 85"``), as the LLM judge reads it: a span that answers is relevant."""
         sentences = split_sentences(response)
-        evasive = not sentences or all(is_noncommittal(s) for s in sentences)
+        if is_bare_span(response):
+            sentences, response = [response.strip()], qa_statement(user_input, response)
+        evasive = not sentences or all(is_noncommittal(s) or restates(user_input, s) for s in sentences)
         vectors = self.embed([user_input, response])
         return AnswerRelevanceJudgement(similarities=[float(vectors[0] @ vectors[1])], noncommittal=[evasive])
 
@@ -366,9 +406,21 @@ class OfflineJudge(Judge):
             return None
         return sorted(names(text) | numbers(text))
 
+    def _focus(self, user_input: str, contexts: list[str]) -> float:
+        """Share of the contexts' sentences on the question (cosine ≥ the first relevance cut)."""
+        sentences = [s for c in contexts for s in split_sentences(c)]
+        if not sentences:
+            return 0.0
+        cosines = self.embed(sentences) @ self.embed([user_input])[0]
+        return float(np.mean(cosines >= self.rules.relevance_cuts[0]))
+
     async def rate_contexts_as_whole(self, user_input: str, contexts: list[str]) -> tuple[int, int]:
-        """The dual judge of :meth:`rate_context_relevance` over all contexts joined."""
+        """The dual judge of :meth:`rate_context_relevance` over all contexts joined, each
+        rating one lower when under ``focus_floor`` of the sentences are on the question
+        (a focused context ranks above the same one padded with unrelated sentences)."""
         [pair] = await self.rate_context_relevance(user_input, ["\n".join(contexts)])
+        if self._focus(user_input, contexts) < self.rules.focus_floor:
+            return max(pair[0] - 1, 0), max(pair[1] - 1, 0)
         return pair
 
     async def similarity(self, first: str, second: str) -> float:
@@ -404,5 +456,9 @@ class OfflineJudge(Judge):
                 return 1, "no retrieved context is relevant"
             first, share = relevant.index(True) + 1, sum(relevant) / len(relevant)
             score = (5 if share >= 0.5 else 4) if first == 1 else 3 if first <= (len(contexts) + 1) // 2 else 2
+            focus = self._focus(texts["query"], contexts)
+            if focus < self.rules.focus_floor:
+                return score - 1, (f"{sum(relevant)}/{len(relevant)} contexts relevant, the first at rank {first}; "
+                                   f"only {focus:.0%} of their sentences are on the question")
             return score, f"{sum(relevant)}/{len(relevant)} contexts relevant, the first at rank {first}"
         raise ValueError(f"unknown Likert criterion {criterion!r}")
