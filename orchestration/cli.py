@@ -297,8 +297,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Agreement of the configured judge (or the offline one) with human labels."""
     from metrics import OfflineJudge, calibrate
     from metrics.calibrate import print_report
+    from metrics.evaluate import default_judge
 
-    report = calibrate(args.labels, judge=OfflineJudge() if args.offline else None)
+    judge = OfflineJudge() if args.offline else default_judge()
+    try:
+        report = calibrate(args.labels, judge=judge)
+    finally:
+        if hasattr(judge, "close"):
+            judge.close()
     print_report(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
