@@ -135,3 +135,13 @@ def test_whole_context_ratings_rank_a_focused_context_above_a_padded_one(judge, 
     padded = score_sample({"user_input": question, "retrieved_contexts": [" ".join([LOUVRE, *PADDING])]},
                           [metric], judge=judge)[metric]
     assert focused.value > padded.value
+
+
+def test_summary_names_the_judge_and_its_rule_version(judge):
+    from metrics import evaluate
+
+    summary = evaluate([{"user_input": "Where is the Louvre?", "response": "In Paris [1].",
+                         "retrieved_contexts": [LOUVRE]}], ["faithfulness"], judge=judge).summary
+    assert summary["judge"]["judge"] == "offline-heuristic"
+    assert summary["judge"]["rule_version"] == judge.version == "4"
+    assert summary["judge"]["question_share"] == judge.rules.question_share
