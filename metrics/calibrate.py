@@ -26,7 +26,7 @@ import pandas as pd
 from metrics.evaluate import default_judge, score_all
 from metrics.judges.base import Judge
 from metrics.registry import build_metrics
-from metrics.results import MetricResult, Status
+from metrics.results import MetricResult
 from metrics.samples import sample_from_dict
 
 _ACCEPT = {True: 1, False: 0, "accept": 1, "accepted": 1, "reject": 0, "rejected": 0, "yes": 1, "no": 0,
@@ -128,8 +128,11 @@ def kendall(x: np.ndarray, y: np.ndarray) -> float:
     return float((dx * dy).sum() / denominator) if denominator else math.nan
 
 
-def _scored(results: list[MetricResult]) -> list[float | None]:
-    return [r.value if r.status is Status.OK else None for r in results]
+def _why(result: MetricResult) -> str:
+    """The metric's reason, with the judge's reason for each statement when there are some."""
+    items = (result.details or {}).get("statements") or []
+    said = "; ".join(f"{i['statement'][:80]!r}: {i['reason']}" for i in items[:3] if "reason" in i)
+    return f"{result.reason} ({said})" if said else result.reason
 
 
 def _pairwise(records: list[dict], results: dict[tuple[int, str], MetricResult], worst: int) -> dict:
@@ -140,7 +143,7 @@ def _pairwise(records: list[dict], results: dict[tuple[int, str], MetricResult],
         outcome = 1.0 if (good.value is not None and bad.value is not None and good.value > bad.value) else 0.0
         rows.append({"line": record["line"], "agree": outcome, "preferred": good.value, "other": bad.value,
                      "tie": good.value is not None and good.value == bad.value,
-                     "reason_preferred": good.reason, "reason_other": bad.reason})
+                     "reason_preferred": _why(good), "reason_other": _why(bad)})
     agree = np.array([r["agree"] for r in rows])
     ranked = sorted((r for r in rows if not r["agree"]),
                     key=lambda r: -((r["other"] or 0) - (r["preferred"] or 0)))
@@ -162,7 +165,7 @@ def _best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, floa
 
 def _per_sample(records: list[dict], results: dict, kind: str, threshold: float, worst: int) -> dict:
     rows = [{"line": r["line"], "label": _as_label(r["label"], kind, r["line"]), "score": results[(r["line"], "s")].value,
-             "reason": results[(r["line"], "s")].reason} for r in records]
+             "reason": _why(results[(r["line"], "s")])} for r in records]
     scored = [r for r in rows if r["score"] is not None]
     report: dict[str, Any] = {"format": "per-sample", "label_type": kind, "n": len(rows),
                               "unscored": len(rows) - len(scored)}
@@ -273,4 +276,5 @@ def print_report(report: dict[str, Any]) -> None:
             line = "no sample scored"
         print(f"{name} ({r['format']}, n={r['n']}): {line}")
         for item in r.get("worst_disagreements", [])[:3]:
-            print(f"  line {item['line']}: {json.dumps({k: v for k, v in item.items() if k != 'line'}, ensure_ascii=False)[:200]}")
+            shown = json.dumps({k: v for k, v in item.items() if k != "line"}, ensure_ascii=False)
+            print(f"  line {item['line']}: {shown[:300]}")
