@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster_duckdb_pandas import DuckDBPandasIOManager
 from pydantic import PrivateAttr
 
 from metrics.base import Metric
@@ -137,8 +138,11 @@ class JudgeResource(dg.ConfigurableResource):
     With an OpenAI-compatible endpoint configured (``OPENAI_API_KEY`` and/or
     ``OPENAI_BASE_URL`` in the environment, or ``base_url`` here) this is the LLM judge;
     otherwise the offline heuristic judge (no key, no network). API keys are read from
-    the environment only, so they never enter run configuration, logs or metadata.
-    Unset fields take the environment's value, then ``LLMConfig``'s default.
+    the environment only (``OPENAI_API_KEY``, ``EMBEDDING_API_KEY``) by the process that
+    runs the step: there is no key field, so run configuration, logs and metadata never
+    hold one, and a ``base_url`` with credentials is refused (``ValueError``). Unset
+    fields take the environment's value, then ``LLMConfig``'s default; ``max_row_requests``
+    and ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
     """
 
     model: str | None = None
@@ -153,6 +157,8 @@ class JudgeResource(dg.ConfigurableResource):
     timeout: float | None = None
     max_attempts: int | None = None
     cache_path: str | None = None
+    max_row_requests: int | None = None
+    max_row_tokens: int | None = None
     support_threshold: float | None = None
 
     def get_judge(self) -> Judge:
@@ -169,3 +175,15 @@ class JudgeResource(dg.ConfigurableResource):
                 options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
                 _JUDGES[key] = OfflineJudge(**options)
         return _JUDGES[key]
+
+
+class ResultsDatabase(DuckDBPandasIOManager):
+    """The DuckDB IO manager of the asset tables (``<out>/rag_eval.duckdb``, schema ``eval``),
+    creating the database's folder first: a run launched by the daemon or the UI in a fresh
+    clone has no ``out/`` yet, and DuckDB cannot create a file there (the IO manager then
+    retries for minutes before failing)."""
+
+    def create_io_manager(self, context):
+        """Create the folder of ``database``, then the IO manager."""
+        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+        return super().create_io_manager(context)

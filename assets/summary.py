@@ -1,10 +1,13 @@
 """The summary asset: per-metric rows for SQL, and the version's summary.json and results.parquet."""
 
+import hashlib
 import json
 
 import dagster as dg
 import pandas as pd
 
+from assets.evaluation import metric_code_version
+from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
 from metrics.aggregate import USAGE_COLUMNS, summarize
@@ -40,15 +43,28 @@ def summary_frame(summary: dict, version: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SUMMARY_VERSION = "3"
+
+
+def summary_code_version() -> str:
+    """The summary's own version plus a digest of every metric's code version: Dagster does not
+    carry staleness downstream, so a metric with a new code version makes the summary stale too."""
+    metrics = hashlib.sha256(" ".join(metric_code_version(m) for m in sorted(METRICS)).encode()).hexdigest()
+    return f"{SUMMARY_VERSION}-{metrics[:12]}"
+
+
 @dg.asset(
     partitions_def=dataset_versions,
     group_name="summary",
-    code_version="3",
+    code_version=summary_code_version(),
     kinds={"pandas"},
     # The metric results are read from their files: a run may select any subset of metrics,
     # and the summary covers every metric computed for the version. The rejected rows come
-    # from their materialization metadata: an empty frame has no DuckDB table to load.
-    deps=[*METRICS, "rejected_samples"],
+    # from their materialization metadata: an empty frame has no DuckDB table to load. The
+    # field assets are deps too, so a version whose data changed shows its summary stale at
+    # once, like the metrics that read the changed field (Dagster does not carry staleness
+    # downstream); the summary also reads the samples file for ragas_scores.csv.
+    deps=[*METRICS, *FIELD_ASSETS.values(), "rejected_samples"],
     metadata={"partition_expr": "version"},
     description="Per-metric summary rows; writes summary.json (dingo layout), results.parquet, ragas_scores.csv "
                 "and azure_results.jsonl for the version.",

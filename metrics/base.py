@@ -142,6 +142,7 @@ class Metric(ABC):
                                     details={"field": name}, **base)
         sample, originals = normalised(sample)
         try:
+            await judge.admit(self, sample)
             outcome = await self.measure(sample, judge)
         except JudgeError as exc:
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
