@@ -322,6 +322,24 @@ def cmd_convert_trec(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Agreement of the configured judge (or the offline one) with human labels."""
+    from metrics import OfflineJudge, calibrate
+    from metrics.calibrate import print_report
+    from metrics.evaluate import default_judge
+
+    judge = OfflineJudge() if args.offline else default_judge()
+    try:
+        report = calibrate(args.labels, judge=judge)
+    finally:
+        if hasattr(judge, "close"):
+            judge.close()
+    print_report(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
@@ -382,6 +400,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "would send (after the cache) and their price; send and register nothing")
                 judge.add_argument("--price", metavar="PROMPT[,COMPLETION]", help="with --dry-run: price per "
                                    "million prompt (and completion) tokens, e.g. 0.15,0.60")
+    calibrate = sub.add_parser("calibrate", help="agreement of the judge with human labels (examples/calibration)")
+    calibrate.add_argument("labels", help="JSONL of pairwise or per-sample labels")
+    calibrate.add_argument("--json", help="also write the report as JSON to this file")
+    calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
+    calibrate.set_defaults(handler=cmd_calibrate)
     convert = sub.add_parser("convert-trec", help="TREC qrels + run files to a JSONL dataset")
     convert.add_argument("qrels", help="qrels file: qid iteration docno label")
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")

@@ -559,7 +559,7 @@ class LLMJudge(Judge):
 
     async def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
         """Shares one request with :meth:`attribute_reference`."""
-        answer = await self._reference(user_input, self.statements(reference) or [reference], contexts)
+        answer = await self._reference(user_input, self.statements(reference, user_input) or [reference], contexts)
         return [Verdict(v, r) for v, r in zip(answer["useful"], answer["usefulness_reasons"])]
 
     # ------------------------------------------------------------- embeddings
