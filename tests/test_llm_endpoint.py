@@ -110,7 +110,7 @@ def test_a_key_echoed_in_a_successful_reply_is_stored_nowhere(judge, server, tmp
     assert result.status is Status.OK and result.value == 1.0
     assert result.details["statements"][0]["reason"] == "the header said [redacted]"
     with sqlite3.connect(tmp_path / "cache.sqlite") as db:
-        stored = " ".join(row[0] for row in db.execute("select value from judgements"))
+        stored = " ".join(row[0] for row in db.execute("select value from answers"))
     assert "[redacted]" in stored and SECRET not in stored
 
 
