@@ -2,7 +2,6 @@
 never stored, replies cut at the token limit asked again (issue 10 points 5 and 8)."""
 import json
 import socket
-import sqlite3
 import time
 
 import pytest
@@ -12,6 +11,7 @@ from metrics.judges.endpoint import EndpointError
 from metrics.judges.llm import LLMConfig
 from tests.conftest import TEST_KEY as SECRET
 from tests.judge_server import Reply, oracle
+from tests.test_secrets import readable
 
 ROW = {"id": "r1", "user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
        "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany."], "reference": "He was born in Ulm."}
@@ -109,9 +109,8 @@ def test_a_key_echoed_in_a_successful_reply_is_stored_nowhere(judge, server, tmp
     result = score_sample(ROW, ["faithfulness"], judge=made)["faithfulness"]
     assert result.status is Status.OK and result.value == 1.0
     assert result.details["statements"][0]["reason"] == "the header said [redacted]"
-    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
-        stored = " ".join(row[0] for row in db.execute("select value from answers"))
-    assert "[redacted]" in stored and SECRET not in stored
+    stored = b" ".join(readable(tmp_path / "cache.sqlite"))  # every value of every table
+    assert b"[redacted]" in stored and SECRET.encode() not in stored
 
 
 def test_a_reply_cut_at_the_token_limit_is_asked_again_with_a_larger_budget(judge, server):
