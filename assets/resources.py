@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
+from dagster_duckdb_pandas import DuckDBPandasIOManager
 from pydantic import PrivateAttr
 
 from metrics.base import Metric
@@ -47,7 +49,7 @@ class DatasetStore(dg.ConfigurableResource):
 
 
 class ReportStore(dg.ConfigurableResource):
-    """Where each version's ``summary.json`` and ``results.parquet`` are written: ``<root>/<version>/``."""
+    """Where each version's report files (``summary.json``, ``results.parquet``...) are written: ``<root>/<version>/``."""
 
     root: str = "out"
 
@@ -57,15 +59,29 @@ class ReportStore(dg.ConfigurableResource):
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def results_path(self, version: str, metric: str) -> Path:
-        """``<root>/<version>/metrics/<metric>.parquet``: one metric's per-row results."""
-        path = self.folder(version) / "metrics"
-        path.mkdir(exist_ok=True)
-        return path / f"{metric}.parquet"
 
-    def metric_results(self, version: str) -> list[Path]:
-        """The per-metric result files of ``version``."""
-        return sorted((Path(self.root) / version / "metrics").glob("*.parquet"))
+class _StoredOrNone(dg.IOManager):
+    def __init__(self, inner: dg.IOManager) -> None:
+        self.inner = inner
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        self.inner.handle_output(context, obj)
+
+    def load_input(self, context: dg.InputContext) -> Any:
+        try:
+            return self.inner.load_input(context)
+        except duckdb.CatalogException:  # the asset's table was never written
+            return None
+
+
+class ResultsIOManager(DuckDBPandasIOManager):
+    """Every asset as a DataFrame in one DuckDB table per asset (``partition_expr: version``),
+    as ``DuckDBPandasIOManager`` stores it; an asset whose table was never written (a
+    metric never computed, no rejected line yet) loads as ``None``, so the summary can
+    take every metric asset as an input and use those of the run."""
+
+    def create_io_manager(self, context: dg.InitResourceContext) -> dg.IOManager:
+        return _StoredOrNone(super().create_io_manager(context))
 
 
 class ExecutionResource(dg.ConfigurableResource):

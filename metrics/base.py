@@ -110,25 +110,25 @@ class Metric(ABC):
     async def _score(self, sample: Sample, judge: Judge) -> MetricResult:
         base = dict(metric=self.name, sample_id=sample.id, threshold=self.threshold,
                     direction=self.direction, judge=judge.name)
+        where = f"line {sample.line} (id {sample.id})"
         if "row" in sample.problems:
-            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
-                                reason=f"row {sample.row}: unreadable: {sample.problems['row']}", **base)
+            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, details={"field": None, "problem": sample.problems["row"]},
+                                reason=f"line {sample.line}: unreadable: {sample.problems['row']}", **base)
         for name in self.required_fields:
             problem = sample.missing(name)
             if problem:
-                reason = f"row {sample.row} (id {sample.id}): field '{name}' {problem}"
-                if name in sample.problems:
-                    reason = f"row {sample.row} (id {sample.id}): field '{name}' is malformed: {problem}"
-                return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, reason=reason,
-                                    details={"field": name}, **base)
+                kind = "is malformed: " if name in sample.problems else ""
+                return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
+                                    reason=f"{where}: field '{name}' {kind}{problem}",
+                                    details={"field": name, "problem": f"{kind}{problem}"}, **base)
         try:
             outcome = await self.measure(sample, judge)
         except JudgeError as exc:
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
                                 reason=f"judge failed: {exc}", **base)
         except InputProblem as exc:
-            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, details={"field": exc.field},
-                                reason=f"row {sample.row} (id {sample.id}): field '{exc.field}': {exc}", **base)
+            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, details={"field": exc.field, "problem": str(exc)},
+                                reason=f"{where}: field '{exc.field}': {exc}", **base)
         if isinstance(outcome, NotApplicable):
             return MetricResult(status=Status.NOT_APPLICABLE, value=None, passed=None,
                                 reason=outcome.reason, details=outcome.details, **base)

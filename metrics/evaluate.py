@@ -12,7 +12,7 @@ import pandas as pd
 
 from metrics.aggregate import USAGE_COLUMNS, summarize
 from metrics.base import Metric
-from metrics.formats import azure_rows, ragas_table
+from metrics.formats import azure_rows, fields_frame, ragas_table
 from metrics.judges.base import Judge
 from metrics.judges.llm import LLMConfig, LLMJudge
 from metrics.judges.offline import OfflineJudge
@@ -39,7 +39,7 @@ class EvaluationResult:
 
     def ragas_table(self) -> pd.DataFrame:
         """One row per sample, one column per metric, as RAGAS's ``to_pandas()``."""
-        return ragas_table(self.results, self.samples)
+        return ragas_table(self.results, fields_frame(self.samples) if self.samples else None)
 
 
 def default_judge() -> Judge:

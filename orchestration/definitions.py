@@ -1,10 +1,9 @@
 """The code location: ``dagster dev -w workspace.yaml`` loads ``defs`` from here."""
 import dagster as dg
-from dagster_duckdb_pandas import DuckDBPandasIOManager
 
 from assets.evaluation import metric_assets
 from assets.ingestion import ingest_dataset
-from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore
+from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsIOManager
 from assets.summary import eval_summary
 from orchestration.jobs import JOBS
 from orchestration.schedules import nightly_evaluation
@@ -22,7 +21,7 @@ defs = dg.Definitions(
         # `local` by default; `spark` scores each metric's samples in Spark tasks (see the README).
         "execution": ExecutionResource(),
         # Every asset is a DataFrame with a `version` column: one DuckDB table per asset.
-        "io_manager": DuckDBPandasIOManager(database="out/rag_eval.duckdb", schema="eval"),
+        "io_manager": ResultsIOManager(database="out/rag_eval.duckdb", schema="eval"),
     },
     # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).
     executor=dg.in_process_executor,

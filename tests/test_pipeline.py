@@ -8,9 +8,8 @@ import dagster as dg
 import duckdb
 import pandas as pd
 import pytest
-from dagster_duckdb_pandas import DuckDBPandasIOManager
 
-from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore
+from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsIOManager
 from metrics.registry import CORE_METRICS
 from orchestration.definitions import defs
 from orchestration.schedules import nightly_requests
@@ -31,7 +30,7 @@ class Project:
         self.datasets, self.out, self.instance = root / "datasets", root / "out", instance
         self.resources = {"dataset_store": DatasetStore(root=str(self.datasets)),
                           "report_store": ReportStore(root=str(self.out)), "judge": judge or JudgeResource(),
-                          "io_manager": DuckDBPandasIOManager(database=str(root / "results.duckdb"), schema="eval"),
+                          "io_manager": ResultsIOManager(database=str(root / "results.duckdb"), schema="eval"),
                           "execution": ExecutionResource()}
         self.database = root / "results.duckdb"
 
