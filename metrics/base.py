@@ -79,6 +79,11 @@ class Metric(ABC):
         if not low <= self.threshold <= high:
             raise ValueError(f"{self.name}: threshold {self.threshold} outside [{low}, {high}]")
 
+    def fit(self, samples: list[Sample]) -> None:
+        """Settle, once, the settings that follow the data, before any sample is scored
+        (none by default; the document retrieval metrics take a binary label scale from
+        binary ground truth). Called by ``metrics.evaluate.score_all`` and on Spark's driver."""
+
     @abstractmethod
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         """Compute the value from the judge's per-item verdicts. Fields are present."""

@@ -85,6 +85,9 @@ def score_all(samples: list[Sample], metrics: list[Metric], judge: Judge,
     async def everything() -> list[MetricResult]:
         return list(await asyncio.gather(*(one(m, s) for m in metrics for s in samples)))
 
+    for metric in metrics:
+        metric.fit(samples)
+
     return judge.run(everything())
 
 

@@ -285,10 +285,11 @@ def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> list[tuple[int,
                 line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 records.append((row, _unreadable(row, f"not valid UTF-8 (byte {exc.start})",
-                                                 raw.decode("utf-8", errors="backslashreplace"))))
+                                                 raw.decode("utf-8", errors="backslashreplace").rstrip("\r\n"))))
                 continue
             if not line.strip():
                 continue
+            line = line.rstrip("\r\n")
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -304,7 +305,7 @@ def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> list[tuple[int,
                 records.append((row, _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)))
                 continue
             sample = sample_from_dict(record, row, fields)
-            sample.source = _clip(line.rstrip("\r\n"))
+            sample.source = _clip(line)
             records.append((row, sample))
     return records
 
