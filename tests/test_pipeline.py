@@ -363,3 +363,68 @@ def test_text_and_retrieval_datasets_share_one_database(project, fiqa_rows):
     assert project.run("20261102T000000Z-trec", job="document_retrieval_job").success
     ndcg = project.query("select value from eval.ndcg where version = '20261102T000000Z-trec'")["value"].tolist()
     assert ndcg == [pytest.approx(1 / math.log2(3))]  # d1 (gain 2^2 - 1 = 3) at rank 2: (3 / log2 3) / 3
+
+
+def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project, fiqa_rows):
+    from tests.judge_server import Reply, oracle
+
+    project, healthy, calls = llm_project, oracle(), []
+
+    def faulty(seen):  # every third request fails (500, then 429 with Retry-After 0): retried, and paid for
+        calls.append(seen)
+        if len(calls) % 3 == 0:
+            return Reply(status=500 if len(calls) % 2 else 429, body={"error": {"message": "try again"}},
+                         headers={"retry-after": "0"})
+        return healthy(seen)
+
+    project.server.script = faulty
+    project.write("v1", fiqa_rows)
+    assert project.run("v1").success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    sent = summary["usage"]["chat_requests"] + summary["usage"]["embedding_requests"]
+    assert sent == len(project.server.seen) and len(project.server.seen) > 4 * 6  # retries counted too
+    assert summary["usage"]["chat_requests"] == len(project.server.chat_requests())
+    # A re-run answers everything from the cache: it sent nothing, whatever earlier runs paid.
+    project.server.seen = []
+    result = project.run("v1")
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert project.server.seen == [] and summary["usage"]["chat_requests"] == 0
+    assert summary["usage"]["embedding_requests"] == 0 and summary["usage"]["cache_hits"] > 0
+    [metadata] = [e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()
+                  if e.asset_key.to_user_string() == "eval_summary"]
+    assert metadata["requests"].value == 0 and metadata["cache_hits"].value == summary["usage"]["cache_hits"]
+    sql = project.query(f"select sum(chat_requests) as chat from eval.eval_summary where run_id = '{result.run_id}'")
+    assert sql["chat"].tolist() == [0]
+
+
+def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkeypatch, capsys):
+    from orchestration import cli
+
+    dataset = tmp_path / "fiqa3.jsonl"
+    lines = FIQA.read_text(encoding="utf-8").splitlines()[:3]
+    bad = json.loads(lines[0])
+    bad["response"] = ["not", "text"]
+    bad["user_input"] = "Why is \x1b[31mred\x1b[0m?"
+    dataset.write_text("\n".join(lines + [json.dumps(bad), "{oops"]) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(dataset), "--metrics", "all", "--max-rejected-share", "0.25", "--scale", "10",
+                     "--threshold", "faithfulness=7", "--dingo-summary"]) == 0
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert "note: ndcg cannot run: no line has a usable 'retrieval_ground_truth' or 'retrieved_documents'; its " \
+           "results are input_error, the other metrics run" in err
+    assert err.index("1 line(s) rejected: no selected metric can use them (20.0% of 5, limit 25.0%); listed in "
+                     "rejected_samples with the line as read") < len(err)
+    assert any(line.startswith("  line 5 (id unreadable-line-5): not valid JSON") for line in err)
+    [account] = [line for line in err if line.startswith("  line 4 (id ")]
+    assert "response is malformed: expected a string, got list" in account and "\x1b" not in captured.err
+    assert "faithfulness" in captured.out and "≥ 7" in captured.out  # the threshold on the table's scale
+    [summary_path] = list((tmp_path / "out").glob("*/summary.json"))
+    summary = json.loads(summary_path.read_text())
+    assert summary["metrics"]["faithfulness"]["threshold"] == 7.0 and summary["total"] == 5
+    assert len(summary["metrics"]) == 26 and summary["coverage"]["ndcg"]["input_error"] == 5
+    dingo = json.loads((summary_path.parent / "summary_dingo.json").read_text())
+    assert set(dingo["metrics_score"]["user_input,response,retrieved_contexts,reference"]["stats"]) == {
+        "LLMRAGFaithfulness", "LLMRAGAnswerRelevancy", "LLMRAGContextRelevancy", "LLMRAGContextRecall",
+        "LLMRAGContextPrecision"}
