@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import duckdb
+from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager
 from pydantic import PrivateAttr
 
@@ -63,22 +63,35 @@ class ReportStore(dg.ConfigurableResource):
 class _StoredOrNone(dg.IOManager):
     def __init__(self, inner: dg.IOManager) -> None:
         self.inner = inner
+        self._stored: dict[str, set[str]] | None = None  # table -> versions, read once between writes
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        self._stored = None
         self.inner.handle_output(context, obj)
 
+    def _versions(self, context: dg.InputContext) -> dict[str, set[str]]:
+        if self._stored is None:
+            schema = context.resource_config["schema"]
+            with DuckDbClient.connect(context, None) as connection:  # one connection for every table
+                tables = [t for (t,) in connection.execute("select table_name from information_schema.tables "
+                                                           "where table_schema = ?", [schema]).fetchall()]
+                self._stored = {t: {v for (v,) in connection.execute(f'select distinct version from {schema}."{t}"')
+                                    .fetchall()} for t in tables}
+        return self._stored
+
     def load_input(self, context: dg.InputContext) -> Any:
-        try:
-            return self.inner.load_input(context)
-        except duckdb.CatalogException:  # the asset's table was never written
-            return None
+        if context.has_asset_partitions and context.asset_partition_key not in \
+                self._versions(context).get(context.asset_key.path[-1], ()):
+            return None  # never stored for this version (a metric never computed; no rejected line)
+        return self.inner.load_input(context)
 
 
 class ResultsIOManager(DuckDBPandasIOManager):
     """Every asset as a DataFrame in one DuckDB table per asset (``partition_expr: version``),
-    as ``DuckDBPandasIOManager`` stores it; an asset whose table was never written (a
-    metric never computed, no rejected line yet) loads as ``None``, so the summary can
-    take every metric asset as an input and use those of the run."""
+    as ``DuckDBPandasIOManager`` stores it; a partition never written (a metric never
+    computed for the version, no rejected line) loads as ``None``, so the summary can take
+    every metric asset as an input and use those of the run. Which partitions exist is
+    read once, over one connection, after each write."""
 
     def create_io_manager(self, context: dg.InitResourceContext) -> dg.IOManager:
         return _StoredOrNone(super().create_io_manager(context))
