@@ -386,7 +386,7 @@ def unusable(sample: Sample, required: Mapping[str, Iterable[str]]) -> str | Non
     if any(not field_problems(sample, fields) for fields in required.values()):
         return None
     problems = field_problems(sample, dict.fromkeys(f for fields in required.values() for f in fields))
-    return "no selected metric can use it: " + "; ".join(f"{name} {why}" for name, why in problems.items())
+    return "no selected metric can use it: " + "; ".join(f"{name}: {why}" for name, why in problems.items())
 
 
 def unavailable(samples: Iterable[Sample], required: Mapping[str, Iterable[str]]) -> dict[str, str]:

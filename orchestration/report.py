@@ -67,8 +67,8 @@ def print_table(summary: dict, width: int | None = None) -> None:
     from rich.table import Table
 
     console = Console(width=width) if width else Console()
-    table = Table(title=printable(f"{summary['task_name']} — judge {summary['judge'].get('judge')}, "
-                                  f"scale {summary['scale']}"), title_justify="left", pad_edge=False)
+    print(printable(f"{summary['task_name']} — judge {summary['judge'].get('judge')}, scale {summary['scale']}"))
+    table = Table(pad_edge=False)
     for column in ("metric", "mean", "pass", "threshold", "measured"):
         table.add_column(column, justify="left" if column == "metric" else "right",
                          overflow="fold", no_wrap=column != "metric")

@@ -57,15 +57,16 @@ def test_a_line_is_rejected_only_when_no_selected_metric_can_use_it():
                 "context_recall": ("user_input", "retrieved_contexts", "reference")}
     [no_reference, only_question] = load_samples([FIQA_ROW, {"user_input": "Q?"}])
     assert unusable(no_reference, required) is None
-    assert unusable(only_question, required) == ("no selected metric can use it: response missing; "
-                                                 "retrieved_contexts missing; reference missing")
+    assert unusable(only_question, required) == ("no selected metric can use it: response: missing; "
+                                                 "retrieved_contexts: missing; reference: missing")
     assert unavailable([no_reference, only_question], required) == {
         "context_recall": "no line has a usable 'reference'"}
 
 
 def test_evaluate_on_data_without_reference_scores_what_it_can():
-    result = evaluate([FIQA_ROW, dict(FIQA_ROW, response="An ETF is a fund.")], metrics=["faithfulness",
-                                                                                      "context_recall"])
+    with pytest.warns(UserWarning, match="context_recall cannot run: no line has a usable 'reference'"):
+        result = evaluate([FIQA_ROW, dict(FIQA_ROW, response="An ETF is a fund.")],
+                          metrics=["faithfulness", "context_recall"])
     by_metric = result.results.groupby("metric")["status"].agg(list).to_dict()
     assert by_metric == {"faithfulness": ["ok", "ok"], "context_recall": ["input_error", "input_error"]}
     reason = result.results.loc[result.results["metric"] == "context_recall", "reason"].iloc[1]

@@ -106,7 +106,8 @@ def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa
     rejected = project.query("select row, line, id, reason, sample from eval.rejected_samples where version = 'v1'")
     assert rejected.to_dict("records") == [{
         "row": 4, "line": 5, "id": "nothing-usable", "sample": '{"id": "nothing-usable", "user_input": "What is an ETF?"}',
-        "reason": "no selected metric can use it: response missing; retrieved_contexts missing; reference missing"}]
+        "reason": "no selected metric can use it: response: missing; retrieved_contexts: missing; "
+                  "reference: missing"}]
     # With a higher limit every metric reports on all five lines: the rejected one is their input_error.
     result = project.run("v1", run_config={"ops": {"ingest_dataset": {"config": {"max_rejected_share": 0.25}}}})
     assert result.success
