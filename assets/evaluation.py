@@ -10,6 +10,7 @@ from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
 from metrics.aggregate import USAGE_COLUMNS
 from metrics.evaluate import results_frame
+from metrics.judges.endpoint import EndpointError
 from metrics.judges.llm import LLMJudge
 from metrics.registry import METRICS, build_metrics
 from metrics.results import Status
@@ -105,7 +106,10 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
             if len(done) % 10 == 0 or len(done) == len(samples):
                 context.log.info(f"{name}: {len(done)}/{len(samples)} samples scored")
 
-        frame = results_frame(execution.score(samples, metric, scorer, progress))
+        try:
+            frame = results_frame(execution.score(samples, metric, scorer, progress))
+        except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
+            raise dg.Failure(str(exc), allow_retries=False) from exc
         frame.insert(0, "version", context.partition_key)
         metadata = metric_metadata(frame)
         metadata["judge"] = dg.MetadataValue.text(scorer.name)

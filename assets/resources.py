@@ -86,17 +86,6 @@ class _StoredOrNone(dg.IOManager):
         return self.inner.load_input(context)
 
 
-class ResultsIOManager(DuckDBPandasIOManager):
-    """Every asset as a DataFrame in one DuckDB table per asset (``partition_expr: version``),
-    as ``DuckDBPandasIOManager`` stores it; a partition never written (a metric never
-    computed for the version, no rejected line) loads as ``None``, so the summary can take
-    every metric asset as an input and use those of the run. Which partitions exist is
-    read once, over one connection, after each write."""
-
-    def create_io_manager(self, context: dg.InitResourceContext) -> dg.IOManager:
-        return _StoredOrNone(super().create_io_manager(context))
-
-
 class ExecutionResource(dg.ConfigurableResource):
     """Where the metric assets score samples: in the run's process (``local``) or in Spark
     tasks (``spark``), with the same results. The Spark session is the deployment's active
@@ -166,8 +155,11 @@ class JudgeResource(dg.ConfigurableResource):
     With an OpenAI-compatible endpoint configured (``OPENAI_API_KEY`` and/or
     ``OPENAI_BASE_URL`` in the environment, or ``base_url`` here) this is the LLM judge;
     otherwise the offline heuristic judge (no key, no network). API keys are read from
-    the environment only, so they never enter run configuration, logs or metadata.
-    Unset fields take the environment's value, then ``LLMConfig``'s default.
+    the environment only (``OPENAI_API_KEY``, ``EMBEDDING_API_KEY``) by the process that
+    runs the step: there is no key field, so run configuration, logs and metadata never
+    hold one, and a ``base_url`` with credentials is refused (``ValueError``). Unset
+    fields take the environment's value, then ``LLMConfig``'s default; ``max_row_requests``
+    and ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
     """
 
     model: str | None = None
@@ -182,6 +174,8 @@ class JudgeResource(dg.ConfigurableResource):
     timeout: float | None = None
     max_attempts: int | None = None
     cache_path: str | None = None
+    max_row_requests: int | None = None
+    max_row_tokens: int | None = None
     support_threshold: float | None = None
 
     def get_judge(self) -> Judge:
@@ -198,3 +192,18 @@ class JudgeResource(dg.ConfigurableResource):
                 options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
                 _JUDGES[key] = OfflineJudge(**options)
         return _JUDGES[key]
+
+
+class ResultsDatabase(DuckDBPandasIOManager):
+    """The DuckDB IO manager of the asset tables (``<out>/rag_eval.duckdb``, schema ``eval``;
+    one table per asset, ``partition_expr: version``), creating the database's folder first:
+    a run launched by the daemon or the UI in a fresh clone has no ``out/`` yet, and DuckDB
+    cannot create a file there (the IO manager then retries for minutes before failing).
+    A partition never written (a metric never computed for the version, no rejected line)
+    loads as ``None``, so the summary can take every metric asset as an input and use those
+    of the run; which partitions exist is read once, over one connection, after each write."""
+
+    def create_io_manager(self, context):
+        """Create the folder of ``database``, then the IO manager."""
+        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+        return _StoredOrNone(super().create_io_manager(context))

@@ -6,11 +6,13 @@ stored for the version, as results of earlier runs); results of other runs stay 
 their own tables of the DuckDB file, one per metric.
 """
 
+import hashlib
 import json
 
 import dagster as dg
 import pandas as pd
 
+from assets.evaluation import metric_code_version
 from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
@@ -59,15 +61,29 @@ def _selected_metrics(context: dg.AssetExecutionContext) -> list[str]:
     return [m for m in METRICS if dg.AssetKey(m) in selection]
 
 
+SUMMARY_VERSION = "4"
+
+
+def summary_code_version() -> str:
+    """The summary's own version plus a digest of every metric's code version: Dagster does not
+    carry staleness downstream, so a metric with a new code version makes the summary stale too."""
+    metrics = hashlib.sha256(" ".join(metric_code_version(m) for m in sorted(METRICS)).encode()).hexdigest()
+    return f"{SUMMARY_VERSION}-{metrics[:12]}"
+
+
 @dg.asset(
     partitions_def=dataset_versions,
     group_name="summary",
-    code_version="4",
+    code_version=summary_code_version(),
     kinds={"pandas"},
     # Every metric asset is an input; a metric never computed for the version loads as None
-    # (assets.resources.ResultsIOManager) and only the metrics the run selected are summarized.
+    # (assets.resources.ResultsDatabase) and only the metrics the run selected are summarized.
+    # The text fields are inputs (ragas_scores.csv) and the other fields deps, so a version whose
+    # data changed shows its summary stale at once, like the metrics that read the changed field
+    # (Dagster does not carry staleness downstream).
     ins={**{name: dg.AssetIn(key=name) for name in METRICS}, "rejected_samples": dg.AssetIn(),
          **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f]) for f in _TABLE_FIELDS}},
+    deps=[FIELD_ASSETS[f] for f in FIELD_ASSETS if f not in _TABLE_FIELDS],
     metadata={"partition_expr": "version"},
     description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
                 "azure_results.jsonl for the version.",

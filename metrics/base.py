@@ -127,6 +127,7 @@ class Metric(ABC):
                                     reason=f"{where}: field '{name}' {kind}{problem}",
                                     details={"field": name, "problem": f"{kind}{problem}"}, **base)
         try:
+            await judge.admit(self, sample)
             outcome = await self.measure(sample, judge)
         except JudgeError as exc:
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,

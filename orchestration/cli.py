@@ -86,7 +86,7 @@ def register(dataset: Path, version: str | None, datasets_root: Path, replace: b
 _METRIC_OPTIONS = {"threshold": float, "model": str, "temperature": float, "strictness": int, "mode": str, "k": int,
                    "label_min": int, "label_max": int, "gain": str, "tie_break": str}
 _JUDGE_OPTIONS = ("model", "base_url", "embedding_model", "concurrency", "timeout", "strictness", "temperature",
-                  "response_format", "cache_path")
+                  "response_format", "cache_path", "max_row_requests", "max_row_tokens")
 
 
 def _run_config(args: argparse.Namespace) -> dict:
@@ -143,6 +143,7 @@ def _execute_with_progress(metrics: list[str], version: str, run_config: dict, r
     from assets.summary import eval_summary
     from dagster import DagsterInstance
 
+    from orchestration.orphans import process_tags
     from orchestration.report import progress_display
 
     with progress_display() as listener:
@@ -151,20 +152,26 @@ def _execute_with_progress(metrics: list[str], version: str, run_config: dict, r
             selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
             return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
                                   run_config=run_config, instance=DagsterInstance.get(), partition_key=version,
-                                  raise_on_error=False, resources=resources)
+                                  raise_on_error=False, resources=resources, tags=process_tags())
         finally:
             progress_listeners.remove(listener)
 
 
+def _judge(args: argparse.Namespace):
+    from assets.resources import JudgeResource
+
+    return JudgeResource(**{k: getattr(args, k) for k in _JUDGE_OPTIONS if getattr(args, k) is not None})
+
+
 def _resources(args: argparse.Namespace) -> dict:
-    from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsIOManager
+    from assets.resources import DatasetStore, ExecutionResource, ReportStore, ResultsDatabase
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     return {"dataset_store": DatasetStore(root=str(Path(args.datasets).resolve())),
             "report_store": ReportStore(root=str(out)),
-            "judge": JudgeResource(**{k: getattr(args, k) for k in _JUDGE_OPTIONS if getattr(args, k) is not None}),
-            "io_manager": ResultsIOManager(database=str(out / "rag_eval.duckdb"), schema="eval"),
+            "judge": _judge(args),
+            "io_manager": ResultsDatabase(database=str(out / "rag_eval.duckdb"), schema="eval"),
             "execution": ExecutionResource(executor=args.executor, master=args.spark_master,
                                            parallelism=args.parallelism)}
 
@@ -213,8 +220,16 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Register the dataset and materialize the whole graph for it."""
+    """Register the dataset and materialize the whole graph for it (``--dry-run``: print
+    what it would send instead)."""
+    from orchestration.dry_run import check_judge, dry_run
+
     run_config = _run_config(args)
+    if args.price is not None and not args.dry_run:
+        raise ValueError("--price applies to --dry-run only")
+    if args.dry_run:
+        return dry_run(args, run_config, _judge(args))
+    check_judge(_judge(args))
     version = register(Path(args.dataset), args.dataset_version, Path(args.datasets), args.replace)
     summary = _evaluate(version, args, run_config)
     if summary is None:
@@ -240,7 +255,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
     from assets.partitions import dataset_versions
 
+    from orchestration.dry_run import check_judge
+
     run_config = _run_config(args)
+    check_judge(_judge(args))
     versions = sorted(DagsterInstance.get().get_dynamic_partitions(dataset_versions.name))
     chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
     if not chosen:
@@ -330,6 +348,15 @@ def build_parser() -> argparse.ArgumentParser:
             judge.add_argument("--response-format", choices=("json_schema", "json_object"),
                                help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
             judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
+            judge.add_argument("--max-row-requests", type=int, help="requests one row may send per metric, after "
+                               "the cache (default 50; 0 no limit); a row over it is judge_error, nothing sent")
+            judge.add_argument("--max-row-tokens", type=int, help="estimated tokens one row may send per metric "
+                               "(default 200000; 0 no limit)")
+            if name == "run":
+                judge.add_argument("--dry-run", action="store_true", help="print the requests and tokens the run "
+                                   "would send (after the cache) and their price; send and register nothing")
+                judge.add_argument("--price", metavar="PROMPT[,COMPLETION]", help="with --dry-run: price per "
+                                   "million prompt (and completion) tokens, e.g. 0.15,0.60")
     convert = sub.add_parser("convert-trec", help="TREC qrels + run files to a JSONL dataset")
     convert.add_argument("qrels", help="qrels file: qid iteration docno label")
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
@@ -343,6 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     blocking check); 2 bad arguments or input; 3 done, but some results are judge errors."""
     args = build_parser().parse_args(argv)
     _prepare_instance()
+    if args.command != "convert-trec":
+        from dagster import DagsterInstance
+
+        from orchestration.orphans import fail_orphaned_runs
+
+        for run_id in fail_orphaned_runs(DagsterInstance.get()):
+            print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
+                  file=sys.stderr)
     try:
         return args.handler(args)
     except (OSError, ValueError, KeyError) as exc:

@@ -3,7 +3,7 @@ import dagster as dg
 
 from assets.evaluation import metric_assets
 from assets.ingestion import ingest_dataset
-from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsIOManager
+from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
 from assets.summary import eval_summary
 from orchestration.jobs import JOBS
 from orchestration.schedules import nightly_evaluation
@@ -21,7 +21,7 @@ defs = dg.Definitions(
         # `local` by default; `spark` scores each metric's samples in Spark tasks (see the README).
         "execution": ExecutionResource(),
         # Every asset is a DataFrame with a `version` column: one DuckDB table per asset.
-        "io_manager": ResultsIOManager(database="out/rag_eval.duckdb", schema="eval"),
+        "io_manager": ResultsDatabase(database="out/rag_eval.duckdb", schema="eval"),
     },
     # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).
     executor=dg.in_process_executor,

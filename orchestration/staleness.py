@@ -1,14 +1,17 @@
-"""Which metric assets of a dataset version are missing or stale.
+"""Which assets of a dataset version are stale, as Dagster itself resolves it.
 
-A metric asset is stale for a version when its code version changed since it was last
-materialized for that version, or when a field asset it reads has a newer data version
-than the one it was computed from (Dagster records both on every materialization).
+This is the resolver behind the UI's "Unsynced" badge (GraphQL ``staleStatus(partition:)``):
+an asset partition is stale when its code version changed since it was materialized, or
+when an asset it depends on has a new data version for that partition. Each field asset's
+data version is the hash of its content, so changing only the responses of a version makes
+only the metrics that read responses stale; ``eval_summary`` depends on every field asset
+and its code version covers the metrics' (``assets/summary.py``), so it is stale whenever
+one of its metrics is.
 """
 import dagster as dg
-
-from assets.evaluation import metric_code_version
-from assets.ingestion import FIELD_ASSETS
-from metrics.registry import CORE_METRICS, METRICS
+from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._time import get_current_datetime
 
 
 def latest_materialization(instance: dg.DagsterInstance, asset: str, version: str) -> dg.AssetMaterialization | None:
@@ -18,37 +21,21 @@ def latest_materialization(instance: dg.DagsterInstance, asset: str, version: st
     return result.records[0].asset_materialization if result.records else None
 
 
-def _data_version_used(instance: dg.DagsterInstance, tags: dict[str, str], asset: str) -> str | None:
-    """Data version of the ``asset`` materialization a metric was computed from (Dagster
-    records its event's storage id as ``dagster/input_event_pointer/<asset>``)."""
-    pointer = tags.get(f"dagster/input_event_pointer/{asset}")
-    if pointer is None:
-        return None
-    result = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), storage_ids=[int(pointer)]), limit=1)
-    return result.records[0].asset_materialization.tags.get("dagster/data_version") if result.records else None
-
-
-def stale_metrics(instance: dg.DagsterInstance, version: str) -> dict[str, str]:
-    """``{metric: why}`` for the core metric assets of ``version`` that are missing, and
-    every metric asset of ``version`` that is stale."""
-    stale: dict[str, str] = {}
-    field_versions = {}
-    for asset in FIELD_ASSETS.values():
-        materialization = latest_materialization(instance, asset, version)
-        field_versions[asset] = materialization.tags.get("dagster/data_version") if materialization else None
-    for metric in METRICS:
-        materialization = latest_materialization(instance, metric, version)
-        if materialization is None:
-            if metric in CORE_METRICS:
-                stale[metric] = "never materialized"
-            continue
-        if materialization.tags.get("dagster/code_version") != metric_code_version(metric):
-            stale[metric] = "new code version"
-            continue
-        for field in METRICS[metric].required_fields:
-            asset = FIELD_ASSETS[field]
-            if _data_version_used(instance, materialization.tags, asset) != field_versions[asset]:
-                stale[metric] = f"new data version of {asset}"
-                break
+def stale_assets(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition, version: str,
+                 assets: list[str]) -> dict[str, str]:
+    """``{asset: why}`` for those of ``assets`` whose partition ``version`` Dagster reports as
+    STALE (never-materialized partitions are MISSING, not stale); ``why`` joins Dagster's
+    stale causes, e.g. ``"has a new dependency data version (responses)"``."""
+    graph = repository.asset_graph
+    view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+                          instance=instance, asset_graph=graph)
+    resolver = CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+    stale = {}
+    for asset in assets:
+        key = dg.AssetKey(asset)
+        if resolver.get_status(key, version) == StaleStatus.STALE:
+            causes = resolver.get_stale_causes(key, version)
+            stale[asset] = "; ".join(
+                cause.reason + (f" ({cause.dependency.asset_key.to_user_string()})" if cause.dependency else "")
+                for cause in causes)
     return stale

@@ -9,6 +9,7 @@ answers every kind with valid JSON built from the request's schema.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import zlib
 import time
@@ -18,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+
+from metrics.judges.prompts import example_answer as build_answer
 
 BINARY_FIELDS = ("verdict", "attributed", "useful", "noncommittal")
 
@@ -68,34 +71,6 @@ class Reply:
     finish_reason: str = "stop"
 
 
-def build_answer(schema: dict[str, Any], decide: Callable[[str, str | None], Any], parent: str | None = None) -> Any:
-    """A valid instance of any of the judge's schemas, built recursively from the schema.
-
-    ``decide(field, key)`` picks every integer (and list) value: ``field`` is the property
-    being filled and ``key`` the property of the object holding it, e.g.
-    ``("verdict", "S2")`` for a keyed statement verdict, ``("covered", "R1")`` for
-    statement classification, ``("S3", "C1")`` for cell (statement S3, context C1) of the
-    context support matrix, ``("rating", None)`` / ``("score", None)`` for top-level
-    ratings and Likert scores. For an array field (``("entities", None)``) a list returned
-    by ``decide`` is used as is, anything else gives ``[]``. Strings are filled in:
-    ``reason`` → "scripted reason for <key>", ``question`` → "What does <key> ask?".
-    """
-    answer = {}
-    for name, sub in schema["properties"].items():
-        kind = sub.get("type")
-        if kind == "object" or "properties" in sub:
-            answer[name] = build_answer(sub, decide, name)
-        elif kind == "string":
-            answer[name] = {"reason": f"scripted reason for {parent}" if parent else "scripted reason",
-                            "question": f"What does {parent} ask?"}.get(name, f"scripted {name}")
-        elif kind == "array":
-            value = decide(name, parent)
-            answer[name] = value if isinstance(value, list) else []
-        else:
-            answer[name] = decide(name, parent)
-    return answer
-
-
 def oracle(decide: Callable[[str, str | None], Any] = lambda field, key: int(field != "noncommittal")
            ) -> Callable[[Seen], Reply]:
     """A script answering every chat request validly with ``decide`` (by default every
@@ -122,15 +97,32 @@ def embedding_body(texts: list[str], vectors: Callable[[str], list[float]] = emb
             "data": [{"object": "embedding", "index": i, "embedding": vectors(t)} for i, t in enumerate(texts)]}
 
 
+def provider_error(status: int, message: str, code: str) -> Reply:
+    """An error reply shaped like OpenAI's."""
+    return Reply(status=status, body={"error": {"message": message, "type": "invalid_request_error", "code": code}})
+
+
 class JudgeServer:
-    """Start with :meth:`start`; ``url`` is the ``/v1`` base URL; ``seen`` lists requests."""
+    """Start with :meth:`start`; ``url`` is the ``/v1`` base URL; ``seen`` lists POST
+    requests, ``probes`` the GET requests (the judge's endpoint check).
+
+    Like a provider, it answers 401 to a request without ``Authorization: Bearer
+    <api_key>`` when ``api_key`` is set, and 404 ``model_not_found`` for a model outside
+    ``models`` when that is a list (``None``: every model exists). ``GET /models/{id}``
+    answers only when ``model_route`` is true (vLLM has no such route).
+    """
 
     def __init__(self) -> None:
         self.script: Callable[[Seen], Reply] = oracle()
         self.seen: list[Seen] = []
+        self.probes: list[str] = []
+        self.api_key: str | None = None
+        self.models: list[str] | None = None
+        self.model_route = True
         self.in_flight = 0
         self.peak = 0
         self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -138,6 +130,22 @@ class JudgeServer:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._connections.add(self.connection)
+
+            def do_GET(self) -> None:
+                server.probes.append(self.path)
+                name = self.path.split("/models", 1)[1].strip("/") if "/models" in self.path else None
+                reply = server.refusal(self.headers, name or None)
+                if reply is None and name is not None and not name:
+                    reply = Reply(body={"object": "list", "data": [{"id": m, "object": "model", "created": 0,
+                                                                     "owned_by": "test"} for m in server.models or []]})
+                elif reply is None and name and server.model_route:
+                    reply = Reply(body={"id": name, "object": "model", "created": 0, "owned_by": "test"})
+                self.answer(reply or provider_error(404, f"no route {self.path}", "not_found"), None)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
@@ -147,15 +155,18 @@ class JudgeServer:
                     server.in_flight += 1
                     server.peak = max(server.peak, server.in_flight)
                 try:
-                    reply = server.script(seen)
+                    reply = server.refusal(self.headers, seen.body.get("model")) or server.script(seen)
                     if reply.delay:
                         time.sleep(reply.delay)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
+                self.answer(reply, seen)
+
+            def answer(self, reply: Reply, seen: Seen | None) -> None:
                 body = reply.body
                 if body is None and reply.content is not None:
-                    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": seen.body.get("model"),
+                    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": seen.body.get("model") if seen else None,
                             "choices": [{"index": 0, "finish_reason": reply.finish_reason,
                                          "message": {"role": "assistant", "content": reply.content}}],
                             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
@@ -173,6 +184,15 @@ class JudgeServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
 
+    def refusal(self, headers: Any, model: str | None) -> Reply | None:
+        """401 for a missing or wrong key, 404 for an unknown model, else ``None``."""
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            return provider_error(401, "Incorrect API key provided.", "invalid_api_key")
+        if self.models is not None and model is not None and model not in self.models:
+            return provider_error(404, f"The model `{model}` does not exist or you do not have access to it.",
+                                  "model_not_found")
+        return None
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
@@ -182,8 +202,15 @@ class JudgeServer:
         return self
 
     def stop(self) -> None:
+        """Stop like a dead provider: the port refuses connections and open ones are closed."""
         self._httpd.shutdown()
         self._httpd.server_close()
+        with self._lock:
+            for connection in self._connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed
 
     def chat_requests(self) -> list[Seen]:
         return [s for s in self.seen if s.path.endswith("/chat/completions")]

@@ -9,11 +9,11 @@ import duckdb
 import pandas as pd
 import pytest
 
-from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsIOManager
+from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
 from metrics.registry import CORE_METRICS
 from orchestration.definitions import defs
-from orchestration.schedules import nightly_requests
-from orchestration.staleness import stale_metrics
+from orchestration.schedules import EVALUATED, nightly_requests
+from orchestration.staleness import stale_assets
 from tests.judge_server import JudgeServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ class Project:
         self.datasets, self.out, self.instance = root / "datasets", root / "out", instance
         self.resources = {"dataset_store": DatasetStore(root=str(self.datasets)),
                           "report_store": ReportStore(root=str(self.out)), "judge": judge or JudgeResource(),
-                          "io_manager": ResultsIOManager(database=str(root / "results.duckdb"), schema="eval"),
+                          "io_manager": ResultsDatabase(database=str(root / "results.duckdb"), schema="eval"),
                           "execution": ExecutionResource()}
         self.database = root / "results.duckdb"
 
@@ -202,14 +202,22 @@ def test_the_response_job_does_not_require_references(project, fiqa_rows):
 
 
 def test_sensor_registers_a_new_version_and_its_run_materializes_it(project, fiqa_rows):
+    import os
+
     project.write("20261130T010000Z-fiqa", fiqa_rows[:2], register=False)
+    # A folder not named by a time key is renamed <UTC time of its samples.jsonl>-<name>.
+    project.write("new retriever", fiqa_rows[2:3], register=False)
+    os.utime(project.datasets / "new retriever" / "samples.jsonl", (1795000000, 1795000000))  # 2026-11-18 11:06:40 UTC
     sensor = defs.resolve_sensor_def("new_dataset_versions")
     context = dg.build_sensor_context(instance=project.instance, definitions=defs,
                                       resources={"dataset_store": project.resources["dataset_store"]})
     outcome = sensor(context)
-    assert [r.partition_key for r in outcome.run_requests] == ["20261130T010000Z-fiqa"]
+    assert [r.partition_key for r in outcome.run_requests] == ["20261118T110640Z-new-retriever",
+                                                               "20261130T010000Z-fiqa"]
+    assert sorted(p.name for p in project.datasets.iterdir()) == ["20261118T110640Z-new-retriever",
+                                                                  "20261130T010000Z-fiqa"]
     project.instance.add_dynamic_partitions("dataset_version", outcome.dynamic_partitions_requests[0].partition_keys)
-    assert project.run(outcome.run_requests[0].partition_key).success
+    assert project.run(outcome.run_requests[1].partition_key).success
     assert isinstance(sensor(context), dg.SkipReason)
     # A changed file of a known version is re-ingested.
     project.write("20261130T010000Z-fiqa", fiqa_rows[1:3])
@@ -303,28 +311,60 @@ def test_llm_judge_in_the_graph_keeps_the_key_out_of_everything(llm_project, fiq
 
 def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_rows):
     project = llm_project
-    project.write("v1", fiqa_rows)
-    assert project.run("v1").success
+    project.write("20261101T000000Z-a", fiqa_rows)
+    project.write("20261102T000000Z-b", fiqa_rows[:2])
+    assert project.run("20261101T000000Z-a").success and project.run("20261102T000000Z-b").success
     assert len(project.server.chat_requests()) == 4 * 5 and len(project.server.embedding_requests()) == 4
-    project.write("v1", [dict(r, response=f"Regenerated: {r['response']}") for r in fiqa_rows])
-    assert project.run("v1", job="ingestion_job").success
-    stale = stale_metrics(project.instance, "v1")
-    assert set(stale) == {"faithfulness", "answer_relevancy"}
+    repository = defs.get_repository_def()
+    assert nightly_requests(project.instance, repository, "tick0") == []
+    project.write("20261101T000000Z-a", [dict(r, response=f"Regenerated: {r['response']}") for r in fiqa_rows])
+    assert project.run("20261101T000000Z-a", job="ingestion_job").success
+    # Dagster's own resolver: the metrics that read responses and the summary, for version a only.
+    stale = stale_assets(project.instance, repository, "20261101T000000Z-a", EVALUATED)
+    assert stale == {"faithfulness": "has a new dependency data version (responses)",
+                     "answer_relevancy": "has a new dependency data version (responses)",
+                     "eval_summary": "has a new dependency data version (responses)"}
+    assert stale_assets(project.instance, repository, "20261102T000000Z-b", EVALUATED) == {}
     from datetime import datetime, timezone
 
     schedule = defs.resolve_schedule_def("nightly_evaluation")
-    [request] = schedule(dg.build_schedule_context(instance=project.instance,
+    [request] = schedule(dg.build_schedule_context(instance=project.instance, repository_def=repository,
                                                    scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=timezone.utc)))
-    assert request.run_key == "v1-20261201T0200" and request.partition_key == "v1"
+    assert request.run_key == "20261101T000000Z-a-20261201T0200" and request.partition_key == "20261101T000000Z-a"
     assert {k.to_user_string() for k in request.asset_selection} == {"faithfulness", "answer_relevancy",
                                                                      "eval_summary"}
     project.server.seen = []
-    result = project.materialize("v1", request.asset_selection)
+    result = project.materialize("20261101T000000Z-a", request.asset_selection)
     assert result.success and materialized(result) == {"faithfulness", "answer_relevancy", "eval_summary"}
     kinds = sorted(r.kind for r in project.server.chat_requests())
     assert kinds == ["answer_questions"] * 4 + ["statement_support"] * 4  # one of each per row, nothing else
     assert project.server.embedding_requests() == []  # the question and the scripted questions are cached
-    assert stale_metrics(project.instance, "v1") == {} and nightly_requests(project.instance, "tick2") == []
+    assert stale_assets(project.instance, repository, "20261101T000000Z-a", EVALUATED) == {}
+    assert nightly_requests(project.instance, repository, "tick2") == []
+
+
+def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_rows, monkeypatch):
+    import importlib
+
+    import assets.summary
+    from assets.evaluation import build_metric_asset
+    from assets.ingestion import ingest_dataset
+    from metrics.registry import METRICS
+
+    project.write("v1", fiqa_rows[:2])
+    assert project.run("v1").success
+    assert stale_assets(project.instance, defs.get_repository_def(), "v1", EVALUATED) == {}
+    # A developer changes faithfulness's formula and bumps its version: the code location reloads.
+    monkeypatch.setattr(METRICS["faithfulness"], "version", METRICS["faithfulness"].version + "-next")
+    try:
+        summary = importlib.reload(assets.summary).eval_summary
+        reloaded = dg.Definitions(assets=[ingest_dataset, *(build_metric_asset(m) for m in METRICS), summary],
+                                  resources=project.resources)
+        stale = stale_assets(project.instance, reloaded.get_repository_def(), "v1", EVALUATED)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(assets.summary)
+    assert stale == {"faithfulness": "has a new code version", "eval_summary": "has a new code version"}
 
 
 def test_a_new_version_pays_only_for_what_changed(llm_project, fiqa_rows):
@@ -350,7 +390,7 @@ def test_nightly_schedule_requests_versions_never_evaluated(project, fiqa_rows):
     project.write("20261101T000000Z-a", fiqa_rows[:2])
     project.write("20261102T000000Z-b", fiqa_rows[2:])
     assert project.run("20261101T000000Z-a").success
-    [request] = nightly_requests(project.instance, "t")
+    [request] = nightly_requests(project.instance, defs.get_repository_def(), "t")
     assert (request.partition_key, request.asset_selection) == ("20261102T000000Z-b", None)
     assert request.tags["rag_eval/reason"] == "not evaluated"
 

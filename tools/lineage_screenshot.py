@@ -50,7 +50,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "lineage.png"))
     parser.add_argument("--port", type=int, default=3333)
-    parser.add_argument("--page", default="/assets/eval_summary?view=lineage&lineageScope=upstream&lineageDepth=3")
+    parser.add_argument("--page", default="/asset-groups")  # the global lineage, one box per group
     args = parser.parse_args()
     url = f"http://127.0.0.1:{args.port}"
     env = dict(os.environ, DAGSTER_HOME=str(REPO / "dagster_home"))

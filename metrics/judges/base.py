@@ -127,6 +127,20 @@ class Judge(ABC):
 
     #: Requests in flight at most across all workers (``None``: no limit, e.g. offline).
     concurrency_limit: int | None = None
+    #: What one (row, metric) may send (``metrics.judges.plan.Budget``); ``None``: nothing is sent.
+    budget: Any = None
+
+    async def admit(self, metric: Any, sample: Any) -> None:
+        """Called by ``Metric.ascore`` before ``metric`` measures ``sample``: raises
+        :class:`JudgeError` to refuse the row (the LLM judge: over its per-row budget).
+        The offline judge admits everything."""
+
+    async def plan(self, metric: Any, sample: Any) -> Any:
+        """The requests scoring ``sample`` with ``metric`` would send, after the cache,
+        sending nothing (``metrics.judges.plan.Plan``). The offline judge sends none."""
+        from metrics.judges.plan import Plan
+
+        return Plan()
 
     def recipe(self, share: float = 1.0) -> Callable[[], Judge]:
         """A picklable factory of an equivalent judge, for worker processes (Spark tasks);

@@ -6,7 +6,9 @@ backoff with jitter, honouring ``Retry-After``) on 429, 5xx, connection errors a
 timeouts. Answers are requested as JSON (``json_schema``, or ``json_object`` for
 endpoints without it), parsed tolerantly, validated strictly and re-asked once with
 the validation error; after that the sample is a ``judge_error``. Every judgement is
-cached by content (``metrics.judges.cache``).
+cached by content (``metrics.judges.cache``). Before its first request the judge checks
+the endpoint (``metrics.judges.endpoint``); before a row is judged, its planned requests
+are held against the per-row budget (``metrics.judges.plan``).
 
 Requests per sample for the five core metrics (strictness 3, no faults): Faithfulness
 1, AnswerRelevancy 1 chat + 1 embeddings, ContextRelevancy 2 (the dual judge),
@@ -28,7 +30,6 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import openai
@@ -37,6 +38,9 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from metrics.judges import prompts
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Usage, Verdict, current_usage
 from metrics.judges.cache import JudgementCache, cache_key
+from metrics.judges.endpoint import check_base_url, check_endpoint, connection_cause, public_url
+from metrics.judges.plan import (MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, record,
+                                 reply_tokens)
 
 T = TypeVar("T")
 _MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited in full
@@ -67,7 +71,19 @@ class LLMConfig:
     max_attempts: int = 5
     max_retry_wait: float = 60.0
     max_prompt_chars: int = 60_000
+    #: Ceiling of ``max_tokens`` when a reply cut at the token limit is asked again.
+    max_output_tokens: int = 16_384
+    #: Per-row budget of each metric (``metrics.judges.plan.Budget``); 0 or ``None``: no limit.
+    max_row_requests: int | None = 50
+    max_row_tokens: int | None = 200_000
     cache_path: str | None = ".rag_eval_cache/judgements.sqlite"
+
+    def __post_init__(self) -> None:
+        check_base_url(self.base_url, "base_url")
+        check_base_url(self.embedding_base_url, "embedding_base_url")
+        for name in ("max_row_requests", "max_row_tokens"):
+            if (getattr(self, name) or 0) < 0:
+                raise ValueError(f"{name} must be 0 (no limit) or more, got {getattr(self, name)}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> LLMConfig:
@@ -80,6 +96,11 @@ class LLMConfig:
         return cls(**values)
 
     @property
+    def budget(self) -> Budget:
+        """The per-row budget of each metric."""
+        return Budget(self.max_row_requests, self.max_row_tokens)
+
+    @property
     def configured(self) -> bool:
         """True when an endpoint or a key is set: the pipeline then uses the LLM judge."""
         return bool(self.base_url or self.api_key)
@@ -88,14 +109,6 @@ class LLMConfig:
 def _count(tokens: Any) -> int:
     """A token count from a usage block; anything but a non-negative int counts 0."""
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else 0
-
-
-def _public_url(url: str | None) -> str | None:
-    """``url`` without user info or query string (which may carry credentials)."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.hostname + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -151,12 +164,12 @@ class LLMJudge(Judge):
         self.config = config or LLMConfig.from_env()
         self.name = f"llm:{self.config.model}"
         self.cache = JudgementCache(self.config.cache_path) if self.config.cache_path else None
-        self._shared: dict[str, Any] = {"fallback": None, "inflight": {}}
+        self._shared: dict[str, Any] = {"fallback": None, "inflight": {}, "checks": {}}
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="llm-judge-loop", daemon=True).start()
 
     def __repr__(self) -> str:
-        return f"LLMJudge(model={self.config.model!r}, base_url={_public_url(self.config.base_url)!r})"
+        return f"LLMJudge(model={self.config.model!r}, base_url={public_url(self.config.base_url)!r})"
 
     def with_options(self, **options: Any) -> LLMJudge:
         """A judge with other ``model``, ``temperature`` or ``strictness`` that shares this
@@ -169,6 +182,26 @@ class LLMJudge(Judge):
         twin.config = replace(self.config, **{k: v for k, v in options.items() if v is not None})
         twin.name = f"llm:{twin.config.model}"
         return twin
+
+    @property
+    def budget(self) -> Budget:
+        """What judging one row may send, per metric (``LLMConfig.max_row_*``)."""
+        return self.config.budget
+
+    async def admit(self, metric: Any, sample: Any) -> None:
+        """Refuse a row whose judgements, after the cache, would pass the per-row budget
+        (a :class:`JudgeError` naming the requests and tokens); nothing is sent for it."""
+        budget = self.budget
+        if current_plan.get() is not None or not (budget.max_requests or budget.max_tokens):
+            return
+        problem = budget.problem(await record(metric.measure(sample, self)), metric.name)
+        if problem:
+            raise JudgeError(problem)
+
+    async def plan(self, metric: Any, sample: Any) -> Plan:
+        """The requests ``metric.ascore(sample)`` would send after the cache, with
+        estimated tokens (``metrics.judges.plan``); nothing is sent."""
+        return await record(metric.ascore(sample, self))
 
     @property
     def concurrency_limit(self) -> int:
@@ -185,10 +218,39 @@ class LLMJudge(Judge):
     def describe(self) -> dict[str, Any]:
         """Model, endpoints (without credentials), sampling and transport settings."""
         public = {f.name: getattr(self.config, f.name) for f in fields(self.config) if "api_key" not in f.name}
-        public["base_url"] = _public_url(self.config.base_url)
-        public["embedding_base_url"] = _public_url(self.config.embedding_base_url)
+        public["base_url"] = public_url(self.config.base_url)
+        public["embedding_base_url"] = public_url(self.config.embedding_base_url)
+        check = self._shared["checks"].get(self.config.model)
+        done = check is not None and check.done() and not check.cancelled() and check.exception() is None
         return {"judge": self.name, **public, "prompt_versions": prompts.PROMPT_VERSIONS,
-                "embedding_fallback": self._shared["fallback"]}
+                "embedding_fallback": self._shared["fallback"], "endpoint_check": check.result() if done else None}
+
+    def check_endpoint(self) -> dict[str, Any]:
+        """Check, once per model, that the endpoint answers, takes the key and knows the
+        model (:func:`metrics.judges.endpoint.check_endpoint`); the first request to the
+        endpoint waits for it anyway. Returns the check's report.
+
+        Raises
+        ------
+        EndpointError
+            Refused connection, unknown host, no answer, 401/403 or an unknown model.
+        """
+        return self.run(self._checked())
+
+    async def _checked(self, kind: str = "chat") -> dict[str, Any]:
+        """The endpoint check of the chat model; for an embeddings request to a separate
+        embeddings endpoint (another URL or key), that endpoint's reachability and key (an
+        endpoint without the embedding model falls back to the offline encoder instead)."""
+        cfg, checks = self.config, self._shared["checks"]
+        separate = kind == "embedding" and ((cfg.embedding_base_url or cfg.base_url) != cfg.base_url
+                                            or (cfg.embedding_api_key or cfg.api_key) != cfg.api_key)
+        name = "embeddings endpoint" if separate else cfg.model
+        if name not in checks:
+            client, model, url = ("embeddings", None, cfg.embedding_base_url or cfg.base_url) if separate \
+                else ("chat", cfg.model, cfg.base_url)
+            checks[name] = asyncio.ensure_future(check_endpoint(self._clients()[client], model, url, cfg.timeout,
+                                                                self._redact))
+        return await asyncio.shield(checks[name])
 
     def close(self) -> None:
         """Close the HTTP connections and stop the judge's event loop."""
@@ -213,6 +275,20 @@ class LLMJudge(Judge):
                 text = text.replace(secret, "[redacted]")
         return _KEY_PATTERN.sub("[redacted]", text)
 
+    def _scrub(self, value: Any) -> Any:
+        """``value`` with the configured keys redacted from every string, recursively (not
+        :meth:`_redact`'s pattern: a reason may rightly say "key-performance")."""
+        if isinstance(value, str):
+            for secret in (self.config.api_key, self.config.embedding_api_key):
+                if secret:
+                    value = value.replace(secret, "[redacted]")
+            return value
+        if isinstance(value, list):
+            return [self._scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self._scrub(v) for k, v in value.items()}
+        return value
+
     def _clients(self) -> dict[str, Any]:
         # Created on the judge's loop, on first use.
         if "chat" not in self._shared:
@@ -235,6 +311,7 @@ class LLMJudge(Judge):
 
     async def _send(self, kind: str, call) -> Any:
         """Send one request with retries under the shared limit; count every attempt."""
+        await self._checked(kind)
         usage = current_usage.get() or Usage()
         semaphore = self._clients()["semaphore"]
         attempts = 0
@@ -249,11 +326,12 @@ class LLMJudge(Judge):
                         usage.chat_requests += 1
                     async with semaphore:
                         return await call()
-        except openai.APITimeoutError as exc:
-            raise JudgeError(f"{kind}: timeout after {attempts} attempts of {self.config.timeout:g} s") from exc
-        except openai.APIConnectionError as exc:
-            raise JudgeError(f"{kind}: connection failed after {attempts} attempts: "
-                             f"{self._redact(str(exc.__cause__ or exc))}") from exc
+        except openai.APIConnectionError as exc:  # includes APITimeoutError
+            cause = connection_cause(exc)
+            if cause is None:
+                raise JudgeError(f"{kind}: timeout after {attempts} attempts of {self.config.timeout:g} s") from exc
+            where = public_url(self.config.base_url) or "api.openai.com"
+            raise JudgeError(f"{kind}: {self._redact(cause)} at {where} after {attempts} attempts") from exc
         except openai.APIStatusError as exc:
             if exc.status_code == 400:
                 message = self._redact(str(exc))
@@ -279,16 +357,28 @@ class LLMJudge(Judge):
         else:
             response_format = {"type": "json_object"}
         extra = {"seed": cfg.seed} if cfg.seed is not None else {}
-        completion = await self._send(request.kind, lambda: self._clients()["chat"].chat.completions.create(
-            model=cfg.model, messages=messages, temperature=cfg.temperature, response_format=response_format,
-            **extra))
-        usage = current_usage.get()
-        if usage is not None and completion.usage is not None:
-            usage.prompt_tokens += _count(completion.usage.prompt_tokens)
-            usage.completion_tokens += _count(completion.usage.completion_tokens)
-        choice = completion.choices[0] if completion.choices else None
-        if choice is None or choice.finish_reason == "length":
-            raise JudgeError(f"{request.kind}: the answer was cut at the token limit")
+        limits: list[int | None] = [None]  # the provider's default first, then larger explicit budgets
+        while True:
+            limit = {"max_tokens": limits[-1]} if limits[-1] else {}
+            completion = await self._send(request.kind, lambda: self._clients()["chat"].chat.completions.create(
+                model=cfg.model, messages=messages, temperature=cfg.temperature, response_format=response_format,
+                **extra, **limit))
+            used = _count(completion.usage.completion_tokens) if completion.usage is not None else 0
+            usage = current_usage.get()
+            if usage is not None and completion.usage is not None:
+                usage.prompt_tokens += _count(completion.usage.prompt_tokens)
+                usage.completion_tokens += used
+            choice = completion.choices[0] if completion.choices else None
+            if choice is None:
+                raise JudgeError(f"{request.kind}: the reply holds no choice")
+            if choice.finish_reason != "length":
+                break
+            larger = min(cfg.max_output_tokens, max(2 * used, 2 * (limits[-1] or 0), 1024))
+            if len(limits) == 3 or larger <= max(used, limits[-1] or 0):
+                tried = ", ".join("the provider's default" if n is None else str(n) for n in limits)
+                raise JudgeError(f"{request.kind}: finish_reason length: the reply was cut at the token limit "
+                                 f"{len(limits)} times (max_tokens {tried}; the last reply had {used} tokens)")
+            limits.append(larger)
         content = choice.message.content
         if content is not None and not isinstance(content, str):
             raise prompts.OutputError(f"the reply's content is a {type(content).__name__}, not text")
@@ -307,6 +397,14 @@ class LLMJudge(Judge):
         if cached is not None:
             usage.cache_hits += 1
             return cached
+        plan = current_plan.get()
+        if plan is not None:  # record what would be sent; answer with a stand-in
+            answer = prompts.example_answer(request.schema)
+            prompt = estimate_tokens(self._system(request)) + estimate_tokens(request.prompt) + 2 * MESSAGE_TOKENS
+            if cfg.response_format == "json_schema":
+                prompt += estimate_tokens(json.dumps(request.schema))
+            plan.add(Planned(request.kind, key, prompt, reply_tokens(answer)))
+            return request.validate(answer)
         inflight = self._shared["inflight"]
         if key in inflight:
             usage.cache_hits += 1
@@ -329,11 +427,13 @@ class LLMJudge(Judge):
         except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
             raise JudgeError(f"{kind}: unexpected reply ({type(exc).__name__}): {self._redact(str(exc))}") from None
 
+    def _system(self, request: prompts.Request) -> str:
+        if self.config.response_format == "json_schema":
+            return prompts.SYSTEM
+        return f"{prompts.SYSTEM}\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
+
     async def _ask_endpoint(self, request: prompts.Request, key: str) -> dict[str, Any]:
-        system = prompts.SYSTEM
-        if self.config.response_format != "json_schema":
-            system += f"\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": request.prompt}]
+        messages = [{"role": "system", "content": self._system(request)}, {"role": "user", "content": request.prompt}]
         for attempt in range(2):
             content = ""
             try:
@@ -346,6 +446,7 @@ class LLMJudge(Judge):
                              {"role": "user", "content": f"That answer is invalid: {exc}. Reply again with only the "
                                                          "corrected JSON object."}]
                 continue
+            value = self._scrub(value)  # a key echoed in a reason is never stored
             if self.cache is not None:
                 self.cache.put(key, request.kind, value)
             return value
@@ -437,6 +538,12 @@ class LLMJudge(Judge):
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if found.get(k) is None))
         usage = current_usage.get() or Usage()
         usage.cache_hits += len(texts) - len(missing)
+        plan = current_plan.get()
+        if plan is not None:
+            if missing:
+                plan.add(Planned("embedding", cache_key(kind="embedding", model=model, texts=missing),
+                                             sum(estimate_tokens(t) for t in missing)))
+            return np.ones((len(texts), 1))
         if missing:
             try:
                 reply = await self._send("embedding", lambda: self._clients()["embeddings"].embeddings.create(

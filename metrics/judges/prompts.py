@@ -68,6 +68,37 @@ def _binary(description: str) -> dict[str, Any]:
     return {"type": "integer", "enum": [0, 1], "description": description}
 
 
+def example_answer(schema: dict[str, Any], decide: Callable[[str, str | None], Any] =
+                   lambda field, key: int(field != "noncommittal"), parent: str | None = None) -> Any:
+    """A valid instance of any of the judge's schemas, built recursively from the schema
+    (the dry run's stand-in for a reply, and the test server's scripted replies).
+
+    ``decide(field, key)`` picks every integer (and list) value: ``field`` is the property
+    being filled and ``key`` the property of the object holding it, e.g.
+    ``("verdict", "S2")`` for a keyed statement verdict, ``("covered", "R1")`` for
+    statement classification, ``("S3", "C1")`` for cell (statement S3, context C1) of the
+    context support matrix, ``("rating", None)`` / ``("score", None)`` for top-level
+    ratings and Likert scores; by default every value is 1 and ``noncommittal`` 0. For an
+    array field (``("entities", None)``) a list returned by ``decide`` is used as is,
+    anything else gives ``[]``. Strings are filled in: ``reason`` → "scripted reason for
+    <key>", ``question`` → "What does <key> ask?".
+    """
+    answer = {}
+    for name, sub in schema["properties"].items():
+        kind = sub.get("type")
+        if kind == "object" or "properties" in sub:
+            answer[name] = example_answer(sub, decide, name)
+        elif kind == "string":
+            answer[name] = {"reason": f"scripted reason for {parent}" if parent else "scripted reason",
+                            "question": f"What does {parent} ask?"}.get(name, f"scripted {name}")
+        elif kind == "array":
+            value = decide(name, parent)
+            answer[name] = value if isinstance(value, list) else []
+        else:
+            answer[name] = decide(name, parent)
+    return answer
+
+
 def extract_json(text: str) -> Any:
     """The first JSON object in ``text``, tolerating code fences and prose around it.
 

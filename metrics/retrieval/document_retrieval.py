@@ -14,8 +14,13 @@ retrieved labels are 0); a ground truth without any relevant document makes NDCG
 fidelity ``not_applicable`` instead of 0 or NaN; default thresholds fit the label scale.
 With ``gain="exponential"`` (gain ``2^label - 1``, Azure's) and ``tie_break="input"``
 the values equal Azure's on the spec's worked cases A and D; with ``gain="linear"``
-(gain = label, negative labels count 0) and ``tie_break="docid_desc"`` NDCG equals
-trec_eval's ``ndcg_cut_k``.
+(gain = label) and ``tie_break="docid_desc"`` NDCG equals trec_eval's ``ndcg_cut_k``.
+
+Negative labels (``label_min < 0``: judged non-relevant or harmful, as TREC Web's -2
+spam) gain 0 with either gain, as in trec_eval, whose NDCG counts only positive gains;
+Azure leaves them undefined (its ``2^label - 1`` would turn negative and push NDCG out
+of [0, 1]). XDCG counts them 0 too. A label too large for the exponential gain (2^label
+overflows a float, labels past 1023) is the row's ``input_error``.
 """
 from __future__ import annotations
 
@@ -61,7 +66,10 @@ class RankingSettings:
 
 
 def _gain(label: int, kind: str) -> float:
-    return float(2 ** label - 1) if kind == "exponential" else float(max(label, 0))
+    """``2^label - 1`` (exponential) or ``label`` (linear); 0 for a label of 0 or less."""
+    if label <= 0:
+        return 0.0
+    return float(2 ** label - 1) if kind == "exponential" else float(label)
 
 
 def _dcg(labels: list[int], k: int, kind: str) -> float:
@@ -105,6 +113,8 @@ def document_retrieval(ground_truth: list[dict[str, Any]], retrieved: list[dict[
     ------
     ValueError
         Empty ground truth, a label outside the scale, or an id labelled twice.
+    OverflowError
+        A label past 1023 with exponential gain (2^label does not fit a float).
     """
     if not ground_truth:
         raise ValueError("retrieval_ground_truth is empty")
@@ -188,6 +198,9 @@ class DocumentRetrievalMetric(Metric):
             values = document_retrieval(sample.retrieval_ground_truth, sample.retrieved_documents, self.settings)
         except ValueError as exc:
             raise InputProblem("retrieval_ground_truth", str(exc)) from exc
+        except OverflowError as exc:
+            raise InputProblem("retrieval_ground_truth", f"a label is too large for {self.settings.gain} gain "
+                                                         f"({exc}); use gain=linear") from exc
         value = values[self.key]
         details = {"values": values, "k": self.settings.k, "gain": self.settings.gain,
                    "label_range": [self.settings.label_min, self.settings.label_max]}

@@ -1,0 +1,89 @@
+"""``rag-eval run --dry-run``: the requests, tokens and price a run would send, sending
+nothing and registering nothing; and the endpoint check made before a real run."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def check_judge(judge_resource: Any) -> None:
+    """Check the LLM judge's endpoint (reachability, key, model) before anything is
+    registered or spent; nothing to check for the offline judge.
+
+    Raises
+    ------
+    EndpointError
+        An OSError: ``rag-eval`` exits with status 2 and the cause.
+    ValueError
+        A base URL with credentials.
+    """
+    from metrics.judges.llm import LLMJudge
+
+    judge = judge_resource.get_judge()
+    if isinstance(judge, LLMJudge):
+        try:
+            judge.check_endpoint()
+        except OSError:
+            judge.close()  # its connections, before the process exits with status 2
+            raise
+
+
+def parse_price(text: str | None) -> tuple[float, float] | None:
+    """``"0.15,0.60"`` → (0.15, 0.6): prices per million prompt and completion tokens
+    (one number is both).
+
+    Raises
+    ------
+    ValueError
+        For anything but one or two non-negative numbers.
+    """
+    if text is None:
+        return None
+    try:
+        parts = [float(p) for p in text.split(",")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (1, 2) or any(p < 0 for p in parts):
+        raise ValueError(f"--price {text!r}: give PROMPT[,COMPLETION], prices per million tokens, e.g. 0.15,0.60")
+    return parts[0], parts[-1]
+
+
+def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> int:
+    """Print what ``rag-eval run`` with these arguments would send, per metric and in
+    total, after the judgement cache, and its price at ``--price``."""
+    from metrics.cost import estimate_cost
+    from metrics.judges.llm import LLMJudge
+    from metrics.registry import build_metrics, resolve_names
+    from metrics.samples import load_samples
+
+    price = parse_price(args.price)
+    names = resolve_names(args.metrics)
+    config = {name: run_config["ops"].get(name, {}).get("config", {}) for name in names}
+    judging = ("threshold", "model", "temperature", "strictness")
+    options = {n: {k: v for k, v in c.items() if k not in judging} for n, c in config.items()}
+    metrics = build_metrics(names, {n: c["threshold"] for n, c in config.items() if "threshold" in c},
+                            {n: o for n, o in options.items() if o})
+    judge = judge_resource.get_judge()
+    judges = {n: judge.with_options(**{k: c[k] for k in ("model", "temperature", "strictness") if k in c})
+              for n, c in config.items() if isinstance(judge, LLMJudge) and c.keys() & {"model", "temperature",
+                                                                                        "strictness"}}
+    samples = load_samples(Path(args.dataset))
+    estimate = estimate_cost(samples, metrics, judge, judges)
+    where = f" at {judge.describe()['base_url'] or 'the OpenAI API'}" if isinstance(judge, LLMJudge) else ""
+    print(f"dry run: {estimate.rows} rows of {args.dataset}, judge {judge.name}{where}; nothing is sent or registered")
+    print(f"{'metric':<32}{'chat':>8}{'embeddings':>12}{'prompt tokens':>16}{'completion tokens':>19}")
+    for name, row in [*estimate.metrics.items(), ("total", estimate.total)]:
+        print(f"{name:<32}{row['chat_requests']:>8,}{row['embedding_requests']:>12,}{row['prompt_tokens']:>16,}"
+              f"{row['completion_tokens']:>19,}")
+    print("(after the judgement cache; a request shared by two metrics counts once; tokens estimated at "
+          "4 bytes of UTF-8 a token)")
+    if price:
+        print(f"cost: {estimate.cost(*price):.4f} at {price[0]:g} per million prompt and {price[1]:g} per million "
+              "completion tokens")
+    if estimate.over_budget:
+        print(f"{len(estimate.over_budget)} (row, metric) pair(s) over the per-row budget would be sent nothing "
+              "(judge_error):")
+        for item in estimate.over_budget[:5]:
+            print(f"  row {item['row']} (id {item['sample_id']}): {item['reason']}")
+    return 0
