@@ -27,10 +27,14 @@ _TABLE_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 
 class SummaryConfig(dg.Config):
     """``scale``: 1 keeps [0, 1]; 10 presents the [0, 1] metrics on dingo's 0-10 scale.
-    ``dingo_layout``: also write ``summary_dingo.json`` in dingo 2.5's exact layout."""
+    ``dingo_layout``: also write ``summary_dingo.json`` in dingo 2.5's exact layout.
+    ``scope``: ``run`` (default) describes the metrics this run selected; ``version`` every
+    metric stored for the version, those of earlier runs marked so (the nightly schedule's
+    re-run of stale metrics refreshes the whole version's summary this way)."""
 
     scale: int = 1
     dingo_layout: bool = False
+    scope: str = "run"
 
 
 def markdown_table(summary: dict) -> str:
@@ -92,12 +96,15 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
                  dataset_store: DatasetStore, judge: JudgeResource, **inputs) -> dg.Output[pd.DataFrame]:
     """Aggregate the run's metric results and write the version's report files."""
     version = context.partition_key
+    if config.scope not in ("run", "version"):
+        raise dg.Failure(f"eval_summary scope must be 'run' or 'version', got {config.scope!r}")
     stored = {name: inputs[name] for name in METRICS if inputs[name] is not None and len(inputs[name])}
     selected = [m for m in _selected_metrics(context) if m in stored]
-    earlier = set() if selected else set(stored)
     if not stored:
         raise dg.Failure(f"no metric has been computed for version {version}")
-    results = pd.concat([stored[m] for m in (selected or stored)], ignore_index=True).drop(columns="version")
+    described = selected if selected and config.scope == "run" else list(stored)
+    earlier = set(described) - set(selected)
+    results = pd.concat([stored[m] for m in described], ignore_index=True).drop(columns="version")
     summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
                         earlier=earlier)
     rejected = inputs["rejected_samples"]
@@ -120,7 +127,8 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     fields = inputs[FIELD_ASSETS[_TABLE_FIELDS[0]]][["row", _TABLE_FIELDS[0]]]
     for name in _TABLE_FIELDS[1:]:
         fields = fields.merge(inputs[FIELD_ASSETS[name]][["row", name]], on="row", how="outer")
-    ragas_table(results, fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]).to_csv(folder / "ragas_scores.csv", index=False)
+    fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
+    ragas_table(results, fields).to_csv(folder / "ragas_scores.csv", index=False)
     azure_path = folder / "azure_results.jsonl"
     azure_lines = write_azure_jsonl(results, azure_path) if azure_rows(results) else 0
     if not azure_lines:

@@ -192,6 +192,13 @@ def test_a_runs_summary_describes_that_run_and_history_stays_in_duckdb(project, 
     summary = json.loads((project.out / "v1" / "summary.json").read_text())
     assert set(summary["metrics"]) == {*CORE_METRICS, "relevance"}
     assert not any(row["this_run"] for row in summary["metrics"].values())
+    # Scope "version" (the nightly re-run of stale metrics): the run's metric and every other one stored.
+    selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets("faithfulness", "eval_summary")
+    assert project.materialize("v1", selection, run_config={"ops": {"eval_summary": {"config": {
+        "scope": "version"}}}}).success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert set(summary["metrics"]) == {*CORE_METRICS, "relevance"}
+    assert [m for m, row in summary["metrics"].items() if row["this_run"]] == ["faithfulness"]
 
 
 def test_the_response_job_does_not_require_references(project, fiqa_rows):
