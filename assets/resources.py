@@ -2,13 +2,16 @@
 
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
 from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager
 from pydantic import PrivateAttr
@@ -43,9 +46,77 @@ class DatasetStore(dg.ConfigurableResource):
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
     def versions(self) -> list[str]:
-        """Folder names holding a ``samples.jsonl``, sorted."""
+        """Folder names holding a ``samples.jsonl``, sorted (hidden folders, such as a
+        registration being staged, excluded)."""
         root = Path(self.root)
-        return sorted(p.parent.name for p in root.glob("*/samples.jsonl")) if root.exists() else []
+        return sorted(p.parent.name for p in root.glob("*/samples.jsonl")
+                      if not p.parent.name.startswith(".")) if root.exists() else []
+
+
+class DatabaseUnavailable(OSError):
+    """The results database cannot be opened: held by another process past the wait, damaged or read-only."""
+
+
+def check_database(path: str | Path, wait: float = 60.0, say: Callable[[str], None] = print,
+                   config: dict | None = None) -> None:
+    """Open the DuckDB file ``path`` once (with the IO manager's connection ``config``),
+    before a run writes to it.
+
+    A file locked by another process is named with its holder at once (``say``), waited
+    for up to ``wait`` seconds, then refused naming the holder; a damaged, read-only or
+    otherwise unopenable file is refused at once (dagster-duckdb would retry it silently
+    for about 100 s). A file that does not exist yet passes.
+
+    Raises
+    ------
+    DatabaseUnavailable
+        With the file, the cause and, for a lock, the holding program and PID.
+    """
+    if not Path(path).exists():
+        return
+    deadline, told = time.monotonic() + wait, False
+    while True:
+        try:
+            duckdb.connect(str(path), config={"custom_user_agent": "dagster", **(config or {})}).close()
+            return
+        except duckdb.Error as exc:
+            holder = re.search(r"lock is held in (.*?) \(PID (\d+)\)", str(exc))
+            if holder is None:
+                raise DatabaseUnavailable(f"results database {path} cannot be opened: {exc}; move it away (a new one "
+                                          "is created) or pass another --out") from None
+            who = f"PID {holder[2]} ({holder[1]})"
+            if time.monotonic() >= deadline:
+                raise DatabaseUnavailable(f"results database {path} is still held by {who} after {wait:g} s; stop that "
+                                          "process (a DuckDB shell or notebook, another run) and try again") from None
+            if not told:
+                say(f"results database {path} is held by {who}; waiting up to {wait:g} s for it")
+                told = True
+            time.sleep(0.5)
+
+
+class ResultsDatabase(DuckDBPandasIOManager):
+    """The DuckDB IO manager of the asset tables (``<out>/rag_eval.duckdb``, schema ``eval``,
+    one table per asset, rows keyed by ``version``). When a run's resources start, it creates
+    the database's folder (a run launched by the daemon or the UI in a fresh clone has no
+    ``out/`` yet, and DuckDB cannot create a file there) and checks the file with
+    :func:`check_database` (held by another process: named, waited for ``lock_wait`` s).
+    A partition never written (a metric never computed for the version, no rejected line)
+    loads as ``None``, so the summary can take every metric asset as an input and use those
+    of the run; which partitions exist is read once, over one connection, after each write."""
+
+    lock_wait: float = 60.0
+
+    def create_io_manager(self, context):
+        """Create the folder of ``database``, check the file, then create the IO manager."""
+        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+
+        def say(message: str) -> None:  # in the run's log (the UI) and on stderr (the CLI shows no log)
+            if context.log:
+                context.log.warning(message)
+            print(message, file=sys.stderr)
+
+        check_database(self.database, self.lock_wait, say, self.connection_config)
+        return _StoredOrNone(super().create_io_manager(context))
 
 
 class ReportStore(dg.ConfigurableResource):
@@ -174,6 +245,7 @@ class JudgeResource(dg.ConfigurableResource):
     timeout: float | None = None
     max_attempts: int | None = None
     cache_path: str | None = None
+    cache_across_endpoints: bool | None = None
     max_row_requests: int | None = None
     max_row_tokens: int | None = None
     support_threshold: float | None = None
@@ -192,18 +264,3 @@ class JudgeResource(dg.ConfigurableResource):
                 options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
                 _JUDGES[key] = OfflineJudge(**options)
         return _JUDGES[key]
-
-
-class ResultsDatabase(DuckDBPandasIOManager):
-    """The DuckDB IO manager of the asset tables (``<out>/rag_eval.duckdb``, schema ``eval``;
-    one table per asset, ``partition_expr: version``), creating the database's folder first:
-    a run launched by the daemon or the UI in a fresh clone has no ``out/`` yet, and DuckDB
-    cannot create a file there (the IO manager then retries for minutes before failing).
-    A partition never written (a metric never computed for the version, no rejected line)
-    loads as ``None``, so the summary can take every metric asset as an input and use those
-    of the run; which partitions exist is read once, over one connection, after each write."""
-
-    def create_io_manager(self, context):
-        """Create the folder of ``database``, then the IO manager."""
-        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
-        return _StoredOrNone(super().create_io_manager(context))

@@ -137,7 +137,10 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
                       "metrics": list(summary["metrics"]), "num_good": summary["num_good"],
                       "num_bad": summary["num_bad"], "rejected_rows": summary["rejected"]["rows"],
                       "input_error_rows": summary["input_errors"]["rows"],
-                      "table": dg.MetadataValue.md(markdown_table(summary))}
+                      "table": dg.MetadataValue.md(markdown_table(summary)),
+                      # Which retriever and generator produced the version (its meta.json), in the UI.
+                      **{f: str(summary["dataset_meta"][f]) for f in ("retriever", "generator")
+                         if f in summary["dataset_meta"]}}
     for metric, row in summary["metrics"].items():
         if row["mean"] is not None:
             metadata[f"{metric}_mean"] = dg.MetadataValue.float(float(row["mean"]))

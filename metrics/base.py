@@ -9,12 +9,31 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
 from metrics.results import Direction, MetricResult, Status, passes
 from metrics.samples import Sample
+from metrics.text import normalise_rag_text
+
+#: Fields whose text is normalised (``metrics.text.normalise_rag_text``) before judging.
+NORMALISED_FIELDS = ("response", "retrieved_contexts", "reference")
+
+
+def normalised(sample: Sample) -> tuple[Sample, dict[str, Any]]:
+    """The sample with its response, contexts and reference normalised (citation markers,
+    Markdown, HTML, literal ``\\n``), and the original text of every field that changed."""
+    changes: dict[str, Any] = {}
+    originals: dict[str, Any] = {}
+    for name in NORMALISED_FIELDS:
+        value = getattr(sample, name)
+        if value is None:
+            continue
+        clean = [normalise_rag_text(c) for c in value] if isinstance(value, list) else normalise_rag_text(value)
+        if clean != value:
+            changes[name], originals[name] = clean, value
+    return (replace(sample, **changes) if changes else sample), originals
 
 
 class InputProblem(ValueError):
@@ -117,7 +136,8 @@ class Metric(ABC):
                     direction=self.direction, judge=judge.name)
         where = f"line {sample.line} (id {sample.id})"
         if "row" in sample.problems:
-            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, details={"field": None, "problem": sample.problems["row"]},
+            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
+                                details={"field": None, "problem": sample.problems["row"]},
                                 reason=f"line {sample.line}: unreadable: {sample.problems['row']}", **base)
         for name in self.required_fields:
             problem = sample.missing(name)
@@ -126,6 +146,7 @@ class Metric(ABC):
                 return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
                                     reason=f"{where}: field '{name}' {kind}{problem}",
                                     details={"field": name, "problem": f"{kind}{problem}"}, **base)
+        sample, originals = normalised(sample)
         try:
             await judge.admit(self, sample)
             outcome = await self.measure(sample, judge)
@@ -133,8 +154,11 @@ class Metric(ABC):
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
                                 reason=f"judge failed: {exc}", **base)
         except InputProblem as exc:
-            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, details={"field": exc.field, "problem": str(exc)},
+            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
+                                details={"field": exc.field, "problem": str(exc)},
                                 reason=f"{where}: field '{exc.field}': {exc}", **base)
+        if originals:
+            outcome.details = {**outcome.details, "original": originals}
         if isinstance(outcome, NotApplicable):
             return MetricResult(status=Status.NOT_APPLICABLE, value=None, passed=None,
                                 reason=outcome.reason, details=outcome.details, **base)

@@ -8,6 +8,7 @@ answers into zero statements).
 """
 from __future__ import annotations
 
+import html
 import re
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -86,8 +87,14 @@ def normalise_number(token: str) -> str:
 
 
 def numbers(text: str) -> set[str]:
-    """The numbers written in digits in ``text``, normalised."""
-    return {normalise_number(m) for m in re.findall(r"\d+(?:[.,]\d+)*", text or "")}
+    """The numbers written in digits in ``text``, normalised; a year glued to the next number
+    by a period (``"2012.12:01"``) also gives its parts."""
+    found = set()
+    for match in re.findall(r"\d+(?:[.,]\d+)*", text or ""):
+        found.add(normalise_number(match))
+        if re.fullmatch(r"\d{4}\.\d+", match):
+            found.update(normalise_number(part) for part in match.split("."))
+    return found
 
 
 def stem(word: str) -> str:
@@ -159,3 +166,116 @@ def names(text: str) -> set[str]:
 def has_cjk(text: str) -> bool:
     """True when ``text`` contains Chinese, Japanese or Korean characters."""
     return bool(_CJK_RUN.search(text or ""))
+
+
+# ------------------------------------------------------------------ normalisation of RAG text
+# Citation markers a RAG system appends to its sentences: [1], [1, 2], [1-3], [ID:3], [doc2],
+# [^1], ^[2], 【1†source】, 【3:0†file.pdf】, (Source: …), [Source: …].
+_CITATIONS = re.compile(
+    r"\s*(?:\^?\[\^?(?:\d+(?:\s*[-–,]\s*\d+)*|(?:id|doc|source|ref|chunk|passage|context)\s*[:#]?\s*[\w.-]+)\]"
+    r"|【[^】]{0,80}】"
+    r"|[(\[](?:sources?|refs?|references?|citations?|来源|出处)\s*[:：][^)\]]{0,200}[)\]])",
+    re.IGNORECASE)
+_CODE_FENCE = re.compile(r"^\s*(```|~~~).*$", re.MULTILINE)
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$", re.MULTILINE)
+_BLOCK_MARKER = re.compile(r"^\s*(?:>\s*)+|^\s*(?:[-*+•]|\d{1,3}[.)])\s+", re.MULTILINE)
+_EMPHASIS = re.compile(r"(?<![A-Za-z0-9])(\*\*|__|\*|_|~~|`)(?=\S)(.+?)(?<=\S)\1(?![A-Za-z0-9])")
+_LINK = re.compile(r"!?\[([^\]]*)\]\((?:[^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_BREAK_TAGS = re.compile(r"<\s*(?:br|/?p|/?li|/?div|/?tr|/?h[1-6]|/?ul|/?ol|/?table|/?blockquote)\b[^>]*>",
+                         re.IGNORECASE)
+_TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s+[^<>]*)?/?>")
+# A sentence end glued to the next sentence: "(OUD).The bill", "rate.It".
+_GLUED = re.compile(r"(?<=[a-z0-9)\]\"'’%])([.!?])(?=[A-Z][a-z])")
+
+
+def normalise_rag_text(text: str) -> str:
+    """Plain text of a RAG response, context or reference, ready for segmentation.
+
+    Removes citation markers (``[1]``, ``[1, 2]``, ``[ID:3]``, ``[^1]``, ``^[2]``,
+    ``【1†source】``, ``(Source: …)``); turns Markdown into plain lines (bullets, numbered
+    lists, block quotes and headers become lines of their own; emphasis, inline code and
+    links keep their text; table rows become lines with cells separated by ``; ``; code
+    fences and table rules go); turns HTML into text (block tags become line breaks, other
+    tags go, entities are decoded); turns literal two-character ``\\n``/``\\r``/``\\t``
+    into real ones; puts a space after a sentence end glued to the next sentence
+    (``"(OUD).The bill"``); collapses repeated spaces. Chinese text is left as it is apart
+    from these marks. Idempotent: normalising twice changes nothing.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+        The normalised text (``""`` for ``None``).
+    """
+    if not text:
+        return ""
+    text = text.replace("\\r\\n", "\n").replace("\\n", "\n").replace("\\r", "\n").replace("\\t", " ")
+    if "<" in text or "&" in text:
+        text = _TAG.sub(" ", _BREAK_TAGS.sub("\n", text))
+        text = html.unescape(text)
+    text = _CODE_FENCE.sub("", text)
+    text = _TABLE_RULE.sub("", text)
+    text = _HEADER.sub(lambda m: m.group(1) + ("" if re.search(r"[.!?:。！？：]$", m.group(1)) else "."), text)
+    text = _LINK.sub(r"\1", text)
+    text = _CITATIONS.sub("", text)
+    text = _BLOCK_MARKER.sub("", text)
+    for _ in range(2):  # nested emphasis: ***x***
+        text = _EMPHASIS.sub(r"\2", text)
+    lines = []
+    for line in text.splitlines():
+        if line.count("|") >= 2:  # a Markdown table row: its cells as one line
+            line = "; ".join(cell.strip() for cell in line.strip().strip("|").split("|") if cell.strip())
+        line = _GLUED.sub(r"\1 ", line)
+        line = re.sub(r"[ \t\u00a0]+", " ", line).strip()
+        line = re.sub(r" (?=[.,;:!?。，；：！？)])", "", line)
+        lines.append(line)
+    return "\n".join(line for line in lines if line)
+
+
+# ------------------------------------------------------------------ short answers
+_AUXILIARIES = frozenset("is are was were be been being am has have had do does did will would can could shall "
+                         "should may might must isn't aren't wasn't weren't doesn't didn't won't can't".split())
+_YES_NO = re.compile(r"^(yes|no|true|false|correct|incorrect|是的?|不是|否|对|不对|有|没有)(?:[\s.!,，。！]|$)",
+                     re.IGNORECASE)
+_QA = re.compile(r"^Q: (?P<question>.*) A: (?P<answer>.*)$", re.DOTALL)
+
+
+def is_bare_span(text: str) -> bool:
+    """True when ``text`` is an answer span rather than a sentence: one line, a yes/no
+    answer, or at most six words with no auxiliary verb ("85", "Delhi", "May 15, 2012",
+    "Province of Buenos Aires"), or at most twelve letters and digits of CJK text ("70", "南希·佩洛西")."""
+    text = (text or "").strip()
+    if not text or "\n" in text or not _LETTER.search(text):
+        return False
+    if yes_no(text) and len(text.split()) <= 2:
+        return True
+    if re.search(r"[.!?;。！？；](?=\s)", text.rstrip(".!?。！？ ")):
+        return False
+    if has_cjk(text):
+        return len(re.sub(r"[\W_]", "", text)) <= 12
+    words = re.findall(r"[\w'’.-]+", text)
+    return len(words) <= 6 and not any(w.lower() in _AUXILIARIES and w != "May" for w in words)
+
+
+def yes_no(text: str) -> str | None:
+    """``"yes"`` or ``"no"`` when ``text`` opens with a yes/no answer (English or Chinese), else ``None``."""
+    match = _YES_NO.match((text or "").strip())
+    if not match:
+        return None
+    word = match.group(1).lower()
+    return "yes" if word in ("yes", "true", "correct", "是", "是的", "对", "有") else "no"
+
+
+def qa_statement(question: str, answer: str) -> str:
+    """The statement judged for a short answer: ``"Q: <question> A: <answer>"``."""
+    return f"Q: {' '.join(question.split())} A: {answer.strip()}"
+
+
+def split_qa(statement: str) -> tuple[str, str] | None:
+    """``(question, answer)`` of a statement made by :func:`qa_statement`, else ``None``."""
+    match = _QA.match(statement)
+    return (match["question"], match["answer"]) if match else None

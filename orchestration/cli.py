@@ -11,82 +11,83 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import warnings
-from datetime import datetime, timezone
+from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
-_VERSION_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def _prepare_instance() -> None:
     """Use the project-local Dagster instance ``dagster_home/`` unless DAGSTER_HOME is set;
-    an instance folder without ``dagster.yaml`` gets a copy of the project's."""
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path("dagster_home").resolve())))
-    home.mkdir(parents=True, exist_ok=True)
-    template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
-    if not (home / "dagster.yaml").exists() and template.exists():
-        shutil.copyfile(template, home / "dagster.yaml")
+    an instance folder without ``dagster.yaml`` gets a copy of the project's. Its storage
+    is created by one process at a time (two first runs at once would race on it)."""
+    import fcntl
 
-
-def default_version(path: Path, datasets_root: Path) -> str:
-    """The key of an existing version with the same content, else ``<UTC time>-<name>``
-    (``20261130T020000Z-fiqa``), which sorts by time; name is the folder of a
-    ``samples.jsonl``, else the file's stem."""
-    content = path.read_bytes()
-    for existing in sorted(datasets_root.glob("*/samples.jsonl")):
-        if existing.read_bytes() == content:
-            return existing.parent.name
-    name = path.parent.name if path.stem == "samples" else path.stem
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "dataset"
-    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{name}"[:128]
-
-
-def register(dataset: Path, version: str | None, datasets_root: Path, replace: bool = False) -> str:
-    """Copy ``dataset`` to ``<datasets_root>/<version>/samples.jsonl`` and add the partition.
-
-    Registering the same content again returns its existing version.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``dataset`` does not exist.
-    ValueError
-        If ``dataset`` is not a ``.jsonl`` file, ``version`` is not a plain key, or the
-        version exists with other content and ``replace`` is false.
-    """
     from dagster import DagsterInstance
 
-    from assets.partitions import dataset_versions
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path("dagster_home").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".rag-eval-setup.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
+        if not (home / "dagster.yaml").exists() and template.exists():
+            shutil.copyfile(template, home / "dagster.yaml")
+        instance = DagsterInstance.get()
+        instance.get_runs(limit=1)  # creates the run storage
+        instance.get_dynamic_partitions("dataset_version")  # and the event log's
 
-    if not dataset.is_file():
-        raise FileNotFoundError(f"dataset file not found: {dataset}")
-    if dataset.suffix.lower() not in (".jsonl", ".ndjson"):
-        raise ValueError(f"{dataset}: a dataset version is a JSONL file (one JSON object a line)")
-    version = version or default_version(dataset, datasets_root)
-    if not _VERSION_KEY.fullmatch(version):
-        raise ValueError(f"dataset version {version!r}: use letters, digits, '.', '_' and '-' only "
-                         "(it names a folder and a partition)")
-    target = datasets_root / version / "samples.jsonl"
-    if target.exists() and target.read_bytes() != dataset.read_bytes() and not replace:
-        raise ValueError(f"dataset version {version!r} already exists with other content ({target}); "
-                         "pass --replace to replace it, or choose another --dataset-version")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if dataset.resolve() != target.resolve():
-        shutil.copyfile(dataset, target)
-    instance = DagsterInstance.get()
-    if not instance.has_dynamic_partition(dataset_versions.name, version):
-        instance.add_dynamic_partitions(dataset_versions.name, [version])
-    return version
+
+def register(args: argparse.Namespace) -> tuple[str, bool]:
+    """Register ``args.dataset`` as a version (``assets.registration``, the rule the
+    sensor uses too): ``(key, new)``."""
+    from dagster import DagsterInstance
+
+    from assets.registration import register_version
+    from assets.resources import DatasetStore
+
+    meta = Path(args.meta) if args.meta else None
+    return register_version(DagsterInstance.get(), DatasetStore(root=str(Path(args.datasets).resolve())),
+                            Path(args.dataset), args.dataset_version, meta, args.replace)
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` that is not a folder, or whose results database cannot be used,
+    before anything is registered."""
+    from assets.resources import check_database
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file: pass a folder for the reports and rag_eval.duckdb")
+    check_database(out / "rag_eval.duckdb", say=lambda message: print(message, file=sys.stderr))
+
+
+@contextmanager
+def _only_run_of(version: str, out: Path):
+    """Hold the version for this process: a second ``rag-eval`` evaluating the same
+    version at the same time is refused with the first one's PID."""
+    import fcntl
+
+    (out / ".locks").mkdir(parents=True, exist_ok=True)
+    with open(out / ".locks" / f"{version}.lock", "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise ValueError(f"dataset version {version} is being evaluated right now by another rag-eval run "
+                             f"({lock.read().strip() or 'PID unknown'}); wait for it to finish") from None
+        lock.truncate(0)
+        lock.write(f"PID {os.getpid()}")
+        lock.flush()
+        yield
 
 
 _METRIC_OPTIONS = {"threshold": float, "model": str, "temperature": float, "strictness": int, "mode": str, "k": int,
                    "label_min": int, "label_max": int, "gain": str, "tie_break": str}
 _JUDGE_OPTIONS = ("model", "base_url", "embedding_model", "concurrency", "timeout", "strictness", "temperature",
-                  "response_format", "cache_path", "max_row_requests", "max_row_tokens")
+                  "response_format", "cache_path", "cache_across_endpoints", "max_row_requests", "max_row_tokens")
 
 
 def _run_config(args: argparse.Namespace) -> dict:
@@ -195,7 +196,8 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
     selected = resolve_names(args.metrics)
     samples = load_samples(Path(args.datasets) / version / "samples.jsonl")
     print_cannot_run(unavailable(samples, {m: METRICS[m].required_fields for m in selected}))
-    result = _execute_with_progress(selected, version, run_config, _resources(args))
+    with _only_run_of(version, Path(args.out)):
+        result = _execute_with_progress(selected, version, run_config, _resources(args))
     limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
     for check in result.get_asset_check_evaluations():
         if not check.passed:
@@ -206,9 +208,10 @@ def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict 
             print_input_errors(meta["input_errors"].value, meta["input_error_rows"].value)
     if not result.success:
         for event in result.all_events:
-            if event.is_step_failure:
-                error = event.event_specific_data.error
-                print(f"step {event.step_key} failed: {printable(error.message.strip())}", file=sys.stderr)
+            error = getattr(event.event_specific_data, "error", None)
+            if event.is_step_failure or (event.is_run_failure and error is not None):  # e.g. a resource that failed
+                print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: "
+                      f"{printable(error.message.strip())}", file=sys.stderr)
                 while error.cause is not None:  # the chain down to the root cause
                     error = error.cause
                     print(f"  caused by: {printable(error.message.strip())}", file=sys.stderr)
@@ -230,9 +233,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(args, run_config, _judge(args))
     check_judge(_judge(args))
-    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets), args.replace)
+    _check_out(args)
+    version, new = register(args)
     summary = _evaluate(version, args, run_config)
     if summary is None:
+        if new:  # a version this run registered and could not evaluate is not left behind
+            from assets.registration import unregister
+            from assets.resources import DatasetStore
+            from dagster import DagsterInstance
+
+            unregister(DagsterInstance.get(), DatasetStore(root=str(Path(args.datasets).resolve())), version)
+            print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
+                  file=sys.stderr)
         return 1
     from orchestration.report import print_table
 
@@ -259,6 +271,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
     run_config = _run_config(args)
     check_judge(_judge(args))
+    _check_out(args)
     versions = sorted(DagsterInstance.get().get_dynamic_partitions(dataset_versions.name))
     chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
     if not chosen:
@@ -278,9 +291,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_register(args: argparse.Namespace) -> int:
     """Register a dataset version without running it."""
-    version = register(Path(args.dataset), args.dataset_version, Path(args.datasets), args.replace)
-    print(f"registered dataset version {version}; evaluate it with `rag-eval run {args.dataset} "
-          f"--dataset-version {version}`, or materialize its partition in the Dagster UI")
+    version, new = register(args)
+    print(f"{'registered' if new else 'already registered:'} dataset version {version}; evaluate it with "
+          f"`rag-eval run {args.dataset} --dataset-version {version}`, or materialize its partition in the Dagster UI")
     return 0
 
 
@@ -292,6 +305,24 @@ def cmd_convert_trec(args: argparse.Namespace) -> int:
     Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     print(f"wrote {len(records)} queries to {args.output}; evaluate with "
           f"`rag-eval run {args.output} --metrics document_retrieval`")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Agreement of the configured judge (or the offline one) with human labels."""
+    from metrics import OfflineJudge, calibrate
+    from metrics.calibrate import print_report
+    from metrics.evaluate import default_judge
+
+    judge = OfflineJudge() if args.offline else default_judge()
+    try:
+        report = calibrate(args.labels, judge=judge)
+    finally:
+        if hasattr(judge, "close"):
+            judge.close()
+    print_report(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
     return 0
 
 
@@ -310,8 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET),
                            help=f"JSONL file of samples (default {DEFAULT_DATASET})")
             p.add_argument("--dataset-version", help="dataset version key (default: the key of a version with the "
-                                                     "same content, else <UTC time>-<name>)")
+                                                     "same content, else <UTC time>-<name>-<content hash>)")
             p.add_argument("--replace", action="store_true", help="replace the content of an existing version")
+            p.add_argument("--meta", help="the version's meta.json (retriever, generator...; default: the meta.json "
+                                          "beside the dataset, if any)")
         p.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
         p.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
         p.set_defaults(handler=handler)
@@ -348,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
             judge.add_argument("--response-format", choices=("json_schema", "json_object"),
                                help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
             judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
+            judge.add_argument("--cache-across-endpoints", action="store_true", default=None,
+                               help="reuse cached judgements of another endpoint serving the same model")
             judge.add_argument("--max-row-requests", type=int, help="requests one row may send per metric, after "
                                "the cache (default 50; 0 no limit); a row over it is judge_error, nothing sent")
             judge.add_argument("--max-row-tokens", type=int, help="estimated tokens one row may send per metric "
@@ -357,6 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "would send (after the cache) and their price; send and register nothing")
                 judge.add_argument("--price", metavar="PROMPT[,COMPLETION]", help="with --dry-run: price per "
                                    "million prompt (and completion) tokens, e.g. 0.15,0.60")
+    calibrate = sub.add_parser("calibrate", help="agreement of the judge with human labels (examples/calibration)")
+    calibrate.add_argument("labels", help="JSONL of pairwise or per-sample labels")
+    calibrate.add_argument("--json", help="also write the report as JSON to this file")
+    calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
+    calibrate.set_defaults(handler=cmd_calibrate)
     convert = sub.add_parser("convert-trec", help="TREC qrels + run files to a JSONL dataset")
     convert.add_argument("qrels", help="qrels file: qid iteration docno label")
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")

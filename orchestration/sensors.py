@@ -1,33 +1,17 @@
-"""The sensor: a new folder under datasets/ becomes a partition and is evaluated; a
-changed samples.jsonl of a known version is re-ingested (its metrics then turn stale)."""
+"""The sensor: a new folder under datasets/ becomes a partition (renamed to a key that
+sorts by time by ``assets.registration``, the rule of ``rag-eval register``) and is
+evaluated; a changed samples.jsonl of a known version is re-ingested (its metrics then
+turn stale)."""
 import hashlib
 import os
-import re
-from datetime import datetime, timezone
-from pathlib import Path
 
 import dagster as dg
 
 from assets.partitions import dataset_versions
+from assets.registration import adopt_folder
 from assets.resources import DatasetStore
 from orchestration.jobs import evaluation_job, ingestion_job
 from orchestration.staleness import latest_materialization
-
-TIME_KEY = re.compile(r"\d{8}T\d{6}Z-")
-
-
-def time_keyed(store: DatasetStore, folder: str) -> str:
-    """The key of a new version folder: its name when it starts with a UTC time (as the keys of
-    ``rag-eval register`` do), else the folder is renamed ``<UTC time of its samples.jsonl>-<name>``
-    so that versions sort by time in key order, the schedule and the UI's partition plots."""
-    if TIME_KEY.match(folder):
-        return folder
-    written = datetime.fromtimestamp(store.samples_path(folder).stat().st_mtime, timezone.utc)
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", folder).strip("-.") or "dataset"
-    key = f"{written:%Y%m%dT%H%M%SZ}-{name}"[:128]
-    Path(store.root, folder).rename(Path(store.root, key))
-    return key
-
 
 #: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
 SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
@@ -42,7 +26,7 @@ def new_dataset_versions(context: dg.SensorEvaluationContext, dataset_store: Dat
     """Compare the dataset folders with the registered partitions and the last ingestion."""
     known = set(context.instance.get_dynamic_partitions(dataset_versions.name))
     on_disk = dataset_store.versions()
-    new = sorted(time_keyed(dataset_store, v) for v in on_disk if v not in known)
+    new = sorted({adopt_folder(dataset_store, v) for v in on_disk if v not in known} - known)
     requests = [dg.RunRequest(job_name=evaluation_job.name, partition_key=v, run_key=f"new-{v}") for v in new]
     for version in sorted(known & set(on_disk)):
         digest = hashlib.sha256(dataset_store.samples_path(version).read_bytes()).hexdigest()

@@ -23,7 +23,7 @@ class Groundedness(LikertMetric):
     judgements = ("likert_groundedness",)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if not judge.statements(sample.response):
+        if not judge.statements(sample.response, sample.user_input):
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if not any(c.strip() for c in sample.retrieved_contexts):
             return Measured(1.0, "nothing retrieved", {"score": 1})

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from metrics.text import split_sentences
+from metrics.text import content_tokens, is_bare_span, names, numbers, qa_statement, split_sentences
 
 
 class JudgeError(RuntimeError):
@@ -94,15 +94,36 @@ _NONCOMMITTAL = re.compile(
     r"|(?:could|can)(?: ?not|n't) (?:find|locate|determine|answer)|not (?:sure|certain)"
     r"|no (?:relevant )?information|not (?:mentioned|provided|available|specified) in"
     r"|unable to (?:find|answer|determine|provide)|i(?:'m| am) (?:sorry|afraid)"
-    r"|sorry|it depends|there is no way to know)\b"
-    r"|无法(?:回答|确定|找到|提供)|不知道|不清楚|没有(?:找到|相关)(?:的)?(?:信息|资料)|抱歉|对不起|不确定",
+    r"|sorry|it depends|there is no way to know"
+    r"|(?:has|have|had|was|were|is|are) not been (?:provided|mentioned|specified|disclosed|given|stated|reported)"
+    r"|(?:is|are|was|were) not (?:provided|mentioned|specified|given|stated|disclosed|known|available)"
+    r"|(?:does|do|did) not (?:say|mention|specify|state|provide|contain|include)"
+    r"|(?:doesn't|don't|didn't) (?:say|mention|specify|state|provide|contain|include)"
+    r"|no (?:details?|mention|data) (?:is |are )?(?:given|provided|available|of))\b"
+    r"|无法(?:回答|确定|找到|提供|得知)|不知道|不清楚|没有(?:找到|相关|提供|提到|说明)(?:的)?(?:信息|资料)?|抱歉|对不起|不确定"
+    r"|(?:未|并未|没有)(?:提供|提及|提到|说明|给出|披露)|不得而知",
     re.IGNORECASE,
 )
 
 
 def is_noncommittal(sentence: str) -> bool:
-    """True for an evasive or refusing sentence ("I don't know", "抱歉，无法回答")."""
+    """True for an evasive or refusing sentence ("I don't know", "The date has not been
+    provided.", "抱歉，无法回答", "文中未提及")."""
     return bool(_NONCOMMITTAL.search(sentence or ""))
+
+
+def restates(question: str, response: str) -> bool:
+    """True when ``response`` only restates ``question``: no number or name the question lacks
+    and at least 80 % of its content tokens taken from the question ("The Eiffel Tower was
+    completed." for "When was the Eiffel Tower completed?"). Short spans and yes/no answers
+    (which may pick an option of the question) never count."""
+    if is_bare_span(response):
+        return False
+    said, asked = content_tokens(response), content_tokens(question)
+    asked_words = set(re.findall(r"\w+", (question or "").lower()))
+    new_facts = (numbers(response) - numbers(question)) | {
+        n for n in names(response) if not set(re.findall(r"\w+", n)) <= asked_words}
+    return len(said) >= 2 and not new_facts and len(said & asked) >= 0.8 * len(said)
 
 
 class Judge(ABC):
@@ -148,12 +169,16 @@ class Judge(ABC):
         default the judge itself is shipped."""
         return functools.partial(copy.deepcopy, self)
 
-    def statements(self, text: str) -> list[str]:
+    def statements(self, text: str, question: str | None = None) -> list[str]:
         """Checkable statements of ``text``: its sentences minus evasive ones.
 
         Deterministic segmentation (``metrics.text.split_sentences``), so the number
-        of statements never depends on a judge's mood (metric-spec fault 14).
+        of statements never depends on a judge's mood (metric-spec fault 14). A bare
+        span ("85", "Delhi", "yes"; ``metrics.text.is_bare_span``) is one statement, judged
+        together with its ``question`` when there is one: ``"Q: <question> A: 85"``.
         """
+        if is_bare_span(text) and not is_noncommittal(text):
+            return [qa_statement(question, text) if question and question.strip() else text.strip()]
         return [s for s in split_sentences(text) if not is_noncommittal(s)]
 
     @abstractmethod

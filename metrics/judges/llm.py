@@ -6,7 +6,8 @@ backoff with jitter, honouring ``Retry-After``) on 429, 5xx, connection errors a
 timeouts. Answers are requested as JSON (``json_schema``, or ``json_object`` for
 endpoints without it), parsed tolerantly, validated strictly and re-asked once with
 the validation error; after that the sample is a ``judge_error``. Every judgement is
-cached by content (``metrics.judges.cache``). Before its first request the judge checks
+cached by content and endpoint, and asked once by all processes sharing the cache
+(``metrics.judges.cache``). Before its first request the judge checks
 the endpoint (``metrics.judges.endpoint``); before a row is judged, its planned requests
 are held against the per-row budget (``metrics.judges.plan``).
 
@@ -37,12 +38,13 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from metrics.judges import prompts
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Usage, Verdict, current_usage
-from metrics.judges.cache import JudgementCache, cache_key
+from metrics.judges.cache import JudgementCache, Key, cache_key
 from metrics.judges.endpoint import check_base_url, check_endpoint, connection_cause, public_url
 from metrics.judges.plan import (MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, record,
                                  reply_tokens)
 
 T = TypeVar("T")
+_OPENAI = "https://api.openai.com/v1"  # the openai client's default base URL
 _MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited in full
 _KEY_PATTERN = re.compile(r"\b(sk|key|ak)-[A-Za-z0-9_\-*]{6,}")
 
@@ -54,6 +56,10 @@ class LLMConfig:
     ``from_env`` reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
     ``EMBEDDING_MODEL``, ``EMBEDDING_BASE_URL`` and ``EMBEDDING_API_KEY`` (the embedding
     ones default to the chat ones).
+
+    ``cache_path`` is the judgement cache (``None``: none); its answers are keyed by the
+    endpoint as well as the model, unless ``cache_across_endpoints`` lets any endpoint's
+    answer for the same model and inputs be reused.
     """
 
     model: str = "gpt-4o-mini"
@@ -77,6 +83,7 @@ class LLMConfig:
     max_row_requests: int | None = 50
     max_row_tokens: int | None = 200_000
     cache_path: str | None = ".rag_eval_cache/judgements.sqlite"
+    cache_across_endpoints: bool = False
 
     def __post_init__(self) -> None:
         check_base_url(self.base_url, "base_url")
@@ -163,7 +170,11 @@ class LLMJudge(Judge):
     def __init__(self, config: LLMConfig | None = None) -> None:
         self.config = config or LLMConfig.from_env()
         self.name = f"llm:{self.config.model}"
-        self.cache = JudgementCache(self.config.cache_path) if self.config.cache_path else None
+        cfg = self.config
+        # The longest a live claimant may take: a request and its re-ask, each with all its attempts.
+        lease = 2 * cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60
+        self.cache = JudgementCache(cfg.cache_path, lease=lease, across_endpoints=cfg.cache_across_endpoints) \
+            if cfg.cache_path else None
         self._shared: dict[str, Any] = {"fallback": None, "inflight": {}, "checks": {}}
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="llm-judge-loop", daemon=True).start()
@@ -389,9 +400,9 @@ class LLMJudge(Judge):
         """Ask one judgement: from the cache, from an identical request in flight, or
         from the endpoint (re-asked once with the validation error)."""
         cfg = self.config
-        key = cache_key(kind=request.kind, prompt_version=prompts.PROMPT_VERSIONS[request.kind], model=cfg.model,
-                        temperature=cfg.temperature, seed=cfg.seed, response_format=cfg.response_format,
-                        inputs=inputs)
+        key = cache_key(public_url(cfg.base_url or _OPENAI), kind=request.kind, model=cfg.model,
+                        prompt_version=prompts.PROMPT_VERSIONS[request.kind], temperature=cfg.temperature,
+                        seed=cfg.seed, response_format=cfg.response_format, inputs=inputs)
         usage = current_usage.get() or Usage()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
@@ -409,12 +420,41 @@ class LLMJudge(Judge):
         if key in inflight:
             usage.cache_hits += 1
             return await asyncio.shield(inflight[key])
-        task = asyncio.ensure_future(self._guarded(self._ask_endpoint(request, key), request.kind))
+        task = asyncio.ensure_future(self._guarded(self._ask_claimed(request, key), request.kind))
         inflight[key] = task
         try:
             return await task
         finally:
             inflight.pop(key, None)
+
+    async def _claim(self, keys: list[Key]) -> tuple[dict[Key, Any], set[Key]]:
+        """Claim ``keys`` in the cache, waiting while other processes ask for any of them:
+        the values they stored (``found``) and the keys this judge must now ask (``owned``)."""
+        found: dict[Key, Any] = {}
+        owned: set[Key] = set()
+        pause = 0.02
+        while True:
+            owned |= self.cache.claim(k for k in keys if k not in found and k not in owned)
+            for key in keys:
+                if key not in owned and key not in found and (value := self.cache.get(key)) is not None:
+                    found[key] = value
+            if all(k in found or k in owned for k in keys):
+                return found, owned
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    async def _ask_claimed(self, request: prompts.Request, key: Key) -> dict[str, Any]:
+        """The judgement from the endpoint, or from another process asking for it right now."""
+        if self.cache is None:
+            return await self._ask_endpoint(request, key)
+        found, owned = await self._claim([key])
+        if key in found:
+            (current_usage.get() or Usage()).cache_hits += 1
+            return found[key]
+        try:
+            return await self._ask_endpoint(request, key)
+        finally:
+            self.cache.release(owned)  # a no-op once the answer is stored
 
     async def _guarded(self, coroutine, kind: str):
         """Any failure of a judgement becomes a ``JudgeError`` with secrets redacted: an
@@ -432,7 +472,7 @@ class LLMJudge(Judge):
             return prompts.SYSTEM
         return f"{prompts.SYSTEM}\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
 
-    async def _ask_endpoint(self, request: prompts.Request, key: str) -> dict[str, Any]:
+    async def _ask_endpoint(self, request: prompts.Request, key: Key) -> dict[str, Any]:
         messages = [{"role": "system", "content": self._system(request)}, {"role": "user", "content": request.prompt}]
         for attempt in range(2):
             content = ""
@@ -519,7 +559,7 @@ class LLMJudge(Judge):
 
     async def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
         """Shares one request with :meth:`attribute_reference`."""
-        answer = await self._reference(user_input, self.statements(reference) or [reference], contexts)
+        answer = await self._reference(user_input, self.statements(reference, user_input) or [reference], contexts)
         return [Verdict(v, r) for v, r in zip(answer["useful"], answer["usefulness_reasons"])]
 
     # ------------------------------------------------------------- embeddings
@@ -533,33 +573,33 @@ class LLMJudge(Judge):
         if self._shared["fallback"]:
             return await self._offline_embed(texts)
         model = self.config.embedding_model
-        keys = [cache_key(kind="embedding", model=model, text=t) for t in texts]
+        endpoint = public_url(self.config.embedding_base_url or self.config.base_url or _OPENAI)
+        key_of = {t: cache_key(endpoint, kind="embedding", model=model, text=t) for t in texts}
+        keys = [key_of[t] for t in texts]
         found = {k: self.cache.get(k) for k in keys} if self.cache is not None else {}
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if found.get(k) is None))
-        usage = current_usage.get() or Usage()
-        usage.cache_hits += len(texts) - len(missing)
         plan = current_plan.get()
         if plan is not None:
             if missing:
-                plan.add(Planned("embedding", cache_key(kind="embedding", model=model, texts=missing),
+                plan.add(Planned("embedding", cache_key(endpoint, kind="embedding", model=model, texts=missing),
                                              sum(estimate_tokens(t) for t in missing)))
+            (current_usage.get() or Usage()).cache_hits += len(texts) - len(missing)
             return np.ones((len(texts), 1))
-        if missing:
-            try:
-                reply = await self._send("embedding", lambda: self._clients()["embeddings"].embeddings.create(
-                    model=model, input=missing))
-            except JudgeError as exc:
-                if getattr(exc.__cause__, "status_code", None) not in (404, 405, 501):
-                    raise
-                self._shared["fallback"] = f"the endpoint has no embeddings ({exc}); offline encoder used"
-                return await self._offline_embed(texts)
-            if len(reply.data) != len(missing):
-                raise JudgeError(f"embedding: {len(reply.data)} vectors for {len(missing)} texts")
-            for text, item in zip(missing, reply.data):
-                vector = list(map(float, item.embedding))
-                found[cache_key(kind="embedding", model=model, text=text)] = vector
-                if self.cache is not None:
-                    self.cache.put(cache_key(kind="embedding", model=model, text=text), "embedding", vector)
+        owned: set[Key] = set()
+        if missing and self.cache is not None:
+            claimed, owned = await self._claim([key_of[t] for t in missing])
+            found.update(claimed)
+            missing = [t for t in missing if key_of[t] not in claimed]
+        usage = current_usage.get() or Usage()
+        usage.cache_hits += len(texts) - len(missing)
+        try:
+            if missing:
+                await self._embed_missing(missing, key_of, found)
+        finally:
+            if self.cache is not None:
+                self.cache.release(owned)
+        if self._shared["fallback"]:
+            return await self._offline_embed(texts)
         try:
             vectors = np.array([found[k] for k in keys], dtype=np.float64)
         except ValueError as exc:
@@ -568,6 +608,25 @@ class LLMJudge(Judge):
         if not np.all(np.isfinite(vectors)) or not np.all(norms > 0):
             raise JudgeError("embedding: a zero or non-finite vector came back")
         return vectors / norms
+
+    async def _embed_missing(self, missing: list[str], key_of: dict[str, Key], found: dict[Key, Any]) -> None:
+        """One embeddings request for ``missing``; vectors into ``found`` and the cache."""
+        model = self.config.embedding_model
+        try:
+            reply = await self._send("embedding", lambda: self._clients()["embeddings"].embeddings.create(
+                model=model, input=missing))
+        except JudgeError as exc:
+            if getattr(exc.__cause__, "status_code", None) not in (404, 405, 501):
+                raise
+            self._shared["fallback"] = f"the endpoint has no embeddings ({exc}); offline encoder used"
+            return
+        if len(reply.data) != len(missing):
+            raise JudgeError(f"embedding: {len(reply.data)} vectors for {len(missing)} texts")
+        for text, item in zip(missing, reply.data):
+            vector = list(map(float, item.embedding))
+            found[key_of[text]] = vector
+            if self.cache is not None:
+                self.cache.put(key_of[text], "embedding", vector)
 
     async def _offline_embed(self, texts: list[str]) -> np.ndarray:
         from metrics.judges.offline import OfflineJudge

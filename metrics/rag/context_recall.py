@@ -23,7 +23,7 @@ class ContextRecall(Metric):
     judgements = ("reference_attribution",)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = judge.statements(sample.reference)
+        statements = judge.statements(sample.reference, sample.user_input)
         if not statements:
             return NotApplicable("the reference has no statement to attribute")
         if not sample.retrieved_contexts:

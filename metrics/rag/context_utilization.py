@@ -23,6 +23,6 @@ class ContextUtilization(ContextPrecision):
     answer_field = "response"
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if not judge.statements(sample.response):
+        if not judge.statements(sample.response, sample.user_input):
             return NotApplicable("no_factual_statements: the response uses no context")
         return await super().measure(sample, judge)

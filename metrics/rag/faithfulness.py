@@ -50,7 +50,7 @@ class Faithfulness(Metric):
     judgements = ("statement_support",)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = judge.statements(sample.response)
+        statements = judge.statements(sample.response, sample.user_input)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if not sample.retrieved_contexts:
