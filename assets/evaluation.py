@@ -7,7 +7,7 @@ import pandas as pd
 
 from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
-from assets.resources import ExecutionResource, JudgeResource, ReportStore
+from assets.resources import ExecutionResource, JudgeResource
 from metrics.aggregate import USAGE_COLUMNS
 from metrics.evaluate import results_frame
 from metrics.judges.endpoint import EndpointError
@@ -81,7 +81,7 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
                   "range": list(cls.value_range)},
     )
     def _metric(context: dg.AssetExecutionContext, config: MetricConfig, judge: JudgeResource,
-                report_store: ReportStore, execution: ExecutionResource,
+                execution: ExecutionResource,
                 **fields: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         inverse = {asset: field for field, asset in FIELD_ASSETS.items()}
         samples = samples_from_fields({inverse[asset]: frame for asset, frame in fields.items()})
@@ -111,7 +111,6 @@ def build_metric_asset(name: str) -> dg.AssetsDefinition:
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
         frame.insert(0, "version", context.partition_key)
-        frame.to_parquet(report_store.results_path(context.partition_key, name), index=False)
         metadata = metric_metadata(frame)
         metadata["judge"] = dg.MetadataValue.text(scorer.name)
         metadata["threshold"] = dg.MetadataValue.float(metric.threshold)

@@ -4,8 +4,9 @@ Each field (questions, responses, retrieved contexts, references, and the retrie
 ground truth and retrieved documents of DocumentRetrieval) is its own asset with
 a data version that is the hash of its content, so a metric asset depends only on the
 fields it reads: changing only the responses of a version makes only the
-response-dependent metrics stale. Rows that fail the data-quality suite are kept in
-``rejected_samples`` with the failing field and the reason; the metrics run on the rest.
+response-dependent metrics stale. Every line reaches every field asset, with why a
+field is unusable; lines no selected metric can use are also kept in
+``rejected_samples`` with the reason and the line as read.
 """
 
 import hashlib
@@ -18,7 +19,7 @@ from assets.partitions import dataset_versions
 from assets.quality import validate
 from assets.resources import DatasetStore
 from metrics.registry import CORE_METRICS, METRICS
-from metrics.samples import FIELDS, Sample, load_samples, sample_from_dict, samples_to_frame
+from metrics.samples import FIELDS, Sample, load_samples, sample_from_dict, samples_to_frame, unavailable
 
 #: Field of the sample model -> the asset holding it.
 FIELD_ASSETS = {"user_input": "questions", "response": "responses", "retrieved_contexts": "retrieved_contexts",
@@ -27,20 +28,21 @@ FIELD_ASSETS = {"user_input": "questions", "response": "responses", "retrieved_c
 
 
 class IngestConfig(dg.Config):
-    """``max_rejected_share``: the share of rejected rows above which the version fails."""
+    """``max_rejected_share``: the share of rejected lines (no selected metric can use them)
+    above which the version fails its blocking check."""
 
     max_rejected_share: float = 0.05
 
 
-def selected_fields(asset_selection: set[dg.AssetKey] | None) -> list[str]:
-    """The fields read by the metric assets of the run (the core metrics' when it selects none)."""
+def selected_metrics(asset_selection: set[dg.AssetKey] | None) -> dict[str, tuple[str, ...]]:
+    """``{metric: fields it reads}`` for the metric assets of the run (the core metrics when it selects none)."""
     selected = [m for m in METRICS if asset_selection and dg.AssetKey(m) in asset_selection] or CORE_METRICS
-    return [f for f in FIELDS if any(f in METRICS[m].required_fields for m in selected)]
+    return {m: METRICS[m].required_fields for m in selected}
 
 
-def content_version(frame: pd.DataFrame, column: str) -> dg.DataVersion:
-    """SHA-256 of the (id, value) pairs of ``column``, in row order."""
-    pairs = [[str(i), v] for i, v in zip(frame["id"], frame[column])]
+def content_version(frame: pd.DataFrame, columns: list[str]) -> dg.DataVersion:
+    """SHA-256 of ``id`` and ``columns``, row by row, in row order."""
+    pairs = [[str(i), *values] for i, *values in zip(frame["id"], *(frame[c] for c in columns))]
     digest = hashlib.sha256(json.dumps(pairs, ensure_ascii=True, default=str).encode()).hexdigest()
     return dg.DataVersion(digest[:16])
 
@@ -49,48 +51,66 @@ def content_version(frame: pd.DataFrame, column: str) -> dg.DataVersion:
     partitions_def=dataset_versions,
     group_name="ingestion",
     outs={
-        **{asset: dg.AssetOut(code_version="1", kinds={"pandas"}, metadata={"partition_expr": "version"},
-                              description=f"The {field} of the version's accepted samples (id, row, {field}).")
+        **{asset: dg.AssetOut(code_version="2", kinds={"pandas"}, metadata={"partition_expr": "version"},
+                              description=f"The {field} of every line of the version (id, row, {field}, "
+                                          "problem: why it is unusable, unreadable: why the line is).")
            for field, asset in FIELD_ASSETS.items()},
-        "rejected_samples": dg.AssetOut(code_version="1", kinds={"pandas"}, metadata={"partition_expr": "version"},
-                                        description="Rows that failed the data-quality suite: row, id, field, reason."),
+        "rejected_samples": dg.AssetOut(code_version="2", kinds={"pandas"}, metadata={"partition_expr": "version"},
+                                        description="Lines no selected metric can use: row, line, id, reason and "
+                                                    "the line as read."),
     },
     check_specs=[dg.AssetCheckSpec("rejected_share_within_limit", asset="rejected_samples", blocking=True,
                                    partitions_def=dataset_versions,
-                                   description="The share of rejected rows is at most max_rejected_share.")],
+                                   description="The share of rejected lines is at most max_rejected_share.")],
 )
 def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, dataset_store: DatasetStore):
-    """Load ``<datasets>/<version>/samples.jsonl``, validate it, split it into field assets."""
+    """Load ``<datasets>/<version>/samples.jsonl``, validate it, split it into field assets.
+
+    Every line goes to every field asset, so every metric reports on every line: a
+    missing or malformed field is the ``input_error`` of the metrics that read it, and a
+    line no selected metric can use (unreadable, or lacking a field of every metric) is
+    also listed in ``rejected_samples`` and counted against ``max_rejected_share``.
+    """
     version = context.partition_key
     path = dataset_store.samples_path(version)
-    samples = samples_to_frame(load_samples(path))
-    if samples.empty:
+    samples = load_samples(path)
+    if not samples:
         raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
-    fields = selected_fields(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
-    failures, statistics = validate(samples, fields)
-    rejected_rows = {f["row"] for f in failures}
-    accepted = samples[~samples["row"].isin(rejected_rows)]
-    context.log.info(f"{version}: {len(samples)} rows, {len(rejected_rows)} rejected, checked fields {fields}")
+    required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
+    report = validate(samples, required)
+    cannot_run = unavailable(samples, required)
+    for metric, why in cannot_run.items():
+        context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
+    context.log.info(f"{version}: {len(samples)} lines, {len(report['rejected'])} rejected, "
+                     f"{len(report['input_errors'])} with input errors, metrics {list(required)}")
+    frame = samples_to_frame(samples)
+    unreadable = [s.problems.get("row") for s in samples]
     for field, asset in FIELD_ASSETS.items():
-        frame = accepted[["id", "row", field]].assign(version=version).reset_index(drop=True)
-        frame[field] = frame[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
-        yield dg.Output(frame, output_name=asset, data_version=content_version(frame, field),
-                        metadata={"num_rows": len(frame)})
-    raw = dict(zip(samples["row"], samples.drop(columns=["problems"]).to_dict("records")))
-    rejected = pd.DataFrame(failures, columns=["row", "id", "field", "reason"]).assign(
-        version=version, sample=lambda f: [json.dumps(raw[r], ensure_ascii=False, default=str) for r in f["row"]])
-    share = len(rejected_rows) / len(samples)
-    source = hashlib.sha256(path.read_bytes()).hexdigest()
-    yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, "reason"),
-                    metadata={"rejected_rows": len(rejected_rows), "rejected_share": share, "total_rows": len(samples),
-                              "source_sha256": source, "checked_fields": fields,
+        out = frame[["id", "row", field]].assign(version=version)
+        out[field] = out[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
+        out["problem"] = pd.Series([s.problems.get(field) for s in samples], dtype="string")
+        out["unreadable"] = pd.Series(unreadable, dtype="string")
+        yield dg.Output(out, output_name=asset, data_version=content_version(out, [field, "problem", "unreadable"]),
+                        metadata={"num_rows": len(out)})
+    sources = {s.row: s.source for s in samples}
+    rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
+        version=version, sample=lambda f: [sources[r] for r in f["row"]])
+    share = len(rejected) / len(samples)
+    yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
+                    metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": len(samples),
+                              "input_error_rows": len(report["input_errors"]),
+                              "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                              "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
                               "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version)),
-                              "suite": dg.MetadataValue.json(statistics)})
+                              "suite": dg.MetadataValue.json(report["statistics"]),
+                              "duplicate_ids": dg.MetadataValue.json(report["duplicate_ids"][:50])})
     yield dg.AssetCheckResult(
         check_name="rejected_share_within_limit", asset_key="rejected_samples",
         passed=share <= config.max_rejected_share,
-        metadata={"rejected_share": share, "limit": config.max_rejected_share, "rejected_rows": len(rejected_rows),
-                  "failures": dg.MetadataValue.json(failures[:50])},
+        metadata={"rejected_share": share, "limit": config.max_rejected_share, "rejected_rows": len(rejected),
+                  "total_rows": len(samples), "rejected": dg.MetadataValue.json(report["rejected"][:50]),
+                  "input_errors": dg.MetadataValue.json(report["input_errors"][:50]),
+                  "input_error_rows": len(report["input_errors"]), "cannot_run": dg.MetadataValue.json(cannot_run)},
     )
 
 
@@ -102,17 +122,31 @@ def as_text(value) -> str | None:
 
 
 def samples_from_fields(frames: dict[str, pd.DataFrame]) -> list[Sample]:
-    """Samples rebuilt from field assets (``{field: frame}``); fields not given stay ``None``."""
+    """Samples rebuilt from field assets (``{field: frame}``), with each field's problem and
+    the line's (unreadable) problem as ingestion found them; fields not given stay ``None``."""
     merged = None
     for field, frame in frames.items():
-        part = frame[["id", "row", field]]
-        merged = part if merged is None else merged.merge(part, on=["id", "row"], how="inner")
+        part = frame[["id", "row", field, "problem", "unreadable"]].rename(columns={"problem": f"{field}.problem"})
+        merged = part if merged is None else merged.merge(part.drop(columns="unreadable"), on=["id", "row"],
+                                                          how="inner")
     lists = {"retrieved_contexts", "retrieval_ground_truth", "retrieved_documents"}
-    return [sample_from_dict({**{f: _decode(record.get(f), f in lists) for f in FIELDS}, "id": record["id"]},
-                             int(record["row"])) for record in merged.sort_values("row").to_dict("records")]
+    samples = []
+    for record in merged.sort_values("row").to_dict("records"):
+        sample = sample_from_dict({**{f: _decode(record.get(f), f in lists) for f in FIELDS}, "id": record["id"]},
+                                  int(record["row"]))
+        problems = {f: record[f"{f}.problem"] for f in frames if not _is_empty(record[f"{f}.problem"])}
+        if not _is_empty(record["unreadable"]):
+            problems["row"] = record["unreadable"]
+        sample.problems.update(problems)
+        samples.append(sample)
+    return samples
+
+
+def _is_empty(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
 
 
 def _decode(value, is_list: bool):
-    if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
+    if _is_empty(value):
         return None
     return json.loads(value) if is_list and isinstance(value, str) else value

@@ -1,32 +1,33 @@
 """Data-quality suite of a dataset version, with great-expectations 1.x.
 
-The suite is derived from the metrics selected: for every field they read, the field
+The suite is derived from the metrics selected: every line can be used by at least one
+of them (``usable``; the others are rejected), and for every field they read, the field
 is present, of the right type and not empty (``<field>_ok``, from the sample model's
-per-row problems) and within length bounds; ids are unique. GE's expectations on
+per-row problems: a line lacking it is an ``input_error`` of the metrics that read it,
+not a rejection) and within length bounds; ids are unique (duplicates are reported). GE's expectations on
 list-valued columns cannot be trusted (an empty list passes a length check), so the
 suite runs on derived scalar columns. great-expectations takes about 6 s to import,
 so it is imported on first use, never when the code location loads.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 import pandas as pd
 
-from metrics.samples import MAX_CHARS, MAX_CONTEXTS
+from metrics.samples import MAX_CHARS, MAX_CONTEXTS, Sample, field_problems, unusable
 
 
-def validation_frame(samples: pd.DataFrame, fields: Iterable[str]) -> pd.DataFrame:
-    """One row per sample: ``id``, ``row`` and, per field, ``<field>_ok`` and ``<field>_size``
-    (characters of a string, number of contexts of a list)."""
-    frame = pd.DataFrame({"id": samples["id"].astype(str), "row": samples["row"]})
-    for name in fields:
-        frame[f"{name}_ok"] = [
-            "row" not in problems and name not in problems and value is not None
-            for value, problems in zip(samples[name], samples["problems"])
-        ]
-        frame[f"{name}_size"] = [len(value) if value is not None else 0 for value in samples[name]]
+def validation_frame(samples: list[Sample], required: Mapping[str, Iterable[str]]) -> pd.DataFrame:
+    """One row per sample: ``id``, ``row``, ``usable`` (some selected metric can use the
+    line) and, per field read by ``required`` (``{metric: fields}``), ``<field>_ok`` and
+    ``<field>_size`` (characters of a string, number of contexts of a list)."""
+    frame = pd.DataFrame({"id": [str(s.id) for s in samples], "row": [s.row for s in samples],
+                          "usable": [unusable(s, required) is None for s in samples]})
+    for name in dict.fromkeys(f for fields in required.values() for f in fields):
+        frame[f"{name}_ok"] = [s.missing(name) is None for s in samples]
+        frame[f"{name}_size"] = [len(getattr(s, name)) if getattr(s, name) is not None else 0 for s in samples]
     return frame
 
 
@@ -42,10 +43,12 @@ def _batch_definition():
 
 
 def build_suite(fields: Iterable[str]):
-    """The expectation suite for the given fields (a ``gx.ExpectationSuite``)."""
+    """The expectation suite for the given fields (a ``gx.ExpectationSuite``): every line
+    usable by a selected metric, unique ids, and per field present, typed and within bounds."""
     import great_expectations as gx
 
-    expectations = [gx.expectations.ExpectColumnValuesToBeUnique(column="id")]
+    expectations = [gx.expectations.ExpectColumnValuesToBeInSet(column="usable", value_set=[True]),
+                    gx.expectations.ExpectColumnValuesToBeUnique(column="id")]
     for name in fields:
         expectations.append(gx.expectations.ExpectColumnValuesToBeInSet(column=f"{name}_ok", value_set=[True]))
         limit = MAX_CONTEXTS if name == "retrieved_contexts" else MAX_CHARS
@@ -53,39 +56,39 @@ def build_suite(fields: Iterable[str]):
     return gx.ExpectationSuite(name="eval_samples_suite", expectations=expectations)
 
 
-def validate(samples: pd.DataFrame, fields: Iterable[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run the suite on the ingestion frame.
+def validate(samples: list[Sample], required: Mapping[str, Iterable[str]]) -> dict[str, Any]:
+    """Run the suite on the loaded samples for the selected metrics ``required`` (``{metric: fields}``).
 
     Returns
     -------
-    (failures, statistics)
-        ``failures`` lists ``{"row", "id", "field", "reason"}`` for every failing row and
-        field (a row may appear once per failing field); ``statistics`` is GE's summary
-        (evaluated and successful expectations, success percent) plus the failing
-        expectation types.
+    dict
+        ``rejected``: one ``{"row", "line", "id", "reason"}`` per line no selected metric
+        can use (unreadable, or lacking a field of every metric); ``input_errors``: one
+        ``{"row", "line", "id", "fields": {field: reason}, "metrics": [...]}`` per other line
+        lacking a field some selected metric reads (those metrics report ``input_error``
+        for it; a field usable on no line at all is left out: its metrics cannot run);
+        ``duplicate_ids``: lines whose id another line has too (kept: results are told
+        apart by line); ``statistics``: GE's summary (evaluated and successful
+        expectations, success percent) and the failing expectations. Lines count from 1.
     """
-    fields = list(fields)
-    frame = validation_frame(samples, fields)
+    required = {metric: tuple(fields) for metric, fields in required.items()}
+    fields = list(dict.fromkeys(f for fields in required.values() for f in fields))
+    frame = validation_frame(samples, required)
     result = _batch_definition().get_batch(batch_parameters={"dataframe": frame}).validate(build_suite(fields))
     failed = {r.expectation_config.kwargs["column"] for r in result.results if not r.success}
-    problems = list(samples["problems"])
-    failures: list[dict[str, Any]] = []
-    if "id" in failed:
-        dupes = frame[frame["id"].duplicated(keep=False)]
-        failures += [{"row": int(r), "id": i, "field": "id", "reason": "duplicate id"}
-                     for r, i in zip(dupes["row"], dupes["id"])]
-    for name in fields:
-        for index in frame.index[~frame[f"{name}_ok"]] if f"{name}_ok" in failed else []:
-            row_problems = problems[index] or {}
-            failures.append({"row": int(frame.at[index, "row"]), "id": frame.at[index, "id"], "field": name,
-                             "reason": row_problems.get("row") or row_problems.get(name) or "missing"})
-        if f"{name}_size" in failed:
-            limit = MAX_CONTEXTS if name == "retrieved_contexts" else MAX_CHARS
-            for index in frame.index[frame[f"{name}_size"] > limit]:
-                failures.append({"row": int(frame.at[index, "row"]), "id": frame.at[index, "id"], "field": name,
-                                 "reason": f"size {frame.at[index, f'{name}_size']} over the limit {limit}"})
+    absent = {f for f in fields if not frame[f"{f}_ok"].any()}  # reported once, as metrics that cannot run
+    rejected, input_errors = [], []
+    for sample, usable in zip(samples, frame["usable"]):
+        entry = {"row": sample.row, "line": sample.line, "id": str(sample.id)}
+        if "usable" in failed and not usable:
+            rejected.append({**entry, "reason": unusable(sample, required)})
+        elif problems := field_problems(sample, [f for f in fields if f not in absent]):
+            input_errors.append({**entry, "fields": problems,
+                                 "metrics": [m for m, needs in required.items() if set(needs) & set(problems)]})
+    duplicates = frame[frame["id"].duplicated(keep=False)] if "id" in failed else frame.iloc[:0]
     statistics = {**{k: result.statistics[k] for k in ("evaluated_expectations", "successful_expectations",
                                                         "success_percent")},
                   "failed_expectations": sorted(r.expectation_config.type + f"[{r.expectation_config.kwargs['column']}]"
                                                 for r in result.results if not r.success)}
-    return failures, statistics
+    return {"rejected": rejected, "input_errors": input_errors, "statistics": statistics,
+            "duplicate_ids": [{"line": int(r) + 1, "id": i} for r, i in zip(duplicates["row"], duplicates["id"])]}

@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 import duckdb
+from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager
 from pydantic import PrivateAttr
 
@@ -98,7 +99,10 @@ class ResultsDatabase(DuckDBPandasIOManager):
     one table per asset, rows keyed by ``version``). When a run's resources start, it creates
     the database's folder (a run launched by the daemon or the UI in a fresh clone has no
     ``out/`` yet, and DuckDB cannot create a file there) and checks the file with
-    :func:`check_database` (held by another process: named, waited for ``lock_wait`` s)."""
+    :func:`check_database` (held by another process: named, waited for ``lock_wait`` s).
+    A partition never written (a metric never computed for the version, no rejected line)
+    loads as ``None``, so the summary can take every metric asset as an input and use those
+    of the run; which partitions exist is read once, over one connection, after each write."""
 
     lock_wait: float = 60.0
 
@@ -112,11 +116,11 @@ class ResultsDatabase(DuckDBPandasIOManager):
             print(message, file=sys.stderr)
 
         check_database(self.database, self.lock_wait, say, self.connection_config)
-        return super().create_io_manager(context)
+        return _StoredOrNone(super().create_io_manager(context))
 
 
 class ReportStore(dg.ConfigurableResource):
-    """Where each version's ``summary.json`` and ``results.parquet`` are written: ``<root>/<version>/``."""
+    """Where each version's report files (``summary.json``, ``results.parquet``...) are written: ``<root>/<version>/``."""
 
     root: str = "out"
 
@@ -126,15 +130,31 @@ class ReportStore(dg.ConfigurableResource):
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def results_path(self, version: str, metric: str) -> Path:
-        """``<root>/<version>/metrics/<metric>.parquet``: one metric's per-row results."""
-        path = self.folder(version) / "metrics"
-        path.mkdir(exist_ok=True)
-        return path / f"{metric}.parquet"
 
-    def metric_results(self, version: str) -> list[Path]:
-        """The per-metric result files of ``version``."""
-        return sorted((Path(self.root) / version / "metrics").glob("*.parquet"))
+class _StoredOrNone(dg.IOManager):
+    def __init__(self, inner: dg.IOManager) -> None:
+        self.inner = inner
+        self._stored: dict[str, set[str]] | None = None  # table -> versions, read once between writes
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        self._stored = None
+        self.inner.handle_output(context, obj)
+
+    def _versions(self, context: dg.InputContext) -> dict[str, set[str]]:
+        if self._stored is None:
+            schema = context.resource_config["schema"]
+            with DuckDbClient.connect(context, None) as connection:  # one connection for every table
+                tables = [t for (t,) in connection.execute("select table_name from information_schema.tables "
+                                                           "where table_schema = ?", [schema]).fetchall()]
+                self._stored = {t: {v for (v,) in connection.execute(f'select distinct version from {schema}."{t}"')
+                                    .fetchall()} for t in tables}
+        return self._stored
+
+    def load_input(self, context: dg.InputContext) -> Any:
+        if context.has_asset_partitions and context.asset_partition_key not in \
+                self._versions(context).get(context.asset_key.path[-1], ()):
+            return None  # never stored for this version (a metric never computed; no rejected line)
+        return self.inner.load_input(context)
 
 
 class ExecutionResource(dg.ConfigurableResource):

@@ -1,4 +1,10 @@
-"""The summary asset: per-metric rows for SQL, and the version's summary.json and results.parquet."""
+"""The summary asset: this run's metric results in, per-metric rows for SQL and the report files out.
+
+``eval_summary`` takes the metric assets' outputs as its inputs. It describes the
+metrics the run selected (a run that selects only the summary describes every metric
+stored for the version, as results of earlier runs); results of other runs stay in
+their own tables of the DuckDB file, one per metric.
+"""
 
 import hashlib
 import json
@@ -10,16 +16,25 @@ from assets.evaluation import metric_code_version
 from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
-from metrics.aggregate import USAGE_COLUMNS, summarize
+from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
 from metrics.formats import azure_rows, ragas_table, write_azure_jsonl
 from metrics.registry import METRICS
-from metrics.samples import load_samples
+
+#: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
+LISTED_LINES = 20
+_TABLE_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 
 
 class SummaryConfig(dg.Config):
-    """``scale``: 1 keeps [0, 1]; 10 writes dingo's 0-10 presentation."""
+    """``scale``: 1 keeps [0, 1]; 10 presents the [0, 1] metrics on dingo's 0-10 scale.
+    ``dingo_layout``: also write ``summary_dingo.json`` in dingo 2.5's exact layout.
+    ``scope``: ``run`` (default) describes the metrics this run selected; ``version`` every
+    metric stored for the version, those of earlier runs marked so (the nightly schedule's
+    re-run of stale metrics refreshes the whole version's summary this way)."""
 
     scale: int = 1
+    dingo_layout: bool = False
+    scope: str = "run"
 
 
 def markdown_table(summary: dict) -> str:
@@ -30,20 +45,27 @@ def markdown_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def summary_frame(summary: dict, version: str) -> pd.DataFrame:
-    """One row per metric: version, mean, pass rate, counts, threshold, direction, usage, judge."""
+def summary_frame(summary: dict, version: str, run_id: str) -> pd.DataFrame:
+    """One row per metric of the run: version, run, mean, pass rate, counts, threshold,
+    direction, what the run sent for it, the judge on its rows."""
     rows = []
     for metric, row in summary["metrics"].items():
-        rows.append({"version": version, "metric": metric, "mean": row["mean"], "pass_rate": row["pass_rate"],
-                     "measured": row["measured"], "total": row["total"], "threshold": row["threshold"],
-                     "direction": row["direction"], **{c: row["usage"].get(c, 0) for c in USAGE_COLUMNS},
+        rows.append({"version": version, "run_id": run_id, "metric": metric, "mean": row["mean"],
+                     "pass_rate": row["pass_rate"], "measured": row["measured"], "total": row["total"],
+                     "threshold": row["threshold"], "direction": row["direction"], "this_run": row["this_run"],
+                     **{c: row["usage"].get(c, 0) if row["this_run"] else 0 for c in USAGE_COLUMNS},
                      **{f"n_{status}": count for status, count in summary["coverage"][metric].items()
                         if status != "total"},
-                     "rejected_rows": summary["rejected"]["rows"], "judge": summary["judge"].get("judge")})
+                     "rejected_rows": summary["rejected"]["rows"], "judge": row.get("judge")})
     return pd.DataFrame(rows)
 
 
-SUMMARY_VERSION = "3"
+def _selected_metrics(context: dg.AssetExecutionContext) -> list[str]:
+    selection = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys or set()
+    return [m for m in METRICS if dg.AssetKey(m) in selection]
+
+
+SUMMARY_VERSION = "4"
 
 
 def summary_code_version() -> str:
@@ -58,42 +80,63 @@ def summary_code_version() -> str:
     group_name="summary",
     code_version=summary_code_version(),
     kinds={"pandas"},
-    # The metric results are read from their files: a run may select any subset of metrics,
-    # and the summary covers every metric computed for the version. The rejected rows come
-    # from their materialization metadata: an empty frame has no DuckDB table to load. The
-    # field assets are deps too, so a version whose data changed shows its summary stale at
-    # once, like the metrics that read the changed field (Dagster does not carry staleness
-    # downstream); the summary also reads the samples file for ragas_scores.csv.
-    deps=[*METRICS, *FIELD_ASSETS.values(), "rejected_samples"],
+    # Every metric asset is an input; a metric never computed for the version loads as None
+    # (assets.resources.ResultsDatabase) and only the metrics the run selected are summarized.
+    # The text fields are inputs (ragas_scores.csv) and the other fields deps, so a version whose
+    # data changed shows its summary stale at once, like the metrics that read the changed field
+    # (Dagster does not carry staleness downstream).
+    ins={**{name: dg.AssetIn(key=name) for name in METRICS}, "rejected_samples": dg.AssetIn(),
+         **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f]) for f in _TABLE_FIELDS}},
+    deps=[FIELD_ASSETS[f] for f in FIELD_ASSETS if f not in _TABLE_FIELDS],
     metadata={"partition_expr": "version"},
-    description="Per-metric summary rows; writes summary.json (dingo layout), results.parquet, ragas_scores.csv "
-                "and azure_results.jsonl for the version.",
+    description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
+                "azure_results.jsonl for the version.",
 )
 def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
-                 dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
-    """Aggregate every metric's per-row results and write the version's report files."""
+                 dataset_store: DatasetStore, judge: JudgeResource, **inputs) -> dg.Output[pd.DataFrame]:
+    """Aggregate the run's metric results and write the version's report files."""
     version = context.partition_key
-    files = {path.stem: path for path in report_store.metric_results(version) if path.stem in METRICS}
-    if not files:
+    if config.scope not in ("run", "version"):
+        raise dg.Failure(f"eval_summary scope must be 'run' or 'version', got {config.scope!r}")
+    stored = {name: inputs[name] for name in METRICS if inputs[name] is not None and len(inputs[name])}
+    selected = [m for m in _selected_metrics(context) if m in stored]
+    if not stored:
         raise dg.Failure(f"no metric has been computed for version {version}")
-    results = pd.concat([pd.read_parquet(files[name]) for name in METRICS if name in files], ignore_index=True)
-    summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale)
-    ingestion = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("rejected_samples"), asset_partitions=[version]), limit=1
-    ).records[0].asset_materialization.metadata
-    summary["rejected"] = {"rows": ingestion["rejected_rows"].value, "total_rows": ingestion["total_rows"].value,
-                           "share": ingestion["rejected_share"].value, "checked_fields": ingestion["checked_fields"].value}
+    described = selected if selected and config.scope == "run" else list(stored)
+    earlier = set(described) - set(selected)
+    results = pd.concat([stored[m] for m in described], ignore_index=True).drop(columns="version")
+    summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
+                        earlier=earlier)
+    rejected = inputs["rejected_samples"]
+    rejected = rejected if rejected is not None else pd.DataFrame(columns=["row", "line", "id", "reason"])
+    summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
+                           "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
+                           "lines": rejected.sort_values("row")[["line", "id", "reason"]]
+                           .head(LISTED_LINES).to_dict("records")}
+    errors = input_error_lines(results, set(rejected["row"]))
+    summary["input_errors"] = {"rows": len(errors), "lines": errors[:LISTED_LINES]}
+    summary["cannot_run"] = cannot_run(results, set(rejected["row"]))
     summary["dataset_meta"] = dataset_store.meta(version)
     folder = report_store.folder(version)
     (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
                                          encoding="utf-8")
+    if config.dingo_layout:
+        (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
+                                                              ensure_ascii=False), encoding="utf-8")
     results.to_parquet(folder / "results.parquet", index=False)
-    ragas_table(results, load_samples(dataset_store.samples_path(version))).to_csv(folder / "ragas_scores.csv",
-                                                                                  index=False)
-    azure_lines = write_azure_jsonl(results, folder / "azure_results.jsonl") if azure_rows(results) else 0
+    fields = inputs[FIELD_ASSETS[_TABLE_FIELDS[0]]][["row", _TABLE_FIELDS[0]]]
+    for name in _TABLE_FIELDS[1:]:
+        fields = fields.merge(inputs[FIELD_ASSETS[name]][["row", name]], on="row", how="outer")
+    fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
+    ragas_table(results, fields).to_csv(folder / "ragas_scores.csv", index=False)
+    azure_path = folder / "azure_results.jsonl"
+    azure_lines = write_azure_jsonl(results, azure_path) if azure_rows(results) else 0
+    if not azure_lines:
+        azure_path.unlink(missing_ok=True)  # an earlier run's file would describe other results
     metadata: dict = {"summary_path": str(folder / "summary.json"), "azure_rows": azure_lines,
-                      "metrics": sorted(files), "num_good": summary["num_good"],
+                      "metrics": list(summary["metrics"]), "num_good": summary["num_good"],
                       "num_bad": summary["num_bad"], "rejected_rows": summary["rejected"]["rows"],
+                      "input_error_rows": summary["input_errors"]["rows"],
                       "table": dg.MetadataValue.md(markdown_table(summary)),
                       # Which retriever and generator produced the version (its meta.json), in the UI.
                       **{f: str(summary["dataset_meta"][f]) for f in ("retriever", "generator")
@@ -103,9 +146,11 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
             metadata[f"{metric}_mean"] = dg.MetadataValue.float(float(row["mean"]))
             metadata[f"{metric}_pass_rate"] = dg.MetadataValue.float(float(row["pass_rate"]))
         metadata[f"{metric}_coverage"] = dg.MetadataValue.float(row["measured"] / row["total"] if row["total"] else 0.0)
-    metadata["requests"] = int(summary["usage"].get("chat_requests", 0) + summary["usage"].get("embedding_requests", 0))
+    usage = summary["usage"]
+    metadata["requests"] = int(usage.get("chat_requests", 0) + usage.get("embedding_requests", 0))
+    metadata["cache_hits"] = int(usage.get("cache_hits", 0))
     context.log.info("\n" + markdown_table(summary))
     # The SQL table keeps the internal [0, 1] scale whatever the presentation of summary.json.
-    internal = summary if config.scale == 1 else {**summarize(results, version, summary["judge"]),
+    internal = summary if config.scale == 1 else {**summarize(results, version, summary["judge"], earlier=earlier),
                                                    "rejected": summary["rejected"]}
-    return dg.Output(summary_frame(internal, version), metadata=metadata)
+    return dg.Output(summary_frame(internal, version, context.run_id), metadata=metadata)

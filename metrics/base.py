@@ -98,6 +98,11 @@ class Metric(ABC):
         if not low <= self.threshold <= high:
             raise ValueError(f"{self.name}: threshold {self.threshold} outside [{low}, {high}]")
 
+    def fit(self, samples: list[Sample]) -> None:
+        """Settle, once, the settings that follow the data, before any sample is scored
+        (none by default; the document retrieval metrics take a binary label scale from
+        binary ground truth). Called by ``metrics.evaluate.score_all`` and on Spark's driver."""
+
     @abstractmethod
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         """Compute the value from the judge's per-item verdicts. Fields are present."""
@@ -129,17 +134,18 @@ class Metric(ABC):
     async def _score(self, sample: Sample, judge: Judge) -> MetricResult:
         base = dict(metric=self.name, sample_id=sample.id, threshold=self.threshold,
                     direction=self.direction, judge=judge.name)
+        where = f"line {sample.line} (id {sample.id})"
         if "row" in sample.problems:
             return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
-                                reason=f"row {sample.row}: unreadable: {sample.problems['row']}", **base)
+                                details={"field": None, "problem": sample.problems["row"]},
+                                reason=f"line {sample.line}: unreadable: {sample.problems['row']}", **base)
         for name in self.required_fields:
             problem = sample.missing(name)
             if problem:
-                reason = f"row {sample.row} (id {sample.id}): field '{name}' {problem}"
-                if name in sample.problems:
-                    reason = f"row {sample.row} (id {sample.id}): field '{name}' is malformed: {problem}"
-                return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, reason=reason,
-                                    details={"field": name}, **base)
+                kind = "is malformed: " if name in sample.problems else ""
+                return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
+                                    reason=f"{where}: field '{name}' {kind}{problem}",
+                                    details={"field": name, "problem": f"{kind}{problem}"}, **base)
         sample, originals = normalised(sample)
         try:
             await judge.admit(self, sample)
@@ -148,8 +154,9 @@ class Metric(ABC):
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
                                 reason=f"judge failed: {exc}", **base)
         except InputProblem as exc:
-            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None, details={"field": exc.field},
-                                reason=f"row {sample.row} (id {sample.id}): field '{exc.field}': {exc}", **base)
+            return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
+                                details={"field": exc.field, "problem": str(exc)},
+                                reason=f"{where}: field '{exc.field}': {exc}", **base)
         if originals:
             outcome.details = {**outcome.details, "original": originals}
         if isinstance(outcome, NotApplicable):

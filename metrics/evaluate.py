@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,13 +13,13 @@ import pandas as pd
 
 from metrics.aggregate import USAGE_COLUMNS, summarize
 from metrics.base import Metric
-from metrics.formats import azure_rows, ragas_table
+from metrics.formats import azure_rows, fields_frame, ragas_table
 from metrics.judges.base import Judge
 from metrics.judges.llm import LLMConfig, LLMJudge
 from metrics.judges.offline import OfflineJudge
 from metrics.registry import build_metrics
 from metrics.results import MetricResult
-from metrics.samples import Sample, load_samples, sample_from_dict
+from metrics.samples import Sample, load_samples, sample_from_dict, unavailable
 from metrics.spark import is_spark_data
 
 RESULT_COLUMNS = ["sample_id", "row", "metric", "status", "value", "passed", "threshold", "direction",
@@ -39,7 +40,7 @@ class EvaluationResult:
 
     def ragas_table(self) -> pd.DataFrame:
         """One row per sample, one column per metric, as RAGAS's ``to_pandas()``."""
-        return ragas_table(self.results, self.samples)
+        return ragas_table(self.results, fields_frame(self.samples) if self.samples else None)
 
 
 def default_judge() -> Judge:
@@ -85,6 +86,9 @@ def score_all(samples: list[Sample], metrics: list[Metric], judge: Judge,
     async def everything() -> list[MetricResult]:
         return list(await asyncio.gather(*(one(m, s) for m in metrics for s in samples)))
 
+    for metric in metrics:
+        metric.fit(samples)
+
     return judge.run(everything())
 
 
@@ -125,7 +129,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     -------
     EvaluationResult
         ``results`` has one row per (sample, metric), every row with a status and a
-        reason; nothing is dropped.
+        reason; nothing is dropped. A selected metric that no sample can feed (a field
+        absent from every sample) is named in a ``UserWarning`` and reports ``input_error``.
 
     Raises
     ------
@@ -143,6 +148,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     if not loaded:
         raise ValueError("no samples to evaluate")
     built = build_metrics(metrics, thresholds)
+    for metric, why in unavailable(loaded, {m.name: m.required_fields for m in built}).items():
+        warnings.warn(f"{metric} cannot run: {why}; its results are input_error", stacklevel=2)
     frame = results_frame(score_all(loaded, built, judge, progress))
     return EvaluationResult(frame, summarize(frame, task_name, judge.describe(), scale), loaded)
 

@@ -57,6 +57,9 @@ class Sample:
         which is a measurement, not an error. A single string is wrapped in a list.
     problems : dict
         ``{field: reason}`` for malformed fields (and ``row`` for unreadable rows).
+    source : str or None
+        The input line as read (at most :data:`MAX_SOURCE_CHARS` characters), so a
+        rejected row can be shown with its bad value.
     """
 
     id: str
@@ -68,6 +71,12 @@ class Sample:
     retrieval_ground_truth: list[dict[str, Any]] | None = None
     retrieved_documents: list[dict[str, Any]] | None = None
     problems: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+    @property
+    def line(self) -> int:
+        """The 1-based line (or record) number, as an editor counts."""
+        return self.row + 1
 
     def missing(self, name: str) -> str | None:
         """Why field ``name`` cannot be used, or ``None`` when it is usable."""
@@ -232,42 +241,79 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
     return Sample(id=sample_id, row=row, problems=problems, **values)
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, Sample | dict[str, Any]]]:
+#: Nesting deeper than this makes a line unreadable (deeper input cannot be a RAG sample).
+MAX_DEPTH = 64
+#: How much of a line :attr:`Sample.source` keeps.
+MAX_SOURCE_CHARS = 20_000
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_SOURCE_CHARS:
+        return text
+    return text[:MAX_SOURCE_CHARS] + f"… ({len(text)} characters in all)"
+
+
+def _too_deep(value: Any) -> bool:
+    """True when ``value`` nests containers more than :data:`MAX_DEPTH` levels (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_DEPTH:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def _unreadable(row: int, reason: str, source: str | None) -> Sample:
+    return Sample(id=f"unreadable-line-{row + 1}", row=row, problems={"row": reason},
+                  source=None if source is None else _clip(source))
+
+
+def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> list[tuple[int, Sample]]:
     """Records of a JSONL file; the row of a record is its line number minus one.
 
-    Each line is decoded on its own, so a line that is not UTF-8 or not a JSON object
-    becomes a sample whose ``problems['row']`` says why, and the others still load.
+    Each line is decoded on its own, so a line that is not UTF-8, not JSON, not an
+    object or nested more than :data:`MAX_DEPTH` levels becomes a sample whose
+    ``problems['row']`` says why, and the others still load.
     """
-    records: list[tuple[int, Sample | dict[str, Any]]] = []
+    records: list[tuple[int, Sample]] = []
     with path.open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             row = line_no - 1
             try:
                 line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                records.append((row, Sample(id=f"unreadable-line-{line_no}", row=row, problems={
-                    "row": f"line {line_no} is not valid UTF-8 (byte {exc.start})"})))
+                records.append((row, _unreadable(row, f"not valid UTF-8 (byte {exc.start})",
+                                                 raw.decode("utf-8", errors="backslashreplace").rstrip("\r\n"))))
                 continue
             if not line.strip():
                 continue
+            line = line.rstrip("\r\n")
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                records.append((row, Sample(id=f"unreadable-line-{line_no}", row=row, problems={
-                    "row": f"line {line_no} is not valid JSON: {exc.msg}"})))
+                records.append((row, _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line)))
+                continue
+            except RecursionError:
+                records.append((row, _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)))
                 continue
             if not isinstance(record, dict):
-                records.append((row, Sample(id=f"unreadable-line-{line_no}", row=row, problems={
-                    "row": f"line {line_no} is a JSON {type(record).__name__}, not an object"})))
+                records.append((row, _unreadable(row, f"a JSON {type(record).__name__}, not an object", line)))
                 continue
-            records.append((row, record))
+            if _too_deep(record):
+                records.append((row, _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)))
+                continue
+            sample = sample_from_dict(record, row, fields)
+            sample.source = _clip(line)
+            records.append((row, sample))
     return records
 
 
-def _read_path(path: Path) -> list[tuple[int, Any]]:
+def _read_path(path: Path, fields: Mapping[str, str] | None) -> list[tuple[int, Any]]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        return _read_jsonl(path)
+        return _read_jsonl(path, fields)
     return list(enumerate(_read_table(path, suffix)))
 
 
@@ -305,7 +351,7 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"dataset file not found: {path}")
-        records = _read_path(path)
+        records = _read_path(path, fields)
     elif isinstance(source, pd.DataFrame):
         records = list(enumerate(source.to_dict("records")))
     else:
@@ -314,12 +360,48 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
     for row, record in records:
         if isinstance(record, Sample):
             samples.append(record)
+        elif isinstance(record, Mapping) and _too_deep(record):
+            samples.append(_unreadable(row, f"nested more than {MAX_DEPTH} levels deep", None))
         elif isinstance(record, Mapping):
-            samples.append(sample_from_dict(record, row, fields))
+            sample = sample_from_dict(record, row, fields)
+            sample.source = _clip(json.dumps(record, ensure_ascii=False, default=str))
+            samples.append(sample)
         else:
-            samples.append(Sample(id=f"row-{row}", row=row,
-                                  problems={"row": f"row {row} is a {type(record).__name__}, not a record"}))
+            samples.append(_unreadable(row, f"a {type(record).__name__}, not a record", repr(record)))
     return samples
+
+
+def field_problems(sample: Sample, fields: Iterable[str]) -> dict[str, str]:
+    """``{field: why it cannot be used}`` for the fields of ``fields`` this sample lacks
+    (the line's own problem for every field when the line is unreadable)."""
+    return {name: why for name in fields if (why := sample.missing(name))}
+
+
+def unusable(sample: Sample, required: Mapping[str, Iterable[str]]) -> str | None:
+    """Why no metric of ``required`` (``{metric: fields it reads}``) can use ``sample``, or
+    ``None`` when one can. Such a line is *rejected*; any other line is scored by the
+    metrics whose fields it has, and the others report ``input_error`` for it."""
+    if "row" in sample.problems:
+        return sample.problems["row"]
+    if any(not field_problems(sample, fields) for fields in required.values()):
+        return None
+    problems = field_problems(sample, dict.fromkeys(f for fields in required.values() for f in fields))
+    return "no selected metric can use it: " + "; ".join(f"{name}: {why}" for name, why in problems.items())
+
+
+def unavailable(samples: Iterable[Sample], required: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """``{metric: reason}`` for the metrics of ``required`` that cannot score any line,
+    because a field they read is usable on no line of the input (e.g. production traffic
+    without ``reference``)."""
+    samples = list(samples)
+    needed = dict.fromkeys(f for fields in required.values() for f in fields)
+    usable = {name for name in needed if any(s.missing(name) is None for s in samples)}
+    reasons = {}
+    for metric, fields in required.items():
+        absent = [name for name in fields if name not in usable]
+        if absent:
+            reasons[metric] = "no line has a usable " + " or ".join(repr(name) for name in absent)
+    return reasons
 
 
 def samples_to_frame(samples: Iterable[Sample]) -> pd.DataFrame:

@@ -74,6 +74,8 @@ def score_on_spark(spark, samples: list[Sample], metrics: list[Metric], judge: J
     slices = _slices(parallelism or context.defaultParallelism, judge)
     recipe = judge.recipe(share=1 / slices)
     rdd = context.parallelize([(s.row, s) for s in samples], slices)
+    for metric in metrics:
+        metric.fit(samples)  # on the driver, over every sample: the tasks get the settled metric
     results = rdd.mapPartitions(functools.partial(_score_partition, metrics=metrics, recipe=recipe,
                                                   fields=None)).collect()
     return _ordered(results, metrics)

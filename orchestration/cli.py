@@ -98,11 +98,15 @@ def _run_config(args: argparse.Namespace) -> dict:
     ValueError
         For an unknown metric or option, or a value of the wrong type.
     """
+    from metrics.aggregate import is_ratio
     from metrics.judges.llm import LLMConfig
     from metrics.registry import METRICS, resolve_names
 
     resolve_names(args.metrics)  # unknown names fail here, before anything is registered
-    ops: dict = {"eval_summary": {"config": {"scale": args.scale}}}
+    if not 0 <= args.max_rejected_share <= 1:
+        raise ValueError(f"--max-rejected-share {args.max_rejected_share:g}: give a share between 0 and 1")
+    ops: dict = {"eval_summary": {"config": {"scale": args.scale, "dingo_layout": args.dingo_summary}},
+                 "ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}}}
     items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
     for item in items + (args.metric_option or []):
         target, _, value = item.partition("=")
@@ -115,8 +119,12 @@ def _run_config(args: argparse.Namespace) -> dict:
         except ValueError as exc:
             raise ValueError(f"bad metric option {item!r}: {value!r} is not a {_METRIC_OPTIONS[option].__name__}") from exc
         low, high = METRICS[metric].value_range
-        if option == "threshold" and not low <= converted <= high:
-            raise ValueError(f"bad metric option {item!r}: the threshold of {metric} lies in [{low}, {high}]")
+        if option == "threshold":  # a [0, 1] metric's threshold is given on the table's scale (--scale)
+            factor = args.scale if is_ratio(metric) else 1
+            if not low * factor <= converted <= high * factor:
+                raise ValueError(f"bad metric option {item!r}: the threshold of {metric} lies in "
+                                 f"[{low * factor:g}, {high * factor:g}] at --scale {args.scale}")
+            converted /= factor
         ops.setdefault(metric, {"config": {}})["config"][option] = converted
     judging = [o for o in ("model", "temperature", "strictness") if getattr(args, o, None) is not None] + \
         [f"{m}.{o}" for m, op in ops.items() for o in op["config"] if o in ("model", "temperature", "strictness")]
@@ -127,27 +135,19 @@ def _run_config(args: argparse.Namespace) -> dict:
 
 
 def _execute_with_progress(metrics: list[str], version: str, run_config: dict, resources: dict):
-    """Materialize ingestion, ``metrics`` and the summary in-process for ``version``, with
-    one progress bar per metric asset."""
+    """Materialize ingestion, ``metrics`` and the summary in-process for ``version``, showing
+    each metric's progress (bars on a terminal, plain lines otherwise)."""
     import dagster as dg
 
-    from assets.evaluation import metric_assets
+    from assets.evaluation import metric_assets, progress_listeners
     from assets.ingestion import ingest_dataset
     from assets.summary import eval_summary
     from dagster import DagsterInstance
-    from rich.progress import Progress
 
-    from assets.evaluation import progress_listeners
     from orchestration.orphans import process_tags
+    from orchestration.report import progress_display
 
-    with Progress(transient=True) as progress:
-        tasks: dict[str, int] = {}
-
-        def listener(metric: str, done: int, total: int) -> None:
-            if metric not in tasks:
-                tasks[metric] = progress.add_task(metric, total=total)
-            progress.update(tasks[metric], completed=done)
-
+    with progress_display() as listener:
         progress_listeners.append(listener)
         try:
             selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
@@ -156,32 +156,6 @@ def _execute_with_progress(metrics: list[str], version: str, run_config: dict, r
                                   raise_on_error=False, resources=resources, tags=process_tags())
         finally:
             progress_listeners.remove(listener)
-
-
-def print_table(summary: dict) -> None:
-    """Print metric, mean, pass rate and measured/total as a table."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{summary['task_name']} — judge: {summary['judge'].get('judge')} (scale {summary['scale']})")
-    for column in ("metric", "mean", "pass rate", "threshold", "measured/total"):
-        table.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True,
-                         min_width=28 if column == "metric" else None)
-    for metric, row in summary["metrics"].items():
-        mean = "—" if row["mean"] is None else f"{row['mean']:.4g}"
-        rate = "—" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
-        sign = "≥" if row["direction"] == "higher_is_better" else "≤"
-        table.add_row(metric, mean, rate, f"{sign} {row['threshold']:g}", f"{row['measured']}/{row['total']}")
-    Console().print(table)
-    print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
-          f"unmeasured: {summary['num_unmeasured']}")
-    usage = summary.get("usage") or {}
-    if usage.get("chat_requests") or usage.get("embedding_requests") or usage.get("cache_hits"):
-        print(f"judge requests: {usage['chat_requests']} chat, {usage['embedding_requests']} embeddings, "
-              f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
-              f"{usage['cache_hits']} cache hits")
-    if summary["judge"].get("embedding_fallback"):
-        print(f"note: {summary['judge']['embedding_fallback']}")
 
 
 def _judge(args: argparse.Namespace):
@@ -204,38 +178,48 @@ def _resources(args: argparse.Namespace) -> dict:
 
 
 def _evaluate(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
-    """Materialize the selected metrics for ``version``; the summary, or ``None`` on failure."""
+    """Materialize the selected metrics for ``version``; the summary, or ``None`` on failure.
+    Says first which selected metrics no line can feed, and last which lines were rejected
+    or lacked fields (also when under the limit)."""
     import dagster as dg
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    from metrics.registry import resolve_names
+    from metrics.registry import METRICS, resolve_names
+    from metrics.samples import load_samples, unavailable
+    from orchestration.report import print_cannot_run, print_input_errors, print_rejected, printable
 
     where = f"on Spark ({args.spark_master}, {args.parallelism} tasks per metric)" if args.executor == "spark" \
         else "in this process"
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
+    selected = resolve_names(args.metrics)
+    samples = load_samples(Path(args.datasets) / version / "samples.jsonl")
+    print_cannot_run(unavailable(samples, {m: METRICS[m].required_fields for m in selected}))
     with _only_run_of(version, Path(args.out)):
-        result = _execute_with_progress(resolve_names(args.metrics), version, run_config, _resources(args))
+        result = _execute_with_progress(selected, version, run_config, _resources(args))
+    limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
     for check in result.get_asset_check_evaluations():
         if not check.passed:
-            print(f"quality check {check.check_name} failed: {check.metadata['rejected_rows'].value} row(s) "
-                  f"rejected, share {check.metadata['rejected_share'].value:.1%} > limit "
-                  f"{check.metadata['limit'].value:.1%}", file=sys.stderr)
-            for failure in check.metadata["failures"].value[:10]:
-                print(f"  row {failure['row']} (id {failure['id']}): {failure['field']}: {failure['reason']}",
-                      file=sys.stderr)
+            meta = check.metadata
+            print(f"quality check {check.check_name} failed: {meta['rejected_share'].value:.1%} of the lines "
+                  f"rejected > limit {limit:.1%}", file=sys.stderr)
+            print_rejected(meta["rejected"].value, meta["rejected_rows"].value, meta["total_rows"].value, limit)
+            print_input_errors(meta["input_errors"].value, meta["input_error_rows"].value)
     if not result.success:
         for event in result.all_events:
             error = getattr(event.event_specific_data, "error", None)
             if event.is_step_failure or (event.is_run_failure and error is not None):  # e.g. a resource that failed
-                print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {error.message.strip()}",
-                      file=sys.stderr)
+                print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: "
+                      f"{printable(error.message.strip())}", file=sys.stderr)
                 while error.cause is not None:  # the chain down to the root cause
                     error = error.cause
-                    print(f"  caused by: {error.message.strip()}", file=sys.stderr)
+                    print(f"  caused by: {printable(error.message.strip())}", file=sys.stderr)
         return None
-    return json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
+    summary = json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
+    print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"], limit)
+    print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
+    return summary
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -262,6 +246,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
                   file=sys.stderr)
         return 1
+    from orchestration.report import print_table
+
     print_table(summary)
     failed = sum(c["judge_error"] for c in summary["coverage"].values())
     total = sum(c["total"] for c in summary["coverage"].values())
@@ -367,7 +353,13 @@ def build_parser() -> argparse.ArgumentParser:
                            help="metrics and families to compute, comma-separated: metric names, core (default), "
                                 "ragas, azure, document_retrieval, all")
             p.add_argument("--scale", type=int, choices=(1, 10), default=1,
-                           help="10 writes dingo's 0-10 presentation in summary.json")
+                           help="10 presents the [0, 1] metrics on dingo's 0-10 scale in the table, summary.json "
+                                "and --threshold values")
+            p.add_argument("--max-rejected-share", type=float, default=0.05, metavar="SHARE",
+                           help="share of lines no selected metric can use above which the version fails "
+                                "(default 0.05)")
+            p.add_argument("--dingo-summary", action="store_true",
+                           help="also write summary_dingo.json in dingo 2.5's exact layout")
             p.add_argument("--threshold", action="append", metavar="METRIC=VALUE",
                            help="pass/fail threshold of a metric, e.g. faithfulness=0.7 (repeatable)")
             p.add_argument("--metric-option", action="append", metavar="METRIC.OPTION=VALUE",

@@ -27,8 +27,10 @@ def nightly_requests(instance: dg.DagsterInstance, repository: dg.RepositoryDefi
             continue
         stale = stale_assets(instance, repository, version, EVALUATED)
         if stale:
+            # The summary of a partial re-run still describes the whole version (scope "version").
+            config = {"ops": {"eval_summary": {"config": {"scope": "version"}}}} if "eval_summary" in stale else None
             requests.append(dg.RunRequest(run_key=f"{version}-{tick}", partition_key=version,
-                                          asset_selection=[dg.AssetKey(a) for a in stale],
+                                          asset_selection=[dg.AssetKey(a) for a in stale], run_config=config,
                                           tags={"rag_eval/reason": "; ".join(f"{a}: {w}" for a, w in stale.items())}))
     return requests
 

@@ -504,12 +504,10 @@ def test_azure_rows_keys_and_result_words():
     assert rows["s2"]["groundedness_result"] == "fail" and rows["s2"]["groundedness_pro_label"] is False
     assert rows["s3"]["groundedness_result"] == "not_applicable" and rows["s3"]["groundedness"] is None
     assert rows["s4"]["groundedness_result"] == "error"
-    assert (first["document_retrieval"], first["document_retrieval_result"],
-            first["document_retrieval_threshold"]) == (0.5958904, "pass", 0.5)
-    properties = first["document_retrieval_properties"]
-    assert (properties["holes"], properties["holes_result"], properties["holes_threshold"],
-            properties["holes_higher_is_better"]) == (1.0, "fail", 0.0, False)
-    assert properties["ndcg_higher_is_better"] is True
+    assert (first["ndcg@3"], first["ndcg@3_result"], first["ndcg@3_threshold"]) == (0.5958904, "pass", 0.5)
+    assert (first["holes"], first["holes_result"], first["holes_threshold"],
+            first["holes_higher_is_better"]) == (1, "fail", 0, False)
+    assert first["ndcg@3_higher_is_better"] is True
 
 
 def test_ragas_table_one_row_per_sample_one_column_per_metric():
@@ -521,7 +519,7 @@ def test_ragas_table_one_row_per_sample_one_column_per_metric():
     ])
     table = ragas_table(frame)
     assert len(table) == 2
-    assert [c for c in table.columns if c not in ("row", "id")] == ["faithfulness", "answer_correctness"]
+    assert [c for c in table.columns if c not in ("row", "id")] == ["faithfulness", "answer_correctness", "unscored"]
     assert table["faithfulness"].iloc[0] == 0.75 and pd.isna(table["faithfulness"].iloc[1])
     assert table["answer_correctness"].tolist() == [0.725, 0.5]
     assert table["id"].tolist() == ["s1", "s2"]

@@ -8,9 +8,8 @@ import dagster as dg
 import duckdb
 import pandas as pd
 import pytest
-from dagster_duckdb_pandas import DuckDBPandasIOManager
 
-from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore
+from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
 from metrics.registry import CORE_METRICS
 from orchestration.definitions import defs
 from orchestration.schedules import EVALUATED, nightly_requests
@@ -31,7 +30,7 @@ class Project:
         self.datasets, self.out, self.instance = root / "datasets", root / "out", instance
         self.resources = {"dataset_store": DatasetStore(root=str(self.datasets)),
                           "report_store": ReportStore(root=str(self.out)), "judge": judge or JudgeResource(),
-                          "io_manager": DuckDBPandasIOManager(database=str(root / "results.duckdb"), schema="eval"),
+                          "io_manager": ResultsDatabase(database=str(root / "results.duckdb"), schema="eval"),
                           "execution": ExecutionResource()}
         self.database = root / "results.duckdb"
 
@@ -46,13 +45,13 @@ class Project:
         return defs.resolve_job_def(job).execute_in_process(partition_key=version, instance=self.instance,
                                                             resources=self.resources, raise_on_error=False, **kwargs)
 
-    def materialize(self, version: str, selection):
+    def materialize(self, version: str, selection, **kwargs):
         from assets.evaluation import metric_assets
         from assets.ingestion import ingest_dataset
         from assets.summary import eval_summary
 
         return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
-                              partition_key=version, instance=self.instance, resources=self.resources)
+                              partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:
         # The same connection settings as the IO manager: DuckDB refuses a second configuration in one process.
@@ -99,22 +98,107 @@ def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows
 
 
 def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa_rows):
-    no_contexts = {"id": "no-contexts", "user_input": "What is an ETF?", "response": "A fund.", "reference": "A fund."}
-    project.write("v1", fiqa_rows + [no_contexts])
-    result = project.run("v1")  # 1 of 5 rows rejected: 20 % > 5 %, the version fails its blocking check
+    project.write("v1", fiqa_rows + [{"id": "nothing-usable", "user_input": "What is an ETF?"}])
+    result = project.run("v1")  # 1 of 5 lines no core metric can use: 20 % > 5 %, the version fails its check
     [check] = result.get_asset_check_evaluations()
     assert not check.passed and check.metadata["rejected_share"].value == 0.2
     assert materialized(result) == FIELD_ASSETS
-    rejected = project.query("select row, id, field, reason from eval.rejected_samples where version = 'v1'")
-    assert rejected.to_dict("records") == [{"row": 4, "id": "no-contexts", "field": "retrieved_contexts",
-                                            "reason": "missing"}]
-    # With a higher limit the metrics run on the four valid rows only.
+    rejected = project.query("select row, line, id, reason, sample from eval.rejected_samples where version = 'v1'")
+    assert rejected.to_dict("records") == [{
+        "row": 4, "line": 5, "id": "nothing-usable", "sample": '{"id": "nothing-usable", "user_input": "What is an ETF?"}',
+        "reason": "no selected metric can use it: response: missing; retrieved_contexts: missing; "
+                  "reference: missing"}]
+    # With a higher limit every metric reports on all five lines: the rejected one is their input_error.
     result = project.run("v1", run_config={"ops": {"ingest_dataset": {"config": {"max_rejected_share": 0.25}}}})
     assert result.success
     summary = json.loads((project.out / "v1" / "summary.json").read_text())
-    assert summary["total"] == 4 and summary["rejected"] == {"rows": 1, "total_rows": 5, "share": 0.2,
-                                                             "checked_fields": ["user_input", "response",
-                                                                                "retrieved_contexts", "reference"]}
+    assert summary["total"] == 5 and summary["rejected"]["rows"] == 1 and summary["rejected"]["share"] == 0.2
+    assert summary["rejected"]["lines"] == [{"line": 5, "id": "nothing-usable", "reason": rejected["reason"][0]}]
+    assert all(summary["coverage"][m]["input_error"] == 1 for m in CORE_METRICS)
+
+
+def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
+    # Production traffic: FiQA rows without `reference` (on main: every row rejected, the version failed).
+    rows = [{k: v for k, v in json.loads(line).items() if k != "reference"}
+            for line in FIQA.read_text(encoding="utf-8").splitlines()[:6]]
+    project.write("prod", rows)
+    result = project.run("prod")
+    assert result.success and materialized(result) == ALL_ASSETS
+    [check] = result.get_asset_check_evaluations()
+    assert check.passed and check.metadata["rejected_rows"].value == 0
+    assert check.metadata["cannot_run"].value == {"context_recall": "no line has a usable 'reference'",
+                                                   "context_precision": "no line has a usable 'reference'"}
+    summary = json.loads((project.out / "prod" / "summary.json").read_text())
+    for metric in ("faithfulness", "answer_relevancy", "context_relevancy"):
+        assert summary["coverage"][metric]["ok"] == 6
+    assert summary["coverage"]["context_recall"]["input_error"] == 6
+    assert summary["cannot_run"] == check.metadata["cannot_run"].value
+    assert summary["input_errors"]["rows"] == 0  # the absent field is said once, not on every line
+    reasons = project.query("select reason from eval.context_recall where version = 'prod' order by row")["reason"]
+    assert reasons[0].startswith("line 1 (id ") and reasons[0].endswith("field 'reference' missing")
+
+
+def test_every_line_is_in_every_per_row_output(project, fiqa_rows):
+    lines = [json.dumps(r) for r in fiqa_rows[:2]] + [
+        "{not json",
+        json.dumps(dict(fiqa_rows[2], response=42)),  # malformed: an input error of the metrics that read it
+        "[" * 100_000 + "]" * 100_000,  # on main: a RecursionError that failed the version
+        json.dumps(fiqa_rows[3])]
+    folder = project.datasets / "v1"
+    folder.mkdir(parents=True)
+    (folder / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    project.instance.add_dynamic_partitions("dataset_version", ["v1"])
+    metrics = ["faithfulness", "context_relevancy", "groundedness"]
+    result = project.materialize("v1", dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(
+        *metrics, "eval_summary"), run_config={"ops": {"ingest_dataset": {"config": {"max_rejected_share": 0.5}}}})
+    assert result.success
+    out = project.out / "v1"
+    results = pd.read_parquet(out / "results.parquet")
+    assert sorted(results["row"].unique()) == [0, 1, 2, 3, 4, 5] and len(results) == 6 * 3
+    by_row = results.groupby("row")["status"].agg(set).to_dict()
+    assert by_row[2] == by_row[4] == {"input_error"} and by_row[3] == {"input_error", "ok"}  # context_relevancy ok
+    assert results.loc[results["row"] == 2, "reason"].iloc[0].startswith("line 3: unreadable: not valid JSON")
+    malformed = results[(results["row"] == 3) & (results["status"] == "input_error")]
+    assert malformed["reason"].str.contains("line 4 .*field 'response' is malformed").all() and len(malformed) == 2
+    ragas = pd.read_csv(out / "ragas_scores.csv")
+    assert ragas["row"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert ragas.loc[ragas["row"] == 4, "unscored"].iloc[0].startswith("faithfulness: input_error: line 5: unreadable")
+    azure = [json.loads(line) for line in (out / "azure_results.jsonl").read_text().splitlines()]
+    assert [a["row"] for a in azure] == [0, 1, 2, 3, 4, 5] and azure[2]["groundedness_result"] == "error"
+    for table in metrics:
+        stored = project.query(f"select row, status from eval.{table} where version = 'v1' order by row")
+        assert stored["row"].tolist() == [0, 1, 2, 3, 4, 5]
+    rejected = project.query("select line, sample from eval.rejected_samples order by line")
+    assert rejected["line"].tolist() == [3, 5] and rejected["sample"][0] == "{not json"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total"] == 6 and [e["line"] for e in summary["input_errors"]["lines"]] == [4]
+    assert summary["input_errors"]["lines"][0]["fields"] == {"response": "is malformed: expected a string, got int"}
+
+
+def test_a_runs_summary_describes_that_run_and_history_stays_in_duckdb(project, fiqa_rows):
+    project.write("v1", fiqa_rows[:2])
+    assert project.run("v1").success
+    selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets("relevance", "eval_summary")
+    assert project.materialize("v1", selection).success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert list(summary["metrics"]) == ["relevance"] and summary["total"] == 2  # not the 6 metrics ever run
+    assert set(pd.read_parquet(project.out / "v1" / "results.parquet")["metric"]) == {"relevance"}
+    table = project.query("select metric, run_id from eval.eval_summary where version = 'v1'")
+    assert table["metric"].tolist() == ["relevance"]
+    history = project.query("select count(*) as n from eval.faithfulness where version = 'v1'")
+    assert history["n"].tolist() == [2]  # the earlier run's results stay queryable
+    # A run of the summary alone describes every metric stored for the version, as earlier results.
+    assert project.materialize("v1", dg.AssetSelection.assets("eval_summary")).success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert set(summary["metrics"]) == {*CORE_METRICS, "relevance"}
+    assert not any(row["this_run"] for row in summary["metrics"].values())
+    # Scope "version" (the nightly re-run of stale metrics): the run's metric and every other one stored.
+    selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets("faithfulness", "eval_summary")
+    assert project.materialize("v1", selection, run_config={"ops": {"eval_summary": {"config": {
+        "scope": "version"}}}}).success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert set(summary["metrics"]) == {*CORE_METRICS, "relevance"}
+    assert [m for m, row in summary["metrics"].items() if row["this_run"]] == ["faithfulness"]
 
 
 def test_the_response_job_does_not_require_references(project, fiqa_rows):
@@ -326,3 +410,68 @@ def test_text_and_retrieval_datasets_share_one_database(project, fiqa_rows):
     assert project.run("20261102T000000Z-trec", job="document_retrieval_job").success
     ndcg = project.query("select value from eval.ndcg where version = '20261102T000000Z-trec'")["value"].tolist()
     assert ndcg == [pytest.approx(1 / math.log2(3))]  # d1 (gain 2^2 - 1 = 3) at rank 2: (3 / log2 3) / 3
+
+
+def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project, fiqa_rows):
+    from tests.judge_server import Reply, oracle
+
+    project, healthy, calls = llm_project, oracle(), []
+
+    def faulty(seen):  # every third request fails (500, then 429 with Retry-After 0): retried, and paid for
+        calls.append(seen)
+        if len(calls) % 3 == 0:
+            return Reply(status=500 if len(calls) % 2 else 429, body={"error": {"message": "try again"}},
+                         headers={"retry-after": "0"})
+        return healthy(seen)
+
+    project.server.script = faulty
+    project.write("v1", fiqa_rows)
+    assert project.run("v1").success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    sent = summary["usage"]["chat_requests"] + summary["usage"]["embedding_requests"]
+    assert sent == len(project.server.seen) and len(project.server.seen) > 4 * 6  # retries counted too
+    assert summary["usage"]["chat_requests"] == len(project.server.chat_requests())
+    # A re-run answers everything from the cache: it sent nothing, whatever earlier runs paid.
+    project.server.seen = []
+    result = project.run("v1")
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert project.server.seen == [] and summary["usage"]["chat_requests"] == 0
+    assert summary["usage"]["embedding_requests"] == 0 and summary["usage"]["cache_hits"] > 0
+    [metadata] = [e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()
+                  if e.asset_key.to_user_string() == "eval_summary"]
+    assert metadata["requests"].value == 0 and metadata["cache_hits"].value == summary["usage"]["cache_hits"]
+    sql = project.query(f"select sum(chat_requests) as chat from eval.eval_summary where run_id = '{result.run_id}'")
+    assert sql["chat"].tolist() == [0]
+
+
+def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkeypatch, capsys):
+    from orchestration import cli
+
+    dataset = tmp_path / "fiqa3.jsonl"
+    lines = FIQA.read_text(encoding="utf-8").splitlines()[:3]
+    bad = json.loads(lines[0])
+    bad["response"] = ["not", "text"]
+    bad["user_input"] = "Why is \x1b[31mred\x1b[0m?"
+    dataset.write_text("\n".join(lines + [json.dumps(bad), "{oops"]) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(dataset), "--metrics", "all", "--max-rejected-share", "0.25", "--scale", "10",
+                     "--threshold", "faithfulness=7", "--dingo-summary"]) == 0
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert "note: ndcg cannot run: no line has a usable 'retrieval_ground_truth' or 'retrieved_documents'; its " \
+           "results are input_error, the other metrics run" in err
+    assert err.index("1 line(s) rejected: no selected metric can use them (20.0% of 5, limit 25.0%); listed in "
+                     "rejected_samples with the line as read") < len(err)
+    assert any(line.startswith("  line 5 (id unreadable-line-5): not valid JSON") for line in err)
+    [account] = [line for line in err if line.startswith("  line 4 (id ")]
+    assert "response is malformed: expected a string, got list" in account and "\x1b" not in captured.err
+    assert "faithfulness" in captured.out and "≥ 7" in captured.out  # the threshold on the table's scale
+    [summary_path] = list((tmp_path / "out").glob("*/summary.json"))
+    summary = json.loads(summary_path.read_text())
+    assert summary["metrics"]["faithfulness"]["threshold"] == 7.0 and summary["total"] == 5
+    assert len(summary["metrics"]) == 26 and summary["coverage"]["ndcg"]["input_error"] == 5
+    dingo = json.loads((summary_path.parent / "summary_dingo.json").read_text())
+    assert set(dingo["metrics_score"]["user_input,response,retrieved_contexts,reference"]["stats"]) == {
+        "LLMRAGFaithfulness", "LLMRAGAnswerRelevancy", "LLMRAGContextRelevancy", "LLMRAGContextRecall",
+        "LLMRAGContextPrecision"}

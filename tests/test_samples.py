@@ -165,9 +165,9 @@ def test_invalid_json_line_is_kept_as_a_row_with_a_problem(tmp_path):
     assert [s.row for s in samples] == [0, 1, 3, 4]  # line number minus one
     assert samples[0].user_input == "q1" and samples[0].problems == {}
     assert samples[1].id == "unreadable-line-2"
-    assert samples[1].problems["row"].startswith("line 2 is not valid JSON")
+    assert samples[1].problems["row"].startswith("not valid JSON") and samples[1].line == 2
     assert samples[2].id == "unreadable-line-4"
-    assert samples[2].problems["row"] == "line 4 is a JSON list, not an object"
+    assert samples[2].problems["row"] == "a JSON list, not an object" and samples[2].source == "[1, 2]"
     assert samples[3].user_input == "q3"
     # every field of an unreadable row reports the row problem
     assert samples[1].missing("response") == samples[1].problems["row"]
@@ -180,7 +180,7 @@ def test_bad_utf8_line_and_lone_surrogate_stay_on_their_row(tmp_path):
                      b'{"question": "q3", "answer": "a \\ud800 b."}\n')       # escaped lone surrogate
     first, second, third = load_samples(path)
     assert first.user_input == "q1" and first.problems == {}
-    assert second.problems == {"row": "line 2 is not valid UTF-8 (byte 17)"}
+    assert second.problems == {"row": "not valid UTF-8 (byte 17)"} and second.source == '{"question": "Caf\\xe9?", "answer": "a2"}'
     assert third.user_input == "q3" and third.problems == {"response": "contains invalid Unicode (a lone surrogate)"}
 
 
@@ -209,7 +209,7 @@ def test_unreadable_row_is_input_error_for_metrics(tmp_path):
     (s,) = load_samples(path)
     result = Faithfulness().score(s, AlwaysSupported())
     assert result.status is Status.INPUT_ERROR
-    assert "row 0" in result.reason and "not valid JSON" in result.reason
+    assert result.reason.startswith("line 1: unreadable: not valid JSON")
 
 
 # --------------------------------------------------------------------------- ids
@@ -252,8 +252,8 @@ def test_BR16_row0_faithfulness_is_input_error_naming_retrieved_contexts():
     result = Faithfulness().score(samples[0], AlwaysSupported())
     assert result.status is Status.INPUT_ERROR
     assert "'retrieved_contexts'" in result.reason
-    assert "row 0" in result.reason
-    assert result.details == {"field": "retrieved_contexts"}
+    assert "line 1 (id " in result.reason
+    assert result.details == {"field": "retrieved_contexts", "problem": "missing"}
     # the fields it does have were found under their legacy names
     assert samples[0].user_input == "When did the first moon landing happen?"
     assert samples[0].response == "In July 1969."
@@ -358,4 +358,4 @@ def test_missing_file_and_unsupported_type(tmp_path):
 def test_non_record_items_become_problem_rows():
     samples = load_samples([{"question": "q"}, "not a record"])
     assert len(samples) == 2
-    assert samples[1].problems == {"row": "row 1 is a str, not a record"}
+    assert samples[1].problems == {"row": "a str, not a record"} and samples[1].line == 2

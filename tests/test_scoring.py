@@ -317,9 +317,9 @@ def test_missing_retrieved_contexts_is_input_error_naming_row_and_field(metric_c
     result = metric_cls().score(sample_from_dict(raw, row=7), judge)
     assert result.status is Status.INPUT_ERROR
     assert result.value is None and result.passed is None
-    assert "row 7" in result.reason
+    assert "line 8 (id " in result.reason  # row 7 counted from 0 is the 8th line
     assert "'retrieved_contexts'" in result.reason
-    assert result.details == {"field": "retrieved_contexts"}
+    assert result.details == {"field": "retrieved_contexts", "problem": "missing"}
     assert judge.calls == []
 
 
@@ -333,14 +333,14 @@ def test_malformed_contexts_is_input_error_saying_malformed():
     s = sample_from_dict({**FULL, "retrieved_contexts": ["fine", 3]}, row=2)
     result = Faithfulness().score(s, ScriptedJudge())
     assert result.status is Status.INPUT_ERROR
-    assert "row 2" in result.reason and "'retrieved_contexts'" in result.reason and "malformed" in result.reason
+    assert "line 3" in result.reason and "'retrieved_contexts'" in result.reason and "malformed" in result.reason
 
 
 def test_missing_reference_is_input_error_for_context_recall():
     raw = {k: v for k, v in FULL.items() if k != "reference"}
     result = ContextRecall().score(sample_from_dict(raw, 3), ScriptedJudge())
     assert result.status is Status.INPUT_ERROR
-    assert "row 3" in result.reason and "'reference'" in result.reason
+    assert "line 4" in result.reason and "'reference'" in result.reason
 
 
 # --------------------------------------------------------------------------- judge_error

@@ -159,7 +159,8 @@ class DocumentRetrievalMetric(Metric):
     ----------
     threshold : float, optional
     k, label_min, label_max, gain, tie_break
-        :class:`RankingSettings`.
+        :class:`RankingSettings`; ``label_max`` defaults to 4 (Azure's), or to 1 when the
+        data's ground truth is binary (see :meth:`fit`).
     """
 
     family = "document_retrieval"
@@ -168,13 +169,29 @@ class DocumentRetrievalMetric(Metric):
     #: Threshold as a function of the settings, when it depends on the label scale.
     scaled_threshold: ClassVar[Any] = None
 
-    def __init__(self, threshold: float | None = None, k: int = 3, label_min: int = 0, label_max: int = 4,
+    def __init__(self, threshold: float | None = None, k: int = 3, label_min: int = 0, label_max: int | None = None,
                  gain: str = "exponential", tie_break: str = "input") -> None:
-        self.settings = RankingSettings(k, label_min, label_max, gain, tie_break)
+        self._follow_data = label_max is None and label_min == 0 and threshold is None
+        self._scale(RankingSettings(k, label_min, 4 if label_max is None else label_max, gain, tie_break), threshold)
+
+    def _scale(self, settings: RankingSettings, threshold: float | None) -> None:
+        self.settings = settings
         if self.scaled_threshold is not None:
-            self.value_range = (float(label_min), float(label_max))
-            threshold = self.scaled_threshold(self.settings) if threshold is None else threshold
+            self.value_range = (float(settings.label_min), float(settings.label_max))
+            threshold = self.scaled_threshold(settings) if threshold is None else threshold
         super().__init__(threshold)
+
+    def fit(self, samples: list[Sample]) -> None:
+        """Without ``label_max``, ``label_min`` or a threshold given, binary ground truth (every
+        label 0 or 1) puts the metric on the binary scale [0, 1]: label 1 is the best a
+        document can be, so top-1 and top-3 relevance can pass (threshold 0.5). Other data
+        keeps Azure's [0, 4]."""
+        labels = [item["query_relevance_label"] for sample in samples if not sample.missing("retrieval_ground_truth")
+                  for item in sample.retrieval_ground_truth]
+        if self._follow_data and labels and set(labels) <= {0, 1}:
+            s = self.settings
+            self._scale(RankingSettings(s.k, 0, 1, s.gain, s.tie_break), None)
+        self._follow_data = False
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         try:

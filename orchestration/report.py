@@ -1,0 +1,130 @@
+"""What ``rag-eval`` prints: progress, the summary table, and the account of bad lines.
+
+Everything from the data passes through :func:`printable` first, so a control character
+in a field (an escape sequence, a carriage return) is shown escaped, never interpreted by
+the terminal. Progress is a live bar on a terminal and plain lines elsewhere (CI logs).
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+#: Lines of rejected rows and of input errors printed (all are in summary.json and the tables).
+SHOWN = 5
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """``text`` with control characters (C0, DEL, C1, line separators, bidi overrides)
+    escaped as ``\\xNN``/``\\uNNNN``, so data cannot move the cursor, recolour or clear a
+    terminal."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+@contextmanager
+def progress_display(stream: TextIO | None = None, every: float = 10.0) -> Iterator[Callable[[str, int, int], None]]:
+    """A listener ``(metric, done, total)`` drawing progress: rich bars when ``stream`` is a
+    terminal, else a plain line per metric at its start, every ``every`` seconds and at its end."""
+    stream = stream or sys.stderr
+    if stream.isatty():
+        from rich.console import Console
+        from rich.progress import Progress
+
+        with Progress(transient=True, console=Console(file=stream)) as bars:
+            tasks: dict[str, int] = {}
+
+            def draw(metric: str, done: int, total: int) -> None:
+                if metric not in tasks:
+                    tasks[metric] = bars.add_task(metric, total=total)
+                bars.update(tasks[metric], completed=done)
+
+            yield draw
+        return
+    last: dict[str, float] = {}
+
+    def line(metric: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if metric in last and done < total and now - last[metric] < every:
+            return
+        last[metric] = now
+        print(f"{metric}: {done}/{total} scored", file=stream, flush=True)
+
+    yield line
+
+
+def _fmt(value: float | None, digits: str = ".4g") -> str:
+    return "—" if value is None else format(value, digits)
+
+
+def print_table(summary: dict, width: int | None = None) -> None:
+    """Metric, mean, pass rate, threshold and measured/total, readable at 80 columns;
+    then rows good/bad/unmeasured and what this run sent to the judge."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=width) if width else Console()
+    print(printable(f"{summary['task_name']} — judge {summary['judge'].get('judge')}, scale {summary['scale']}"))
+    table = Table(pad_edge=False)
+    for column in ("metric", "mean", "pass", "threshold", "measured"):
+        table.add_column(column, justify="left" if column == "metric" else "right",
+                         overflow="fold", no_wrap=column != "metric")
+    for metric, row in summary["metrics"].items():
+        sign = "≥" if row["direction"] == "higher_is_better" else "≤"
+        rate = "—" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
+        table.add_row(metric, _fmt(row["mean"]), rate, f"{sign} {row['threshold']:g}",
+                      f"{row['measured']}/{row['total']}")
+    console.print(table)
+    print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
+          f"unmeasured: {summary['num_unmeasured']}")
+    if summary.get("overall_average") is not None:
+        print(f"overall ([0, 1] metrics, lower-is-better turned): {summary['overall_average']:g}")
+    usage = summary.get("usage") or {}
+    if usage.get("chat_requests") or usage.get("embedding_requests") or usage.get("cache_hits"):
+        print(f"this run sent: {usage['chat_requests']} chat + {usage['embedding_requests']} embeddings requests, "
+              f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens; "
+              f"{usage['cache_hits']} judgements reused from the cache (paid by earlier runs)")
+    if summary["judge"].get("embedding_fallback"):
+        print(f"note: {printable(summary['judge']['embedding_fallback'])}")
+
+
+def print_cannot_run(cannot_run: dict[str, str], stream: TextIO | None = None) -> None:
+    """One line per selected metric that no line of the file can feed, with why."""
+    for metric, why in cannot_run.items():
+        print(f"note: {metric} cannot run: {printable(why)}; its results are input_error, the other metrics run",
+              file=stream or sys.stderr)
+
+
+def print_rejected(rejected: list[dict], count: int, total: int, limit: float | None,
+                   stream: TextIO | None = None) -> None:
+    """``count`` rejected lines of ``total`` (against ``limit``), then the first few, one a line."""
+    if not count:
+        return
+    stream = stream or sys.stderr
+    share = f"{count / total:.1%} of {total}" if total else str(count)
+    bound = f", limit {limit:.1%}" if limit is not None else ""
+    print(f"{count} line(s) rejected: no selected metric can use them ({share}{bound}); "
+          "listed in rejected_samples with the line as read", file=stream)
+    for entry in rejected[:SHOWN]:
+        print(f"  line {entry['line']} (id {printable(entry['id'])}): {printable(entry['reason'])}", file=stream)
+    if count > SHOWN:
+        print(f"  … and {count - SHOWN} more", file=stream)
+
+
+def print_input_errors(errors: list[dict], count: int, stream: TextIO | None = None) -> None:
+    """``count`` lines some metrics could not use, then the first few, one message a line
+    (every field of the line in it, with the metrics that needed it)."""
+    if not count:
+        return
+    stream = stream or sys.stderr
+    print(f"{count} line(s) with input errors: the metrics that need a missing or malformed field report "
+          "input_error for them, the others scored them", file=stream)
+    for entry in errors[:SHOWN]:
+        fields = "; ".join(f"{name} {printable(why)}" for name, why in entry["fields"].items())
+        print(f"  line {entry['line']} (id {printable(entry['id'])}): {fields} "
+              f"({', '.join(entry['metrics'])})", file=stream)
+    if count > SHOWN:
+        print(f"  … and {count - SHOWN} more", file=stream)
