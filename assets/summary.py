@@ -17,7 +17,7 @@ from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
 from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
-from metrics.formats import azure_rows, ragas_table, write_azure_jsonl
+from metrics.formats import azure_rows, ragas_table, write_azure_jsonl, write_ragas_csv
 from metrics.registry import METRICS
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
@@ -128,7 +128,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     for name in _TABLE_FIELDS[1:]:
         fields = fields.merge(inputs[FIELD_ASSETS[name]][["row", name]], on="row", how="outer")
     fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
-    ragas_table(results, fields).to_csv(folder / "ragas_scores.csv", index=False)
+    write_ragas_csv(ragas_table(results, fields), folder / "ragas_scores.csv")
     azure_path = folder / "azure_results.jsonl"
     azure_lines = write_azure_jsonl(results, azure_path) if azure_rows(results) else 0
     if not azure_lines:

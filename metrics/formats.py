@@ -109,6 +109,12 @@ def ragas_table(results: pd.DataFrame, fields: pd.DataFrame | None = None) -> pd
     if fields is not None:
         table = fields.merge(table, on="row", how="right")
     return table.rename(columns={"sample_id": "id"})
+def write_ragas_csv(table: pd.DataFrame, path) -> None:
+    """Write a :func:`ragas_table` as CSV with RFC 4180 line ends (``\\r\\n``), so a field
+    holding a carriage return or a newline is quoted and every row stays one record."""
+    table.to_csv(path, index=False, lineterminator="\r\n")
+
+
 def write_azure_jsonl(results: pd.DataFrame, path) -> int:
     """Write :func:`azure_rows` as JSONL; returns the number of lines."""
     rows = azure_rows(results)

@@ -1,6 +1,7 @@
 """Issue 10, the data path without Dagster: bad lines kept, summaries on one scale, peers' layouts, the console."""
 from __future__ import annotations
 
+import csv
 import io
 import json
 
@@ -9,7 +10,7 @@ import pytest
 
 from metrics.aggregate import dingo_summary, summarize
 from metrics.evaluate import evaluate, results_frame
-from metrics.formats import azure_rows, ragas_table
+from metrics.formats import azure_rows, ragas_table, write_ragas_csv
 from metrics.results import Direction, MetricResult, Status
 from metrics.samples import load_samples, unavailable, unusable
 from orchestration.report import print_input_errors, print_rejected, print_table, printable, progress_display
@@ -212,3 +213,14 @@ def test_the_ragas_table_says_why_a_cell_is_empty():
     table = ragas_table(frame)
     assert table["unscored"].tolist() == ["", "faithfulness: input_error: line 2 (id s1): field 'response' missing"]
     assert pd.isna(table["faithfulness"].iloc[1])
+
+
+def test_a_carriage_return_in_a_field_keeps_its_row_one_csv_record(tmp_path):
+    """pandas' default CSV leaves a bare \\r unquoted, and readers split the row there."""
+    table = pd.DataFrame({"row": [0, 1], "response": ["Paris \x1b[31mRED\x1b[0m \x07 bell \r carriage", "ok"],
+                          "faithfulness": [1.0, 0.5]})
+    write_ragas_csv(table, tmp_path / "ragas_scores.csv")
+    with open(tmp_path / "ragas_scores.csv", newline="", encoding="utf-8") as handle:
+        records = list(csv.reader(handle))
+    assert len(records) == 3 and records[1][1] == table["response"][0]
+    assert pd.read_csv(tmp_path / "ragas_scores.csv")["faithfulness"].tolist() == [1.0, 0.5]

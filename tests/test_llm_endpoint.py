@@ -1,7 +1,9 @@
 """The judge endpoint checked before anything is spent, connection failures named, keys
 never stored, replies cut at the token limit asked again (issue 10 points 5 and 8)."""
+import http.server
 import json
 import socket
+import threading
 import time
 
 import pytest
@@ -40,6 +42,21 @@ def test_refused_connection_stops_at_once_naming_cause_and_url(judge):
 def test_unknown_host_is_named(judge):
     with pytest.raises(EndpointError, match=r"http://no-such-host\.invalid/v1 cannot be reached: unknown host"):
         judge(base_url="http://no-such-host.invalid/v1").check_endpoint()
+
+
+def test_a_web_server_that_is_no_llm_endpoint_stops_at_once(judge):
+    """A wrong port with a plain web server behind it (404 on GET, 501 on POST) is no endpoint:
+    before, the check let it through and every judgement was retried into judge_error."""
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{web.server_address[1]}/v1"
+    try:
+        with pytest.raises(EndpointError, match="does not serve chat completions \\(HTTP 501") as caught:
+            judge(base_url=url).check_endpoint()
+        assert url in str(caught.value)
+    finally:
+        web.shutdown()
+        web.server_close()
 
 
 def test_refused_key_stops_before_any_judgement(judge, server):

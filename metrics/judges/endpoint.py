@@ -102,8 +102,8 @@ async def check_endpoint(client: openai.AsyncOpenAI, model: str | None, base_url
     Raises
     ------
     EndpointError
-        Refused connection, unknown host, no answer within ``timeout``, 401/403, or an
-        unknown model; the message names the cause and the URL without credentials.
+        Refused connection, unknown host, no answer within ``timeout``, 401/403, an
+        unknown model, or a server that answers no OpenAI route (405/501 on chat: a wrong port); the message names the cause and the URL without credentials.
     """
     where = public_url(base_url) or "https://api.openai.com/v1"
     report: dict[str, Any] = {"base_url": where, "model": model, "status": "ok", "requests": 0, "by": None,
@@ -155,6 +155,10 @@ async def check_endpoint(client: openai.AsyncOpenAI, model: str | None, base_url
         report["by"] = "chat"
         return report
     message = _error_text(reply).lower()
+    if reply.status_code in (405, 501):  # a web server that is not an OpenAI-compatible endpoint (wrong port)
+        raise EndpointError(f"the judge endpoint {where} does not serve chat completions (HTTP {reply.status_code} "
+                            "on every OpenAI route); is --base-url / OPENAI_BASE_URL an OpenAI-compatible "
+                            "endpoint, with its /v1?")
     if reply.status_code == 404 or (reply.status_code == 400 and "model" in message
                                     and any(marker in message for marker in _UNKNOWN_MODEL)):
         raise fail(reply)
