@@ -12,22 +12,14 @@ import socket
 
 import dagster as dg
 
+from metrics.judges.cache import process_alive
+
 PID_TAG, HOST_TAG = "rag_eval/pid", "rag_eval/host"
 
 
 def process_tags() -> dict[str, str]:
     """Tags naming this process, for a run executed in it."""
     return {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
@@ -42,7 +34,7 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[str]:
     for record in records:
         run = record.dagster_run
         pid = int(run.tags.get(PID_TAG, "0"))
-        if pid and pid != os.getpid() and not _alive(pid):
+        if pid and pid != os.getpid() and not process_alive(pid):
             instance.report_run_failed(run, f"the rag-eval process that ran it (pid {pid}) ended without "
                                             "finishing it (killed or crashed)")
             failed.append(run.run_id)

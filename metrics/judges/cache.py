@@ -63,7 +63,8 @@ def cache_key(endpoint: str | None, **parts: Any) -> Key:
     return Key(_digest({**parts, "endpoint": endpoint}), _digest(parts))
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host still exists (a signal-0 probe)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -224,7 +225,7 @@ class JudgementCache:
                 row = self._db.execute("SELECT owner, host, pid, since FROM claims WHERE key = ?",
                                        (key.own,)).fetchone()
                 if row is not None and row[0] != self._owner and now - row[3] <= self.lease \
-                        and (row[1] != self._host or _alive(row[2])):
+                        and (row[1] != self._host or process_alive(row[2])):
                     return None
                 wanted.add(key)
             return wanted
