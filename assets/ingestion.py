@@ -50,6 +50,9 @@ def content_version(frame: pd.DataFrame, columns: list[str]) -> dg.DataVersion:
 @dg.multi_asset(
     partitions_def=dataset_versions,
     group_name="ingestion",
+    # A target run's samples.jsonl is written by `system_responses` (assets/targets.py); file-based
+    # versions never materialize these, and their ingestion does not need them.
+    deps=["question_set", "system_contexts", "system_responses"],
     outs={
         **{asset: dg.AssetOut(code_version="2", kinds={"pandas"}, metadata={"partition_expr": "version"},
                               description=f"The {field} of every line of the version (id, row, {field}, "

@@ -397,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--json", help="also write the report as JSON to this file")
     calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
     calibrate.set_defaults(handler=cmd_calibrate)
+    from orchestration.sweep import add_arguments
+
+    add_arguments(sub.add_parser("sweep", help="run and rank the configurations of a RAG system (a target file)"))
     convert = sub.add_parser("convert-trec", help="TREC qrels + run files to a JSONL dataset")
     convert.add_argument("qrels", help="qrels file: qid iteration docno label")
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
