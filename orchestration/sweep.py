@@ -25,6 +25,13 @@ FIELD_LEVEL = ["questions", "responses", "retrieved_contexts", "references", "re
                "retrieved_documents", "rejected_samples"]
 
 
+#: Assets whose run certainly makes these stale: a part's new version hash or new questions
+#: always reach the step calling it; the ingestion's outputs come from one multi-asset.
+_FOLLOWERS = {"retriever": ["system_contexts"], "generator": ["system_responses"],
+              "question_set": ["system_contexts", "system_responses", *FIELD_LEVEL],
+              **{field: FIELD_LEVEL for field in FIELD_LEVEL}}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``sweep`` subcommand's arguments."""
     from orchestration.cli import _JUDGE_OPTIONS
@@ -95,12 +102,16 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
             todo |= set(stale_assets(instance, repository, key, [a for a in level if a not in done]))
         if not todo:
             continue
-        if todo & set(FIELD_LEVEL):
-            todo |= set(FIELD_LEVEL)  # one multi-asset: its outputs run together
+        for asset in list(todo):  # what is certain to turn stale next runs in the same run
+            todo |= set(_FOLLOWERS.get(asset, ()))
+        if todo & set(metrics):
+            todo.add("eval_summary")
         below = {a for later in levels[depth + 1:] for a in later if latest_materialization(instance, a, key) is None}
         selection = sorted(todo | below)
+        ops = {op: c for op, c in run_config.get("ops", {}).items()  # Dagster refuses config of unselected ops
+               if op in selection or (op == "ingest_dataset" and "questions" in selection)}
         result = dg.materialize(everything, selection=selection, partition_key=key, instance=instance,
-                                resources=resources, run_config=run_config, raise_on_error=False)
+                                resources=resources, run_config={**run_config, "ops": ops}, raise_on_error=False)
         results.append(result)
         if not result.success:
             errors = [e.event_specific_data.error.message.strip() for e in result.all_events
@@ -180,8 +191,8 @@ def print_ranking(rows: list[dict], metrics: list[str], stream=None) -> None:
             entry = row["metrics"][metric]
             low, high = entry["ci95"]
             cells.append("–" if entry["mean"] is None else
-                         f"{entry['mean']:.3f} [{low:.2f}, {high:.2f}]" if low is not None and low == low
-                         else f"{entry['mean']:.3f}")
+                         f"{entry['mean']:.4f} [{low:.2f}, {high:.2f}]" if low is not None and low == low
+                         else f"{entry['mean']:.4f}")
         cells += [str(row["target_errors"]), str(row["target_calls"]), str(row["judge_requests"]), str(row["tokens"]),
                   f"{row['latency_s']:.3f}"]
         print("| " + " | ".join(cells) + " |", file=stream)

@@ -21,10 +21,13 @@ call time and never stored, logged or returned.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -86,11 +89,11 @@ def _deadline(fn: Callable[[], Any], timeout: float) -> Any:
 
 
 def _is_transient(exc: BaseException) -> bool:
-    import httpx
     import openai
 
-    return isinstance(exc, (TransientError, TimeoutError, ConnectionError, httpx.TransportError,
-                            openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError))
+    return isinstance(exc, (TransientError, TimeoutError, ConnectionError, urllib.error.URLError,
+                            openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)) \
+        and not isinstance(exc, urllib.error.HTTPError)
 
 
 def _walk(data: Any, path: str) -> Any:
@@ -187,19 +190,23 @@ def _invoke(part: Part, inputs: dict[str, Any], timeout: float, secrets: list[st
         args = [inputs["user_input"]] + ([inputs["retrieved_contexts"]] if part.role == "generator" else [])
         reply = _deadline(lambda: fn(*args, **part.parameters), timeout)
     elif part.kind == "http":
-        import httpx
-
         headers = {k: expand_env(str(v)) for k, v in (part.spec.get("headers") or {}).items()}
         secrets.extend(v for k, v in headers.items() if v)
         body = _fill(part.spec.get("request") or {"user_input": "{user_input}"}, values)
+        request = urllib.request.Request(expand_env(part.spec["url"]), data=json.dumps(body).encode(), method="POST",
+                                         headers={"content-type": "application/json", **headers})
 
         def post() -> Any:
-            answer = httpx.post(expand_env(part.spec["url"]), json=body, headers=headers, timeout=timeout)
-            if answer.status_code == 429 or answer.status_code >= 500:
-                raise TransientError(f"HTTP {answer.status_code} from the {part.role}")
-            if answer.status_code >= 400:
-                raise OutputError(f"HTTP {answer.status_code} from the {part.role}: {answer.text[:200]}")
-            return answer.json()
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as answer:
+                    return json.loads(answer.read())
+            except urllib.error.HTTPError as exc:
+                if exc.code == 429 or exc.code >= 500:
+                    raise TransientError(f"HTTP {exc.code} from the {part.role}") from None
+                text = exc.read().decode("utf-8", "replace")[:200]
+                raise OutputError(f"HTTP {exc.code} from the {part.role}: {text}") from None
+            except json.JSONDecodeError as exc:
+                raise OutputError(f"the {part.role}'s reply is not JSON: {exc}") from None
 
         data = _deadline(post, timeout)
         if part.role == "retriever":
