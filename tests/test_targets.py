@@ -32,7 +32,7 @@ QUESTIONS = [
     {"id": "q4", "user_input": "What poison is in the Prado museum?", "reference": "None.",
      "retrieval_ground_truth": [{"document_id": "prado", "query_relevance_label": 1}]},
 ]
-METRICS = ["faithfulness", "answer_relevancy", "context_relevancy", "context_recall", "context_precision"]
+METRICS = ["faithfulness", "answer_relevancy", "context_recall"]  # responses+contexts, responses, contexts
 
 
 def generator_script(seen):
