@@ -239,8 +239,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             failed.append(key)
             continue
         cost = run_cost(results)
+        ran = sorted({e.asset_key.to_user_string() for r in results for e in r.get_asset_materialization_events()})
+        if set(FIELD_LEVEL) <= set(ran):
+            ran = [a for a in ran if a not in FIELD_LEVEL] + ["ingest_dataset (all fields)"]
         print(f"  {len(results)} run(s), {cost['target_calls']} target calls, {cost['judge_requests']} judge "
-              "requests", file=sys.stderr)
+              f"requests; materialized: {', '.join(ran) or 'nothing (unchanged)'}", file=sys.stderr)
         rows.append(table_row(key, configuration, metrics, Path(args.out), instance, cost))
     ranked = rank(rows, metrics)
     print_ranking(ranked, metrics)

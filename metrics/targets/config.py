@@ -225,7 +225,11 @@ def load_config(path: str | Path) -> SweepConfig:
     if not data.get("questions"):
         raise TargetConfigError(f"{path}: name the question set: questions = \"questions.jsonl\"")
     sweep = dict(data.get("sweep") or {})
-    call = CallSettings(**{k: v for k, v in (data.get("call") or {}).items()})
+    try:
+        call = CallSettings(**(data.get("call") or {}))
+    except TypeError:
+        raise TargetConfigError(f"{path}: [call] takes concurrency, timeout, max_attempts and cache_path, got "
+                                f"{sorted(data['call'])}") from None
     axes: list[tuple[str, list[Any]]] = []
     roles = ["system"] if parts["system"] else ["retriever", "generator"]
     for role in roles:
