@@ -36,7 +36,7 @@ from typing import Any
 import tenacity
 
 from metrics.judges.cache import JudgementCache, cache_key
-from metrics.targets.config import CallSettings, Part, TargetConfigError, expand_env
+from metrics.targets.config import ENV_REFERENCE, CallSettings, Part, TargetConfigError, expand_env
 
 _API_OPTIONS = ("temperature", "top_p", "max_tokens", "seed", "frequency_penalty", "presence_penalty")
 
@@ -191,7 +191,8 @@ def _invoke(part: Part, inputs: dict[str, Any], timeout: float, secrets: list[st
         reply = _deadline(lambda: fn(*args, **part.parameters), timeout)
     elif part.kind == "http":
         headers = {k: expand_env(str(v)) for k, v in (part.spec.get("headers") or {}).items()}
-        secrets.extend(v for k, v in headers.items() if v)
+        secrets.extend([*(v for v in headers.values() if v),
+                        *(os.environ.get(name, "") for name in ENV_REFERENCE.findall(str(part.spec["url"])))])
         body = _fill(part.spec.get("request") or {"user_input": "{user_input}"}, values)
         request = urllib.request.Request(expand_env(part.spec["url"]), data=json.dumps(body).encode(), method="POST",
                                          headers={"content-type": "application/json", **headers})
@@ -223,6 +224,7 @@ def _invoke(part: Part, inputs: dict[str, Any], timeout: float, secrets: list[st
         key = os.environ.get(part.spec.get("api_key_env", "OPENAI_API_KEY")) or "no-key"
         secrets.append(key)
         base_url = expand_env(part.spec["base_url"]) if part.spec.get("base_url") else None
+        secrets.extend(os.environ.get(name, "") for name in ENV_REFERENCE.findall(str(part.spec.get("base_url", ""))))
         client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
         options = {k: v for k, v in part.parameters.items() if k in _API_OPTIONS}
         messages = [{"role": "user", "content": _fill(part.spec["prompt"], values)}]

@@ -56,10 +56,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROLES = ("retriever", "generator", "system")
 _KINDS = {"callable": "callable", "url": "http", "model": "openai"}
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: A reference to an environment variable in a setting: ``${VAR}``.
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class TargetConfigError(ValueError):
@@ -179,9 +181,15 @@ def _part(path: Path, role: str, name: str, entry: Any) -> Part:
     if kind == "openai" and "prompt" not in entry:
         raise TargetConfigError(f"{where}: a chat-model generator needs a prompt template")
     for key, value in (entry.get("headers") or {}).items():
-        if _secret_like(key) and not _ENV.fullmatch(str(value).split()[-1] if str(value).split() else ""):
+        if _secret_like(key) and not ENV_REFERENCE.fullmatch(str(value).split()[-1] if str(value).split() else ""):
             raise TargetConfigError(f"{where}: header {key} holds a literal secret; write \"${{VAR}}\" and set VAR in "
                                     "the environment")
+    for key in ("url", "base_url"):
+        parts = urlsplit(ENV_REFERENCE.sub("x", str(entry.get(key, ""))))
+        if parts.username or parts.password or re.search(r"(key|token|secret)=(?!\$\{)", str(entry.get(key, "")),
+                                                          re.IGNORECASE):
+            raise TargetConfigError(f"{where}: {key} holds credentials; put them in the environment and write "
+                                    "\"${VAR}\" (in a header or the URL)")
     if "api_key" in entry:
         raise TargetConfigError(f"{where}: api_key does not belong in the file; set api_key_env to the name of the "
                                 "environment variable holding it (default OPENAI_API_KEY)")
@@ -279,4 +287,4 @@ def expand_env(value: str) -> str:
             raise TargetConfigError(f"environment variable {match[1]} is not set")
         return os.environ[match[1]]
 
-    return _ENV.sub(one, value)
+    return ENV_REFERENCE.sub(one, value)
