@@ -181,6 +181,10 @@ def test_a_literal_secret_in_the_file_is_refused(tmp_path):
                     'headers = { Authorization = "Bearer sk-live-123" }\n[generator.g]\ncallable = "m:f"\n')
     with pytest.raises(TargetConfigError, match=r"\[retriever.r\]: header Authorization holds a literal secret"):
         load_config(path)
+    path.write_text('questions = "q.jsonl"\n[retriever.r]\nurl = "https://search.example/q?api_key=abc"\n'
+                    'contexts = "a"\n[generator.g]\ncallable = "m:f"\n')
+    with pytest.raises(TargetConfigError, match=r"\[retriever.r\]: url holds credentials"):
+        load_config(path)
 
 
 def test_sweep_cli_ranks_the_grid(tmp_path):
