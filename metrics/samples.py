@@ -396,7 +396,9 @@ def field_problems(sample: Sample, fields: Iterable[str]) -> dict[str, str]:
 def unusable(sample: Sample, required: Mapping[str, Iterable[str]]) -> str | None:
     """Why no metric of ``required`` (``{metric: fields it reads}``) can use ``sample``, or
     ``None`` when one can. Such a line is *rejected*; any other line is scored by the
-    metrics whose fields it has, and the others report ``input_error`` for it."""
+    metrics whose fields it has, and the others report ``input_error`` for it. A field the
+    system under evaluation failed to produce (``target_error``) counts as present here: the
+    line is sound, the metrics reading the field report ``target_error``."""
     if "row" in sample.problems:
         return sample.problems["row"]
     if any(all(is_target_error(p) for p in field_problems(sample, fields).values()) for fields in required.values()):

@@ -24,8 +24,9 @@ document_retrieval_job = dg.define_asset_job(
 ingestion_job = dg.define_asset_job("ingestion_job", selection=INGESTION,
                                     description="Re-ingest a version (new field data versions; nothing judged).")
 target_evaluation_job = dg.define_asset_job(
-    "target_evaluation_job", selection=dg.AssetSelection.groups("target", "ingestion", "core_metrics", "retrieval_metrics") | SUMMARY,
+    "target_evaluation_job",
+    selection=dg.AssetSelection.groups("target", "ingestion", "core_metrics", "retrieval_metrics") | SUMMARY,
     description="A target run (rag-eval sweep): call the retriever and the generator, ingest, score, summarize. "
                 "Backfill it over the partitions of a sweep.")
-JOBS = [evaluation_job, target_evaluation_job, full_evaluation_job, response_metrics_job, retrieval_metrics_job, document_retrieval_job,
-        ingestion_job]
+JOBS = [evaluation_job, target_evaluation_job, full_evaluation_job, response_metrics_job, retrieval_metrics_job,
+        document_retrieval_job, ingestion_job]

@@ -90,8 +90,8 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
     from orchestration.staleness import latest_materialization, stale_assets
 
     repository = defs.get_repository_def()
-    levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL, metrics,
-              ["eval_summary"]]
+    levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL,
+              metrics, ["eval_summary"]]
     everything = [*target_assets, ingest_dataset, *metric_assets, eval_summary]
     results, done = [], set()
     for depth, level in enumerate(levels):

@@ -298,7 +298,8 @@ def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
             return outcome
         outcome.value, outcome.latency = value, time.perf_counter() - started
         usage = value.get("usage") or {}
-        outcome.prompt_tokens, outcome.completion_tokens = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        outcome.prompt_tokens = usage.get("prompt_tokens", 0)
+        outcome.completion_tokens = usage.get("completion_tokens", 0)
         if cache is not None:
             cache.put(key, f"target.{part.role}", {"value": value, "latency": outcome.latency})
         return outcome

@@ -169,7 +169,8 @@ def _part(path: Path, role: str, name: str, entry: Any) -> Part:
     if not isinstance(entry, dict):
         raise TargetConfigError(f"{where} must be a table")
     kinds = [k for k in _KINDS if k in entry]
-    if len(kinds) != 1 or (role != "generator" and kinds[0] == "model") or (role == "system" and kinds[0] != "callable"):
+    if len(kinds) != 1 or (role != "generator" and kinds[0] == "model") or \
+            (role == "system" and kinds[0] != "callable"):
         allowed = {"retriever": "callable or url", "generator": "callable, url or model", "system": "callable"}[role]
         raise TargetConfigError(f"{where} needs exactly one of: {allowed}")
     kind = _KINDS[kinds[0]]
@@ -201,7 +202,8 @@ def _part(path: Path, role: str, name: str, entry: Any) -> Part:
 
 
 def _secret_like(header: str) -> bool:
-    return header.lower() in ("authorization", "x-api-key", "api-key", "proxy-authorization") or "token" in header.lower()
+    name = header.lower()
+    return name in ("authorization", "x-api-key", "api-key", "proxy-authorization") or "token" in name
 
 
 def _label(value: Any) -> str:
