@@ -54,7 +54,8 @@ from metrics.results import Direction, Status
 
 #: Bootstrap draws per metric; the smallest p-value is 1 / (RESAMPLES + 1).
 RESAMPLES = 4000
-#: Paired rows needed before a metric gets a verdict; fewer is ``too few rows`` (a gated one fails).
+#: Paired rows needed before a metric gets a verdict; fewer is ``too few rows`` (no decision: the
+#: percentile bootstrap is too narrow on a handful of rows), which does not fail the gate.
 MIN_ROWS = 10
 ALPHA = 0.05
 ERROR_STATUSES = (Status.JUDGE_ERROR.value, Status.INPUT_ERROR.value)
@@ -119,7 +120,7 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        """True when no gated metric regressed, lacked rows or lost coverage beyond the limit."""
+        """True when no gated metric regressed, went unmeasured or lost coverage beyond the limit."""
         return not self.failures
 
     def to_dict(self) -> dict[str, Any]:
@@ -213,7 +214,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         ``{metric: margin}`` on the metric's own scale; others get :func:`default_margin`
         (0.02 on [0, 1] metrics).
     gated : iterable of str, optional
-        Metrics whose regression (or coverage drop, or too few rows) fails the gate;
+        Metrics whose regression (or coverage drop, or absence from a version) fails the gate;
         default all compared metrics. Holm's adjustment runs over the gated metrics (the
         others are adjusted among themselves).
     max_coverage_drop : float
@@ -312,9 +313,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         if row.verdict == "regressed":
             failures.append(f"{metric} regressed: {_fmt(row.difference)} [{_fmt(row.low)}, {_fmt(row.high)}] "
                             f"lies below -{row.margin:g} (n={row.n}, Holm p={row.p_regression_holm:.4f})")
-        elif row.verdict in ("too few rows", "not measured") or row.verdict.startswith("not in"):
-            failures.append(f"{metric}: {row.verdict} (n={row.n} rows scored ok in both; at least {MIN_ROWS} "
-                            "needed)")
+        elif row.verdict == "not measured" or row.verdict.startswith("not in"):
+            failures.append(f"{metric}: {row.verdict} (no row scored ok in both versions)")
         if metric in coverage and coverage[metric]["drop"] > max_coverage_drop:
             cov = coverage[metric]
             failures.append(f"{metric} coverage dropped: judge/input errors on {cov['candidate']['error_share']:.1%} "

@@ -275,3 +275,17 @@ def write_reports(comparison: Any, notes: list[str], folder: str | Path, history
     stats = [version_stats(v.name, v.results, metrics) for v in history]
     paths["html"].write_text(html_report(comparison, stats, notes), encoding="utf-8")
     return paths
+
+
+def history(out: str | Path, baseline: Version, candidate: Version, last: int = 12) -> list[Version]:
+    """The versions on the trend charts: the evaluated versions under ``out`` up to the
+    candidate (the ``last`` ones, the baseline always among them), or just the two sides when
+    the candidate is not an evaluated version (files)."""
+    versions = evaluated_versions(out)
+    if candidate.name not in versions:
+        return [baseline, candidate]
+    chosen = [v for v in versions if v <= candidate.name][-last:]
+    if baseline.name in versions and baseline.name not in chosen:
+        chosen = [baseline.name, *chosen]
+    known = {baseline.name: baseline, candidate.name: candidate}
+    return [known.get(v) or Version(v, pd.read_parquet(Path(out) / v / "results.parquet")) for v in chosen]

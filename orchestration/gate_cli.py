@@ -73,24 +73,6 @@ def _finish(comparison, notes: list[str], folder: Path, history) -> int:
     return GATE_FAILED
 
 
-def _history(keys: list[str], sides, args: argparse.Namespace):
-    """The versions on the trend charts: the evaluated versions up to the candidate (the last
-    12), else just the two sides."""
-    import pandas as pd
-
-    from metrics.gate import Version, evaluated_versions
-
-    baseline, candidate = sides
-    versions = evaluated_versions(args.out)
-    if candidate.name not in versions:
-        return [baseline, candidate]
-    chosen = [v for v in versions if v <= candidate.name][-12:]
-    if baseline.name in versions and baseline.name not in chosen:
-        chosen = [baseline.name, *chosen]
-    known = {side.name: side for side in sides}
-    return [known.get(v) or Version(v, pd.read_parquet(Path(args.out) / v / "results.parquet")) for v in chosen]
-
-
 def _report_folder(args: argparse.Namespace, candidate) -> Path:
     from metrics.gate import evaluated_versions
 
@@ -101,7 +83,7 @@ def _report_folder(args: argparse.Namespace, candidate) -> Path:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare CANDIDATE with BASELINE (version keys, results files or datasets)."""
-    from metrics.gate import load_version, run_comparison
+    from metrics.gate import history, load_version, run_comparison
 
     config = _config(args)
     judge = _judge(args)
@@ -112,7 +94,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         if hasattr(judge, "close"):
             judge.close()
-    return _finish(comparison, notes, _report_folder(args, sides[1]), _history([], sides, args))
+    return _finish(comparison, notes, _report_folder(args, sides[1]), history(args.out, *sides))
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
