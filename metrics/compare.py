@@ -133,7 +133,7 @@ class Comparison:
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with a ``key``: the id, plus ``#k`` for the k-th repeat of an id within a metric
     (ids may repeat in a file; rows are then matched in file order)."""
-    frame = frame.copy()
+    frame = frame.reset_index(drop=True)
     if "repeat" not in frame:
         frame["repeat"] = 0
     frame["sample_id"] = frame["sample_id"].astype(str)
@@ -243,7 +243,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     shared = [m for m in dict.fromkeys(base["metric"]) if m in set(cand["metric"])]
     chosen = list(dict.fromkeys(metrics)) if metrics is not None else shared
     absent = [m for m in chosen if m not in shared]
-    gated = list(dict.fromkeys(gated)) if gated is not None else [m for m in chosen if m not in absent]
+    gated = list(dict.fromkeys(gated)) if gated is not None else chosen
     if set(gated) - set(chosen):
         raise ValueError(f"gated metric(s) {sorted(set(gated) - set(chosen))} are not among those compared")
     margins = dict(margins or {})

@@ -128,7 +128,9 @@ def _svg(figure) -> str:
     figure.savefig(buffer, format="svg", bbox_inches="tight")
     plt.close(figure)
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    text = text[text.index("<svg"):]
+    start, end = text.find("<metadata>"), text.find("</metadata>")  # creator and date: not for the page
+    return text[:start] + text[end + len("</metadata>"):] if start >= 0 else text
 
 
 def trend_svg(history: list[dict[str, Any]], metrics: list[str], baseline: str, candidate: str) -> str:
