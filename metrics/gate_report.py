@@ -121,6 +121,11 @@ def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> s
     return "\n".join(lines)
 
 
+def _short(label: str) -> str:
+    """A version key short enough for an axis: its date and its hash."""
+    return label if len(label) <= 18 else label[:8] + "…" + label[-8:]
+
+
 def _svg(figure) -> str:
     import matplotlib.pyplot as plt
 
@@ -146,7 +151,7 @@ def trend_svg(history: list[dict[str, Any]], metrics: list[str], baseline: str, 
     rows = -(-len(metrics) // columns) or 1
     figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.8 * rows), squeeze=False)
     labels = [h["version"] for h in history]
-    short = [label if len(label) <= 18 else label[:8] + "…" + label[-8:] for label in labels]
+    short = [_short(label) for label in labels]
     for ax, metric in zip(axes.flat, metrics):
         points = [(i, h["metrics"][metric]) for i, h in enumerate(history) if metric in h["metrics"]]
         for i, p in points:
@@ -183,7 +188,7 @@ def cost_svg(history: list[dict[str, Any]]) -> str:
     tokens = [h["cost"].get("prompt_tokens", 0) + h["cost"].get("completion_tokens", 0) for h in history]
     ax.bar(range(len(labels)), requests, color="#9ecae1")
     ax.set_ylabel("requests", fontsize=8)
-    ax.set_xticks(range(len(labels)), [label[-18:] for label in labels], rotation=30, ha="right", fontsize=7)
+    ax.set_xticks(range(len(labels)), [_short(label) for label in labels], rotation=30, ha="right", fontsize=7)
     twin = ax.twinx()
     twin.plot(range(len(labels)), tokens, "o-", color="#e6550d", markersize=4)
     twin.set_ylabel("tokens", fontsize=8, color="#e6550d")
@@ -235,7 +240,16 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
         parts.append(f"<tr><td>{e(h['version'])}</td>{cells}</tr>")
     parts.append("</table><p class='small'>Share of rows scored ok (the rest: not_applicable, judge_error, "
                  "input_error).</p>")
-    parts += ["<h2>Cost per version</h2>", cost_svg(history)]
+    parts += ["<h2>Cost per version</h2><table><tr><th>version</th><th>chat requests</th><th>embeddings requests</th>"
+              "<th>prompt tokens</th><th>completion tokens</th><th>cache hits</th></tr>"]
+    parts += [f"<tr><td>{e(h['version'])}</td>" + "".join(f"<td>{h['cost'].get(c, 0):,}</td>" for c in USAGE_COLUMNS)
+              + "</tr>" for h in history]
+    parts.append("</table>")
+    if any(h["cost"].get(c) for h in history for c in USAGE_COLUMNS[:4]):
+        parts.append(cost_svg(history))
+    else:
+        parts.append("<p class='small'>No request was sent for these versions (offline judge, or answers from the "
+                     "judgement cache).</p>")
     worst = worst_rows(c, 10)
     parts.append("<h2>Rows that regressed most</h2>")
     if worst:
