@@ -149,7 +149,7 @@ def _per_row(frame: pd.DataFrame) -> pd.DataFrame:
     repeat is, else repeat 0's), the reason of the lowest ``ok`` repeat (or of repeat 0), the
     number of ``ok`` repeats and their within-row variance."""
     ok = frame[frame["status"] == Status.OK.value]
-    values = ok.groupby(["metric", "key"])["value"].agg(value="mean", k="count", var=lambda v: v.var(ddof=1))
+    values = ok.groupby(["metric", "key"])["value"].agg(value="mean", k="count", var="var")  # var: ddof 1
     first = frame.sort_values("repeat").groupby(["metric", "key"]).first()[["status", "reason", "sample_id"]]
     rows = first.join(values, how="left")
     rows.loc[rows["k"].fillna(0) > 0, "status"] = Status.OK.value

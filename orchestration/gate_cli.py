@@ -107,6 +107,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if candidate is None:
         raise ValueError(f"no evaluated version under {args.out}/: run `rag-eval run` first, or name a candidate")
     rule = args.baseline or config.baseline
+    if rule == "previous" and candidate not in versions:
+        raise ValueError(f"{candidate} is not an evaluated version under {args.out}/, so it has no previous version: "
+                         "name its baseline with --baseline")
     baseline = rule
     if rule == "previous" or rule.startswith("tag:") or (rule in versions and not Path(rule).exists()):
         baseline = resolve_baseline(candidate, rule, versions, read_tags(args.datasets))

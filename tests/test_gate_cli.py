@@ -81,3 +81,6 @@ def test_a_bad_setting_is_refused_with_exit_2_naming_it(versions):
     (versions / "bad.toml").write_text('metrics = ["faithfulness"]\nmargin = 0.1\n', encoding="utf-8")
     bad = rag_eval(versions, "gate", "--config", "bad.toml")
     assert bad.returncode == 2 and "bad.toml: unknown gate setting(s) ['margin']" in bad.stderr
+    # A file is no version: "previous" cannot be resolved for it (rather than taking the latest version).
+    loose = rag_eval(versions, "gate", f"out/{B}/results.parquet", "--config", "gate.toml")
+    assert loose.returncode == 2 and "has no previous version: name its baseline with --baseline" in loose.stderr
