@@ -117,14 +117,17 @@ def scored_pairs() -> tuple[pd.DataFrame, pd.DataFrame]:
 def compose(right: pd.DataFrame, wrong: pd.DataFrame, chosen: np.ndarray, replaced: set[int]) -> tuple:
     """Baseline and candidate frames over the rows ``chosen`` (positions into the 100, repeats allowed,
     each occurrence its own id), the candidate's responses at the positions ``replaced`` hallucinated."""
-    frames_b, frames_c = [], []
-    by_row_r = {r: f for r, f in right.groupby("row")}
-    by_row_w = {r: f for r, f in wrong.groupby("row")}
-    for position, source in enumerate(chosen):
-        new_id = f"{source}-{position}"
-        frames_b.append(by_row_r[source].assign(sample_id=new_id, row=position))
-        frames_c.append((by_row_w if position in replaced else by_row_r)[source].assign(sample_id=new_id, row=position))
-    return pd.concat(frames_b, ignore_index=True), pd.concat(frames_c, ignore_index=True)
+    right = right.sort_values(["metric", "row"], ignore_index=True)
+    wrong = wrong.sort_values(["metric", "row"], ignore_index=True)
+    offsets = np.repeat(np.arange(right["metric"].nunique()) * 100, len(chosen))
+    index = offsets + np.tile(chosen, right["metric"].nunique())
+    ids = np.tile([f"{c}-{p}" for p, c in enumerate(chosen)], right["metric"].nunique())
+    rows = np.tile(np.arange(len(chosen)), right["metric"].nunique())
+    mask = np.tile(np.isin(np.arange(len(chosen)), list(replaced)), right["metric"].nunique())
+    baseline = right.iloc[index].assign(sample_id=ids, row=rows).reset_index(drop=True)
+    candidate = baseline.copy()
+    candidate.loc[mask, ["status", "value", "reason"]] = wrong.iloc[index[mask]][["status", "value", "reason"]].values
+    return baseline, candidate
 
 
 def power(right, wrong, n: int, share: float, trials: int, seed: int) -> float:
@@ -163,13 +166,6 @@ def main() -> int:
     print(f"1. false alarms, offline judge, shuffled row order, 100 rows: {failed}/{trials} trials failed "
           f"({failed / trials:.1%}; bound <= 5 %)", flush=True)
 
-    failed_llm, trials_llm, spread = false_alarms_llm(args.llm_trials, args.llm_rows)
-    print(f"2. false alarms, LLM judge (judge server --seed 1 vs --seed 2, request seed per trial), "
-          f"{args.llm_rows} rows: {failed_llm}/{trials_llm} trials failed ({failed_llm / trials_llm:.1%}; "
-          f"bound <= 5 %)")
-    print(f"   the judge server's test-retest SD per row (over {trials_llm} re-judgings): "
-          + ", ".join(f"{m} {s}" for m, s in spread.items()), flush=True)
-
     hit = power(right, wrong, 100, 0.20, args.trials, seed=5)
     print(f"3. power, offline judge, 100 rows, 20 % responses hallucinated: {round(hit * args.trials)}/{args.trials} "
           f"trials fail on faithfulness ({hit:.1%}; bound >= 95 %)", flush=True)
@@ -180,7 +176,7 @@ def main() -> int:
           f" vs hallucinated {wrong[wrong['metric'] == 'faithfulness']['value'].mean():.3f})")
     for n in (100, 500):
         found = None
-        for share in (0.02, 0.04, 0.06, 0.08, 0.10, 0.12, 0.15, 0.20):
+        for share in ((0.05, 0.08, 0.10, 0.12, 0.15, 0.20) if n == 100 else (0.02, 0.03, 0.04, 0.05, 0.06, 0.08)):
             p = power(right, wrong, n, share, args.power_trials, seed=int(share * 1000) + n)
             print(f"   {n} rows, {share:.0%} replaced (mean faithfulness drop ~{share * effect:.3f}): power "
                   f"{p:.0%} over {args.power_trials} trials", flush=True)
@@ -190,6 +186,13 @@ def main() -> int:
         print(f"4. smallest degradation detected with >= 80 % power at {n} rows: "
               + (f"{found:.0%} of responses hallucinated (a faithfulness drop of about {found * effect:.3f})"
                  if found else "none of the steps tried"), flush=True)
+    failed_llm, trials_llm, spread = false_alarms_llm(args.llm_trials, args.llm_rows)
+    print(f"2. false alarms, LLM judge (judge server --seed 1 vs --seed 2, request seed per trial), "
+          f"{args.llm_rows} rows: {failed_llm}/{trials_llm} trials failed ({failed_llm / trials_llm:.1%}; "
+          f"bound <= 5 %)")
+    print(f"   the judge server's test-retest SD per row (over {trials_llm} re-judgings): "
+          + ", ".join(f"{m} {s}" for m, s in spread.items()), flush=True)
+
     print(f"total {time.monotonic() - started:.0f} s; metrics gated: {', '.join(CORE_METRICS)}")
     return 0
 
