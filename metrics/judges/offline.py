@@ -80,6 +80,11 @@ def span_tokens(text: str) -> set[str]:
     return content_tokens(_APPROXIMATION_WORDS.sub(" ", text)) - numbers(text)
 
 
+# A lone capitalised word shaped like a nationality adjective ("American", "Swedish", "Chinese",
+# "Korean", "Icelandic"): in a yes/no question it is the claim's predicate, not a subject.
+_DEMONYM = re.compile(r"[a-z]+(?:ish|ese|ian|ean|can|ic)")
+
+
 def _phrase_in(words: list[str], lowered_text: str) -> bool:
     pattern = r"\W+".join(re.escape(w) for w in words)
     return re.search(rf"(?<!\w){pattern}(?!\w)", lowered_text) is not None
@@ -312,7 +317,7 @@ class OfflineJudge(Judge):
         Veasey and Jon Jost both American?"), each name needs one passage holding it and every
         other content word of the question (its predicate); without, the question is judged
         as a sentence."""
-        subjects = names(question)
+        subjects = {n for n in names(question) if not _DEMONYM.fullmatch(n)}
         if not subjects:
             return self._sentence(question, question_vector, passages)
         absent = sorted(n for n in subjects if not _name_in(n, passages["all_lower"]))
