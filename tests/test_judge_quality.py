@@ -199,13 +199,14 @@ def test_approximate_and_rounded_numbers_in_chinese(judge, response, expected):
     assert results["factual_correctness"].value == expected
 
 
-CHEMIST = "Anna Berg is a Swedish chemist. The bridge was designed by Karl Holm in 1931."
+CHEMIST = ("Anna Berg is a Swedish chemist. The old town lies on a wide river. "
+           "The bridge was designed by Karl Holm in 1931.")
 
 
 @pytest.mark.parametrize("statement, expected", [
     ("The bridge was designed by Karl Holm in 1931.", 1),
     ("Karl Holm designed the bridge.", 1),
-    ("Karl Holm is a chemist.", 0),                       # "chemist" is said of Anna Berg, in another sentence
+    ("Karl Holm is a chemist.", 0),                       # "chemist" is said of Anna Berg, two sentences away
     ("The bridge was designed by a Swedish chemist.", 0),
 ])
 def test_a_statement_needs_its_words_in_one_passage_not_borrowed_from_another(judge, statement, expected):

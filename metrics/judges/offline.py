@@ -101,9 +101,10 @@ def predicate_words(name: str, lowered_text: str) -> set[str]:
 
 
 def borrowed_tokens(tokens: set[str], closest: set[str], passages: list[set[str]]) -> set[str]:
-    """Relation-level evidence: the statement's content tokens that its closest passage lacks
-    but another passage of the contexts has: words taken from another fact ("Milhouse was
-    named after a famous musician" when "musician" is said of someone else)."""
+    """Relation-level evidence: the statement's content tokens that its closest passage (with
+    the sentences either side of it) lacks but another passage of the contexts has: words
+    taken from another fact ("Milhouse was named after a famous musician" when "musician" is
+    said of someone else)."""
     return {t for t in tokens - closest if any(t in known for known in passages)}
 
 
@@ -147,11 +148,11 @@ class Rules:
         A number the statement marks as approximate ("about 21,000", "约21196公里") matches a
         context number within this relative difference; unmarked numbers match when equal or
         when the context's has more decimals and rounds to them ("21196" for "21196.18").
-    borrowed_tokens : int, default 1
-        A sentence is unsupported when at least this many of its content words are missing
-        from its closest passage (the best one holding its names and numbers) but stand in
-        another passage of the contexts (a relation assembled from two facts); 0 turns the
-        check off.
+    borrowed_share : float, default 0.2
+        A sentence is unsupported when at least this share of its content words is missing
+        from its closest passage (the best one holding its names and numbers, with the sentence
+        either side of it) but stands in another passage of the contexts (a relation
+        assembled from two facts); 0 turns the check off.
     """
 
     support_threshold: float = 0.5
@@ -164,7 +165,7 @@ class Rules:
     relevance_bands: tuple[float, ...] = (0.1, 0.25, 0.4, 0.55)
     focus_floor: float = 0.25
     number_tolerance: float = 0.01
-    borrowed_tokens: int = 1
+    borrowed_share: float = 0.2
 
 
 class OfflineJudge(Judge):
@@ -174,15 +175,21 @@ class OfflineJudge(Judge):
     pair of adjacent sentences. Support needs the statement's parts *together in one
     passage*, not merely somewhere in the contexts (relation-level evidence):
 
-    * a sentence: every number (digits, "two"…"ninety"), capitalised month and name
-      (``metrics.text.names``) of it in one passage, and in that passage a short phrase
-      (``is_fragment``) has every content token, a longer sentence has cosine ≥
-      ``semantic_floor`` and ``0.5·cosine + 0.5·overlap ≥ support_threshold``;
+    * a sentence: every number (digits, "two"…"ninety"; rounded or marked approximate within
+      ``number_tolerance``), capitalised month and name (``metrics.text.names``) of it in one
+      passage, and in that passage a short phrase (``is_fragment``) has every content token,
+      a longer sentence has cosine ≥ ``semantic_floor`` and ``0.5·cosine + 0.5·overlap ≥
+      support_threshold``, and none of its content words is missing there while another
+      passage has it (``borrowed_share``: a relation assembled from two facts);
     * a short answer with its question (``"Q: … A: …"``, see ``Judge.statements``): one
       passage holds every content token and number of the answer and at least
       ``question_share`` of the question's content tokens. "yes" is supported when the
-      question's claim is (as a sentence, above); "no" when it is not while the question's
-      names are in the contexts.
+      question's claim is: each of its names in a passage with the question's other words
+      (a nationality word or a name word the contexts write apart belongs to the claim);
+      "no" when it is not while the question's names are in the contexts; a sentence
+      opening with yes/no ("No, only X is …") needs its polarity right and its rest supported;
+    * a context that is itself an answer (``"Q: … A: …"``, a bare-span reference in
+      ``classify_statements``): the statement must say that answer.
 
     It recognises text that is on-topic and says the statement's names and numbers
     together, but it cannot read: a changed common noun or reversed roles ("releases CO2,
@@ -245,24 +252,32 @@ class OfflineJudge(Judge):
         pronoun ("… Garth Brooks. It was released …", "In 1987 it was listed …"), and with
         ``windows`` every two adjacent sentences. A claim's names and numbers must meet in one passage: two
         facts from unrelated sentences do not make a relation."""
-        units = []
+        return list(self._spans(contexts, windows))
+
+    def _spans(self, contexts: list[str], windows: bool = False) -> dict[str, str]:
+        """Each passage of :meth:`_units` with its neighbourhood: the passage and the sentence
+        before and after it in its context (the short window of relation-level evidence)."""
+        spans: dict[str, str] = {}
         for context in contexts:
             sentences = split_sentences(context)
-            units += sentences
+            for i, sentence in enumerate(sentences):
+                spans.setdefault(sentence, " ".join(sentences[max(i - 1, 0): i + 2]))
             for i in range(len(sentences) - 1):
                 span = [sentences[i]]
                 for following in sentences[i + 1: i + 3]:
                     if not (windows and len(span) == 1) and not _ANAPHOR.search(following):
                         break
                     span.append(following)
-                    units.append(" ".join(span))
-        return list(dict.fromkeys(units))
+                    spans.setdefault(" ".join(span), " ".join(sentences[max(i - 1, 0): i + len(span) + 1]))
+        return spans
 
     def _passages(self, contexts: list[str], windows: bool = False) -> dict[str, Any]:
         """Passages of the contexts with their tokens, numbers, lower-cased text and vectors."""
-        units = self._units(contexts, windows)
+        spans = self._spans(contexts, windows)
+        units = list(spans)
         joined = "\n".join(contexts)
         return {"units": units, "tokens": [content_tokens(u) for u in units], "lower": [u.lower() for u in units],
+                "near": [content_tokens(spans[u]) for u in units],
                 "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
                 "all_lower": joined.lower(), "all_quantities": quantities(joined)}
 
@@ -280,8 +295,9 @@ class OfflineJudge(Judge):
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
         cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
         best: dict[str, Any] = {}
-        for unit, known, lower, found_quantities, cosine in zip(
-                passages["units"], passages["tokens"], passages["lower"], passages["quantities"], cosines):
+        for unit, known, near, lower, found_quantities, cosine in zip(
+                passages["units"], passages["tokens"], passages["near"], passages["lower"], passages["quantities"],
+                cosines):
             if (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
                     or not all(_name_in(n, lower) for n in statement_names)):
                 continue
@@ -291,17 +307,17 @@ class OfflineJudge(Judge):
             hybrid = 0.5 * float(cosine) + 0.5 * overlap
             if not best or hybrid > best["hybrid"]:
                 best = {"cosine": round(float(cosine), 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
-                        "closest": unit[:200], "known": known}
+                        "closest": unit[:200], "near": near}
         if not best:
             together = sorted(statement_quantities | statement_names)
             return Verdict(0, f"unsupported: {', '.join(together)} never appear together in one passage",
                            {"absent": []})
-        best["absent"], known = [], best.pop("known")
+        best["absent"], near = [], best.pop("near")
         hybrid, cosine = best["hybrid"], best["cosine"]
         if is_fragment(statement) and best["overlap"] == 1:
             return Verdict(1, "supported (every word of the phrase is in one passage)", best)
-        borrowed = borrowed_tokens({t for t in tokens - stated_numbers if not has_cjk(t)}, known, passages["tokens"])
-        if rules.borrowed_tokens and len(borrowed) >= rules.borrowed_tokens:
+        borrowed = borrowed_tokens({t for t in tokens - stated_numbers if not has_cjk(t)}, near, passages["tokens"])
+        if rules.borrowed_share and borrowed and len(borrowed) >= rules.borrowed_share * len(tokens):
             best["borrowed"] = sorted(borrowed)
             return Verdict(0, f"unsupported: {', '.join(sorted(borrowed))} is said in another passage, not in one "
                               f"with the statement's other terms", best)
