@@ -277,7 +277,7 @@ class OfflineJudge(Judge):
         units = list(spans)
         joined = "\n".join(contexts)
         return {"units": units, "tokens": [content_tokens(u) for u in units], "lower": [u.lower() for u in units],
-                "near": [content_tokens(spans[u]) for u in units],
+                "spans": spans,
                 "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
                 "all_lower": joined.lower(), "all_quantities": quantities(joined)}
 
@@ -295,9 +295,8 @@ class OfflineJudge(Judge):
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
         cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
         best: dict[str, Any] = {}
-        for unit, known, near, lower, found_quantities, cosine in zip(
-                passages["units"], passages["tokens"], passages["near"], passages["lower"], passages["quantities"],
-                cosines):
+        for unit, known, lower, found_quantities, cosine in zip(
+                passages["units"], passages["tokens"], passages["lower"], passages["quantities"], cosines):
             if (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
                     or not all(_name_in(n, lower) for n in statement_names)):
                 continue
@@ -307,15 +306,16 @@ class OfflineJudge(Judge):
             hybrid = 0.5 * float(cosine) + 0.5 * overlap
             if not best or hybrid > best["hybrid"]:
                 best = {"cosine": round(float(cosine), 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
-                        "closest": unit[:200], "near": near}
+                        "closest": unit[:200], "unit": unit}
         if not best:
             together = sorted(statement_quantities | statement_names)
             return Verdict(0, f"unsupported: {', '.join(together)} never appear together in one passage",
                            {"absent": []})
-        best["absent"], near = [], best.pop("near")
+        best["absent"], unit = [], best.pop("unit")
         hybrid, cosine = best["hybrid"], best["cosine"]
         if is_fragment(statement) and best["overlap"] == 1:
             return Verdict(1, "supported (every word of the phrase is in one passage)", best)
+        near = content_tokens(passages["spans"][unit])  # the closest passage and the sentence either side
         borrowed = borrowed_tokens({t for t in tokens - stated_numbers if not has_cjk(t)}, near, passages["tokens"])
         if rules.borrowed_share and borrowed and len(borrowed) >= rules.borrowed_share * len(tokens):
             best["borrowed"] = sorted(borrowed)
