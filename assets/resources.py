@@ -21,8 +21,6 @@ from metrics.base import Metric
 from metrics.evaluate import Task, results_frame, score_chunks
 from metrics.judges import Judge, OfflineJudge
 from metrics.judges.llm import LLMConfig, LLMJudge
-from metrics.results import MetricResult
-from metrics.samples import Sample
 
 
 class DatasetStore(dg.ConfigurableResource):
