@@ -107,9 +107,7 @@ def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | Non
         metric.fit(samples)
     judge = tasks[0][2]
     for start in range(0, max(len(samples) for _, samples, _ in tasks), rows):
-        part = [(m, samples[start:start + rows], j) for m, samples, j in tasks]
-        judge.prefetch([(m, samples) for m, samples, _ in part])
-        yield judge.run(chunk(part))
+        yield judge.run(chunk([(m, samples[start:start + rows], j) for m, samples, j in tasks]))
 
 
 def score_all(samples: list[Sample], metrics: list[Metric], judge: Judge,

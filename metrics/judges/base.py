@@ -156,11 +156,6 @@ class Judge(ABC):
         :class:`JudgeError` to refuse the row (the LLM judge: over its per-row budget).
         The offline judge admits everything."""
 
-    def prefetch(self, pairs: list[tuple[Any, list[Any]]]) -> None:
-        """Told, before a chunk of rows is judged, which ``(metric, samples)`` it holds, so
-        the judge can prepare in bulk what they will need (the offline judge: every text it
-        will encode, in large batches). Verdicts never depend on it; nothing by default."""
-
     async def plan(self, metric: Any, sample: Any) -> Any:
         """The requests scoring ``sample`` with ``metric`` would send, after the cache,
         sending nothing (``metrics.judges.plan.Plan``). The offline judge sends none."""

