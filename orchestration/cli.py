@@ -332,6 +332,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
+    parser.set_defaults(uses_instance=True)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, handler, helptext in (("run", cmd_run, "register a dataset version and evaluate it"),
                                     ("register", cmd_register, "register a dataset version only"),
@@ -405,15 +406,20 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
     convert.add_argument("-o", "--output", required=True, help="JSONL file to write")
     convert.set_defaults(handler=cmd_convert_trec)
+    from orchestration.gate_cli import add_gate_commands
+
+    add_gate_commands(sub)  # compare, gate, tag (the regression gate)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
-    blocking check); 2 bad arguments or input; 3 done, but some results are judge errors."""
+    blocking check); 2 bad arguments or input; 3 done, but some results are judge errors; 4 the
+    regression gate failed (``rag-eval compare|gate``)."""
     args = build_parser().parse_args(argv)
-    _prepare_instance()
-    if args.command != "convert-trec":
+    if args.uses_instance:  # the gate's commands read files only
+        _prepare_instance()
+    if args.command != "convert-trec" and args.uses_instance:
         from dagster import DagsterInstance
 
         from orchestration.orphans import fail_orphaned_runs

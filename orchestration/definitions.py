@@ -2,6 +2,7 @@
 import dagster as dg
 
 from assets.evaluation import metric_assets
+from assets.gate import baseline_comparison
 from assets.ingestion import ingest_dataset
 from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
 from assets.summary import eval_summary
@@ -10,7 +11,7 @@ from orchestration.schedules import nightly_evaluation
 from orchestration.sensors import new_dataset_versions
 
 defs = dg.Definitions(
-    assets=[ingest_dataset, *metric_assets, eval_summary],
+    assets=[ingest_dataset, *metric_assets, eval_summary, baseline_comparison],
     jobs=JOBS,
     schedules=[nightly_evaluation],
     sensors=[new_dataset_versions],

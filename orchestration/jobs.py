@@ -3,13 +3,15 @@ import dagster as dg
 
 INGESTION = dg.AssetSelection.groups("ingestion")
 SUMMARY = dg.AssetSelection.assets("eval_summary")
+GATE = dg.AssetSelection.groups("gate")  # baseline_comparison and its check no_regression_vs_baseline
 
 evaluation_job = dg.define_asset_job(
-    "evaluation_job", selection=INGESTION | dg.AssetSelection.groups("core_metrics") | SUMMARY,
-    description="Ingest a version, check it, score the five core metrics and write the summary.")
+    "evaluation_job", selection=INGESTION | dg.AssetSelection.groups("core_metrics") | SUMMARY | GATE,
+    description="Ingest a version, check it, score the five core metrics, write the summary and compare the "
+                "version with its baseline (the regression gate).")
 full_evaluation_job = dg.define_asset_job(
     "full_evaluation_job",
-    selection=INGESTION | dg.AssetSelection.groups("core_metrics", "ragas_metrics", "azure_metrics") | SUMMARY,
+    selection=INGESTION | dg.AssetSelection.groups("core_metrics", "ragas_metrics", "azure_metrics") | SUMMARY | GATE,
     description="Every RAG metric (core, RAGAS, Azure); document retrieval metrics have their own job.")
 response_metrics_job = dg.define_asset_job(
     "response_metrics_job", selection=INGESTION | dg.AssetSelection.assets("faithfulness", "answer_relevancy") | SUMMARY,

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
 FIELD_ASSETS = {"questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                 "retrieved_documents", "rejected_samples"}
-ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary"}
+ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary", "baseline_comparison"}
 
 
 class Project:
@@ -47,10 +47,11 @@ class Project:
 
     def materialize(self, version: str, selection, **kwargs):
         from assets.evaluation import metric_assets
+        from assets.gate import baseline_comparison
         from assets.ingestion import ingest_dataset
         from assets.summary import eval_summary
 
-        return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
+        return dg.materialize([ingest_dataset, *metric_assets, eval_summary, baseline_comparison], selection=selection,
                               partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:
@@ -79,7 +80,7 @@ def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows
     project.write("v1", fiqa_rows)
     result = project.run("v1")
     assert result.success and materialized(result) == ALL_ASSETS
-    [check] = result.get_asset_check_evaluations()
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert check.passed and check.partition == "v1"
 
     summary = json.loads((project.out / "v1" / "summary.json").read_text())
@@ -100,7 +101,7 @@ def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows
 def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa_rows):
     project.write("v1", fiqa_rows + [{"id": "nothing-usable", "user_input": "What is an ETF?"}])
     result = project.run("v1")  # 1 of 5 lines no core metric can use: 20 % > 5 %, the version fails its check
-    [check] = result.get_asset_check_evaluations()
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert not check.passed and check.metadata["rejected_share"].value == 0.2
     assert materialized(result) == FIELD_ASSETS
     rejected = project.query("select row, line, id, reason, sample from eval.rejected_samples where version = 'v1'")
@@ -124,7 +125,7 @@ def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
     project.write("prod", rows)
     result = project.run("prod")
     assert result.success and materialized(result) == ALL_ASSETS
-    [check] = result.get_asset_check_evaluations()
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert check.passed and check.metadata["rejected_rows"].value == 0
     assert check.metadata["cannot_run"].value == {"context_recall": "no line has a usable 'reference'",
                                                    "context_precision": "no line has a usable 'reference'"}
@@ -338,10 +339,11 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
                                                    scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=timezone.utc)))
     assert request.run_key == "20261101T000000Z-a-20261201T0200" and request.partition_key == "20261101T000000Z-a"
     assert {k.to_user_string() for k in request.asset_selection} == {"faithfulness", "answer_relevancy",
-                                                                     "eval_summary"}
+                                                                     "eval_summary", "baseline_comparison"}
     project.server.seen = []
     result = project.materialize("20261101T000000Z-a", request.asset_selection)
-    assert result.success and materialized(result) == {"faithfulness", "answer_relevancy", "eval_summary"}
+    assert result.success and materialized(result) == {"faithfulness", "answer_relevancy", "eval_summary",
+                                                       "baseline_comparison"}
     kinds = sorted(r.kind for r in project.server.chat_requests())
     assert kinds == ["answer_questions"] * 4 + ["statement_support"] * 4  # one of each per row, nothing else
     assert project.server.embedding_requests() == []  # the question and the scripted questions are cached

@@ -16,7 +16,8 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from metrics.text import content_tokens, is_bare_span, names, numbers, qa_statement, split_sentences
+from metrics.text import (content_tokens, is_bare_span, is_polar_question, names, numbers, qa_statement,
+                          split_qa, split_sentences, yes_no)
 
 
 class JudgeError(RuntimeError):
@@ -175,11 +176,19 @@ class Judge(ABC):
         Deterministic segmentation (``metrics.text.split_sentences``), so the number
         of statements never depends on a judge's mood (metric-spec fault 14). A bare
         span ("85", "Delhi", "yes"; ``metrics.text.is_bare_span``) is one statement, judged
-        together with its ``question`` when there is one: ``"Q: <question> A: 85"``.
+        together with its ``question`` when there is one: ``"Q: <question> A: 85"``; a bare
+        yes/no without a question is none. A first sentence opening with yes/no that answers
+        a yes/no question ("No, only X is …") is judged with the question too.
         """
+        asked = bool(question and question.strip())
         if is_bare_span(text) and not is_noncommittal(text):
-            return [qa_statement(question, text) if question and question.strip() else text.strip()]
-        return [s for s in split_sentences(text) if not is_noncommittal(s)]
+            if yes_no(text) and not asked:
+                return []  # a bare "yes" or "no" says nothing checkable without its question
+            return [qa_statement(question, text) if asked else text.strip()]
+        sentences = [s for s in split_sentences(text) if not is_noncommittal(s)]
+        if asked and sentences and yes_no(sentences[0]) and is_polar_question(question):
+            sentences[0] = qa_statement(question, sentences[0])  # "No, only X is …": the "no" answers the question
+        return sentences
 
     @abstractmethod
     async def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
@@ -207,9 +216,16 @@ class Judge(ABC):
                                   response: str, reference: str) -> tuple[list[int], list[int]]:
         """AnswerCorrectness and FactualCorrectness: per response statement, 1 when the
         reference supports it (else a false positive); per reference statement, 1 when the
-        response covers it (else a false negative). Defaults to two :meth:`support` calls."""
-        tp = await self.support(response_statements, [reference])
-        covered = await self.support(reference_statements, [response])
+        response covers it (else a false negative). Defaults to two :meth:`support` calls; a
+        bare span ("85 million dollars") is evidence as the answer it is, ``"Q: <question> A:
+        <span>"`` (an empty question when there is none), not as a passage."""
+        def evidence(text: str, statements: list[str]) -> list[str]:
+            if not is_bare_span(text):
+                return [text]
+            return [statements[0] if len(statements) == 1 and split_qa(statements[0]) else qa_statement("", text)]
+
+        tp = await self.support(response_statements, evidence(reference, reference_statements))
+        covered = await self.support(reference_statements, evidence(response, response_statements))
         return [v.verdict for v in tp], [v.verdict for v in covered]
 
     async def entities(self, text: str) -> list[str] | None:

@@ -69,6 +69,10 @@ class LLMConfig:
     embedding_api_key: str | None = field(default=None, repr=False)
     temperature: float = 0.0
     seed: int | None = 7
+    #: Which repeated judgement this is (``rag-eval gate --repeats K`` asks repeats 0 .. K-1): the
+    #: request's ``seed`` is ``seed + repeat``, and the cache key carries it from repeat 1 on (so
+    #: repeat 0 is the ordinary judgement and its cached answers stay valid).
+    repeat: int = 0
     strictness: int = 3
     response_format: str = "json_schema"
     concurrency: int = 16
@@ -183,9 +187,9 @@ class LLMJudge(Judge):
         return f"LLMJudge(model={self.config.model!r}, base_url={public_url(self.config.base_url)!r})"
 
     def with_options(self, **options: Any) -> LLMJudge:
-        """A judge with other ``model``, ``temperature`` or ``strictness`` that shares this
+        """A judge with other ``model``, ``temperature``, ``strictness``, ``seed`` or ``repeat`` that shares this
         one's loop, connections, concurrency limit and cache (per-metric configuration)."""
-        allowed = {"model", "temperature", "strictness", "seed"}
+        allowed = {"model", "temperature", "strictness", "seed", "repeat"}
         unknown = set(options) - allowed
         if unknown:
             raise ValueError(f"per-metric options are {sorted(allowed)}, not {sorted(unknown)}")
@@ -369,7 +373,7 @@ class LLMJudge(Judge):
                                "json_schema": {"name": request.kind, "schema": request.schema, "strict": True}}
         else:
             response_format = {"type": "json_object"}
-        extra = {"seed": cfg.seed} if cfg.seed is not None else {}
+        extra = {"seed": cfg.seed + cfg.repeat} if cfg.seed is not None else {}
         limits: list[int | None] = [None]  # the provider's default first, then larger explicit budgets
         while True:
             limit = {"max_tokens": limits[-1]} if limits[-1] else {}
@@ -404,7 +408,8 @@ class LLMJudge(Judge):
         cfg = self.config
         key = cache_key(public_url(cfg.base_url or _OPENAI), kind=request.kind, model=cfg.model,
                         prompt_version=prompts.PROMPT_VERSIONS[request.kind], temperature=cfg.temperature,
-                        seed=cfg.seed, response_format=cfg.response_format, inputs=inputs)
+                        seed=cfg.seed, response_format=cfg.response_format, inputs=inputs,
+                        **({"repeat": cfg.repeat} if cfg.repeat else {}))
         usage = current_usage.get() or Usage()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
