@@ -80,7 +80,7 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
     if not samples:
         raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
     required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
-    report = validate(samples, required)
+    report = validate(samples, required, keep=path.parent / ".quality")
     cannot_run = unavailable(samples, required)
     for metric, why in cannot_run.items():
         context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")

@@ -8,8 +8,10 @@ answers into zero statements).
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
+from collections.abc import Callable
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -100,6 +102,15 @@ def numbers(text: str) -> set[str]:
     return found
 
 
+
+def _memoised(function: Callable[[str], set[str]]) -> Callable[[str], frozenset[str]]:
+    """``function``, a pure function of one text returning a set, remembered for the last
+    50,000 texts (the offline judge asks for the same passages and statements once per
+    metric and per context); the result is frozen, so no caller can change another's."""
+    remembered = functools.lru_cache(maxsize=50_000)(lambda text: frozenset(function(text)))
+    return functools.wraps(function)(lambda text: remembered(text))
+
+
 # A number the text marks as approximate: "about 21,000", "约21196公里", "21196公里左右", "~3.5".
 _APPROXIMATE_BEFORE = re.compile(r"(?:\b(?:about|around|approximately|approx|roughly|nearly|almost|circa|some|close to)"
                                  r"|约|大约|大概|将近|近|~|≈)\W{0,2}$", re.IGNORECASE)
@@ -146,6 +157,7 @@ def stem(word: str) -> str:
     return word
 
 
+@_memoised
 def content_tokens(text: str) -> set[str]:
     """Content tokens of ``text`` for lexical overlap.
 
@@ -166,6 +178,7 @@ def content_tokens(text: str) -> set[str]:
     return tokens
 
 
+@_memoised
 def quantities(text: str) -> set[str]:
     """Numbers in ``text`` (digits, normalised, and the English number words two to
     twelve and the tens, as digits) plus capitalised month names, lower-cased: the tokens whose
@@ -175,6 +188,7 @@ def quantities(text: str) -> set[str]:
             | {w.lower() for w in words if w.istitle() and w.lower() in _MONTHS})
 
 
+@_memoised
 def names(text: str) -> set[str]:
     """Likely proper names of English text, as lower-cased phrases.
 

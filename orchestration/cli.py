@@ -108,6 +108,7 @@ def _run_config(args: argparse.Namespace) -> dict:
     ops: dict = {"eval_summary": {"config": {"scale": args.scale, "dingo_layout": args.dingo_summary}},
                  "ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}}}
     items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
+    per_metric: dict[str, dict] = {}
     for item in items + (args.metric_option or []):
         target, _, value = item.partition("=")
         metric, _, option = target.partition(".")
@@ -125,9 +126,11 @@ def _run_config(args: argparse.Namespace) -> dict:
                 raise ValueError(f"bad metric option {item!r}: the threshold of {metric} lies in "
                                  f"[{low * factor:g}, {high * factor:g}] at --scale {args.scale}")
             converted /= factor
-        ops.setdefault(metric, {"config": {}})["config"][option] = converted
+        per_metric.setdefault(metric, {})[option] = converted
+    if per_metric:  # the metric assets are one op (assets.evaluation): one config per metric under it
+        ops["score_metrics"] = {"config": per_metric}
     judging = [o for o in ("model", "temperature", "strictness") if getattr(args, o, None) is not None] + \
-        [f"{m}.{o}" for m, op in ops.items() for o in op["config"] if o in ("model", "temperature", "strictness")]
+        [f"{m}.{o}" for m, options in per_metric.items() for o in options if o in ("model", "temperature", "strictness")]
     if judging and not LLMConfig.from_env(base_url=args.base_url).configured:
         raise ValueError(f"{', '.join(judging)} apply to the LLM judge only: set OPENAI_BASE_URL or OPENAI_API_KEY, "
                          "or pass --base-url")

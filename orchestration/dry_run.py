@@ -59,7 +59,8 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
 
     price = parse_price(args.price)
     names = resolve_names(args.metrics)
-    config = {name: run_config["ops"].get(name, {}).get("config", {}) for name in names}
+    per_metric = run_config["ops"].get("score_metrics", {}).get("config", {})
+    config = {name: per_metric.get(name, {}) for name in names}
     judging = ("threshold", "model", "temperature", "strictness")
     options = {n: {k: v for k, v in c.items() if k not in judging} for n, c in config.items()}
     metrics = build_metrics(names, {n: c["threshold"] for n, c in config.items() if "threshold" in c},

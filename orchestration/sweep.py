@@ -82,7 +82,7 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
     """
     import dagster as dg
 
-    from assets.evaluation import metric_assets
+    from assets.evaluation import METRICS_OP, metric_assets
     from assets.ingestion import ingest_dataset
     from assets.summary import eval_summary
     from assets.targets import target_assets
@@ -109,7 +109,8 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
         below = {a for later in levels[depth + 1:] for a in later if latest_materialization(instance, a, key) is None}
         selection = sorted(todo | below)
         ops = {op: c for op, c in run_config.get("ops", {}).items()  # Dagster refuses config of unselected ops
-               if op in selection or (op == "ingest_dataset" and "questions" in selection)}
+               if op in selection or (op == "ingest_dataset" and "questions" in selection)
+               or (op == METRICS_OP and set(selection) & set(metrics))}
         result = dg.materialize(everything, selection=selection, partition_key=key, instance=instance,
                                 resources=resources, run_config={**run_config, "ops": ops}, raise_on_error=False)
         results.append(result)
@@ -207,6 +208,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    from assets.evaluation import METRICS_OP
     from assets.resources import DatasetStore
     from assets.targets import register_target_run
     from metrics.registry import resolve_names
@@ -226,7 +228,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     store = DatasetStore(root=str(Path(args.datasets).resolve()))
     run_config = {"ops": {"ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}},
                           "eval_summary": {"config": {"scope": "version"}},
-                          **{m: {"config": options} for m, options in sweep.metric_options.items()}},
+                          METRICS_OP: {"config": dict(sweep.metric_options)}},
                   "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     rows, failed = [], []
     for configuration in sweep.configurations:

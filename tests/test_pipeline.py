@@ -303,7 +303,7 @@ def llm_project(tmp_path, monkeypatch):
 def test_llm_judge_in_the_graph_keeps_the_key_out_of_everything(llm_project, fiqa_rows, capsys, caplog):
     project = llm_project
     project.write("v1", fiqa_rows[:2])
-    result = project.run("v1", run_config={"ops": {"answer_relevancy": {"config": {"strictness": 2}}}})
+    result = project.run("v1", run_config={"ops": {"score_metrics": {"config": {"answer_relevancy": {"strictness": 2}}}}})
     assert result.success
     summary = json.loads((project.out / "v1" / "summary.json").read_text())
     assert summary["judge"]["judge"] == "llm:judge-test"
@@ -355,7 +355,7 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_
     import importlib
 
     import assets.summary
-    from assets.evaluation import build_metric_asset
+    from assets.evaluation import build_metric_assets
     from assets.ingestion import ingest_dataset
     from metrics.registry import METRICS
 
@@ -366,7 +366,7 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_
     monkeypatch.setattr(METRICS["faithfulness"], "version", METRICS["faithfulness"].version + "-next")
     try:
         summary = importlib.reload(assets.summary).eval_summary
-        reloaded = dg.Definitions(assets=[ingest_dataset, *(build_metric_asset(m) for m in METRICS), summary],
+        reloaded = dg.Definitions(assets=[ingest_dataset, build_metric_assets(), summary],
                                   resources=project.resources)
         stale = stale_assets(project.instance, reloaded.get_repository_def(), "v1", EVALUATED)
     finally:

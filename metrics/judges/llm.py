@@ -33,7 +33,6 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import numpy as np
-import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from metrics.judges import prompts
@@ -123,6 +122,7 @@ def _count(tokens: Any) -> int:
 
 
 def _retryable(exc: BaseException) -> bool:
+    import openai  # imported when a request is made: 1-4 s
     if isinstance(exc, openai.APIStatusError):
         hinted = _retry_after(exc)
         if hinted is not None and hinted > _MAX_RETRY_AFTER:
@@ -306,6 +306,7 @@ class LLMJudge(Judge):
 
     def _clients(self) -> dict[str, Any]:
         # Created on the judge's loop, on first use.
+        import openai  # imported when a request is made: 1-4 s
         if "chat" not in self._shared:
             cfg = self.config
             key = cfg.api_key or "not-needed"
@@ -326,6 +327,7 @@ class LLMJudge(Judge):
 
     async def _send(self, kind: str, call) -> Any:
         """Send one request with retries under the shared limit; count every attempt."""
+        import openai  # imported when a request is made: 1-4 s
         await self._checked(kind)
         usage = current_usage.get() or Usage()
         semaphore = self._clients()["semaphore"]

