@@ -285,6 +285,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
             row.difference = float(diffs.mean())
             row.low, row.high, row.p_regression, row.p_improvement = _bootstrap(diffs, margin, seed, metric,
                                                                                 resamples)
+        if both.empty:  # another question set: nothing to pair, no decision (not a failure)
+            row.verdict = "no rows in common"
         results[metric] = row
         order = np.argsort(diffs, kind="stable")
         worst[metric] = [{"id": paired["sample_id_c"].iloc[i], "baseline": float(paired["value_b"].iloc[i]),

@@ -112,3 +112,13 @@ def test_repeats_average_per_row_and_give_the_judges_test_retest_spread():
     assert row.difference == pytest.approx(0.0) and row.n == 12
     assert row.repeats == {"baseline": 1, "candidate": 2}
     assert row.retest_sd == {"baseline": None, "candidate": pytest.approx(math.sqrt(0.02))}
+
+
+def test_another_question_set_is_no_decision_but_rows_all_failing_are_a_failure():
+    other = {f"x{i:02d}": v for i, v in enumerate(BASE.values())}  # the same values under other ids
+    result = compare(frame("faithfulness", BASE), frame("faithfulness", other))
+    row = result.metrics["faithfulness"]
+    assert (row.n, row.verdict, result.passed) == (0, "no rows in common", True)
+    assert len(result.only_in_baseline) == len(result.only_in_candidate) == 12
+    failing = compare(frame("faithfulness", BASE), frame("faithfulness", BASE, status={s: "judge_error" for s in IDS}))
+    assert failing.metrics["faithfulness"].verdict == "not measured" and not failing.passed
