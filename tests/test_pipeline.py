@@ -385,11 +385,13 @@ def test_a_new_version_pays_only_for_what_changed(llm_project, fiqa_rows):
     assert project.run("20261102T000000Z-b").success
     assert sorted({r.kind for r in project.server.chat_requests()}) == ["answer_questions", "statement_support"]
     assert len(project.server.chat_requests()) == 2 * 4
-    # New retriever order only for the questions: same (question, response, contexts) -> faithfulness is free.
+    # New wording of the questions only: same responses and contexts -> faithfulness is free, except for
+    # the response opening with "Yes," to the yes/no question "Can I send a money order …?": that first
+    # sentence is judged with its question, and "Please answer: Can I …" no longer reads as a yes/no question.
     project.server.seen = []
     project.write("20261103T000000Z-c", [dict(r, user_input=f"Please answer: {r['user_input']}") for r in fiqa_rows])
     assert project.run("20261103T000000Z-c").success
-    assert "statement_support" not in {r.kind for r in project.server.chat_requests()}
+    assert [r.kind for r in project.server.chat_requests()].count("statement_support") == 1
     summary = project.query("select version, sum(chat_requests) as chat from eval.eval_summary group by 1 order by 1")
     assert summary["chat"].tolist() == [20, 8, len(project.server.chat_requests())]
 
