@@ -14,8 +14,6 @@ from metrics.judges.endpoint import EndpointError
 from metrics.judges.llm import LLMJudge
 from metrics.registry import METRICS, build_metrics
 from metrics.results import Status
-from metrics.judges.offline import OfflineJudge
-from metrics.judges.prompts import PROMPT_VERSIONS
 
 
 #: Callables ``(metric, done, total)`` told after each scored sample, in the process that
@@ -58,10 +56,9 @@ def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
 
 
 def metric_code_version(name: str) -> str:
-    """Changes with the metric's formula, its LLM prompts or the offline judge's rules."""
-    cls = METRICS[name]
-    prompts = ".".join(PROMPT_VERSIONS[kind] for kind in cls.judgements)
-    return f"m{cls.version}-p{prompts}-o{OfflineJudge.version}"
+    """Changes with the metric's formula, its judgements' versions or the judge that decides
+    them (``Metric.code_version``; the judge the definitions' resource configures)."""
+    return METRICS[name].code_version(JudgeResource().code_version())
 
 
 def build_metric_asset(name: str) -> dg.AssetsDefinition:

@@ -250,12 +250,20 @@ class JudgeResource(dg.ConfigurableResource):
     max_row_tokens: int | None = None
     support_threshold: float | None = None
 
+    def _config(self) -> LLMConfig:
+        return LLMConfig.from_env(**{name: getattr(self, name) for name in self.model_fields
+                                     if name != "support_threshold" and getattr(self, name) is not None})
+
+    def code_version(self) -> str:
+        """Which judge decides, as the metric assets' code version records it:
+        ``llm:<model>`` or ``offline:<rule version>``, without building the judge."""
+        config = self._config()
+        return f"llm:{config.model}" if config.configured else f"offline:{OfflineJudge.version}"
+
     def get_judge(self) -> Judge:
         """One judge per process and configuration, so its model or connections, its
         concurrency limit and its caches are shared by every metric asset of a run."""
-        settings = {name: getattr(self, name) for name in self.model_fields
-                    if name != "support_threshold" and getattr(self, name) is not None}
-        config = LLMConfig.from_env(**settings)
+        config = self._config()
         key = repr(sorted(asdict(config).items())) if config.configured else f"offline:{self.support_threshold}"
         if key not in _JUDGES:
             if config.configured:

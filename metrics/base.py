@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from metrics.judgements.base import Judgement
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
 from metrics.results import Direction, MetricResult, Status, passes
 from metrics.samples import Sample
@@ -87,8 +88,8 @@ class Metric(ABC):
     default_threshold: ClassVar[float] = 0.5
     #: Bumped whenever the formula or the judgement it asks for changes.
     version: ClassVar[str] = "1"
-    #: Kinds of LLM judgement the metric asks for (``metrics.judges.prompts.PROMPT_VERSIONS``).
-    judgements: ClassVar[tuple[str, ...]] = ()
+    #: The judgements the metric asks for (``metrics.judgements``), as objects.
+    judgements: ClassVar[tuple[Judgement, ...]] = ()
     #: Where the metric comes from: ``core`` (the dingo guide's five), ``ragas``, ``azure``.
     family: ClassVar[str] = "core"
 
@@ -97,6 +98,13 @@ class Metric(ABC):
         low, high = self.value_range
         if not low <= self.threshold <= high:
             raise ValueError(f"{self.name}: threshold {self.threshold} outside [{low}, {high}]")
+
+    @classmethod
+    def code_version(cls, judge: str) -> str:
+        """Changes with the metric's formula (``version``), the version of every judgement it
+        asks for and the judge that decides them (``judge``: ``Judge.code_version``), e.g.
+        ``m1-statement_support:1-offline:4``."""
+        return "-".join((f"m{cls.version}", *(j.tag for j in cls.judgements), judge))
 
     def fit(self, samples: list[Sample]) -> None:
         """Settle, once, the settings that follow the data, before any sample is scored

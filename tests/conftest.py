@@ -1,9 +1,89 @@
+"""Fixtures and the one scripted judge shared by the tests.
+
+``ScriptedJudge`` answers every judgement with fixed verdicts (no model, no network);
+``server`` is the project's OpenAI-compatible test server on 127.0.0.1 and
+``make_judge`` an LLM judge on it.
+"""
+import math
+
+import numpy as np
 import pytest
 
+from metrics.judges.base import Judge, JudgeError, Verdict
 from metrics.judges.llm import LLMConfig, LLMJudge
 from tests.judge_server import JudgeServer
 
 TEST_KEY = "sk-test-SECRET-0123456789abcdef"
+
+
+class ScriptedJudge(Judge):
+    """Fixed verdicts for every judgement; never reads the text (except through a callable).
+
+    ``support`` (statement support, reference attribution) and ``usefulness`` are lists of
+    0/1, one per item, or a callable ``(item) -> int``; by default every item gets 1.
+    ``similarities``/``noncommittal`` are answer_questions' verdict; ``ratings`` the
+    per-context (a, b) ratings (default (2, 2) each); ``matrix``, ``classify`` ((supported,
+    covered); default all 1), ``entities``, ``whole`` and ``likert`` ((score, reason)) the
+    verdicts of those judgements; ``similarity`` the cosine of any two embedded texts.
+    ``raise_error`` makes every request fail with a JudgeError. ``calls`` lists the kinds
+    asked (and ``embeddings``). Statement segmentation is the deterministic one.
+    """
+
+    name = "scripted"
+
+    def __init__(self, support=None, similarities=(1.0,), noncommittal=(False,), ratings=None, usefulness=None,
+                 matrix=None, classify=None, entities=None, whole=(2, 2), similarity=1.0, likert=(5, "scripted"),
+                 raise_error: bool = False) -> None:
+        self.script = dict(support=support, similarities=list(similarities), noncommittal=list(noncommittal),
+                           ratings=ratings, usefulness=usefulness, matrix=matrix, classify=classify,
+                           entities=entities, whole=whole, similarity=similarity, likert=likert)
+        self.raise_error = raise_error
+        self.calls: list[str] = []
+
+    def _called(self, kind: str) -> None:
+        self.calls.append(kind)
+        if self.raise_error:
+            raise JudgeError("scripted failure: model returned garbage three times")
+
+    @staticmethod
+    def _verdicts(script, items) -> list[Verdict]:
+        values = [script(item) for item in items] if callable(script) else \
+            [1] * len(items) if script is None else script
+        return [Verdict(v, "scripted") for v in values]
+
+    async def ask(self, judgement, inputs):
+        self._called(judgement.kind)
+        s, kind = self.script, judgement.kind
+        if kind in ("statement_support", "reference_attribution"):
+            return judgement.verdict(verdicts=self._verdicts(s["support"], inputs.statements))
+        if kind == "context_usefulness":
+            return judgement.verdict(verdicts=self._verdicts(s["usefulness"], inputs.contexts))
+        if kind == "answer_questions":
+            return judgement.verdict(similarities=s["similarities"], noncommittal=s["noncommittal"])
+        if kind == "context_relevance":
+            ratings = s["ratings"] if s["ratings"] is not None else [(2, 2)] * len(inputs.contexts)
+            return judgement.verdict(ratings=[tuple(r) for r in ratings])
+        if kind == "context_support_matrix":
+            return judgement.verdict(matrix=s["matrix"])
+        if kind == "statement_classification":
+            supported, covered = s["classify"] or ([1] * len(inputs.response_statements),
+                                                   [1] * len(inputs.reference_statements))
+            return judgement.verdict(supported=supported, covered=covered)
+        if kind == "entities":
+            return judgement.verdict(entities=s["entities"])
+        if kind == "whole_context_relevance":
+            return judgement.verdict(ratings=tuple(s["whole"]))
+        if kind.startswith("likert_"):
+            score, reason = s["likert"]
+            return judgement.verdict(score=score, reason=reason)
+        raise AssertionError(f"no script for {kind}")
+
+    async def embeddings(self, texts):
+        """The first text along x, every other at the scripted cosine from it."""
+        self._called("embeddings")
+        cosine = self.script["similarity"]
+        other = [cosine, math.sqrt(max(0.0, 1 - cosine ** 2))]
+        return np.array([[1.0, 0.0]] + [other] * (len(texts) - 1))
 
 
 @pytest.fixture

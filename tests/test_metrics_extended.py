@@ -20,7 +20,6 @@ from metrics.azure.response_completeness import ResponseCompleteness
 from metrics.azure.retrieval import Retrieval
 from metrics.evaluate import results_frame
 from metrics.formats import azure_rows, ragas_table
-from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict
 from metrics.judges.offline import OfflineJudge
 from metrics.rag.answer_correctness import AnswerCorrectness, answer_correctness_score
 from metrics.rag.context_entity_recall import ContextEntityRecall, normalise_entity
@@ -34,72 +33,8 @@ from metrics.results import Direction, MetricResult, Status
 from metrics.retrieval.document_retrieval import RankingSettings, document_retrieval
 from metrics.samples import sample_from_dict
 
+from tests.conftest import ScriptedJudge
 from tests.test_scoring import regression_case
-
-
-# --------------------------------------------------------------------------- scripted judge
-
-
-class Scripted(Judge):
-    """Fixed answers for every judging method; records which methods were called.
-
-    ``support`` is a list of 0/1 (one per statement) or a callable ``(statements,
-    contexts) -> list``; the other arguments are returned as given. Statement
-    segmentation is the base class's deterministic one.
-    """
-
-    name = "scripted"
-
-    def __init__(self, support=None, matrix=None, classify=None, entities=None, whole=(2, 2), similarity=1.0,
-                 likert=(5, "scripted"), usefulness=None) -> None:
-        self._support, self._matrix, self._classify = support, matrix, classify
-        self._entities, self._whole, self._similarity = entities, whole, similarity
-        self._likert, self._usefulness = likert, usefulness
-        self.calls: list[str] = []
-
-    async def support(self, statements, contexts):
-        self.calls.append("support")
-        script = self._support
-        verdicts = script(statements, contexts) if callable(script) else script
-        return [Verdict(v, "scripted") for v in (verdicts if verdicts is not None else [1] * len(statements))]
-
-    async def answer_relevance(self, user_input, response):
-        self.calls.append("answer_relevance")
-        return AnswerRelevanceJudgement([1.0], [False])
-
-    async def rate_context_relevance(self, user_input, contexts):
-        self.calls.append("rate_context_relevance")
-        return [(2, 2)] * len(contexts)
-
-    async def context_usefulness(self, user_input, reference, contexts):
-        self.calls.append("context_usefulness")
-        return [Verdict(v, "scripted") for v in (self._usefulness or [1] * len(contexts))]
-
-    async def support_matrix(self, statements, contexts):
-        self.calls.append("support_matrix")
-        return self._matrix
-
-    async def classify_statements(self, response_statements, reference_statements, response, reference):
-        self.calls.append("classify_statements")
-        if self._classify is None:
-            return [1] * len(response_statements), [1] * len(reference_statements)
-        return self._classify
-
-    async def entities(self, text):
-        self.calls.append("entities")
-        return self._entities
-
-    async def rate_contexts_as_whole(self, user_input, contexts):
-        self.calls.append("rate_contexts_as_whole")
-        return self._whole
-
-    async def similarity(self, first, second):
-        self.calls.append("similarity")
-        return self._similarity
-
-    async def likert(self, criterion, texts):
-        self.calls.append(f"likert:{criterion}")
-        return self._likert
 
 
 def sample(**fields):
@@ -148,7 +83,7 @@ NS_FIELDS = dict(
 
 
 def test_noise_sensitivity_metrics_spec_example_both_modes():
-    judge = Scripted(matrix=REFERENCE_SUPPORT + A1_A4_SUPPORT, support=A1_A4_CORRECT)
+    judge = ScriptedJudge(matrix=REFERENCE_SUPPORT + A1_A4_SUPPORT, support=A1_A4_CORRECT)
     relevant = NoiseSensitivityRelevant().score(sample(**NS_FIELDS), judge)
     irrelevant = NoiseSensitivityIrrelevant().score(sample(**NS_FIELDS), judge)
     assert (relevant.status, relevant.value) == (Status.OK, 0.5)
@@ -159,7 +94,7 @@ def test_noise_sensitivity_metrics_spec_example_both_modes():
 
 
 def test_noise_sensitivity_reference_without_statements_is_not_applicable():
-    judge = Scripted(matrix=REFERENCE_SUPPORT + A1_A4_SUPPORT, support=A1_A4_CORRECT)
+    judge = ScriptedJudge(matrix=REFERENCE_SUPPORT + A1_A4_SUPPORT, support=A1_A4_CORRECT)
     result = NoiseSensitivityRelevant().score(sample(**{**NS_FIELDS, "reference": "I don't know."}), judge)
     assert result.status is Status.NOT_APPLICABLE and result.value is None
     assert "reference has no statement" in result.reason
@@ -168,10 +103,10 @@ def test_noise_sensitivity_reference_without_statements_is_not_applicable():
 
 def test_noise_sensitivity_malformed_matrix_is_judge_error_not_a_crash():
     ragged = REFERENCE_SUPPORT + [[1, 0], [1], [0, 1], [1, 1]]
-    result = NoiseSensitivityRelevant().score(sample(**NS_FIELDS), Scripted(matrix=ragged, support=A1_A4_CORRECT))
+    result = NoiseSensitivityRelevant().score(sample(**NS_FIELDS), ScriptedJudge(matrix=ragged, support=A1_A4_CORRECT))
     assert result.status is Status.JUDGE_ERROR and "one verdict per context" in result.reason
     short = NoiseSensitivityIrrelevant().score(sample(**NS_FIELDS),
-                                               Scripted(matrix=REFERENCE_SUPPORT, support=A1_A4_CORRECT))
+                                               ScriptedJudge(matrix=REFERENCE_SUPPORT, support=A1_A4_CORRECT))
     assert short.status is Status.JUDGE_ERROR and "2 rows for 6 items" in short.reason
 
 
@@ -189,15 +124,15 @@ def test_nv_context_relevance_score_refuses_out_of_range(ratings):
 
 
 def test_nv_context_relevance_metric():
-    ok = NVContextRelevance().score(sample(retrieved_contexts=["The tower is in Paris."]), Scripted(whole=(2, 1)))
+    ok = NVContextRelevance().score(sample(retrieved_contexts=["The tower is in Paris."]), ScriptedJudge(whole=(2, 1)))
     assert (ok.status, ok.value, ok.details["ratings"]) == (Status.OK, 0.75, [2, 1])
-    bad = NVContextRelevance().score(sample(retrieved_contexts=["The tower is in Paris."]), Scripted(whole=(3, 1)))
+    bad = NVContextRelevance().score(sample(retrieved_contexts=["The tower is in Paris."]), ScriptedJudge(whole=(3, 1)))
     assert bad.status is Status.JUDGE_ERROR
 
 
 @pytest.mark.parametrize("contexts", [[], ["", "   "]])
 def test_nv_context_relevance_nothing_retrieved_is_zero_without_judging(contexts):
-    judge = Scripted(whole=(2, 2))
+    judge = ScriptedJudge(whole=(2, 2))
     result = NVContextRelevance().score(sample(retrieved_contexts=contexts), judge)
     assert (result.status, result.value, result.reason) == (Status.OK, 0.0, "nothing retrieved")
     assert judge.calls == []
@@ -208,7 +143,7 @@ def test_nv_context_relevance_nothing_retrieved_is_zero_without_judging(contexts
 
 def entity_recall(entities, contexts, reference="The Eiffel Tower in Paris opened in 1889."):
     return ContextEntityRecall().score(sample(reference=reference, retrieved_contexts=contexts),
-                                       Scripted(entities=entities))
+                                       ScriptedJudge(entities=entities))
 
 
 def test_context_entity_recall_spec_example_is_exactly_two_thirds():
@@ -270,13 +205,13 @@ CORRECTNESS = dict(response="The tower is in Paris. It opened in 1889. It is mad
     ("recall", ([1, 0, 0], [1, 1]), 1.0),
 ])
 def test_factual_correctness_modes(mode, classify, expected):
-    result = FactualCorrectness(mode=mode).score(sample(**CORRECTNESS), Scripted(classify=classify))
+    result = FactualCorrectness(mode=mode).score(sample(**CORRECTNESS), ScriptedJudge(classify=classify))
     assert result.status is Status.OK and result.value == pytest.approx(expected)
     assert (result.details["tp"], result.details["fp"]) == (sum(classify[0]), 3 - sum(classify[0]))
 
 
 def test_answer_correctness_metric():
-    result = AnswerCorrectness().score(sample(**CORRECTNESS), Scripted(classify=([1, 1, 0], [1, 0]), similarity=0.9))
+    result = AnswerCorrectness().score(sample(**CORRECTNESS), ScriptedJudge(classify=([1, 1, 0], [1, 0]), similarity=0.9))
     assert result.value == pytest.approx(0.725)
     assert (result.details["tp"], result.details["fp"], result.details["fn"]) == (2, 1, 1)
 
@@ -286,14 +221,14 @@ def test_answer_correctness_metric():
 def test_correctness_without_statements_is_not_applicable(fields):
     # RAGAS collections sets factuality to 1.0 when either statement list is empty.
     for metric in (AnswerCorrectness(), FactualCorrectness()):
-        judge = Scripted()
+        judge = ScriptedJudge()
         result = metric.score(sample(**fields), judge)
         assert result.status is Status.NOT_APPLICABLE and result.value is None
         assert judge.calls == []
 
 
 def test_factual_correctness_wrong_verdict_count_is_judge_error():
-    result = FactualCorrectness().score(sample(**CORRECTNESS), Scripted(classify=([1, 1], [1, 0])))
+    result = FactualCorrectness().score(sample(**CORRECTNESS), ScriptedJudge(classify=([1, 1], [1, 0])))
     assert result.status is Status.JUDGE_ERROR and "2 response verdicts for 3 items" in result.reason
 
 
@@ -304,7 +239,7 @@ def test_factual_correctness_unknown_mode():
 
 def test_br16_field_aliases_answer_correctness_and_faithfulness():
     rows = regression_case("BR-16")["input"]["rows"]
-    result = evaluate(rows, ["answer_correctness", "faithfulness"], judge=Scripted(similarity=0.9))
+    result = evaluate(rows, ["answer_correctness", "faithfulness"], judge=ScriptedJudge(similarity=0.9))
     by = result.results.set_index(["row", "metric"])
     assert by.loc[(0, "answer_correctness"), "status"] == "ok"
     assert by.loc[(0, "answer_correctness"), "value"] == pytest.approx(0.975)  # .75 * F1 1 + .25 * .9
@@ -319,13 +254,13 @@ def test_br16_field_aliases_answer_correctness_and_faithfulness():
 
 def test_context_utilization_average_precision():
     row = sample(response="The tower is in Paris.", retrieved_contexts=["a", "b", "c"])
-    result = ContextUtilization().score(row, Scripted(usefulness=[1, 0, 1]))
+    result = ContextUtilization().score(row, ScriptedJudge(usefulness=[1, 0, 1]))
     assert result.value == pytest.approx((1 + 2 / 3) / 2)  # 0.8333..., no epsilon
-    assert ContextUtilization().score(row, Scripted(usefulness=[1, 1, 1])).value == 1.0
+    assert ContextUtilization().score(row, ScriptedJudge(usefulness=[1, 1, 1])).value == 1.0
 
 
 def test_context_utilization_refusal_is_not_applicable():
-    judge = Scripted(usefulness=[1])
+    judge = ScriptedJudge(usefulness=[1])
     result = ContextUtilization().score(sample(response="I don't know.", retrieved_contexts=["a"]), judge)
     assert result.status is Status.NOT_APPLICABLE and judge.calls == []
 
@@ -338,21 +273,21 @@ LIKERT_ROW = dict(response="The tower is in Paris.", retrieved_contexts=["The Ei
 
 @pytest.mark.parametrize("metric", [Groundedness, Relevance, Retrieval, ResponseCompleteness])
 def test_likert_score_four_passes_two_fails(metric):
-    four = metric().score(sample(**LIKERT_ROW), Scripted(likert=(4, "mostly")))
+    four = metric().score(sample(**LIKERT_ROW), ScriptedJudge(likert=(4, "mostly")))
     assert (four.status, four.value, four.passed, four.threshold, four.reason) == (Status.OK, 4.0, True, 3.0, "mostly")
-    two = metric().score(sample(**LIKERT_ROW), Scripted(likert=(2, "weak")))
+    two = metric().score(sample(**LIKERT_ROW), ScriptedJudge(likert=(2, "weak")))
     assert (two.value, two.passed) == (2.0, False)
 
 
 @pytest.mark.parametrize("score", [7, 2.5, "5", 0])
 def test_likert_out_of_scale_score_is_judge_error(score):
-    result = Groundedness().score(sample(**LIKERT_ROW), Scripted(likert=(score, "x")))
+    result = Groundedness().score(sample(**LIKERT_ROW), ScriptedJudge(likert=(score, "x")))
     assert result.status is Status.JUDGE_ERROR and result.value is None
     assert repr(score) in result.reason
 
 
 def test_groundedness_missing_context_is_input_error_never_self_judged():
-    judge = Scripted(likert=(5, "x"))
+    judge = ScriptedJudge(likert=(5, "x"))
     result = Groundedness().score(sample(response="The tower is in Paris."), judge)
     assert result.status is Status.INPUT_ERROR and "'retrieved_contexts'" in result.reason
     assert judge.calls == []
@@ -360,7 +295,7 @@ def test_groundedness_missing_context_is_input_error_never_self_judged():
 
 @pytest.mark.parametrize("metric", [Groundedness, Retrieval])
 def test_likert_nothing_retrieved_scores_one_without_judging(metric):
-    judge = Scripted(likert=(5, "x"))
+    judge = ScriptedJudge(likert=(5, "x"))
     result = metric().score(sample(response="The tower is in Paris.", retrieved_contexts=[]), judge)
     assert (result.status, result.value, result.passed, result.reason) == (Status.OK, 1.0, False, "nothing retrieved")
     assert judge.calls == []
@@ -368,9 +303,9 @@ def test_likert_nothing_retrieved_scores_one_without_judging(metric):
 
 def test_groundedness_pro_all_supported_and_one_unsupported():
     row = sample(response="The tower is in Paris. It is made of gold.", retrieved_contexts=["The tower is in Paris."])
-    good = GroundednessPro().score(row, Scripted(support=[1, 1]))
+    good = GroundednessPro().score(row, ScriptedJudge(support=[1, 1]))
     assert (good.value, good.passed, good.details["label"]) == (1.0, True, True)
-    bad = GroundednessPro().score(row, Scripted(support=[1, 0]))
+    bad = GroundednessPro().score(row, ScriptedJudge(support=[1, 0]))
     assert (bad.value, bad.passed, bad.details["label"]) == (0.0, False, False)
     assert "It is made of gold." in bad.reason and "The tower is in Paris." not in bad.reason
 
@@ -414,7 +349,7 @@ def test_document_retrieval_case_e_fidelity_pairs_weights_with_labels():
 def test_br08_duplicates_count_once_and_ndcg_stays_at_most_one():
     case = regression_case("BR-08")
     metrics = build_metrics(["ndcg", "xdcg", "holes", "total_retrieved_documents"])
-    results = {m.name: m.score(sample_from_dict(case["input"], row=0), Scripted()) for m in metrics}
+    results = {m.name: m.score(sample_from_dict(case["input"], row=0), ScriptedJudge()) for m in metrics}
     assert results["ndcg"].value == case["expected"]["ndcg@3_if_deduplicated"] == 1.0
     assert results["xdcg"].value == pytest.approx(25 * 2 / 1.96)  # d1 counted once, at rank 1
     assert results["holes"].value == 1 and results["total_retrieved_documents"].value == 2
@@ -436,7 +371,7 @@ def test_tie_break_input_versus_docid_desc_with_linear_gain():
 def test_label_outside_scale_is_input_error_naming_the_field():
     row = sample_from_dict({"id": "q", "retrieval_ground_truth": [{"document_id": "d1", "query_relevance_label": 5}],
                             "retrieved_documents": docs(("d1", 1.0))}, row=3)
-    result = build_metrics(["ndcg"])[0].score(row, Scripted())
+    result = build_metrics(["ndcg"])[0].score(row, ScriptedJudge())
     assert result.status is Status.INPUT_ERROR
     assert "retrieval_ground_truth" in result.reason and "outside [0, 4]" in result.reason
     assert result.details["field"] == "retrieval_ground_truth"
@@ -445,7 +380,7 @@ def test_label_outside_scale_is_input_error_naming_the_field():
 def test_ground_truth_without_relevant_document_makes_ndcg_not_applicable():
     row = sample_from_dict({"id": "q", "retrieval_ground_truth": [{"document_id": "d1", "query_relevance_label": 0}],
                             "retrieved_documents": docs(("d1", 1.0))}, row=0)
-    ndcg, fidelity, top1 = (m.score(row, Scripted()) for m in build_metrics(["ndcg", "fidelity", "top1_relevance"]))
+    ndcg, fidelity, top1 = (m.score(row, ScriptedJudge()) for m in build_metrics(["ndcg", "fidelity", "top1_relevance"]))
     assert ndcg.status is Status.NOT_APPLICABLE and "no relevant document" in ndcg.reason
     assert fidelity.status is Status.NOT_APPLICABLE
     assert (top1.status, top1.value) == (Status.OK, 0.0)  # labelled 0: judged like any other label
@@ -459,7 +394,7 @@ def test_top1_and_top3_thresholds_are_the_label_scale_midpoint():
     assert [m.threshold for m in ten] == [5.0, 5.0]
     row = sample_from_dict({"id": "q", "retrieval_ground_truth": [{"document_id": "d1", "query_relevance_label": 7}],
                             "retrieved_documents": docs(("d1", 1.0))}, row=0)
-    result = ten[0].score(row, Scripted())
+    result = ten[0].score(row, ScriptedJudge())
     assert (result.status, result.value, result.passed) == (Status.OK, 7.0, True)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from metrics import OfflineJudge, Status, evaluate, score_sample
+from metrics.judgements.context_relevance import context_relevance
 
 CASES = {json.loads(line)["id"]: json.loads(line)
          for line in (Path(__file__).parent / "data" / "regression_cases.jsonl").read_text().splitlines()}
@@ -35,8 +36,9 @@ def test_support_verdicts_en_zh(judge, claim, expected):
 
 
 def test_relevance_orders_relevant_above_irrelevant(judge):
-    ratings = judge.run(judge.rate_context_relevance(
-        "When was the Great Wall listed by UNESCO?", [EN_CONTEXT, "Bread rises when yeast releases gas into the dough."]))
+    ratings = judge.run(judge.ask(context_relevance, context_relevance.Input(
+        user_input="When was the Great Wall listed by UNESCO?",
+        contexts=[EN_CONTEXT, "Bread rises when yeast releases gas into the dough."]))).ratings
     assert sum(ratings[0]) / 2 >= 1 > sum(ratings[1]) / 2
 
 

@@ -8,29 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict
+from tests.conftest import ScriptedJudge
 from metrics.rag.faithfulness import Faithfulness
 from metrics.results import Status
 from metrics.samples import load_samples, sample_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
-
-
-class AlwaysSupported(Judge):
-    name = "scripted"
-
-    async def support(self, statements, contexts):
-        return [Verdict(1, "scripted") for _ in statements]
-
-    async def answer_relevance(self, user_input, response):
-        return AnswerRelevanceJudgement([1.0], [False])
-
-    async def rate_context_relevance(self, user_input, contexts):
-        return [(2, 2) for _ in contexts]
-
-    async def context_usefulness(self, user_input, reference, contexts):
-        return [Verdict(1, "scripted") for _ in contexts]
 
 
 # --------------------------------------------------------------------------- aliases
@@ -198,7 +182,7 @@ def test_duplicate_ids_stay_separate_rows_in_the_summary():
 
     rows = [{"id": "1", "question": "q", "answer": "a", "contexts": ["a"]},
             {"id": 1, "question": "q", "answer": "b", "contexts": ["a"]}]
-    result = evaluate(rows, ["faithfulness"], judge=AlwaysSupported())
+    result = evaluate(rows, ["faithfulness"], judge=ScriptedJudge())
     assert result.results["row"].tolist() == [0, 1]
     assert result.summary["total"] == 2
 
@@ -207,7 +191,7 @@ def test_unreadable_row_is_input_error_for_metrics(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text("not json at all\n", encoding="utf-8")
     (s,) = load_samples(path)
-    result = Faithfulness().score(s, AlwaysSupported())
+    result = Faithfulness().score(s, ScriptedJudge())
     assert result.status is Status.INPUT_ERROR
     assert result.reason.startswith("line 1: unreadable: not valid JSON")
 
@@ -249,7 +233,7 @@ def br16_samples():
 
 def test_BR16_row0_faithfulness_is_input_error_naming_retrieved_contexts():
     case, samples = br16_samples()
-    result = Faithfulness().score(samples[0], AlwaysSupported())
+    result = Faithfulness().score(samples[0], ScriptedJudge())
     assert result.status is Status.INPUT_ERROR
     assert "'retrieved_contexts'" in result.reason
     assert "line 1 (id " in result.reason
@@ -269,7 +253,7 @@ def test_BR16_rows_1_and_2_contexts_are_a_list(row):
     assert (s.user_input, s.response, s.reference) == \
         ("When did the first moon landing happen?", "In July 1969.", "20 July 1969.")
     assert s.problems == {}
-    assert Faithfulness().score(s, AlwaysSupported()).status is Status.OK
+    assert Faithfulness().score(s, ScriptedJudge()).status is Status.OK
 
 
 # --------------------------------------------------------------------------- example datasets

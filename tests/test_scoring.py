@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Verdict
 from metrics.rag.answer_relevancy import AnswerRelevancy, answer_relevancy_score
 from metrics.rag.context_precision import ContextPrecision, average_precision
 from metrics.rag.context_recall import ContextRecall
@@ -19,6 +18,7 @@ from metrics.rag.context_relevancy import ContextRelevancy, context_relevancy_sc
 from metrics.rag.faithfulness import Faithfulness, faithfulness_score
 from metrics.results import Direction, Status
 from metrics.samples import sample_from_dict
+from tests.conftest import ScriptedJudge
 
 DATA = Path(__file__).parent / "data"
 
@@ -30,59 +30,6 @@ def regression_case(case_id: str) -> dict:
             if case["id"] == case_id:
                 return case
     raise KeyError(case_id)
-
-
-# --------------------------------------------------------------------------- scripted judge
-
-
-class ScriptedJudge(Judge):
-    """Returns fixed verdicts; never looks at the text (except where a callable is given).
-
-    ``support``/``usefulness`` are lists of ints (one per item) or a callable
-    ``(item) -> int``; ``raise_error`` makes every judging method raise JudgeError.
-    Statement extraction is inherited from ``Judge`` (deterministic segmentation).
-    """
-
-    name = "scripted"
-
-    def __init__(self, support=None, similarities=(1.0,), noncommittal=(False,), ratings=None,
-                 usefulness=None, raise_error: bool = False) -> None:
-        self._support = support
-        self._similarities = list(similarities)
-        self._noncommittal = list(noncommittal)
-        self._ratings = ratings
-        self._usefulness = usefulness
-        self._raise = raise_error
-        self.calls: list[str] = []
-
-    def _check(self, method: str) -> None:
-        self.calls.append(method)
-        if self._raise:
-            raise JudgeError("scripted failure: model returned garbage three times")
-
-    @staticmethod
-    def _verdicts(script, items):
-        if callable(script):
-            return [Verdict(script(item), "scripted") for item in items]
-        return [Verdict(v, "scripted") for v in script]
-
-    async def support(self, statements, contexts):
-        self._check("support")
-        script = self._support if self._support is not None else [1] * len(statements)
-        return self._verdicts(script, statements)
-
-    async def answer_relevance(self, user_input, response):
-        self._check("answer_relevance")
-        return AnswerRelevanceJudgement(list(self._similarities), list(self._noncommittal))
-
-    async def rate_context_relevance(self, user_input, contexts):
-        self._check("rate_context_relevance")
-        return list(self._ratings) if self._ratings is not None else [(2, 2)] * len(contexts)
-
-    async def context_usefulness(self, user_input, reference, contexts):
-        self._check("context_usefulness")
-        script = self._usefulness if self._usefulness is not None else [1] * len(contexts)
-        return self._verdicts(script, contexts)
 
 
 FULL = {
@@ -298,7 +245,7 @@ def test_BR01_refusal_faithfulness_is_not_applicable():
     assert result.status is Status.NOT_APPLICABLE
     assert result.value is None and result.passed is None
     assert result.reason.startswith("no_factual_statements")
-    assert "support" not in judge.calls  # nothing was sent to the judge
+    assert "statement_support" not in judge.calls  # nothing was sent to the judge
 
 
 def test_context_recall_reference_without_statement_is_not_applicable():

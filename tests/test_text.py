@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.judges.base import Judge
+from metrics.judges.base import statements
 from metrics.text import content_tokens, has_cjk, normalise_number, names, numbers, quantities, split_sentences
 
 
@@ -17,11 +17,8 @@ def test_chinese_two_sentences_give_two_statements():
 def test_BR03_chinese_response_gives_two_statements():
     response = "长城总长约21196公里。它始建于春秋战国时期。"
     assert split_sentences(response) == ["长城总长约21196公里。", "它始建于春秋战国时期。"]
-    # the judge's statement extraction uses the same segmentation
-    class NoVerdicts(Judge):  # only the inherited statement extraction is used
-        support = answer_relevance = rate_context_relevance = context_usefulness = None
-
-    assert NoVerdicts().statements(response) == ["长城总长约21196公里。", "它始建于春秋战国时期。"]
+    # the judges' statement extraction uses the same segmentation
+    assert statements(response) == ["长城总长约21196公里。", "它始建于春秋战国时期。"]
 
 
 def test_chinese_exclamation_question_semicolon_split():

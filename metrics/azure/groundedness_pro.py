@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, expect_count
+from metrics.judgements.statement_support import statement_support
+from metrics.judges.base import Judge, expect_count, statements as split_statements
 from metrics.samples import Sample
 
 
@@ -18,16 +19,17 @@ class GroundednessPro(Metric):
     family = "azure"
     required_fields = ("response", "retrieved_contexts")
     default_threshold = 1.0
-    judgements = ("statement_support",)
+    judgements = (statement_support,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = judge.statements(sample.response, sample.user_input)
+        statements = split_statements(sample.response, sample.user_input)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if not any(c.strip() for c in sample.retrieved_contexts):
             return Measured(0.0, "nothing retrieved", {"label": False})
-        verdicts = expect_count(await judge.support(statements, sample.retrieved_contexts), len(statements),
-                                "verdicts")
+        judged = await judge.ask(statement_support, statement_support.Input(statements=statements,
+                                                                             contexts=sample.retrieved_contexts))
+        verdicts = expect_count(judged.verdicts, len(statements), "verdicts")
         unsupported = [s for s, v in zip(statements, verdicts) if not v.verdict]
         if unsupported:
             return Measured(0.0, f"not grounded: {len(unsupported)} unsupported statement(s): "

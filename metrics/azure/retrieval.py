@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from metrics.azure.likert import LikertMetric
 from metrics.base import Measured, NotApplicable
+from metrics.judgements.likert_retrieval import likert_retrieval
 from metrics.judges.base import Judge
 from metrics.samples import Sample
 
@@ -13,9 +14,8 @@ class Retrieval(LikertMetric):
     reason "nothing retrieved" (Azure sends it to the judge)."""
 
     name = "retrieval"
-    criterion = "retrieval"
     required_fields = ("user_input", "retrieved_contexts")
-    judgements = ("likert_retrieval",)
+    judgements = (likert_retrieval,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
         if not any(c.strip() for c in sample.retrieved_contexts):

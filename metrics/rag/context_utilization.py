@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from metrics.base import Measured, NotApplicable
-from metrics.judges.base import Judge
+from metrics.judges.base import Judge, statements
 from metrics.rag.context_precision import ContextPrecision
 from metrics.samples import Sample
 
@@ -23,6 +23,6 @@ class ContextUtilization(ContextPrecision):
     answer_field = "response"
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if not judge.statements(sample.response, sample.user_input):
+        if not statements(sample.response, sample.user_input):
             return NotApplicable("no_factual_statements: the response uses no context")
         return await super().measure(sample, judge)

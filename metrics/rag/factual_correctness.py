@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, expect_count
+from metrics.judgements.statement_classification import statement_classification
+from metrics.judges.base import Judge, expect_count, statements
 from metrics.samples import Sample
 
 
@@ -27,12 +28,15 @@ def f_beta(tp: int, fp: int, fn: int, beta: float = 1.0) -> float:
 async def classify(sample: Sample, judge: Judge) -> dict | NotApplicable:
     """TP/FP/FN of the response's statements against the reference's (one judgement,
     shared by AnswerCorrectness and FactualCorrectness)."""
-    answer, reference = judge.statements(sample.response), judge.statements(sample.reference)
+    answer, reference = statements(sample.response), statements(sample.reference)
     if not answer:
         return NotApplicable("no_factual_statements: the response makes no checkable statement")
     if not reference:
         return NotApplicable("the reference has no statement to compare with")
-    supported, covered = await judge.classify_statements(answer, reference, sample.response, sample.reference)
+    judged = await judge.ask(statement_classification, statement_classification.Input(
+        response_statements=answer, reference_statements=reference, response=sample.response,
+        reference=sample.reference))
+    supported, covered = judged.supported, judged.covered
     expect_count(supported, len(answer), "response verdicts")
     expect_count(covered, len(reference), "reference verdicts")
     tp = sum(supported)
@@ -61,7 +65,7 @@ class FactualCorrectness(Metric):
     name = "factual_correctness"
     family = "ragas"
     required_fields = ("response", "reference")
-    judgements = ("statement_classification",)
+    judgements = (statement_classification,)
 
     def __init__(self, threshold: float | None = None, mode: str = "f1") -> None:
         if mode not in ("f1", "precision", "recall"):

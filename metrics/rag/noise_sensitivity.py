@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, JudgeError, expect_count
+from metrics.judgements.context_support_matrix import context_support_matrix
+from metrics.judgements.statement_support import statement_support
+from metrics.judges.base import Judge, JudgeError, expect_count, statements
 from metrics.results import Direction
 from metrics.samples import Sample
 
@@ -70,11 +72,11 @@ class NoiseSensitivity(Metric):
     family = "ragas"
     required_fields = ("user_input", "response", "retrieved_contexts", "reference")
     direction = Direction.LOWER
-    judgements = ("context_support_matrix", "statement_support")
+    judgements = (context_support_matrix, statement_support)
     mode: ClassVar[str]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        answer, reference = judge.statements(sample.response), judge.statements(sample.reference)
+        answer, reference = statements(sample.response), statements(sample.reference)
         if not answer:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if not reference:
@@ -82,9 +84,10 @@ class NoiseSensitivity(Metric):
         contexts = sample.retrieved_contexts
         if not contexts:
             return NotApplicable("no context retrieved: nothing to be sensitive to")
-        matrix = expect_count(await judge.support_matrix(reference + answer, contexts), len(reference + answer),
-                              "rows")
-        correct = expect_count(await judge.support(answer, [sample.reference]), len(answer), "verdicts")
+        matrix = expect_count((await judge.ask(context_support_matrix, context_support_matrix.Input(
+            statements=reference + answer, contexts=contexts))).matrix, len(reference + answer), "rows")
+        correct = expect_count((await judge.ask(statement_support, statement_support.Input(
+            statements=answer, contexts=[sample.reference]))).verdicts, len(answer), "verdicts")
         try:
             value = noise_sensitivity_score(matrix[:len(reference)], matrix[len(reference):],
                                             [v.verdict for v in correct], self.mode)
