@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any, ClassVar
 
 from metrics.judgements.base import Judgement
@@ -35,6 +36,22 @@ def normalised(sample: Sample) -> tuple[Sample, dict[str, Any]]:
         if clean != value:
             changes[name], originals[name] = clean, value
     return (replace(sample, **changes) if changes else sample), originals
+
+
+class Family(str, Enum):
+    """Where a metric comes from (selectable by name: ``--metrics ragas``)."""
+
+    #: The dingo RAG guide's five, in the order reports show them.
+    CORE = "core"
+    RAGAS = "ragas"
+    AZURE = "azure"
+    DOCUMENT_RETRIEVAL = "document_retrieval"
+
+
+def nothing_retrieved(contexts: list[str]) -> bool:
+    """True when retrieval returned no usable text: no context, or only blank ones
+    (``[]``, ``["", " "]``); every metric reading contexts decides this one way."""
+    return not any(c.strip() for c in contexts)
 
 
 class InputProblem(ValueError):
@@ -90,8 +107,8 @@ class Metric(ABC):
     version: ClassVar[str] = "1"
     #: The judgements the metric asks for (``metrics.judgements``), as objects.
     judgements: ClassVar[tuple[Judgement, ...]] = ()
-    #: Where the metric comes from: ``core`` (the dingo guide's five), ``ragas``, ``azure``.
-    family: ClassVar[str] = "core"
+    #: Where the metric comes from (:class:`Family`).
+    family: ClassVar[Family]
 
     def __init__(self, threshold: float | None = None) -> None:
         self.threshold = self.default_threshold if threshold is None else float(threshold)

@@ -9,7 +9,7 @@ from metrics.azure.groundedness_pro import GroundednessPro
 from metrics.azure.relevance import Relevance
 from metrics.azure.response_completeness import ResponseCompleteness
 from metrics.azure.retrieval import Retrieval
-from metrics.base import Metric
+from metrics.base import Family, Metric
 from metrics.rag.answer_correctness import AnswerCorrectness
 from metrics.rag.answer_relevancy import AnswerRelevancy
 from metrics.rag.context_entity_recall import ContextEntityRecall
@@ -30,13 +30,11 @@ METRICS: dict[str, type[Metric]] = {cls.name: cls for cls in (
     Groundedness, GroundednessPro, Relevance, Retrieval, ResponseCompleteness,
     *DOCUMENT_RETRIEVAL_METRICS,
 )}
+#: Metric names by family (``metrics.base.Family``: core, ragas, azure, document_retrieval), in registry order.
+FAMILIES: dict[str, tuple[str, ...]] = {family.value: tuple(name for name, cls in METRICS.items() if cls.family is family)
+                                        for family in Family}
 #: The five core metrics of the dingo RAG guide, in the order reports show them.
-CORE_METRICS: tuple[str, ...] = ("faithfulness", "answer_relevancy", "context_relevancy", "context_recall",
-                                 "context_precision")
-#: Metric names by family: core, ragas, azure, document_retrieval.
-FAMILIES: dict[str, tuple[str, ...]] = {}
-for _name, _cls in METRICS.items():
-    FAMILIES[_cls.family] = (*FAMILIES.get(_cls.family, ()), _name)
+CORE_METRICS: tuple[str, ...] = FAMILIES[Family.CORE.value]
 
 
 def resolve_names(selection: str | Iterable[str]) -> list[str]:

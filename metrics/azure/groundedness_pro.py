@@ -1,7 +1,7 @@
 """GroundednessPro (Azure AI Evaluation), computed with our own judge: a binary grounded label."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.statement_support import statement_support
 from metrics.judges.base import Judge, expect_count, statements as split_statements
 from metrics.samples import Sample
@@ -16,7 +16,7 @@ class GroundednessPro(Metric):
     """
 
     name = "groundedness_pro"
-    family = "azure"
+    family = Family.AZURE
     required_fields = ("response", "retrieved_contexts")
     default_threshold = 1.0
     judgements = (statement_support,)
@@ -25,7 +25,7 @@ class GroundednessPro(Metric):
         statements = split_statements(sample.response, sample.user_input)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if not any(c.strip() for c in sample.retrieved_contexts):
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, "nothing retrieved", {"label": False})
         judged = await judge.ask(statement_support, statement_support.Input(statements=statements,
                                                                              contexts=sample.retrieved_contexts))

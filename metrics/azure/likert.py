@@ -1,7 +1,7 @@
 """The shared shape of Azure AI Evaluation's 1-5 Likert evaluators."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable
 from metrics.judgements.likert import LikertTexts
 from metrics.judges.base import Judge
 from metrics.samples import Sample
@@ -15,7 +15,7 @@ class LikertMetric(Metric):
     ``metrics.judgements.likert_*``) in ``judgements``.
     """
 
-    family = "azure"
+    family = Family.AZURE
     value_range = (1.0, 5.0)
     default_threshold = 3.0
 

@@ -1,7 +1,7 @@
 """AnswerCorrectness (RAGAS): factual F1 against the reference plus semantic similarity."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable
 from metrics.judgements.statement_classification import statement_classification
 from metrics.judges.base import Judge, similarity as embedding_similarity
 from metrics.rag.factual_correctness import classify, f_beta
@@ -35,7 +35,7 @@ class AnswerCorrectness(Metric):
     """
 
     name = "answer_correctness"
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("user_input", "response", "reference")
     judgements = (statement_classification,)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable
 from metrics.judgements.answer_questions import answer_questions
 from metrics.judges.base import Judge
 from metrics.samples import Sample
@@ -52,6 +52,7 @@ class AnswerRelevancy(Metric):
     """
 
     name = "answer_relevancy"
+    family = Family.CORE
     required_fields = ("user_input", "response")
     judgements = (answer_questions,)
 

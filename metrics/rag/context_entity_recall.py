@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable
 from metrics.judgements.entities import entities as entity_extraction
 from metrics.judges.base import Judge
 from metrics.samples import Sample
@@ -41,7 +41,7 @@ class ContextEntityRecall(Metric):
     """
 
     name = "context_entity_recall"
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("retrieved_contexts", "reference")
     judgements = (entity_extraction,)
 

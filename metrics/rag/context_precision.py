@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.context_usefulness import context_usefulness
 from metrics.judges.base import Judge, expect_count
 from metrics.samples import Sample
@@ -54,6 +54,7 @@ class ContextPrecision(Metric):
     """
 
     name = "context_precision"
+    family = Family.CORE
     required_fields = ("user_input", "retrieved_contexts", "reference")
     #: The answer the contexts are judged useful for.
     answer_field: ClassVar[str] = "reference"
@@ -61,7 +62,7 @@ class ContextPrecision(Metric):
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts
-        if not contexts:
+        if nothing_retrieved(contexts):
             return Measured(0.0, "no context retrieved", {"contexts": []})
         answer = getattr(sample, self.answer_field)
         judged = await judge.ask(context_usefulness, context_usefulness.Input(user_input=sample.user_input,

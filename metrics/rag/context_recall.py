@@ -1,7 +1,7 @@
 """ContextRecall: the share of the reference's statements attributable to the contexts."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.reference_attribution import reference_attribution
 from metrics.judges.base import Judge, expect_count, statements as split_statements
 from metrics.rag.faithfulness import faithfulness_score
@@ -20,6 +20,7 @@ class ContextRecall(Metric):
     """
 
     name = "context_recall"
+    family = Family.CORE
     required_fields = ("user_input", "retrieved_contexts", "reference")
     judgements = (reference_attribution,)
 
@@ -27,7 +28,7 @@ class ContextRecall(Metric):
         statements = split_statements(sample.reference, sample.user_input)
         if not statements:
             return NotApplicable("the reference has no statement to attribute")
-        if not sample.retrieved_contexts:
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} reference statements "
                             "is attributable", {"statements": [{"statement": s, "attributed": 0} for s in statements]})
         judged = await judge.ask(reference_attribution, reference_attribution.Input(

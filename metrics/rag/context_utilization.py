@@ -1,7 +1,7 @@
 """ContextUtilization (RAGAS): context precision without a reference, judged against the response."""
 from __future__ import annotations
 
-from metrics.base import Measured, NotApplicable
+from metrics.base import Family, Measured, NotApplicable
 from metrics.judges.base import Judge, statements
 from metrics.rag.context_precision import ContextPrecision
 from metrics.samples import Sample
@@ -18,7 +18,7 @@ class ContextUtilization(ContextPrecision):
     """
 
     name = "context_utilization"
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("user_input", "response", "retrieved_contexts")
     answer_field = "response"
 

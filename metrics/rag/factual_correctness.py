@@ -1,7 +1,7 @@
 """FactualCorrectness (RAGAS): statement-level precision, recall or F1 of the response against the reference."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable
 from metrics.judgements.statement_classification import statement_classification
 from metrics.judges.base import Judge, expect_count, statements
 from metrics.samples import Sample
@@ -63,7 +63,7 @@ class FactualCorrectness(Metric):
     """
 
     name = "factual_correctness"
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("response", "reference")
     judgements = (statement_classification,)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.statement_support import statement_support
 from metrics.judges.base import Judge, expect_count, statements as split_statements
 from metrics.samples import Sample
@@ -47,6 +47,7 @@ class Faithfulness(Metric):
     """
 
     name = "faithfulness"
+    family = Family.CORE
     required_fields = ("user_input", "response", "retrieved_contexts")
     judgements = (statement_support,)
 
@@ -54,7 +55,7 @@ class Faithfulness(Metric):
         statements = split_statements(sample.response, sample.user_input)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if not sample.retrieved_contexts:
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} statements is supported",
                             {"statements": [{"statement": s, "verdict": 0} for s in statements]})
         judged = await judge.ask(statement_support, statement_support.Input(statements=statements,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.context_support_matrix import context_support_matrix
 from metrics.judgements.statement_support import statement_support
 from metrics.judges.base import Judge, JudgeError, expect_count, statements
@@ -69,7 +69,7 @@ class NoiseSensitivity(Metric):
     sensitive to).
     """
 
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("user_input", "response", "retrieved_contexts", "reference")
     direction = Direction.LOWER
     judgements = (context_support_matrix, statement_support)
@@ -82,7 +82,7 @@ class NoiseSensitivity(Metric):
         if not reference:
             return NotApplicable("the reference has no statement to tell relevant contexts from noise")
         contexts = sample.retrieved_contexts
-        if not contexts:
+        if nothing_retrieved(contexts):
             return NotApplicable("no context retrieved: nothing to be sensitive to")
         matrix = expect_count((await judge.ask(context_support_matrix, context_support_matrix.Input(
             statements=reference + answer, contexts=contexts))).matrix, len(reference + answer), "rows")

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from metrics.base import InputProblem, Measured, Metric, NotApplicable
+from metrics.base import Family, InputProblem, Measured, Metric, NotApplicable
 from metrics.judges.base import Judge
 from metrics.results import Direction
 from metrics.samples import Sample
@@ -161,13 +161,20 @@ class DocumentRetrievalMetric(Metric):
     k, label_min, label_max, gain, tie_break
         :class:`RankingSettings`; ``label_max`` defaults to 4 (Azure's), or to 1 when the
         data's ground truth is binary (see :meth:`fit`).
+
+    Raises
+    ------
+    ValueError
+        For settings :class:`RankingSettings` refuses, or a threshold outside the range
+        (on the label scale for the metrics that are, e.g. ``top1_relevance`` with
+        ``label_max=10`` takes a threshold up to 10).
     """
 
-    family = "document_retrieval"
+    family = Family.DOCUMENT_RETRIEVAL
     required_fields = ("retrieval_ground_truth", "retrieved_documents")
-    key: ClassVar[str]
-    #: Threshold as a function of the settings, when it depends on the label scale.
-    scaled_threshold: ClassVar[Any] = None
+    #: True for a value on the label scale: its range is ``[label_min, label_max]`` and its
+    #: default threshold the scale's midpoint.
+    on_label_scale: ClassVar[bool] = False
 
     def __init__(self, threshold: float | None = None, k: int = 3, label_min: int = 0, label_max: int | None = None,
                  gain: str = "exponential", tie_break: str = "input") -> None:
@@ -176,9 +183,10 @@ class DocumentRetrievalMetric(Metric):
 
     def _scale(self, settings: RankingSettings, threshold: float | None) -> None:
         self.settings = settings
-        if self.scaled_threshold is not None:
+        if self.on_label_scale:
             self.value_range = (float(settings.label_min), float(settings.label_max))
-            threshold = self.scaled_threshold(settings) if threshold is None else threshold
+            if threshold is None:
+                threshold = settings.label_min + (settings.label_max - settings.label_min) / 2
         super().__init__(threshold)
 
     def fit(self, samples: list[Sample]) -> None:
@@ -201,7 +209,7 @@ class DocumentRetrievalMetric(Metric):
         except OverflowError as exc:
             raise InputProblem("retrieval_ground_truth", f"a label is too large for {self.settings.gain} gain "
                                                          f"({exc}); use gain=linear") from exc
-        value = values[self.key]
+        value = values[self.name]
         details = {"values": values, "k": self.settings.k, "gain": self.settings.gain,
                    "label_range": [self.settings.label_min, self.settings.label_max]}
         if value is None:
@@ -212,38 +220,79 @@ class DocumentRetrievalMetric(Metric):
                         details)
 
 
-def _metric(name: str, key: str, value_range: tuple[float, float], direction: Direction, threshold: float,
-            doc: str, scaled=None) -> type[DocumentRetrievalMetric]:
-    return type(name, (DocumentRetrievalMetric,), {
-        "__doc__": doc, "name": key, "key": key, "value_range": value_range, "direction": direction,
-        "default_threshold": threshold, "scaled_threshold": staticmethod(scaled) if scaled else None,
-        "__module__": __name__})
+#: The ceiling of the count metrics' range.
+MAX_COUNT = 10_000.0
 
 
-def _midpoint(settings: RankingSettings) -> float:
-    return settings.label_min + (settings.label_max - settings.label_min) / 2
+class NDCG(DocumentRetrievalMetric):
+    """NDCG@k of the retrieved documents, [0, 1], higher is better (Azure ``ndcg@3``)."""
+
+    name = "ndcg"
 
 
-HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
-NDCG = _metric("NDCG", "ndcg", (0.0, 1.0), HIGHER, 0.5,
-               "NDCG@k of the retrieved documents, [0, 1], higher is better (Azure ``ndcg@3``).")
-XDCG = _metric("XDCG", "xdcg", (0.0, 100.0), HIGHER, 50.0,
-               "XDCG@k, [0, 100], higher is better (Azure ``xdcg@3``; 0.6 discount).")
-Fidelity = _metric("Fidelity", "fidelity", (0.0, 1.0), HIGHER, 0.5,
-                   "Share of the relevant documents' weight that was retrieved, [0, 1], higher is better.")
-Top1Relevance = _metric("Top1Relevance", "top1_relevance", (0.0, 4.0), HIGHER, 2.0,
-                        "Label of the top-ranked document, on the label scale, higher is better; "
-                        "threshold the scale's midpoint.", _midpoint)
-Top3MaxRelevance = _metric("Top3MaxRelevance", "top3_max_relevance", (0.0, 4.0), HIGHER, 2.0,
-                           "Highest label among the top three, on the label scale, higher is better; "
-                           "threshold the scale's midpoint.", _midpoint)
-Holes = _metric("Holes", "holes", (0.0, float(10_000)), LOWER, 0.0,
-                "Retrieved documents without a label (count), lower is better; pass means none.")
-HolesRatio = _metric("HolesRatio", "holes_ratio", (0.0, 1.0), LOWER, 0.5,
-                     "Share of retrieved documents without a label, [0, 1], lower is better.")
-TotalRetrieved = _metric("TotalRetrieved", "total_retrieved_documents", (0.0, float(10_000)), HIGHER, 1.0,
-                         "Distinct documents retrieved (count); pass means at least one.")
-TotalGroundTruth = _metric("TotalGroundTruth", "total_ground_truth_documents", (0.0, float(10_000)), HIGHER, 1.0,
-                           "Distinct labelled documents (count); pass means at least one.")
+class XDCG(DocumentRetrievalMetric):
+    """XDCG@k, [0, 100], higher is better (Azure ``xdcg@3``; 0.6 discount)."""
+
+    name = "xdcg"
+    value_range = (0.0, 100.0)
+    default_threshold = 50.0
+
+
+class Fidelity(DocumentRetrievalMetric):
+    """Share of the relevant documents' weight that was retrieved, [0, 1], higher is better."""
+
+    name = "fidelity"
+
+
+class Top1Relevance(DocumentRetrievalMetric):
+    """Label of the top-ranked document, on the label scale, higher is better; threshold the scale's midpoint."""
+
+    name = "top1_relevance"
+    on_label_scale = True
+    value_range = (0.0, 4.0)  # Azure's label scale; an instance takes its own
+    default_threshold = 2.0
+
+
+class Top3MaxRelevance(DocumentRetrievalMetric):
+    """Highest label among the top three, on the label scale, higher is better; threshold the scale's midpoint."""
+
+    name = "top3_max_relevance"
+    on_label_scale = True
+    value_range = (0.0, 4.0)  # Azure's label scale; an instance takes its own
+    default_threshold = 2.0
+
+
+class Holes(DocumentRetrievalMetric):
+    """Retrieved documents without a label (count), lower is better; pass means none."""
+
+    name = "holes"
+    value_range = (0.0, MAX_COUNT)
+    direction = Direction.LOWER
+    default_threshold = 0.0
+
+
+class HolesRatio(DocumentRetrievalMetric):
+    """Share of retrieved documents without a label, [0, 1], lower is better."""
+
+    name = "holes_ratio"
+    direction = Direction.LOWER
+
+
+class TotalRetrieved(DocumentRetrievalMetric):
+    """Distinct documents retrieved (count); pass means at least one."""
+
+    name = "total_retrieved_documents"
+    value_range = (0.0, MAX_COUNT)
+    default_threshold = 1.0
+
+
+class TotalGroundTruth(DocumentRetrievalMetric):
+    """Distinct labelled documents (count); pass means at least one."""
+
+    name = "total_ground_truth_documents"
+    value_range = (0.0, MAX_COUNT)
+    default_threshold = 1.0
+
+
 DOCUMENT_RETRIEVAL_METRICS = (NDCG, XDCG, Fidelity, Top1Relevance, Top3MaxRelevance, Holes, HolesRatio,
                               TotalRetrieved, TotalGroundTruth)
