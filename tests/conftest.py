@@ -4,16 +4,75 @@
 ``server`` is the project's OpenAI-compatible test server on 127.0.0.1 and
 ``make_judge`` an LLM judge on it.
 """
+import json
 import math
+import os
+import re
+import sqlite3
+import sys
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from metrics.judges.base import Judge, JudgeError, Verdict
 from metrics.judges.llm import LLMConfig, LLMJudge
+from metrics.judges.prompts import example_answer
 from tests.judge_server import JudgeServer
 
 TEST_KEY = "sk-test-SECRET-0123456789abcdef"
+DATA = Path(__file__).parent / "data"
+
+
+def regression_case(case_id: str) -> dict:
+    """The case ``case_id`` (``BR-NN``) of ``tests/data/regression_cases.jsonl``."""
+    with (DATA / "regression_cases.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            case = json.loads(line)
+            if case["id"] == case_id:
+                return case
+    raise KeyError(case_id)
+
+
+def zlib_streams(data: bytes):
+    """Every zlib stream that decompresses from some offset of ``data``."""
+    for match in re.finditer(rb"\x78[\x01\x5e\x9c\xda]", data):
+        try:
+            yield zlib.decompressobj().decompress(data[match.start():])
+        except zlib.error:
+            continue
+
+
+def readable(path: Path) -> list[bytes]:
+    """The file's bytes, the zlib streams inside them, and for SQLite, Parquet and DuckDB
+    files every value they hold (decompressed where it is a zlib blob)."""
+    data = path.read_bytes()
+    texts = [data, *zlib_streams(data)]
+    if data.startswith(b"SQLite format 3"):
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            for (table,) in db.execute("select name from sqlite_master where type = 'table'").fetchall():
+                for row in db.execute(f'select * from "{table}"'):
+                    for value in row:
+                        if isinstance(value, bytes):
+                            texts += [value, *zlib_streams(value)]
+                        else:
+                            texts.append(str(value).encode())
+    elif path.suffix == ".parquet":
+        import pandas as pd
+
+        texts.append(pd.read_parquet(path).to_json().encode())
+    elif path.suffix == ".duckdb":
+        import duckdb
+
+        with duckdb.connect(str(path), config={"custom_user_agent": "dagster", "arrow_large_buffer_size": True}) as db:
+            for schema, table in db.sql("select table_schema, table_name from information_schema.tables").fetchall():
+                texts.append(db.sql(f'select * from "{schema}"."{table}"').df().to_json().encode())
+    return texts
+
+
+
 
 
 class ScriptedJudge(Judge):
@@ -24,7 +83,9 @@ class ScriptedJudge(Judge):
     ``similarities``/``noncommittal`` are answer_questions' verdict; ``ratings`` the
     per-context (a, b) ratings (default (2, 2) each); ``matrix``, ``classify`` ((supported,
     covered); default all 1), ``entities``, ``whole`` and ``likert`` ((score, reason)) the
-    verdicts of those judgements; ``similarity`` the cosine of any two embedded texts.
+    verdicts of those judgements; ``similarity`` the cosine of any two embedded texts. Any
+    other judgement is answered through its LLM side with every verdict 1
+    (``metrics.judges.prompts.example_answer``), so a new judgement needs no script here.
     ``raise_error`` makes every request fail with a JudgeError. ``calls`` lists the kinds
     asked (and ``embeddings``). Statement segmentation is the deterministic one.
     """
@@ -76,7 +137,17 @@ class ScriptedJudge(Judge):
         if kind.startswith("likert_"):
             score, reason = s["likert"]
             return judgement.verdict(score=score, reason=reason)
-        raise AssertionError(f"no script for {kind}")
+        return await judgement.llm(self, inputs)  # any other judgement: its LLM side, answered below
+
+    #: What a judgement's LLM side reads from its judge (``LLMJudge.config.strictness``).
+    config = SimpleNamespace(strictness=1)
+
+    async def ask_request(self, version, request, inputs):
+        """The reply to a judgement without a script: every verdict 1, as the dry run's stand-in."""
+        return request.validate(example_answer(request.schema))
+
+    def batches(self, contexts):
+        return [(0, contexts)]
 
     async def embeddings(self, texts):
         """The first text along x, every other at the scripted cosine from it."""
@@ -84,6 +155,32 @@ class ScriptedJudge(Judge):
         cosine = self.script["similarity"]
         other = [cosine, math.sqrt(max(0.0, 1 - cosine ** 2))]
         return np.array([[1.0, 0.0]] + [other] * (len(texts) - 1))
+
+
+#: Fixtures that make a test slow: the test server, a Spark session.
+SLOW_FIXTURES = {"server": (), "make_judge": (), "spark": ("spark",)}
+
+
+def pytest_collection_modifyitems(items):
+    """``slow`` (and ``spark``) for every test using the test server or Spark."""
+    for item in items:
+        for fixture, extra in SLOW_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                for mark in ("slow", *extra):
+                    item.add_marker(mark)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local Spark session (two worker threads; a failed task is tried a second time)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2,2]").appName("rag-eval-tests")
+               .config("spark.ui.enabled", "false").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
 
 
 @pytest.fixture

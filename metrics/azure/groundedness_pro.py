@@ -8,8 +8,8 @@ from metrics.samples import Sample
 
 
 class GroundednessPro(Metric):
-    """1 when every statement of ``response`` is supported by ``retrieved_contexts``, else 0;
-    higher is better, threshold 1 (Azure ``groundedness_pro_label``, which its hosted
+    """1 when every statement of ``response`` is supported by ``retrieved_contexts``, else 0
+    ([0, 1], binary); higher is better, threshold 1 (Azure ``groundedness_pro_label``, which its hosted
     service sets only for a perfect 5). Uses the same judgement as Faithfulness, so it costs
     no request of its own; the reason lists the unsupported statements. An empty context
     list scores 0 ("nothing retrieved"); no checkable statement is ``not_applicable``.

@@ -69,7 +69,7 @@ class AnswerQuestions(Judgement[QuestionAndResponse, AnswerRelevance]):
     async def llm(self, judge, inputs: QuestionAndResponse) -> AnswerRelevance:
         """``strictness`` questions in one request, embedded with the question in one request."""
         strictness = judge.config.strictness
-        answer = await judge.ask_request(request(inputs.response, strictness),
+        answer = await judge.ask_request(self.version, request(inputs.response, strictness),
                                          {"response": inputs.response, "strictness": strictness})
         vectors = await judge.embeddings([inputs.user_input, *answer["questions"]])
         similarities = [float(vectors[0] @ v) for v in vectors[1:]]

@@ -78,7 +78,7 @@ class ContextRelevance(Judgement[QuestionAndContexts, ContextRatings]):
         ratings: list[tuple[int, int]] = []
         for _, batch in judge.batches(inputs.contexts):
             first, second = await asyncio.gather(*(
-                judge.ask_request(request(wording, inputs.user_input, batch),
+                judge.ask_request(self.version, request(wording, inputs.user_input, batch),
                                   {"user_input": inputs.user_input, "contexts": batch})
                 for wording in self.requests))
             ratings += list(zip(first["ratings"], second["ratings"]))

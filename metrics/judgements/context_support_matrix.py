@@ -53,7 +53,7 @@ class ContextSupportMatrix(Judgement[Statements, SupportMatrix]):
 
     async def llm(self, judge, inputs: Statements) -> SupportMatrix:
         """One request for every (statement, context) pair."""
-        answer = await judge.ask_request(request(inputs.statements, inputs.contexts),
+        answer = await judge.ask_request(self.version, request(inputs.statements, inputs.contexts),
                                          {"statements": inputs.statements, "contexts": inputs.contexts})
         return self.verdict(matrix=answer["matrix"])
 

@@ -30,7 +30,7 @@ class ContextUsefulness(Judgement[AnswerAndContexts, Verdicts]):
 
     async def llm(self, judge, inputs: AnswerAndContexts) -> Verdicts:
         """Shares one request with ``reference_attribution``."""
-        answer = await ask_llm(judge, inputs.user_input, statements(inputs.answer, inputs.user_input)
+        answer = await ask_llm(judge, self.version, inputs.user_input, statements(inputs.answer, inputs.user_input)
                                or [inputs.answer], inputs.contexts)
         return self.verdict(verdicts=[Verdict(v, r) for v, r in zip(answer["useful"], answer["usefulness_reasons"])])
 

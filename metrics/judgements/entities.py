@@ -47,7 +47,8 @@ class EntityExtraction(Judgement[Text, Entities]):
 
     async def llm(self, judge, inputs: Text) -> Entities:
         """One request."""
-        return self.verdict(entities=(await judge.ask_request(request(inputs.text), {"text": inputs.text}))["entities"])
+        answer = await judge.ask_request(self.version, request(inputs.text), {"text": inputs.text})
+        return self.verdict(entities=answer["entities"])
 
     async def offline(self, judge, inputs: Text) -> Entities:
         """Names (runs of capitalised words) and numbers of English text; ``None`` for CJK text."""

@@ -73,5 +73,5 @@ class Likert(Judgement[LikertTexts, LikertScore]):
 
     async def llm(self, judge, inputs: LikertTexts) -> LikertScore:
         """One request."""
-        answer = await judge.ask_request(self.request(inputs), inputs.model_dump())
+        answer = await judge.ask_request(self.version, self.request(inputs), inputs.model_dump())
         return self.verdict(score=answer["score"], reason=answer["reason"])

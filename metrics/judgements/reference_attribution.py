@@ -64,10 +64,11 @@ def request(question: str, statements: list[str], contexts: list[str]) -> Reques
     return Request("reference_attribution", prompt, schema, validate)
 
 
-async def ask_llm(judge, user_input: str, statements: list[str], contexts: list[str]) -> dict[str, list[Any]]:
-    """The shared request, per batch of contexts: a statement is attributed by any batch."""
+async def ask_llm(judge, version: str, user_input: str, statements: list[str],
+                  contexts: list[str]) -> dict[str, list[Any]]:
+    """The shared request (at ``version``), per batch of contexts: a statement is attributed by any batch."""
     answers = await asyncio.gather(*(
-        judge.ask_request(request(user_input, statements, batch),
+        judge.ask_request(version, request(user_input, statements, batch),
                           {"user_input": user_input, "statements": statements, "contexts": batch})
         for _, batch in judge.batches(contexts)))
     attributed, why = [], []
@@ -88,7 +89,7 @@ class ReferenceAttribution(Judgement[ReferenceStatements, Verdicts]):
 
     async def llm(self, judge, inputs: ReferenceStatements) -> Verdicts:
         """Shares one request with ``context_usefulness``."""
-        answer = await ask_llm(judge, inputs.user_input, inputs.statements, inputs.contexts)
+        answer = await ask_llm(judge, self.version, inputs.user_input, inputs.statements, inputs.contexts)
         return self.verdict(verdicts=[Verdict(v, r) for v, r in zip(answer["attributed"],
                                                                     answer["attribution_reasons"])])
 

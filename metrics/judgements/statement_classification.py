@@ -72,9 +72,9 @@ class StatementClassification(Judgement[StatementLists, Classification]):
 
     async def llm(self, judge, inputs: StatementLists) -> Classification:
         """One request classifying both statement lists."""
-        answer = await judge.ask_request(request(inputs.response_statements, inputs.reference_statements),
-                                         {"response": inputs.response_statements,
-                                          "reference": inputs.reference_statements})
+        answer = await judge.ask_request(
+            self.version, request(inputs.response_statements, inputs.reference_statements),
+            {"response": inputs.response_statements, "reference": inputs.reference_statements})
         return self.verdict(supported=answer["supported"], covered=answer["covered"])
 
     async def offline(self, judge, inputs: StatementLists) -> Classification:

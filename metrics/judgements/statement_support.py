@@ -60,7 +60,8 @@ class StatementSupport(Judgement[Statements, Verdicts]):
         """One request judging every statement against the contexts (one per batch of
         contexts past the size budget; a statement is supported by any batch)."""
         answers = await asyncio.gather(*(
-            judge.ask_request(request(inputs.statements, batch), {"statements": inputs.statements, "contexts": batch})
+            judge.ask_request(self.version, request(inputs.statements, batch),
+                              {"statements": inputs.statements, "contexts": batch})
             for _, batch in judge.batches(inputs.contexts)))
         verdicts = []
         for i in range(len(inputs.statements)):

@@ -53,7 +53,7 @@ class WholeContextRelevance(Judgement[QuestionAndContexts, WholeContextRatings])
     async def llm(self, judge, inputs: QuestionAndContexts) -> WholeContextRatings:
         """Two requests, concurrently."""
         first, second = await asyncio.gather(*(
-            judge.ask_request(request(wording, inputs.user_input, inputs.contexts),
+            judge.ask_request(self.version, request(wording, inputs.user_input, inputs.contexts),
                               {"user_input": inputs.user_input, "contexts": inputs.contexts})
             for wording in self.requests))
         return self.verdict(ratings=(first["rating"], second["rating"]))

@@ -3,12 +3,15 @@ the CLI's judge options and ``LLMConfig.from_env`` all read its fields)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from metrics.judges.endpoint import check_base_url
 from metrics.judges.plan import Budget
 
+#: The judge settings a metric may set for itself (``LLMJudge.with_options``, the CLI's
+#: ``--metric-option``, a metric asset's run config).
+PER_METRIC = ("model", "temperature", "strictness")
 #: The openai client's default base URL.
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -65,6 +68,18 @@ class LLMConfig:
                "embedding_api_key": os.environ.get("EMBEDDING_API_KEY")}
         values = {k: v for k, v in {**env, **overrides}.items() if v not in (None, "")}
         return cls(**values)
+
+    #: Fields that hold credentials: read from the environment, never recorded nor shipped.
+    SECRETS = ("api_key", "embedding_api_key")
+
+    @classmethod
+    def public_fields(cls) -> list[str]:
+        """The names of every setting but the credentials."""
+        return [f.name for f in fields(cls) if f.name not in cls.SECRETS]
+
+    def public(self) -> dict[str, Any]:
+        """Every setting but the credentials, by name."""
+        return {name: getattr(self, name) for name in self.public_fields()}
 
     @property
     def budget(self) -> Budget:

@@ -27,16 +27,15 @@ import functools
 import json
 import os
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from metrics.judgements import PROMPT_VERSIONS
 from metrics.judges import prompts
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
 from metrics.judges.cache import JudgementCache, Key, cache_key
-from metrics.judges.config import OPENAI_URL, LLMConfig
+from metrics.judges.config import OPENAI_URL, PER_METRIC, LLMConfig
 from metrics.judges.endpoint import public_url
 from metrics.judges.plan import MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, record, reply_tokens
 from metrics.judges.transport import Transport
@@ -97,7 +96,7 @@ class LLMJudge(Judge):
     def with_options(self, **options: Any) -> LLMJudge:
         """A judge with other ``model``, ``temperature`` or ``strictness`` that shares this
         one's loop, connections, concurrency limit and cache (per-metric configuration)."""
-        allowed = {"model", "temperature", "strictness", "seed"}
+        allowed = {*PER_METRIC, "seed"}
         unknown = set(options) - allowed
         if unknown:
             raise ValueError(f"per-metric options are {sorted(allowed)}, not {sorted(unknown)}")
@@ -134,16 +133,18 @@ class LLMJudge(Judge):
     def recipe(self, share: float = 1.0) -> Callable[[], LLMJudge]:
         """A factory of an equivalent judge for a worker, with ``share`` of the concurrency
         limit; it carries no API key: the worker reads it from its own environment."""
-        public = {f.name: getattr(self.config, f.name) for f in fields(self.config) if "api_key" not in f.name}
+        public = self.config.public()
         public["concurrency"] = max(1, int(self.config.concurrency * share))
         return functools.partial(_judge_from_environment, public)
 
     def describe(self) -> dict[str, Any]:
         """Model, endpoints (without credentials), sampling and transport settings."""
-        public = {f.name: getattr(self.config, f.name) for f in fields(self.config) if "api_key" not in f.name}
+        public = self.config.public()
         public["base_url"] = public_url(self.config.base_url)
         public["embedding_base_url"] = public_url(self.config.embedding_base_url)
-        return {"judge": self.name, **public, "prompt_versions": PROMPT_VERSIONS,
+        from metrics.registry import prompt_versions
+
+        return {"judge": self.name, **public, "prompt_versions": prompt_versions(),
                 "embedding_fallback": self._shared.fallback,
                 "endpoint_check": self.transport.check_report(self.config.model)}
 
@@ -173,13 +174,13 @@ class LLMJudge(Judge):
         """The judgement's LLM side (``Judgement.llm``): its requests through :meth:`ask_request`."""
         return await judgement.llm(self, inputs)
 
-    async def ask_request(self, request: prompts.Request, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Ask one request of a judgement: its validated reply, cached under ``inputs``, from
-        the cache, from an identical request in flight, or from the endpoint (re-asked once
-        with the validation error)."""
+    async def ask_request(self, version: str, request: prompts.Request, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Ask one request of a judgement at its ``version``: its validated reply, cached under
+        ``inputs``, from the cache, from an identical request in flight, or from the endpoint
+        (re-asked once with the validation error)."""
         cfg = self.config
         key = cache_key(public_url(cfg.base_url or OPENAI_URL), kind=request.kind, model=cfg.model,
-                        prompt_version=PROMPT_VERSIONS[request.kind], temperature=cfg.temperature,
+                        prompt_version=version, temperature=cfg.temperature,
                         seed=cfg.seed, response_format=cfg.response_format, inputs=inputs)
         usage = current_usage.get() or Usage()
         cached = self.cache.get(key) if self.cache is not None else None

@@ -1,7 +1,9 @@
 """FactualCorrectness (RAGAS): statement-level precision, recall or F1 of the response against the reference."""
 from __future__ import annotations
 
-from metrics.base import Family, Measured, Metric, NotApplicable
+from typing import Literal
+
+from metrics.base import Family, Measured, Metric, NotApplicable, Options
 from metrics.judgements.statement_classification import statement_classification
 from metrics.judges.base import Judge, expect_count, statements
 from metrics.samples import Sample
@@ -62,16 +64,15 @@ class FactualCorrectness(Metric):
         For an unknown mode.
     """
 
+    class Options(Options):
+        """``mode``: which of precision, recall or their F1 is the value."""
+
+        mode: Literal["f1", "precision", "recall"] = "f1"
+
     name = "factual_correctness"
     family = Family.RAGAS
     required_fields = ("response", "reference")
     judgements = (statement_classification,)
-
-    def __init__(self, threshold: float | None = None, mode: str = "f1") -> None:
-        if mode not in ("f1", "precision", "recall"):
-            raise ValueError(f"mode must be f1, precision or recall, got {mode!r}")
-        self.mode = mode
-        super().__init__(threshold)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         counts = await classify(sample, judge)
@@ -79,5 +80,5 @@ class FactualCorrectness(Metric):
             return counts
         tp, fp, fn = counts["tp"], counts["fp"], counts["fn"]
         value = {"f1": f_beta(tp, fp, fn), "precision": tp / (tp + fp) if tp else 0.0,
-                 "recall": tp / (tp + fn) if tp else 0.0}[self.mode]
-        return Measured(value, f"{self.mode} {value:.2f} (TP {tp}, FP {fp}, FN {fn})", counts)
+                 "recall": tp / (tp + fn) if tp else 0.0}[self.options.mode]
+        return Measured(value, f"{self.options.mode} {value:.2f} (TP {tp}, FP {fp}, FN {fn})", counts)

@@ -102,14 +102,16 @@ class NoiseSensitivity(Metric):
 
 
 class NoiseSensitivityRelevant(NoiseSensitivity):
-    """NoiseSensitivity, ``relevant`` mode (RAGAS's default): wrong claims supported by relevant contexts."""
+    """NoiseSensitivity, ``relevant`` mode (RAGAS's default): the share of wrong claims supported by relevant
+    contexts, [0, 1], lower is better."""
 
     name = "noise_sensitivity_relevant"
     mode = "relevant"
 
 
 class NoiseSensitivityIrrelevant(NoiseSensitivity):
-    """NoiseSensitivity, ``irrelevant`` mode: wrong claims supported only by irrelevant contexts."""
+    """NoiseSensitivity, ``irrelevant`` mode: the share of wrong claims supported only by irrelevant contexts,
+    [0, 1], lower is better."""
 
     name = "noise_sensitivity_irrelevant"
     mode = "irrelevant"

@@ -25,10 +25,11 @@ overflows a float, labels past 1023) is the row's ``input_error``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from metrics.base import Family, InputProblem, Measured, Metric, NotApplicable
+from pydantic import Field, model_validator
+
+from metrics.base import Family, InputProblem, Measured, Metric, NotApplicable, Options
 from metrics.judges.base import Judge
 from metrics.results import Direction
 from metrics.samples import Sample
@@ -36,11 +37,11 @@ from metrics.samples import Sample
 XDCG_DISCOUNT = 0.6
 
 
-@dataclass(frozen=True)
-class RankingSettings:
+class RankingSettings(Options):
     """``k`` (cut-off), the label scale ``[label_min, label_max]``, ``gain`` ("exponential"
     or "linear") and ``tie_break`` ("input": equal scores keep input order, Azure's;
-    "docid_desc": by document id descending, trec_eval's).
+    "docid_desc": by document id descending, trec_eval's). The options of every
+    document-retrieval metric, whose ``label_max`` may be left to the data (``None``).
 
     Raises
     ------
@@ -48,21 +49,17 @@ class RankingSettings:
         For ``k < 1``, ``label_min >= label_max`` or an unknown gain or tie-break.
     """
 
-    k: int = 3
+    k: int = Field(3, ge=1)
     label_min: int = 0
     label_max: int = 4
-    gain: str = "exponential"
-    tie_break: str = "input"
+    gain: Literal["exponential", "linear"] = "exponential"
+    tie_break: Literal["input", "docid_desc"] = "input"
 
-    def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ValueError(f"k must be at least 1, got {self.k}")
-        if self.label_min >= self.label_max:
+    @model_validator(mode="after")
+    def _scale(self) -> RankingSettings:
+        if self.label_max is not None and self.label_min >= self.label_max:
             raise ValueError(f"label_min {self.label_min} must be below label_max {self.label_max}")
-        if self.gain not in ("exponential", "linear"):
-            raise ValueError(f"gain must be 'exponential' or 'linear', got {self.gain!r}")
-        if self.tie_break not in ("input", "docid_desc"):
-            raise ValueError(f"tie_break must be 'input' or 'docid_desc', got {self.tie_break!r}")
+        return self
 
 
 def _gain(label: int, kind: str) -> float:
@@ -170,16 +167,22 @@ class DocumentRetrievalMetric(Metric):
         ``label_max=10`` takes a threshold up to 10).
     """
 
+    class Options(RankingSettings):
+        """:class:`RankingSettings` with ``label_max`` left to the data by default (see :meth:`fit`)."""
+
+        label_max: int | None = None
+
     family = Family.DOCUMENT_RETRIEVAL
     required_fields = ("retrieval_ground_truth", "retrieved_documents")
     #: True for a value on the label scale: its range is ``[label_min, label_max]`` and its
     #: default threshold the scale's midpoint.
     on_label_scale: ClassVar[bool] = False
 
-    def __init__(self, threshold: float | None = None, k: int = 3, label_min: int = 0, label_max: int | None = None,
-                 gain: str = "exponential", tie_break: str = "input") -> None:
-        self._follow_data = label_max is None and label_min == 0 and threshold is None
-        self._scale(RankingSettings(k, label_min, 4 if label_max is None else label_max, gain, tie_break), threshold)
+    def set_threshold(self, threshold: float | None) -> None:
+        """Settle the label scale (``label_max`` 4, Azure's, unless given) and the threshold on it."""
+        options = self.options
+        self._follow_data = options.label_max is None and options.label_min == 0 and threshold is None
+        self._scale(RankingSettings(**{**options.model_dump(), "label_max": options.label_max or 4}), threshold)
 
     def _scale(self, settings: RankingSettings, threshold: float | None) -> None:
         self.settings = settings
@@ -187,7 +190,7 @@ class DocumentRetrievalMetric(Metric):
             self.value_range = (float(settings.label_min), float(settings.label_max))
             if threshold is None:
                 threshold = settings.label_min + (settings.label_max - settings.label_min) / 2
-        super().__init__(threshold)
+        super().set_threshold(threshold)
 
     def fit(self, samples: list[Sample]) -> None:
         """Without ``label_max``, ``label_min`` or a threshold given, binary ground truth (every
@@ -198,7 +201,7 @@ class DocumentRetrievalMetric(Metric):
                   for item in sample.retrieval_ground_truth]
         if self._follow_data and labels and set(labels) <= {0, 1}:
             s = self.settings
-            self._scale(RankingSettings(s.k, 0, 1, s.gain, s.tie_break), None)
+            self._scale(s.model_copy(update={"label_min": 0, "label_max": 1}), None)
         self._follow_data = False
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
@@ -279,7 +282,7 @@ class HolesRatio(DocumentRetrievalMetric):
 
 
 class TotalRetrieved(DocumentRetrievalMetric):
-    """Distinct documents retrieved (count); pass means at least one."""
+    """Distinct documents retrieved (count), higher is better; pass means at least one."""
 
     name = "total_retrieved_documents"
     value_range = (0.0, MAX_COUNT)
@@ -287,7 +290,7 @@ class TotalRetrieved(DocumentRetrievalMetric):
 
 
 class TotalGroundTruth(DocumentRetrievalMetric):
-    """Distinct labelled documents (count); pass means at least one."""
+    """Distinct labelled documents (count), higher is better; pass means at least one."""
 
     name = "total_ground_truth_documents"
     value_range = (0.0, MAX_COUNT)

@@ -6,7 +6,6 @@ from the metric spec's appendix (§6) / the regression cases (BR-NN).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -18,18 +17,9 @@ from metrics.rag.context_relevancy import ContextRelevancy, context_relevancy_sc
 from metrics.rag.faithfulness import Faithfulness, faithfulness_score
 from metrics.results import Direction, Status
 from metrics.samples import sample_from_dict
-from tests.conftest import ScriptedJudge
+from tests.conftest import ScriptedJudge, regression_case
 
-DATA = Path(__file__).parent / "data"
-
-
-def regression_case(case_id: str) -> dict:
-    with (DATA / "regression_cases.jsonl").open(encoding="utf-8") as handle:
-        for line in handle:
-            case = json.loads(line)
-            if case["id"] == case_id:
-                return case
-    raise KeyError(case_id)
+DATA = Path(__file__).parents[1] / "data"
 
 
 FULL = {

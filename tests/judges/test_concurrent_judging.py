@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge_server import Reply, oracle
+from tests.judge_server import oracle
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
+
+ROOT = Path(__file__).resolve().parents[2]
 ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
          "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
         for i in range(3)]

@@ -133,3 +133,8 @@ def test_has_cjk():
     assert has_cjk("长城") is True
     assert has_cjk("ソウル") is True
     assert has_cjk("Great Wall") is False
+
+
+def test_devanagari_and_arabic_sentence_ends():
+    assert split_sentences("यह एक वाक्य है। यह दूसरा है।") == ["यह एक वाक्य है।", "यह दूसरा है।"]
+    assert split_sentences("هل هذا صحيح؟ نعم.") == ["هل هذا صحيح؟", "نعم."]

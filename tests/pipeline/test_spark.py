@@ -1,7 +1,5 @@
 """The Spark path (local[2], two attempts per task) gives the local path's results."""
 import json
-import os
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -10,25 +8,13 @@ import pytest
 
 from metrics import OfflineJudge, evaluate
 from metrics.judges.llm import LLMConfig, LLMJudge
+from metrics.spark import _slices
 from tests.judge_server import oracle
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
 ROWS = [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()]
 COLUMNS = ["sample_id", "row", "metric", "status", "value", "passed", "threshold", "reason", "details"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    # local[2, 2]: two worker threads, and a failed task is tried a second time.
-    session = (SparkSession.builder.master("local[2,2]").appName("rag-eval-tests")
-               .config("spark.ui.enabled", "false").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +73,7 @@ def test_a_task_retried_by_spark_counts_each_row_once(spark, local_offline):
 
 def test_the_pipeline_switches_to_spark_by_config(spark, tmp_path):
     from assets.resources import ExecutionResource
-    from tests.test_pipeline import Project
+    from tests.pipeline.conftest import Project
 
     summaries = {}
     for executor in ("local", "spark"):
@@ -101,3 +87,12 @@ def test_the_pipeline_switches_to_spark_by_config(spark, tmp_path):
             summaries[executor]["values"] = results[["metric", "row", "status", "value"]].to_dict("records")
     assert summaries["spark"] == summaries["local"]
     assert spark.sparkContext._jsc is not None  # the deployment's session was used, not stopped
+
+
+def test_spark_never_runs_more_tasks_than_the_concurrency_limit(server):
+    for concurrency, tasks in ((1, 1), (3, 3), (16, 4)):
+        limited = LLMJudge(LLMConfig(base_url=server.url, concurrency=concurrency, cache_path=None))
+        try:
+            assert _slices(4, limited) == tasks
+        finally:
+            limited.close()

@@ -13,9 +13,9 @@ from metrics.calibrate import auroc, kendall, read_labels, spearman
 from orchestration.cli import main
 from tests.judge_server import oracle
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "calibration" / "labels.jsonl"
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def test_statistics_by_hand():
@@ -27,6 +27,7 @@ def test_statistics_by_hand():
     assert math.isnan(kendall(np.array([1., 1, 1]), np.array([1., 2, 3])))
 
 
+@pytest.mark.slow  # the offline encoder
 def test_example_with_the_offline_judge_through_the_cli(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     out = tmp_path / "report.json"
@@ -45,6 +46,7 @@ def test_example_with_the_offline_judge_through_the_cli(tmp_path, monkeypatch, c
     assert "faithfulness (pairwise, n=3): accuracy 1.000" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # the offline encoder
 def test_a_tie_counts_as_a_disagreement_and_lists_the_reasons():
     same = {"user_input": "Where is the Louvre?", "response": "The Louvre is in Paris.",
             "retrieved_contexts": ["The Louvre is in Paris."]}
@@ -54,6 +56,7 @@ def test_a_tie_counts_as_a_disagreement_and_lists_the_reasons():
     assert result["worst_disagreements"][0]["reason_preferred"].startswith("1/1 statements supported by the contexts (")
 
 
+@pytest.mark.slow  # the offline encoder
 def test_unreadable_label_line_names_line_and_field(tmp_path, monkeypatch, capsys):
     labels = tmp_path / "labels.jsonl"
     labels.write_text(EXAMPLE.read_text().splitlines()[0] + "\n" + json.dumps({"sample": {}, "label": 1}) + "\n")
@@ -96,6 +99,7 @@ def test_ragas_annotated_with_the_llm_judge_through_the_cli(server, tmp_path, mo
     assert server.chat_requests()
 
 
+@pytest.mark.slow  # the offline encoder
 def test_ragas_annotated_with_the_offline_judge():
     report = calibrate(ragas_answer_correctness(), judge=OfflineJudge())
     result = report["metrics"]["answer_correctness"]

@@ -2,49 +2,15 @@
 snapshots, events), the reports, DuckDB, the datasets or the judgement cache (issue 9
 point 6, issue 10 point 5)."""
 import json
-import re
-import sqlite3
-import zlib
 from pathlib import Path
 
-import duckdb
 import pandas as pd
+
+from tests.conftest import readable
 
 SECRET = "sk-secret-TRAVELS-ONLY-IN-ENV-42"
 ROWS = [{"id": f"q{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
          "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": "Ulm."} for i in range(3)]
-
-
-def zlib_streams(data: bytes):
-    """Every zlib stream that decompresses from some offset of ``data``."""
-    for match in re.finditer(rb"\x78[\x01\x5e\x9c\xda]", data):
-        try:
-            yield zlib.decompressobj().decompress(data[match.start():])
-        except zlib.error:
-            continue
-
-
-def readable(path: Path) -> list[bytes]:
-    """The file's bytes, the zlib streams inside them, and for SQLite, Parquet and DuckDB
-    files every value they hold (decompressed where it is a zlib blob)."""
-    data = path.read_bytes()
-    texts = [data, *zlib_streams(data)]
-    if data.startswith(b"SQLite format 3"):
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-            for (table,) in db.execute("select name from sqlite_master where type = 'table'").fetchall():
-                for row in db.execute(f'select * from "{table}"'):
-                    for value in row:
-                        if isinstance(value, bytes):
-                            texts += [value, *zlib_streams(value)]
-                        else:
-                            texts.append(str(value).encode())
-    elif path.suffix == ".parquet":
-        texts.append(pd.read_parquet(path).to_json().encode())
-    elif path.suffix == ".duckdb":
-        with duckdb.connect(str(path), config={"custom_user_agent": "dagster", "arrow_large_buffer_size": True}) as db:
-            for schema, table in db.sql("select table_schema, table_name from information_schema.tables").fetchall():
-                texts.append(db.sql(f'select * from "{schema}"."{table}"').df().to_json().encode())
-    return texts
 
 
 def holding(root: Path, secret: str) -> list[str]:

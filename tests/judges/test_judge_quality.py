@@ -11,7 +11,9 @@ from metrics.judges.llm import LLMConfig, LLMJudge
 from metrics.text import normalise_rag_text
 from tests.judge_server import oracle
 
-DATA = Path(__file__).parent / "data"
+pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
+
+DATA = Path(__file__).parents[1] / "data"
 HALUEVAL = [json.loads(line) for line in (DATA / "halueval_qa" / "rows_000_029.jsonl").read_text().splitlines()]
 LOUVRE = "The Louvre museum is located in Paris, France."
 

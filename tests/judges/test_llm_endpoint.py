@@ -13,7 +13,9 @@ from metrics.judges.endpoint import EndpointError
 from metrics.judges.llm import LLMConfig
 from tests.conftest import TEST_KEY as SECRET
 from tests.judge_server import Reply, oracle
-from tests.test_secrets import readable
+from tests.conftest import readable
+
+pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 
 ROW = {"id": "r1", "user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
        "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany."], "reference": "He was born in Ulm."}
@@ -149,26 +151,6 @@ def test_a_reply_always_cut_becomes_its_own_judge_error(judge, server):
     assert "finish_reason length: the reply was cut at the token limit 3 times (max_tokens the provider's " \
            "default, 1024, 2048" in result.reason
     assert [s.body.get("max_tokens") for s in server.chat_requests()] == [None, 1024, 2048]
-
-
-def test_a_dagster_run_against_a_dead_endpoint_fails_each_metric_step_naming_the_cause(tmp_path):
-    import dagster as dg
-
-    from assets.resources import JudgeResource
-    from metrics.registry import CORE_METRICS
-    from tests.test_pipeline import Project
-
-    url = f"http://127.0.0.1:{closed_port()}/v1"
-    resource = JudgeResource(base_url=url, model="judge-test", cache_path=str(tmp_path / "cache.sqlite"))
-    with dg.instance_for_test() as instance:
-        project = Project(tmp_path, instance, resource)
-        project.write("v1", [ROW, {**ROW, "id": "r2"}])
-        result = project.run("v1")
-    resource.get_judge().close()
-    assert not result.success  # before: every row judge_error after 5 "timeouts", and the run succeeded
-    failures = {e.step_key: e.event_specific_data.error.message for e in result.all_events if e.is_step_failure}
-    assert set(failures) == set(CORE_METRICS)
-    assert all(f"the judge endpoint {url} cannot be reached: connection refused" in m for m in failures.values())
 
 
 def test_a_separate_embeddings_endpoint_that_refuses_stops_the_run(judge, server):

@@ -13,8 +13,8 @@ from metrics.rag.faithfulness import Faithfulness
 from metrics.results import Status
 from metrics.samples import load_samples, sample_from_dict
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data"
 
 
 # --------------------------------------------------------------------------- aliases

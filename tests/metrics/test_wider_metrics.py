@@ -33,8 +33,7 @@ from metrics.results import Direction, MetricResult, Status
 from metrics.retrieval.document_retrieval import RankingSettings, document_retrieval
 from metrics.samples import sample_from_dict
 
-from tests.conftest import ScriptedJudge
-from tests.test_scoring import regression_case
+from tests.conftest import ScriptedJudge, regression_case
 
 
 def sample(**fields):
@@ -458,3 +457,21 @@ def test_ragas_table_one_row_per_sample_one_column_per_metric():
     assert table["faithfulness"].iloc[0] == 0.75 and pd.isna(table["faithfulness"].iloc[1])
     assert table["answer_correctness"].tolist() == [0.725, 0.5]
     assert table["id"].tolist() == ["s1", "s2"]
+
+
+def test_ndcg_with_negative_labels_scores_the_row_and_an_overflowing_label_is_its_input_error():
+    truth = [{"document_id": "a", "query_relevance_label": -1}, {"document_id": "b", "query_relevance_label": 2}]
+    rows = [{"id": "bad-first", "retrieval_ground_truth": truth,
+             "retrieved_documents": [{"document_id": "a", "relevance_score": 0.9}]},
+            {"id": "both", "retrieval_ground_truth": truth,
+             "retrieved_documents": [{"document_id": "a", "relevance_score": 0.9},
+                                     {"document_id": "b", "relevance_score": 0.5}]},
+            {"id": "huge", "retrieval_ground_truth": [{"document_id": "a", "query_relevance_label": 1500}],
+             "retrieved_documents": [{"document_id": "a", "relevance_score": 0.9}]}]
+    metrics = build_metrics(["ndcg"], options={"ndcg": {"label_min": -1, "label_max": 2000}})
+    result = evaluate(rows, metrics=metrics).results.set_index("sample_id")
+    # A label of -1 gains 0 (trec_eval counts only positive gains); ideal DCG = 2^2 - 1 = 3.
+    assert result.loc["bad-first", "value"] == 0.0  # Azure's gain 2^-1 - 1 = -0.5 made it -1/6
+    assert result.loc["both", "value"] == pytest.approx((3 / math.log2(3)) / 3)
+    assert result.loc["huge", "status"] == Status.INPUT_ERROR.value
+    assert "field 'retrieval_ground_truth': a label is too large for exponential gain" in result.loc["huge", "reason"]

@@ -1,15 +1,15 @@
-"""Cost bounded and visible before it is spent (issue 10 point 7), and a failing ranking
-row that stays that row's (point 8): over HTTP against the project's test server."""
-import json
-import math
+"""Cost bounded and visible before it is spent (issue 10 point 7): over HTTP against the
+project's test server."""
 from pathlib import Path
 
 import pytest
 
-from metrics import Status, build_metrics, evaluate, load_samples
+from metrics import build_metrics, evaluate, load_samples
 from metrics.cost import estimate_cost
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
+
+ROOT = Path(__file__).resolve().parents[2]
 AMNESTY = ROOT / "examples" / "amnesty_qa" / "samples.jsonl"
 ROW = {"id": "small", "user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
        "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany.", "The Eiffel Tower is in Paris."],
@@ -84,21 +84,3 @@ def test_cli_dry_run_prints_requests_tokens_and_price_and_registers_nothing(serv
     cost = next(line for line in lines if line.startswith("cost:")).split()[1]
     assert float(cost) == pytest.approx((prompt * 0.15 + completion * 0.60) / 1e6, abs=5e-5)
     assert server.seen == [] and server.probes == [] and not (tmp_path / "datasets").exists()
-
-
-def test_ndcg_with_negative_labels_scores_the_row_and_an_overflowing_label_is_its_input_error():
-    truth = [{"document_id": "a", "query_relevance_label": -1}, {"document_id": "b", "query_relevance_label": 2}]
-    rows = [{"id": "bad-first", "retrieval_ground_truth": truth,
-             "retrieved_documents": [{"document_id": "a", "relevance_score": 0.9}]},
-            {"id": "both", "retrieval_ground_truth": truth,
-             "retrieved_documents": [{"document_id": "a", "relevance_score": 0.9},
-                                     {"document_id": "b", "relevance_score": 0.5}]},
-            {"id": "huge", "retrieval_ground_truth": [{"document_id": "a", "query_relevance_label": 1500}],
-             "retrieved_documents": [{"document_id": "a", "relevance_score": 0.9}]}]
-    metrics = build_metrics(["ndcg"], options={"ndcg": {"label_min": -1, "label_max": 2000}})
-    result = evaluate(rows, metrics=metrics).results.set_index("sample_id")
-    # A label of -1 gains 0 (trec_eval counts only positive gains); ideal DCG = 2^2 - 1 = 3.
-    assert result.loc["bad-first", "value"] == 0.0  # Azure's gain 2^-1 - 1 = -0.5 made it -1/6
-    assert result.loc["both", "value"] == pytest.approx((3 / math.log2(3)) / 3)
-    assert result.loc["huge", "status"] == Status.INPUT_ERROR.value
-    assert "field 'retrieval_ground_truth': a label is too large for exponential gain" in result.loc["huge", "reason"]

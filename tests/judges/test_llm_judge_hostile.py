@@ -6,9 +6,9 @@ import pytest
 
 from metrics import Status, evaluate, score_sample
 from metrics.judges.llm import LLMConfig, LLMJudge
-from metrics.spark import _slices
-from metrics.text import split_sentences
 from tests.judge_server import Reply, embedding_body, oracle
+
+pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 
 SECRET = "sk-hostile-SECRET-0123456789"
 ROW = {"user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
@@ -81,17 +81,3 @@ def test_a_429_mentioning_404_does_not_switch_embeddings_off(server, judge):
     result = evaluate([ROW], ["answer_relevancy"], judge=judge)
     assert result.results["status"].tolist() == ["judge_error"]
     assert result.summary["judge"]["embedding_fallback"] is None
-
-
-def test_spark_never_runs_more_tasks_than_the_concurrency_limit(server):
-    for concurrency, tasks in ((1, 1), (3, 3), (16, 4)):
-        limited = LLMJudge(LLMConfig(base_url=server.url, concurrency=concurrency, cache_path=None))
-        try:
-            assert _slices(4, limited) == tasks
-        finally:
-            limited.close()
-
-
-def test_devanagari_and_arabic_sentence_ends():
-    assert split_sentences("यह एक वाक्य है। यह दूसरा है।") == ["यह एक वाक्य है।", "यह दूसरा है।"]
-    assert split_sentences("هل هذا صحيح؟ نعم.") == ["هل هذا صحيح؟", "نعم."]

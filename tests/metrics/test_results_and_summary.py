@@ -63,7 +63,7 @@ def test_BR17_all_checks_from_regression_file():
     import json
     from pathlib import Path
 
-    with (Path(__file__).parent / "data" / "regression_cases.jsonl").open(encoding="utf-8") as handle:
+    with (Path(__file__).parents[1] / "data" / "regression_cases.jsonl").open(encoding="utf-8") as handle:
         case = next(c for c in map(json.loads, handle) if c["id"] == "BR-17")
     got = []
     for check in case["input"]["checks"]:

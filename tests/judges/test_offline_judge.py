@@ -8,8 +8,10 @@ import pytest
 from metrics import OfflineJudge, Status, evaluate, score_sample
 from metrics.judgements.context_relevance import context_relevance
 
+pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
+
 CASES = {json.loads(line)["id"]: json.loads(line)
-         for line in (Path(__file__).parent / "data" / "regression_cases.jsonl").read_text().splitlines()}
+         for line in (Path(__file__).parents[1] / "data" / "regression_cases.jsonl").read_text().splitlines()}
 EN_CONTEXT = ("The Great Wall of China was built over many centuries. Its best-known sections were built during "
               "the Ming dynasty. In 1987 it was listed as a UNESCO World Heritage Site.")
 ZH_CONTEXT = "长城修建了许多个世纪。最著名的部分建于明朝。1987年，长城被列入联合国教科文组织世界遗产名录。"

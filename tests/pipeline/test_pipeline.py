@@ -2,6 +2,7 @@
 import json
 import math
 import shutil
+import socket
 from pathlib import Path
 
 import dagster as dg
@@ -9,55 +10,19 @@ import duckdb
 import pandas as pd
 import pytest
 
-from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
+from assets.resources import JudgeResource
 from metrics.registry import CORE_METRICS
 from orchestration.definitions import defs
 from orchestration.schedules import EVALUATED, nightly_requests
 from orchestration.staleness import stale_assets
 from tests.judge_server import JudgeServer
+from tests.pipeline.conftest import Project
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
 FIELD_ASSETS = {"questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                 "retrieved_documents", "rejected_samples"}
 ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary"}
-
-
-class Project:
-    """A temporary project: datasets/, out/ with the DuckDB file, an instance, resources."""
-
-    def __init__(self, root: Path, instance: dg.DagsterInstance, judge: JudgeResource | None = None) -> None:
-        self.datasets, self.out, self.instance = root / "datasets", root / "out", instance
-        self.resources = {"dataset_store": DatasetStore(root=str(self.datasets)),
-                          "report_store": ReportStore(root=str(self.out)), "judge": judge or JudgeResource(),
-                          "io_manager": ResultsDatabase(database=str(root / "results.duckdb"), schema="eval"),
-                          "execution": ExecutionResource()}
-        self.database = root / "results.duckdb"
-
-    def write(self, version: str, rows: list[dict], register: bool = True) -> None:
-        folder = self.datasets / version
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "samples.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-        if register and not self.instance.has_dynamic_partition("dataset_version", version):
-            self.instance.add_dynamic_partitions("dataset_version", [version])
-
-    def run(self, version: str, job: str = "evaluation_job", **kwargs):
-        return defs.resolve_job_def(job).execute_in_process(partition_key=version, instance=self.instance,
-                                                            resources=self.resources, raise_on_error=False, **kwargs)
-
-    def materialize(self, version: str, selection, **kwargs):
-        from assets.evaluation import metric_assets
-        from assets.ingestion import ingest_dataset
-        from assets.summary import eval_summary
-
-        return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
-                              partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
-
-    def query(self, sql: str) -> pd.DataFrame:
-        # The same connection settings as the IO manager: DuckDB refuses a second configuration in one process.
-        with duckdb.connect(str(self.database), config={"custom_user_agent": "dagster",
-                                                        "arrow_large_buffer_size": True}) as connection:
-            return connection.sql(sql).df()
 
 
 def materialized(result) -> set[str]:
@@ -475,3 +440,26 @@ def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkey
     assert set(dingo["metrics_score"]["user_input,response,retrieved_contexts,reference"]["stats"]) == {
         "LLMRAGFaithfulness", "LLMRAGAnswerRelevancy", "LLMRAGContextRelevancy", "LLMRAGContextRecall",
         "LLMRAGContextPrecision"}
+
+
+def test_a_dagster_run_against_a_dead_endpoint_fails_each_metric_step_naming_the_cause(tmp_path):
+    import dagster as dg
+
+    from assets.resources import JudgeResource
+    from metrics.registry import CORE_METRICS
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    row = {"id": "r1", "user_input": "Where was Einstein born?",
+           "response": "Einstein was born in Ulm. He was a physicist.",
+           "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany."], "reference": "He was born in Ulm."}
+    resource = JudgeResource(base_url=url, model="judge-test", cache_path=str(tmp_path / "cache.sqlite"))
+    with dg.instance_for_test() as instance:
+        project = Project(tmp_path, instance, resource)
+        project.write("v1", [row, {**row, "id": "r2"}])
+        result = project.run("v1")
+    resource.get_judge().close()
+    assert not result.success  # before: every row judge_error after 5 "timeouts", and the run succeeded
+    failures = {e.step_key: e.event_specific_data.error.message for e in result.all_events if e.is_step_failure}
+    assert set(failures) == set(CORE_METRICS)
+    assert all(f"the judge endpoint {url} cannot be reached: connection refused" in m for m in failures.values())

@@ -64,6 +64,7 @@ def test_a_line_is_rejected_only_when_no_selected_metric_can_use_it():
         "context_recall": "no line has a usable 'reference'"}
 
 
+@pytest.mark.slow  # the offline encoder
 def test_evaluate_on_data_without_reference_scores_what_it_can():
     with pytest.warns(UserWarning, match="context_recall cannot run: no line has a usable 'reference'"):
         result = evaluate([FIQA_ROW, dict(FIQA_ROW, response="An ETF is a fund.")],

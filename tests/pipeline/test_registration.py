@@ -19,7 +19,7 @@ from assets.resources import DatabaseUnavailable, DatasetStore, check_database
 from orchestration import cli
 from orchestration.definitions import defs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIQA_LINES = (ROOT / "examples" / "fiqa" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
 
 
@@ -194,16 +194,14 @@ def test_two_runs_of_one_version_at_once_give_a_clear_message(home):
 def test_a_run_launched_by_dagster_names_a_damaged_database_at_once(tmp_path):
     from assets.evaluation import metric_assets
     from assets.ingestion import ingest_dataset
-    from assets.resources import ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
+    from assets.resources import build_resources
     from assets.summary import eval_summary
 
     write(tmp_path / "datasets" / "v1" / "samples.jsonl", FIQA_LINES[:1])
     database = tmp_path / "out" / "rag_eval.duckdb"
     database.parent.mkdir()
     database.write_bytes(b"damaged" * 1000)
-    resources = {"dataset_store": DatasetStore(root=str(tmp_path / "datasets")),
-                 "report_store": ReportStore(root=str(tmp_path / "out")), "judge": JudgeResource(),
-                 "execution": ExecutionResource(), "io_manager": ResultsDatabase(database=str(database), schema="eval")}
+    resources = build_resources(tmp_path / "out", tmp_path / "datasets")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("dataset_version", ["v1"])
         started = time.monotonic()
