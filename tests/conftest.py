@@ -161,6 +161,14 @@ class ScriptedJudge(Judge):
 SLOW_FIXTURES = {"server": (), "make_judge": (), "spark": ("spark",)}
 
 
+def pytest_ignore_collect(collection_path, config):
+    """With ``-m "not slow"`` the pipeline tests (every one of them slow) are not even imported:
+    the pure tests run without loading Dagster's definitions."""
+    if config.getoption("markexpr", "").replace(" ", "") == "notslow" and "pipeline" in collection_path.parts:
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(items):
     """``slow`` (and ``spark``) for every test using the test server or Spark."""
     for item in items:
