@@ -9,7 +9,7 @@ import pytest
 from metrics import Status, evaluate
 from metrics.judges.cache import CacheWarning, JudgementCache, cache_key
 from metrics.judges.endpoint import EndpointError
-from metrics.judges.llm import LLMConfig, LLMJudge
+from metrics.judges.llm import LLMJudge
 from tests.judge_server import JudgeServer
 
 ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
@@ -19,18 +19,10 @@ PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (met
 
 
 @pytest.fixture
-def judges():
-    made: list[LLMJudge] = []
-
-    def make(base_url: str, cache_path: Path | str, **options) -> LLMJudge:
-        settings = dict(base_url=base_url, api_key="sk-test-cache", model="judge-test", embedding_model="embed-test",
-                        cache_path=str(cache_path), max_retry_wait=0.05, timeout=5)
-        made.append(LLMJudge(LLMConfig(**{**settings, **options})))
-        return made[-1]
-
-    yield make
-    for judge in made:
-        judge.close()
+def judges(make_judge):
+    """``make_judge`` on a server and a cache of the test's choosing."""
+    return lambda base_url, cache_path, **options: make_judge(
+        **{"base_url": base_url, "cache_path": str(cache_path), "api_key": "sk-test-cache", **options})
 
 
 def run(judge, rows=ROWS) -> tuple[list[str], list[CacheWarning]]:

@@ -5,7 +5,6 @@ import json
 import pytest
 
 from metrics import Status, evaluate, score_sample
-from metrics.judges.llm import LLMConfig, LLMJudge
 from tests.judge_server import Reply, embedding_body, oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
@@ -16,11 +15,8 @@ ROW = {"user_input": "Where was Einstein born?", "response": "Einstein was born 
 
 
 @pytest.fixture
-def judge(server, tmp_path):
-    made = LLMJudge(LLMConfig(base_url=server.url, api_key=SECRET, model="m", cache_path=str(tmp_path / "c.sqlite"),
-                              max_retry_wait=0.05, timeout=5, max_attempts=2))
-    yield made
-    made.close()
+def judge(make_judge):
+    return make_judge(api_key=SECRET, model="m", embedding_model="text-embedding-3-small", max_attempts=2)
 
 
 def chat_body(content) -> dict:
