@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
-from metrics.judgements.statement_support import statement_support
-from metrics.judges.base import Judge, expect_count, statements as split_statements
+from metrics.judgements.statement_support import statement_support, support_verdicts
+from metrics.judges.base import Judge, statements as split_statements
 from metrics.samples import Sample
 
 
@@ -27,9 +27,7 @@ class GroundednessPro(Metric):
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, "nothing retrieved", {"label": False})
-        judged = await judge.ask(statement_support, statement_support.Input(statements=statements,
-                                                                             contexts=sample.retrieved_contexts))
-        verdicts = expect_count(judged.verdicts, len(statements), "verdicts")
+        verdicts = await support_verdicts(judge, statements, sample.retrieved_contexts)
         unsupported = [s for s, v in zip(statements, verdicts) if not v.verdict]
         if unsupported:
             return Measured(0.0, f"not grounded: {len(unsupported)} unsupported statement(s): "

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.base import Verdict
+from metrics.judges.base import Judge, Verdict, expect_count
 from metrics.judges.prompts import Request, check_keyed, ids, keyed_schema, numbered, reasons
 
 
@@ -75,3 +75,10 @@ class StatementSupport(Judgement[Statements, Verdicts]):
 
 
 statement_support = StatementSupport()
+
+
+async def support_verdicts(judge: Judge, statements: list[str], contexts: list[str]) -> list[Verdict]:
+    """The verdicts of ``statement_support``, one per statement (a judge answering another
+    number of them is a ``JudgeError``, ``expect_count``)."""
+    judged = await judge.ask(statement_support, Statements(statements=statements, contexts=contexts))
+    return expect_count(judged.verdicts, len(statements), "verdicts")

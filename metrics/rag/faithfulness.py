@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
-from metrics.judgements.statement_support import statement_support
-from metrics.judges.base import Judge, expect_count, statements as split_statements
+from metrics.judgements.statement_support import statement_support, support_verdicts
+from metrics.judges.base import Judge, statements as split_statements
 from metrics.samples import Sample
 
 
@@ -58,9 +58,7 @@ class Faithfulness(Metric):
         if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} statements is supported",
                             {"statements": [{"statement": s, "verdict": 0} for s in statements]})
-        judged = await judge.ask(statement_support, statement_support.Input(statements=statements,
-                                                                             contexts=sample.retrieved_contexts))
-        verdicts = expect_count(judged.verdicts, len(statements), "verdicts")
+        verdicts = await support_verdicts(judge, statements, sample.retrieved_contexts)
         items = [{"statement": s, "verdict": v.verdict, "reason": v.reason, **v.evidence}
                  for s, v in zip(statements, verdicts)]
         supported = sum(v.verdict for v in verdicts)

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.context_support_matrix import context_support_matrix
-from metrics.judgements.statement_support import statement_support
+from metrics.judgements.statement_support import statement_support, support_verdicts
 from metrics.judges.base import Judge, JudgeError, expect_count, statements
 from metrics.results import Direction
 from metrics.samples import Sample
@@ -86,8 +86,7 @@ class NoiseSensitivity(Metric):
             return NotApplicable("no context retrieved: nothing to be sensitive to")
         matrix = expect_count((await judge.ask(context_support_matrix, context_support_matrix.Input(
             statements=reference + answer, contexts=contexts))).matrix, len(reference + answer), "rows")
-        correct = expect_count((await judge.ask(statement_support, statement_support.Input(
-            statements=answer, contexts=[sample.reference]))).verdicts, len(answer), "verdicts")
+        correct = await support_verdicts(judge, answer, [sample.reference])
         try:
             value = noise_sensitivity_score(matrix[:len(reference)], matrix[len(reference):],
                                             [v.verdict for v in correct], self.mode)
