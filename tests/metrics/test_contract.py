@@ -112,7 +112,7 @@ def test_evaluate_gives_what_each_metric_scores_alone(local):
         expected = [m.score(sample_from_dict(r, i), judge) for i, (m, r) in enumerate(zip(alone, ROWS))]
         got = local.results[local.results["metric"] == name]
         assert list(got["status"]) == [r.status.value for r in expected], name
-        assert [v if v == v else None for v in got["value"]] == [r.value for r in expected], name
+        assert [v if v == v else None for v in got["value"]] == pytest.approx([r.value for r in expected], abs=1e-6), name
 
 
 @pytest.mark.slow
