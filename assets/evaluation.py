@@ -1,17 +1,23 @@
-"""One asset per registered metric: per-row results of the version's samples."""
+"""The metric assets: one subsettable multi-asset with one output per registered metric,
+the per-row results of the version's samples. The selected metrics of a run are judged
+together, every request of every metric under the judge's one concurrency limit (as
+``metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
+and lineage (it depends on exactly the field assets it reads)."""
 
 from collections.abc import Callable
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import dagster as dg
 import pandas as pd
+from pydantic import create_model
 
 from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
 from metrics.aggregate import USAGE_COLUMNS
-from metrics.evaluate import results_frame
+from metrics.judges.config import PER_METRIC, LLMConfig
 from metrics.judges.endpoint import EndpointError
-from metrics.judges.llm import LLMJudge
 from metrics.registry import METRICS, build_metrics
 from metrics.results import Status
 
@@ -21,27 +27,39 @@ from metrics.results import Status
 progress_listeners: list[Callable[[str, int, int], None]] = []
 
 
-class MetricConfig(dg.Config):
-    """Run configuration of a metric asset: its pass/fail threshold and, with the LLM
-    judge, the model, temperature and strictness (AnswerRelevancy) it is judged with."""
-
-    threshold: float | None = None
-    model: str | None = None
-    temperature: float | None = None
-    strictness: int | None = None
-    #: Options of some metrics: ``mode`` (factual_correctness); ``k``, ``label_min``,
-    #: ``label_max``, ``gain``, ``tie_break`` (document retrieval metrics).
-    mode: str | None = None
-    k: int | None = None
-    label_min: int | None = None
-    label_max: int | None = None
-    gain: str | None = None
-    tie_break: str | None = None
+def _plain(annotation: Any) -> Any:
+    """The Dagster config type of an option's annotation: ``Literal["a", "b"]`` is ``str``,
+    ``int | None`` is ``int``."""
+    if get_origin(annotation) is Literal:
+        return type(get_args(annotation)[0])
+    inner = [a for a in get_args(annotation) if a is not type(None)]
+    return _plain(inner[0]) if inner and get_origin(annotation) in (Union, UnionType) else annotation
 
 
+#: Every metric option of the run config, with its type: the threshold, the judge settings a
+#: metric may set for itself (``metrics.judges.config.PER_METRIC``) and every field of the
+#: metrics' ``Options`` models (checked by the metric itself when it is built).
+_HINTS = get_type_hints(LLMConfig)
+_OPTIONS = {"threshold": float, **{name: _HINTS[name] for name in PER_METRIC},
+            **{name: field.annotation for cls in METRICS.values() for name, field in cls.Options.model_fields.items()}}
+#: Run configuration of a metric: its pass/fail threshold, its judging options (model,
+#: temperature, strictness with the LLM judge) and its ``Options`` (``mode``, ``k``...).
+MetricConfig = create_model("MetricConfig", __base__=dg.Config,
+                            **{name: (_plain(kind) | None, None) for name, kind in _OPTIONS.items()})
+METRIC_OPTIONS = tuple(name for name in _OPTIONS if name not in ("threshold", *PER_METRIC))
+
+
+#: Run configuration of the metric assets: one :class:`MetricConfig` per metric, e.g.
+#: ``{"ops": {"score_metrics": {"config": {"answer_relevancy": {"strictness": 5}}}}}``.
+MetricsConfig = type("MetricsConfig", (dg.Config,), {
+    "__annotations__": {name: MetricConfig for name in METRICS}, **{name: MetricConfig() for name in METRICS},
+    "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
+#: The op (node) of the metric assets, the key of their run configuration.
+METRICS_OP = "score_metrics"
 METRIC_OPTIONS = ("mode", "k", "label_min", "label_max", "gain", "tie_break")
 GROUPS = {"core": "core_metrics", "ragas": "ragas_metrics", "azure": "azure_metrics",
           "document_retrieval": "retrieval_metrics"}
+_FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}
 
 
 def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
@@ -61,61 +79,77 @@ def metric_code_version(name: str) -> str:
     return METRICS[name].code_version(JudgeResource().code_version())
 
 
-def build_metric_asset(name: str) -> dg.AssetsDefinition:
-    """The asset computing metric ``name`` on the version's accepted samples; it reads
-    only the field assets of the fields the metric needs."""
+def _metric_out(name: str) -> dg.AssetOut:
     cls = METRICS[name]
+    return dg.AssetOut(group_name=GROUPS[cls.family], code_version=metric_code_version(name), kinds={"pandas"},
+                       description=(cls.__doc__ or name).strip().splitlines()[0], is_required=False,
+                       metadata={"partition_expr": "version", "reads": list(cls.required_fields),
+                                 "direction": cls.direction.value, "range": list(cls.value_range)})
 
-    @dg.asset(
-        name=name,
-        ins={FIELD_ASSETS[field]: dg.AssetIn(key=FIELD_ASSETS[field]) for field in cls.required_fields},
+
+def build_metric_assets() -> dg.AssetsDefinition:
+    """The multi-asset computing the selected metrics on the version's samples; each
+    metric's output reads only the field assets of the fields the metric needs."""
+
+    @dg.multi_asset(
+        name=METRICS_OP,
+        outs={name: _metric_out(name) for name in METRICS},
+        ins={asset: dg.AssetIn(key=asset) for asset in FIELD_ASSETS.values()},
+        internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
+                             for name, cls in METRICS.items()},
         partitions_def=dataset_versions,
-        group_name=GROUPS[cls.family],
-        code_version=metric_code_version(name),
-        kinds={"pandas"},
-        description=(cls.__doc__ or name).strip().splitlines()[0],
-        metadata={"partition_expr": "version", "reads": list(cls.required_fields), "direction": cls.direction.value,
-                  "range": list(cls.value_range)},
+        can_subset=True,
     )
-    def _metric(context: dg.AssetExecutionContext, config: MetricConfig, judge: JudgeResource,
-                execution: ExecutionResource,
-                **fields: pd.DataFrame) -> dg.Output[pd.DataFrame]:
-        inverse = {asset: field for field, asset in FIELD_ASSETS.items()}
-        samples = samples_from_fields({inverse[asset]: frame for asset, frame in fields.items()})
-        options = {k: getattr(config, k) for k in METRIC_OPTIONS if getattr(config, k) is not None}
-        try:
-            metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None,
-                                   {name: options} if options else None)[0]
-        except ValueError as exc:
-            raise dg.Failure(str(exc)) from exc
+    def score_metrics(context: dg.AssetExecutionContext, config: MetricsConfig, judge: JudgeResource,
+                      execution: ExecutionResource, **fields: pd.DataFrame):
+        """Judge every selected metric of the version at once; one output per metric."""
+        names = [name for name in METRICS if name in context.selected_output_names]
         scorer = judge.get_judge()
-        judging = {k: getattr(config, k) for k in ("model", "temperature", "strictness") if getattr(config, k) is not None}
-        if judging:
-            if not isinstance(scorer, LLMJudge):
-                raise dg.Failure(f"{name}: {sorted(judging)} apply to the LLM judge only; no endpoint is configured")
-            scorer = scorer.with_options(**judging)
-        done = []
+        frames = {_FIELD_OF[asset]: frame for asset, frame in fields.items()}
+        tasks, by_fields = [], {}
+        for name in names:
+            metric, metric_judge = _configured(name, getattr(config, name), scorer)
+            needs = METRICS[name].required_fields
+            if needs not in by_fields:  # each metric sees only the fields it reads, as its own asset did
+                by_fields[needs] = samples_from_fields({f: frames[f] for f in needs})
+            tasks.append((metric, by_fields[needs], metric_judge))
 
-        def progress(step: int) -> None:
-            done.append(step)
+        def progress(metric: str, done: int, total: int) -> None:
             for listener in progress_listeners:
-                listener(name, len(done), len(samples))
-            if len(done) % 10 == 0 or len(done) == len(samples):
-                context.log.info(f"{name}: {len(done)}/{len(samples)} samples scored")
+                listener(metric, done, total)
 
         try:
-            frame = results_frame(execution.score(samples, metric, scorer, progress))
+            results = execution.score(tasks, progress)
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
-        frame.insert(0, "version", context.partition_key)
-        metadata = metric_metadata(frame)
-        metadata["judge"] = dg.MetadataValue.text(scorer.name)
-        metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
-        for column in USAGE_COLUMNS:
-            metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
-        return dg.Output(frame, metadata=metadata)
+        for (metric, _, metric_judge), frame in zip(tasks, results):
+            frame.insert(0, "version", context.partition_key)
+            metadata = metric_metadata(frame)
+            metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
+            metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
+            for column in USAGE_COLUMNS:
+                metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
+            yield dg.Output(frame, output_name=metric.name, metadata=metadata)
 
-    return _metric
+    return score_metrics
 
 
-metric_assets = [build_metric_asset(name) for name in METRICS]
+def _configured(name: str, config: MetricConfig, scorer):
+    """The metric ``name`` with its run configuration, and the judge it is judged with."""
+    from metrics.judges.llm import LLMJudge
+
+    options = {k: getattr(config, k) for k in METRIC_OPTIONS if getattr(config, k) is not None}
+    try:
+        metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None,
+                               {name: options} if options else None)[0]
+    except ValueError as exc:
+        raise dg.Failure(str(exc)) from exc
+    judging = {k: getattr(config, k) for k in PER_METRIC if getattr(config, k) is not None}
+    if judging:
+        if not isinstance(scorer, LLMJudge):
+            raise dg.Failure(f"{name}: {sorted(judging)} apply to the LLM judge only; no endpoint is configured")
+        scorer = scorer.with_options(**judging)
+    return metric, scorer
+
+
+metric_assets = [build_metric_assets()]

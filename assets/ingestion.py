@@ -50,6 +50,9 @@ def content_version(frame: pd.DataFrame, columns: list[str]) -> dg.DataVersion:
 @dg.multi_asset(
     partitions_def=dataset_versions,
     group_name="ingestion",
+    # A target run's samples.jsonl is written by `system_responses` (assets/targets.py); file-based
+    # versions never materialize these, and their ingestion does not need them.
+    deps=["question_set", "system_contexts", "system_responses"],
     outs={
         **{asset: dg.AssetOut(code_version="2", kinds={"pandas"}, metadata={"partition_expr": "version"},
                               description=f"The {field} of every line of the version (id, row, {field}, "
@@ -77,7 +80,7 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
     if not samples:
         raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
     required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
-    report = validate(samples, required)
+    report = validate(samples, required, keep=path.parent / ".quality")
     cannot_run = unavailable(samples, required)
     for metric, why in cannot_run.items():
         context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")

@@ -7,11 +7,18 @@ per-row problems: a line lacking it is an ``input_error`` of the metrics that re
 not a rejection) and within length bounds; ids are unique (duplicates are reported). GE's expectations on
 list-valued columns cannot be trusted (an empty list passes a length check), so the
 suite runs on derived scalar columns. great-expectations takes about 6 s to import,
-so it is imported on first use, never when the code location loads.
+so it is imported on first use, never when the code location loads, and its verdicts
+are kept beside the version (``<version>/.quality/``, keyed by the validated frame, the
+suite and GE's version): a version validated before (a re-run) does not import it.
 """
 
+import hashlib
+import json
+import os
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from importlib.metadata import version as installed_version
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -56,8 +63,42 @@ def build_suite(fields: Iterable[str]):
     return gx.ExpectationSuite(name="eval_samples_suite", expectations=expectations)
 
 
-def validate(samples: list[Sample], required: Mapping[str, Iterable[str]]) -> dict[str, Any]:
-    """Run the suite on the loaded samples for the selected metrics ``required`` (``{metric: fields}``).
+def _verdicts(frame: pd.DataFrame, fields: list[str]) -> dict[str, Any]:
+    """GE's verdicts on ``frame``: the columns of failed expectations and its statistics."""
+    result = _batch_definition().get_batch(batch_parameters={"dataframe": frame}).validate(build_suite(fields))
+    statistics = {**{k: result.statistics[k] for k in ("evaluated_expectations", "successful_expectations",
+                                                        "success_percent")},
+                  "failed_expectations": sorted(r.expectation_config.type + f"[{r.expectation_config.kwargs['column']}]"
+                                                for r in result.results if not r.success)}
+    return {"failed": sorted({r.expectation_config.kwargs["column"] for r in result.results if not r.success}),
+            "statistics": statistics}
+
+
+def _kept_verdicts(frame: pd.DataFrame, fields: list[str], folder: Path | None) -> dict[str, Any]:
+    """:func:`_verdicts`, kept in ``folder`` under a digest of everything they depend on."""
+    if folder is None:
+        return _verdicts(frame, fields)
+    digest = hashlib.sha256(json.dumps([installed_version("great-expectations"), MAX_CHARS, MAX_CONTEXTS, fields,
+                                        frame.to_dict("split")], default=str).encode()).hexdigest()
+    path = folder / f"{digest[:32]}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    verdicts = _verdicts(frame, fields)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        staged = path.with_suffix(f".{os.getpid()}.tmp")
+        staged.write_text(json.dumps(verdicts), encoding="utf-8")
+        staged.replace(path)  # whole or absent, also with two runs at once
+    except OSError:
+        pass  # a read-only dataset folder: validated again next time
+    return verdicts
+
+
+def validate(samples: list[Sample], required: Mapping[str, Iterable[str]], keep: Path | None = None) -> dict[str, Any]:
+    """Run the suite on the loaded samples for the selected metrics ``required`` (``{metric: fields}``);
+    with ``keep``, a folder where GE's verdicts are kept and found again for the same frame.
 
     Returns
     -------
@@ -74,8 +115,8 @@ def validate(samples: list[Sample], required: Mapping[str, Iterable[str]]) -> di
     required = {metric: tuple(fields) for metric, fields in required.items()}
     fields = list(dict.fromkeys(f for fields in required.values() for f in fields))
     frame = validation_frame(samples, required)
-    result = _batch_definition().get_batch(batch_parameters={"dataframe": frame}).validate(build_suite(fields))
-    failed = {r.expectation_config.kwargs["column"] for r in result.results if not r.success}
+    verdicts = _kept_verdicts(frame, fields, keep)
+    failed = set(verdicts["failed"])
     absent = {f for f in fields if not frame[f"{f}_ok"].any()}  # reported once, as metrics that cannot run
     rejected, input_errors = [], []
     for sample, usable in zip(samples, frame["usable"]):
@@ -86,9 +127,5 @@ def validate(samples: list[Sample], required: Mapping[str, Iterable[str]]) -> di
             input_errors.append({**entry, "fields": problems,
                                  "metrics": [m for m, needs in required.items() if set(needs) & set(problems)]})
     duplicates = frame[frame["id"].duplicated(keep=False)] if "id" in failed else frame.iloc[:0]
-    statistics = {**{k: result.statistics[k] for k in ("evaluated_expectations", "successful_expectations",
-                                                        "success_percent")},
-                  "failed_expectations": sorted(r.expectation_config.type + f"[{r.expectation_config.kwargs['column']}]"
-                                                for r in result.results if not r.success)}
-    return {"rejected": rejected, "input_errors": input_errors, "statistics": statistics,
+    return {"rejected": rejected, "input_errors": input_errors, "statistics": verdicts["statistics"],
             "duplicate_ids": [{"line": int(r) + 1, "id": i} for r, i in zip(duplicates["row"], duplicates["id"])]}

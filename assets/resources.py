@@ -12,16 +12,15 @@ from typing import Any, get_type_hints
 
 import dagster as dg
 import duckdb
+import pandas as pd
 from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager
 from pydantic import PrivateAttr, create_model
 
 from metrics.base import Metric
-from metrics.scoring import score_metric
+from metrics.scoring import Task, results_frame, score_chunks
 from metrics.judges import Judge, OfflineJudge
 from metrics.judges.llm import LLMConfig, LLMJudge
-from metrics.results import MetricResult
-from metrics.samples import Sample
 
 
 class DatasetStore(dg.ConfigurableResource):
@@ -172,26 +171,41 @@ class ExecutionResource(dg.ConfigurableResource):
     _spark: Any = PrivateAttr(default=None)
     _started: bool = PrivateAttr(default=False)
 
-    def score(self, samples: list[Sample], metric: Metric, judge: Judge,
-              progress: Callable[[int], None] | None = None) -> list[MetricResult]:
-        """Results of ``metric`` on ``samples``, in input order, wherever it runs.
+    def score(self, tasks: list[Task], progress: Callable[[str, int, int], None] | None = None) -> list[pd.DataFrame]:
+        """Per-row results (``metrics.evaluate.results_frame``) of each ``(metric, samples,
+        judge)`` task, every metric of the call judged together, wherever it runs;
+        ``progress(metric, done, total)`` after each scored sample.
 
         Raises
         ------
         dagster.Failure
             For an executor other than ``local`` or ``spark``.
         """
+        done = {metric.name: 0 for metric, _, _ in tasks}
+        total = {metric.name: len(samples) for metric, samples, _ in tasks}
+
+        def step(metric: Metric) -> None:
+            done[metric.name] += 1
+            if progress:
+                progress(metric.name, done[metric.name], total[metric.name])
+
         if self.executor == "local":
-            return score_metric(samples, metric, judge, progress)
+            frames: list[list[pd.DataFrame]] = [[] for _ in tasks]
+            for part in score_chunks(tasks, step):  # frames per chunk: the result objects do not pile up
+                for chunks, results in zip(frames, part):
+                    chunks.append(results_frame(results))
+            return [pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else chunks[0] for chunks in frames]
         if self.executor != "spark":
             raise dg.Failure(f"executor must be 'local' or 'spark', got {self.executor!r}")
         from metrics.spark import score_on_spark
 
-        results = score_on_spark(self._session(), samples, [metric], judge, self.parallelism)
-        for _ in results:
-            if progress:
-                progress(1)
-        return results
+        frames = []
+        for metric, samples, judge in tasks:
+            results = score_on_spark(self._session(), samples, [metric], judge, self.parallelism)
+            for _ in results:
+                step(metric)
+            frames.append(results_frame(results))
+        return frames
 
     def _session(self):
         if self._spark is None:

@@ -17,7 +17,7 @@ from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
 from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
-from metrics.formats import azure_rows, ragas_table, write_azure_jsonl, write_ragas_csv
+from metrics.formats import ragas_table, write_azure_jsonl, write_ragas_csv
 from metrics.registry import METRICS
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
@@ -130,7 +130,8 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
     write_ragas_csv(ragas_table(results, fields), folder / "ragas_scores.csv")
     azure_path = folder / "azure_results.jsonl"
-    azure_lines = write_azure_jsonl(results, azure_path) if azure_rows(results) else 0
+    azure = any(METRICS[m].family in ("azure", "document_retrieval") for m in described)
+    azure_lines = write_azure_jsonl(results, azure_path) if azure else 0  # the Azure rows only when selected
     if not azure_lines:
         azure_path.unlink(missing_ok=True)  # an earlier run's file would describe other results
     metadata: dict = {"summary_path": str(folder / "summary.json"), "azure_rows": azure_lines,

@@ -4,29 +4,43 @@
   the verdict when accepted, its opposite when rejected. ``answer_correctness`` maps to our
   ``answer_correctness``; ``helpfulness`` to ``answer_relevancy``; ``summary_accuracy`` to
   ``faithfulness`` of the summary to the text summarised (the user input as the context).
-* HaluEval QA rows 0-99 and RGB en/zh (non-commercial: read here only) as pairwise
-  faithfulness labels, the grounded answer preferred.
+* HaluEval QA rows 0-99 and RGB en/zh (non-commercial: read here only), and RGB reversed
+  (held out, see ``offline_judge_accuracy.py``) as pairwise faithfulness labels, the grounded
+  answer preferred.
 
-The offline judge always runs; the LLM judge runs when ``OPENAI_BASE_URL`` or
-``OPENAI_API_KEY`` is set (``metrics.evaluate.default_judge``). Run from the repo root::
+Next to each judge, the lexical baseline on the same labels: token overlap (the share of the
+response's tokens found in the contexts; for answer_correctness in the reference, for
+answer_relevancy in the question), as strict pairwise accuracy or as AUROC.
 
-    .venv/bin/python bench/calibrate_judges.py [--data ../shared/data] [--json calibration.json]
+Judges: the offline one always; the LLM judge configured in the environment
+(``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), else the LLM judge against the shared scripted
+server ``shared/bench/judge_server.py`` started here on a free 127.0.0.1 port (its verdicts
+are random with p=0.5: a check that the LLM path runs end to end on these labels, not a
+measurement of any model). ``--no-llm`` skips it. Run from the repo root::
+
+    .venv/bin/python bench/calibrate_judges.py [--data ../shared/data] [--json calibration.json] [--no-llm]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from offline_judge_accuracy import load_pairs  # noqa: E402
+from offline_judge_accuracy import bow_score, default_data, load_pairs  # noqa: E402
 
 from metrics import OfflineJudge, calibrate  # noqa: E402
-from metrics.calibrate import print_report  # noqa: E402
+from metrics.calibrate import auroc, bootstrap, print_report  # noqa: E402
 from metrics.evaluate import default_judge  # noqa: E402
+from metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 
 RAGAS_FILES = {"edited_chain_runs.json": "answer_correctness", "annotated_data.json": "answer_relevancy",
                "sample_annotated_summary.json": "faithfulness"}
@@ -54,24 +68,69 @@ def pair_labels(data: Path) -> dict[str, list[dict]]:
                    for p in pairs] for name, pairs in load_pairs(data).items()}
 
 
+def baseline_score(metric: str, sample: dict) -> float:
+    """Token overlap of the response with what the metric compares it to (module docstring)."""
+    against = {"answer_correctness": [sample.get("reference", "")], "answer_relevancy": [sample["user_input"]]}
+    return bow_score(sample["response"], against.get(metric, sample.get("retrieved_contexts", [])))
+
+
+def baseline(labels: list[dict]) -> dict[str, str]:
+    """Per metric, the token-overlap baseline's strict pairwise accuracy or AUROC, with its 95 % interval."""
+    out = {}
+    for metric in dict.fromkeys(r["metric"] for r in labels):
+        mine = [r for r in labels if r["metric"] == metric]
+        if "preferred" in mine[0]:
+            wins = np.array([float(baseline_score(metric, r["a"]) > baseline_score(metric, r["b"])) for r in mine])
+            out[metric] = f"accuracy {wins.mean():.3f} {bootstrap(wins, np.mean)}"
+        else:
+            rows = np.array([[baseline_score(metric, r["sample"]), float(r["label"])] for r in mine])
+            value = auroc(rows[:, 0], rows[:, 1])
+            out[metric] = f"AUROC {value:.3f} {bootstrap(rows, lambda x: auroc(x[:, 0], x[:, 1]))}"
+    return out
+
+
+@contextlib.contextmanager
+def scripted_llm_judge(server: Path):
+    """The LLM judge against ``judge_server.py`` on a free port, stopped afterwards."""
+    process = subprocess.Popen([sys.executable, str(server), "--port", "0", "--latency-ms", "0", "--seed", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url = process.stdout.readline().split()[-1]
+        with tempfile.TemporaryDirectory() as folder:
+            judge = LLMJudge(LLMConfig(base_url=f"{url}/v1", api_key="sk-bench", model="judge-sim",
+                                       embedding_model="judge-sim-embed", cache_path=f"{folder}/cache.sqlite"))
+            try:
+                yield judge
+            finally:
+                judge.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=default_data())
     parser.add_argument("--json", type=Path, help="write every report to this file")
+    parser.add_argument("--no-llm", action="store_true", help="the offline judge only")
     args = parser.parse_args()
     sets = {"ragas_annotated": ragas_labels(args.data / "ragas_annotated"), **pair_labels(args.data)}
-    judges = [OfflineJudge()]
-    configured = default_judge()
-    if not isinstance(configured, OfflineJudge):
-        judges.append(configured)
-    else:
-        print("LLM judge: not configured (set OPENAI_BASE_URL / OPENAI_API_KEY to include it)")
     reports = {}
-    for judge in judges:
+    with contextlib.ExitStack() as stack:
+        judges = [OfflineJudge()]
+        configured = default_judge()
+        if not isinstance(configured, OfflineJudge):
+            judges.append(configured)
+        elif not args.no_llm:
+            judges.append(stack.enter_context(scripted_llm_judge(args.data.parent / "bench" / "judge_server.py")))
+            print("LLM judge: the scripted test server (random verdicts, p=0.5): a run check, not a model's figure")
         for name, labels in sets.items():
             print(f"\n== {name} ({len(labels)} labels)")
-            reports[f"{judge.name}/{name}"] = report = calibrate(labels, judge=judge)
-            print_report(report)
+            for metric, figure in baseline(labels).items():
+                print(f"token overlap (baseline) {metric}: {figure}")
+            for judge in judges:
+                reports[f"{judge.name}/{name}"] = report = calibrate(labels, judge=judge)
+                print_report(report)
     if args.json:
         args.json.write_text(json.dumps(reports, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
 

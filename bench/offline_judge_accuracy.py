@@ -14,6 +14,11 @@ Datasets (read-only, under ``--data``, default ``<repo>/../shared/data``):
   ``fakeanswer``, contexts=``positive``. A list answer is a list of required parts, each
   part optionally a list of alternative spellings: the first spelling of every part is
   taken and the parts are joined with ", ".
+* Held out (never looked at while the rules were set; rule version 5 was set on the sets
+  above): RGB ``en_fact`` / ``zh_fact`` *reversed*: the passages edited to support the
+  counterfactual (``positive_wrong``) as contexts, so ``fakeanswer`` is the grounded answer
+  and ``answer`` the ungrounded one. HaluEval rows 100+ are the project's hidden holdout and
+  are not in ``shared/data``.
 
 Baseline: token overlap = share of the response's tokens (lower-cased ``\\w+`` words;
 character bigrams for Chinese) found in the context's tokens, with the same strict counting.
@@ -77,10 +82,21 @@ def load_pairs(data: Path) -> dict[str, list[dict]]:
         {"id": r["id"], "question": r["question"], "good": r["right_answer"], "bad": r["hallucinated_answer"],
          "contexts": [r["knowledge"]]} for r in lines(data / "halueval_qa" / "halueval_qa_rows_000_099.jsonl")]}
     for lang in ("en", "zh"):
+        rows = lines(data / "rgb" / f"{lang}_fact.json")
         sets[f"RGB {lang}_fact"] = [
             {"id": r["id"], "question": r["query"], "good": as_text(r["answer"]), "bad": as_text(r["fakeanswer"]),
-             "contexts": r["positive"]} for r in lines(data / "rgb" / f"{lang}_fact.json")]
+             "contexts": r["positive"]} for r in rows]
+        sets[f"RGB {lang} reversed*"] = [
+            {"id": r["id"], "question": r["query"], "good": as_text(r["fakeanswer"]), "bad": as_text(r["answer"]),
+             "contexts": r["positive_wrong"]} for r in rows if r.get("positive_wrong")]
     return sets
+
+
+def default_data() -> Path:
+    """``../shared/data`` from the repo root (a checkout beside ``shared``), else from its parent
+    (a worktree one level deeper)."""
+    candidates = [REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data"]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
 
 
 METRICS = ("faithfulness", "groundedness", "groundedness_pro")
@@ -113,7 +129,7 @@ def with_noise(text: str, i: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
+    parser.add_argument("--data", type=Path, default=default_data(),
                         help="folder holding halueval_qa/ and rgb/ (default: ../shared/data from the repo root)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N pairs of each dataset")
     parser.add_argument("--show-losses", action="store_true", help="print every pair the judge ties or loses")
@@ -125,7 +141,7 @@ def main() -> None:
     sets = {name: pairs[: args.limit] for name, pairs in load_pairs(args.data).items()}
     halves = sets["HaluEval QA 0-99"]
     sets["HaluEval QA 0-49"], sets["HaluEval QA 50-99"] = halves[:50], halves[50:]
-    print(f"\n{'dataset':<18} {'n':>4} {'metric':<17} {'judge strict acc [95% CI]':<28} "
+    print(f"\n{'dataset':<19} {'n':>4} {'metric':<17} {'judge strict acc [95% CI]':<28} "
           f"{'token overlap [95% CI]':<26} {'judge t=1/2':>11} {'pairs/s':>8}")
     for name, pairs in sets.items():
         if not pairs:
@@ -137,7 +153,7 @@ def main() -> None:
         for metric, judged in scores.items():
             wins = strict(judged)
             half = (wins.sum() + sum(g == b for g, b in judged) / 2) / len(judged)
-            print(f"{name:<18} {len(pairs):>4} {metric:<17} {wins.mean():.2f} {bootstrap(wins, np.mean)!s:<23} "
+            print(f"{name:<19} {len(pairs):>4} {metric:<17} {wins.mean():.2f} {bootstrap(wins, np.mean)!s:<23} "
                   f"{bow.mean():.2f} {bootstrap(bow, np.mean)!s:<21} {half:>11.3f} {rate:>8.1f}")
             if args.show_losses and metric == "faithfulness":
                 for p, (g, b) in zip(pairs, judged):
@@ -146,8 +162,10 @@ def main() -> None:
                               f"bad={b:.2f} {p['bad'][:50]!r}")
     print("strict acc = pairs where the grounded response scores strictly higher / pairs (ties count wrong); "
           "token overlap = share of the response's tokens in the contexts; 95% CI = percentile bootstrap, "
-          "1000 resamples; pairs/s = judge, 3 metrics per pair (encoder loaded). HaluEval 0-49 and 50-99 are the "
-          "two halves, reported apart as a check that no rule leans on one half.")
+          "1000 resamples; pairs/s = judge, 3 metrics per pair (encoder loaded; the halves reuse the full set's "
+          "vectors). HaluEval 0-49 and 50-99 are the two halves, reported apart as a check that no rule leans on "
+          "one half. * = held out: not looked at while the rules were set (RGB on the passages edited to support "
+          "the counterfactual answer, which is then the grounded one).")
 
     print("\nnormalisation: faithfulness with citation markers and literal \\n added to responses and contexts")
     for name in ("HaluEval QA 0-99", "RGB en_fact", "RGB zh_fact"):

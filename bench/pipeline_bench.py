@@ -12,7 +12,10 @@ latency by default) it measures, as rows/s and as a share of the ceiling:
 * ``re-run``: ``rag-eval run`` again on the same cache (zero requests expected), its wall
   time and that time beyond a bare ``python -c pass``;
 * ``offline``: ``rag-eval run`` without an endpoint at each ``--offline-rows`` size: rows/s
-  and the peak resident memory of the process (``os.wait4``).
+  and the peak resident memory of the process (``os.wait4``); ``--memory-check`` adds a
+  100,000-row run (the bound: under 1.5 GB).
+
+Every line carries the 1-minute load average when it was printed (the machine is shared).
 
 Rows: the repository's FiQA and amnesty_qa examples (50 rows), tiled to the wanted count;
 every copy gets a distinct tag word in its question, response, reference and first context,
@@ -233,9 +236,11 @@ def llm_section(args: argparse.Namespace, scratch: Path) -> list[str]:
             top = median(ceil_runs, "rows_per_s")
             lib, job = median(lib_runs, "rows_per_s"), median(job_runs, "rows_per_s")
             per_row = (lib_runs[-1]["chat"] + lib_runs[-1]["embeddings"]) / rows
+            rerun = median(rerun_runs, "wall_s")
             lines.append(f"| {rows} | {concurrency} | {per_row:.2f} | {top:.1f} | {lib:.1f} ({lib / top:.0%}) | "
-                         f"{job:.1f} ({job / top:.0%}) | {job / lib:.0%} | {median(rerun_runs, 'wall_s'):.2f} s, "
-                         f"{sum(r['chat'] + r['embeddings'] for r in rerun_runs)} requests |")
+                         f"{job:.1f} ({job / top:.0%}) | {job / lib:.0%} | {rerun:.2f} s ({rerun - args.startup:.2f} s "
+                         f"beyond start-up), {sum(r['chat'] + r['embeddings'] for r in rerun_runs)} requests | "
+                         f"{os.getloadavg()[0]:.1f} |")
             print(lines[-1], flush=True)
             if args.verbose:
                 print(json.dumps({"library": lib_runs, "job": job_runs, "ceiling": ceil_runs, "rerun": rerun_runs},
@@ -251,7 +256,8 @@ def offline_section(args: argparse.Namespace, scratch: Path) -> list[str]:
     for rows in args.offline_rows:
         data = write_rows(make_rows(rows), scratch / f"offline-{rows}.jsonl")
         run = main_job(data, rows, 0, None, scratch / f"offline-{rows}")
-        lines.append(f"| {rows} | {run['rows_per_s']:.1f} | {run['wall_s']:.1f} | {run['peak_mb']:.0f} |")
+        lines.append(f"| {rows} | {run['rows_per_s']:.1f} | {run['wall_s']:.1f} | {run['peak_mb']:.0f} | "
+                     f"{os.getloadavg()[0]:.1f} |")
         print(lines[-1], flush=True)
     return lines
 
@@ -266,21 +272,25 @@ def main() -> None:
     parser.add_argument("--jitter-ms", type=float, default=50)
     parser.add_argument("--offline-rows", type=lambda s: [int(x) for x in s.split(",") if x], default=[1000, 10000],
                         help="offline run sizes, comma-separated; empty to skip (default 1000,10000)")
+    parser.add_argument("--memory-check", action="store_true", help="also an offline run of 100,000 rows "
+                        "(peak memory bound: 1.5 GB)")
     parser.add_argument("--skip-llm", action="store_true", help="offline runs only")
     parser.add_argument("--verbose", action="store_true", help="every run's figures as JSON on stderr")
     args = parser.parse_args()
+    args.offline_rows += [100_000] if args.memory_check else []
+    args.startup = python_startup()
 
     load = os.getloadavg()
     print(f"# pipeline bench: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at start; "
-          f"Python start-up {python_startup():.2f} s; server latency {args.latency_ms:g} ± {args.jitter_ms:g} ms; "
+          f"Python start-up {args.startup:.2f} s; server latency {args.latency_ms:g} ± {args.jitter_ms:g} ms; "
           f"medians of {args.repeat} alternating repetitions", flush=True)
     with tempfile.TemporaryDirectory(prefix="pipeline-bench-") as scratch:
         if not args.skip_llm:
             print("\n| rows | c | requests/row | ceiling rows/s | library rows/s (% ceiling) | main job rows/s "
-                  "(% ceiling) | job/library | zero-request re-run |\n|---|---|---|---|---|---|---|---|", flush=True)
+                  "(% ceiling) | job/library | zero-request re-run | load |\n|---|---|---|---|---|---|---|---|---|", flush=True)
             llm_section(args, Path(scratch))
         if args.offline_rows:
-            print("\n| offline rows | rows/s | wall s | peak MB |\n|---|---|---|---|", flush=True)
+            print("\n| offline rows | rows/s | wall s | peak MB | load |\n|---|---|---|---|---|", flush=True)
             offline_section(args, Path(scratch))
     load = os.getloadavg()
     print(f"\n# load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end", flush=True)

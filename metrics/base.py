@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from metrics.judgements.base import Judgement
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
 from metrics.results import Direction, MetricResult, Status, passes
-from metrics.samples import Sample
+from metrics.samples import Sample, is_target_error
 from metrics.text import normalise_rag_text
 
 #: Fields whose text is normalised (``metrics.text.normalise_rag_text``) before judging.
@@ -202,8 +202,9 @@ class Metric(ABC):
         for name in self.required_fields:
             problem = sample.missing(name)
             if problem:
-                kind = "is malformed: " if name in sample.problems else ""
-                return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
+                kind = "is malformed: " if name in sample.problems and not is_target_error(problem) else ""
+                return MetricResult(status=Status.TARGET_ERROR if is_target_error(problem) else Status.INPUT_ERROR,
+                                    value=None, passed=None,
                                     reason=f"{where}: field '{name}' {kind}{problem}",
                                     details={"field": name, "problem": f"{kind}{problem}"}, **base)
         sample, originals = normalised(sample)

@@ -15,7 +15,8 @@ from metrics.samples import Sample
 def _result_word(status: str, passed: Any) -> str:
     if status == Status.OK.value:
         return "pass" if passed else "fail"
-    return {"not_applicable": "not_applicable", "judge_error": "error", "input_error": "error"}[status]
+    return {"not_applicable": "not_applicable", "judge_error": "error", "input_error": "error",
+            "target_error": "error"}[status]
 
 
 def _value(value: Any) -> float | None:

@@ -1,7 +1,7 @@
 """Result types shared by every metric: statuses, score direction and pass/fail.
 
 A metric produces one :class:`MetricResult` per sample. Only ``ok`` results carry a
-value and a pass/fail verdict; the other three statuses are counted, never averaged
+value and a pass/fail verdict; the other statuses are counted, never averaged
 (see ``metrics.aggregate``).
 """
 from __future__ import annotations
@@ -13,18 +13,20 @@ from typing import Any
 
 
 class Status(str, Enum):
-    """The four outcomes of scoring one sample with one metric.
+    """The five outcomes of scoring one sample with one metric.
 
     ``ok``: a value was measured. ``not_applicable``: nothing to judge (e.g. a refusal
     with no factual statement; RAGAS's NaN). ``judge_error``: the judge failed after
     retries or its output stayed invalid. ``input_error``: a field the metric needs is
-    missing or malformed.
+    missing or malformed. ``target_error``: the RAG system under evaluation failed to
+    produce a field the metric needs (``metrics.targets``; the cause is the reason).
     """
 
     OK = "ok"
     NOT_APPLICABLE = "not_applicable"
     JUDGE_ERROR = "judge_error"
     INPUT_ERROR = "input_error"
+    TARGET_ERROR = "target_error"
 
 
 class Direction(str, Enum):

@@ -236,9 +236,25 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
         values[name], problem = _normalise(name, value)
         if problem:
             problems[name] = problem
+    errors = raw.get("target_error")
+    if isinstance(errors, Mapping):  # fields the RAG system failed to produce (metrics.targets)
+        for name, cause in errors.items():
+            if name in FIELDS:
+                values[name], problems[name] = None, f"{TARGET_ERROR}: {cause}"
     raw_id = raw.get(fields.get("id", "id"))
     sample_id = str(raw_id) if not _is_null(raw_id) and str(raw_id).strip() else stable_id(values)
     return Sample(id=sample_id, row=row, problems=problems, **values)
+
+
+#: The prefix of a field's problem when the RAG system under evaluation failed to produce it
+#: (a record's ``"target_error": {field: cause}``); such a line is not rejected, and the
+#: metrics reading the field report status ``target_error``.
+TARGET_ERROR = "target_error"
+
+
+def is_target_error(problem: str | None) -> bool:
+    """Whether a field problem is the target's failure (not bad input)."""
+    return bool(problem) and problem.startswith(f"{TARGET_ERROR}: ")
 
 
 #: Nesting deeper than this makes a line unreadable (deeper input cannot be a RAG sample).
@@ -380,11 +396,13 @@ def field_problems(sample: Sample, fields: Iterable[str]) -> dict[str, str]:
 def unusable(sample: Sample, required: Mapping[str, Iterable[str]]) -> str | None:
     """Why no metric of ``required`` (``{metric: fields it reads}``) can use ``sample``, or
     ``None`` when one can. Such a line is *rejected*; any other line is scored by the
-    metrics whose fields it has, and the others report ``input_error`` for it."""
+    metrics whose fields it has, and the others report ``input_error`` for it. A field the
+    system under evaluation failed to produce (``target_error``) counts as present here: the
+    line is sound, the metrics reading the field report ``target_error``."""
     if "row" in sample.problems:
         return sample.problems["row"]
-    if any(not field_problems(sample, fields) for fields in required.values()):
-        return None
+    if any(all(is_target_error(p) for p in field_problems(sample, fields).values()) for fields in required.values()):
+        return None  # the system under evaluation failed on it: its target_error, not a bad line
     problems = field_problems(sample, dict.fromkeys(f for fields in required.values() for f in fields))
     return "no selected metric can use it: " + "; ".join(f"{name}: {why}" for name, why in problems.items())
 

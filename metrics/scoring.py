@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,30 +67,58 @@ def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:
     return frame
 
 
+#: Rows judged at a time (every selected metric of a row in the same chunk, so requests
+#: metrics share are sent once): memory stays flat as a version grows.
+CHUNK_ROWS = 2000
+#: One metric to score: the metric, its samples (the same rows, in the same order, for every
+#: metric of a call) and the judge it is judged with (twins of one judge: ``LLMJudge.with_options``).
+Task = tuple[Metric, list[Sample], Judge]
+
+
+def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | None = None,
+                 rows: int = CHUNK_ROWS) -> Iterator[list[list[MetricResult]]]:
+    """Score every (metric, sample) pair of ``tasks`` concurrently under the judge's limits,
+    ``rows`` rows at a time: yields, per chunk of rows, one result list per task (samples in
+    input order). ``progress(metric)`` is called as each pair finishes. Nothing is lost to
+    one failing pair: its result carries ``judge_error`` or ``input_error``.
+
+    Raises
+    ------
+    ValueError
+        If ``tasks`` is empty.
+    """
+    if not tasks:
+        raise ValueError("no metric to score")
+
+    async def one(metric: Metric, sample: Sample, judge: Judge) -> MetricResult:
+        result = await metric.ascore(sample, judge)
+        if progress:
+            progress(metric)
+        return result
+
+    async def chunk(part: list[Task]) -> list[list[MetricResult]]:
+        results = list(await asyncio.gather(*(one(m, s, j) for m, samples, j in part for s in samples)))
+        sizes = [len(samples) for _, samples, _ in part]
+        return [results[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(len(part))]
+
+    for metric, samples, _ in tasks:
+        metric.fit(samples)
+    judge = tasks[0][2]
+    for start in range(0, max(len(samples) for _, samples, _ in tasks), rows):
+        yield judge.run(chunk([(m, samples[start:start + rows], j) for m, samples, j in tasks]))
+
+
 def score_all(samples: list[Sample], metrics: list[Metric], judge: Judge,
               progress: Callable[[int], None] | None = None) -> list[MetricResult]:
-    """Score every (metric, sample) pair concurrently under the judge's limits.
+    """Score every (metric, sample) pair concurrently under the judge's limits
+    (:func:`score_chunks`).
 
     Results come back metric by metric, samples in input order; ``progress(1)`` is
     called as each pair finishes. Nothing is lost to one failing pair: its result
     carries ``judge_error`` or ``input_error``.
     """
-    async def one(metric: Metric, sample: Sample) -> MetricResult:
-        result = await metric.ascore(sample, judge)
-        if progress:
-            progress(1)
-        return result
-
-    async def everything() -> list[MetricResult]:
-        return list(await asyncio.gather(*(one(m, s) for m in metrics for s in samples)))
-
-    for metric in metrics:
-        metric.fit(samples)
-
-    return judge.run(everything())
-
-
-def score_metric(samples: list[Sample], metric: Metric, judge: Judge,
-                 progress: Callable[[int], None] | None = None) -> list[MetricResult]:
-    """Score every sample with one metric (see :func:`score_all`)."""
-    return score_all(samples, [metric], judge, progress)
+    per_metric: list[list[MetricResult]] = [[] for _ in metrics]
+    for part in score_chunks([(m, samples, judge) for m in metrics], progress and (lambda _: progress(1))):
+        for results, more in zip(per_metric, part):
+            results += more
+    return [r for results in per_metric for r in results]

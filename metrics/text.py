@@ -8,8 +8,10 @@ answers into zero statements).
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
+from collections.abc import Callable
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -61,6 +63,9 @@ def split_sentences(text: str) -> list[str]:
             if chunk.strip().endswith(".") and words and _is_abbreviation(words[-1]) and len(chunk) < 500:
                 pending = chunk
                 continue
+            if re.search(r"[;；]\s*$", chunk) and chunk.count("(") > chunk.count(")") and len(chunk) < 500:
+                pending = chunk  # a semicolon inside parentheses: "Deadwood (Lakota: "…"; "…") is a city"
+                continue
             pending = ""
             _keep(chunk, sentences)
         _keep(pending, sentences)
@@ -97,6 +102,48 @@ def numbers(text: str) -> set[str]:
     return found
 
 
+
+def _memoised(function: Callable[[str], set[str]]) -> Callable[[str], frozenset[str]]:
+    """``function``, a pure function of one text returning a set, remembered for the last
+    50,000 texts (the offline judge asks for the same passages and statements once per
+    metric and per context); the result is frozen, so no caller can change another's."""
+    remembered = functools.lru_cache(maxsize=50_000)(lambda text: frozenset(function(text)))
+    return functools.wraps(function)(lambda text: remembered(text))
+
+
+# A number the text marks as approximate: "about 21,000", "约21196公里", "21196公里左右", "~3.5".
+_APPROXIMATE_BEFORE = re.compile(r"(?:\b(?:about|around|approximately|approx|roughly|nearly|almost|circa|some|close to)"
+                                 r"|约|大约|大概|将近|近|~|≈)\W{0,2}$", re.IGNORECASE)
+_APPROXIMATE_AFTER = re.compile(r"^\s*[^\d\s]{0,2}?(?:左右|上下|多|余)")
+
+
+def approximate_numbers(text: str) -> set[str]:
+    """The numbers of ``text`` (normalised as in :func:`numbers`) marked as approximate by a
+    word just before them ("about", "around", "approximately", "roughly", "nearly", "约",
+    "大约", "将近", "~", "≈") or after them, a unit between ("21196公里左右", "3万多")."""
+    text = text or ""
+    return {normalise_number(m.group()) for m in re.finditer(r"\d+(?:[.,]\d+)*", text)
+            if _APPROXIMATE_BEFORE.search(text[max(0, m.start() - 16):m.start()])
+            or _APPROXIMATE_AFTER.match(text[m.end():m.end() + 6])}
+
+
+def same_number(stated: str, found: str, approximate: bool, tolerance: float) -> bool:
+    """Does the number ``stated`` say the number ``found`` (both normalised)? Equal; or
+    ``found`` rounded to ``stated``'s decimals ("21196" for "21196.18", "3.1" for "3.14");
+    or, when ``stated`` is marked approximate, within ``tolerance`` of it relatively
+    ("约21000" for "21196.18" at 0.05). Words (month names) only when equal."""
+    if stated == found:
+        return True
+    try:
+        value, truth = float(stated), float(found)
+    except ValueError:
+        return False
+    decimals = len(stated.partition(".")[2])
+    if len(found.partition(".")[2]) > decimals and abs(truth - value) <= 0.5 * 10 ** -decimals:
+        return True
+    return approximate and abs(truth - value) <= tolerance * max(abs(truth), 1e-9)
+
+
 def stem(word: str) -> str:
     """A light English suffix stripper: ``carries``→``carry``, ``kilograms``→``kilogram``,
     ``launched``→``launch``, ``sleeping``→``sleep``; short words and words ending in
@@ -110,6 +157,7 @@ def stem(word: str) -> str:
     return word
 
 
+@_memoised
 def content_tokens(text: str) -> set[str]:
     """Content tokens of ``text`` for lexical overlap.
 
@@ -130,6 +178,7 @@ def content_tokens(text: str) -> set[str]:
     return tokens
 
 
+@_memoised
 def quantities(text: str) -> set[str]:
     """Numbers in ``text`` (digits, normalised, and the English number words two to
     twelve and the tens, as digits) plus capitalised month names, lower-cased: the tokens whose
@@ -139,10 +188,12 @@ def quantities(text: str) -> set[str]:
             | {w.lower() for w in words if w.istitle() and w.lower() in _MONTHS})
 
 
+@_memoised
 def names(text: str) -> set[str]:
     """Likely proper names of English text, as lower-cased phrases.
 
-    Runs of capitalised words form one phrase ("Mount Kilimanjaro", "Glenn Hughes"). A
+    Runs of capitalised words, "of" included between two ("Kings of Leon"), form one phrase
+    ("Mount Kilimanjaro", "Glenn Hughes"). A
     run at the start of a sentence counts only when it has two words or more, since a
     lone first word is capitalised anyway. Stop words and their contractions ("I'll",
     "Don't") break runs; a trailing ``'s`` is dropped. CJK text yields none (its names
@@ -152,7 +203,11 @@ def names(text: str) -> set[str]:
     for sentence in split_sentences(text):
         run: list[str] = []
         run_start = 0
-        for i, word in enumerate(_WORD.findall(sentence) + ["."]):
+        words = _WORD.findall(sentence) + ["."]
+        for i, word in enumerate(words):
+            if run and word == "of" and words[i + 1][0].isupper():
+                run.append(word)  # "Kings of Leon", "University of Texas": one name
+                continue
             if word[0].isupper() and re.split(r"['’]", word.lower())[0] not in STOPWORDS:
                 run_start = i if not run else run_start
                 run.append(re.sub(r"(['’]s)?['’]?$", "", word.lower()))
@@ -268,6 +323,16 @@ def yes_no(text: str) -> str | None:
         return None
     word = match.group(1).lower()
     return "yes" if word in ("yes", "true", "correct", "是", "是的", "对", "有") else "no"
+
+
+def is_polar_question(question: str) -> bool:
+    """True for a yes/no question: opening with an auxiliary verb ("Are both …", "Did …",
+    "Is it true that …"), or in Chinese ending in 吗 or asking 是否/是不是/有没有."""
+    question = (question or "").strip()
+    first = re.match(r"[A-Za-z']+", question)
+    if first and first.group().lower() in _AUXILIARIES:
+        return True
+    return bool(re.search(r"吗[？?]?$|是否|是不是|有没有|对不对", question))
 
 
 def qa_statement(question: str, answer: str) -> str:

@@ -23,6 +23,7 @@ DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
+    parser.set_defaults(uses_instance=True)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, handler, helptext in (("run", cmd_run, "register a dataset version and evaluate it"),
                                     ("register", cmd_register, "register a dataset version only"),
@@ -91,20 +92,28 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--json", help="also write the report as JSON to this file")
     calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
     calibrate.set_defaults(handler=cmd_calibrate)
+    from orchestration.sweep import add_arguments
+
+    add_arguments(sub.add_parser("sweep", help="run and rank the configurations of a RAG system (a target file)"))
     convert = sub.add_parser("convert-trec", help="TREC qrels + run files to a JSONL dataset")
     convert.add_argument("qrels", help="qrels file: qid iteration docno label")
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
     convert.add_argument("-o", "--output", required=True, help="JSONL file to write")
     convert.set_defaults(handler=cmd_convert_trec)
+    from orchestration.gate_cli import add_gate_commands
+
+    add_gate_commands(sub)  # compare, gate, tag (the regression gate)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
-    blocking check); 2 bad arguments or input; 3 done, but some results are judge errors."""
+    blocking check); 2 bad arguments or input; 3 done, but some results are judge errors; 4 the
+    regression gate failed (``rag-eval compare|gate``)."""
     args = build_parser().parse_args(argv)
-    prepare_instance()
-    if args.command != "convert-trec":
+    if args.uses_instance:  # the gate's commands read files only
+        prepare_instance()
+    if args.command != "convert-trec" and args.uses_instance:
         from dagster import DagsterInstance
 
         from orchestration.orphans import fail_orphaned_runs

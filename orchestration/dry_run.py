@@ -53,6 +53,7 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
     """Print what ``rag-eval run`` with these arguments would send, per metric and in
     total, after the judgement cache, and its price at ``--price``."""
     from metrics.cost import estimate_cost
+    from assets.evaluation import METRICS_OP
     from metrics.judges.config import PER_METRIC
     from metrics.judges.llm import LLMJudge
     from metrics.registry import build_metrics, resolve_names
@@ -60,7 +61,8 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
 
     price = parse_price(args.price)
     names = resolve_names(args.metrics)
-    config = {name: run_config["ops"].get(name, {}).get("config", {}) for name in names}
+    per_metric = run_config["ops"].get(METRICS_OP, {}).get("config", {})
+    config = {name: per_metric.get(name, {}) for name in names}
     options = {n: {k: v for k, v in c.items() if k not in ("threshold", *PER_METRIC)} for n, c in config.items()}
     metrics = build_metrics(names, {n: c["threshold"] for n, c in config.items() if "threshold" in c},
                             {n: o for n, o in options.items() if o})

@@ -3,13 +3,15 @@ import dagster as dg
 
 INGESTION = dg.AssetSelection.groups("ingestion")
 SUMMARY = dg.AssetSelection.assets("eval_summary")
+GATE = dg.AssetSelection.groups("gate")  # baseline_comparison and its check no_regression_vs_baseline
 
 evaluation_job = dg.define_asset_job(
-    "evaluation_job", selection=INGESTION | dg.AssetSelection.groups("core_metrics") | SUMMARY,
-    description="Ingest a version, check it, score the five core metrics and write the summary.")
+    "evaluation_job", selection=INGESTION | dg.AssetSelection.groups("core_metrics") | SUMMARY | GATE,
+    description="Ingest a version, check it, score the five core metrics, write the summary and compare the "
+                "version with its baseline (the regression gate).")
 full_evaluation_job = dg.define_asset_job(
     "full_evaluation_job",
-    selection=INGESTION | dg.AssetSelection.groups("core_metrics", "ragas_metrics", "azure_metrics") | SUMMARY,
+    selection=INGESTION | dg.AssetSelection.groups("core_metrics", "ragas_metrics", "azure_metrics") | SUMMARY | GATE,
     description="Every RAG metric (core, RAGAS, Azure); document retrieval metrics have their own job.")
 response_metrics_job = dg.define_asset_job(
     "response_metrics_job", selection=INGESTION | dg.AssetSelection.assets("faithfulness", "answer_relevancy") | SUMMARY,
@@ -23,5 +25,10 @@ document_retrieval_job = dg.define_asset_job(
     description="NDCG, XDCG, fidelity, relevance and holes of retrieved documents against graded labels (no LLM).")
 ingestion_job = dg.define_asset_job("ingestion_job", selection=INGESTION,
                                     description="Re-ingest a version (new field data versions; nothing judged).")
-JOBS = [evaluation_job, full_evaluation_job, response_metrics_job, retrieval_metrics_job, document_retrieval_job,
-        ingestion_job]
+target_evaluation_job = dg.define_asset_job(
+    "target_evaluation_job",
+    selection=dg.AssetSelection.groups("target", "ingestion", "core_metrics", "retrieval_metrics") | SUMMARY,
+    description="A target run (rag-eval sweep): call the retriever and the generator, ingest, score, summarize. "
+                "Backfill it over the partitions of a sweep.")
+JOBS = [evaluation_job, target_evaluation_job, full_evaluation_job, response_metrics_job, retrieval_metrics_job,
+        document_retrieval_job, ingestion_job]

@@ -30,6 +30,7 @@ def run_config(args: argparse.Namespace) -> dict:
     ValueError
         For an unknown metric or option, or a value of the wrong type or out of range.
     """
+    from assets.evaluation import METRICS_OP
     from metrics.aggregate import is_ratio
     from metrics.judges.config import PER_METRIC, LLMConfig
     from metrics.registry import METRICS, resolve_names
@@ -40,7 +41,7 @@ def run_config(args: argparse.Namespace) -> dict:
     ops: dict = {"eval_summary": {"config": {"scale": args.scale, "dingo_layout": args.dingo_summary}},
                  "ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}}}
     items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
-    given: dict[str, str] = {}
+    per_metric: dict[str, dict] = {}
     for item in items + (args.metric_option or []):
         target, _, value = item.partition("=")
         metric, _, option = target.partition(".")
@@ -54,18 +55,18 @@ def run_config(args: argparse.Namespace) -> dict:
             raise ValueError(f"bad metric option {item!r}: {exc.errors()[0]['msg']}") from None
         if option == "threshold":  # a [0, 1] metric's threshold is given on the table's scale (--scale)
             converted /= args.scale if is_ratio(metric) else 1
-        ops.setdefault(metric, {"config": {}})["config"][option] = converted
-        given[metric] = item
-    for metric in given:
-        config = ops[metric]["config"]
+        per_metric.setdefault(metric, {})[option] = converted
+    for metric, config in per_metric.items():
         try:  # the metric checks its own options and its threshold's range (per instance: label_max=10...)
             METRICS[metric](**{k: v for k, v in config.items() if k not in PER_METRIC})
         except ValueError as exc:
             scale = f" (at --scale {args.scale}, thresholds of [0, 1] metrics are given on the 0-{args.scale} " \
                     "scale)" if is_ratio(metric) and args.scale != 1 else ""
             raise ValueError(f"bad metric option for {metric}: {exc}{scale}") from None
+    if per_metric:  # the metric assets are one op (assets.evaluation): one config per metric under it
+        ops[METRICS_OP] = {"config": per_metric}
     judging = [o for o in PER_METRIC if getattr(args, o, None) is not None] + \
-        [f"{m}.{o}" for m, op in ops.items() for o in op["config"] if o in PER_METRIC]
+        [f"{m}.{o}" for m, options in per_metric.items() for o in options if o in PER_METRIC]
     if judging and not LLMConfig.from_env(base_url=args.base_url).configured:
         raise ValueError(f"{', '.join(judging)} apply to the LLM judge only: set OPENAI_BASE_URL or OPENAI_API_KEY, "
                          "or pass --base-url")

@@ -24,6 +24,8 @@ from tests.judge_server import JudgeServer
 
 TEST_KEY = "sk-test-SECRET-0123456789abcdef"
 DATA = Path(__file__).parent / "data"
+#: The FiQA example (30 rows).
+FIQA = Path(__file__).resolve().parent.parent / "examples" / "fiqa" / "samples.jsonl"
 
 
 def regression_case(case_id: str) -> dict:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from metrics.judgements.base import REASON, Judgement, Model, item_schema
 from metrics.judges.prompts import OutputError, Request, check_keyed, ids, keyed_schema, numbered
-from pydantic import Field
+from metrics.text import is_bare_span, qa_statement, split_qa
 
 
 class StatementLists(Model):
@@ -79,9 +81,16 @@ class StatementClassification(Judgement[StatementLists, Classification]):
 
     async def offline(self, judge, inputs: StatementLists) -> Classification:
         """Two ``OfflineJudge.support`` calls: response statements against the reference,
-        reference statements against the response."""
-        tp = await judge.support(inputs.response_statements, [inputs.reference])
-        covered = await judge.support(inputs.reference_statements, [inputs.response])
+        reference statements against the response; a bare span ("85 million dollars") is
+        evidence as the answer it is, ``"Q: <question> A: <span>"`` (an empty question when
+        there is none), not as a passage."""
+        def evidence(text: str, statements: list[str]) -> list[str]:
+            if not is_bare_span(text):
+                return [text]
+            return [statements[0] if len(statements) == 1 and split_qa(statements[0]) else qa_statement("", text)]
+
+        tp = await judge.support(inputs.response_statements, evidence(inputs.reference, inputs.reference_statements))
+        covered = await judge.support(inputs.reference_statements, evidence(inputs.response, inputs.response_statements))
         return self.verdict(supported=[v.verdict for v in tp], covered=[v.verdict for v in covered])
 
 

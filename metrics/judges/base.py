@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from metrics.text import content_tokens, is_bare_span, names, numbers, qa_statement, split_sentences
+from metrics.text import (content_tokens, is_bare_span, is_polar_question, names, numbers, qa_statement,
+                          split_sentences, yes_no)
 
 
 class JudgeError(RuntimeError):
@@ -190,11 +191,19 @@ def statements(text: str, question: str | None = None) -> list[str]:
     Deterministic segmentation (``metrics.text.split_sentences``), so the number of
     statements never depends on a judge's mood (metric-spec fault 14). A bare span ("85",
     "Delhi", "yes"; ``metrics.text.is_bare_span``) is one statement, judged together with
-    its ``question`` when there is one: ``"Q: <question> A: 85"``.
+    its ``question`` when there is one: ``"Q: <question> A: 85"``; a bare yes/no without a
+    question is none. A first sentence opening with yes/no that answers a yes/no question
+    ("No, only X is …") is judged with the question too.
     """
+    asked = bool(question and question.strip())
     if is_bare_span(text) and not is_noncommittal(text):
-        return [qa_statement(question, text) if question and question.strip() else text.strip()]
-    return [s for s in split_sentences(text) if not is_noncommittal(s)]
+        if yes_no(text) and not asked:
+            return []  # a bare "yes" or "no" says nothing checkable without its question
+        return [qa_statement(question, text) if asked else text.strip()]
+    sentences = [s for s in split_sentences(text) if not is_noncommittal(s)]
+    if asked and sentences and yes_no(sentences[0]) and is_polar_question(question):
+        sentences[0] = qa_statement(question, sentences[0])  # "No, only X is …": the "no" answers the question
+    return sentences
 
 
 async def similarity(judge: Judge, first: str, second: str) -> float:

@@ -37,6 +37,10 @@ class LLMConfig:
     embedding_api_key: str | None = field(default=None, repr=False)
     temperature: float = 0.0
     seed: int | None = 7
+    #: Which repeated judgement this is (``rag-eval gate --repeats K`` asks repeats 0 .. K-1): the
+    #: request's ``seed`` is ``seed + repeat``, and the cache key carries it from repeat 1 on (so
+    #: repeat 0 is the ordinary judgement and its cached answers stay valid).
+    repeat: int = 0
     strictness: int = 3
     response_format: str = "json_schema"
     concurrency: int = 16

@@ -16,7 +16,6 @@ import ssl
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
 
 _UNKNOWN_MODEL = ("does not exist", "not found", "not exist", "unknown model", "no such model", "invalid model")
 
@@ -60,6 +59,7 @@ def connection_cause(exc: BaseException) -> str | None:
     """What a connection failure was: ``connection refused``, ``unknown host``, ``TLS
     error``, ``connection reset``..., read from the exception's causes; ``None`` for a
     plain timeout. (The aiohttp transport reports a refused connection as a timeout.)"""
+    import openai  # imported when a request is made: 1-4 s
     seen: BaseException | None = exc
     for _ in range(20):  # a chain of causes, never a cycle
         if seen is None:
@@ -105,6 +105,7 @@ async def check_endpoint(client: openai.AsyncOpenAI, model: str | None, base_url
         Refused connection, unknown host, no answer within ``timeout``, 401/403, an
         unknown model, or a server that answers no OpenAI route (405/501 on chat: a wrong port); the message names the cause and the URL without credentials.
     """
+    import openai  # imported when a request is made: 1-4 s
     where = public_url(base_url) or "https://api.openai.com/v1"
     report: dict[str, Any] = {"base_url": where, "model": model, "status": "ok", "requests": 0, "by": None,
                               "note": None}

@@ -94,9 +94,9 @@ class LLMJudge(Judge):
         return f"LLMJudge(model={self.config.model!r}, base_url={public_url(self.config.base_url)!r})"
 
     def with_options(self, **options: Any) -> LLMJudge:
-        """A judge with other ``model``, ``temperature`` or ``strictness`` that shares this
-        one's loop, connections, concurrency limit and cache (per-metric configuration)."""
-        allowed = {*PER_METRIC, "seed"}
+        """A judge with other ``model``, ``temperature``, ``strictness``, ``seed`` or ``repeat`` that
+        shares this one's loop, connections, concurrency limit and cache (per-metric configuration)."""
+        allowed = {*PER_METRIC, "seed", "repeat"}
         unknown = set(options) - allowed
         if unknown:
             raise ValueError(f"per-metric options are {sorted(allowed)}, not {sorted(unknown)}")
@@ -181,7 +181,8 @@ class LLMJudge(Judge):
         cfg = self.config
         key = cache_key(public_url(cfg.base_url or OPENAI_URL), kind=request.kind, model=cfg.model,
                         prompt_version=version, temperature=cfg.temperature,
-                        seed=cfg.seed, response_format=cfg.response_format, inputs=inputs)
+                        seed=cfg.seed, response_format=cfg.response_format, inputs=inputs,
+                        **({"repeat": cfg.repeat} if cfg.repeat else {}))
         usage = current_usage.get() or Usage()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:

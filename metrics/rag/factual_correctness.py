@@ -30,7 +30,9 @@ def f_beta(tp: int, fp: int, fn: int, beta: float = 1.0) -> float:
 async def classify(sample: Sample, judge: Judge) -> dict | NotApplicable:
     """TP/FP/FN of the response's statements against the reference's (one judgement,
     shared by AnswerCorrectness and FactualCorrectness)."""
-    answer, reference = statements(sample.response), statements(sample.reference)
+    # With the question, a bare span ("85 million dollars") is read as its answer ("Q: … A: …").
+    answer = statements(sample.response, sample.user_input)
+    reference = statements(sample.reference, sample.user_input)
     if not answer:
         return NotApplicable("no_factual_statements: the response makes no checkable statement")
     if not reference:

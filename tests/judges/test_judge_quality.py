@@ -145,5 +145,84 @@ def test_summary_names_the_judge_and_its_rule_version(judge):
     summary = evaluate([{"user_input": "Where is the Louvre?", "response": "In Paris [1].",
                          "retrieved_contexts": [LOUVRE]}], ["faithfulness"], judge=judge).summary
     assert summary["judge"]["judge"] == "offline-heuristic"
-    assert summary["judge"]["rule_version"] == judge.version == "4"
+    assert summary["judge"]["rule_version"] == judge.version == "5"
     assert summary["judge"]["question_share"] == judge.rules.question_share
+
+
+# ------------------------------------------------ rule version 5: defects found in review, relation-level evidence
+@pytest.mark.parametrize("question, response, expected", [
+    ("What was the revenue in 2023?", "The revenue in 2023 was 85 million dollars.", 1.0),  # was 0.0
+    (None, "The revenue in 2023 was 85 million dollars.", 1.0),   # the span read as the answer of an unknown question
+    ("What was the revenue in 2023?", "The revenue in 2023 was 58 million dollars.", 0.0),
+    ("What was the revenue in 2023?", "85 million dollars", 1.0),
+])
+def test_factual_correctness_reads_a_bare_reference_as_the_answer(judge, question, response, expected):
+    row = {"response": response, "reference": "85 million dollars", **({"user_input": question} if question else {})}
+    assert score_sample(row, ["factual_correctness"], judge=judge)["factual_correctness"].value == expected
+
+
+@pytest.mark.parametrize("response, reference, expected", [
+    ("no", "yes", 0.0),   # counted as supported before
+    ("yes", "yes", 1.0),
+    ("No, it is in Paris.", "yes", 0.0),
+])
+def test_a_yes_no_answer_against_a_yes_no_reference(judge, response, reference, expected):
+    row = {"user_input": "Is the Louvre in Paris?", "response": response, "reference": reference}
+    assert score_sample(row, ["factual_correctness"], judge=judge)["factual_correctness"].value == expected
+
+
+@pytest.mark.parametrize("question, faithful", [
+    ("Is the Louvre in Paris?", 1.0), ("Is the Louvre in Rome?", 0.0), ("Where is the Louvre?", 0.0)])
+def test_a_bare_yes_scores_alike_on_faithfulness_groundedness_pro_and_groundedness(judge, question, faithful):
+    row = {"user_input": question, "response": "yes", "retrieved_contexts": [LOUVRE]}
+    results = score_sample(row, ["faithfulness", "groundedness_pro", "groundedness"], judge=judge)
+    assert results["faithfulness"].value == results["groundedness_pro"].value == faithful
+    assert results["groundedness"].value == 1 + 4 * faithful
+
+
+def test_a_bare_yes_without_its_question_states_nothing(judge):
+    results = score_sample({"response": "yes", "retrieved_contexts": [LOUVRE]}, ["groundedness_pro", "groundedness"],
+                           judge=judge)
+    assert results["groundedness_pro"].status is results["groundedness"].status is Status.NOT_APPLICABLE
+
+
+@pytest.mark.parametrize("response, expected", [
+    ("约21196公里", 1.0),           # unsupported before
+    ("21196公里左右", 1.0), ("21196公里", 1.0),  # rounded to the answer's precision
+    ("约21000公里", 1.0),           # 0.9 % off, marked approximate: within number_tolerance (1 %)
+    ("21000公里", 0.0),             # the same number unmarked: neither equal nor rounded
+    ("约25000公里", 0.0), ("21197公里", 0.0),
+])
+def test_approximate_and_rounded_numbers_in_chinese(judge, response, expected):
+    row = {"user_input": "长城有多长？", "response": response, "retrieved_contexts": ["长城总长21196.18公里。"],
+           "reference": "21196.18公里"}
+    results = score_sample(row, ["faithfulness", "factual_correctness"], judge=judge)
+    assert results["faithfulness"].value == expected
+    assert results["factual_correctness"].value == expected
+
+
+CHEMIST = ("Anna Berg is a Swedish chemist. The old town lies on a wide river. "
+           "The bridge was designed by Karl Holm in 1931.")
+
+
+@pytest.mark.parametrize("statement, expected", [
+    ("The bridge was designed by Karl Holm in 1931.", 1),
+    ("Karl Holm designed the bridge.", 1),
+    ("Karl Holm is a chemist.", 0),                       # "chemist" is said of Anna Berg, two sentences away
+    ("The bridge was designed by a Swedish chemist.", 0),
+])
+def test_a_statement_needs_its_words_in_one_passage_not_borrowed_from_another(judge, statement, expected):
+    assert judge.run(judge.support([statement], [CHEMIST]))[0].verdict == expected
+
+
+@pytest.mark.parametrize("nationality, response, expected", [
+    ("Swedish", "yes", 1.0), ("Swedish", "No, Karl Holm is Norwegian.", 0.0),
+    ("Norwegian", "yes", 0.0), ("Norwegian", "no", 1.0), ("Norwegian", "No, Karl Holm is Norwegian.", 1.0),
+    ("Norwegian", "Yes, both are Swedish.", 0.0), ("Norwegian", "No, Karl Holm is Danish.", 0.0),
+])
+def test_yes_no_answers_are_judged_against_the_questions_claim(judge, nationality, response, expected):
+    """The question's "Karl Holm Swedish" is read as the name Karl Holm and the predicate Swedish;
+    a yes/no that opens a sentence is judged with the question, the rest as a sentence."""
+    row = {"user_input": "Are Anna Berg and Karl Holm both Swedish?", "response": response,
+           "retrieved_contexts": [f"Anna Berg is a Swedish chemist. Karl Holm is a {nationality} engineer."]}
+    assert score_sample(row, ["faithfulness"], judge=judge)["faithfulness"].value == expected

@@ -120,7 +120,7 @@ def test_evaluate_gives_what_each_metric_scores_alone(local):
 def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
     import json
 
-    from assets.evaluation import metric_assets
+    from assets.evaluation import METRICS_OP, metric_assets
     from assets.ingestion import ingest_dataset
     from assets.resources import build_resources
     from assets.summary import eval_summary
@@ -134,7 +134,7 @@ def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
                                 resources=build_resources(tmp_path / "out", tmp_path / "datasets"))
         assert result.success
         for name in NAMES:
-            frame = result.output_for_node(name).drop(columns="version")
+            frame = result.output_for_node(METRICS_OP, name).drop(columns="version")
             assert same_results(frame, local.results[local.results["metric"] == name]), name
 
 

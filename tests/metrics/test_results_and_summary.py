@@ -128,7 +128,7 @@ def test_BR02_mean_over_measured_only():
 def test_BR02_coverage_counts_unmeasured():
     summary = summarize(br02_frame())
     assert summary["coverage"]["faithfulness"] == {"ok": 2, "not_applicable": 1, "judge_error": 0,
-                                                   "input_error": 0, "total": 3}
+                                                   "input_error": 0, "target_error": 0, "total": 3}
 
 
 def test_BR02_row_counts_and_score():
@@ -223,7 +223,7 @@ def test_unmeasured_statuses_are_counted_not_averaged():
     assert (faith["score_count"], faith["score_average"]) == (3, round((0.9 + 0.8 + 0.6) / 3, 4))
     assert (relev["score_count"], relev["score_average"]) == (2, 0.5)
     assert summary["coverage"]["context_relevancy"] == {"ok": 2, "not_applicable": 0, "judge_error": 1,
-                                                        "input_error": 1, "total": 4}
+                                                        "input_error": 1, "target_error": 0, "total": 4}
     assert summary["type_ratio"][RELEV_KEY]["QUALITY_UNMEASURED.CONTEXT_RELEVANCY_JUDGE_ERROR"] == 0.25
     assert summary["type_ratio"][RELEV_KEY]["QUALITY_BAD.CONTEXT_RELEVANCY_FAIL"] == 0.25
 

@@ -39,10 +39,11 @@ class Project:
 
     def materialize(self, version: str, selection, **kwargs):
         from assets.evaluation import metric_assets
+        from assets.gate import baseline_comparison
         from assets.ingestion import ingest_dataset
         from assets.summary import eval_summary
 
-        return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
+        return dg.materialize([ingest_dataset, *metric_assets, eval_summary, baseline_comparison], selection=selection,
                               partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:
@@ -50,3 +51,8 @@ class Project:
         with duckdb.connect(str(self.database), config={"custom_user_agent": "dagster",
                                                         "arrow_large_buffer_size": True}) as connection:
             return connection.sql(sql).df()
+
+
+def materialized(result) -> set[str]:
+    """The asset keys a run materialized."""
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}

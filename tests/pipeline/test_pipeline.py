@@ -16,17 +16,13 @@ from orchestration.definitions import defs
 from orchestration.schedules import EVALUATED, nightly_requests
 from orchestration.staleness import stale_assets
 from tests.judge_server import JudgeServer
-from tests.pipeline.conftest import Project
+from tests.pipeline.conftest import Project, materialized
 
 ROOT = Path(__file__).resolve().parents[2]
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
 FIELD_ASSETS = {"questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                 "retrieved_documents", "rejected_samples"}
-ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary"}
-
-
-def materialized(result) -> set[str]:
-    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary", "baseline_comparison"}
 
 
 @pytest.fixture
@@ -44,7 +40,7 @@ def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows
     project.write("v1", fiqa_rows)
     result = project.run("v1")
     assert result.success and materialized(result) == ALL_ASSETS
-    [check] = result.get_asset_check_evaluations()
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert check.passed and check.partition == "v1"
 
     summary = json.loads((project.out / "v1" / "summary.json").read_text())
@@ -65,7 +61,7 @@ def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows
 def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa_rows):
     project.write("v1", fiqa_rows + [{"id": "nothing-usable", "user_input": "What is an ETF?"}])
     result = project.run("v1")  # 1 of 5 lines no core metric can use: 20 % > 5 %, the version fails its check
-    [check] = result.get_asset_check_evaluations()
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert not check.passed and check.metadata["rejected_share"].value == 0.2
     assert materialized(result) == FIELD_ASSETS
     rejected = project.query("select row, line, id, reason, sample from eval.rejected_samples where version = 'v1'")
@@ -89,7 +85,7 @@ def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
     project.write("prod", rows)
     result = project.run("prod")
     assert result.success and materialized(result) == ALL_ASSETS
-    [check] = result.get_asset_check_evaluations()
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert check.passed and check.metadata["rejected_rows"].value == 0
     assert check.metadata["cannot_run"].value == {"context_recall": "no line has a usable 'reference'",
                                                    "context_precision": "no line has a usable 'reference'"}
@@ -267,7 +263,7 @@ def llm_project(tmp_path, monkeypatch):
 def test_llm_judge_in_the_graph_keeps_the_key_out_of_everything(llm_project, fiqa_rows, capsys, caplog):
     project = llm_project
     project.write("v1", fiqa_rows[:2])
-    result = project.run("v1", run_config={"ops": {"answer_relevancy": {"config": {"strictness": 2}}}})
+    result = project.run("v1", run_config={"ops": {"score_metrics": {"config": {"answer_relevancy": {"strictness": 2}}}}})
     assert result.success
     summary = json.loads((project.out / "v1" / "summary.json").read_text())
     assert summary["judge"]["judge"] == "llm:judge-test"
@@ -303,10 +299,11 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
                                                    scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=timezone.utc)))
     assert request.run_key == "20261101T000000Z-a-20261201T0200" and request.partition_key == "20261101T000000Z-a"
     assert {k.to_user_string() for k in request.asset_selection} == {"faithfulness", "answer_relevancy",
-                                                                     "eval_summary"}
+                                                                     "eval_summary", "baseline_comparison"}
     project.server.seen = []
     result = project.materialize("20261101T000000Z-a", request.asset_selection)
-    assert result.success and materialized(result) == {"faithfulness", "answer_relevancy", "eval_summary"}
+    assert result.success and materialized(result) == {"faithfulness", "answer_relevancy", "eval_summary",
+                                                       "baseline_comparison"}
     kinds = sorted(r.kind for r in project.server.chat_requests())
     assert kinds == ["answer_questions"] * 4 + ["statement_support"] * 4  # one of each per row, nothing else
     assert project.server.embedding_requests() == []  # the question and the scripted questions are cached
@@ -318,7 +315,7 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_
     import importlib
 
     import assets.summary
-    from assets.evaluation import build_metric_asset
+    from assets.evaluation import build_metric_assets
     from assets.ingestion import ingest_dataset
     from metrics.registry import METRICS
 
@@ -329,7 +326,7 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_
     monkeypatch.setattr(METRICS["faithfulness"], "version", METRICS["faithfulness"].version + "-next")
     try:
         summary = importlib.reload(assets.summary).eval_summary
-        reloaded = dg.Definitions(assets=[ingest_dataset, *(build_metric_asset(m) for m in METRICS), summary],
+        reloaded = dg.Definitions(assets=[ingest_dataset, build_metric_assets(), summary],
                                   resources=project.resources)
         stale = stale_assets(project.instance, reloaded.get_repository_def(), "v1", EVALUATED)
     finally:
@@ -442,11 +439,10 @@ def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkey
         "LLMRAGContextPrecision"}
 
 
-def test_a_dagster_run_against_a_dead_endpoint_fails_each_metric_step_naming_the_cause(tmp_path):
+def test_a_dagster_run_against_a_dead_endpoint_fails_the_metric_step_naming_the_cause(tmp_path):
     import dagster as dg
 
     from assets.resources import JudgeResource
-    from metrics.registry import CORE_METRICS
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
@@ -461,5 +457,5 @@ def test_a_dagster_run_against_a_dead_endpoint_fails_each_metric_step_naming_the
     resource.get_judge().close()
     assert not result.success  # before: every row judge_error after 5 "timeouts", and the run succeeded
     failures = {e.step_key: e.event_specific_data.error.message for e in result.all_events if e.is_step_failure}
-    assert set(failures) == set(CORE_METRICS)
+    assert set(failures) == {"score_metrics"}  # the one step judging every selected metric
     assert all(f"the judge endpoint {url} cannot be reached: connection refused" in m for m in failures.values())

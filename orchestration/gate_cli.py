@@ -1,0 +1,166 @@
+"""``rag-eval compare``, ``rag-eval gate`` and ``rag-eval tag``: the regression gate from the CLI.
+
+Exit status of ``compare`` and ``gate``: 0 the gate passed (or there is no baseline yet);
+4 the gate failed (a gated metric regressed, had too few rows, or lost coverage); 2 bad
+arguments or input (as every ``rag-eval`` command).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+GATE_FAILED = 4
+
+
+def _config(args: argparse.Namespace):
+    from metrics.gate import GateConfig
+
+    margins = {}
+    for item in args.margin or []:
+        metric, _, value = item.partition("=")
+        try:
+            margins[metric] = float(value)
+        except ValueError:
+            raise ValueError(f"--margin {item!r}: use METRIC=VALUE, e.g. faithfulness=0.03") from None
+    config = GateConfig.load(args.config, metrics=args.metrics.split(",") if args.metrics else None,
+                             repeats=args.repeats, max_coverage_drop=args.max_coverage_drop)
+    config.margins.update(margins)
+    GateConfig(**vars(config))  # validate the merged settings
+    return config
+
+
+def _judge(args: argparse.Namespace):
+    from metrics.evaluate import default_judge
+    from metrics.judges.offline import OfflineJudge
+
+    return OfflineJudge() if args.offline else default_judge()
+
+
+def _print_table(comparison) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from metrics.gate_report import _num
+    from orchestration.report import printable
+
+    table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
+    for column in ("metric", "base", "cand", "diff", "95 % CI", "n", "verdict"):
+        table.add_column(column, justify="left" if column in ("metric", "verdict") else "right", no_wrap=True)
+    for m in comparison.metrics.values():
+        verdict = m.verdict.replace(" detected", "") + ("" if m.metric in comparison.gated else " (info)")
+        table.add_row(m.metric, _num(m.baseline_mean), _num(m.candidate_mean), _num(m.difference, sign=True),
+                      f"{_num(m.low, sign=True)}..{_num(m.high, sign=True)}", str(m.n), verdict)
+    print(printable(f"{comparison.candidate} vs baseline {comparison.baseline}"))
+    Console().print(table)
+
+
+def _finish(comparison, notes: list[str], folder: Path, history) -> int:
+    from metrics.gate import write_reports
+    from orchestration.report import printable
+
+    _print_table(comparison)
+    for note in notes:
+        print(f"note: {printable(note)}")
+    paths = write_reports(comparison, notes, folder, history)
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    if comparison.passed:
+        print("gate passed")
+        return 0
+    for failure in comparison.failures:
+        print(f"gate failed: {printable(failure)}", file=sys.stderr)
+    return GATE_FAILED
+
+
+def _report_folder(args: argparse.Namespace, candidate) -> Path:
+    from metrics.gate import evaluated_versions
+
+    if args.report_dir:
+        return Path(args.report_dir)
+    return Path(args.out) / (candidate.name if candidate.name in evaluated_versions(args.out) else "gate")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare CANDIDATE with BASELINE (version keys, results files or datasets)."""
+    from metrics.gate import history, load_version, run_comparison
+
+    config = _config(args)
+    judge = _judge(args)
+    try:
+        sides = [load_version(spec, args.out, args.datasets, judge, config.metrics)
+                 for spec in (args.baseline, args.candidate)]
+        comparison, notes = run_comparison(*sides, config, judge)
+    finally:
+        if hasattr(judge, "close"):
+            judge.close()
+    return _finish(comparison, notes, _report_folder(args, sides[1]), history(args.out, *sides))
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Compare CANDIDATE (default: the latest evaluated version) with its configured baseline."""
+    from metrics.gate import evaluated_versions, read_tags, resolve_baseline
+
+    config = _config(args)
+    versions = evaluated_versions(args.out)
+    candidate = args.candidate or (versions[-1] if versions else None)
+    if candidate is None:
+        raise ValueError(f"no evaluated version under {args.out}/: run `rag-eval run` first, or name a candidate")
+    rule = args.baseline or config.baseline
+    if rule == "previous" and candidate not in versions:
+        raise ValueError(f"{candidate} is not an evaluated version under {args.out}/, so it has no previous version: "
+                         "name its baseline with --baseline")
+    baseline = rule
+    if rule == "previous" or rule.startswith("tag:") or (rule in versions and not Path(rule).exists()):
+        baseline = resolve_baseline(candidate, rule, versions, read_tags(args.datasets))
+    if baseline is None or baseline == candidate:
+        print(f"no baseline for {candidate} ({rule}: {'it is the baseline itself' if baseline else 'no earlier version'}"
+              "); nothing to compare, the gate passes")
+        return 0
+    args.baseline, args.candidate = baseline, candidate
+    return cmd_compare(args)
+
+
+def cmd_tag(args: argparse.Namespace) -> int:
+    """Point tag NAME at VERSION (``<datasets>/tags.json``), or list the tags."""
+    from metrics.gate import read_tags, set_tag
+
+    if args.name and args.version:
+        set_tag(args.datasets, args.name, args.version)
+        print(f"tag {args.name} -> {args.version} ({Path(args.datasets) / 'tags.json'})")
+        return 0
+    if args.name or args.version:
+        raise ValueError("rag-eval tag NAME VERSION sets a tag; without arguments it lists them")
+    for name, version in sorted(read_tags(args.datasets).items()):
+        print(f"{name}\t{version}")
+    return 0
+
+
+def add_gate_commands(sub) -> None:
+    """Add ``compare``, ``gate`` and ``tag`` to the ``rag-eval`` subcommands ``sub``."""
+    compare = sub.add_parser("compare", help="compare two versions; exit 4 when the gate fails")
+    compare.add_argument("baseline", help="version key, results .parquet, or dataset (.jsonl / folder)")
+    compare.add_argument("candidate", help="version key, results .parquet, or dataset (.jsonl / folder)")
+    compare.set_defaults(handler=cmd_compare, uses_instance=False)
+    gate = sub.add_parser("gate", help="compare a version with its configured baseline; exit 4 when it fails")
+    gate.add_argument("candidate", nargs="?", help="version key or file (default: the latest evaluated version)")
+    gate.add_argument("--baseline", help="override the config's baseline: previous, tag:NAME, a version key or a file")
+    gate.set_defaults(handler=cmd_gate, uses_instance=False)
+    for p in (compare, gate):
+        p.add_argument("--config", help="gate settings (TOML; default [tool.rag_eval.gate] of ./pyproject.toml)")
+        p.add_argument("--metrics", help="gated metrics, comma-separated (default: the config's)")
+        p.add_argument("--margin", action="append", metavar="METRIC=VALUE",
+                       help="margin of a metric on its own scale (repeatable; default 0.02 on [0, 1] metrics)")
+        p.add_argument("--repeats", type=int, help="judgements per row, LLM judge (default: the config's, 1)")
+        p.add_argument("--max-coverage-drop", type=float, metavar="SHARE",
+                       help="largest allowed rise of the judge_error/input_error share (default 0.05)")
+        p.add_argument("--report-dir", help="where report.md, report.html and comparison.json go (default "
+                                            "out/<candidate version>/, or out/gate/ for files)")
+        p.add_argument("--offline", action="store_true", help="judge datasets and repeats with the offline judge")
+        p.add_argument("--out", default="out", help="folder of evaluated versions (default out/)")
+        p.add_argument("--datasets", default="datasets", help="folder of dataset versions and tags.json")
+    tag = sub.add_parser("tag", help="name a version (e.g. production) for the gate's baseline = tag:NAME")
+    tag.add_argument("name", nargs="?", help="tag name")
+    tag.add_argument("version", nargs="?", help="version key")
+    tag.add_argument("--datasets", default="datasets", help="folder holding tags.json (default datasets/)")
+    tag.set_defaults(handler=cmd_tag, uses_instance=False)

@@ -1,0 +1,252 @@
+"""``rag-eval sweep CONFIG``: run every configuration of a target file, incrementally, and rank them.
+
+Each configuration becomes a target run (a partition, ``assets/targets.py``). For each,
+the graph is materialized level by level — parts and question set, retrieval, generation,
+ingestion, metrics, summary — and at each level only the assets Dagster reports stale or
+missing for the partition run (the resolver behind the UI's "Unsynced";
+``orchestration/staleness.py``): an unchanged configuration runs nothing, a new generator
+runs generation and the metrics whose fields changed, a new ``top_k`` retrieval and what
+its new contexts change. The parts and the question set, which Dagster cannot watch
+(they are files), run when their version hash or content differs from the last
+materialization's. Then the table: configurations ranked on the chosen metrics (mean
+with a percentile bootstrap 95 % interval over questions), with their cost.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+FIELD_LEVEL = ["questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
+               "retrieved_documents", "rejected_samples"]
+
+
+#: Assets whose run certainly makes these stale: a part's new version hash or new questions
+#: always reach the step calling it; the ingestion's outputs come from one multi-asset.
+_FOLLOWERS = {"retriever": ["system_contexts"], "generator": ["system_responses"],
+              "question_set": ["system_contexts", "system_responses", *FIELD_LEVEL],
+              **{field: FIELD_LEVEL for field in FIELD_LEVEL}}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``sweep`` subcommand's arguments."""
+    parser.add_argument("config", help="target configuration file (TOML, or YAML): see metrics/targets/config.py")
+    parser.add_argument("--metrics", help="metrics to score and rank on, comma-separated (default: the file's "
+                                          "`metrics`, else core)")
+    parser.add_argument("--max-rejected-share", type=float, default=0.05, metavar="SHARE",
+                        help="share of bad question lines above which a run fails (default 0.05)")
+    parser.add_argument("--json", help="also write the ranked table as JSON to this file")
+    parser.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
+    parser.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
+    parser.add_argument("--base-url", help="OpenAI-compatible judge endpoint (default $OPENAI_BASE_URL)")
+    parser.set_defaults(handler=cmd_sweep, executor="local", spark_master="local[2]", parallelism=2)
+
+
+def _recorded(instance, asset: str, key: str, field: str):
+    from orchestration.staleness import latest_materialization
+
+    record = latest_materialization(instance, asset, key)
+    value = record.metadata.get(field) if record else None
+    return getattr(value, "value", value)
+
+
+def _first_level(instance, store, key: str) -> list[str]:
+    """The parts and question set whose version hash or content changed since their last materialization."""
+    from assets.targets import configuration_of
+
+    configuration = configuration_of(store, key)
+    todo = [role for role in ("retriever", "generator")
+            if _recorded(instance, role, key, "version_hash") !=
+            (configuration.parts.get("system") or configuration.parts[role]).version_hash]
+    digest = hashlib.sha256((Path(store.root) / key / "questions.jsonl").read_bytes()).hexdigest()
+    if _recorded(instance, "question_set", key, "source_sha256") != digest:
+        todo.insert(0, "question_set")
+    return todo
+
+
+def run_incrementally(key: str, metrics: list[str], instance, resources: dict, run_config: dict) -> list:
+    """Materialize what is stale or missing for target run ``key``, level by level; the
+    ``ExecuteInProcessResult`` of each run (none when nothing changed).
+
+    Raises
+    ------
+    RuntimeError
+        If a run fails (its step's error is in the message).
+    """
+    import dagster as dg
+
+    from assets.evaluation import METRICS_OP, metric_assets
+    from assets.ingestion import ingest_dataset
+    from assets.summary import eval_summary
+    from assets.targets import target_assets
+    from orchestration.definitions import defs
+    from orchestration.staleness import latest_materialization, stale_assets
+
+    repository = defs.get_repository_def()
+    levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL,
+              metrics, ["eval_summary"]]
+    everything = [*target_assets, ingest_dataset, *metric_assets, eval_summary]
+    results, done = [], set()
+    for depth, level in enumerate(levels):
+        if depth == 0:
+            todo = set(_first_level(instance, resources["dataset_store"], key))
+        else:
+            todo = {a for a in level if a not in done and latest_materialization(instance, a, key) is None}
+            todo |= set(stale_assets(instance, repository, key, [a for a in level if a not in done]))
+        if not todo:
+            continue
+        for asset in list(todo):  # what is certain to turn stale next runs in the same run
+            todo |= set(_FOLLOWERS.get(asset, ()))
+        if todo & set(metrics):
+            todo.add("eval_summary")
+        below = {a for later in levels[depth + 1:] for a in later if latest_materialization(instance, a, key) is None}
+        selection = sorted(todo | below)
+        ops = {op: c for op, c in run_config.get("ops", {}).items()  # Dagster refuses config of unselected ops
+               if op in selection or (op == "ingest_dataset" and "questions" in selection)
+               or (op == METRICS_OP and set(selection) & set(metrics))}
+        result = dg.materialize(everything, selection=selection, partition_key=key, instance=instance,
+                                resources=resources, run_config={**run_config, "ops": ops}, raise_on_error=False)
+        results.append(result)
+        if not result.success:
+            errors = [e.event_specific_data.error.message.strip() for e in result.all_events
+                      if e.is_step_failure and getattr(e.event_specific_data, "error", None)]
+            raise RuntimeError(f"{key}: the run of {', '.join(selection)} failed: {'; '.join(errors) or 'see the UI'}")
+        done |= set(selection)
+    return results
+
+
+def run_cost(results: list) -> dict[str, int]:
+    """What the runs of one target run sent: target calls and judge requests (and tokens)."""
+    cost = {"target_calls": 0, "judge_requests": 0, "judge_tokens": 0}
+    for result in results:
+        for event in result.get_asset_materialization_events():
+            meta = event.materialization.metadata
+            value = lambda name: int(getattr(meta.get(name), "value", 0) or 0)  # noqa: E731
+            key = event.asset_key.to_user_string()
+            if key in ("system_contexts", "system_responses"):
+                cost["target_calls"] += value("target_calls")
+            elif "chat_requests" in meta and key != "eval_summary":
+                cost["judge_requests"] += value("chat_requests") + value("embedding_requests")
+                cost["judge_tokens"] += value("prompt_tokens") + value("completion_tokens")
+    return cost
+
+
+def rank(rows: list[dict], metrics: list[str]) -> list[dict]:
+    """``rows`` ordered best first on ``metrics`` in turn (each metric's direction; a
+    configuration without a value last)."""
+    from metrics.registry import METRICS
+    from metrics.results import Direction
+
+    def key(row: dict):
+        out = []
+        for metric in metrics:
+            mean = row["metrics"].get(metric, {}).get("mean")
+            sign = -1 if METRICS[metric].direction is Direction.HIGHER else 1
+            out.append((mean is None, sign * (mean or 0.0)))
+        return out
+
+    return sorted(rows, key=key)
+
+
+def table_row(key: str, configuration, metrics: list[str], out: Path, instance, cost: dict) -> dict:
+    """One configuration's line: mean and bootstrap 95 % interval per metric (over its ``ok``
+    rows, ``metrics.calibrate.bootstrap``), target errors and cost."""
+    import pandas as pd
+
+    from metrics.calibrate import bootstrap
+
+    results = pd.read_parquet(out / key / "results.parquet")
+    row = {"configuration": configuration.name, "partition": key, "metrics": {}, **cost}
+    for metric in metrics:
+        values = results.loc[(results["metric"] == metric) & (results["status"] == "ok"), "value"].to_numpy(float)
+        row["metrics"][metric] = {"mean": round(float(values.mean()), 4) if len(values) else None,
+                                  "ci95": bootstrap(values, np.mean) if len(values) else [None, None],
+                                  "measured": int(len(values)),
+                                  "total": int((results["metric"] == metric).sum())}
+    row["target_errors"] = int(max((_recorded(instance, a, key, "target_errors") or 0)
+                                   for a in ("system_contexts", "system_responses")))
+    row["tokens"] = sum(int(_recorded(instance, a, key, t) or 0) for a in ("system_contexts", "system_responses")
+                        for t in ("prompt_tokens", "completion_tokens"))
+    row["latency_s"] = round(sum(float(_recorded(instance, a, key, "mean_latency_s") or 0.0)
+                                 for a in ("system_contexts", "system_responses")), 4)
+    return row
+
+
+def print_ranking(rows: list[dict], metrics: list[str], stream=None) -> None:
+    """The ranked table, one line per configuration (Markdown, readable in a terminal)."""
+    stream = stream or sys.stdout
+    heads = ["#", "configuration", *metrics, "target_error", "target calls", "judge requests", "tokens",
+             "latency s/question"]
+    print("| " + " | ".join(heads) + " |", file=stream)
+    print("|" + "---|" * len(heads), file=stream)
+    for place, row in enumerate(rows, start=1):
+        cells = [str(place), row["configuration"]]
+        for metric in metrics:
+            entry = row["metrics"][metric]
+            low, high = entry["ci95"]
+            cells.append("–" if entry["mean"] is None else
+                         f"{entry['mean']:.4f} [{low:.2f}, {high:.2f}]" if low is not None and low == low
+                         else f"{entry['mean']:.4f}")
+        cells += [str(row["target_errors"]), str(row["target_calls"]), str(row["judge_requests"]), str(row["tokens"]),
+                  f"{row['latency_s']:.3f}"]
+        print("| " + " | ".join(cells) + " |", file=stream)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Register every configuration of ``args.config`` as a target run, run each
+    incrementally, print the ranked table. Exit 0; 1 when a run failed; 2 for a bad file."""
+    import warnings
+
+    import dagster as dg
+
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    from assets.evaluation import METRICS_OP
+    from assets.resources import DatasetStore
+    from assets.targets import register_target_run
+    from metrics.registry import resolve_names
+    from metrics.targets.config import load_config
+    from orchestration.commands import check_out
+    from orchestration.parsing import resources as run_resources
+    from orchestration.dry_run import check_judge
+
+    sweep = load_config(args.config)
+    chosen = args.metrics.split(",") if args.metrics else sweep.metrics or ["core"]
+    metrics = list(dict.fromkeys(m for item in chosen for m in resolve_names([item.strip()])))  # ranked in this order
+    for part, why in sweep.skipped.items():
+        print(f"note: {part} left out of the sweep: {why}", file=sys.stderr)
+    resources = run_resources(args)
+    check_judge(resources["judge"])
+    check_out(args)
+    instance = dg.DagsterInstance.get()
+    store = DatasetStore(root=str(Path(args.datasets).resolve()))
+    run_config = {"ops": {"ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}},
+                          "eval_summary": {"config": {"scope": "version"}},
+                          METRICS_OP: {"config": dict(sweep.metric_options)}},
+                  "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    rows, failed = [], []
+    for configuration in sweep.configurations:
+        key = register_target_run(instance, store, sweep, configuration)
+        print(f"{configuration.name}: target run {key}", file=sys.stderr)
+        try:
+            results = run_incrementally(key, metrics, instance, resources, run_config)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed.append(key)
+            continue
+        cost = run_cost(results)
+        ran = sorted({e.asset_key.to_user_string() for r in results for e in r.get_asset_materialization_events()})
+        if set(FIELD_LEVEL) <= set(ran):
+            ran = [a for a in ran if a not in FIELD_LEVEL] + ["ingest_dataset (all fields)"]
+        print(f"  {len(results)} run(s), {cost['target_calls']} target calls, {cost['judge_requests']} judge "
+              f"requests; materialized: {', '.join(ran) or 'nothing (unchanged)'}", file=sys.stderr)
+        rows.append(table_row(key, configuration, metrics, Path(args.out), instance, cost))
+    ranked = rank(rows, metrics)
+    print_ranking(ranked, metrics)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"metrics": metrics, "ranking": ranked}, indent=2), encoding="utf-8")
+    return 1 if failed else 0

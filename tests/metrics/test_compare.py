@@ -1,0 +1,114 @@
+"""metrics.compare: paired differences by id, direction, scale, Holm, coverage, repeats (values by hand)."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from metrics.compare import compare, default_margin, holm
+
+
+def frame(metric: str, values: dict[str, float], status: dict[str, str] | None = None, repeat: int | None = None,
+          direction: str = "higher_is_better") -> pd.DataFrame:
+    status = status or {}
+    rows = [{"sample_id": sid, "row": i, "metric": metric, "status": status.get(sid, "ok"),
+             "value": None if status.get(sid, "ok") != "ok" else value, "direction": direction,
+             "reason": f"{metric} of {sid}: {value}"} for i, (sid, value) in enumerate(values.items())]
+    result = pd.DataFrame(rows)
+    if repeat is not None:
+        result["repeat"] = repeat
+    return result
+
+
+IDS = [f"q{i:02d}" for i in range(12)]
+BASE = {sid: 0.3 + 0.05 * i for i, sid in enumerate(IDS)}
+
+
+def test_rows_pair_by_id_whatever_their_order_and_lower_is_better_is_turned():
+    shuffled = {sid: BASE[sid] - 0.1 for sid in reversed(IDS)}  # every row 0.1 worse, in reverse order
+    worse_noise = {sid: BASE[sid] + 0.1 for sid in IDS}  # a lower-is-better metric 0.1 higher: also worse
+    result = compare(pd.concat([frame("faithfulness", BASE), frame("noise_sensitivity_relevant", BASE,
+                                                                   direction="lower_is_better")]),
+                     pd.concat([frame("faithfulness", shuffled), frame("noise_sensitivity_relevant", worse_noise,
+                                                                       direction="lower_is_better")]))
+    for metric in ("faithfulness", "noise_sensitivity_relevant"):
+        row = result.metrics[metric]
+        assert row.n == 12 and row.difference == pytest.approx(-0.1)
+        assert row.low == pytest.approx(-0.1) and row.high == pytest.approx(-0.1)  # every resample is -0.1
+        assert row.verdict == "regressed"
+    assert not result.passed and len(result.failures) == 2
+    assert result.worst_rows["faithfulness"][0]["difference"] == pytest.approx(-0.1)
+
+
+def test_holm_step_down_by_hand():
+    # sorted: a 0.01 * 3 = 0.03; c 0.03 * 2 = 0.06; b 0.04 * 1 = 0.04, raised to the running max 0.06.
+    assert holm({"a": 0.01, "b": 0.04, "c": 0.03}) == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
+
+
+def test_likert_metrics_are_compared_on_their_own_scale():
+    base = {sid: 1 + (i % 5) for i, sid in enumerate(IDS)}
+    lower = {sid: v - 0.05 for sid, v in base.items()}
+    result = compare(frame("groundedness", base), frame("groundedness", lower))
+    row = result.metrics["groundedness"]
+    # -0.05 on 1-5 is inside its margin 0.02 * 4 = 0.08: no change; the same -0.05 on [0, 1] regresses.
+    assert (row.margin, row.difference, row.verdict) == (0.08, pytest.approx(-0.05), "no change detected")
+    assert row.baseline_mean == pytest.approx(np.mean(list(base.values())))
+    ratio = compare(frame("faithfulness", {k: v / 5 for k, v in base.items()}),
+                    frame("faithfulness", {k: v / 5 - 0.05 for k, v in base.items()}))
+    assert ratio.metrics["faithfulness"].verdict == "regressed"
+    assert [default_margin(m) for m in ("faithfulness", "groundedness", "xdcg", "holes")] == [0.02, 0.08, 2.0, 0.5]
+
+
+def test_status_changes_rows_in_one_version_and_a_coverage_drop_fail_the_gate():
+    base = frame("faithfulness", {**BASE, "only-base": 0.5})
+    cand_values = {**{sid: BASE[sid] for sid in IDS}, "only-cand": 0.5}
+    cand = frame("faithfulness", cand_values, status={"q00": "judge_error", "q01": "judge_error"})
+    result = compare(base, cand)
+    assert result.only_in_baseline == ["only-base"] and result.only_in_candidate == ["only-cand"]
+    assert [(c["id"], c["baseline"], c["candidate"]) for c in result.status_changes["faithfulness"]] == [
+        ("q00", "ok", "judge_error"), ("q01", "ok", "judge_error")]
+    row = result.metrics["faithfulness"]
+    assert row.n == 10 and row.difference == 0.0 and row.verdict == "no change detected"
+    # 2 judge errors of 13 rows against none: the error share rose by 15.4 % > 5 %.
+    assert result.coverage["faithfulness"]["drop"] == pytest.approx(2 / 13, abs=1e-6)
+    assert result.failures == ["faithfulness coverage dropped: judge/input errors on 15.4% of rows vs 0.0% "
+                               "(limit +5.0%)"]
+    assert compare(base, cand, max_coverage_drop=0.2).passed
+
+
+def test_the_interval_matches_normal_theory_and_is_reproducible():
+    rng = np.random.default_rng(1)
+    ids = [f"r{i}" for i in range(400)]
+    base = {sid: float(v) for sid, v in zip(ids, rng.integers(0, 2, 400))}
+    cand = {sid: float(v) for sid, v in zip(ids, rng.integers(0, 2, 400))}
+    result = compare(frame("faithfulness", base), frame("faithfulness", cand))
+    row = result.metrics["faithfulness"]
+    diffs = np.array([cand[s] - base[s] for s in ids])
+    half = 1.96 * diffs.std() / math.sqrt(len(diffs))  # the normal interval's half width
+    assert row.difference == pytest.approx(diffs.mean())
+    assert (row.high - row.low) / 2 == pytest.approx(half, rel=0.08)
+    assert row.low < diffs.mean() < row.high
+    again = compare(frame("faithfulness", base), frame("faithfulness", cand))
+    assert (again.metrics["faithfulness"].low, again.metrics["faithfulness"].high) == (row.low, row.high)
+
+
+def test_too_few_rows_give_no_verdict_and_an_absent_gated_metric_fails():
+    few = {sid: BASE[sid] for sid in IDS[:5]}
+    result = compare(frame("faithfulness", few), frame("faithfulness", {k: v - 0.3 for k, v in few.items()}))
+    assert result.metrics["faithfulness"].verdict == "too few rows" and result.passed
+    absent = compare(pd.concat([frame("faithfulness", BASE), frame("answer_relevancy", BASE)]),
+                     frame("faithfulness", BASE), metrics=["faithfulness", "answer_relevancy"])
+    assert absent.metrics["answer_relevancy"].verdict == "not in candidate"
+    assert absent.failures == ["answer_relevancy: not in candidate (no row scored ok in both versions)"]
+
+
+def test_repeats_average_per_row_and_give_the_judges_test_retest_spread():
+    # Candidate judged twice: each row 0.1 below and 0.1 above the baseline, so its mean equals the baseline
+    # and the pooled within-row SD is sqrt(0.2**2 / 2) = 0.1414.
+    base = frame("faithfulness", BASE)
+    cand = pd.concat([frame("faithfulness", {k: v - 0.1 for k, v in BASE.items()}, repeat=0),
+                      frame("faithfulness", {k: v + 0.1 for k, v in BASE.items()}, repeat=1)])
+    row = compare(base, cand).metrics["faithfulness"]
+    assert row.difference == pytest.approx(0.0) and row.n == 12
+    assert row.repeats == {"baseline": 1, "candidate": 2}
+    assert row.retest_sd == {"baseline": None, "candidate": pytest.approx(math.sqrt(0.02))}

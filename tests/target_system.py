@@ -1,0 +1,28 @@
+"""A tiny RAG retriever for the target tests: word overlap over four passages, counting its calls."""
+import re
+import threading
+
+PASSAGES = {
+    "louvre": "The Louvre museum is located in Paris, France. It holds the Mona Lisa.",
+    "eiffel": "The Eiffel Tower was completed in 1889 for the World's Fair in Paris.",
+    "thames": "The Thames flows through London and reaches the North Sea.",
+    "prado": "The Prado museum in Madrid holds works by Velazquez and Goya.",
+}
+calls = {"retriever": 0}
+_lock = threading.Lock()
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def overlap(user_input: str, top_k: int = 2) -> list[dict]:
+    """The ``top_k`` passages sharing the most words with the question (ties by id); a
+    question containing "poison" raises ValueError (a row the system fails on)."""
+    with _lock:
+        calls["retriever"] += 1
+    if "poison" in user_input:
+        raise ValueError("the index has no entry for this question")
+    ranked = sorted(PASSAGES, key=lambda k: (-len(_words(user_input) & _words(PASSAGES[k])), k))[:top_k]
+    return [{"id": k, "text": PASSAGES[k], "score": float(len(_words(user_input) & _words(PASSAGES[k])))}
+            for k in ranked]
