@@ -5,17 +5,19 @@ together, every request of every metric under the judge's one concurrency limit 
 and lineage (it depends on exactly the field assets it reads)."""
 
 from collections.abc import Callable
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import dagster as dg
 import pandas as pd
+from pydantic import create_model
 
 from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
 from metrics.aggregate import USAGE_COLUMNS
+from metrics.judges.config import PER_METRIC, LLMConfig
 from metrics.judges.endpoint import EndpointError
-from metrics.judges.offline import OfflineJudge
-from metrics.judges.prompts import PROMPT_VERSIONS
 from metrics.registry import METRICS, build_metrics
 from metrics.results import Status
 
@@ -25,22 +27,26 @@ from metrics.results import Status
 progress_listeners: list[Callable[[str, int, int], None]] = []
 
 
-class MetricConfig(dg.Config):
-    """Run configuration of a metric: its pass/fail threshold and, with the LLM judge, the
-    model, temperature and strictness (AnswerRelevancy) it is judged with."""
+def _plain(annotation: Any) -> Any:
+    """The Dagster config type of an option's annotation: ``Literal["a", "b"]`` is ``str``,
+    ``int | None`` is ``int``."""
+    if get_origin(annotation) is Literal:
+        return type(get_args(annotation)[0])
+    inner = [a for a in get_args(annotation) if a is not type(None)]
+    return _plain(inner[0]) if inner and get_origin(annotation) in (Union, UnionType) else annotation
 
-    threshold: float | None = None
-    model: str | None = None
-    temperature: float | None = None
-    strictness: int | None = None
-    #: Options of some metrics: ``mode`` (factual_correctness); ``k``, ``label_min``,
-    #: ``label_max``, ``gain``, ``tie_break`` (document retrieval metrics).
-    mode: str | None = None
-    k: int | None = None
-    label_min: int | None = None
-    label_max: int | None = None
-    gain: str | None = None
-    tie_break: str | None = None
+
+#: Every metric option of the run config, with its type: the threshold, the judge settings a
+#: metric may set for itself (``metrics.judges.config.PER_METRIC``) and every field of the
+#: metrics' ``Options`` models (checked by the metric itself when it is built).
+_HINTS = get_type_hints(LLMConfig)
+_OPTIONS = {"threshold": float, **{name: _HINTS[name] for name in PER_METRIC},
+            **{name: field.annotation for cls in METRICS.values() for name, field in cls.Options.model_fields.items()}}
+#: Run configuration of a metric: its pass/fail threshold, its judging options (model,
+#: temperature, strictness with the LLM judge) and its ``Options`` (``mode``, ``k``...).
+MetricConfig = create_model("MetricConfig", __base__=dg.Config,
+                            **{name: (_plain(kind) | None, None) for name, kind in _OPTIONS.items()})
+METRIC_OPTIONS = tuple(name for name in _OPTIONS if name not in ("threshold", *PER_METRIC))
 
 
 #: Run configuration of the metric assets: one :class:`MetricConfig` per metric, e.g.
@@ -68,10 +74,9 @@ def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
 
 
 def metric_code_version(name: str) -> str:
-    """Changes with the metric's formula, its LLM prompts or the offline judge's rules."""
-    cls = METRICS[name]
-    prompts = ".".join(PROMPT_VERSIONS[kind] for kind in cls.judgements)
-    return f"m{cls.version}-p{prompts}-o{OfflineJudge.version}"
+    """Changes with the metric's formula, its judgements' versions or the judge that decides
+    them (``Metric.code_version``; the judge the definitions' resource configures)."""
+    return METRICS[name].code_version(JudgeResource().code_version())
 
 
 def _metric_out(name: str) -> dg.AssetOut:
@@ -139,7 +144,7 @@ def _configured(name: str, config: MetricConfig, scorer):
                                {name: options} if options else None)[0]
     except ValueError as exc:
         raise dg.Failure(str(exc)) from exc
-    judging = {k: getattr(config, k) for k in ("model", "temperature", "strictness") if getattr(config, k) is not None}
+    judging = {k: getattr(config, k) for k in PER_METRIC if getattr(config, k) is not None}
     if judging:
         if not isinstance(scorer, LLMJudge):
             raise dg.Failure(f"{name}: {sorted(judging)} apply to the LLM judge only; no endpoint is configured")

@@ -8,17 +8,17 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import dagster as dg
 import duckdb
 import pandas as pd
 from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager
-from pydantic import PrivateAttr
+from pydantic import PrivateAttr, create_model
 
 from metrics.base import Metric
-from metrics.evaluate import Task, results_frame, score_chunks
+from metrics.scoring import Task, results_frame, score_chunks
 from metrics.judges import Judge, OfflineJudge
 from metrics.judges.llm import LLMConfig, LLMJudge
 
@@ -233,8 +233,13 @@ class ExecutionResource(dg.ConfigurableResource):
 
 _JUDGES: dict[str, Judge] = {}
 
+#: Every public setting of ``LLMConfig`` (the one model of the judge's settings), optional:
+#: unset, it takes the environment's value, then ``LLMConfig``'s default.
+JudgeSettings = create_model("JudgeSettings", **{
+    name: (get_type_hints(LLMConfig)[name] | None, None) for name in LLMConfig.public_fields()})
 
-class JudgeResource(dg.ConfigurableResource):
+
+class JudgeResource(dg.ConfigurableResource, JudgeSettings):
     """The judge behind every metric asset, a plain judge object from ``metrics.judges``.
 
     With an OpenAI-compatible endpoint configured (``OPENAI_API_KEY`` and/or
@@ -242,34 +247,28 @@ class JudgeResource(dg.ConfigurableResource):
     otherwise the offline heuristic judge (no key, no network). API keys are read from
     the environment only (``OPENAI_API_KEY``, ``EMBEDDING_API_KEY``) by the process that
     runs the step: there is no key field, so run configuration, logs and metadata never
-    hold one, and a ``base_url`` with credentials is refused (``ValueError``). Unset
-    fields take the environment's value, then ``LLMConfig``'s default; ``max_row_requests``
-    and ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
+    hold one, and a ``base_url`` with credentials is refused (``ValueError``). Its fields
+    are ``LLMConfig``'s public ones (:data:`JudgeSettings`): unset, they take the
+    environment's value, then ``LLMConfig``'s default; ``max_row_requests`` and
+    ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
+    ``support_threshold`` is the offline judge's (``metrics.judges.offline.Rules``).
     """
 
-    model: str | None = None
-    base_url: str | None = None
-    embedding_model: str | None = None
-    embedding_base_url: str | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    strictness: int | None = None
-    response_format: str | None = None
-    concurrency: int | None = None
-    timeout: float | None = None
-    max_attempts: int | None = None
-    cache_path: str | None = None
-    cache_across_endpoints: bool | None = None
-    max_row_requests: int | None = None
-    max_row_tokens: int | None = None
     support_threshold: float | None = None
+
+    def _config(self) -> LLMConfig:
+        return LLMConfig.from_env(**{name: getattr(self, name) for name in LLMConfig.public_fields()})
+
+    def code_version(self) -> str:
+        """Which judge decides, as the metric assets' code version records it:
+        ``llm:<model>`` or ``offline:<rule version>``, without building the judge."""
+        config = self._config()
+        return f"llm:{config.model}" if config.configured else f"offline:{OfflineJudge.version}"
 
     def get_judge(self) -> Judge:
         """One judge per process and configuration, so its model or connections, its
         concurrency limit and its caches are shared by every metric asset of a run."""
-        settings = {name: getattr(self, name) for name in self.model_fields
-                    if name != "support_threshold" and getattr(self, name) is not None}
-        config = LLMConfig.from_env(**settings)
+        config = self._config()
         key = repr(sorted(asdict(config).items())) if config.configured else f"offline:{self.support_threshold}"
         if key not in _JUDGES:
             if config.configured:
@@ -278,3 +277,15 @@ class JudgeResource(dg.ConfigurableResource):
                 options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
                 _JUDGES[key] = OfflineJudge(**options)
         return _JUDGES[key]
+
+
+def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", judge: JudgeResource | None = None,
+                    execution: ExecutionResource | None = None) -> dict[str, Any]:
+    """The resources of the evaluation graph, the one place they are wired (the code
+    location's ``Definitions``, ``rag-eval`` and the tests): dataset versions under
+    ``datasets``, reports and ``rag_eval.duckdb`` (schema ``eval``, one table per asset)
+    under ``out``, the ``judge`` and where metrics are scored (``execution``; ``local`` by
+    default, ``spark`` scores each metric's samples in Spark tasks)."""
+    return {"dataset_store": DatasetStore(root=str(datasets)), "report_store": ReportStore(root=str(out)),
+            "judge": judge or JudgeResource(), "execution": execution or ExecutionResource(),
+            "io_manager": ResultsDatabase(database=str(Path(out) / "rag_eval.duckdb"), schema="eval")}

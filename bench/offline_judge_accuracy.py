@@ -46,7 +46,7 @@ import numpy as np
 
 from metrics import OfflineJudge, build_metrics, load_samples
 from metrics.calibrate import bootstrap
-from metrics.evaluate import score_all
+from metrics.scoring import score_all
 from metrics.text import has_cjk, split_sentences
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from metrics.registry import METRICS
 
 from metrics.results import Direction, Status
 
-#: Per-row cost columns of a results frame (``metrics.evaluate.results_frame``).
+#: Per-row cost columns of a results frame (``metrics.scoring.results_frame``).
 USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits"]
 
 
@@ -112,7 +112,7 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     ----------
     results : DataFrame
         One row per (sample, metric) with columns ``sample_id, metric, status, value,
-        passed, direction`` and ``row`` (as made by ``metrics.evaluate.results_frame``);
+        passed, direction`` and ``row`` (as made by ``metrics.scoring.results_frame``);
         rows are told apart by ``row`` when present (ids may repeat), else by ``sample_id``.
     task_name : str
         Name written as ``task_name``.

@@ -10,8 +10,12 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any, ClassVar
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from metrics.judgements.base import Judgement
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
 from metrics.results import Direction, MetricResult, Status, passes
 from metrics.samples import Sample, is_target_error
@@ -34,6 +38,22 @@ def normalised(sample: Sample) -> tuple[Sample, dict[str, Any]]:
         if clean != value:
             changes[name], originals[name] = clean, value
     return (replace(sample, **changes) if changes else sample), originals
+
+
+class Family(str, Enum):
+    """Where a metric comes from (selectable by name: ``--metrics ragas``)."""
+
+    #: The dingo RAG guide's five, in the order reports show them.
+    CORE = "core"
+    RAGAS = "ragas"
+    AZURE = "azure"
+    DOCUMENT_RETRIEVAL = "document_retrieval"
+
+
+def nothing_retrieved(contexts: list[str]) -> bool:
+    """True when retrieval returned no usable text: no context, or only blank ones
+    (``[]``, ``["", " "]``); every metric reading contexts decides this one way."""
+    return not any(c.strip() for c in contexts)
 
 
 class InputProblem(ValueError):
@@ -65,6 +85,20 @@ class NotApplicable:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+class Options(BaseModel):
+    """A metric's options besides its threshold, as a typed model (``Literal`` where the
+    values are a set): the Python API (``Metric(**options)``, ``build_metrics(options=)``),
+    the CLI's ``--metric-option`` and the run config all read it. None by default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def problems(exc: ValidationError) -> str:
+    """A pydantic validation error as ``field: message (got value)``, joined by "; "."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']} (got {e['input']!r})"
+                     for e in exc.errors())
+
+
 class Metric(ABC):
     """Base class of every metric.
 
@@ -73,11 +107,14 @@ class Metric(ABC):
     threshold : float, optional
         Pass/fail threshold; defaults to the metric's ``default_threshold``
         (0.5 on [0, 1], i.e. dingo's 5/10; 3 on a 1-5 Likert scale).
+    **options
+        Fields of the metric's :class:`Options` model (``mode="precision"`` of
+        factual_correctness).
 
     Raises
     ------
     ValueError
-        If ``threshold`` lies outside the metric's range.
+        If ``threshold`` lies outside the metric's range, or for an unknown or invalid option.
     """
 
     name: ClassVar[str]
@@ -87,21 +124,44 @@ class Metric(ABC):
     default_threshold: ClassVar[float] = 0.5
     #: Bumped whenever the formula or the judgement it asks for changes.
     version: ClassVar[str] = "1"
-    #: Kinds of LLM judgement the metric asks for (``metrics.judges.prompts.PROMPT_VERSIONS``).
-    judgements: ClassVar[tuple[str, ...]] = ()
-    #: Where the metric comes from: ``core`` (the dingo guide's five), ``ragas``, ``azure``.
-    family: ClassVar[str] = "core"
+    #: The judgements the metric asks for (``metrics.judgements``), as objects.
+    judgements: ClassVar[tuple[Judgement, ...]] = ()
+    #: Where the metric comes from (:class:`Family`).
+    family: ClassVar[Family]
+    #: The metric's options (:class:`Options` or a subclass).
+    Options: ClassVar[type[Options]] = Options
 
-    def __init__(self, threshold: float | None = None) -> None:
+    def __init__(self, threshold: float | None = None, **options: Any) -> None:
+        try:
+            self.options = self.Options(**options)
+        except ValidationError as exc:
+            raise ValueError(f"{self.name}: {problems(exc)}") from None
+        self.set_threshold(threshold)
+
+    def set_threshold(self, threshold: float | None) -> None:
+        """Set the pass/fail threshold (``None``: the default), the one place its range is checked.
+
+        Raises
+        ------
+        ValueError
+            If it lies outside the metric's (instance's) ``value_range``.
+        """
         self.threshold = self.default_threshold if threshold is None else float(threshold)
         low, high = self.value_range
         if not low <= self.threshold <= high:
-            raise ValueError(f"{self.name}: threshold {self.threshold} outside [{low}, {high}]")
+            raise ValueError(f"{self.name}: threshold {self.threshold:g} outside [{low:g}, {high:g}]")
+
+    @classmethod
+    def code_version(cls, judge: str) -> str:
+        """Changes with the metric's formula (``version``), the version of every judgement it
+        asks for and the judge that decides them (``judge``: ``Judge.code_version``), e.g.
+        ``m1-statement_support:1-offline:4``."""
+        return "-".join((f"m{cls.version}", *(j.tag for j in cls.judgements), judge))
 
     def fit(self, samples: list[Sample]) -> None:
         """Settle, once, the settings that follow the data, before any sample is scored
         (none by default; the document retrieval metrics take a binary label scale from
-        binary ground truth). Called by ``metrics.evaluate.score_all`` and on Spark's driver."""
+        binary ground truth). Called by ``metrics.scoring.score_all`` and on Spark's driver."""
 
     @abstractmethod
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:

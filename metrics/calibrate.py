@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.evaluate import default_judge, score_all
+from metrics.scoring import default_judge, score_all
 from metrics.judges.base import Judge
 from metrics.registry import build_metrics
 from metrics.results import MetricResult

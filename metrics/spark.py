@@ -4,7 +4,7 @@ The metric code of this package runs unchanged inside Spark tasks: each partitio
 the samples builds its own judge from the driver's judge *recipe* (an offline judge
 loads its encoder once per task; an LLM judge gets its share of the global concurrency
 limit and reads its API key from the executor's environment, never from the task),
-scores its samples with :func:`metrics.evaluate.score_all`, and sends back the results.
+scores its samples with :func:`metrics.scoring.score_all`, and sends back the results.
 The driver orders them as the local path does and builds the same summary.
 
 Judgement cache: the LLM judge's SQLite cache (``cache_path``) is opened by every task.
@@ -23,10 +23,13 @@ import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from metrics.aggregate import summarize
 from metrics.base import Metric
 from metrics.judges.base import Judge
+from metrics.registry import build_metrics
 from metrics.results import MetricResult
 from metrics.samples import Sample, sample_from_dict
+from metrics.scoring import EvaluationResult, default_judge, results_frame, score_all
 
 
 def is_spark_data(data: Any) -> bool:
@@ -37,8 +40,6 @@ def is_spark_data(data: Any) -> bool:
 
 def _score_partition(items: Iterable[tuple[int, Any]], metrics: list[Metric], recipe: Callable[[], Judge],
                      fields: dict[str, str] | None) -> Iterator[MetricResult]:
-    from metrics.evaluate import score_all
-
     samples = [item if isinstance(item, Sample) else sample_from_dict(item, row, fields) for row, item in items]
     if not samples:
         return iter(())
@@ -68,7 +69,7 @@ def score_on_spark(spark, samples: list[Sample], metrics: list[Metric], judge: J
                    parallelism: int | None = None) -> list[MetricResult]:
     """Score driver-side ``samples`` on ``spark`` (a SparkSession) in ``parallelism`` tasks.
 
-    Returns the same list, in the same order, as ``metrics.evaluate.score_all``.
+    Returns the same list, in the same order, as ``metrics.scoring.score_all``.
     """
     context = spark.sparkContext
     slices = _slices(parallelism or context.defaultParallelism, judge)
@@ -95,10 +96,6 @@ def evaluate_spark(data, metrics: Iterable[str | Metric] | None = None, judge: J
     TypeError
         If ``data`` is not a pyspark DataFrame or RDD.
     """
-    from metrics.evaluate import EvaluationResult, default_judge, results_frame
-    from metrics.aggregate import summarize
-    from metrics.registry import build_metrics
-
     if not is_spark_data(data):
         raise TypeError(f"expected a pyspark DataFrame or RDD, got {type(data).__name__}")
     rdd = data.rdd.map(lambda row: row.asDict(recursive=True)) if type(data).__name__ == "DataFrame" else data

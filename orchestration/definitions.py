@@ -4,7 +4,7 @@ import dagster as dg
 from assets.evaluation import metric_assets
 from assets.gate import baseline_comparison
 from assets.ingestion import ingest_dataset
-from assets.resources import DatasetStore, ExecutionResource, JudgeResource, ReportStore, ResultsDatabase
+from assets.resources import build_resources
 from assets.summary import eval_summary
 from assets.targets import target_assets
 from orchestration.jobs import JOBS
@@ -16,15 +16,9 @@ defs = dg.Definitions(
     jobs=JOBS,
     schedules=[nightly_evaluation],
     sensors=[new_dataset_versions],
-    resources={
-        "dataset_store": DatasetStore(),
-        "report_store": ReportStore(),
-        "judge": JudgeResource(),
-        # `local` by default; `spark` scores each metric's samples in Spark tasks (see the README).
-        "execution": ExecutionResource(),
-        # Every asset is a DataFrame with a `version` column: one DuckDB table per asset.
-        "io_manager": ResultsDatabase(database="out/rag_eval.duckdb", schema="eval"),
-    },
+    # datasets/ and out/ (rag_eval.duckdb: one table per asset, rows keyed by `version`); the
+    # judge the environment configures; `local` execution (`spark`: see the README).
+    resources=build_resources(),
     # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).
     executor=dg.in_process_executor,
 )

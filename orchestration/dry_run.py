@@ -53,22 +53,22 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
     """Print what ``rag-eval run`` with these arguments would send, per metric and in
     total, after the judgement cache, and its price at ``--price``."""
     from metrics.cost import estimate_cost
+    from assets.evaluation import METRICS_OP
+    from metrics.judges.config import PER_METRIC
     from metrics.judges.llm import LLMJudge
     from metrics.registry import build_metrics, resolve_names
     from metrics.samples import load_samples
 
     price = parse_price(args.price)
     names = resolve_names(args.metrics)
-    per_metric = run_config["ops"].get("score_metrics", {}).get("config", {})
+    per_metric = run_config["ops"].get(METRICS_OP, {}).get("config", {})
     config = {name: per_metric.get(name, {}) for name in names}
-    judging = ("threshold", "model", "temperature", "strictness")
-    options = {n: {k: v for k, v in c.items() if k not in judging} for n, c in config.items()}
+    options = {n: {k: v for k, v in c.items() if k not in ("threshold", *PER_METRIC)} for n, c in config.items()}
     metrics = build_metrics(names, {n: c["threshold"] for n, c in config.items() if "threshold" in c},
                             {n: o for n, o in options.items() if o})
     judge = judge_resource.get_judge()
-    judges = {n: judge.with_options(**{k: c[k] for k in ("model", "temperature", "strictness") if k in c})
-              for n, c in config.items() if isinstance(judge, LLMJudge) and c.keys() & {"model", "temperature",
-                                                                                        "strictness"}}
+    judges = {n: judge.with_options(**{k: c[k] for k in PER_METRIC if k in c})
+              for n, c in config.items() if isinstance(judge, LLMJudge) and c.keys() & set(PER_METRIC)}
     samples = load_samples(Path(args.dataset))
     estimate = estimate_cost(samples, metrics, judge, judges)
     where = f" at {judge.describe()['base_url'] or 'the OpenAI API'}" if isinstance(judge, LLMJudge) else ""

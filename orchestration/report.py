@@ -128,3 +128,31 @@ def print_input_errors(errors: list[dict], count: int, stream: TextIO | None = N
               f"({', '.join(entry['metrics'])})", file=stream)
     if count > SHOWN:
         print(f"  … and {count - SHOWN} more", file=stream)
+
+
+def print_failed_checks(result, limit: float, stream: TextIO | None = None) -> None:
+    """Each blocking quality check of a run (``dagster.ExecuteInProcessResult``) that
+    failed: the share of rejected lines against ``limit``, then the lines."""
+    stream = stream or sys.stderr
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            meta = check.metadata
+            print(f"quality check {check.check_name} failed: {meta['rejected_share'].value:.1%} of the lines "
+                  f"rejected > limit {limit:.1%}", file=stream)
+            print_rejected(meta["rejected"].value, meta["rejected_rows"].value, meta["total_rows"].value, limit,
+                           stream)
+            print_input_errors(meta["input_errors"].value, meta["input_error_rows"].value, stream)
+
+
+def print_run_failure(result, stream: TextIO | None = None) -> None:
+    """Each failed step of a run (or the run itself, e.g. a resource that failed), with the
+    chain of causes down to the root one."""
+    stream = stream or sys.stderr
+    for event in result.all_events:
+        error = getattr(event.event_specific_data, "error", None)
+        if event.is_step_failure or (event.is_run_failure and error is not None):  # e.g. a resource that failed
+            print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: "
+                  f"{printable(error.message.strip())}", file=stream)
+            while error.cause is not None:  # the chain down to the root cause
+                error = error.cause
+                print(f"  caused by: {printable(error.message.strip())}", file=stream)

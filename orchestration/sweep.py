@@ -34,8 +34,6 @@ _FOLLOWERS = {"retriever": ["system_contexts"], "generator": ["system_responses"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``sweep`` subcommand's arguments."""
-    from orchestration.cli import _JUDGE_OPTIONS
-
     parser.add_argument("config", help="target configuration file (TOML, or YAML): see metrics/targets/config.py")
     parser.add_argument("--metrics", help="metrics to score and rank on, comma-separated (default: the file's "
                                           "`metrics`, else core)")
@@ -45,8 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
     parser.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
     parser.add_argument("--base-url", help="OpenAI-compatible judge endpoint (default $OPENAI_BASE_URL)")
-    parser.set_defaults(handler=cmd_sweep, executor="local", spark_master="local[2]", parallelism=2,
-                        **{k: None for k in _JUDGE_OPTIONS if k != "base_url"})
+    parser.set_defaults(handler=cmd_sweep, executor="local", spark_master="local[2]", parallelism=2)
 
 
 def _recorded(instance, asset: str, key: str, field: str):
@@ -213,7 +210,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from assets.targets import register_target_run
     from metrics.registry import resolve_names
     from metrics.targets.config import load_config
-    from orchestration.cli import _check_out, _resources
+    from orchestration.commands import check_out
+    from orchestration.parsing import resources as run_resources
     from orchestration.dry_run import check_judge
 
     sweep = load_config(args.config)
@@ -221,9 +219,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     metrics = list(dict.fromkeys(m for item in chosen for m in resolve_names([item.strip()])))  # ranked in this order
     for part, why in sweep.skipped.items():
         print(f"note: {part} left out of the sweep: {why}", file=sys.stderr)
-    resources = _resources(args)
+    resources = run_resources(args)
     check_judge(resources["judge"])
-    _check_out(args)
+    check_out(args)
     instance = dg.DagsterInstance.get()
     store = DatasetStore(root=str(Path(args.datasets).resolve()))
     run_config = {"ops": {"ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}},

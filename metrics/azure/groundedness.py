@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from metrics.azure.likert import LikertMetric
-from metrics.base import Measured, NotApplicable
-from metrics.judges.base import Judge
+from metrics.base import Measured, NotApplicable, nothing_retrieved
+from metrics.judgements.likert_groundedness import likert_groundedness
+from metrics.judges.base import Judge, statements
 from metrics.samples import Sample
 
 
@@ -18,13 +19,12 @@ class Groundedness(LikertMetric):
     """
 
     name = "groundedness"
-    criterion = "groundedness"
     required_fields = ("response", "retrieved_contexts")
-    judgements = ("likert_groundedness",)
+    judgements = (likert_groundedness,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if not judge.statements(sample.response, sample.user_input):
+        if not statements(sample.response, sample.user_input):
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if not any(c.strip() for c in sample.retrieved_contexts):
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(1.0, "nothing retrieved", {"score": 1})
         return None

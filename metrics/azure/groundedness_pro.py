@@ -1,33 +1,33 @@
 """GroundednessPro (Azure AI Evaluation), computed with our own judge: a binary grounded label."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, expect_count
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.statement_support import statement_support, support_verdicts
+from metrics.judges.base import Judge, statements as split_statements
 from metrics.samples import Sample
 
 
 class GroundednessPro(Metric):
-    """1 when every statement of ``response`` is supported by ``retrieved_contexts``, else 0;
-    higher is better, threshold 1 (Azure ``groundedness_pro_label``, which its hosted
+    """1 when every statement of ``response`` is supported by ``retrieved_contexts``, else 0
+    ([0, 1], binary); higher is better, threshold 1 (Azure ``groundedness_pro_label``, which its hosted
     service sets only for a perfect 5). Uses the same judgement as Faithfulness, so it costs
     no request of its own; the reason lists the unsupported statements. An empty context
     list scores 0 ("nothing retrieved"); no checkable statement is ``not_applicable``.
     """
 
     name = "groundedness_pro"
-    family = "azure"
+    family = Family.AZURE
     required_fields = ("response", "retrieved_contexts")
     default_threshold = 1.0
-    judgements = ("statement_support",)
+    judgements = (statement_support,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = judge.statements(sample.response, sample.user_input)
+        statements = split_statements(sample.response, sample.user_input)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if not any(c.strip() for c in sample.retrieved_contexts):
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, "nothing retrieved", {"label": False})
-        verdicts = expect_count(await judge.support(statements, sample.retrieved_contexts), len(statements),
-                                "verdicts")
+        verdicts = await support_verdicts(judge, statements, sample.retrieved_contexts)
         unsupported = [s for s, v in zip(statements, verdicts) if not v.verdict]
         if unsupported:
             return Measured(0.0, f"not grounded: {len(unsupported)} unsupported statement(s): "

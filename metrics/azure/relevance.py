@@ -5,6 +5,7 @@ import re
 
 from metrics.azure.likert import LikertMetric
 from metrics.base import Measured, NotApplicable
+from metrics.judgements.likert_relevance import likert_relevance
 from metrics.judges.base import Judge
 from metrics.samples import Sample
 
@@ -14,9 +15,8 @@ class Relevance(LikertMetric):
     (Azure ``relevance``). An empty response scores 1."""
 
     name = "relevance"
-    criterion = "relevance"
     required_fields = ("user_input", "response")
-    judgements = ("likert_relevance",)
+    judgements = (likert_relevance,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
         if not re.search(r"[^\W_]", sample.response):

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from metrics.azure.likert import LikertMetric
 from metrics.base import Measured, NotApplicable
-from metrics.judges.base import Judge
+from metrics.judgements.likert_response_completeness import likert_response_completeness
+from metrics.judges.base import Judge, statements
 from metrics.samples import Sample
 
 
@@ -13,11 +14,10 @@ class ResponseCompleteness(LikertMetric):
     without statements is ``not_applicable``."""
 
     name = "response_completeness"
-    criterion = "response_completeness"
     required_fields = ("response", "reference")
-    judgements = ("likert_response_completeness",)
+    judgements = (likert_response_completeness,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if not judge.statements(sample.reference):
+        if not statements(sample.reference):
             return NotApplicable("the reference has no statement to look for")
         return None

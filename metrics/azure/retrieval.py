@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from metrics.azure.likert import LikertMetric
-from metrics.base import Measured, NotApplicable
+from metrics.base import Measured, NotApplicable, nothing_retrieved
+from metrics.judgements.likert_retrieval import likert_retrieval
 from metrics.judges.base import Judge
 from metrics.samples import Sample
 
@@ -13,11 +14,10 @@ class Retrieval(LikertMetric):
     reason "nothing retrieved" (Azure sends it to the judge)."""
 
     name = "retrieval"
-    criterion = "retrieval"
     required_fields = ("user_input", "retrieved_contexts")
-    judgements = ("likert_retrieval",)
+    judgements = (likert_retrieval,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if not any(c.strip() for c in sample.retrieved_contexts):
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(1.0, "nothing retrieved", {"score": 1})
         return None

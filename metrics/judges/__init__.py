@@ -1,5 +1,5 @@
 """Judges: what decides per-item verdicts. Metrics do the arithmetic on those verdicts."""
-from metrics.judges.base import AnswerRelevanceJudgement, Judge, JudgeError, Usage, Verdict
+from metrics.judges.base import Judge, JudgeError, Usage, Verdict
 from metrics.judges.offline import OfflineJudge
 
-__all__ = ["AnswerRelevanceJudgement", "Judge", "JudgeError", "OfflineJudge", "Usage", "Verdict"]
+__all__ = ["Judge", "JudgeError", "OfflineJudge", "Usage", "Verdict"]

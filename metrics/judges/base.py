@@ -14,10 +14,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
 
 from metrics.text import (content_tokens, is_bare_span, is_polar_question, names, numbers, qa_statement,
-                          split_qa, split_sentences, yes_no)
+                          split_sentences, yes_no)
 
 
 class JudgeError(RuntimeError):
@@ -42,20 +44,6 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.verdict not in (0, 1):
             raise JudgeError(f"verdict must be 0 or 1, got {self.verdict!r}")
-
-
-@dataclass
-class AnswerRelevanceJudgement:
-    """What AnswerRelevancy needs from a judge.
-
-    ``similarities`` are cosines in [-1, 1] between the question and each generated
-    question (or, offline, the response itself); ``noncommittal`` holds one flag per
-    generation; ``questions`` the generated questions (empty offline).
-    """
-
-    similarities: list[float]
-    noncommittal: list[bool]
-    questions: list[str] = field(default_factory=list)
 
 
 def expect_count(items: list, expected: int, what: str) -> list:
@@ -87,6 +75,11 @@ class Usage:
 #: The usage record of the (sample, metric) being scored; set by ``Metric.ascore``.
 current_usage: ContextVar[Usage | None] = ContextVar("current_usage", default=None)
 T = TypeVar("T")
+I = TypeVar("I")
+O = TypeVar("O")
+
+if TYPE_CHECKING:
+    from metrics.judgements.base import Judgement
 
 
 # Evasive or refusing sentences: they state nothing checkable (regression case BR-01).
@@ -128,12 +121,13 @@ def restates(question: str, response: str) -> bool:
 
 
 class Judge(ABC):
-    """Interface of a judge. Subclasses decide verdicts; they never compute scores.
+    """Interface of a judge: it asks a judgement (:meth:`ask`) and embeds text
+    (:meth:`embeddings`); it decides verdicts, never scores.
 
-    Judging methods are coroutines, so an LLM judge can score many samples and metrics
-    at once under one concurrency limit; :meth:`run` drives them from synchronous code.
-    Every judging method raises :class:`JudgeError` when it cannot produce a valid
-    judgement.
+    What is judged, and how each judge decides it, lives with the judgement
+    (``metrics.judgements``: its LLM request and its offline rule). Both methods are
+    coroutines, so an LLM judge can score many samples and metrics at once under one
+    concurrency limit; :meth:`run` drives them from synchronous code.
     """
 
     #: Label written with every result, e.g. ``offline-heuristic`` or ``openai:gpt-4o-mini``.
@@ -170,88 +164,50 @@ class Judge(ABC):
         default the judge itself is shipped."""
         return functools.partial(copy.deepcopy, self)
 
-    def statements(self, text: str, question: str | None = None) -> list[str]:
-        """Checkable statements of ``text``: its sentences minus evasive ones.
+    @abstractmethod
+    async def ask(self, judgement: Judgement[I, O], inputs: I) -> O:
+        """The verdict of ``judgement`` (``metrics.judgements``) on ``inputs`` (its ``Input`` model).
 
-        Deterministic segmentation (``metrics.text.split_sentences``), so the number
-        of statements never depends on a judge's mood (metric-spec fault 14). A bare
-        span ("85", "Delhi", "yes"; ``metrics.text.is_bare_span``) is one statement, judged
-        together with its ``question`` when there is one: ``"Q: <question> A: 85"``; a bare
-        yes/no without a question is none. A first sentence opening with yes/no that answers
-        a yes/no question ("No, only X is …") is judged with the question too.
+        Raises
+        ------
+        JudgeError
+            When no valid verdict can be had (after retries and a re-ask, for the LLM judge).
         """
-        asked = bool(question and question.strip())
-        if is_bare_span(text) and not is_noncommittal(text):
-            if yes_no(text) and not asked:
-                return []  # a bare "yes" or "no" says nothing checkable without its question
-            return [qa_statement(question, text) if asked else text.strip()]
-        sentences = [s for s in split_sentences(text) if not is_noncommittal(s)]
-        if asked and sentences and yes_no(sentences[0]) and is_polar_question(question):
-            sentences[0] = qa_statement(question, sentences[0])  # "No, only X is …": the "no" answers the question
-        return sentences
 
     @abstractmethod
-    async def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
-        """One verdict per statement of the response: 1 when the contexts support it."""
+    async def embeddings(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors of ``texts``, shape ``(len(texts), d)``.
 
-    @abstractmethod
-    async def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
-        """Similarities between the question and what the response answers."""
-
-    @abstractmethod
-    async def rate_context_relevance(self, user_input: str, contexts: list[str]) -> list[tuple[int, int]]:
-        """Two independent ratings in {0, 1, 2} per context (the dual judge)."""
-
-    @abstractmethod
-    async def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
-        """One verdict per context: 1 when it is useful to arrive at the reference."""
-
-    async def support_matrix(self, statements: list[str], contexts: list[str]) -> list[list[int]]:
-        """Per statement, one 0/1 per context: does that context alone support it?
-        (NoiseSensitivity.) Defaults to one :meth:`support` call per context."""
-        columns = [await self.support(statements, [context]) for context in contexts]
-        return [[column[i].verdict for column in columns] for i in range(len(statements))]
-
-    async def classify_statements(self, response_statements: list[str], reference_statements: list[str],
-                                  response: str, reference: str) -> tuple[list[int], list[int]]:
-        """AnswerCorrectness and FactualCorrectness: per response statement, 1 when the
-        reference supports it (else a false positive); per reference statement, 1 when the
-        response covers it (else a false negative). Defaults to two :meth:`support` calls; a
-        bare span ("85 million dollars") is evidence as the answer it is, ``"Q: <question> A:
-        <span>"`` (an empty question when there is none), not as a passage."""
-        def evidence(text: str, statements: list[str]) -> list[str]:
-            if not is_bare_span(text):
-                return [text]
-            return [statements[0] if len(statements) == 1 and split_qa(statements[0]) else qa_statement("", text)]
-
-        tp = await self.support(response_statements, evidence(reference, reference_statements))
-        covered = await self.support(reference_statements, evidence(response, response_statements))
-        return [v.verdict for v in tp], [v.verdict for v in covered]
-
-    async def entities(self, text: str) -> list[str] | None:
-        """Named entities of ``text`` (people, places, organisations, dates, numbers...);
-        ``None`` when this judge cannot extract them from this text."""
-        raise JudgeError(f"{self.name} cannot extract entities")
-
-    async def rate_contexts_as_whole(self, user_input: str, contexts: list[str]) -> tuple[int, int]:
-        """Two ratings in {0, 1, 2} of all contexts together (NVIDIA ContextRelevance)."""
-        raise JudgeError(f"{self.name} cannot rate contexts as a whole")
-
-    async def similarity(self, first: str, second: str) -> float:
-        """Cosine similarity in [-1, 1] of the two texts' embeddings."""
-        raise JudgeError(f"{self.name} has no embeddings")
-
-    async def likert(self, criterion: str, texts: dict[str, Any]) -> tuple[int, str]:
-        """A 1-5 Likert score and its reason for an Azure criterion (``groundedness``,
-        ``relevance``, ``retrieval``, ``response_completeness``) over ``texts``
-        (``query``, ``response``, ``contexts`` (a list), ``ground_truth``)."""
-        raise JudgeError(f"{self.name} cannot give Likert scores")
-
-    async def attribute_reference(self, user_input: str, reference: str, statements: list[str],
-                                  contexts: list[str]) -> list[Verdict]:
-        """One verdict per reference statement: 1 when it is attributable to the contexts.
-
-        Defaults to :meth:`support`; the LLM judge answers it together with
-        :meth:`context_usefulness` in one request.
+        Raises
+        ------
+        JudgeError
+            When the texts cannot be embedded.
         """
-        return await self.support(statements, contexts)
+
+
+def statements(text: str, question: str | None = None) -> list[str]:
+    """Checkable statements of ``text``: its sentences minus evasive ones.
+
+    Deterministic segmentation (``metrics.text.split_sentences``), so the number of
+    statements never depends on a judge's mood (metric-spec fault 14). A bare span ("85",
+    "Delhi", "yes"; ``metrics.text.is_bare_span``) is one statement, judged together with
+    its ``question`` when there is one: ``"Q: <question> A: 85"``; a bare yes/no without a
+    question is none. A first sentence opening with yes/no that answers a yes/no question
+    ("No, only X is …") is judged with the question too.
+    """
+    asked = bool(question and question.strip())
+    if is_bare_span(text) and not is_noncommittal(text):
+        if yes_no(text) and not asked:
+            return []  # a bare "yes" or "no" says nothing checkable without its question
+        return [qa_statement(question, text) if asked else text.strip()]
+    sentences = [s for s in split_sentences(text) if not is_noncommittal(s)]
+    if asked and sentences and yes_no(sentences[0]) and is_polar_question(question):
+        sentences[0] = qa_statement(question, sentences[0])  # "No, only X is …": the "no" answers the question
+    return sentences
+
+
+async def similarity(judge: Judge, first: str, second: str) -> float:
+    """Cosine similarity in [-1, 1] of the two texts' embeddings by ``judge`` (one
+    embeddings request with the LLM judge, none when cached)."""
+    vectors = await judge.embeddings([first, second])
+    return float(np.clip(vectors[0] @ vectors[1], -1.0, 1.0))

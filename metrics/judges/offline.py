@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from metrics.judges.base import AnswerRelevanceJudgement, Judge, Verdict, is_noncommittal, restates
+from metrics.judges.base import Judge, Verdict
 from metrics.judges.encoder import Encoder
-from metrics.text import (approximate_numbers, content_tokens, has_cjk, is_bare_span, is_polar_question, names, numbers,
-                          qa_statement, quantities, same_number, split_qa, split_sentences, yes_no)
+from metrics.text import (approximate_numbers, content_tokens, has_cjk, is_polar_question, names, numbers, quantities,
+                          same_number, split_qa, split_sentences, yes_no)
 
 def is_fragment(statement: str) -> bool:
     """A short phrase rather than a sentence ("Delhi", "Province of Buenos Aires", "2006"):
@@ -181,7 +181,7 @@ class OfflineJudge(Judge):
       a longer sentence has cosine ≥ ``semantic_floor`` and ``0.5·cosine + 0.5·overlap ≥
       support_threshold``, and none of its content words is missing there while another
       passage has it (``borrowed_share``: a relation assembled from two facts);
-    * a short answer with its question (``"Q: … A: …"``, see ``Judge.statements``): one
+    * a short answer with its question (``"Q: … A: …"``, see ``metrics.judges.base.statements``): one
       passage holds every content token and number of the answer and at least
       ``question_share`` of the question's content tokens. "yes" is supported when the
       question's claim is: each of its names in a passage with the question's other words
@@ -230,12 +230,20 @@ class OfflineJudge(Judge):
         """A fresh judge with the same rules (its encoder loads in the worker)."""
         return functools.partial(OfflineJudge, rules=self.rules, threads=1)
 
+    async def ask(self, judgement, inputs):
+        """The judgement's offline rule (``Judgement.offline``) over this judge's evidence."""
+        return await judgement.offline(self, inputs)
+
+    async def embeddings(self, texts: list[str]) -> np.ndarray:
+        """:meth:`embed`, as a coroutine (the ``Judge`` interface)."""
+        return self.embed(texts)
+
     def embed(self, texts: list[str]) -> np.ndarray:
         """L2-normalised 512-d vectors, shape ``(len(texts), 512)``; computed once per text
         while cached (``metrics.judges.encoder``)."""
         return self._encoder.encode(texts)
 
-    def _units(self, contexts: list[str], windows: bool = False) -> list[str]:
+    def units(self, contexts: list[str], windows: bool = False) -> list[str]:
         """Passages a statement is compared with: each sentence of each context, and a
         sentence joined with the next one or two when they continue its subject with a
         pronoun ("… Garth Brooks. It was released …", "In 1987 it was listed …"), and with
@@ -244,7 +252,7 @@ class OfflineJudge(Judge):
         return list(self._spans(contexts, windows))
 
     def _spans(self, contexts: list[str], windows: bool = False) -> dict[str, str]:
-        """Each passage of :meth:`_units` with its neighbourhood: the passage and the sentence
+        """Each passage of :meth:`units` with its neighbourhood: the passage and the sentence
         before and after it in its context (the short window of relation-level evidence)."""
         spans: dict[str, str] = {}
         for context in contexts:
@@ -440,7 +448,7 @@ class OfflineJudge(Judge):
         answers = [split_qa(c) for c in contexts]
         if contexts and all(answers):
             return [self._against_answer(s, *answers[0]) for s in statements]
-        if not self._units(contexts):
+        if not self.units(contexts):
             return [Verdict(0, "no context to support it") for _ in statements]
         pairs = [split_qa(s) for s in statements]
         passages = self._passages(contexts)
@@ -471,112 +479,10 @@ class OfflineJudge(Judge):
                                       {"clauses": [{"clause": c, **p.evidence} for c, p in zip(clauses, parts)]})
         return verdicts
 
-    async def answer_relevance(self, user_input: str, response: str) -> AnswerRelevanceJudgement:
-        """Cosine of question and response; noncommittal when every sentence is evasive
-        (``is_noncommittal``: refusals, "not provided", "无法回答") or only restates the
-        question (``restates``). A bare span ("85", "Delhi") is read with its question
-        (``"Q: … A: 85"``), as the LLM judge reads it: a span that answers is relevant."""
-        sentences = split_sentences(response)
-        if is_bare_span(response):
-            sentences, response = [response.strip()], qa_statement(user_input, response)
-        evasive = not sentences or all(is_noncommittal(s) or restates(user_input, s) for s in sentences)
-        vectors = self.embed([user_input, response])
-        return AnswerRelevanceJudgement(similarities=[float(vectors[0] @ vectors[1])], noncommittal=[evasive])
-
-    def _rate(self, value: float, cuts: tuple[float, float]) -> int:
-        return 2 if value >= cuts[1] else 1 if value >= cuts[0] else 0
-
-    async def rate_context_relevance(self, user_input: str, contexts: list[str]) -> list[tuple[int, int]]:
-        """Semantic judge: max cosine of the question with the context or its sentences.
-        Lexical judge: share of the question's content tokens present in the context."""
-        question = self.embed([user_input])[0]
-        question_tokens = content_tokens(user_input)
-        ratings = []
-        for context in contexts:
-            units = self._units([context])
-            if not units:
-                ratings.append((0, 0))
-                continue
-            cosine = float(np.max(self.embed(units) @ question))
-            overlap = len(question_tokens & content_tokens(context)) / len(question_tokens) if question_tokens else cosine
-            ratings.append((self._rate(cosine, self.rules.relevance_cuts), self._rate(overlap, self.rules.overlap_cuts)))
-        return ratings
-
-    async def context_usefulness(self, user_input: str, reference: str, contexts: list[str]) -> list[Verdict]:
-        """A context is useful when it supports at least one statement of the reference."""
-        statements = self.statements(reference, user_input) or [reference]
-        verdicts = []
-        for context in contexts:
-            supported = [v for v in await self.support(statements, [context]) if v.verdict]
-            if supported:
-                verdicts.append(Verdict(1, f"supports {len(supported)}/{len(statements)} reference statements",
-                                        {"supported": len(supported)}))
-            else:
-                verdicts.append(Verdict(0, f"supports none of the {len(statements)} reference statements",
-                                        {"supported": 0}))
-        return verdicts
-
-    # ------------------------------------------------ judgements of the wider metric set
-    async def entities(self, text: str) -> list[str] | None:
-        """Names (runs of capitalised words) and numbers of English text; ``None`` for
-        Chinese, Japanese or Korean text, which needs a word segmenter or an LLM."""
-        if has_cjk(text):
-            return None
-        return sorted(names(text) | numbers(text))
-
-    def _focus(self, user_input: str, contexts: list[str]) -> float:
+    def focus(self, user_input: str, contexts: list[str]) -> float:
         """Share of the contexts' sentences on the question (cosine ≥ the first relevance cut)."""
         sentences = [s for c in contexts for s in split_sentences(c)]
         if not sentences:
             return 0.0
         cosines = self.embed(sentences) @ self.embed([user_input])[0]
         return float(np.mean(cosines >= self.rules.relevance_cuts[0]))
-
-    async def rate_contexts_as_whole(self, user_input: str, contexts: list[str]) -> tuple[int, int]:
-        """The dual judge of :meth:`rate_context_relevance` over all contexts joined, each
-        rating one lower when under ``focus_floor`` of the sentences are on the question
-        (a focused context ranks above the same one padded with unrelated sentences)."""
-        [pair] = await self.rate_context_relevance(user_input, ["\n".join(contexts)])
-        if self._focus(user_input, contexts) < self.rules.focus_floor:
-            return max(pair[0] - 1, 0), max(pair[1] - 1, 0)
-        return pair
-
-    async def similarity(self, first: str, second: str) -> float:
-        """USE cosine of the two texts."""
-        vectors = self.embed([first, second])
-        return float(np.clip(vectors[0] @ vectors[1], -1.0, 1.0))
-
-    async def likert(self, criterion: str, texts: dict[str, Any]) -> tuple[int, str]:
-        """Heuristic 1-5 scores from the same evidence as the ratio metrics:
-        groundedness ``1 + 4 x`` the share of supported response statements; relevance from
-        the question-response cosine (bands at 0.1, 0.25, 0.4, 0.55; evasive = 1); retrieval
-        from which contexts the dual judge finds relevant and how high the first one ranks;
-        response completeness ``1 + 4 x`` the share of reference statements the response covers."""
-        if criterion in ("groundedness", "response_completeness"):
-            claims = (self.statements(texts["response"], texts.get("query")) if criterion == "groundedness"
-                      else self.statements(texts["ground_truth"]))
-            evidence = texts["contexts"] if criterion == "groundedness" else [texts["response"]]
-            verdicts = await self.support(claims, evidence) if claims and evidence else []
-            share = sum(v.verdict for v in verdicts) / len(claims) if claims else 0.0
-            what = "response statements supported" if criterion == "groundedness" else "reference statements covered"
-            return 1 + round(4 * share), f"{sum(v.verdict for v in verdicts)}/{len(claims)} {what}"
-        if criterion == "relevance":
-            judgement = await self.answer_relevance(texts["query"], texts["response"])
-            if all(judgement.noncommittal):
-                return 1, "the response is evasive"
-            cosine = judgement.similarities[0]
-            score = 1 + sum(cosine >= cut for cut in self.rules.relevance_bands)
-            return score, f"question-response similarity {cosine:.2f}"
-        if criterion == "retrieval":
-            contexts = texts["contexts"]
-            relevant = [sum(pair) / 2 >= 1 for pair in await self.rate_context_relevance(texts["query"], contexts)]
-            if not any(relevant):
-                return 1, "no retrieved context is relevant"
-            first, share = relevant.index(True) + 1, sum(relevant) / len(relevant)
-            score = (5 if share >= 0.5 else 4) if first == 1 else 3 if first <= (len(contexts) + 1) // 2 else 2
-            focus = self._focus(texts["query"], contexts)
-            if focus < self.rules.focus_floor:
-                return score - 1, (f"{sum(relevant)}/{len(relevant)} contexts relevant, the first at rank {first}; "
-                                   f"only {focus:.0%} of their sentences are on the question")
-            return score, f"{sum(relevant)}/{len(relevant)} contexts relevant, the first at rank {first}"
-        raise ValueError(f"unknown Likert criterion {criterion!r}")

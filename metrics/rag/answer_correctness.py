@@ -1,8 +1,9 @@
 """AnswerCorrectness (RAGAS): factual F1 against the reference plus semantic similarity."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge
+from metrics.base import Family, Measured, Metric, NotApplicable
+from metrics.judgements.statement_classification import statement_classification
+from metrics.judges.base import Judge, similarity as embedding_similarity
 from metrics.rag.factual_correctness import classify, f_beta
 from metrics.samples import Sample
 
@@ -34,15 +35,15 @@ class AnswerCorrectness(Metric):
     """
 
     name = "answer_correctness"
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("user_input", "response", "reference")
-    judgements = ("statement_classification",)
+    judgements = (statement_classification,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         counts = await classify(sample, judge)
         if isinstance(counts, NotApplicable):
             return counts
-        similarity = await judge.similarity(sample.response, sample.reference)
+        similarity = await embedding_similarity(judge, sample.response, sample.reference)
         value = answer_correctness_score(counts["tp"], counts["fp"], counts["fn"], similarity)
         return Measured(value, f"F1 {f_beta(counts['tp'], counts['fp'], counts['fn']):.2f} (TP {counts['tp']}, "
                                f"FP {counts['fp']}, FN {counts['fn']}), similarity {similarity:.2f}",

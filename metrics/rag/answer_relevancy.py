@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable
+from metrics.judgements.answer_questions import answer_questions
 from metrics.judges.base import Judge
 from metrics.samples import Sample
 
@@ -51,13 +52,15 @@ class AnswerRelevancy(Metric):
     """
 
     name = "answer_relevancy"
+    family = Family.CORE
     required_fields = ("user_input", "response")
-    judgements = ("answer_questions",)
+    judgements = (answer_questions,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         if not re.search(r"[^\W_]", sample.response):
             return Measured(0.0, "empty response: it answers nothing", {"noncommittal": [True]})
-        judgement = await judge.answer_relevance(sample.user_input, sample.response)
+        judgement = await judge.ask(answer_questions, answer_questions.Input(user_input=sample.user_input,
+                                                                             response=sample.response))
         value = answer_relevancy_score(judgement.similarities, judgement.noncommittal)
         details = {"similarities": [round(s, 4) for s in judgement.similarities],
                    "noncommittal": judgement.noncommittal, "questions": judgement.questions}

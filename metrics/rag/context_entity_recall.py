@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable
+from metrics.judgements.entities import entities as entity_extraction
 from metrics.judges.base import Judge
 from metrics.samples import Sample
 from metrics.text import has_cjk
@@ -40,12 +41,12 @@ class ContextEntityRecall(Metric):
     """
 
     name = "context_entity_recall"
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("retrieved_contexts", "reference")
-    judgements = ("entities",)
+    judgements = (entity_extraction,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        extracted = await judge.entities(sample.reference)
+        extracted = (await judge.ask(entity_extraction, entity_extraction.Input(text=sample.reference))).entities
         if extracted is None:
             return NotApplicable(f"{judge.name} cannot extract entities from this text (Chinese, Japanese or "
                                  "Korean needs an LLM judge)")

@@ -4,7 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.context_usefulness import context_usefulness
 from metrics.judges.base import Judge, expect_count
 from metrics.samples import Sample
 
@@ -53,18 +54,20 @@ class ContextPrecision(Metric):
     """
 
     name = "context_precision"
+    family = Family.CORE
     required_fields = ("user_input", "retrieved_contexts", "reference")
     #: The answer the contexts are judged useful for.
     answer_field: ClassVar[str] = "reference"
-    judgements = ("reference_attribution",)
+    judgements = (context_usefulness,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts
-        if not contexts:
+        if nothing_retrieved(contexts):
             return Measured(0.0, "no context retrieved", {"contexts": []})
         answer = getattr(sample, self.answer_field)
-        verdicts = expect_count(await judge.context_usefulness(sample.user_input, answer, contexts),
-                                len(contexts), "verdicts")
+        judged = await judge.ask(context_usefulness, context_usefulness.Input(user_input=sample.user_input,
+                                                                               answer=answer, contexts=contexts))
+        verdicts = expect_count(judged.verdicts, len(contexts), "verdicts")
         value = average_precision([v.verdict for v in verdicts])
         items = [{"rank": i + 1, "useful": v.verdict, "reason": v.reason} for i, v in enumerate(verdicts)]
         useful = sum(v.verdict for v in verdicts)

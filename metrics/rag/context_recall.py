@@ -1,8 +1,9 @@
 """ContextRecall: the share of the reference's statements attributable to the contexts."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, expect_count
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.reference_attribution import reference_attribution
+from metrics.judges.base import Judge, expect_count, statements as split_statements
 from metrics.rag.faithfulness import faithfulness_score
 from metrics.samples import Sample
 
@@ -19,18 +20,20 @@ class ContextRecall(Metric):
     """
 
     name = "context_recall"
+    family = Family.CORE
     required_fields = ("user_input", "retrieved_contexts", "reference")
-    judgements = ("reference_attribution",)
+    judgements = (reference_attribution,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = judge.statements(sample.reference, sample.user_input)
+        statements = split_statements(sample.reference, sample.user_input)
         if not statements:
             return NotApplicable("the reference has no statement to attribute")
-        if not sample.retrieved_contexts:
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} reference statements "
                             "is attributable", {"statements": [{"statement": s, "attributed": 0} for s in statements]})
-        verdicts = expect_count(await judge.attribute_reference(sample.user_input, sample.reference, statements,
-                                                              sample.retrieved_contexts), len(statements), "verdicts")
+        judged = await judge.ask(reference_attribution, reference_attribution.Input(
+            user_input=sample.user_input, statements=statements, contexts=sample.retrieved_contexts))
+        verdicts = expect_count(judged.verdicts, len(statements), "verdicts")
         items = [{"statement": s, "attributed": v.verdict, "reason": v.reason} for s, v in zip(statements, verdicts)]
         attributed = sum(v.verdict for v in verdicts)
         return Measured(faithfulness_score([v.verdict for v in verdicts]),

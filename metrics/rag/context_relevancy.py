@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.context_relevance import context_relevance
 from metrics.judges.base import Judge, JudgeError, expect_count
 from metrics.samples import Sample
 
@@ -46,14 +47,16 @@ class ContextRelevancy(Metric):
     """
 
     name = "context_relevancy"
+    family = Family.CORE
     required_fields = ("user_input", "retrieved_contexts")
-    judgements = ("context_relevance_a", "context_relevance_b")
+    judgements = (context_relevance,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts
-        if not contexts:
+        if nothing_retrieved(contexts):
             return Measured(0.0, "no context retrieved", {"contexts": []})
-        ratings = expect_count(await judge.rate_context_relevance(sample.user_input, contexts), len(contexts), "ratings")
+        judged = await judge.ask(context_relevance, context_relevance.Input(user_input=sample.user_input, contexts=contexts))
+        ratings = expect_count(judged.ratings, len(contexts), "ratings")
         try:
             value = context_relevancy_score(ratings)
         except ValueError as exc:

@@ -1,8 +1,8 @@
 """ContextUtilization (RAGAS): context precision without a reference, judged against the response."""
 from __future__ import annotations
 
-from metrics.base import Measured, NotApplicable
-from metrics.judges.base import Judge
+from metrics.base import Family, Measured, NotApplicable
+from metrics.judges.base import Judge, statements
 from metrics.rag.context_precision import ContextPrecision
 from metrics.samples import Sample
 
@@ -18,11 +18,11 @@ class ContextUtilization(ContextPrecision):
     """
 
     name = "context_utilization"
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("user_input", "response", "retrieved_contexts")
     answer_field = "response"
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if not judge.statements(sample.response, sample.user_input):
+        if not statements(sample.response, sample.user_input):
             return NotApplicable("no_factual_statements: the response uses no context")
         return await super().measure(sample, judge)

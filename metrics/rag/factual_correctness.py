@@ -1,8 +1,11 @@
 """FactualCorrectness (RAGAS): statement-level precision, recall or F1 of the response against the reference."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, expect_count
+from typing import Literal
+
+from metrics.base import Family, Measured, Metric, NotApplicable, Options
+from metrics.judgements.statement_classification import statement_classification
+from metrics.judges.base import Judge, expect_count, statements
 from metrics.samples import Sample
 
 
@@ -28,13 +31,16 @@ async def classify(sample: Sample, judge: Judge) -> dict | NotApplicable:
     """TP/FP/FN of the response's statements against the reference's (one judgement,
     shared by AnswerCorrectness and FactualCorrectness)."""
     # With the question, a bare span ("85 million dollars") is read as its answer ("Q: … A: …").
-    answer = judge.statements(sample.response, sample.user_input)
-    reference = judge.statements(sample.reference, sample.user_input)
+    answer = statements(sample.response, sample.user_input)
+    reference = statements(sample.reference, sample.user_input)
     if not answer:
         return NotApplicable("no_factual_statements: the response makes no checkable statement")
     if not reference:
         return NotApplicable("the reference has no statement to compare with")
-    supported, covered = await judge.classify_statements(answer, reference, sample.response, sample.reference)
+    judged = await judge.ask(statement_classification, statement_classification.Input(
+        response_statements=answer, reference_statements=reference, response=sample.response,
+        reference=sample.reference))
+    supported, covered = judged.supported, judged.covered
     expect_count(supported, len(answer), "response verdicts")
     expect_count(covered, len(reference), "reference verdicts")
     tp = sum(supported)
@@ -60,16 +66,15 @@ class FactualCorrectness(Metric):
         For an unknown mode.
     """
 
-    name = "factual_correctness"
-    family = "ragas"
-    required_fields = ("response", "reference")
-    judgements = ("statement_classification",)
+    class Options(Options):
+        """``mode``: which of precision, recall or their F1 is the value."""
 
-    def __init__(self, threshold: float | None = None, mode: str = "f1") -> None:
-        if mode not in ("f1", "precision", "recall"):
-            raise ValueError(f"mode must be f1, precision or recall, got {mode!r}")
-        self.mode = mode
-        super().__init__(threshold)
+        mode: Literal["f1", "precision", "recall"] = "f1"
+
+    name = "factual_correctness"
+    family = Family.RAGAS
+    required_fields = ("response", "reference")
+    judgements = (statement_classification,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         counts = await classify(sample, judge)
@@ -77,5 +82,5 @@ class FactualCorrectness(Metric):
             return counts
         tp, fp, fn = counts["tp"], counts["fp"], counts["fn"]
         value = {"f1": f_beta(tp, fp, fn), "precision": tp / (tp + fp) if tp else 0.0,
-                 "recall": tp / (tp + fn) if tp else 0.0}[self.mode]
-        return Measured(value, f"{self.mode} {value:.2f} (TP {tp}, FP {fp}, FN {fn})", counts)
+                 "recall": tp / (tp + fn) if tp else 0.0}[self.options.mode]
+        return Measured(value, f"{self.options.mode} {value:.2f} (TP {tp}, FP {fp}, FN {fn})", counts)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, expect_count
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.statement_support import statement_support, support_verdicts
+from metrics.judges.base import Judge, statements as split_statements
 from metrics.samples import Sample
 
 
@@ -46,17 +47,18 @@ class Faithfulness(Metric):
     """
 
     name = "faithfulness"
+    family = Family.CORE
     required_fields = ("user_input", "response", "retrieved_contexts")
-    judgements = ("statement_support",)
+    judgements = (statement_support,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = judge.statements(sample.response, sample.user_input)
+        statements = split_statements(sample.response, sample.user_input)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if not sample.retrieved_contexts:
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} statements is supported",
                             {"statements": [{"statement": s, "verdict": 0} for s in statements]})
-        verdicts = expect_count(await judge.support(statements, sample.retrieved_contexts), len(statements), "verdicts")
+        verdicts = await support_verdicts(judge, statements, sample.retrieved_contexts)
         items = [{"statement": s, "verdict": v.verdict, "reason": v.reason, **v.evidence}
                  for s, v in zip(statements, verdicts)]
         supported = sum(v.verdict for v in verdicts)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from metrics.base import Measured, Metric, NotApplicable
-from metrics.judges.base import Judge, JudgeError, expect_count
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.context_support_matrix import context_support_matrix
+from metrics.judgements.statement_support import statement_support, support_verdicts
+from metrics.judges.base import Judge, JudgeError, expect_count, statements
 from metrics.results import Direction
 from metrics.samples import Sample
 
@@ -67,24 +69,24 @@ class NoiseSensitivity(Metric):
     sensitive to).
     """
 
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("user_input", "response", "retrieved_contexts", "reference")
     direction = Direction.LOWER
-    judgements = ("context_support_matrix", "statement_support")
+    judgements = (context_support_matrix, statement_support)
     mode: ClassVar[str]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        answer, reference = judge.statements(sample.response), judge.statements(sample.reference)
+        answer, reference = statements(sample.response), statements(sample.reference)
         if not answer:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if not reference:
             return NotApplicable("the reference has no statement to tell relevant contexts from noise")
         contexts = sample.retrieved_contexts
-        if not contexts:
+        if nothing_retrieved(contexts):
             return NotApplicable("no context retrieved: nothing to be sensitive to")
-        matrix = expect_count(await judge.support_matrix(reference + answer, contexts), len(reference + answer),
-                              "rows")
-        correct = expect_count(await judge.support(answer, [sample.reference]), len(answer), "verdicts")
+        matrix = expect_count((await judge.ask(context_support_matrix, context_support_matrix.Input(
+            statements=reference + answer, contexts=contexts))).matrix, len(reference + answer), "rows")
+        correct = await support_verdicts(judge, answer, [sample.reference])
         try:
             value = noise_sensitivity_score(matrix[:len(reference)], matrix[len(reference):],
                                             [v.verdict for v in correct], self.mode)
@@ -99,14 +101,16 @@ class NoiseSensitivity(Metric):
 
 
 class NoiseSensitivityRelevant(NoiseSensitivity):
-    """NoiseSensitivity, ``relevant`` mode (RAGAS's default): wrong claims supported by relevant contexts."""
+    """NoiseSensitivity, ``relevant`` mode (RAGAS's default): the share of wrong claims supported by relevant
+    contexts, [0, 1], lower is better."""
 
     name = "noise_sensitivity_relevant"
     mode = "relevant"
 
 
 class NoiseSensitivityIrrelevant(NoiseSensitivity):
-    """NoiseSensitivity, ``irrelevant`` mode: wrong claims supported only by irrelevant contexts."""
+    """NoiseSensitivity, ``irrelevant`` mode: the share of wrong claims supported only by irrelevant contexts,
+    [0, 1], lower is better."""
 
     name = "noise_sensitivity_irrelevant"
     mode = "irrelevant"

@@ -1,7 +1,8 @@
 """NVIDIA ContextRelevance (RAGAS ``nv_context_relevance``): the contexts as a whole, dual judge."""
 from __future__ import annotations
 
-from metrics.base import Measured, Metric, NotApplicable
+from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.whole_context_relevance import whole_context_relevance
 from metrics.judges.base import Judge, JudgeError
 from metrics.samples import Sample
 
@@ -27,14 +28,15 @@ class NVContextRelevance(Metric):
     """
 
     name = "nv_context_relevance"
-    family = "ragas"
+    family = Family.RAGAS
     required_fields = ("user_input", "retrieved_contexts")
-    judgements = ("whole_context_relevance_a", "whole_context_relevance_b")
+    judgements = (whole_context_relevance,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if not any(c.strip() for c in sample.retrieved_contexts):
+        if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, "nothing retrieved", {"ratings": []})
-        first, second = await judge.rate_contexts_as_whole(sample.user_input, sample.retrieved_contexts)
+        first, second = (await judge.ask(whole_context_relevance, whole_context_relevance.Input(
+            user_input=sample.user_input, contexts=sample.retrieved_contexts))).ratings
         try:
             value = nv_context_relevance_score(first, second)
         except ValueError as exc:

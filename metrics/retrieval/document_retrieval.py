@@ -25,10 +25,11 @@ overflows a float, labels past 1023) is the row's ``input_error``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from metrics.base import InputProblem, Measured, Metric, NotApplicable
+from pydantic import Field, model_validator
+
+from metrics.base import Family, InputProblem, Measured, Metric, NotApplicable, Options
 from metrics.judges.base import Judge
 from metrics.results import Direction
 from metrics.samples import Sample
@@ -36,11 +37,11 @@ from metrics.samples import Sample
 XDCG_DISCOUNT = 0.6
 
 
-@dataclass(frozen=True)
-class RankingSettings:
+class RankingSettings(Options):
     """``k`` (cut-off), the label scale ``[label_min, label_max]``, ``gain`` ("exponential"
     or "linear") and ``tie_break`` ("input": equal scores keep input order, Azure's;
-    "docid_desc": by document id descending, trec_eval's).
+    "docid_desc": by document id descending, trec_eval's). The options of every
+    document-retrieval metric, whose ``label_max`` may be left to the data (``None``).
 
     Raises
     ------
@@ -48,21 +49,17 @@ class RankingSettings:
         For ``k < 1``, ``label_min >= label_max`` or an unknown gain or tie-break.
     """
 
-    k: int = 3
+    k: int = Field(3, ge=1)
     label_min: int = 0
     label_max: int = 4
-    gain: str = "exponential"
-    tie_break: str = "input"
+    gain: Literal["exponential", "linear"] = "exponential"
+    tie_break: Literal["input", "docid_desc"] = "input"
 
-    def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ValueError(f"k must be at least 1, got {self.k}")
-        if self.label_min >= self.label_max:
+    @model_validator(mode="after")
+    def _scale(self) -> RankingSettings:
+        if self.label_max is not None and self.label_min >= self.label_max:
             raise ValueError(f"label_min {self.label_min} must be below label_max {self.label_max}")
-        if self.gain not in ("exponential", "linear"):
-            raise ValueError(f"gain must be 'exponential' or 'linear', got {self.gain!r}")
-        if self.tie_break not in ("input", "docid_desc"):
-            raise ValueError(f"tie_break must be 'input' or 'docid_desc', got {self.tie_break!r}")
+        return self
 
 
 def _gain(label: int, kind: str) -> float:
@@ -161,25 +158,39 @@ class DocumentRetrievalMetric(Metric):
     k, label_min, label_max, gain, tie_break
         :class:`RankingSettings`; ``label_max`` defaults to 4 (Azure's), or to 1 when the
         data's ground truth is binary (see :meth:`fit`).
+
+    Raises
+    ------
+    ValueError
+        For settings :class:`RankingSettings` refuses, or a threshold outside the range
+        (on the label scale for the metrics that are, e.g. ``top1_relevance`` with
+        ``label_max=10`` takes a threshold up to 10).
     """
 
-    family = "document_retrieval"
-    required_fields = ("retrieval_ground_truth", "retrieved_documents")
-    key: ClassVar[str]
-    #: Threshold as a function of the settings, when it depends on the label scale.
-    scaled_threshold: ClassVar[Any] = None
+    class Options(RankingSettings):
+        """:class:`RankingSettings` with ``label_max`` left to the data by default (see :meth:`fit`)."""
 
-    def __init__(self, threshold: float | None = None, k: int = 3, label_min: int = 0, label_max: int | None = None,
-                 gain: str = "exponential", tie_break: str = "input") -> None:
-        self._follow_data = label_max is None and label_min == 0 and threshold is None
-        self._scale(RankingSettings(k, label_min, 4 if label_max is None else label_max, gain, tie_break), threshold)
+        label_max: int | None = None
+
+    family = Family.DOCUMENT_RETRIEVAL
+    required_fields = ("retrieval_ground_truth", "retrieved_documents")
+    #: True for a value on the label scale: its range is ``[label_min, label_max]`` and its
+    #: default threshold the scale's midpoint.
+    on_label_scale: ClassVar[bool] = False
+
+    def set_threshold(self, threshold: float | None) -> None:
+        """Settle the label scale (``label_max`` 4, Azure's, unless given) and the threshold on it."""
+        options = self.options
+        self._follow_data = options.label_max is None and options.label_min == 0 and threshold is None
+        self._scale(RankingSettings(**{**options.model_dump(), "label_max": options.label_max or 4}), threshold)
 
     def _scale(self, settings: RankingSettings, threshold: float | None) -> None:
         self.settings = settings
-        if self.scaled_threshold is not None:
+        if self.on_label_scale:
             self.value_range = (float(settings.label_min), float(settings.label_max))
-            threshold = self.scaled_threshold(settings) if threshold is None else threshold
-        super().__init__(threshold)
+            if threshold is None:
+                threshold = settings.label_min + (settings.label_max - settings.label_min) / 2
+        super().set_threshold(threshold)
 
     def fit(self, samples: list[Sample]) -> None:
         """Without ``label_max``, ``label_min`` or a threshold given, binary ground truth (every
@@ -190,7 +201,7 @@ class DocumentRetrievalMetric(Metric):
                   for item in sample.retrieval_ground_truth]
         if self._follow_data and labels and set(labels) <= {0, 1}:
             s = self.settings
-            self._scale(RankingSettings(s.k, 0, 1, s.gain, s.tie_break), None)
+            self._scale(s.model_copy(update={"label_min": 0, "label_max": 1}), None)
         self._follow_data = False
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
@@ -201,7 +212,7 @@ class DocumentRetrievalMetric(Metric):
         except OverflowError as exc:
             raise InputProblem("retrieval_ground_truth", f"a label is too large for {self.settings.gain} gain "
                                                          f"({exc}); use gain=linear") from exc
-        value = values[self.key]
+        value = values[self.name]
         details = {"values": values, "k": self.settings.k, "gain": self.settings.gain,
                    "label_range": [self.settings.label_min, self.settings.label_max]}
         if value is None:
@@ -212,38 +223,79 @@ class DocumentRetrievalMetric(Metric):
                         details)
 
 
-def _metric(name: str, key: str, value_range: tuple[float, float], direction: Direction, threshold: float,
-            doc: str, scaled=None) -> type[DocumentRetrievalMetric]:
-    return type(name, (DocumentRetrievalMetric,), {
-        "__doc__": doc, "name": key, "key": key, "value_range": value_range, "direction": direction,
-        "default_threshold": threshold, "scaled_threshold": staticmethod(scaled) if scaled else None,
-        "__module__": __name__})
+#: The ceiling of the count metrics' range.
+MAX_COUNT = 10_000.0
 
 
-def _midpoint(settings: RankingSettings) -> float:
-    return settings.label_min + (settings.label_max - settings.label_min) / 2
+class NDCG(DocumentRetrievalMetric):
+    """NDCG@k of the retrieved documents, [0, 1], higher is better (Azure ``ndcg@3``)."""
+
+    name = "ndcg"
 
 
-HIGHER, LOWER = Direction.HIGHER, Direction.LOWER
-NDCG = _metric("NDCG", "ndcg", (0.0, 1.0), HIGHER, 0.5,
-               "NDCG@k of the retrieved documents, [0, 1], higher is better (Azure ``ndcg@3``).")
-XDCG = _metric("XDCG", "xdcg", (0.0, 100.0), HIGHER, 50.0,
-               "XDCG@k, [0, 100], higher is better (Azure ``xdcg@3``; 0.6 discount).")
-Fidelity = _metric("Fidelity", "fidelity", (0.0, 1.0), HIGHER, 0.5,
-                   "Share of the relevant documents' weight that was retrieved, [0, 1], higher is better.")
-Top1Relevance = _metric("Top1Relevance", "top1_relevance", (0.0, 4.0), HIGHER, 2.0,
-                        "Label of the top-ranked document, on the label scale, higher is better; "
-                        "threshold the scale's midpoint.", _midpoint)
-Top3MaxRelevance = _metric("Top3MaxRelevance", "top3_max_relevance", (0.0, 4.0), HIGHER, 2.0,
-                           "Highest label among the top three, on the label scale, higher is better; "
-                           "threshold the scale's midpoint.", _midpoint)
-Holes = _metric("Holes", "holes", (0.0, float(10_000)), LOWER, 0.0,
-                "Retrieved documents without a label (count), lower is better; pass means none.")
-HolesRatio = _metric("HolesRatio", "holes_ratio", (0.0, 1.0), LOWER, 0.5,
-                     "Share of retrieved documents without a label, [0, 1], lower is better.")
-TotalRetrieved = _metric("TotalRetrieved", "total_retrieved_documents", (0.0, float(10_000)), HIGHER, 1.0,
-                         "Distinct documents retrieved (count); pass means at least one.")
-TotalGroundTruth = _metric("TotalGroundTruth", "total_ground_truth_documents", (0.0, float(10_000)), HIGHER, 1.0,
-                           "Distinct labelled documents (count); pass means at least one.")
+class XDCG(DocumentRetrievalMetric):
+    """XDCG@k, [0, 100], higher is better (Azure ``xdcg@3``; 0.6 discount)."""
+
+    name = "xdcg"
+    value_range = (0.0, 100.0)
+    default_threshold = 50.0
+
+
+class Fidelity(DocumentRetrievalMetric):
+    """Share of the relevant documents' weight that was retrieved, [0, 1], higher is better."""
+
+    name = "fidelity"
+
+
+class Top1Relevance(DocumentRetrievalMetric):
+    """Label of the top-ranked document, on the label scale, higher is better; threshold the scale's midpoint."""
+
+    name = "top1_relevance"
+    on_label_scale = True
+    value_range = (0.0, 4.0)  # Azure's label scale; an instance takes its own
+    default_threshold = 2.0
+
+
+class Top3MaxRelevance(DocumentRetrievalMetric):
+    """Highest label among the top three, on the label scale, higher is better; threshold the scale's midpoint."""
+
+    name = "top3_max_relevance"
+    on_label_scale = True
+    value_range = (0.0, 4.0)  # Azure's label scale; an instance takes its own
+    default_threshold = 2.0
+
+
+class Holes(DocumentRetrievalMetric):
+    """Retrieved documents without a label (count), lower is better; pass means none."""
+
+    name = "holes"
+    value_range = (0.0, MAX_COUNT)
+    direction = Direction.LOWER
+    default_threshold = 0.0
+
+
+class HolesRatio(DocumentRetrievalMetric):
+    """Share of retrieved documents without a label, [0, 1], lower is better."""
+
+    name = "holes_ratio"
+    direction = Direction.LOWER
+
+
+class TotalRetrieved(DocumentRetrievalMetric):
+    """Distinct documents retrieved (count), higher is better; pass means at least one."""
+
+    name = "total_retrieved_documents"
+    value_range = (0.0, MAX_COUNT)
+    default_threshold = 1.0
+
+
+class TotalGroundTruth(DocumentRetrievalMetric):
+    """Distinct labelled documents (count), higher is better; pass means at least one."""
+
+    name = "total_ground_truth_documents"
+    value_range = (0.0, MAX_COUNT)
+    default_threshold = 1.0
+
+
 DOCUMENT_RETRIEVAL_METRICS = (NDCG, XDCG, Fidelity, Top1Relevance, Top3MaxRelevance, Holes, HolesRatio,
                               TotalRetrieved, TotalGroundTruth)

@@ -1,0 +1,93 @@
+"""``answer_questions``: what the response answers, compared with the question (AnswerRelevancy).
+
+The LLM judge writes ``strictness`` questions the response answers, with a noncommittal
+flag each, and embeds them with the question (RAGAS ``answer_relevancy``); offline, the
+response itself is compared with the question.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from metrics.judgements.base import Judgement, Model, item_schema
+from metrics.judges.base import is_noncommittal, restates
+from metrics.judges.prompts import OutputError, Request, check_keyed, ids, keyed_schema
+from metrics.text import is_bare_span, qa_statement, split_sentences
+
+
+class QuestionAndResponse(Model):
+    """The user's question and the response."""
+
+    user_input: str
+    response: str
+
+
+class AnswerRelevance(Model):
+    """``similarities``: cosines in [-1, 1] between the question and each generated question
+    (offline: the response itself); ``noncommittal``: one flag per generation; ``questions``:
+    the generated questions (empty offline)."""
+
+    similarities: list[float]
+    noncommittal: list[bool]
+    questions: list[str] = []
+
+
+class QuestionItem(Model):
+    """The reply for one question id."""
+
+    question: str
+    noncommittal: Literal[0, 1] = Field(description="1 = the response is evasive or vague")
+
+
+def request(response: str, strictness: int) -> Request:
+    """AnswerRelevancy: ``strictness`` questions the response answers, with a noncommittal flag."""
+    keys = ids("Q", strictness)
+    prompt = (f"Response:\n{response}\n\nWrite {strictness} different questions that this response answers, as a "
+              "user would ask them, in the language of the response (keys Q1..). For each, set noncommittal to 1 if "
+              "the response is evasive, vague or declines to answer (for example \"I don't know\" or \"it depends\"), "
+              "else 0.")
+    schema = keyed_schema(keys, item_schema(QuestionItem))
+
+    def validate(data):
+        flags = check_keyed(data, keys, "noncommittal", (0, 1))
+        questions = [data[k].get("question") for k in keys]
+        empty = [k for k, q in zip(keys, questions) if not isinstance(q, str) or not q.strip()]
+        if empty:
+            raise OutputError(f"empty question for {', '.join(empty)}")
+        return {"questions": questions, "noncommittal": [flags[k] for k in keys]}
+
+    return Request("answer_questions", prompt, schema, validate)
+
+
+class AnswerQuestions(Judgement[QuestionAndResponse, AnswerRelevance]):
+    """How closely what the response answers matches the question (see the module docstring)."""
+
+    kind = "answer_questions"
+    Input, Output = QuestionAndResponse, AnswerRelevance
+
+    async def llm(self, judge, inputs: QuestionAndResponse) -> AnswerRelevance:
+        """``strictness`` questions in one request, embedded with the question in one request."""
+        strictness = judge.config.strictness
+        answer = await judge.ask_request(self.version, request(inputs.response, strictness),
+                                         {"response": inputs.response, "strictness": strictness})
+        vectors = await judge.embeddings([inputs.user_input, *answer["questions"]])
+        similarities = [float(vectors[0] @ v) for v in vectors[1:]]
+        return self.verdict(similarities=similarities, noncommittal=[bool(f) for f in answer["noncommittal"]],
+                            questions=answer["questions"])
+
+    async def offline(self, judge, inputs: QuestionAndResponse) -> AnswerRelevance:
+        """Cosine of question and response; noncommittal when every sentence is evasive
+        (``is_noncommittal``: refusals, "not provided", "无法回答") or only restates the
+        question (``restates``). A bare span ("85", "Delhi") is read with its question
+        (``"Q: … A: 85"``), as the LLM judge reads it: a span that answers is relevant."""
+        user_input, response = inputs.user_input, inputs.response
+        sentences = split_sentences(response)
+        if is_bare_span(response):
+            sentences, response = [response.strip()], qa_statement(user_input, response)
+        evasive = not sentences or all(is_noncommittal(s) or restates(user_input, s) for s in sentences)
+        vectors = judge.embed([user_input, response])
+        return self.verdict(similarities=[float(vectors[0] @ vectors[1])], noncommittal=[evasive])
+
+
+answer_questions = AnswerQuestions()

@@ -1,0 +1,66 @@
+"""``context_support_matrix``: per statement, one 0/1 per context: does that context alone support it? (NoiseSensitivity).
+
+One LLM request for every (statement, context) pair (RAGAS: 2 per context); offline, one
+statement-support call per context.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from metrics.judgements.base import Judgement, Model
+from metrics.judgements.statement_support import Statements
+from metrics.judges.prompts import OutputError, Request, ids, numbered
+
+
+class SupportMatrix(Model):
+    """``matrix[i][k]``: 1 when context k alone supports statement i."""
+
+    matrix: list[list[Literal[0, 1]]]
+
+
+def request(statements: list[str], contexts: list[str]) -> Request:
+    """NoiseSensitivity: for each context on its own, which statements it supports."""
+    statement_keys, context_keys = ids("S", len(statements)), ids("C", len(contexts))
+    prompt = (f"Contexts:\n{numbered('C', contexts)}\n\nStatements:\n{numbered('S', statements)}\n\nFor each "
+              "context on its own, and each statement, give 1 if that context alone supports the statement (states "
+              "it or directly implies it), else 0.")
+    cell = {"type": "integer", "enum": [0, 1]}
+    row = {"type": "object", "properties": {k: cell for k in statement_keys}, "required": statement_keys,
+           "additionalProperties": False}
+    schema = {"type": "object", "properties": {k: row for k in context_keys}, "required": context_keys,
+              "additionalProperties": False}
+
+    def validate(data):
+        if not isinstance(data, dict) or sorted(data) != sorted(context_keys):
+            raise OutputError(f"the reply must be an object keyed by {', '.join(context_keys)}")
+        columns = []
+        for key in context_keys:
+            values = data[key] if isinstance(data[key], dict) else None
+            if values is None or sorted(values) != sorted(statement_keys) or \
+                    any(type(values[s]) is not int or values[s] not in (0, 1) for s in statement_keys):
+                raise OutputError(f"{key} must map each of {', '.join(statement_keys)} to 0 or 1")
+            columns.append([values[s] for s in statement_keys])
+        return {"matrix": [[column[i] for column in columns] for i in range(len(statements))]}
+
+    return Request("context_support_matrix", prompt, schema, validate)
+
+
+class ContextSupportMatrix(Judgement[Statements, SupportMatrix]):
+    """Which context alone supports which statement? (see the module docstring)."""
+
+    kind = "context_support_matrix"
+    Input, Output = Statements, SupportMatrix
+
+    async def llm(self, judge, inputs: Statements) -> SupportMatrix:
+        """One request for every (statement, context) pair."""
+        answer = await judge.ask_request(self.version, request(inputs.statements, inputs.contexts),
+                                         {"statements": inputs.statements, "contexts": inputs.contexts})
+        return self.verdict(matrix=answer["matrix"])
+
+    async def offline(self, judge, inputs: Statements) -> SupportMatrix:
+        """One ``OfflineJudge.support`` call per context."""
+        columns = [await judge.support(inputs.statements, [context]) for context in inputs.contexts]
+        return self.verdict(matrix=[[column[i].verdict for column in columns] for i in range(len(inputs.statements))])
+
+
+context_support_matrix = ContextSupportMatrix()

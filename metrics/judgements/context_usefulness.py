@@ -1,0 +1,52 @@
+"""``context_usefulness``: one verdict per context, 1 when it is useful to arrive at an answer (ContextPrecision).
+
+The answer is the reference (ContextPrecision) or the response (ContextUtilization). With
+the LLM judge this is the ``reference_attribution`` request (one request for both, same
+version); offline, a context is useful when it supports a statement of the answer.
+"""
+from __future__ import annotations
+
+from metrics.judgements.base import Judgement, Model
+from metrics.judgements.reference_attribution import ask_llm, reference_attribution
+from metrics.judgements.statement_support import Verdicts
+from metrics.judges.base import Verdict, statements
+
+
+class AnswerAndContexts(Model):
+    """The question, the answer the contexts should lead to, and the contexts in rank order."""
+
+    user_input: str
+    answer: str
+    contexts: list[str]
+
+
+class ContextUsefulness(Judgement[AnswerAndContexts, Verdicts]):
+    """Was each context useful to arrive at the answer? (see the module docstring)."""
+
+    kind = "context_usefulness"
+    version = reference_attribution.version
+    requests = reference_attribution.requests
+    Input, Output = AnswerAndContexts, Verdicts
+
+    async def llm(self, judge, inputs: AnswerAndContexts) -> Verdicts:
+        """Shares one request with ``reference_attribution``."""
+        answer = await ask_llm(judge, self.version, inputs.user_input, statements(inputs.answer, inputs.user_input)
+                               or [inputs.answer], inputs.contexts)
+        return self.verdict(verdicts=[Verdict(v, r) for v, r in zip(answer["useful"], answer["usefulness_reasons"])])
+
+    async def offline(self, judge, inputs: AnswerAndContexts) -> Verdicts:
+        """A context is useful when it supports at least one statement of the answer."""
+        claims = statements(inputs.answer, inputs.user_input) or [inputs.answer]
+        verdicts = []
+        for context in inputs.contexts:
+            supported = [v for v in await judge.support(claims, [context]) if v.verdict]
+            if supported:
+                verdicts.append(Verdict(1, f"supports {len(supported)}/{len(claims)} reference statements",
+                                        {"supported": len(supported)}))
+            else:
+                verdicts.append(Verdict(0, f"supports none of the {len(claims)} reference statements",
+                                        {"supported": 0}))
+        return self.verdict(verdicts=verdicts)
+
+
+context_usefulness = ContextUsefulness()

@@ -1,0 +1,77 @@
+"""The shared shape of Azure AI Evaluation's 1-5 Likert judgements: texts in, a score and its reason out.
+
+Each criterion is its own module (``likert_groundedness``, ``likert_relevance``,
+``likert_retrieval``, ``likert_response_completeness``) with its rubric, the texts it
+reads and its offline rule; this module holds what they share: the input and verdict
+models and the LLM request (a score outside 1..5 is invalid output, re-asked once, never
+accepted; Azure accepts 7 and 2.5, metric-spec fault 3).
+"""
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from metrics.judgements.base import REASON, Judgement, Model, item_schema
+from metrics.judges.prompts import OutputError, Request, numbered
+
+
+class LikertTexts(Model):
+    """The texts a criterion may read (Azure's names): query, response, contexts, ground truth."""
+
+    query: str | None = None
+    response: str | None = None
+    contexts: list[str] | None = None
+    ground_truth: str | None = None
+
+
+class LikertScore(Model):
+    """A 1-5 score and its reason."""
+
+    score: Literal[1, 2, 3, 4, 5]
+    reason: str
+
+
+class ScoreReply(Model):
+    """The reply: the reason first, then the score."""
+
+    reason: str = REASON
+    score: Literal[1, 2, 3, 4, 5]
+
+
+class Likert(Judgement[LikertTexts, LikertScore]):
+    """A 1-5 Likert judgement of one Azure criterion (subclasses give ``criterion``,
+    ``rubric``, ``fields`` and the offline rule)."""
+
+    criterion: ClassVar[str]
+    rubric: ClassVar[str]
+    #: The texts shown to the LLM, in order (``context`` is the numbered contexts).
+    fields: ClassVar[tuple[str, ...]]
+    Input, Output = LikertTexts, LikertScore
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        if "criterion" in cls.__dict__:
+            cls.kind = f"likert_{cls.criterion}"
+        super().__init_subclass__(**kwargs)
+
+    def request(self, texts: LikertTexts) -> Request:
+        """The rubric over the criterion's texts; scored 1..5 (nothing else is accepted)."""
+        parts = []
+        for name in self.fields:
+            if name == "context":
+                parts.append(f"Context:\n{numbered('C', texts.contexts)}")
+            elif getattr(texts, name) is not None:
+                parts.append(f"{name.replace('_', ' ').capitalize()}:\n{getattr(texts, name)}")
+        prompt = "\n\n".join(parts) + f"\n\n{self.rubric} Give the reason first."
+        schema = item_schema(ScoreReply)
+
+        def validate(data):
+            score = data.get("score") if isinstance(data, dict) else None
+            if type(score) is not int or not 1 <= score <= 5:
+                raise OutputError(f"score must be an integer from 1 to 5, got {score!r}")
+            return {"score": score, "reason": str(data.get("reason", ""))}
+
+        return Request(self.kind, prompt, schema, validate)
+
+    async def llm(self, judge, inputs: LikertTexts) -> LikertScore:
+        """One request."""
+        answer = await judge.ask_request(self.version, self.request(inputs), inputs.model_dump())
+        return self.verdict(score=answer["score"], reason=answer["reason"])

@@ -1,0 +1,96 @@
+"""Settings of the LLM judge, declared once: :class:`LLMConfig` (the ``judge`` resource,
+the CLI's judge options and ``LLMConfig.from_env`` all read its fields)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from metrics.judges.endpoint import check_base_url
+from metrics.judges.plan import Budget
+
+#: The judge settings a metric may set for itself (``LLMJudge.with_options``, the CLI's
+#: ``--metric-option``, a metric asset's run config).
+PER_METRIC = ("model", "temperature", "strictness")
+#: The openai client's default base URL.
+OPENAI_URL = "https://api.openai.com/v1"
+
+
+@dataclass
+class LLMConfig:
+    """Settings of the LLM judge. ``api_key`` and ``embedding_api_key`` are never logged.
+
+    ``from_env`` reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
+    ``EMBEDDING_MODEL``, ``EMBEDDING_BASE_URL`` and ``EMBEDDING_API_KEY`` (the embedding
+    ones default to the chat ones).
+
+    ``cache_path`` is the judgement cache (``None``: none); its answers are keyed by the
+    endpoint as well as the model, unless ``cache_across_endpoints`` lets any endpoint's
+    answer for the same model and inputs be reused.
+    """
+
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    embedding_model: str = "text-embedding-3-small"
+    embedding_base_url: str | None = None
+    embedding_api_key: str | None = field(default=None, repr=False)
+    temperature: float = 0.0
+    seed: int | None = 7
+    #: Which repeated judgement this is (``rag-eval gate --repeats K`` asks repeats 0 .. K-1): the
+    #: request's ``seed`` is ``seed + repeat``, and the cache key carries it from repeat 1 on (so
+    #: repeat 0 is the ordinary judgement and its cached answers stay valid).
+    repeat: int = 0
+    strictness: int = 3
+    response_format: str = "json_schema"
+    concurrency: int = 16
+    timeout: float = 60.0
+    max_attempts: int = 5
+    max_retry_wait: float = 60.0
+    max_prompt_chars: int = 60_000
+    #: Ceiling of ``max_tokens`` when a reply cut at the token limit is asked again.
+    max_output_tokens: int = 16_384
+    #: Per-row budget of each metric (``metrics.judges.plan.Budget``); 0 or ``None``: no limit.
+    max_row_requests: int | None = 50
+    max_row_tokens: int | None = 200_000
+    cache_path: str | None = ".rag_eval_cache/judgements.sqlite"
+    cache_across_endpoints: bool = False
+
+    def __post_init__(self) -> None:
+        check_base_url(self.base_url, "base_url")
+        check_base_url(self.embedding_base_url, "embedding_base_url")
+        for name in ("max_row_requests", "max_row_tokens"):
+            if (getattr(self, name) or 0) < 0:
+                raise ValueError(f"{name} must be 0 (no limit) or more, got {getattr(self, name)}")
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> LLMConfig:
+        """Configuration from the environment, then ``overrides`` (``None`` values ignored)."""
+        env = {"api_key": os.environ.get("OPENAI_API_KEY"), "base_url": os.environ.get("OPENAI_BASE_URL"),
+               "model": os.environ.get("OPENAI_MODEL"), "embedding_model": os.environ.get("EMBEDDING_MODEL"),
+               "embedding_base_url": os.environ.get("EMBEDDING_BASE_URL"),
+               "embedding_api_key": os.environ.get("EMBEDDING_API_KEY")}
+        values = {k: v for k, v in {**env, **overrides}.items() if v not in (None, "")}
+        return cls(**values)
+
+    #: Fields that hold credentials: read from the environment, never recorded nor shipped.
+    SECRETS = ("api_key", "embedding_api_key")
+
+    @classmethod
+    def public_fields(cls) -> list[str]:
+        """The names of every setting but the credentials."""
+        return [f.name for f in fields(cls) if f.name not in cls.SECRETS]
+
+    def public(self) -> dict[str, Any]:
+        """Every setting but the credentials, by name."""
+        return {name: getattr(self, name) for name in self.public_fields()}
+
+    @property
+    def budget(self) -> Budget:
+        """The per-row budget of each metric."""
+        return Budget(self.max_row_requests, self.max_row_tokens)
+
+    @property
+    def configured(self) -> bool:
+        """True when an endpoint or a key is set: the pipeline then uses the LLM judge."""
+        return bool(self.base_url or self.api_key)

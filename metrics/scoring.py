@@ -1,0 +1,124 @@
+"""Scoring, shared by the local path (``metrics.evaluate``) and Spark tasks (``metrics.spark``):
+every (metric, sample) pair under the judge's limits, the per-row results frame, and the
+judge used when none is given."""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from metrics.aggregate import USAGE_COLUMNS
+from metrics.base import Metric
+from metrics.formats import azure_rows, fields_frame, ragas_table
+from metrics.judges.base import Judge
+from metrics.judges.llm import LLMConfig, LLMJudge
+from metrics.judges.offline import OfflineJudge
+from metrics.results import MetricResult
+from metrics.samples import Sample
+
+RESULT_COLUMNS = ["sample_id", "row", "metric", "status", "value", "passed", "threshold", "direction",
+                  "reason", "details", "judge", *USAGE_COLUMNS]
+
+
+@dataclass
+class EvaluationResult:
+    """What :func:`evaluate` returns: per-row results, the summary and the samples."""
+
+    results: pd.DataFrame
+    summary: dict[str, Any]
+    samples: list[Sample]
+
+    def azure_rows(self) -> list[dict[str, Any]]:
+        """Per-row results of the Azure metrics in Azure AI Evaluation's keys (``metrics.formats``)."""
+        return azure_rows(self.results)
+
+    def ragas_table(self) -> pd.DataFrame:
+        """One row per sample, one column per metric, as RAGAS's ``to_pandas()``."""
+        return ragas_table(self.results, fields_frame(self.samples) if self.samples else None)
+
+
+def default_judge() -> Judge:
+    """The judge used when none is given: the LLM judge when ``OPENAI_API_KEY`` or
+    ``OPENAI_BASE_URL`` is set (``LLMConfig.from_env``), else the offline heuristic judge
+    (no key, no network)."""
+    config = LLMConfig.from_env()
+    return LLMJudge(config) if config.configured else OfflineJudge()
+
+
+def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:
+    """Per-row results as a DataFrame with :data:`RESULT_COLUMNS`.
+
+    ``details`` is serialised to a JSON string so the frame writes to Parquet as is.
+    """
+    records = []
+    for result in results:
+        record = result.to_record()
+        record["details"] = json.dumps(record["details"], ensure_ascii=False, default=str)
+        usage = record.pop("usage") or {}
+        record.update({column: int(usage.get(column, 0)) for column in USAGE_COLUMNS})
+        records.append(record)
+    frame = pd.DataFrame(records, columns=RESULT_COLUMNS)
+    frame["value"] = frame["value"].astype("float64")
+    frame["passed"] = frame["passed"].astype("boolean")
+    return frame
+
+
+#: Rows judged at a time (every selected metric of a row in the same chunk, so requests
+#: metrics share are sent once): memory stays flat as a version grows.
+CHUNK_ROWS = 2000
+#: One metric to score: the metric, its samples (the same rows, in the same order, for every
+#: metric of a call) and the judge it is judged with (twins of one judge: ``LLMJudge.with_options``).
+Task = tuple[Metric, list[Sample], Judge]
+
+
+def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | None = None,
+                 rows: int = CHUNK_ROWS) -> Iterator[list[list[MetricResult]]]:
+    """Score every (metric, sample) pair of ``tasks`` concurrently under the judge's limits,
+    ``rows`` rows at a time: yields, per chunk of rows, one result list per task (samples in
+    input order). ``progress(metric)`` is called as each pair finishes. Nothing is lost to
+    one failing pair: its result carries ``judge_error`` or ``input_error``.
+
+    Raises
+    ------
+    ValueError
+        If ``tasks`` is empty.
+    """
+    if not tasks:
+        raise ValueError("no metric to score")
+
+    async def one(metric: Metric, sample: Sample, judge: Judge) -> MetricResult:
+        result = await metric.ascore(sample, judge)
+        if progress:
+            progress(metric)
+        return result
+
+    async def chunk(part: list[Task]) -> list[list[MetricResult]]:
+        results = list(await asyncio.gather(*(one(m, s, j) for m, samples, j in part for s in samples)))
+        sizes = [len(samples) for _, samples, _ in part]
+        return [results[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(len(part))]
+
+    for metric, samples, _ in tasks:
+        metric.fit(samples)
+    judge = tasks[0][2]
+    for start in range(0, max(len(samples) for _, samples, _ in tasks), rows):
+        yield judge.run(chunk([(m, samples[start:start + rows], j) for m, samples, j in tasks]))
+
+
+def score_all(samples: list[Sample], metrics: list[Metric], judge: Judge,
+              progress: Callable[[int], None] | None = None) -> list[MetricResult]:
+    """Score every (metric, sample) pair concurrently under the judge's limits
+    (:func:`score_chunks`).
+
+    Results come back metric by metric, samples in input order; ``progress(1)`` is
+    called as each pair finishes. Nothing is lost to one failing pair: its result
+    carries ``judge_error`` or ``input_error``.
+    """
+    per_metric: list[list[MetricResult]] = [[] for _ in metrics]
+    for part in score_chunks([(m, samples, judge) for m in metrics], progress and (lambda _: progress(1))):
+        for results, more in zip(per_metric, part):
+            results += more
+    return [r for results in per_metric for r in results]

@@ -1,0 +1,246 @@
+"""What each ``rag-eval`` command does (``orchestration.cli`` parses the arguments into
+them; ``orchestration.report`` renders what they print).
+
+``rag-eval run`` (the README's main command) registers a JSONL file as a dataset version
+(``assets.registration``, the rule the sensor uses too), runs the evaluation graph for
+it in-process against a project-local Dagster instance (``DAGSTER_HOME``, default
+``dagster_home/``), shows progress, prints the summary table and writes ``summary.json``
+and ``results.parquet`` under ``out/<version>/``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+from orchestration.parsing import judge_resource, resources, run_config
+
+
+def prepare_instance() -> None:
+    """Use the project-local Dagster instance ``dagster_home/`` unless DAGSTER_HOME is set;
+    an instance folder without ``dagster.yaml`` gets a copy of the project's. Its storage
+    is created by one process at a time (two first runs at once would race on it)."""
+    import fcntl
+
+    from dagster import DagsterInstance
+
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path("dagster_home").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".rag-eval-setup.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
+        if not (home / "dagster.yaml").exists() and template.exists():
+            shutil.copyfile(template, home / "dagster.yaml")
+        instance = DagsterInstance.get()
+        instance.get_runs(limit=1)  # creates the run storage
+        instance.get_dynamic_partitions("dataset_version")  # and the event log's
+
+
+def register(args: argparse.Namespace) -> tuple[str, bool]:
+    """Register ``args.dataset`` as a version (``assets.registration``, the rule the
+    sensor uses too): ``(key, new)``."""
+    from dagster import DagsterInstance
+
+    from assets.registration import register_version
+    from assets.resources import DatasetStore
+
+    meta = Path(args.meta) if args.meta else None
+    return register_version(DagsterInstance.get(), DatasetStore(root=str(Path(args.datasets).resolve())),
+                            Path(args.dataset), args.dataset_version, meta, args.replace)
+
+
+def check_out(args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` that is not a folder, or whose results database cannot be used,
+    before anything is registered."""
+    from assets.resources import check_database
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file: pass a folder for the reports and rag_eval.duckdb")
+    check_database(out / "rag_eval.duckdb", say=lambda message: print(message, file=sys.stderr))
+
+
+@contextmanager
+def only_run_of(version: str, out: Path):
+    """Hold the version for this process: a second ``rag-eval`` evaluating the same
+    version at the same time is refused with the first one's PID."""
+    import fcntl
+
+    (out / ".locks").mkdir(parents=True, exist_ok=True)
+    with open(out / ".locks" / f"{version}.lock", "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise ValueError(f"dataset version {version} is being evaluated right now by another rag-eval run "
+                             f"({lock.read().strip() or 'PID unknown'}); wait for it to finish") from None
+        lock.truncate(0)
+        lock.write(f"PID {os.getpid()}")
+        lock.flush()
+        yield
+
+
+def execute_with_progress(metrics: list[str], version: str, run_config: dict, resources: dict):
+    """Materialize ingestion, ``metrics`` and the summary in-process for ``version``, showing
+    each metric's progress (bars on a terminal, plain lines otherwise)."""
+    import dagster as dg
+
+    from assets.evaluation import metric_assets, progress_listeners
+    from assets.ingestion import ingest_dataset
+    from assets.summary import eval_summary
+    from dagster import DagsterInstance
+
+    from orchestration.orphans import process_tags
+    from orchestration.report import progress_display
+
+    with progress_display() as listener:
+        progress_listeners.append(listener)
+        try:
+            selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
+            return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
+                                  run_config=run_config, instance=DagsterInstance.get(), partition_key=version,
+                                  raise_on_error=False, resources=resources, tags=process_tags())
+        finally:
+            progress_listeners.remove(listener)
+
+
+def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
+    """Materialize the selected metrics for ``version``; the summary, or ``None`` on failure.
+    Says first which selected metrics no line can feed, and last which lines were rejected
+    or lacked fields (also when under the limit)."""
+    import dagster as dg
+
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    from metrics.registry import METRICS, resolve_names
+    from metrics.samples import load_samples, unavailable
+    from orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
+                                      print_run_failure)
+
+    where = f"on Spark ({args.spark_master}, {args.parallelism} tasks per metric)" if args.executor == "spark" \
+        else "in this process"
+    print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+          file=sys.stderr)
+    selected = resolve_names(args.metrics)
+    samples = load_samples(Path(args.datasets) / version / "samples.jsonl")
+    print_cannot_run(unavailable(samples, {m: METRICS[m].required_fields for m in selected}))
+    with only_run_of(version, Path(args.out)):
+        result = execute_with_progress(selected, version, run_config, resources(args))
+    limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
+    print_failed_checks(result, limit)
+    if not result.success:
+        print_run_failure(result)
+        return None
+    summary = json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
+    print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"], limit)
+    print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
+    return summary
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Register the dataset and materialize the whole graph for it (``--dry-run``: print
+    what it would send instead)."""
+    from orchestration.dry_run import check_judge, dry_run
+
+    config = run_config(args)
+    if args.price is not None and not args.dry_run:
+        raise ValueError("--price applies to --dry-run only")
+    if args.dry_run:
+        return dry_run(args, config, judge_resource(args))
+    check_judge(judge_resource(args))
+    check_out(args)
+    version, new = register(args)
+    summary = evaluate_version(version, args, config)
+    if summary is None:
+        if new:  # a version this run registered and could not evaluate is not left behind
+            from assets.registration import unregister
+            from assets.resources import DatasetStore
+            from dagster import DagsterInstance
+
+            unregister(DagsterInstance.get(), DatasetStore(root=str(Path(args.datasets).resolve())), version)
+            print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
+                  file=sys.stderr)
+        return 1
+    from orchestration.report import print_table
+
+    print_table(summary)
+    failed = sum(c["judge_error"] for c in summary["coverage"].values())
+    total = sum(c["total"] for c in summary["coverage"].values())
+    folder = Path(args.out) / version
+    written = [p.name for p in sorted(folder.iterdir()) if p.is_file()]
+    print(f"wrote {', '.join(written)} in {folder}/ and the tables of {Path(args.out) / 'rag_eval.duckdb'}")
+    if failed:
+        print(f"warning: {failed} of {total} results are judge_error (the judge failed; reasons in results.parquet)",
+              file=sys.stderr)
+        return 3
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """Evaluate registered versions in key order, from ``--from`` to ``--to`` inclusive."""
+    from dagster import DagsterInstance
+
+    from assets.partitions import dataset_versions
+
+    from orchestration.dry_run import check_judge
+
+    config = run_config(args)
+    check_judge(judge_resource(args))
+    check_out(args)
+    versions = sorted(DagsterInstance.get().get_dynamic_partitions(dataset_versions.name))
+    chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
+    if not chosen:
+        raise ValueError(f"no registered version between {args.start or 'the first'} and {args.end or 'the last'}")
+    failed = []
+    for version in chosen:
+        summary = evaluate_version(version, args, config)
+        if summary is None:
+            failed.append(version)
+            continue
+        means = ", ".join(f"{m} {row['mean']}" for m, row in summary["metrics"].items())
+        print(f"{version}: {means}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    """Register a dataset version without running it."""
+    version, new = register(args)
+    print(f"{'registered' if new else 'already registered:'} dataset version {version}; evaluate it with "
+          f"`rag-eval run {args.dataset} --dataset-version {version}`, or materialize its partition in the Dagster UI")
+    return 0
+
+
+def cmd_convert_trec(args: argparse.Namespace) -> int:
+    """Write a JSONL dataset from TREC qrels and run files (for the document retrieval metrics)."""
+    from metrics.retrieval.trec import read_trec
+
+    records = read_trec(args.qrels, args.run)
+    Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    print(f"wrote {len(records)} queries to {args.output}; evaluate with "
+          f"`rag-eval run {args.output} --metrics document_retrieval`")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Agreement of the configured judge (or the offline one) with human labels."""
+    from metrics import OfflineJudge, calibrate
+    from metrics.calibrate import print_report
+    from metrics.evaluate import default_judge
+
+    judge = OfflineJudge() if args.offline else default_judge()
+    try:
+        report = calibrate(args.labels, judge=judge)
+    finally:
+        if hasattr(judge, "close"):
+            judge.close()
+    print_report(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
+    return 0

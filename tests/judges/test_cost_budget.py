@@ -1,0 +1,86 @@
+"""Cost bounded and visible before it is spent (issue 10 point 7): over HTTP against the
+project's test server."""
+from pathlib import Path
+
+import pytest
+
+from metrics import build_metrics, evaluate, load_samples
+from metrics.cost import estimate_cost
+
+pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
+
+ROOT = Path(__file__).resolve().parents[2]
+AMNESTY = ROOT / "examples" / "amnesty_qa" / "samples.jsonl"
+ROW = {"id": "small", "user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
+       "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany.", "The Eiffel Tower is in Paris."],
+       "reference": "He was born in Ulm."}
+
+
+def huge_row() -> dict:
+    """A row at the documented limits: 200 distinct contexts of 99,000 characters."""
+    return {"id": "huge", "user_input": "What do the reports say?", "response": "They say a lot. They agree.",
+            "retrieved_contexts": [f"report {i}: " + "words " * 16_498 for i in range(200)],
+            "reference": "The reports agree."}
+
+
+def test_a_row_at_the_documented_limits_is_refused_before_anything_is_sent(make_judge, server):
+    result = evaluate([ROW, huge_row()], judge=make_judge()).results
+    huge = result[result["sample_id"] == "huge"].set_index("metric")
+    # Answer relevancy reads no contexts: one chat and one embeddings request, within the budget.
+    assert huge.loc["answer_relevancy", "status"] == "ok"
+    for metric, requests in {"faithfulness": 200, "context_relevancy": 400, "context_recall": 200,
+                             "context_precision": 200}.items():
+        assert huge.loc[metric, "status"] == "judge_error"
+        reason = huge.loc[metric, "reason"]
+        assert f"over the per-row budget: {metric} on this row would send {requests} requests > 50" in reason
+        assert "tokens > 200,000 (--max-row-tokens); nothing was sent" in reason
+        assert huge.loc[metric, "chat_requests"] == 0
+    # Only the small row's 5 chat requests and the huge row's answer_relevancy request were sent (not 801).
+    assert len(server.chat_requests()) == 5 + 1
+    assert (result[result["sample_id"] == "small"]["status"] == "ok").all()
+
+
+def test_no_limit_sends_every_batch(make_judge, server):
+    row = dict(ROW, retrieved_contexts=[f"passage {i} " + "text " * 14_000 for i in range(3)])  # 3 x 70,000 chars
+    made = make_judge(max_row_requests=0, max_row_tokens=0)
+    result = evaluate([row], metrics=["faithfulness"], judge=made).results.iloc[0]
+    assert result["status"] == "ok" and result["chat_requests"] == 3  # one request per context past 60,000 chars
+    made_tight = make_judge(cache_path=None, max_row_requests=2)
+    refused = evaluate([row], metrics=["faithfulness"], judge=made_tight).results.iloc[0]
+    assert refused["status"] == "judge_error" and "would send 3 requests > 2" in refused["reason"]
+
+
+def test_the_budget_counts_after_the_cache(make_judge, server):
+    evaluate([ROW], metrics=["faithfulness", "context_relevancy"], judge=make_judge())
+    sent = len(server.seen)
+    tight = make_judge(max_row_requests=1, max_row_tokens=10)
+    result = evaluate([ROW], metrics=["faithfulness", "context_relevancy"], judge=tight).results
+    assert (result["status"] == "ok").all() and len(server.seen) == sent  # all cached: costs nothing, admitted
+
+
+def test_dry_run_counts_exactly_what_the_run_then_sends(make_judge, server):
+    samples = load_samples(AMNESTY)
+    made = make_judge()
+    before = estimate_cost(samples, build_metrics(["core"]), made)
+    assert server.seen == []  # planning sends nothing
+    assert (before.total["chat_requests"], before.total["embedding_requests"]) == (5 * 20, 20)
+    assert before.metrics["context_precision"]["chat_requests"] == 0  # shares context_recall's request
+    evaluate(AMNESTY, judge=made)
+    assert (len(server.chat_requests()), len(server.embedding_requests())) == (100, 20)
+    after = estimate_cost(samples, build_metrics(["core"]), made)
+    assert after.total == {"chat_requests": 0, "embedding_requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+
+def test_cli_dry_run_prints_requests_tokens_and_price_and_registers_nothing(server, tmp_path, monkeypatch, capsys):
+    from orchestration import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(AMNESTY), "--dry-run", "--base-url", server.url, "--price", "0.15,0.60"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    total = next(line for line in lines if line.startswith("total")).split()
+    chat, embeddings, prompt, completion = (int(v.replace(",", "")) for v in total[1:])
+    assert (chat, embeddings) == (100, 20)
+    cost = next(line for line in lines if line.startswith("cost:")).split()[1]
+    assert float(cost) == pytest.approx((prompt * 0.15 + completion * 0.60) / 1e6, abs=5e-5)
+    assert server.seen == [] and server.probes == [] and not (tmp_path / "datasets").exists()

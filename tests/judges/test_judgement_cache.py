@@ -1,0 +1,134 @@
+"""The judgement cache never costs a run its answers, and never answers for another endpoint."""
+import socket
+import sqlite3
+import warnings
+from pathlib import Path
+
+import pytest
+
+from metrics import Status, evaluate
+from metrics.judges.cache import CacheWarning, JudgementCache, cache_key
+from metrics.judges.endpoint import EndpointError
+from metrics.judges.llm import LLMJudge
+from tests.judge_server import JudgeServer
+
+ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
+         "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
+        for i in range(3)]
+PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (metrics.judges.llm)
+
+
+@pytest.fixture
+def judges(make_judge):
+    """``make_judge`` on a server and a cache of the test's choosing."""
+    return lambda base_url, cache_path, **options: make_judge(
+        **{"base_url": base_url, "cache_path": str(cache_path), "api_key": "sk-test-cache", **options})
+
+
+def run(judge, rows=ROWS) -> tuple[list[str], list[CacheWarning]]:
+    """Statuses and cache warnings of evaluating ``rows`` with ``judge`` (or a judge factory)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = evaluate(rows, judge=judge if isinstance(judge, LLMJudge) else judge()).results
+    return results["status"].tolist(), [w for w in caught if issubclass(w.category, CacheWarning)]
+
+
+def test_a_file_that_is_not_a_database_is_named_set_aside_and_rebuilt(server, tmp_path, judges):
+    cache = tmp_path / "cache.sqlite"
+    cache.write_bytes(b"this is not an SQLite database\n" * 40)
+    statuses, caught = run(lambda: judges(server.url, cache))
+    assert statuses == [Status.OK.value] * 5 * len(ROWS)
+    assert len(caught) == 1 and str(cache) in str(caught[0].message) and "set aside" in str(caught[0].message)
+    aside = list(tmp_path.glob("cache.sqlite.unusable-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == b"this is not an SQLite database\n" * 40
+    sent = len(server.seen)
+    assert sent == PER_ROW * len(ROWS)
+    statuses, caught = run(judges(server.url, cache))  # the rebuilt cache holds this run's answers
+    assert len(server.seen) == sent and not caught and statuses == [Status.OK.value] * 5 * len(ROWS)
+
+
+def test_a_cache_that_cannot_be_created_warns_once_and_the_run_keeps_its_answers(server, tmp_path, judges):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    statuses, caught = run(lambda: judges(server.url, blocker / "cache.sqlite"))
+    assert statuses == [Status.OK.value] * 5 * len(ROWS)
+    assert len(caught) == 1 and "memory only" in str(caught[0].message) and str(blocker) in str(caught[0].message)
+    assert len(server.seen) == PER_ROW * len(ROWS)
+
+
+def stored(path: Path) -> set[str]:
+    return {key for (key,) in sqlite3.connect(path).execute("SELECT key FROM answers")}
+
+
+def test_a_full_disk_mid_run_loses_no_answer(server, tmp_path, judges):
+    run(judges(server.url, tmp_path / "clean" / "cache.sqlite"))
+    expected = stored(tmp_path / "clean" / "cache.sqlite")
+    server.seen.clear()
+    cache = tmp_path / "cache.sqlite"
+    judge = judges(server.url, cache)
+    assert run(judge, ROWS[:1])[0] == [Status.OK.value] * 5
+    # SQLite's own "database or disk is full" (SQLITE_FULL), as on a full disk: no page may be added.
+    judge.cache._db.execute("PRAGMA max_page_count = 1")
+    statuses, caught = run(judge, ROWS)
+    assert statuses == [Status.OK.value] * 5 * len(ROWS)
+    assert len(caught) == 1 and "full" in str(caught[0].message) and str(cache) in str(caught[0].message)
+    assert len(server.seen) == PER_ROW * len(ROWS)  # row 1 from the cache, rows 2 and 3 asked once
+    # Every paid answer is on disk: before the failure in the file set aside, after it in the rebuilt one.
+    files = [cache, *tmp_path.glob("cache.sqlite.unusable-*")]
+    assert len(files) == 2
+    assert stored(files[0]) | stored(files[1]) == expected and stored(cache)
+
+
+def test_a_damaged_file_mid_run_is_set_aside_and_rebuilt(server, tmp_path, judges):
+    cache = tmp_path / "cache.sqlite"
+    judge = judges(server.url, cache)
+    run(judge, ROWS[:1])
+    judge.cache._db.close()  # the file is overwritten behind the open connection's back
+    cache.write_bytes(b"\x00garbage" * 4096)
+    judge.cache._db = sqlite3.connect(str(cache), check_same_thread=False, isolation_level=None)
+    statuses, caught = run(judge, ROWS)
+    assert statuses == [Status.OK.value] * 5 * len(ROWS)
+    assert len(caught) == 1 and str(cache) in str(caught[0].message)
+    assert len(list(tmp_path.glob("cache.sqlite.unusable-*"))) == 1
+
+
+def dead_url() -> str:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_judgements_are_keyed_by_endpoint(server, tmp_path, judges):
+    cache = tmp_path / "cache.sqlite"
+    run(judges(server.url, cache))
+    assert len(server.seen) == PER_ROW * len(ROWS)
+    # Another provider serving a model of the same name is asked again, not answered from the cache.
+    other = JudgeServer().start()
+    try:
+        statuses, _ = run(judges(other.url, cache))
+        assert len(other.seen) == PER_ROW * len(ROWS) and statuses == [Status.OK.value] * 5 * len(ROWS)
+        # Reuse across endpoints is an explicit option.
+        third = JudgeServer().start()
+        try:
+            run(judges(third.url, cache, cache_across_endpoints=True))
+            assert third.seen == []
+        finally:
+            third.stop()
+    finally:
+        other.stop()
+    # A dead endpoint never reports another provider's cached answers as its own: its check stops the run.
+    with pytest.raises(EndpointError, match="connection refused"):
+        run(judges(dead_url(), cache, max_attempts=1))
+
+
+def test_answers_of_a_cache_made_before_endpoint_keys_are_reused_only_across_endpoints(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as old:  # the layout before endpoints were keyed: the key had no endpoint
+        old.execute("CREATE TABLE judgements (key TEXT PRIMARY KEY, kind TEXT NOT NULL, value TEXT NOT NULL, "
+                    "created TEXT DEFAULT CURRENT_TIMESTAMP)")
+        key = cache_key("https://api.openai.com/v1", kind="entities", model="m", text="Ulm")
+        old.execute("INSERT INTO judgements (key, kind, value) VALUES (?, 'entities', '{\"entities\": [\"Ulm\"]}')",
+                    (key.shared,))
+    assert JudgementCache(path).get(key) is None  # which endpoint answered is unknown
+    assert JudgementCache(path, across_endpoints=True).get(key) == {"entities": ["Ulm"]}

@@ -1,0 +1,140 @@
+"""Deterministic text helpers: sentence segmentation and content tokens."""
+from __future__ import annotations
+
+import pytest
+
+from metrics.judges.base import statements
+from metrics.text import content_tokens, has_cjk, normalise_number, names, numbers, quantities, split_sentences
+
+
+# --------------------------------------------------------------------------- CJK segmentation
+
+
+def test_chinese_two_sentences_give_two_statements():
+    assert split_sentences("长城很长。它很古老。") == ["长城很长。", "它很古老。"]
+
+
+def test_BR03_chinese_response_gives_two_statements():
+    response = "长城总长约21196公里。它始建于春秋战国时期。"
+    assert split_sentences(response) == ["长城总长约21196公里。", "它始建于春秋战国时期。"]
+    # the judges' statement extraction uses the same segmentation
+    assert statements(response) == ["长城总长约21196公里。", "它始建于春秋战国时期。"]
+
+
+def test_chinese_exclamation_question_semicolon_split():
+    assert split_sentences("真的吗？是的！好；走。") == ["真的吗？", "是的！", "好；", "走。"]
+
+
+def test_latin_exclamation_question_semicolon_split():
+    assert split_sentences("Is it red? Yes! Go; now.") == ["Is it red?", "Yes!", "Go;", "now."]
+
+
+def test_japanese_sentences_split():
+    assert split_sentences("東京は首都です。大阪は大きいです。") == ["東京は首都です。", "大阪は大きいです。"]
+
+
+# --------------------------------------------------------------------------- abbreviations and decimals
+
+
+def test_abbreviation_and_decimal_not_split():
+    assert split_sentences("Dr. Smith paid $3.50.") == ["Dr. Smith paid $3.50."]
+
+
+def test_decimal_mid_sentence_then_split():
+    assert split_sentences("Pi is 3.14 roughly. Next one.") == ["Pi is 3.14 roughly.", "Next one."]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Mr. Brown met Mrs. Green. They talked.", ["Mr. Brown met Mrs. Green.", "They talked."]),
+        ("Use e.g. this one. Done.", ["Use e.g. this one.", "Done."]),
+        ("The U.S. is big. Fig. 3 shows it.", ["The U.S. is big.", "Fig. 3 shows it."]),
+        # single letters are initials, not sentence ends
+        ("The author J. K. Rowling wrote it. Then more.", ["The author J. K. Rowling wrote it.", "Then more."]),
+    ],
+)
+def test_abbreviations(text, expected):
+    assert split_sentences(text) == expected
+
+
+def test_newlines_split_sentences():
+    assert split_sentences("First line\nSecond line") == ["First line", "Second line"]
+
+
+# --------------------------------------------------------------------------- list markers and noise
+
+
+def test_list_markers_removed():
+    text = "1. First item\n2) Second item\n- third item\n* fourth item\n• fifth item\n(a) sixth item"
+    assert split_sentences(text) == ["First item", "Second item", "third item", "fourth item", "fifth item",
+                                     "sixth item"]
+
+
+def test_pieces_without_letters_dropped():
+    assert split_sentences("42. --- \n\n...") == []
+    assert split_sentences("") == []
+    assert split_sentences(None) == []
+
+
+# --------------------------------------------------------------------------- content tokens
+
+
+def test_content_tokens_cjk_bigrams():
+    assert content_tokens("长城很长") == {"长城", "城很", "很长"}
+
+
+def test_content_tokens_single_cjk_char_is_unigram():
+    assert content_tokens("长") == {"长"}
+
+
+def test_content_tokens_numbers_normalised_and_stopwords_removed():
+    assert content_tokens("The population is 5,895 and the cats cost 3.50") == \
+        {"population", "5895", "cats", "cost", "3.5"}
+
+
+def test_content_tokens_mixed_cjk_and_latin():
+    assert content_tokens("长城 is 21196 km") == {"长城", "21196", "km"}
+
+
+def test_stem_strips_inflections_only():
+    from metrics.text import stem
+
+    assert [stem(w) for w in ("carries", "kilograms", "launched", "sleeping", "classes", "paris", "status", "gas")] \
+        == ["carry", "kilogram", "launch", "sleep", "class", "paris", "status", "gas"]
+
+
+def test_content_tokens_lowercases():
+    assert content_tokens("Paris PARIS paris") == {"paris"}
+
+
+@pytest.mark.parametrize(("token", "expected"), [("5,895", "5895"), ("3.50", "3.5"), ("10.0", "10"),
+                                                 ("1,000,000", "1000000"), ("42", "42")])
+def test_normalise_number(token, expected):
+    assert normalise_number(token) == expected
+
+
+def test_numbers_extracts_normalised():
+    assert numbers("5,895 people, 3.50 dollars and 10.0 km") == {"5895", "3.5", "10"}
+
+
+def test_names_skip_sentence_start_unless_followed_by_a_name():
+    assert names("The tower is in Paris. Eiffel's design won.") == {"paris"}
+    assert names("Malcolm Smith met Pogačar. I'll go.") == {"malcolm smith", "pogačar"}
+    assert names("Mount Kilimanjaro is high.") == {"mount kilimanjaro"}
+
+
+def test_quantities_include_number_words_and_months():
+    assert quantities("Born on May 5, 2020, one of twelve.") == {"5", "2020", "may", "12"}
+    assert quantities("It may rain in march") == set()
+
+
+def test_has_cjk():
+    assert has_cjk("长城") is True
+    assert has_cjk("ソウル") is True
+    assert has_cjk("Great Wall") is False
+
+
+def test_devanagari_and_arabic_sentence_ends():
+    assert split_sentences("यह एक वाक्य है। यह दूसरा है।") == ["यह एक वाक्य है।", "यह दूसरा है।"]
+    assert split_sentences("هل هذا صحيح؟ نعم.") == ["هل هذا صحيح؟", "نعم."]

@@ -1,0 +1,58 @@
+"""The pipeline tests' temporary project; every test here runs Dagster (marked ``pipeline``, ``slow``)."""
+import json
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pytest
+
+from assets.resources import JudgeResource, build_resources
+from orchestration.definitions import defs
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "pipeline" in Path(item.fspath).parts:
+            item.add_marker(pytest.mark.pipeline)
+            item.add_marker(pytest.mark.slow)
+
+
+class Project:
+    """A temporary project: datasets/, out/ with the DuckDB file, an instance, resources."""
+
+    def __init__(self, root: Path, instance: dg.DagsterInstance, judge: JudgeResource | None = None) -> None:
+        self.datasets, self.out, self.instance = root / "datasets", root / "out", instance
+        self.resources = build_resources(self.out, self.datasets, judge)
+        self.database = self.out / "rag_eval.duckdb"
+
+    def write(self, version: str, rows: list[dict], register: bool = True) -> None:
+        folder = self.datasets / version
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "samples.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+        if register and not self.instance.has_dynamic_partition("dataset_version", version):
+            self.instance.add_dynamic_partitions("dataset_version", [version])
+
+    def run(self, version: str, job: str = "evaluation_job", **kwargs):
+        return defs.resolve_job_def(job).execute_in_process(partition_key=version, instance=self.instance,
+                                                            resources=self.resources, raise_on_error=False, **kwargs)
+
+    def materialize(self, version: str, selection, **kwargs):
+        from assets.evaluation import metric_assets
+        from assets.gate import baseline_comparison
+        from assets.ingestion import ingest_dataset
+        from assets.summary import eval_summary
+
+        return dg.materialize([ingest_dataset, *metric_assets, eval_summary, baseline_comparison], selection=selection,
+                              partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
+
+    def query(self, sql: str) -> pd.DataFrame:
+        # The same connection settings as the IO manager: DuckDB refuses a second configuration in one process.
+        with duckdb.connect(str(self.database), config={"custom_user_agent": "dagster",
+                                                        "arrow_large_buffer_size": True}) as connection:
+            return connection.sql(sql).df()
+
+
+def materialized(result) -> set[str]:
+    """The asset keys a run materialized."""
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}

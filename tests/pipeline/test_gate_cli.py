@@ -1,0 +1,86 @@
+"""rag-eval compare | gate | tag through the command line (subprocess): exit codes, reports, baselines."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+A, B, C = "20261101T000000Z-a", "20261102T000000Z-b", "20261103T000000Z-c"
+IDS = [f"q{i:02d}" for i in range(20)]
+
+
+def results(worse: float = 0.0) -> pd.DataFrame:
+    """Faithfulness and context_recall of 20 rows; faithfulness ``worse`` lower on every row."""
+    rows = []
+    for i, sid in enumerate(IDS):
+        for metric, value in (("faithfulness", 0.2 + 0.04 * i - worse), ("context_recall", 0.5)):
+            rows.append({"sample_id": sid, "row": i, "metric": metric, "status": "ok", "value": value,
+                         "passed": value >= 0.5, "threshold": 0.5, "direction": "higher_is_better",
+                         "reason": f"{round(value * 5)}/5 statements supported", "chat_requests": 1,
+                         "embedding_requests": 0, "prompt_tokens": 100, "completion_tokens": 20, "cache_hits": 0})
+    return pd.DataFrame(rows)
+
+
+def rag_eval(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["DAGSTER_HOME"] = str(tmp_path / "dagster_home")
+    return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def versions(tmp_path):
+    """Three evaluated versions under out/: a, b (faithfulness 0.1 worse on every row), c (as a)."""
+    for key, worse in ((A, 0.0), (B, 0.1), (C, 0.0)):
+        (tmp_path / "out" / key).mkdir(parents=True)
+        results(worse).to_parquet(tmp_path / "out" / key / "results.parquet")
+    (tmp_path / "gate.toml").write_text('metrics = ["faithfulness", "context_recall"]\n', encoding="utf-8")
+    return tmp_path
+
+
+def test_compare_two_results_files_exits_4_on_a_regression_and_0_without(versions):
+    base, cand = f"out/{A}/results.parquet", f"out/{B}/results.parquet"
+    failed = rag_eval(versions, "compare", base, cand, "--config", "gate.toml", "--report-dir", "r1")
+    assert failed.returncode == 4, failed.stderr
+    assert "gate failed: faithfulness regressed: -0.100 [-0.100, -0.100] lies below -0.02" in failed.stderr
+    report = (versions / "r1" / "report.md").read_text()
+    assert report.splitlines()[0] == f"## Regression gate FAILED: `{cand}` vs baseline `{base}`"
+    assert "| faithfulness | `q00` | 0.2 → 0.1 | 0/5 statements supported |" in report
+    body = json.loads((versions / "r1" / "comparison.json").read_text())
+    assert body["passed"] is False and body["metrics"]["faithfulness"]["n"] == 20
+    assert body["metrics"]["context_recall"]["verdict"] == "no change detected"
+    html = (versions / "r1" / "report.html").read_text()
+    # Self-contained: two inline SVG charts, nothing loaded at view time (no link, script, image or URL).
+    assert html.count("<svg") == 2 and not re.search(r"<link|<script|<img|(src|href)=\"https?:", html)
+    passed = rag_eval(versions, "compare", base, f"out/{C}/results.parquet", "--config", "gate.toml",
+                      "--report-dir", "r2")
+    assert passed.returncode == 0 and "gate passed" in passed.stdout
+
+
+def test_gate_takes_the_previous_version_or_a_tag_as_its_baseline(versions):
+    latest = rag_eval(versions, "gate", "--config", "gate.toml")  # c vs b: faithfulness improved
+    assert latest.returncode == 0, latest.stderr
+    assert json.loads((versions / "out" / C / "comparison.json").read_text())["baseline"] == B
+    assert json.loads((versions / "out" / C / "comparison.json").read_text())["metrics"]["faithfulness"][
+        "verdict"] == "improved"
+    unset = rag_eval(versions, "gate", B, "--config", "gate.toml", "--baseline", "tag:production")
+    assert unset.returncode == 2 and "baseline tag 'production' is not set" in unset.stderr
+    assert rag_eval(versions, "tag", "production", C).returncode == 0
+    assert json.loads((versions / "datasets" / "tags.json").read_text()) == {"production": C}
+    assert rag_eval(versions, "gate", B, "--config", "gate.toml", "--baseline", "tag:production").returncode == 4
+    first = rag_eval(versions, "gate", A, "--config", "gate.toml")
+    assert first.returncode == 0 and "no earlier version" in first.stdout
+
+
+def test_a_bad_setting_is_refused_with_exit_2_naming_it(versions):
+    (versions / "bad.toml").write_text('metrics = ["faithfulness"]\nmargin = 0.1\n', encoding="utf-8")
+    bad = rag_eval(versions, "gate", "--config", "bad.toml")
+    assert bad.returncode == 2 and "bad.toml: unknown gate setting(s) ['margin']" in bad.stderr
+    # A file is no version: "previous" cannot be resolved for it (rather than taking the latest version).
+    loose = rag_eval(versions, "gate", f"out/{B}/results.parquet", "--config", "gate.toml")
+    assert loose.returncode == 2 and "has no previous version: name its baseline with --baseline" in loose.stderr

@@ -1,0 +1,463 @@
+"""End to end: the Dagster graph in a temporary instance, with the offline and the LLM judge."""
+import json
+import math
+import shutil
+import socket
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pytest
+
+from assets.resources import JudgeResource
+from metrics.registry import CORE_METRICS
+from orchestration.definitions import defs
+from orchestration.schedules import EVALUATED, nightly_requests
+from orchestration.staleness import stale_assets
+from tests.judge_server import JudgeServer
+from tests.pipeline.conftest import Project, materialized
+
+ROOT = Path(__file__).resolve().parents[2]
+FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
+FIELD_ASSETS = {"questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
+                "retrieved_documents", "rejected_samples"}
+ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary", "baseline_comparison"}
+
+
+@pytest.fixture
+def project(tmp_path):
+    with dg.instance_for_test() as instance:
+        yield Project(tmp_path, instance)
+
+
+@pytest.fixture(scope="module")
+def fiqa_rows() -> list[dict]:
+    return [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()[:4]]
+
+
+def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows):
+    project.write("v1", fiqa_rows)
+    result = project.run("v1")
+    assert result.success and materialized(result) == ALL_ASSETS
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
+    assert check.passed and check.partition == "v1"
+
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    results = pd.read_parquet(project.out / "v1" / "results.parquet")
+    assert len(results) == 4 * 5 and summary["total"] == 4 and summary["rejected"]["rows"] == 0
+    for metric in CORE_METRICS:
+        ok = results[(results["metric"] == metric) & (results["status"] == "ok")]
+        assert summary["coverage"][metric]["ok"] == len(ok) == 4
+        assert summary["metrics"][metric]["mean"] == round(ok["value"].mean(), 4)
+        assert summary["metrics"][metric]["pass_rate"] == round(ok["passed"].astype(bool).mean(), 4)
+    good = sum(all(group["passed"]) for _, group in results.groupby("row"))
+    assert (summary["num_good"], summary["num_bad"]) == (good, 4 - good)
+    assert summary["judge"]["judge"] == "offline-heuristic"
+    table = project.query("select metric, mean from eval.eval_summary where version = 'v1' order by metric")
+    assert dict(zip(table["metric"], table["mean"])) == {m: summary["metrics"][m]["mean"] for m in CORE_METRICS}
+
+
+def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa_rows):
+    project.write("v1", fiqa_rows + [{"id": "nothing-usable", "user_input": "What is an ETF?"}])
+    result = project.run("v1")  # 1 of 5 lines no core metric can use: 20 % > 5 %, the version fails its check
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
+    assert not check.passed and check.metadata["rejected_share"].value == 0.2
+    assert materialized(result) == FIELD_ASSETS
+    rejected = project.query("select row, line, id, reason, sample from eval.rejected_samples where version = 'v1'")
+    assert rejected.to_dict("records") == [{
+        "row": 4, "line": 5, "id": "nothing-usable", "sample": '{"id": "nothing-usable", "user_input": "What is an ETF?"}',
+        "reason": "no selected metric can use it: response: missing; retrieved_contexts: missing; "
+                  "reference: missing"}]
+    # With a higher limit every metric reports on all five lines: the rejected one is their input_error.
+    result = project.run("v1", run_config={"ops": {"ingest_dataset": {"config": {"max_rejected_share": 0.25}}}})
+    assert result.success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert summary["total"] == 5 and summary["rejected"]["rows"] == 1 and summary["rejected"]["share"] == 0.2
+    assert summary["rejected"]["lines"] == [{"line": 5, "id": "nothing-usable", "reason": rejected["reason"][0]}]
+    assert all(summary["coverage"][m]["input_error"] == 1 for m in CORE_METRICS)
+
+
+def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
+    # Production traffic: FiQA rows without `reference` (on main: every row rejected, the version failed).
+    rows = [{k: v for k, v in json.loads(line).items() if k != "reference"}
+            for line in FIQA.read_text(encoding="utf-8").splitlines()[:6]]
+    project.write("prod", rows)
+    result = project.run("prod")
+    assert result.success and materialized(result) == ALL_ASSETS
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
+    assert check.passed and check.metadata["rejected_rows"].value == 0
+    assert check.metadata["cannot_run"].value == {"context_recall": "no line has a usable 'reference'",
+                                                   "context_precision": "no line has a usable 'reference'"}
+    summary = json.loads((project.out / "prod" / "summary.json").read_text())
+    for metric in ("faithfulness", "answer_relevancy", "context_relevancy"):
+        assert summary["coverage"][metric]["ok"] == 6
+    assert summary["coverage"]["context_recall"]["input_error"] == 6
+    assert summary["cannot_run"] == check.metadata["cannot_run"].value
+    assert summary["input_errors"]["rows"] == 0  # the absent field is said once, not on every line
+    reasons = project.query("select reason from eval.context_recall where version = 'prod' order by row")["reason"]
+    assert reasons[0].startswith("line 1 (id ") and reasons[0].endswith("field 'reference' missing")
+
+
+def test_every_line_is_in_every_per_row_output(project, fiqa_rows):
+    lines = [json.dumps(r) for r in fiqa_rows[:2]] + [
+        "{not json",
+        json.dumps(dict(fiqa_rows[2], response=42)),  # malformed: an input error of the metrics that read it
+        "[" * 100_000 + "]" * 100_000,  # on main: a RecursionError that failed the version
+        json.dumps(fiqa_rows[3])]
+    folder = project.datasets / "v1"
+    folder.mkdir(parents=True)
+    (folder / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    project.instance.add_dynamic_partitions("dataset_version", ["v1"])
+    metrics = ["faithfulness", "context_relevancy", "groundedness"]
+    result = project.materialize("v1", dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(
+        *metrics, "eval_summary"), run_config={"ops": {"ingest_dataset": {"config": {"max_rejected_share": 0.5}}}})
+    assert result.success
+    out = project.out / "v1"
+    results = pd.read_parquet(out / "results.parquet")
+    assert sorted(results["row"].unique()) == [0, 1, 2, 3, 4, 5] and len(results) == 6 * 3
+    by_row = results.groupby("row")["status"].agg(set).to_dict()
+    assert by_row[2] == by_row[4] == {"input_error"} and by_row[3] == {"input_error", "ok"}  # context_relevancy ok
+    assert results.loc[results["row"] == 2, "reason"].iloc[0].startswith("line 3: unreadable: not valid JSON")
+    malformed = results[(results["row"] == 3) & (results["status"] == "input_error")]
+    assert malformed["reason"].str.contains("line 4 .*field 'response' is malformed").all() and len(malformed) == 2
+    ragas = pd.read_csv(out / "ragas_scores.csv")
+    assert ragas["row"].tolist() == [0, 1, 2, 3, 4, 5]
+    assert ragas.loc[ragas["row"] == 4, "unscored"].iloc[0].startswith("faithfulness: input_error: line 5: unreadable")
+    azure = [json.loads(line) for line in (out / "azure_results.jsonl").read_text().splitlines()]
+    assert [a["row"] for a in azure] == [0, 1, 2, 3, 4, 5] and azure[2]["groundedness_result"] == "error"
+    for table in metrics:
+        stored = project.query(f"select row, status from eval.{table} where version = 'v1' order by row")
+        assert stored["row"].tolist() == [0, 1, 2, 3, 4, 5]
+    rejected = project.query("select line, sample from eval.rejected_samples order by line")
+    assert rejected["line"].tolist() == [3, 5] and rejected["sample"][0] == "{not json"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total"] == 6 and [e["line"] for e in summary["input_errors"]["lines"]] == [4]
+    assert summary["input_errors"]["lines"][0]["fields"] == {"response": "is malformed: expected a string, got int"}
+
+
+def test_a_runs_summary_describes_that_run_and_history_stays_in_duckdb(project, fiqa_rows):
+    project.write("v1", fiqa_rows[:2])
+    assert project.run("v1").success
+    selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets("relevance", "eval_summary")
+    assert project.materialize("v1", selection).success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert list(summary["metrics"]) == ["relevance"] and summary["total"] == 2  # not the 6 metrics ever run
+    assert set(pd.read_parquet(project.out / "v1" / "results.parquet")["metric"]) == {"relevance"}
+    table = project.query("select metric, run_id from eval.eval_summary where version = 'v1'")
+    assert table["metric"].tolist() == ["relevance"]
+    history = project.query("select count(*) as n from eval.faithfulness where version = 'v1'")
+    assert history["n"].tolist() == [2]  # the earlier run's results stay queryable
+    # A run of the summary alone describes every metric stored for the version, as earlier results.
+    assert project.materialize("v1", dg.AssetSelection.assets("eval_summary")).success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert set(summary["metrics"]) == {*CORE_METRICS, "relevance"}
+    assert not any(row["this_run"] for row in summary["metrics"].values())
+    # Scope "version" (the nightly re-run of stale metrics): the run's metric and every other one stored.
+    selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets("faithfulness", "eval_summary")
+    assert project.materialize("v1", selection, run_config={"ops": {"eval_summary": {"config": {
+        "scope": "version"}}}}).success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert set(summary["metrics"]) == {*CORE_METRICS, "relevance"}
+    assert [m for m, row in summary["metrics"].items() if row["this_run"]] == ["faithfulness"]
+
+
+def test_the_response_job_does_not_require_references(project, fiqa_rows):
+    project.write("v1", [{k: v for k, v in row.items() if k != "reference"} for row in fiqa_rows])
+    result = project.run("v1", job="response_metrics_job")
+    assert result.success
+    assert materialized(result) == FIELD_ASSETS | {"faithfulness", "answer_relevancy", "eval_summary"}
+
+
+def test_sensor_registers_a_new_version_and_its_run_materializes_it(project, fiqa_rows):
+    import re
+
+    project.write("20261130T010000Z-fiqa", fiqa_rows[:2], register=False)
+    # A folder not named by a time key is renamed by the registration rule: <UTC time>-<name>-<hash>.
+    project.write("new retriever", fiqa_rows[2:3], register=False)
+    sensor = defs.resolve_sensor_def("new_dataset_versions")
+    context = dg.build_sensor_context(instance=project.instance, definitions=defs,
+                                      resources={"dataset_store": project.resources["dataset_store"]})
+    outcome = sensor(context)
+    keys = sorted(r.partition_key for r in outcome.run_requests)
+    [renamed] = [k for k in keys if k != "20261130T010000Z-fiqa"]
+    assert len(keys) == 2 and re.fullmatch(r"\d{8}T\d{6}Z-new-retriever-[0-9a-f]{8}", renamed)
+    assert sorted(p.name for p in project.datasets.iterdir()) == keys
+    project.instance.add_dynamic_partitions("dataset_version", outcome.dynamic_partitions_requests[0].partition_keys)
+    assert project.run("20261130T010000Z-fiqa").success
+    assert isinstance(sensor(context), dg.SkipReason)
+    # A changed file of a known version is re-ingested.
+    project.write("20261130T010000Z-fiqa", fiqa_rows[1:3])
+    [request] = sensor(context).run_requests
+    assert request.job_name == "ingestion_job"
+
+
+def test_backfill_over_three_versions_materializes_all_three(tmp_path, monkeypatch, capsys, fiqa_rows):
+    from orchestration import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    for i, key in enumerate(["20261101T000000Z-a", "20261102T000000Z-b", "20261103T000000Z-c", "20261104T000000Z-d"]):
+        (tmp_path / "in").mkdir(exist_ok=True)
+        (tmp_path / "in" / f"{key}.jsonl").write_text(json.dumps(fiqa_rows[i]) + "\n", encoding="utf-8")
+        assert cli.main(["register", str(tmp_path / "in" / f"{key}.jsonl"), "--dataset-version", key]) == 0
+    assert cli.main(["backfill", "--from", "20261101T000000Z-a", "--to", "20261103T000000Z-c"]) == 0
+    printed = capsys.readouterr().out
+    assert [line.split(":")[0] for line in printed.splitlines() if line.startswith("2026")][-3:] == \
+        ["20261101T000000Z-a", "20261102T000000Z-b", "20261103T000000Z-c"]
+    with duckdb.connect(str(tmp_path / "out" / "rag_eval.duckdb"), read_only=True) as connection:
+        versions = connection.sql("select distinct version from eval.eval_summary order by 1").df()["version"]
+    assert versions.tolist() == ["20261101T000000Z-a", "20261102T000000Z-b", "20261103T000000Z-c"]
+
+
+def test_readme_queries_run_on_the_results_database(project, fiqa_rows):
+    project.write("20261101T000000Z-a", fiqa_rows)
+    project.write("20261102T000000Z-b", [dict(r, response=r["response"] + " It is guaranteed by law.")
+                                         for r in fiqa_rows])
+    for version in ("20261101T000000Z-a", "20261102T000000Z-b"):
+        assert project.run(version).success
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    queries = [block.split("```", 1)[0] for block in readme.split("```sql\n")[1:]]
+    assert len(queries) == 3
+    trend, changed, cost = (project.query(q) for q in queries)
+    assert trend["version"].tolist() == ["20261101T000000Z-a", "20261102T000000Z-b"]
+    assert set(changed.columns) >= {"id", "before", "after"}
+    assert cost["requests"].tolist() == [0, 0]  # the offline judge sends no request
+
+
+def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
+    from orchestration import cli
+
+    dataset = tmp_path / "tiny" / "samples.jsonl"
+    dataset.parent.mkdir()
+    dataset.write_text("\n".join(FIQA.read_text(encoding="utf-8").splitlines()[:3]) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--scale", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "faithfulness" in out and "3/3" in out
+    summary = json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())
+    assert summary["scale"] == "0-10" and summary["total"] == 3
+    assert dg.DagsterInstance.get().get_dynamic_partitions("dataset_version") == ["tiny-v1"]
+    # Registering the same content again reuses its version; other content under the key is refused.
+    assert cli.main(["register", str(dataset)]) == 0
+    assert "tiny-v1" in capsys.readouterr().out
+    shutil.copyfile(FIQA, dataset)
+    assert cli.main(["register", str(dataset), "--dataset-version", "tiny-v1"]) == 2
+
+
+@pytest.fixture
+def llm_project(tmp_path, monkeypatch):
+    secret = "sk-pipeline-SECRET-987654321"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    server = JudgeServer().start()
+    judge = JudgeResource(base_url=server.url, model="judge-test", cache_path=str(tmp_path / "cache.sqlite"))
+    with dg.instance_for_test() as instance:
+        project = Project(tmp_path, instance, judge)
+        project.server, project.secret = server, secret
+        yield project
+    judge.get_judge().close()
+    server.stop()
+
+
+def test_llm_judge_in_the_graph_keeps_the_key_out_of_everything(llm_project, fiqa_rows, capsys, caplog):
+    project = llm_project
+    project.write("v1", fiqa_rows[:2])
+    result = project.run("v1", run_config={"ops": {"score_metrics": {"config": {"answer_relevancy": {"strictness": 2}}}}})
+    assert result.success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert summary["judge"]["judge"] == "llm:judge-test"
+    assert summary["usage"]["chat_requests"] == 2 * 5 and summary["usage"]["embedding_requests"] == 2
+    metadata = [str(e.event_specific_data.materialization.metadata) for e in result.get_asset_materialization_events()]
+    everything = (json.dumps(summary) + "".join(metadata)
+                  + "".join(r.message for r in project.instance.all_logs(result.run_id))
+                  + (project.out / "v1" / "results.parquet").read_bytes().decode("latin-1")
+                  + project.database.read_bytes().decode("latin-1") + capsys.readouterr().out + caplog.text)
+    assert project.secret not in everything
+
+
+def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_rows):
+    project = llm_project
+    project.write("20261101T000000Z-a", fiqa_rows)
+    project.write("20261102T000000Z-b", fiqa_rows[:2])
+    assert project.run("20261101T000000Z-a").success and project.run("20261102T000000Z-b").success
+    assert len(project.server.chat_requests()) == 4 * 5 and len(project.server.embedding_requests()) == 4
+    repository = defs.get_repository_def()
+    assert nightly_requests(project.instance, repository, "tick0") == []
+    project.write("20261101T000000Z-a", [dict(r, response=f"Regenerated: {r['response']}") for r in fiqa_rows])
+    assert project.run("20261101T000000Z-a", job="ingestion_job").success
+    # Dagster's own resolver: the metrics that read responses and the summary, for version a only.
+    stale = stale_assets(project.instance, repository, "20261101T000000Z-a", EVALUATED)
+    assert stale == {"faithfulness": "has a new dependency data version (responses)",
+                     "answer_relevancy": "has a new dependency data version (responses)",
+                     "eval_summary": "has a new dependency data version (responses)"}
+    assert stale_assets(project.instance, repository, "20261102T000000Z-b", EVALUATED) == {}
+    from datetime import datetime, timezone
+
+    schedule = defs.resolve_schedule_def("nightly_evaluation")
+    [request] = schedule(dg.build_schedule_context(instance=project.instance, repository_def=repository,
+                                                   scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=timezone.utc)))
+    assert request.run_key == "20261101T000000Z-a-20261201T0200" and request.partition_key == "20261101T000000Z-a"
+    assert {k.to_user_string() for k in request.asset_selection} == {"faithfulness", "answer_relevancy",
+                                                                     "eval_summary", "baseline_comparison"}
+    project.server.seen = []
+    result = project.materialize("20261101T000000Z-a", request.asset_selection)
+    assert result.success and materialized(result) == {"faithfulness", "answer_relevancy", "eval_summary",
+                                                       "baseline_comparison"}
+    kinds = sorted(r.kind for r in project.server.chat_requests())
+    assert kinds == ["answer_questions"] * 4 + ["statement_support"] * 4  # one of each per row, nothing else
+    assert project.server.embedding_requests() == []  # the question and the scripted questions are cached
+    assert stale_assets(project.instance, repository, "20261101T000000Z-a", EVALUATED) == {}
+    assert nightly_requests(project.instance, repository, "tick2") == []
+
+
+def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_rows, monkeypatch):
+    import importlib
+
+    import assets.summary
+    from assets.evaluation import build_metric_assets
+    from assets.ingestion import ingest_dataset
+    from metrics.registry import METRICS
+
+    project.write("v1", fiqa_rows[:2])
+    assert project.run("v1").success
+    assert stale_assets(project.instance, defs.get_repository_def(), "v1", EVALUATED) == {}
+    # A developer changes faithfulness's formula and bumps its version: the code location reloads.
+    monkeypatch.setattr(METRICS["faithfulness"], "version", METRICS["faithfulness"].version + "-next")
+    try:
+        summary = importlib.reload(assets.summary).eval_summary
+        reloaded = dg.Definitions(assets=[ingest_dataset, build_metric_assets(), summary],
+                                  resources=project.resources)
+        stale = stale_assets(project.instance, reloaded.get_repository_def(), "v1", EVALUATED)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(assets.summary)
+    assert stale == {"faithfulness": "has a new code version", "eval_summary": "has a new code version"}
+
+
+def test_a_new_version_pays_only_for_what_changed(llm_project, fiqa_rows):
+    project = llm_project
+    project.write("20261101T000000Z-a", fiqa_rows)
+    assert project.run("20261101T000000Z-a").success
+    # New generator: same questions, contexts and references -> context metrics cost nothing.
+    project.server.seen = []
+    project.write("20261102T000000Z-b", [dict(r, response=f"New generator: {r['response']}") for r in fiqa_rows])
+    assert project.run("20261102T000000Z-b").success
+    assert sorted({r.kind for r in project.server.chat_requests()}) == ["answer_questions", "statement_support"]
+    assert len(project.server.chat_requests()) == 2 * 4
+    # New wording of the questions only: same responses and contexts -> faithfulness is free, except for
+    # the response opening with "Yes," to the yes/no question "Can I send a money order …?": that first
+    # sentence is judged with its question, and "Please answer: Can I …" no longer reads as a yes/no question.
+    project.server.seen = []
+    project.write("20261103T000000Z-c", [dict(r, user_input=f"Please answer: {r['user_input']}") for r in fiqa_rows])
+    assert project.run("20261103T000000Z-c").success
+    assert [r.kind for r in project.server.chat_requests()].count("statement_support") == 1
+    summary = project.query("select version, sum(chat_requests) as chat from eval.eval_summary group by 1 order by 1")
+    assert summary["chat"].tolist() == [20, 8, len(project.server.chat_requests())]
+
+
+def test_nightly_schedule_requests_versions_never_evaluated(project, fiqa_rows):
+    project.write("20261101T000000Z-a", fiqa_rows[:2])
+    project.write("20261102T000000Z-b", fiqa_rows[2:])
+    assert project.run("20261101T000000Z-a").success
+    [request] = nightly_requests(project.instance, defs.get_repository_def(), "t")
+    assert (request.partition_key, request.asset_selection) == ("20261102T000000Z-b", None)
+    assert request.tags["rag_eval/reason"] == "not evaluated"
+
+
+def test_text_and_retrieval_datasets_share_one_database(project, fiqa_rows):
+    project.write("20261101T000000Z-text", fiqa_rows[:2])
+    assert project.run("20261101T000000Z-text").success
+    qrels = [{"document_id": "d1", "query_relevance_label": 2}, {"document_id": "d2", "query_relevance_label": 0}]
+    run = [{"document_id": "d2", "relevance_score": 0.9}, {"document_id": "d1", "relevance_score": 0.5}]
+    project.write("20261102T000000Z-trec", [{"id": "q1", "retrieval_ground_truth": qrels, "retrieved_documents": run}])
+    assert project.run("20261102T000000Z-trec", job="document_retrieval_job").success
+    ndcg = project.query("select value from eval.ndcg where version = '20261102T000000Z-trec'")["value"].tolist()
+    assert ndcg == [pytest.approx(1 / math.log2(3))]  # d1 (gain 2^2 - 1 = 3) at rank 2: (3 / log2 3) / 3
+
+
+def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project, fiqa_rows):
+    from tests.judge_server import Reply, oracle
+
+    project, healthy, calls = llm_project, oracle(), []
+
+    def faulty(seen):  # every third request fails (500, then 429 with Retry-After 0): retried, and paid for
+        calls.append(seen)
+        if len(calls) % 3 == 0:
+            return Reply(status=500 if len(calls) % 2 else 429, body={"error": {"message": "try again"}},
+                         headers={"retry-after": "0"})
+        return healthy(seen)
+
+    project.server.script = faulty
+    project.write("v1", fiqa_rows)
+    assert project.run("v1").success
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    sent = summary["usage"]["chat_requests"] + summary["usage"]["embedding_requests"]
+    assert sent == len(project.server.seen) and len(project.server.seen) > 4 * 6  # retries counted too
+    assert summary["usage"]["chat_requests"] == len(project.server.chat_requests())
+    # A re-run answers everything from the cache: it sent nothing, whatever earlier runs paid.
+    project.server.seen = []
+    result = project.run("v1")
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert project.server.seen == [] and summary["usage"]["chat_requests"] == 0
+    assert summary["usage"]["embedding_requests"] == 0 and summary["usage"]["cache_hits"] > 0
+    [metadata] = [e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()
+                  if e.asset_key.to_user_string() == "eval_summary"]
+    assert metadata["requests"].value == 0 and metadata["cache_hits"].value == summary["usage"]["cache_hits"]
+    sql = project.query(f"select sum(chat_requests) as chat from eval.eval_summary where run_id = '{result.run_id}'")
+    assert sql["chat"].tolist() == [0]
+
+
+def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkeypatch, capsys):
+    from orchestration import cli
+
+    dataset = tmp_path / "fiqa3.jsonl"
+    lines = FIQA.read_text(encoding="utf-8").splitlines()[:3]
+    bad = json.loads(lines[0])
+    bad["response"] = ["not", "text"]
+    bad["user_input"] = "Why is \x1b[31mred\x1b[0m?"
+    dataset.write_text("\n".join(lines + [json.dumps(bad), "{oops"]) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(dataset), "--metrics", "all", "--max-rejected-share", "0.25", "--scale", "10",
+                     "--threshold", "faithfulness=7", "--dingo-summary"]) == 0
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert "note: ndcg cannot run: no line has a usable 'retrieval_ground_truth' or 'retrieved_documents'; its " \
+           "results are input_error, the other metrics run" in err
+    assert err.index("1 line(s) rejected: no selected metric can use them (20.0% of 5, limit 25.0%); listed in "
+                     "rejected_samples with the line as read") < len(err)
+    assert any(line.startswith("  line 5 (id unreadable-line-5): not valid JSON") for line in err)
+    [account] = [line for line in err if line.startswith("  line 4 (id ")]
+    assert "response is malformed: expected a string, got list" in account and "\x1b" not in captured.err
+    assert "faithfulness" in captured.out and "≥ 7" in captured.out  # the threshold on the table's scale
+    [summary_path] = list((tmp_path / "out").glob("*/summary.json"))
+    summary = json.loads(summary_path.read_text())
+    assert summary["metrics"]["faithfulness"]["threshold"] == 7.0 and summary["total"] == 5
+    assert len(summary["metrics"]) == 26 and summary["coverage"]["ndcg"]["input_error"] == 5
+    dingo = json.loads((summary_path.parent / "summary_dingo.json").read_text())
+    assert set(dingo["metrics_score"]["user_input,response,retrieved_contexts,reference"]["stats"]) == {
+        "LLMRAGFaithfulness", "LLMRAGAnswerRelevancy", "LLMRAGContextRelevancy", "LLMRAGContextRecall",
+        "LLMRAGContextPrecision"}
+
+
+def test_a_dagster_run_against_a_dead_endpoint_fails_the_metric_step_naming_the_cause(tmp_path):
+    import dagster as dg
+
+    from assets.resources import JudgeResource
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    row = {"id": "r1", "user_input": "Where was Einstein born?",
+           "response": "Einstein was born in Ulm. He was a physicist.",
+           "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany."], "reference": "He was born in Ulm."}
+    resource = JudgeResource(base_url=url, model="judge-test", cache_path=str(tmp_path / "cache.sqlite"))
+    with dg.instance_for_test() as instance:
+        project = Project(tmp_path, instance, resource)
+        project.write("v1", [row, {**row, "id": "r2"}])
+        result = project.run("v1")
+    resource.get_judge().close()
+    assert not result.success  # before: every row judge_error after 5 "timeouts", and the run succeeded
+    failures = {e.step_key: e.event_specific_data.error.message for e in result.all_events if e.is_step_failure}
+    assert set(failures) == {"score_metrics"}  # the one step judging every selected metric
+    assert all(f"the judge endpoint {url} cannot be reached: connection refused" in m for m in failures.values())

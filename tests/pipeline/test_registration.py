@@ -1,0 +1,219 @@
+"""Registering dataset versions: one rule for the CLI and the sensor, safe under concurrency,
+and files and stores that cannot be used refused with a message before anything is registered."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from assets.registration import RegistrationError, register_version
+from assets.resources import DatabaseUnavailable, DatasetStore, check_database
+from orchestration import cli
+from orchestration.definitions import defs
+
+ROOT = Path(__file__).resolve().parents[2]
+FIQA_LINES = (ROOT / "examples" / "fiqa" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A project folder as the working directory, with its own Dagster instance."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    return tmp_path
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def partitions() -> list[str]:
+    return dg.DagsterInstance.get().get_dynamic_partitions("dataset_version")
+
+
+def test_two_files_of_the_same_name_get_keys_unique_per_content(home, capsys):
+    first = write(home / "a" / "data.jsonl", FIQA_LINES[:1])
+    second = write(home / "b" / "data.jsonl", FIQA_LINES[1:2])
+    assert cli.main(["register", str(first)]) == 0 and cli.main(["register", str(second)]) == 0
+    by_suffix = {key[-8:]: key for key in partitions()}
+    assert len(by_suffix) == 2
+    for source in (first, second):
+        key = by_suffix[hashlib.sha256(source.read_bytes()).hexdigest()[:8]]
+        assert key[8] == "T" and key[15:].startswith("Z-data-")  # <UTC time>-<name>-<content hash>
+        assert (home / "datasets" / key / "samples.jsonl").read_bytes() == source.read_bytes()
+    # The same content again is the same version.
+    assert cli.main(["register", str(first)]) == 0
+    assert "already registered" in capsys.readouterr().out and len(partitions()) == 2
+
+
+def test_concurrent_registrations_of_one_key_are_atomic(home):
+    instance = dg.DagsterInstance.get()
+    store = DatasetStore(root=str(home / "datasets"))
+    files = [write(home / f"in{i}" / "samples.jsonl", [FIQA_LINES[i]]) for i in range(6)]
+    barrier, outcomes = threading.Barrier(len(files)), []
+
+    def register(path: Path) -> None:
+        barrier.wait()
+        try:
+            outcomes.append(("ok", path, register_version(instance, store, path, "shared-key")))
+        except RegistrationError as exc:
+            outcomes.append(("refused", path, str(exc)))
+
+    threads = [threading.Thread(target=register, args=(f,)) for f in files]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    [winner] = [o for o in outcomes if o[0] == "ok"]
+    assert winner[2] == ("shared-key", True)
+    refused = [o for o in outcomes if o[0] == "refused"]
+    assert len(refused) == len(files) - 1
+    assert all("already exists with other content" in message for _, _, message in refused)
+    assert store.samples_path("shared-key").read_bytes() == winner[1].read_bytes()
+    assert partitions() == ["shared-key"] and store.versions() == ["shared-key"]
+
+
+def test_unusable_datasets_and_out_are_usage_errors_that_register_nothing(home, capsys):
+    empty = write(home / "empty.jsonl", ["", "   "])
+    assert cli.main(["register", str(empty)]) == 2
+    assert "is empty" in capsys.readouterr().err
+    folder = home / "some-folder"
+    folder.mkdir()
+    assert cli.main(["register", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder" in err and "not found" not in err
+    dataset = write(home / "ok.jsonl", FIQA_LINES[:1])
+    (home / "out-file").write_text("not a folder")
+    assert cli.main(["run", str(dataset), "--out", str(home / "out-file")]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "is a file" in err
+    assert partitions() == [] and DatasetStore().versions() == []
+    # A damaged results database is named at once (no silent 100 s of retries), before registering.
+    (home / "out").mkdir()
+    (home / "out" / "rag_eval.duckdb").write_bytes(b"not a duckdb file" * 100)
+    started = time.monotonic()
+    assert cli.main(["run", str(dataset)]) == 2
+    assert time.monotonic() - started < 10
+    assert str(home / "out" / "rag_eval.duckdb") in capsys.readouterr().err
+    assert partitions() == []
+    # A folder holding samples.jsonl is a dataset.
+    write(folder / "samples.jsonl", FIQA_LINES[:1])
+    assert cli.main(["register", str(folder)]) == 0 and len(partitions()) == 1
+
+
+def test_a_database_held_by_another_process_is_named_at_once_then_refused(tmp_path):
+    database = tmp_path / "rag_eval.duckdb"
+    duckdb.connect(str(database)).close()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('held', flush=True); time.sleep(120)", str(database)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        said: list[tuple[float, str]] = []
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailable, match=f"still held by PID {holder.pid}"):
+            check_database(database, wait=2, say=lambda m: said.append((time.monotonic() - started, m)))
+        assert len(said) == 1 and said[0][0] < 1 and f"PID {holder.pid}" in said[0][1]
+        assert 2 <= time.monotonic() - started < 6
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=10)
+    check_database(database, wait=2, say=print)  # free again
+
+
+def test_meta_is_registered_and_shown_on_the_summary(home, capsys):
+    dataset = write(home / "run1" / "samples.jsonl", FIQA_LINES[:2])
+    (home / "run1" / "meta.json").write_text(json.dumps({"retriever": "bm25-v2", "generator": "gpt-4o-mini"}))
+    assert cli.main(["register", str(dataset), "--dataset-version", "with-meta"]) == 0  # the meta.json beside it
+    assert json.loads((home / "datasets" / "with-meta" / "meta.json").read_text())["retriever"] == "bm25-v2"
+    other = write(home / "m.json", ['{"retriever": "dense-v3", "generator": "llama-3-8b"}'])
+    assert cli.main(["register", str(dataset), "--dataset-version", "with-meta", "--meta", str(other)]) == 0
+    assert cli.main(["run", str(dataset), "--dataset-version", "with-meta", "--metrics", "faithfulness",
+                     "--meta", str(other)]) == 0
+    record = dg.DagsterInstance.get().fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("eval_summary"), asset_partitions=["with-meta"]), limit=1)
+    metadata = record.records[0].asset_materialization.metadata
+    assert metadata["retriever"].value == "dense-v3" and metadata["generator"].value == "llama-3-8b"
+    bad = write(home / "bad.json", ["[1, 2]"])
+    assert cli.main(["register", str(dataset), "--meta", str(bad)]) == 2
+    assert "JSON object" in capsys.readouterr().err
+
+
+def test_a_first_run_that_failed_leaves_no_version_behind(home, capsys):
+    dataset = write(home / "broken.jsonl", ['"a string, not an object"', "[1, 2, 3]", "42"])
+    assert cli.main(["run", str(dataset)]) == 1
+    assert "was not kept" in capsys.readouterr().err
+    assert partitions() == [] and DatasetStore().versions() == []
+
+
+def test_sensor_gives_a_dropped_folder_a_key_that_sorts_by_time(tmp_path):
+    store = DatasetStore(root=str(tmp_path / "datasets"))
+    content = write(tmp_path / "datasets" / "fiqa-new" / "samples.jsonl", FIQA_LINES[:2]).read_bytes()
+    write(tmp_path / "datasets" / ".staging-half-written" / "samples.jsonl", FIQA_LINES[:1])
+    with dg.instance_for_test() as instance:
+        context = dg.build_sensor_context(instance=instance, definitions=defs, resources={"dataset_store": store})
+        outcome = defs.resolve_sensor_def("new_dataset_versions")(context)
+    [request] = outcome.run_requests
+    key = request.partition_key
+    assert key.endswith("-fiqa-new-" + hashlib.sha256(content).hexdigest()[:8]) and key[8] == "T"
+    assert outcome.dynamic_partitions_requests[0].partition_keys == [key]
+    assert store.versions() == [key] and store.samples_path(key).read_bytes() == content
+
+
+def test_two_runs_of_one_version_at_once_give_a_clear_message(home):
+    dataset = write(home / "same.jsonl", FIQA_LINES[:3])
+    env = {**os.environ, "DAGSTER_HOME": str(home / "home")}
+    command = [sys.executable, "-m", "orchestration.cli", "run", str(dataset), "--dataset-version", "v-same",
+               "--metrics", "faithfulness"]
+    runs = [subprocess.Popen(command, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True) for _ in range(2)]
+    try:
+        outputs = [run.communicate(timeout=300) for run in runs]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+    codes = sorted(run.returncode for run in runs)
+    errors = "\n".join(err for _, err in outputs)
+    assert "Traceback" not in errors and "IntegrityError" not in errors, errors[-3000:]
+    assert codes == [0, 2], errors[-3000:]
+    assert "is being evaluated right now by another rag-eval run (PID" in errors
+
+
+def test_a_run_launched_by_dagster_names_a_damaged_database_at_once(tmp_path):
+    from assets.evaluation import metric_assets
+    from assets.ingestion import ingest_dataset
+    from assets.resources import build_resources
+    from assets.summary import eval_summary
+
+    write(tmp_path / "datasets" / "v1" / "samples.jsonl", FIQA_LINES[:1])
+    database = tmp_path / "out" / "rag_eval.duckdb"
+    database.parent.mkdir()
+    database.write_bytes(b"damaged" * 1000)
+    resources = build_resources(tmp_path / "out", tmp_path / "datasets")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("dataset_version", ["v1"])
+        started = time.monotonic()
+        result = dg.materialize([ingest_dataset, *metric_assets, eval_summary], partition_key="v1", instance=instance,
+                                resources=resources, selection=dg.AssetSelection.groups("ingestion"),
+                                raise_on_error=False)
+        assert time.monotonic() - started < 30  # not dagster-duckdb's ~100 s of silent retries
+    assert not result.success
+    messages = []
+    for event in result.all_events:
+        error = getattr(event.event_specific_data, "error", None) if event.is_failure else None
+        while error is not None:  # the error and its causes
+            messages.append(error.message)
+            error = error.cause
+    assert any(str(database) in m and "not a valid DuckDB database file" in m for m in messages), messages
