@@ -11,7 +11,6 @@ shared 2-core machine one thread is several times faster than two spinning ones.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
 from functools import lru_cache
 
 import numpy as np

@@ -1,5 +1,4 @@
 """Repeated judgements for the gate: the LLM judge over real HTTP (tests/judge_server.py), cached per repeat."""
-import json
 import math
 
 import pytest
