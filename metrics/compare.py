@@ -254,6 +254,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     coverage: dict[str, dict[str, Any]] = {}
     worst: dict[str, list[dict[str, Any]]] = {}
     failures: list[str] = []
+    undecidable: set[str] = set()
     for metric in chosen:
         direction = _direction(metric, baseline, candidate)
         margin = float(margins.get(metric, default_margin(metric) if metric in METRICS else 0.02))
@@ -287,6 +288,9 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
                                                                                 resamples)
         if both.empty:  # another question set: nothing to pair, no decision (not a failure)
             row.verdict = "no rows in common"
+            del coverage[metric]  # error shares of two unrelated question sets say nothing of a change
+        elif len(diffs) < MIN_ROWS or (np.ptp(diffs) == 0 and diffs[0] >= -margin and diffs[0] <= margin):
+            undecidable.add(metric)
         results[metric] = row
         order = np.argsort(diffs, kind="stable")
         worst[metric] = [{"id": paired["sample_id_c"].iloc[i], "baseline": float(paired["value_b"].iloc[i]),
@@ -294,11 +298,16 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
                           "reason": paired["reason_c"].iloc[i], "baseline_reason": paired["reason_b"].iloc[i]}
                          for i in order[:WORST_ROWS] if diffs[i] < 0]
     for family in (gated, [m for m in chosen if m not in gated]):
-        measured = [m for m in family if results[m].p_regression is not None]
+        # Tarone (1990): a metric that cannot be decided (too few rows, or every paired difference the
+        # same and inside the margin, p = 1 for certain) is no hypothesis to correct for.
+        measured = [m for m in family if results[m].p_regression is not None and m not in undecidable]
         for name, p in holm({m: results[m].p_regression for m in measured}).items():
             results[name].p_regression_holm = p
         for name, p in holm({m: results[m].p_improvement for m in measured}).items():
             results[name].p_improvement_holm = p
+    for name in undecidable:
+        results[name].p_regression_holm = results[name].p_regression
+        results[name].p_improvement_holm = results[name].p_improvement
     for metric, row in results.items():
         if row.p_regression is None:
             continue

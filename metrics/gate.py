@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -132,10 +133,21 @@ def evaluated_versions(out: str | Path) -> list[str]:
     return sorted(p.parent.name for p in root.glob("*/results.parquet")) if root.exists() else []
 
 
+#: Keys made by registration (``assets.registration``) start with the UTC time: ``20261130T020000Z-…``.
+_TIMED = re.compile(r"^\d{8}T\d{6}Z-")
+
+
+def is_timed(version: str) -> bool:
+    """Whether ``version`` is a key that starts with its registration time (``<UTC time>-<name>-<hash>``);
+    target runs (``<question set>.<configuration>``) and keys chosen by hand do not."""
+    return bool(_TIMED.match(version))
+
+
 def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: dict[str, str]) -> str | None:
-    """The baseline of ``candidate``: for ``previous`` the latest version of ``versions``
-    sorting before it (``None`` when there is none), for ``tag:NAME`` the tagged version,
-    otherwise ``baseline`` itself.
+    """The baseline of ``candidate``: for ``previous`` the latest time-keyed version of
+    ``versions`` registered before it (``None`` when there is none, or when ``candidate``'s key
+    carries no time, e.g. a target run of a sweep: name its baseline), for ``tag:NAME`` the
+    tagged version, otherwise ``baseline`` itself.
 
     Raises
     ------
@@ -143,7 +155,7 @@ def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: d
         For a tag that is not set, or a baseline that has no results (not in ``versions``).
     """
     if baseline == "previous":
-        earlier = [v for v in versions if v < candidate]
+        earlier = [v for v in versions if is_timed(v) and v < candidate] if is_timed(candidate) else []
         return earlier[-1] if earlier else None
     if baseline.startswith("tag:"):
         name = baseline[4:]

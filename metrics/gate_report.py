@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 import zlib
 from typing import Any
 
@@ -57,10 +58,18 @@ def _share(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
 
+#: Markdown's punctuation that can start markup (CommonMark: any ASCII punctuation may be backslash-escaped).
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+
+
 def _cell(text: Any, width: int = 160) -> str:
-    """Text for a Markdown table cell: one line, pipes escaped, cut at ``width`` characters."""
-    flat = " ".join(str(text).split()).replace("|", "\\|")
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    """Data text (ids, the judge's reasons) for a Markdown table cell, inert: one line, cut at
+    ``width`` characters, ``&``, ``<`` and ``>`` as HTML entities and Markdown punctuation
+    backslash-escaped, so no link, image, tag or code span of the data renders in a PR comment."""
+    flat = " ".join(str(text).split())
+    flat = flat if len(flat) <= width else flat[: width - 1] + "…"
+    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN.sub(r"\\\1", flat)
 
 
 def _row(m: MetricComparison) -> str:
@@ -95,12 +104,12 @@ def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> s
     if moved:
         lines += comparison_table(c).splitlines()[:2] + [_row(m) for m in moved]
     else:
-        lines.append("None: every interval overlaps ±margin.")
+        lines.append("None: no metric regressed or improved after the Holm adjustment (see the method below).")
     worst = worst_rows(c)
     if worst:
         lines += ["", "### Rows that regressed most", "", "| metric | id | baseline → candidate | judge's reason |",
                   "|---|---|---|---|"]
-        lines += [f"| {r['metric']} | `{_cell(r['id'], 40)}` | {r['baseline']:.3g} → {r['candidate']:.3g} | "
+        lines += [f"| {r['metric']} | {_cell(r['id'], 40)} | {r['baseline']:.3g} → {r['candidate']:.3g} | "
                   f"{_cell(r['reason'])} |" for r in worst]
     lines += ["", "<details><summary>All metrics, coverage and method</summary>", "", comparison_table(c), ""]
     for metric, cov in c.coverage.items():

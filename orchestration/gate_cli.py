@@ -99,11 +99,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Compare CANDIDATE (default: the latest evaluated version) with its configured baseline."""
-    from metrics.gate import evaluated_versions, read_tags, resolve_baseline
+    from metrics.gate import evaluated_versions, is_timed, read_tags, resolve_baseline
 
     config = _config(args)
     versions = evaluated_versions(args.out)
-    candidate = args.candidate or (versions[-1] if versions else None)
+    timed = [v for v in versions if is_timed(v)]  # registered files, in time order; target runs have no time
+    candidate = args.candidate or ((timed or versions)[-1] if versions else None)
     if candidate is None:
         raise ValueError(f"no evaluated version under {args.out}/: run `rag-eval run` first, or name a candidate")
     rule = args.baseline or config.baseline
@@ -123,9 +124,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_tag(args: argparse.Namespace) -> int:
     """Point tag NAME at VERSION (``<datasets>/tags.json``), or list the tags."""
-    from metrics.gate import read_tags, set_tag
+    from metrics.gate import evaluated_versions, read_tags, set_tag
 
     if args.name and args.version:
+        if args.version not in evaluated_versions(args.out):
+            raise ValueError(f"{args.version} is not an evaluated version under {args.out}/ (no results.parquet): "
+                             "evaluate it with `rag-eval run` first, or pass --out")
         set_tag(args.datasets, args.name, args.version)
         print(f"tag {args.name} -> {args.version} ({Path(args.datasets) / 'tags.json'})")
         return 0
@@ -143,7 +147,7 @@ def add_gate_commands(sub) -> None:
     compare.add_argument("candidate", help="version key, results .parquet, or dataset (.jsonl / folder)")
     compare.set_defaults(handler=cmd_compare, uses_instance=False)
     gate = sub.add_parser("gate", help="compare a version with its configured baseline; exit 4 when it fails")
-    gate.add_argument("candidate", nargs="?", help="version key or file (default: the latest evaluated version)")
+    gate.add_argument("candidate", nargs="?", help="version key or file (default: the latest evaluated version by its key's time)")
     gate.add_argument("--baseline", help="override the config's baseline: previous, tag:NAME, a version key or a file")
     gate.set_defaults(handler=cmd_gate, uses_instance=False)
     for p in (compare, gate):
@@ -163,4 +167,5 @@ def add_gate_commands(sub) -> None:
     tag.add_argument("name", nargs="?", help="tag name")
     tag.add_argument("version", nargs="?", help="version key")
     tag.add_argument("--datasets", default="datasets", help="folder holding tags.json (default datasets/)")
+    tag.add_argument("--out", default="out", help="folder of evaluated versions (default out/): a tag names one")
     tag.set_defaults(handler=cmd_tag, uses_instance=False)

@@ -122,3 +122,31 @@ def test_another_question_set_is_no_decision_but_rows_all_failing_are_a_failure(
     assert len(result.only_in_baseline) == len(result.only_in_candidate) == 12
     failing = compare(frame("faithfulness", BASE), frame("faithfulness", BASE, status={s: "judge_error" for s in IDS}))
     assert failing.metrics["faithfulness"].verdict == "not measured" and not failing.passed
+
+
+def test_metrics_that_did_not_move_on_any_row_do_not_dilute_the_holm_correction():
+    # faithfulness: alternating -0.05 and -0.15 (mean -0.1); every bootstrap mean of 12 such rows lies in
+    # [-0.15, -0.05], below -0.02, so its p is 1/4001. Three metrics identical row for row cannot be
+    # decided (p = 1 for certain): Holm corrects over faithfulness alone, not over four.
+    worse = {sid: BASE[sid] - (0.05 if i % 2 else 0.15) for i, sid in enumerate(IDS)}
+    same = ["answer_relevancy", "context_recall", "context_precision"]
+    result = compare(pd.concat([frame("faithfulness", BASE), *(frame(m, BASE) for m in same)]),
+                     pd.concat([frame("faithfulness", worse), *(frame(m, BASE) for m in same)]),
+                     gated=["faithfulness", *same])
+    row = result.metrics["faithfulness"]
+    assert row.p_regression == pytest.approx(1 / 4001) and row.p_regression_holm == row.p_regression
+    assert [result.metrics[m].verdict for m in same] == ["no change detected"] * 3
+    assert row.verdict == "regressed" and not result.passed
+
+
+def test_report_md_renders_the_data_inert():
+    from metrics.gate_report import markdown_report
+
+    hostile = "x1` <img src=x onerror=alert(1)> [a](javascript:alert(2))"
+    worse = {sid: v - 0.2 for sid, v in BASE.items()}
+    base, cand = frame("faithfulness", BASE), frame("faithfulness", worse)
+    cand["sample_id"] = base["sample_id"] = [hostile if s == IDS[0] else s for s in base["sample_id"]]
+    cand["reason"] = "<script>alert(3)</script> **bold** [x](javascript:y)"
+    text = markdown_report(compare(base, cand, gated=["faithfulness"]), [])
+    assert "<img" not in text and "<script" not in text and "](javascript" not in text and "**bold**" not in text
+    assert "&lt;script&gt;alert\\(3\\)&lt;/script&gt; \\*\\*bold\\*\\*" in text

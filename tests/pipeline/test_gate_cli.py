@@ -50,7 +50,7 @@ def test_compare_two_results_files_exits_4_on_a_regression_and_0_without(version
     assert "gate failed: faithfulness regressed: -0.100 [-0.100, -0.100] lies below -0.02" in failed.stderr
     report = (versions / "r1" / "report.md").read_text()
     assert report.splitlines()[0] == f"## Regression gate FAILED: `{cand}` vs baseline `{base}`"
-    assert "| faithfulness | `q00` | 0.2 → 0.1 | 0/5 statements supported |" in report
+    assert "| faithfulness | q00 | 0.2 → 0.1 | 0/5 statements supported |" in report
     body = json.loads((versions / "r1" / "comparison.json").read_text())
     assert body["passed"] is False and body["metrics"]["faithfulness"]["n"] == 20
     assert body["metrics"]["context_recall"]["verdict"] == "no change detected"
@@ -84,3 +84,20 @@ def test_a_bad_setting_is_refused_with_exit_2_naming_it(versions):
     # A file is no version: "previous" cannot be resolved for it (rather than taking the latest version).
     loose = rag_eval(versions, "gate", f"out/{B}/results.parquet", "--config", "gate.toml")
     assert loose.returncode == 2 and "has no previous version: name its baseline with --baseline" in loose.stderr
+
+
+def test_bare_gate_takes_the_latest_registered_version_and_a_tag_names_an_evaluated_one(versions):
+    # A sweep's target run ("<question set>.<configuration>") sorts after every time key but has no time:
+    # the bare gate still takes c (latest by time) against b, and "previous" of the target run is none.
+    sweep_run = "questions-1a2b3c4d.bm25-top_k3"
+    (versions / "out" / sweep_run).mkdir()
+    results(0.3).to_parquet(versions / "out" / sweep_run / "results.parquet")
+    bare = rag_eval(versions, "gate", "--config", "gate.toml", "--report-dir", "r3")
+    assert bare.returncode == 0, bare.stderr
+    assert json.loads((versions / "r3" / "comparison.json").read_text())["baseline"] == B
+    alone = rag_eval(versions, "gate", sweep_run, "--config", "gate.toml")
+    assert alone.returncode == 0 and f"no baseline for {sweep_run}" in alone.stdout
+    refused = rag_eval(versions, "tag", "production", "20261201T000000Z-nope-00000000")
+    assert refused.returncode == 2 and "not an evaluated version" in refused.stderr
+    assert not (versions / "datasets" / "tags.json").exists()
+    assert rag_eval(versions, "tag", "production", A).returncode == 0
