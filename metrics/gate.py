@@ -19,6 +19,7 @@ object ``{"production": "<version key>"}`` written by ``rag-eval tag NAME VERSIO
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tomllib
@@ -43,8 +44,9 @@ class GateConfig:
     Raises
     ------
     ValueError
-        For an unknown metric, a negative margin or coverage limit, repeats below 1, or
-        a baseline that is neither ``previous``, ``tag:NAME`` nor a plausible version key.
+        For no gated metric, an unknown metric, a margin or coverage limit that is not a
+        finite number ≥ 0 (the limit at most 1), repeats not a whole number ≥ 1, ``blocking``
+        not a boolean, or a baseline that is neither ``previous``, ``tag:NAME`` nor a plausible version key.
     """
 
     metrics: list[str] = field(default_factory=lambda: list(FAMILIES["core"]))
@@ -55,13 +57,21 @@ class GateConfig:
     blocking: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.metrics, list) or not self.metrics:
+            raise ValueError("gate config: metrics must name at least one metric to gate")
         unknown = [m for m in [*self.metrics, *self.margins] if m not in METRICS]
         if unknown:
             raise ValueError(f"gate config: unknown metric(s) {unknown}")
-        if any(float(v) < 0 for v in self.margins.values()) or self.max_coverage_drop < 0:
-            raise ValueError("gate config: margins and max_coverage_drop must be 0 or more")
-        if int(self.repeats) < 1:
-            raise ValueError(f"gate config: repeats must be 1 or more, got {self.repeats}")
+        numbers = {f"margins.{m}": v for m, v in self.margins.items()} | {"max_coverage_drop": self.max_coverage_drop}
+        for name, value in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"gate config: {name} must be a finite number, 0 or more, got {value!r}")
+        if self.max_coverage_drop > 1:
+            raise ValueError(f"gate config: max_coverage_drop is a share of rows (0 to 1), got {self.max_coverage_drop}")
+        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
+            raise ValueError(f"gate config: repeats must be a whole number, 1 or more, got {self.repeats!r}")
+        if not isinstance(self.blocking, bool):
+            raise ValueError(f"gate config: blocking is true or false, got {self.blocking!r}")
         if not self.baseline or self.baseline == "tag:":
             raise ValueError("gate config: baseline is 'previous', 'tag:NAME' or a version key")
 

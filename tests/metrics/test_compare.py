@@ -150,3 +150,13 @@ def test_report_md_renders_the_data_inert():
     text = markdown_report(compare(base, cand, gated=["faithfulness"]), [])
     assert "<img" not in text and "<script" not in text and "](javascript" not in text and "**bold**" not in text
     assert "&lt;script&gt;alert\\(3\\)&lt;/script&gt; \\*\\*bold\\*\\*" in text
+
+
+@pytest.mark.parametrize("bad", [{"margins": {"faithfulness": float("nan")}}, {"margins": {"faithfulness": math.inf}},
+                                 {"max_coverage_drop": float("nan")}, {"max_coverage_drop": 2.0}, {"repeats": "3"},
+                                 {"repeats": 2.5}, {"blocking": "no"}, {"metrics": []}])
+def test_gate_settings_refuse_values_that_would_switch_the_gate_off_or_crash_it(bad):
+    from metrics.gate import GateConfig
+
+    with pytest.raises(ValueError, match="gate config"):
+        GateConfig(**bad)
