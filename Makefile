@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATASET ?= examples/fiqa/samples.jsonl
+# More options of `rag-eval run`, e.g. make run DATASET=mine.jsonl ARGS='--max-rejected-share 0.2'.
+ARGS ?=
 
 .PHONY: setup run test dev clean
 
@@ -15,7 +17,7 @@ $(BIN)/rag-eval: pyproject.toml
 setup: $(BIN)/rag-eval
 
 run: setup
-	$(BIN)/rag-eval run $(DATASET)
+	$(BIN)/rag-eval run $(DATASET) $(ARGS)
 
 # With the network off where user namespaces allow it, so an accidental download fails the tests.
 test: setup

@@ -138,10 +138,16 @@ def print_failed_checks(result, limit: float, stream: TextIO | None = None) -> N
         if not check.passed:
             meta = check.metadata
             print(f"quality check {check.check_name} failed: {meta['rejected_share'].value:.1%} of the lines "
-                  f"rejected > limit {limit:.1%}", file=stream)
+                  f"rejected > limit {limit:.1%} (raise it with --max-rejected-share SHARE; through make: "
+                  f"make run DATASET=FILE ARGS='--max-rejected-share 0.2')", file=stream)
             print_rejected(meta["rejected"].value, meta["rejected_rows"].value, meta["total_rows"].value, limit,
                            stream)
             print_input_errors(meta["input_errors"].value, meta["input_error_rows"].value, stream)
+
+
+def _lines(message: str) -> str:
+    """A multi-line message printed line by line (indented), each line's control characters escaped."""
+    return "\n    ".join(printable(line) for line in message.strip().splitlines())
 
 
 def print_run_failure(result, stream: TextIO | None = None) -> None:
@@ -151,8 +157,8 @@ def print_run_failure(result, stream: TextIO | None = None) -> None:
     for event in result.all_events:
         error = getattr(event.event_specific_data, "error", None)
         if event.is_step_failure or (event.is_run_failure and error is not None):  # e.g. a resource that failed
-            print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: "
-                  f"{printable(error.message.strip())}", file=stream)
+            print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {_lines(error.message)}",
+                  file=stream)
             while error.cause is not None:  # the chain down to the root cause
                 error = error.cause
-                print(f"  caused by: {printable(error.message.strip())}", file=stream)
+                print(f"  caused by: {_lines(error.message)}", file=stream)
