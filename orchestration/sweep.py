@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from metrics.targets.config import MAX_CONFIGURATIONS
+
 FIELD_LEVEL = ["questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                "retrieved_documents", "rejected_samples"]
 
@@ -40,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-rejected-share", type=float, default=0.05, metavar="SHARE",
                         help="share of bad question lines above which a run fails (default 0.05)")
     parser.add_argument("--json", help="also write the ranked table as JSON to this file")
+    parser.add_argument("--max-configurations", type=int, default=MAX_CONFIGURATIONS, metavar="N",
+                        help=f"run a grid of up to N configurations (default {MAX_CONFIGURATIONS}; more are refused)")
     parser.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
     parser.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
     parser.add_argument("--base-url", help="OpenAI-compatible judge endpoint (default $OPENAI_BASE_URL)")
@@ -214,7 +218,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from orchestration.parsing import resources as run_resources
     from orchestration.dry_run import check_judge
 
-    sweep = load_config(args.config)
+    sweep = load_config(args.config, args.max_configurations)
     chosen = args.metrics.split(",") if args.metrics else sweep.metrics or ["core"]
     metrics = list(dict.fromkeys(m for item in chosen for m in resolve_names([item.strip()])))  # ranked in this order
     for part, why in sweep.skipped.items():

@@ -11,11 +11,15 @@
   with exponential backoff and jitter (tenacity); anything else fails the row at once;
 * a row that still fails gets an :class:`Outcome` with ``error`` (the cause, secrets
   redacted), never an exception: no row is lost, no run fails;
+* secrets are redacted from causes *and* answers (a retriever's passage, a response, an
+  id), before anything is cached or returned: the value of every ``${VAR}`` the part's
+  settings reference (headers, URL, request and prompt templates), each setting holding
+  one as expanded, the chat model's key, and each of those URL-quoted and JSON-escaped;
 * answers are cached (``metrics.judges.cache.JudgementCache``) under the part's version
   hash and the exact inputs, so a re-run of an unchanged part calls nothing; failures
   are not cached (the next run tries them again).
 
-Secrets (``${VAR}`` in headers, the chat model's key) are read from the environment at
+Secrets (``${VAR}`` in the settings, the chat model's key) are read from the environment at
 call time and never stored, logged or returned.
 """
 from __future__ import annotations
@@ -28,9 +32,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from urllib.parse import quote, quote_plus
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import tenacity
@@ -65,7 +70,6 @@ class Outcome:
     latency: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    secrets: list[str] = field(default_factory=list, repr=False)
 
 
 def _deadline(fn: Callable[[], Any], timeout: float) -> Any:
@@ -191,8 +195,6 @@ def _invoke(part: Part, inputs: dict[str, Any], timeout: float, secrets: list[st
         reply = _deadline(lambda: fn(*args, **part.parameters), timeout)
     elif part.kind == "http":
         headers = {k: expand_env(str(v)) for k, v in (part.spec.get("headers") or {}).items()}
-        secrets.extend([*(v for v in headers.values() if v),
-                        *(os.environ.get(name, "") for name in ENV_REFERENCE.findall(str(part.spec["url"])))])
         body = _fill(part.spec.get("request") or {"user_input": "{user_input}"}, values)
         request = urllib.request.Request(expand_env(part.spec["url"]), data=json.dumps(body).encode(), method="POST",
                                          headers={"content-type": "application/json", **headers})
@@ -204,7 +206,7 @@ def _invoke(part: Part, inputs: dict[str, Any], timeout: float, secrets: list[st
             except urllib.error.HTTPError as exc:
                 if exc.code == 429 or exc.code >= 500:
                     raise TransientError(f"HTTP {exc.code} from the {part.role}") from None
-                text = exc.read().decode("utf-8", "replace")[:200]
+                text = _redact(exc.read().decode("utf-8", "replace"), secrets)[:200]  # no cut secret left
                 raise OutputError(f"HTTP {exc.code} from the {part.role}: {text}") from None
             except json.JSONDecodeError as exc:
                 raise OutputError(f"the {part.role}'s reply is not JSON: {exc}") from None
@@ -222,9 +224,7 @@ def _invoke(part: Part, inputs: dict[str, Any], timeout: float, secrets: list[st
         import openai
 
         key = os.environ.get(part.spec.get("api_key_env", "OPENAI_API_KEY")) or "no-key"
-        secrets.append(key)
         base_url = expand_env(part.spec["base_url"]) if part.spec.get("base_url") else None
-        secrets.extend(os.environ.get(name, "") for name in ENV_REFERENCE.findall(str(part.spec.get("base_url", ""))))
         client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
         options = {k: v for k, v in part.parameters.items() if k in _API_OPTIONS}
         messages = [{"role": "user", "content": _fill(part.spec["prompt"], values)}]
@@ -250,11 +250,44 @@ def _invoke(part: Part, inputs: dict[str, Any], timeout: float, secrets: list[st
                          "retrieved_documents": reply.get("retrieved_documents")}), **_response(reply)}
 
 
+def _strings(data: Any) -> list[str]:
+    if isinstance(data, dict):
+        return [s for v in data.values() for s in _strings(v)]
+    if isinstance(data, list):
+        return [s for v in data for s in _strings(v)]
+    return [data] if isinstance(data, str) else []
+
+
+def _secrets(part: Part) -> list[str]:
+    """What a call of ``part`` must never write, longest first: the value of every ``${VAR}``
+    anywhere in its settings, every setting holding one as expanded (``Bearer tok-…``), the
+    chat model's key; each also URL-quoted and JSON-escaped (how a server echoes them)."""
+    texts = [t for t in _strings(part.spec) if ENV_REFERENCE.search(t)]
+    plain = [os.environ.get(name, "") for t in texts for name in ENV_REFERENCE.findall(t)]
+    plain += [ENV_REFERENCE.sub(lambda m: os.environ.get(m[1], ""), t) for t in texts]
+    if part.kind == "openai":
+        plain.append(os.environ.get(part.spec.get("api_key_env", "OPENAI_API_KEY"), ""))
+    forms = (lambda v: v, lambda v: quote(v, safe=""), quote_plus, lambda v: json.dumps(v)[1:-1],
+             lambda v: json.dumps(v, ensure_ascii=False)[1:-1])
+    encoded = {form(value) for value in plain for form in forms}
+    # A value under 4 characters (a port, "on") is no credential, and replacing it would garble
+    # every text it occurs in: left alone.
+    return sorted((s for s in encoded if len(s) >= 4), key=len, reverse=True)
+
+
 def _redact(message: str, secrets: list[str]) -> str:
     for secret in secrets:
-        if secret and len(secret) >= 4:
-            message = message.replace(secret, "[redacted]")
+        message = message.replace(secret, "[redacted]")
     return message
+
+
+def _scrub(value: Any, secrets: list[str]) -> Any:
+    """``value`` (an answer: dicts, lists, strings) with every secret redacted from its strings."""
+    if isinstance(value, dict):
+        return {k: _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return _redact(value, secrets) if isinstance(value, str) else value
 
 
 def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
@@ -271,19 +304,20 @@ def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
     """
     if part.kind == "callable":
         _import(part)
+    secrets = _secrets(part)
     wait = wait or tenacity.wait_exponential_jitter(initial=0.5, max=10)
 
     def one(item: dict[str, Any]) -> Outcome:
         key = cache_key(None, role=part.role, part=part.version_hash, inputs=item)
         stored = cache.get(key) if cache is not None else None
-        if stored is not None:
-            return Outcome(stored["value"], None, 0, True, stored["latency"],
+        if stored is not None:  # scrubbed again: an answer cached by an older version may hold a secret
+            return Outcome(_scrub(stored["value"], secrets), None, 0, True, stored["latency"],
                            **(stored["value"].get("usage") or {}))
         outcome = Outcome()
 
         def attempt() -> dict[str, Any]:
             outcome.calls += 1
-            return _invoke(part, item, settings.timeout, outcome.secrets)
+            return _invoke(part, item, settings.timeout, secrets)
 
         started = time.perf_counter()
         try:
@@ -294,14 +328,14 @@ def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
         except Exception as exc:  # the row's target_error, with its cause
             kind = "timeout" if isinstance(exc, TransientError) and "timeout" in str(exc) else type(exc).__name__
             tries = f" after {outcome.calls} attempts" if outcome.calls > 1 else ""
-            outcome.error = _redact(f"{kind}: {exc}{tries}", outcome.secrets)
+            outcome.error = _redact(f"{kind}: {exc}{tries}", secrets)
             return outcome
-        outcome.value, outcome.latency = value, time.perf_counter() - started
+        outcome.value, outcome.latency = _scrub(value, secrets), time.perf_counter() - started
         usage = value.get("usage") or {}
         outcome.prompt_tokens = usage.get("prompt_tokens", 0)
         outcome.completion_tokens = usage.get("completion_tokens", 0)
         if cache is not None:
-            cache.put(key, f"target.{part.role}", {"value": value, "latency": outcome.latency})
+            cache.put(key, f"target.{part.role}", {"value": outcome.value, "latency": outcome.latency})
         return outcome
 
     with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:

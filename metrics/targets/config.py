@@ -50,9 +50,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,8 @@ ROLES = ("retriever", "generator", "system")
 _KINDS = {"callable": "callable", "url": "http", "model": "openai"}
 #: A reference to an environment variable in a setting: ``${VAR}``.
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: Configurations a grid may expand to unless the caller allows more (``--max-configurations``).
+MAX_CONFIGURATIONS = 256
 
 
 class TargetConfigError(ValueError):
@@ -207,18 +211,43 @@ def _secret_like(header: str) -> bool:
 
 
 def _label(value: Any) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "_", str(value)).strip("_") or "x"
+    """``value`` as a name part (letters, digits, ``.``, ``_``); a value that loses characters
+    on the way (``a b``, ``a/b``, ``-1``) gets 6 hex of its JSON, so it stays apart from the
+    value it now spells (``a_b``) and its name does not depend on the rest of the grid."""
+    label = re.sub(r"[^A-Za-z0-9._]+", "_", str(value)).strip("_") or "x"
+    if label == str(value):
+        return label
+    return f"{label}_{hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:6]}"
 
 
-def load_config(path: str | Path) -> SweepConfig:
-    """Parse a configuration file into its configurations (the grid expanded).
+def _unique(path: Path, configurations: list[Configuration]) -> list[Configuration]:
+    """Names made unique: configurations whose labels still meet (``1`` and ``"1"``) get 6 hex
+    of their parts' version hashes; the same parts twice (a value repeated in the grid) are refused."""
+    def digest(configuration: Configuration) -> str:
+        hashes = {role: part.version_hash for role, part in configuration.parts.items()}
+        return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()[:6]
+
+    counts = Counter(c.name for c in configurations)
+    named = [Configuration(f"{c.name}-{digest(c)}", c.parts, c.call) if counts[c.name] > 1 else c
+             for c in configurations]
+    repeated = sorted(name for name, n in Counter(c.name for c in named).items() if n > 1)
+    if repeated:
+        raise TargetConfigError(f"{path}: [sweep] yields the same configuration more than once "
+                                f"({', '.join(repeated)}): a value or part name is repeated in the grid")
+    return named
+
+
+def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) -> SweepConfig:
+    """Parse a configuration file into its configurations (the grid expanded), each under a
+    unique name (see :func:`_label` and :func:`_unique`).
 
     Raises
     ------
     TargetConfigError
         For a missing or unparsable file, a part without exactly one of ``callable``,
         ``url``, ``model``, a literal secret, a sweep entry naming no declared part or
-        parameter, or neither a system nor a retriever and a generator.
+        parameter, or neither a system nor a retriever and a generator; a grid of more than
+        ``max_configurations`` configurations, or one yielding the same configuration twice.
     """
     path = Path(path)
     data = _read(path)
@@ -256,6 +285,10 @@ def load_config(path: str | Path) -> SweepConfig:
             raise TargetConfigError(f"{path}: [sweep] {key}: write \"<retriever|generator|system>.<parameter>\" = "
                                     "[values...]")
         axes.append((key, values))
+    size = math.prod(len(values) for _, values in axes)
+    if size > max_configurations:
+        raise TargetConfigError(f"{path}: [sweep] expands to {size} configurations, more than the cap of "
+                                f"{max_configurations}: narrow the grid, or allow it with --max-configurations {size}")
     configurations = []
     for point in itertools.product(*(values for _, values in axes)):
         chosen = dict(zip((key for key, _ in axes), point))
@@ -273,7 +306,7 @@ def load_config(path: str | Path) -> SweepConfig:
     if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
         raise TargetConfigError(f"{path}: metric_options: write {{ ndcg = {{ k = 10 }} }}")
     return SweepConfig(path, (path.parent / data["questions"]).resolve(), list(data.get("metrics") or []),
-                       options, configurations, skipped)
+                       options, _unique(path, configurations), skipped)
 
 
 def expand_env(value: str) -> str:

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import dagster as dg
 import pandas as pd
@@ -15,7 +16,7 @@ from assets.resources import JudgeResource, build_resources
 from assets.targets import register_target_run
 from metrics.judges.cache import JudgementCache
 from metrics.targets.call import call_part
-from metrics.targets.config import CallSettings, Part, TargetConfigError, load_config
+from metrics.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
 from orchestration.sweep import FIELD_LEVEL, run_cost, run_incrementally
 from tests import target_system
 from tests.judge_server import JudgeServer, Reply, oracle
@@ -184,6 +185,14 @@ def test_a_literal_secret_in_the_file_is_refused(tmp_path):
         load_config(path)
 
 
+def sweep_cli(folder: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``rag-eval sweep sweep.toml`` in ``folder``, offline, its own DAGSTER_HOME under ``folder``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
+    env.update(DAGSTER_HOME=str(folder / "home"), PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "orchestration.cli", "sweep", "sweep.toml", *extra], cwd=folder,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
 def test_sweep_cli_ranks_the_grid(tmp_path):
     (tmp_path / "tiny.py").write_text(
         "def rank(user_input, top_k=1):\n"
@@ -201,11 +210,7 @@ def test_sweep_cli_ranks_the_grid(tmp_path):
         'questions = "q.jsonl"\nmetrics = ["ndcg"]\n[call]\ncache_path = "targets.sqlite"\n'
         '[retriever.rank]\ncallable = "tiny:rank"\n[generator.echo]\ncallable = "tiny:echo"\n'
         '[sweep]\n"retriever.top_k" = [1, 2]\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
-    env["DAGSTER_HOME"] = str(tmp_path / "home")
-    done = subprocess.run([sys.executable, "-m", "orchestration.cli", "sweep", "sweep.toml", "--json", "t.json"],
-                          cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=300)
+    done = sweep_cli(tmp_path, "--json", "t.json")
     assert done.returncode == 0, done.stderr
     table = json.loads((tmp_path / "t.json").read_text())["ranking"]
     # NDCG@3 by hand: top_k 2 finds b at rank 2 for the banana question: (1 + 1/log2(3)) / 2 = 0.8155;
@@ -214,3 +219,77 @@ def test_sweep_cli_ranks_the_grid(tmp_path):
     assert [r["metrics"]["ndcg"]["mean"] for r in table] == [0.8155, 0.5]
     assert [r["target_calls"] for r in table] == [4, 4] and [r["judge_requests"] for r in table] == [0, 0]
     assert "| 1 | rank-echo-top_k2 | 0.8155 [0.63, 1.00] |" in done.stdout
+
+
+def test_a_bearer_token_echoed_by_the_endpoint_is_written_nowhere(tmp_path, monkeypatch):
+    # The token alone (without "Bearer"), as servers echo it: in a passage of a 200 reply, raw in a
+    # 401's body, URL-quoted in another's. + / = change under URL quoting.
+    token = "tok+SECRET/97531="
+    server = JudgeServer().start()
+
+    def search(seen):
+        echoed = seen.headers["Authorization"].split()[-1]
+        if "Louvre" in seen.body["q"]:
+            return Reply(body={"hits": [{"text": f"The Louvre is in Paris. debug: {echoed}", "id": "a"}]})
+        echoed = echoed if "Eiffel" in seen.body["q"] else quote(echoed, safe="")
+        return Reply(status=401, body={"error": f"invalid token {echoed}"})
+
+    server.script = search
+    (tmp_path / "tiny.py").write_text("def echo(user_input, retrieved_contexts):\n"
+                                      "    return ' '.join(retrieved_contexts)\n")
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"user_input": q, "retrieval_ground_truth": [
+        {"document_id": "a", "query_relevance_label": 1}]}) + "\n" for q in
+        ["Where is the Louvre?", "When was the Eiffel Tower built?", "Which sea does the Thames reach?"]))
+    (tmp_path / "sweep.toml").write_text(
+        f'questions = "q.jsonl"\nmetrics = ["ndcg"]\n[call]\ncache_path = "targets.sqlite"\n'
+        f'[retriever.search]\nurl = "{server.url}/search"\nrequest = {{ q = "{{user_input}}" }}\n'
+        'contexts = "hits.*.text"\nids = "hits.*.id"\nheaders = { Authorization = "Bearer ${SEARCH_TOKEN}" }\n'
+        '[generator.echo]\ncallable = "tiny:echo"\n')
+    monkeypatch.setenv("SEARCH_TOKEN", token)
+    done = sweep_cli(tmp_path)
+    server.stop()
+    assert done.returncode == 0, done.stderr
+    assert all(s.headers["Authorization"] == f"Bearer {token}" for s in server.seen) and len(server.seen) == 3
+    [folder] = (tmp_path / "datasets").iterdir()
+    samples = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    assert samples[0]["retrieved_contexts"] == ["The Louvre is in Paris. debug: [redacted]"]
+    assert samples[0]["response"] == "The Louvre is in Paris. debug: [redacted]"
+    assert [s["target_error"]["retrieved_contexts"] for s in samples[1:]] == \
+        ['OutputError: HTTP 401 from the retriever: {"error": "invalid token [redacted]"}'] * 2
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {"samples.jsonl", "results.parquet", "rag_eval.duckdb", "targets.sqlite"} <= {p.name for p in written}
+    assert any(p.is_relative_to(tmp_path / "home") for p in written)  # Dagster's run storage
+    for form in (token, quote(token, safe="")):
+        assert [p for p in written if form.encode() in p.read_bytes()] == []
+        assert form not in done.stdout + done.stderr
+
+
+def test_sweep_configuration_names_are_unique_and_stable(tmp_path):
+    path = tmp_path / "sweep.toml"
+    head = 'questions = "q.jsonl"\n[retriever.py]\ncallable = "m:f"\n[generator.g]\ncallable = "m:g"\n[sweep]\n'
+    path.write_text(head + '"retriever.mode" = ["a b", "a_b", "a/b", 1, "1"]\n')
+    names = [c.name for c in load_config(path).configurations]
+    # "a_b" keeps its plain name; "a b" and "a/b" lose characters, so carry 6 hex of their JSON;
+    # 1 and "1" spell the same and are told apart by their parts' version hashes.
+    assert names[1] == "py-g-modea_b" and len(set(names)) == 5
+    assert re.fullmatch(r"py-g-modea_b_[0-9a-f]{6}", names[0]) and re.fullmatch(r"py-g-modea_b_[0-9a-f]{6}", names[2])
+    assert re.fullmatch(r"py-g-mode1-[0-9a-f]{6}", names[3]) and re.fullmatch(r"py-g-mode1-[0-9a-f]{6}", names[4])
+    # A name does not depend on the rest of the grid (its partition, hence incremental re-runs, stays).
+    path.write_text(head + '"retriever.mode" = ["a b"]\n')
+    assert [c.name for c in load_config(path).configurations] == names[:1]
+    # The same configuration twice is refused.
+    path.write_text(head + '"retriever.top_k" = [3, 5, 3]\n')
+    with pytest.raises(TargetConfigError, match=r"yields the same configuration more than once \(py-g-top_k3-"):
+        load_config(path)
+
+
+def test_a_grid_over_the_cap_is_refused_unless_allowed(tmp_path):
+    (tmp_path / "sweep.toml").write_text(
+        'questions = "q.jsonl"\n[retriever.py]\ncallable = "m:f"\n[generator.g]\ncallable = "m:g"\n[sweep]\n'
+        f'"retriever.a" = {list(range(17))}\n"retriever.b" = {list(range(16))}\n')  # 272 configurations
+    with pytest.raises(TargetConfigError, match=f"expands to 272 configurations, more than the cap of "
+                                                f"{MAX_CONFIGURATIONS}: .* --max-configurations 272"):
+        load_config(tmp_path / "sweep.toml")
+    assert len(load_config(tmp_path / "sweep.toml", 272).configurations) == 272
+    done = sweep_cli(tmp_path, "--max-configurations", "271")
+    assert done.returncode == 2 and "272 configurations, more than the cap of 271" in done.stderr
