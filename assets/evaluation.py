@@ -6,7 +6,7 @@ and lineage (it depends on exactly the field assets it reads)."""
 
 from collections.abc import Callable
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin
 
 import dagster as dg
 import pandas as pd
@@ -39,7 +39,7 @@ def _plain(annotation: Any) -> Any:
 #: Every metric option of the run config, with its type: the threshold, the judge settings a
 #: metric may set for itself (``metrics.judges.config.PER_METRIC``) and every field of the
 #: metrics' ``Options`` models (checked by the metric itself when it is built).
-_HINTS = get_type_hints(LLMConfig)
+_HINTS = LLMConfig.types()  # with their domains: strictness 0 is refused as the step starts
 _OPTIONS = {"threshold": float, **{name: _HINTS[name] for name in PER_METRIC},
             **{name: field.annotation for cls in METRICS.values() for name, field in cls.Options.model_fields.items()}}
 #: Run configuration of a metric: its pass/fail threshold, its judging options (model,
@@ -56,7 +56,6 @@ MetricsConfig = type("MetricsConfig", (dg.Config,), {
     "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"
-METRIC_OPTIONS = ("mode", "k", "label_min", "label_max", "gain", "tie_break")
 GROUPS = {"core": "core_metrics", "ragas": "ragas_metrics", "azure": "azure_metrics",
           "document_retrieval": "retrieval_metrics"}
 _FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}

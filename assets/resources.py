@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 import dagster as dg
 import duckdb
@@ -236,7 +236,7 @@ _JUDGES: dict[str, Judge] = {}
 #: Every public setting of ``LLMConfig`` (the one model of the judge's settings), optional:
 #: unset, it takes the environment's value, then ``LLMConfig``'s default.
 JudgeSettings = create_model("JudgeSettings", **{
-    name: (get_type_hints(LLMConfig)[name] | None, None) for name in LLMConfig.public_fields()})
+    name: (LLMConfig.types()[name] | None, None) for name in LLMConfig.public_fields()})
 
 
 class JudgeResource(dg.ConfigurableResource, JudgeSettings):

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from metrics.judgements.base import Judgement
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
+from metrics.judges.endpoint import EndpointError
 from metrics.results import Direction, MetricResult, Status, passes
 from metrics.samples import Sample, is_target_error
 from metrics.text import normalise_rag_text
@@ -178,8 +179,15 @@ class Metric(ABC):
         -------
         MetricResult
             ``input_error`` naming the row and field when a required field is missing or
-            malformed; ``judge_error`` with the cause when the judge fails; otherwise
-            ``ok`` or ``not_applicable``.
+            malformed; ``judge_error`` with the cause when the judge fails, when the metric
+            raises anything else on this row, or computes a value outside its range;
+            otherwise ``ok`` or ``not_applicable``.
+
+        Raises
+        ------
+        EndpointError
+            When the judge's endpoint cannot be used at all (unreachable, key refused,
+            unknown model): every row would fail, so the run stops before spending.
         """
         usage = Usage()
         token = current_usage.set(usage)
@@ -218,6 +226,11 @@ class Metric(ABC):
             return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,
                                 details={"field": exc.field, "problem": str(exc)},
                                 reason=f"{where}: field '{exc.field}': {exc}", **base)
+        except EndpointError:  # the endpoint cannot be used at all: the run stops, naming why
+            raise
+        except Exception as exc:  # a fault of this metric on this row loses no other row's or metric's result
+            return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
+                                reason=f"{self.name} failed on this row: {type(exc).__name__}: {exc}", **base)
         if originals:
             outcome.details = {**outcome.details, "original": originals}
         if isinstance(outcome, NotApplicable):
@@ -225,7 +238,8 @@ class Metric(ABC):
                                 reason=outcome.reason, details=outcome.details, **base)
         low, high = self.value_range
         if not (math.isfinite(outcome.value) and low <= outcome.value <= high):
-            raise ArithmeticError(f"{self.name} computed {outcome.value!r} outside [{low}, {high}]")
+            return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None, details=outcome.details,
+                                reason=f"{self.name} computed {outcome.value!r} outside [{low:g}, {high:g}]", **base)
         return MetricResult(status=Status.OK, value=float(outcome.value),
                             passed=passes(outcome.value, self.threshold, self.direction),
                             reason=outcome.reason, details=outcome.details, **base)

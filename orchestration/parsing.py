@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -11,12 +11,12 @@ from pydantic import TypeAdapter, ValidationError
 def metric_option_types(metric: str) -> dict[str, Any]:
     """What ``--metric-option METRIC.OPTION=VALUE`` (and ``--threshold``) takes for ``metric``:
     its threshold, the judge settings a metric may set for itself
-    (``metrics.judges.config.PER_METRIC``, typed as in ``LLMConfig``) and the fields of its
-    ``Options`` model, each with its type."""
+    (``metrics.judges.config.PER_METRIC``, typed as in ``LLMConfig``, with their domains) and
+    the fields of its ``Options`` model, each with its type."""
     from metrics.judges.config import PER_METRIC, LLMConfig
     from metrics.registry import METRICS
 
-    hints = get_type_hints(LLMConfig)
+    hints = LLMConfig.types()
     return {"threshold": float, **{name: hints[name] for name in PER_METRIC},
             **{name: field.annotation for name, field in METRICS[metric].Options.model_fields.items()}}
 
@@ -75,10 +75,21 @@ def run_config(args: argparse.Namespace) -> dict:
 
 def judge_resource(args: argparse.Namespace):
     """The ``judge`` resource of the judge options given (``--base-url``, ``--model``...;
-    any field of ``JudgeResource`` the parser declares)."""
+    any field of ``JudgeResource`` the parser declares).
+
+    Raises
+    ------
+    ValueError
+        Naming the option, for a value outside its domain (``--strictness 0``, ``--temperature -1``).
+    """
     from assets.resources import JudgeResource
 
-    return JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields if getattr(args, k, None) is not None})
+    try:
+        return JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
+                                if getattr(args, k, None) is not None})
+    except ValidationError as exc:
+        raise ValueError("; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-')} {e['input']!r}: {e['msg']}"
+                                   for e in exc.errors())) from None
 
 
 def resources(args: argparse.Namespace) -> dict:

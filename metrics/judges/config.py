@@ -2,9 +2,12 @@
 the CLI's judge options and ``LLMConfig.from_env`` all read its fields)."""
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 from metrics.judges.endpoint import check_base_url
 from metrics.judges.plan import Budget
@@ -15,6 +18,13 @@ PER_METRIC = ("model", "temperature", "strictness")
 #: The openai client's default base URL.
 OPENAI_URL = "https://api.openai.com/v1"
 
+#: At least one / zero or more / more than zero (the domains of the counts and durations below).
+Positive = Annotated[int, Field(ge=1)]
+NonNegative = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: The sampling temperature the OpenAI API accepts: finite, 0 to 2.
+Temperature = Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)]
+
 
 @dataclass
 class LLMConfig:
@@ -23,6 +33,13 @@ class LLMConfig:
     ``from_env`` reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``OPENAI_MODEL``,
     ``EMBEDDING_MODEL``, ``EMBEDDING_BASE_URL`` and ``EMBEDDING_API_KEY`` (the embedding
     ones default to the chat ones).
+
+    Every numeric setting has its domain in its annotation (``temperature`` finite in
+    [0, 2], as the OpenAI API takes it; ``strictness``, the questions AnswerRelevancy
+    generates, 1 or more, as RAGAS's; counts and limits 0 or 1 or more; ``timeout``
+    above 0): a value outside it is refused with a ``ValueError`` naming the setting, and
+    the models derived from :meth:`types` (the ``judge`` resource, the run config, the
+    CLI's ``--metric-option``) refuse it too.
 
     ``cache_path`` is the judgement cache (``None``: none); its answers are keyed by the
     endpoint as well as the model, unless ``cache_across_endpoints`` lets any endpoint's
@@ -35,33 +52,40 @@ class LLMConfig:
     embedding_model: str = "text-embedding-3-small"
     embedding_base_url: str | None = None
     embedding_api_key: str | None = field(default=None, repr=False)
-    temperature: float = 0.0
+    temperature: Temperature = 0.0
     seed: int | None = 7
     #: Which repeated judgement this is (``rag-eval gate --repeats K`` asks repeats 0 .. K-1): the
     #: request's ``seed`` is ``seed + repeat``, and the cache key carries it from repeat 1 on (so
     #: repeat 0 is the ordinary judgement and its cached answers stay valid).
-    repeat: int = 0
-    strictness: int = 3
+    repeat: NonNegative = 0
+    strictness: Positive = 3
     response_format: str = "json_schema"
-    concurrency: int = 16
-    timeout: float = 60.0
-    max_attempts: int = 5
-    max_retry_wait: float = 60.0
-    max_prompt_chars: int = 60_000
+    concurrency: Positive = 16
+    timeout: Seconds = 60.0
+    max_attempts: Positive = 5
+    max_retry_wait: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 60.0
+    max_prompt_chars: Positive = 60_000
     #: Ceiling of ``max_tokens`` when a reply cut at the token limit is asked again.
-    max_output_tokens: int = 16_384
+    max_output_tokens: Positive = 16_384
     #: Per-row budget of each metric (``metrics.judges.plan.Budget``); 0 or ``None``: no limit.
-    max_row_requests: int | None = 50
-    max_row_tokens: int | None = 200_000
+    max_row_requests: NonNegative | None = 50
+    max_row_tokens: NonNegative | None = 200_000
     cache_path: str | None = ".rag_eval_cache/judgements.sqlite"
     cache_across_endpoints: bool = False
 
     def __post_init__(self) -> None:
         check_base_url(self.base_url, "base_url")
         check_base_url(self.embedding_base_url, "embedding_base_url")
-        for name in ("max_row_requests", "max_row_tokens"):
-            if (getattr(self, name) or 0) < 0:
-                raise ValueError(f"{name} must be 0 (no limit) or more, got {getattr(self, name)}")
+        for name, check in _checks().items():
+            try:
+                setattr(self, name, check.validate_python(getattr(self, name)))
+            except ValidationError as exc:
+                raise ValueError(f"{name}: {exc.errors()[0]['msg']} (got {getattr(self, name)!r})") from None
+
+    @classmethod
+    def types(cls) -> dict[str, Any]:
+        """Each setting's type with its domain (``Annotated`` pydantic constraints), by name."""
+        return get_type_hints(cls, include_extras=True)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> LLMConfig:
@@ -94,3 +118,10 @@ class LLMConfig:
     def configured(self) -> bool:
         """True when an endpoint or a key is set: the pipeline then uses the LLM judge."""
         return bool(self.base_url or self.api_key)
+
+
+@functools.cache
+def _checks() -> dict[str, TypeAdapter]:
+    """A validator of every setting whose type declares a domain."""
+    return {name: TypeAdapter(kind) for name, kind in LLMConfig.types().items()
+            if Annotated in (get_origin(kind), *map(get_origin, get_args(kind)))}

@@ -95,7 +95,13 @@ class LLMJudge(Judge):
 
     def with_options(self, **options: Any) -> LLMJudge:
         """A judge with other ``model``, ``temperature``, ``strictness``, ``seed`` or ``repeat`` that
-        shares this one's loop, connections, concurrency limit and cache (per-metric configuration)."""
+        shares this one's loop, connections, concurrency limit and cache (per-metric configuration).
+
+        Raises
+        ------
+        ValueError
+            For another option, or a value outside its domain (``LLMConfig``: ``strictness=0``).
+        """
         allowed = {*PER_METRIC, "seed", "repeat"}
         unknown = set(options) - allowed
         if unknown:

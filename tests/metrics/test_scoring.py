@@ -373,3 +373,54 @@ def test_threshold_outside_range_is_rejected(threshold):
 def test_strict_threshold_one_fails_just_below():
     result = ContextRelevancy(threshold=1.0).score(sample(), ScriptedJudge(ratings=[(2, 2), (0, 0)]))
     assert (result.value, result.passed) == (0.5, False)
+
+
+# --------------------------------------------------------------------------- a metric raising on a row
+
+
+def test_a_metric_raising_on_its_rows_is_judge_error_and_the_other_metric_keeps_its_values():
+    """The review's case, as the metric assets' step scores it (``score_chunks``, every metric
+    together): answer_relevancy given no generated question raises ValueError on every row,
+    and faithfulness judged alongside keeps its 3 supported of 4 statements = 0.75 per row."""
+    from metrics.scoring import score_chunks
+
+    samples = [sample_from_dict({**FULL, "id": f"s{i}"}, row=i) for i in range(3)]
+    tasks = [(Faithfulness(), samples, ScriptedJudge(support=[1, 1, 0, 1])),
+             (AnswerRelevancy(), samples, ScriptedJudge(similarities=(), noncommittal=()))]
+    faithfulness, relevancy = (sum(results, []) for results in zip(*score_chunks(tasks, rows=2)))
+    assert [(r.sample_id, r.status, r.value) for r in faithfulness] == [(f"s{i}", Status.OK, 0.75) for i in range(3)]
+    assert [(r.sample_id, r.status, r.value) for r in relevancy] == [(f"s{i}", Status.JUDGE_ERROR, None)
+                                                                     for i in range(3)]
+    assert all(r.reason == "answer_relevancy failed on this row: ValueError: no similarity to average"
+               for r in relevancy)
+
+
+# --------------------------------------------------------------------------- option domains (Python API)
+
+
+@pytest.mark.parametrize(("setting", "value", "message"), [
+    ("strictness", 0, "strictness: Input should be greater than or equal to 1 (got 0)"),
+    ("temperature", float("nan"), "temperature: Input should be a finite number (got nan)"),
+    ("temperature", -1, "temperature: Input should be greater than or equal to 0 (got -1)"),
+    ("temperature", 2.5, "temperature: Input should be less than or equal to 2 (got 2.5)"),
+])
+def test_judge_settings_outside_their_domain_are_refused_naming_them(setting, value, message):
+    from metrics.judges.llm import LLMConfig, LLMJudge
+
+    with pytest.raises(ValueError) as refused:
+        LLMConfig(**{setting: value})
+    assert str(refused.value) == message
+    judge = LLMJudge(LLMConfig(base_url="http://127.0.0.1:9/v1", cache_path=None))
+    try:  # a metric's own judge settings (rag-eval's --metric-option, the run config) are checked alike
+        with pytest.raises(ValueError, match=message.split(" (")[0]):
+            judge.with_options(**{setting: value})
+    finally:
+        judge.close()
+    assert LLMConfig(strictness=1, temperature=2).temperature == 2.0  # the domains' edges are allowed
+
+
+def test_build_metrics_refuses_a_cut_off_below_one_naming_it():
+    from metrics.registry import build_metrics
+
+    with pytest.raises(ValueError, match=r"^ndcg: k: Input should be greater than or equal to 1 \(got 0\)$"):
+        build_metrics(["ndcg"], options={"ndcg": {"k": 0}})

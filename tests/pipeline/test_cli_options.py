@@ -1,0 +1,65 @@
+"""A judge or metric option outside its domain is refused before anything is registered or
+sent: by ``rag-eval run`` with status 2 naming the option, and by a Dagster run's config as
+the metric step starts (the review's ``answer_relevancy.strictness=0`` used to pass both and
+kill the step that judges every selected metric, losing faithfulness's results)."""
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.resources import JudgeResource
+from tests.judge_server import JudgeServer
+from tests.pipeline.conftest import Project
+
+ROOT = Path(__file__).resolve().parents[2]
+FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    (["--metric-option", "answer_relevancy.strictness=0"],
+     "bad metric option 'answer_relevancy.strictness=0': Input should be greater than or equal to 1"),
+    (["--metric-option", "faithfulness.temperature=nan"],
+     "bad metric option 'faithfulness.temperature=nan': Input should be a finite number"),
+    (["--metric-option", "faithfulness.temperature=-1"],
+     "bad metric option 'faithfulness.temperature=-1': Input should be greater than or equal to 0"),
+    (["--strictness", "0"], "--strictness 0: Input should be greater than or equal to 1"),
+    (["--temperature", "2.5"], "--temperature 2.5: Input should be less than or equal to 2"),
+])
+def test_cli_refuses_an_option_outside_its_domain_with_status_2(option, message, server, tmp_path, monkeypatch,
+                                                                capsys):
+    from orchestration import cli
+
+    dataset = tmp_path / "tiny.jsonl"
+    dataset.write_text("\n".join(FIQA.read_text(encoding="utf-8").splitlines()[:3]) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-options-test")
+    status = cli.main(["run", str(dataset), "--base-url", server.url, "--model", "judge-test",
+                       "--metrics", "faithfulness,answer_relevancy", *option])
+    assert status == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {message}"
+    assert server.seen == [] and not (tmp_path / "datasets").exists()  # nothing sent, nothing registered
+
+
+def test_a_run_config_outside_the_domain_fails_the_metric_step_before_sending(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-options-test")
+    server = JudgeServer().start()
+    judge = JudgeResource(base_url=server.url, model="judge-test", cache_path=str(tmp_path / "cache.sqlite"))
+    rows = [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()[:2]]
+    try:
+        with dg.instance_for_test() as instance:
+            project = Project(tmp_path, instance, judge)
+            project.write("v1", rows)
+            result = project.run("v1", run_config={"ops": {"score_metrics": {"config": {
+                "answer_relevancy": {"strictness": 0}}}}})
+    finally:
+        judge.get_judge().close()
+        server.stop()
+    assert not result.success
+    failures = {e.step_key: e.event_specific_data.error for e in result.all_events if e.is_step_failure}
+    assert set(failures) == {"score_metrics"}
+    error = failures["score_metrics"]
+    text = error.message + "".join(c.message for c in [error.cause] if c)
+    assert "strictness" in text and "greater than or equal to 1" in text
+    assert server.chat_requests() == []
