@@ -51,6 +51,10 @@ def test_fiqa_llm_judge_equal_local_over_http(spark, server):
 
 
 def test_a_task_retried_by_spark_counts_each_row_once(spark, local_offline):
+    class ExecutorLost(BaseException):
+        """Kills the task, as a lost executor does: no ``Exception``, so no metric takes it for a
+        fault of one row (those become that row's ``judge_error``)."""
+
     class FlakyJudge(OfflineJudge):
         """Fails the first attempt of partition 0, as a lost executor would."""
 
@@ -62,7 +66,7 @@ def test_a_task_retried_by_spark_counts_each_row_once(spark, local_offline):
 
             task = TaskContext.get()
             if task is not None and task.partitionId() == 0 and task.attemptNumber() == 0:
-                raise RuntimeError("executor lost")
+                raise ExecutorLost("executor lost")
             return await super().support(statements, contexts)
 
     distributed = evaluate(spark.sparkContext.parallelize(ROWS, 2), judge=FlakyJudge())
