@@ -169,10 +169,15 @@ def _direction(metric: str, *frames: pd.DataFrame) -> str:
     return Direction.HIGHER.value
 
 
-def _bootstrap(diffs: np.ndarray, margin: float, seed: int, metric: str, resamples: int) -> tuple[float, ...]:
+def bootstrap_means(values: np.ndarray, seed: int, metric: str, resamples: int = RESAMPLES) -> np.ndarray:
+    """``resamples`` means of ``values`` resampled with replacement, seeded by ``seed`` and the
+    metric's name (the same draws for a metric whatever else is compared)."""
     rng = np.random.default_rng([seed, zlib.crc32(metric.encode())])
-    n = len(diffs)
-    means = diffs[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    return values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+
+
+def _bootstrap(diffs: np.ndarray, margin: float, seed: int, metric: str, resamples: int) -> tuple[float, ...]:
+    means = bootstrap_means(diffs, seed, metric, resamples)
     low, high = np.percentile(means, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
     p_regression = (1 + int((means >= -margin).sum())) / (resamples + 1)
     p_improvement = (1 + int((means <= margin).sum())) / (resamples + 1)

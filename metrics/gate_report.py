@@ -10,14 +10,13 @@ from __future__ import annotations
 import html
 import io
 import re
-import zlib
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from metrics.aggregate import USAGE_COLUMNS
-from metrics.compare import ALPHA, Comparison, MetricComparison
+from metrics.compare import ALPHA, Comparison, MetricComparison, bootstrap_means
 from metrics.results import Status
 
 #: Rows listed under "Rows that regressed most".
@@ -38,8 +37,7 @@ def version_stats(version: str, results: pd.DataFrame, metrics: list[str], resam
         stats["coverage"][metric] = round(len(values) / len(frame), 4) if len(frame) else None
         if not len(values):
             continue
-        rng = np.random.default_rng([seed, zlib.crc32(metric.encode())])
-        means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+        means = bootstrap_means(values, seed, metric, resamples)
         low, high = np.percentile(means, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
         stats["metrics"][metric] = {"mean": float(values.mean()), "low": float(low), "high": float(high),
                                     "n": len(values)}
