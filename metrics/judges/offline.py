@@ -343,7 +343,7 @@ class OfflineJudge(Judge):
                                          for n in subjects))
         predicate = content_tokens(question) - subject_tokens - {"both", "same", "either"}
         shares = {}
-        for subject in subjects:
+        for subject in sorted(subjects):  # a tie names the same subject in every process
             shares[subject] = max((sum(t in known for t in predicate) / len(predicate) if predicate else 1.0)
                                   for known, lower in zip(passages["tokens"], passages["lower"])
                                   if _name_in(subject, lower)) if any(
