@@ -72,15 +72,16 @@ def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-def metric_code_version(name: str) -> str:
+def metric_code_version(name: str, judge: str | None = None) -> str:
     """Changes with the metric's formula, its judgements' versions or the judge that decides
-    them (``Metric.code_version``; the judge the definitions' resource configures)."""
-    return METRICS[name].code_version(JudgeResource().code_version())
+    them (``Metric.code_version``; ``judge``: the judge the definitions' resource configures,
+    ``JudgeResource().code_version()``, worked out here when not given)."""
+    return METRICS[name].code_version(judge or JudgeResource().code_version())
 
 
-def _metric_out(name: str) -> dg.AssetOut:
+def _metric_out(name: str, judge: str) -> dg.AssetOut:
     cls = METRICS[name]
-    return dg.AssetOut(group_name=GROUPS[cls.family], code_version=metric_code_version(name), kinds={"pandas"},
+    return dg.AssetOut(group_name=GROUPS[cls.family], code_version=metric_code_version(name, judge), kinds={"pandas"},
                        description=(cls.__doc__ or name).strip().splitlines()[0], is_required=False,
                        metadata={"partition_expr": "version", "reads": list(cls.required_fields),
                                  "direction": cls.direction.value, "range": list(cls.value_range)})
@@ -90,9 +91,11 @@ def build_metric_assets() -> dg.AssetsDefinition:
     """The multi-asset computing the selected metrics on the version's samples; each
     metric's output reads only the field assets of the fields the metric needs."""
 
+    judge_version = JudgeResource().code_version()  # once: building a resource takes ~10 ms
+
     @dg.multi_asset(
         name=METRICS_OP,
-        outs={name: _metric_out(name) for name in METRICS},
+        outs={name: _metric_out(name, judge_version) for name in METRICS},
         ins={asset: dg.AssetIn(key=asset) for asset in FIELD_ASSETS.values()},
         internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
                              for name, cls in METRICS.items()},

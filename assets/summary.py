@@ -71,7 +71,8 @@ SUMMARY_VERSION = "4"
 def summary_code_version() -> str:
     """The summary's own version plus a digest of every metric's code version: Dagster does not
     carry staleness downstream, so a metric with a new code version makes the summary stale too."""
-    metrics = hashlib.sha256(" ".join(metric_code_version(m) for m in sorted(METRICS)).encode()).hexdigest()
+    judge = JudgeResource().code_version()
+    metrics = hashlib.sha256(" ".join(metric_code_version(m, judge) for m in sorted(METRICS)).encode()).hexdigest()
     return f"{SUMMARY_VERSION}-{metrics[:12]}"
 
 

@@ -41,7 +41,7 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+SHARED = next((p / "shared" for p in REPO.parents if (p / "shared" / "bench").is_dir()), REPO.parent / "shared")
 BIN = Path(sys.executable).parent
 EXAMPLES = [REPO / "examples" / "fiqa" / "samples.jsonl", REPO / "examples" / "amnesty_qa" / "samples.jsonl"]
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]

@@ -244,6 +244,7 @@ _TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s+[^<>]*)?/?>")
 _GLUED = re.compile(r"(?<=[a-z0-9)\]\"'’%])([.!?])(?=[A-Z][a-z])")
 
 
+@functools.lru_cache(maxsize=50_000)  # every metric of a row normalises the same fields
 def normalise_rag_text(text: str) -> str:
     """Plain text of a RAG response, context or reference, ready for segmentation.
 

@@ -112,13 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     regression gate failed (``rag-eval compare|gate``)."""
     args = build_parser().parse_args(argv)
     if args.uses_instance:  # the gate's commands read files only
-        prepare_instance()
+        args.instance = prepare_instance()
     if args.command != "convert-trec" and args.uses_instance:
-        from dagster import DagsterInstance
-
         from orchestration.orphans import fail_orphaned_runs
 
-        for run_id in fail_orphaned_runs(DagsterInstance.get()):
+        for run_id in fail_orphaned_runs(args.instance):
             print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
                   file=sys.stderr)
     try:

@@ -226,7 +226,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     resources = run_resources(args)
     check_judge(resources["judge"])
     check_out(args)
-    instance = dg.DagsterInstance.get()
+    instance = args.instance
     store = DatasetStore(root=str(Path(args.datasets).resolve()))
     run_config = {"ops": {"ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}},
                           "eval_summary": {"config": {"scope": "version"}},

@@ -17,6 +17,7 @@ arithmetic (metric-spec fault 1).
 """
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -43,9 +44,11 @@ class Model(BaseModel):
 REASON = Field(description="one short sentence")
 
 
+@functools.cache  # built once per model, not once per request (pydantic's schema is slow)
 def item_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The strict JSON schema of one reply item, derived from its pydantic model: every field
-    required, no other field, each as ``type`` / ``enum`` / ``items`` / ``description``."""
+    required, no other field, each as ``type`` / ``enum`` / ``items`` / ``description``
+    (one shared dict per model: callers embed it, never change it)."""
     properties = {}
     for name, prop in model.model_json_schema()["properties"].items():
         properties[name] = {key: prop[key] for key in ("type", "enum", "items", "description") if key in prop}
