@@ -217,8 +217,9 @@ class Metric(ABC):
                                     details={"field": name, "problem": f"{kind}{problem}"}, **base)
         sample, originals = normalised(sample)
         try:
-            await judge.admit(self, sample)
-            outcome = await self.measure(sample, judge)
+            outcome = await judge.admit(self, sample)
+            if outcome is None:
+                outcome = await self.measure(sample, judge)
         except JudgeError as exc:
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
                                 reason=f"judge failed: {exc}", **base)

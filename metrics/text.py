@@ -54,8 +54,13 @@ def split_sentences(text: str) -> list[str]:
         Stripped sentences in order; list markers (``1.``, ``-``) are removed and pieces
         without any letter or digit are dropped (a bare ``"2006"`` is a statement). ``"长城很长。它很古老。"`` gives two.
     """
+    return list(_sentences(text or ""))
+
+
+@functools.lru_cache(maxsize=50_000)  # the same contexts and responses are split once per metric
+def _sentences(text: str) -> tuple[str, ...]:
     sentences: list[str] = []
-    for line in (text or "").splitlines():
+    for line in text.splitlines():
         pending = ""
         for piece in _BOUNDARY.split(_LIST_MARKER.sub("", line)):
             chunk = pending + piece
@@ -69,7 +74,7 @@ def split_sentences(text: str) -> list[str]:
             pending = ""
             _keep(chunk, sentences)
         _keep(pending, sentences)
-    return sentences
+    return tuple(sentences)
 
 
 def _is_abbreviation(word: str) -> bool:
@@ -218,6 +223,7 @@ def names(text: str) -> set[str]:
     return found
 
 
+@functools.lru_cache(maxsize=50_000)
 def has_cjk(text: str) -> bool:
     """True when ``text`` contains Chinese, Japanese or Korean characters."""
     return bool(_CJK_RUN.search(text or ""))

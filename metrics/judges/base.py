@@ -146,10 +146,12 @@ class Judge(ABC):
     #: What one (row, metric) may send (``metrics.judges.plan.Budget``); ``None``: nothing is sent.
     budget: Any = None
 
-    async def admit(self, metric: Any, sample: Any) -> None:
+    async def admit(self, metric: Any, sample: Any) -> Any:
         """Called by ``Metric.ascore`` before ``metric`` measures ``sample``: raises
-        :class:`JudgeError` to refuse the row (the LLM judge: over its per-row budget).
-        The offline judge admits everything."""
+        :class:`JudgeError` to refuse the row (the LLM judge: over its per-row budget);
+        may return the metric's outcome when admitting it measured it already (the LLM
+        judge, every judgement cached), else ``None``. The offline judge admits everything."""
+        return None
 
     async def plan(self, metric: Any, sample: Any) -> Any:
         """The requests scoring ``sample`` with ``metric`` would send, after the cache,
@@ -195,15 +197,20 @@ def statements(text: str, question: str | None = None) -> list[str]:
     question is none. A first sentence opening with yes/no that answers a yes/no question
     ("No, only X is …") is judged with the question too.
     """
+    return list(_statements(text, question))
+
+
+@functools.lru_cache(maxsize=50_000)  # every metric reading the response asks for its statements
+def _statements(text: str, question: str | None) -> tuple[str, ...]:
     asked = bool(question and question.strip())
     if is_bare_span(text) and not is_noncommittal(text):
         if yes_no(text) and not asked:
-            return []  # a bare "yes" or "no" says nothing checkable without its question
-        return [qa_statement(question, text) if asked else text.strip()]
+            return ()  # a bare "yes" or "no" says nothing checkable without its question
+        return (qa_statement(question, text) if asked else text.strip(),)
     sentences = [s for s in split_sentences(text) if not is_noncommittal(s)]
     if asked and sentences and yes_no(sentences[0]) and is_polar_question(question):
         sentences[0] = qa_statement(question, sentences[0])  # "No, only X is …": the "no" answers the question
-    return sentences
+    return tuple(sentences)
 
 
 async def similarity(judge: Judge, first: str, second: str) -> float:

@@ -116,15 +116,22 @@ class LLMJudge(Judge):
         """What judging one row may send, per metric (``LLMConfig.max_row_*``)."""
         return self.config.budget
 
-    async def admit(self, metric: Any, sample: Any) -> None:
+    async def admit(self, metric: Any, sample: Any) -> Any:
         """Refuse a row whose judgements, after the cache, would pass the per-row budget
-        (a :class:`JudgeError` naming the requests and tokens); nothing is sent for it."""
+        (a :class:`JudgeError` naming the requests and tokens); nothing is sent for it.
+        When every judgement of the row is cached, planning it was measuring it: the
+        metric's outcome is returned (and its cache hits counted), so it is not measured twice."""
         budget = self.budget
         if current_plan.get() is not None or not (budget.max_requests or budget.max_tokens):
-            return
-        problem = budget.problem(await record(metric.measure(sample, self)), metric.name)
+            return None
+        plan = await record(metric.measure(sample, self))
+        problem = budget.problem(plan, metric.name)
         if problem:
             raise JudgeError(problem)
+        if plan.requests:
+            return None
+        (current_usage.get() or Usage()).cache_hits += plan.usage.cache_hits
+        return plan.outcome
 
     async def plan(self, metric: Any, sample: Any) -> Plan:
         """The requests ``metric.ascore(sample)`` would send after the cache, with
@@ -307,10 +314,9 @@ class LLMJudge(Judge):
         found = {k: self.cache.get(k) for k in keys} if self.cache is not None else {}
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if found.get(k) is None))
         plan = current_plan.get()
-        if plan is not None:
-            if missing:
-                plan.add(Planned("embedding", cache_key(endpoint, kind="embedding", model=model, texts=missing),
-                                             sum(estimate_tokens(t) for t in missing)))
+        if plan is not None and missing:  # every vector cached: the real ones, below
+            plan.add(Planned("embedding", cache_key(endpoint, kind="embedding", model=model, texts=missing),
+                             sum(estimate_tokens(t) for t in missing)))
             (current_usage.get() or Usage()).cache_hits += len(texts) - len(missing)
             return np.ones((len(texts), 1))
         owned: set[Key] = set()

@@ -72,6 +72,9 @@ class Plan:
     sends identical requests once too)."""
 
     planned: dict[str, Planned] = field(default_factory=dict)
+    #: What the recorded coroutine returned, and the cache hits it counted.
+    outcome: Any = None
+    usage: Usage = field(default_factory=Usage)
 
     def add(self, request: Planned) -> None:
         """Record ``request`` unless an identical one (same key) is already planned."""
@@ -118,11 +121,13 @@ current_plan: ContextVar[Plan | None] = ContextVar("current_plan", default=None)
 
 async def record(coroutine: Coroutine[Any, Any, Any]) -> Plan:
     """Run ``coroutine`` (a metric's ``measure`` or ``ascore``) as a plan: what it would
-    send is recorded, nothing is sent, and its usage counts nowhere."""
+    send is recorded, nothing is sent, and its usage counts nowhere (it is kept in the
+    plan's ``usage``, beside what the coroutine returned, ``outcome``: a plan without
+    requests ran on cached judgements only, so its outcome is the real one)."""
     plan = Plan()
-    plan_token, usage_token = current_plan.set(plan), current_usage.set(Usage())
+    plan_token, usage_token = current_plan.set(plan), current_usage.set(plan.usage)
     try:
-        await coroutine
+        plan.outcome = await coroutine
     finally:
         current_usage.reset(usage_token)
         current_plan.reset(plan_token)
