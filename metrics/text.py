@@ -8,6 +8,7 @@ answers into zero statements).
 """
 from __future__ import annotations
 
+import decimal
 import functools
 import html
 import re
@@ -122,7 +123,7 @@ def approximate_numbers(text: str) -> set[str]:
     word just before them ("about", "around", "approximately", "roughly", "nearly", "约",
     "大约", "将近", "~", "≈") or after them, a unit between ("21196公里左右", "3万多")."""
     text = text or ""
-    return {normalise_number(m.group()) for m in re.finditer(r"\d+(?:[.,]\d+)*", text)
+    return {value for m, value in _values(text)
             if _APPROXIMATE_BEFORE.search(text[max(0, m.start() - 16):m.start()])
             or _APPROXIMATE_AFTER.match(text[m.end():m.end() + 6])}
 
@@ -178,13 +179,36 @@ def content_tokens(text: str) -> set[str]:
     return tokens
 
 
+# Magnitude words after a number: "$5 billion" is 5000000000, "3万" 30000, "1.2亿" 120000000.
+_MAGNITUDES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12, "bn": 9, "万": 4, "亿": 8}
+_NUMBER_WITH_MAGNITUDE = re.compile(r"\d+(?:[.,]\d+)*(?:\s*(?:(thousand|million|billion|trillion|bn)\b|(万|亿)))?",
+                                    re.IGNORECASE)
+
+
+def _values(text: str) -> list[tuple[re.Match, str]]:
+    """Each number of ``text`` with its value, normalised: a magnitude word after it scales it
+    ("5 billion" → "5000000000", "5 million" → "5000000", "3万" → "30000")."""
+    found = []
+    for match in _NUMBER_WITH_MAGNITUDE.finditer(text or ""):
+        digits = normalise_number(re.match(r"[\d.,]+", match.group()).group())
+        word = (match.group(1) or match.group(2) or "").lower()
+        if word:
+            digits = normalise_number(format(decimal.Decimal(digits).scaleb(_MAGNITUDES[word]), "f"))
+        found.append((match, digits))
+    return found
+
+
 @_memoised
 def quantities(text: str) -> set[str]:
-    """Numbers in ``text`` (digits, normalised, and the English number words two to
-    twelve and the tens, as digits) plus capitalised month names, lower-cased: the tokens whose
-    change turns a true statement into a false one."""
+    """Numbers in ``text`` (digits, normalised, scaled by a magnitude word after them: "$5
+    billion" → "5000000000", "3万" → "30000"; and the English number words two to twelve and
+    the tens, as digits) plus capitalised month names, lower-cased: the tokens whose change
+    turns a true statement into a false one ("$5 billion" is not "$5 million")."""
     words = re.findall(r"[A-Za-z]+", text or "")
-    return (numbers(text) | {_NUMBER_WORDS[w.lower()] for w in words if w.lower() in _NUMBER_WORDS}
+    scaled = {value for match, value in _values(text) if match.group(1) or match.group(2)}
+    plain = {n for n in numbers(_NUMBER_WITH_MAGNITUDE.sub(lambda m: " " if m.group(1) or m.group(2) else m.group(),
+                                                            text or ""))}
+    return (plain | scaled | {_NUMBER_WORDS[w.lower()] for w in words if w.lower() in _NUMBER_WORDS}
             | {w.lower() for w in words if w.istitle() and w.lower() in _MONTHS})
 
 

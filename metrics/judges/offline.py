@@ -100,14 +100,6 @@ def predicate_words(name: str, lowered_text: str) -> set[str]:
     return extra if extra and _phrase_in(words, lowered_text) else set()
 
 
-def borrowed_tokens(tokens: set[str], closest: set[str], passages: list[set[str]]) -> set[str]:
-    """Relation-level evidence: the statement's content tokens that its closest passage (with
-    the sentences either side of it) lacks but another passage of the contexts has: words
-    taken from another fact ("Milhouse was named after a famous musician" when "musician" is
-    said of someone else)."""
-    return {t for t in tokens - closest if any(t in known for known in passages)}
-
-
 @dataclass(frozen=True)
 class Rules:
     """Every threshold of the offline judge, in one place (recorded in ``describe()``).
@@ -276,7 +268,8 @@ class OfflineJudge(Judge):
         return {"units": units, "tokens": [content_tokens(u) for u in units], "lower": [u.lower() for u in units],
                 "spans": spans,
                 "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
-                "all_lower": joined.lower(), "all_quantities": quantities(joined)}
+                "all_lower": joined.lower(), "all_quantities": quantities(joined),
+                "all_tokens": set().union(*(content_tokens(u) for u in units))}
 
     def _sentence(self, statement: str, vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
         """Verdict on one sentence: its names and numbers together in one passage, and that
@@ -290,8 +283,9 @@ class OfflineJudge(Judge):
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
+        checked = {t for t in tokens - stated_numbers if not has_cjk(t)}  # words the borrowed check reads
         cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
-        best: dict[str, Any] = {}
+        candidates = []
         for unit, known, lower, found_quantities, cosine in zip(
                 passages["units"], passages["tokens"], passages["lower"], passages["quantities"], cosines):
             if (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
@@ -301,19 +295,25 @@ class OfflineJudge(Judge):
             found = sum(t in known or t in stated_numbers or (has_cjk(t) and t in unit) for t in tokens)
             overlap = found / len(tokens) if tokens else float(cosine)
             hybrid = 0.5 * float(cosine) + 0.5 * overlap
-            if not best or hybrid > best["hybrid"]:
-                best = {"cosine": round(float(cosine), 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
-                        "closest": unit[:200], "unit": unit}
-        if not best:
+            candidates.append(self._judge_passage(statement, tokens, checked, unit, float(cosine), overlap, hybrid,
+                                                  passages))
+        if not candidates:
             together = sorted(statement_quantities | statement_names)
             return Verdict(0, f"unsupported: {', '.join(together)} never appear together in one passage",
                            {"absent": []})
-        best["absent"], unit = [], best.pop("unit")
-        hybrid, cosine = best["hybrid"], best["cosine"]
-        if is_fragment(statement) and best["overlap"] == 1:
+        # Supported when some passage supports it; else the reason of the closest one.
+        return max(candidates, key=lambda v: (v.verdict, v.evidence["hybrid"]))
+
+    def _judge_passage(self, statement: str, tokens: set[str], checked: set[str], unit: str, cosine: float,
+                       overlap: float, hybrid: float, passages: dict[str, Any]) -> Verdict:
+        """Does this one passage support the sentence? (the checks of the class docstring, in order)."""
+        rules = self.rules
+        best = {"cosine": round(cosine, 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
+                "closest": unit[:200], "absent": []}
+        if is_fragment(statement) and overlap == 1:
             return Verdict(1, "supported (every word of the phrase is in one passage)", best)
-        near = content_tokens(passages["spans"][unit])  # the closest passage and the sentence either side
-        borrowed = borrowed_tokens({t for t in tokens - stated_numbers if not has_cjk(t)}, near, passages["tokens"])
+        near = content_tokens(passages["spans"][unit])  # the passage and the sentence either side
+        borrowed = (checked - near) & passages["all_tokens"]
         if rules.borrowed_share and borrowed and len(borrowed) >= rules.borrowed_share * len(tokens):
             best["borrowed"] = sorted(borrowed)
             return Verdict(0, f"unsupported: {', '.join(sorted(borrowed))} is said in another passage, not in one "
