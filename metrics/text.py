@@ -145,10 +145,23 @@ def same_number(stated: str, found: str, approximate: bool, tolerance: float) ->
     return approximate and abs(truth - value) <= tolerance * max(abs(truth), 1e-9)
 
 
+# Irregular past forms of common verbs, read as their base form ("won" says "win").
+_IRREGULAR = dict(pair.split(":") for pair in (
+    "won:win wrote:write written:write made:make took:take taken:take gave:give given:give went:go gone:go "
+    "became:become began:begin begun:begin held:hold led:lead sold:sell bought:buy paid:pay said:say told:tell "
+    "knew:know known:know saw:see seen:see grew:grow grown:grow ran:run came:come brought:bring kept:keep "
+    "met:meet lost:lose spent:spend chose:choose chosen:choose rose:rise risen:rise fell:fall fallen:fall "
+    "drove:drive driven:drive broke:break broken:break spoke:speak spoken:speak drew:draw drawn:draw "
+    "sang:sing sung:sing built:build sent:send taught:teach fought:fight caught:catch").split())
+
+
 def stem(word: str) -> str:
     """A light English suffix stripper: ``carries``→``carry``, ``kilograms``→``kilogram``,
-    ``launched``→``launch``, ``sleeping``→``sleep``; short words and words ending in
+    ``launched``→``launch``, ``sleeping``→``sleep``, irregular past forms of common verbs
+    to their base (``won``→``win``, ``written``→``write``); short words and words ending in
     ``-is``, ``-us``, ``-ss`` (``Paris``, ``status``, ``class``) are kept as they are."""
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
     if len(word) <= 4 or not word.isascii():
         return word
     for suffix, replacement, minimum in (("ies", "y", 5), ("sses", "ss", 5), ("ches", "ch", 5), ("shes", "sh", 5),

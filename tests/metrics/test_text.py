@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from metrics.judges.base import statements
-from metrics.text import content_tokens, has_cjk, normalise_number, names, numbers, quantities, split_sentences
+from metrics.text import (approximate_numbers, content_tokens, has_cjk, names, normalise_number, numbers, quantities,
+                          split_sentences, stem)
 
 
 # --------------------------------------------------------------------------- CJK segmentation
@@ -138,3 +139,21 @@ def test_has_cjk():
 def test_devanagari_and_arabic_sentence_ends():
     assert split_sentences("यह एक वाक्य है। यह दूसरा है।") == ["यह एक वाक्य है।", "यह दूसरा है।"]
     assert split_sentences("هل هذا صحيح؟ نعم.") == ["هل هذا صحيح؟", "نعم."]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("$5 billion", {"5000000000"}), ("$5 million", {"5000000"}), ("1,500 million", {"1500000000"}),
+    ("1.5 billion", {"1500000000"}), ("3万多人", {"30000"}), ("约1.2亿元", {"120000000"}),
+    ("5 stores in 2012", {"5", "2012"}),
+])
+def test_quantities_scale_magnitude_words(text, expected):
+    assert quantities(text) == expected
+
+
+def test_approximate_numbers_scaled_too():
+    assert approximate_numbers("约1.2亿元") == {"120000000"} and approximate_numbers("3万多人") == {"30000"}
+
+
+@pytest.mark.parametrize("word, base", [("won", "win"), ("written", "write"), ("wrote", "write"), ("sold", "sell")])
+def test_stem_reads_irregular_past_forms(word, base):
+    assert stem(word) == base

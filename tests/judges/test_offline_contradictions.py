@@ -1,0 +1,73 @@
+"""Rules 6 of the offline judge: a changed magnitude, a negation, a substituted word and an
+unsupported universal claim make a sentence unsupported; support by any one passage.
+Each case is worked by hand from the texts (the verdict and the word the reason names)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from metrics import OfflineJudge
+
+pytestmark = pytest.mark.slow  # the offline encoder
+
+REVENUE = "The company reported revenue of $5 million in 2023."
+CURIE = "Marie Curie won the Nobel Prize in Physics in 1903."
+SEMMERING = ("The Semmering railway in Austria was the first mountain railway in Europe built with a standard "
+             "gauge track.")
+BROOKS = ("Friends in Low Places is a song performed by Garth Brooks. It was released as the lead single from his "
+          "album No Fences.")
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return OfflineJudge()
+
+
+def verdict(judge, statement, context):
+    return judge.run(judge.support([statement], [context]))[0]
+
+
+def test_magnitude_word_changes_the_number(judge):
+    # "$5 billion" is 5000000000, the context says 5000000: absent; the same magnitude is supported.
+    wrong = verdict(judge, "The company reported revenue of $5 billion in 2023.", REVENUE)
+    assert (wrong.verdict, wrong.evidence["absent"]) == (0, ["5000000000"])
+    assert verdict(judge, "The company reported revenue of $5 million in 2023.", REVENUE).verdict == 1
+    assert verdict(judge, "The company reported revenue of $5,000,000 in 2023.", REVENUE).verdict == 1
+
+
+def test_negation_against_an_affirmation(judge):
+    # "did not win the Nobel …" denies (win, nobel); the passage says "won" (win) and "Nobel" without denying.
+    denied = verdict(judge, "Marie Curie did not win the Nobel Prize in Physics.", CURIE)
+    assert (denied.verdict, denied.evidence["negated"]) == (0, "nobel win")
+    assert verdict(judge, "Marie Curie won the Nobel Prize in Physics.", CURIE).verdict == 1
+    # the other way round: the passage denies what the statement affirms
+    assert verdict(judge, CURIE, "Marie Curie did not win the Nobel Prize in Physics in 1903.").verdict == 0
+
+
+def test_not_only_is_no_negation(judge):
+    assert verdict(judge, "Marie Curie won not only the Nobel Prize in Physics.", CURIE).evidence.get("negated") is None
+
+
+def test_substituted_word_between_the_same_neighbours(judge):
+    # "narrow" is in no context; the context has "a standard gauge" where the statement has "a narrow gauge".
+    changed = verdict(judge, "The Semmering railway was built with a narrow gauge track.", SEMMERING)
+    assert (changed.verdict, changed.evidence["substituted"]) == (0, ["narrow", "standard"])
+    assert verdict(judge, "The Semmering railway was built with a standard gauge track.", SEMMERING).verdict == 1
+
+
+def test_universal_claim_needs_a_universal_passage(judge):
+    # "all the songs": no passage says all/every/only; the song itself is supported.
+    overclaim = verdict(judge, "Garth Brooks performed all the songs on the album No Fences.", BROOKS)
+    assert (overclaim.verdict, overclaim.evidence["universal"]) == (0, "all")
+    assert verdict(judge, "Garth Brooks performed the song Friends in Low Places.", BROOKS).verdict == 1
+
+
+def test_supported_by_a_passage_other_than_the_most_similar():
+    # FiQA row 1 of the example: the sentence most similar to the statement lacks "associate" and
+    # "issued", but a passage further on (with its neighbours) holds every content word together.
+    row = json.loads((Path(__file__).parents[2] / "examples" / "fiqa" / "samples.jsonl").read_text().splitlines()[0])
+    judge = OfflineJudge()
+    statement = ("The best way to deposit a cheque issued to an associate in your business into your business "
+                 "account is to open a business account with the bank.")
+    got = judge.run(judge.support([statement], row["retrieved_contexts"]))[0]
+    assert got.verdict == 1 and "borrowed" not in got.evidence
