@@ -136,24 +136,26 @@ _UNIVERSAL = re.compile(r"\b(?:all|every|everyone|everything|always|only|entire|
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"[^\W_][\w'’-]*", text.lower())
+    return re.findall(r"[^\W_][\w'’-]*", text)
 
 
 def substitution(statement: str, known: set[str], sentences: list[list[str]]) -> tuple[str, str] | None:
     """A word of the statement that no context has, where a context has another content word
     between the same two neighbours ("via a narrow gauge track" against "with a standard gauge
-    track" → ("narrow", "standard")), one neighbour at least a content word or a number; or None."""
+    track" → ("narrow", "standard")), one neighbour at least a content word or a number. Both words
+    are common words, not names: "the museum holds" says "the Louvre holds" in other words; or None."""
     words = _words(statement)
     for i in range(1, len(words) - 1):
-        word, left, right = words[i], words[i - 1], words[i + 1]
-        if not (tokens := content_tokens(word)) or tokens <= known or not (content_tokens(left) or
-                                                                          content_tokens(right)):
+        word, left, right = words[i], words[i - 1].lower(), words[i + 1].lower()
+        if (not word.islower() or not (tokens := content_tokens(word)) or tokens <= known
+                or not (content_tokens(left) or content_tokens(right))):
             continue
         for written in sentences:
             for j in range(1, len(written) - 1):
-                if (written[j - 1] == left and written[j + 1] == right and content_tokens(written[j])
-                        and not content_tokens(written[j]) & tokens):
-                    return word, written[j]
+                other = written[j]
+                if (written[j - 1].lower() == left and written[j + 1].lower() == right and other.islower()
+                        and content_tokens(other) and not content_tokens(other) & tokens):
+                    return word, other
     return None
 
 

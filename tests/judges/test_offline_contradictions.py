@@ -71,3 +71,8 @@ def test_supported_by_a_passage_other_than_the_most_similar():
                  "account is to open a business account with the bank.")
     got = judge.run(judge.support([statement], row["retrieved_contexts"]))[0]
     assert got.verdict == 1 and "borrowed" not in got.evidence
+
+
+def test_a_common_noun_for_a_name_is_no_substitution(judge):
+    # "the museum holds" against "the Louvre holds": a name in other words, not a changed word.
+    assert verdict(judge, "The museum holds the Mona Lisa.", "The Louvre holds the Mona Lisa.").verdict == 1
