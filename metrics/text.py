@@ -372,6 +372,29 @@ def is_polar_question(question: str) -> bool:
     return bool(re.search(r"吗[？?]?$|是否|是不是|有没有|对不对", question))
 
 
+_ASKS_NUMBER = re.compile(r"\b(?:how (?:many|much|long|old|far|tall|big|high)|what (?:year|percentage|number)"
+                          r"|in (?:what|which) year)\b|多少|几|哪一?年", re.IGNORECASE)
+_ASKS_DATE = re.compile(r"^\s*when\b|\bwhat (?:date|day|month)\b|何时|什么时候|哪天", re.IGNORECASE)
+_ASKS_NAME = re.compile(r"^\s*(?:who|whom|whose)\b|\bby whom\b|谁", re.IGNORECASE)
+
+
+def answer_kind_missed(question: str, span: str) -> str | None:
+    """The kind of answer ``question`` asks for that the bare span ``span`` is not, else ``None``:
+    "a number" ("How many …?", "多少") and "a date" ("When …?") need a digit, a number word or a
+    month; "a name" ("Who …?", "谁") a capitalised word or CJK text without digits. "Delhi" for "How many
+    majors …?" is off the question; a question of another kind, or a span ending like a sentence,
+    is never judged."""
+    kind = ("a number" if _ASKS_NUMBER.search(question or "") else "a date" if _ASKS_DATE.search(question or "")
+            else "a name" if _ASKS_NAME.search(question or "") else None)
+    if kind is None or not is_bare_span(span) or yes_no(span) or re.search(r"[.!?。！？]\s*$", span):
+        return None
+    if kind == "a name":
+        fits = not re.search(r"\d", span) and (has_cjk(span) or any(w[:1].isupper() for w in span.split()))
+    else:
+        fits = bool(quantities(span)) or bool(re.search(r"\d|[一二三四五六七八九十百千万亿]", span))
+    return None if fits else kind
+
+
 def qa_statement(question: str, answer: str) -> str:
     """The statement judged for a short answer: ``"Q: <question> A: <answer>"``."""
     return f"Q: {' '.join(question.split())} A: {answer.strip()}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics import OfflineJudge
+from metrics import OfflineJudge, score_sample
 
 pytestmark = pytest.mark.slow  # the offline encoder
 
@@ -76,3 +76,22 @@ def test_supported_by_a_passage_other_than_the_most_similar():
 def test_a_common_noun_for_a_name_is_no_substitution(judge):
     # "the museum holds" against "the Louvre holds": a name in other words, not a changed word.
     assert verdict(judge, "The museum holds the Mona Lisa.", "The Louvre holds the Mona Lisa.").verdict == 1
+
+
+@pytest.mark.parametrize("question, answer, value, reason", [
+    ("How many majors does the university offer?", "Delhi", 0.0,
+     "off the question: it asks for a number, the answer is not one"),
+    ("谁刺杀了林肯？", "1865年", 0.0, "off the question: it asks for a name, the answer is not one"),
+])
+def test_a_span_of_another_kind_is_off_the_question(judge, question, answer, value, reason):
+    result = score_sample({"user_input": question, "response": answer}, ["answer_relevancy"], judge=judge)
+    assert (result["answer_relevancy"].value, result["answer_relevancy"].reason) == (value, reason)
+    right = "85" if "majors" in question else "约翰·威尔克斯·布斯"
+    assert score_sample({"user_input": question, "response": right}, ["answer_relevancy"],
+                        judge=judge)["answer_relevancy"].value > 0.5
+
+
+def test_azure_relevance_rates_a_span_of_another_kind_1(judge):
+    result = score_sample({"user_input": "How many majors does the university offer?", "response": "Delhi"},
+                          ["relevance"], judge=judge)["relevance"]
+    assert result.value == 1
