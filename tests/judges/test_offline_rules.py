@@ -1,6 +1,8 @@
 """Rules 6 of the offline judge: a changed magnitude, a negation, a substituted word and an
-unsupported universal claim make a sentence unsupported; support by any one passage.
-Each case is worked by hand from the texts (the verdict and the word the reason names)."""
+unsupported universal claim make a sentence unsupported; support by any one passage; a span of
+another kind than the question asks for, and a restatement padded with vague words, score 0 on
+answer_relevancy. Each case is worked by hand from the texts (the verdict and the word the reason
+names)."""
 import json
 from pathlib import Path
 
@@ -95,3 +97,20 @@ def test_azure_relevance_rates_a_span_of_another_kind_1(judge):
     result = score_sample({"user_input": "How many majors does the university offer?", "response": "Delhi"},
                           ["relevance"], judge=judge)["relevance"]
     assert result.value == 1
+
+
+@pytest.mark.parametrize("question, response, evasive", [
+    # vague words add nothing to a restated question
+    ("When was the Eiffel Tower completed?", "The Eiffel Tower was completed at some point.", True),
+    ("When was the Eiffel Tower completed?", "That is a good question about when the Eiffel Tower was completed.",
+     True),
+    ("When was the Eiffel Tower completed?", "The Eiffel Tower was completed in 1889.", False),
+    # restating a yes/no question's claim affirms it: an answer (it scored 0 as evasive before)
+    ("Is the Eiffel Tower made of iron?", "The Eiffel Tower is made of iron.", False),
+    ("Are Pam Veasey and Jon Jost both American?", "Pam Veasey and Jon Jost are both American.", False),
+])
+def test_restating_the_question(judge, question, response, evasive):
+    result = score_sample({"user_input": question, "response": response}, ["answer_relevancy"],
+                          judge=judge)["answer_relevancy"]
+    assert (result.reason == "the response is noncommittal or evasive") is evasive
+    assert (result.value == 0.0) is evasive
