@@ -139,6 +139,13 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[^\W_][\w'’-]*", text)
 
 
+def common_tokens(text: str) -> set[str]:
+    """Content tokens of ``text``'s words outside names: lower-case words, and each sentence's
+    first word ("Brothers" of "Band of Brothers" is no evidence for "brother")."""
+    words = [w for sentence in split_sentences(text) for i, w in enumerate(_words(sentence)) if i == 0 or w.islower()]
+    return content_tokens(" ".join(words))
+
+
 def substitution(statement: str, known: set[str], sentences: list[list[str]]) -> tuple[str, str] | None:
     """A word of the statement that no context has, where a context has another content word
     between the same two neighbours ("via a narrow gauge track" against "with a standard gauge
@@ -241,7 +248,8 @@ class OfflineJudge(Judge):
       :func:`substitution`), or when it makes a universal claim ("all", "every", "only") that
       its passage does not make;
     * a short answer with its question (``"Q: … A: …"``, see ``metrics.judges.base.statements``): one
-      passage holds every content token and number of the answer and at least
+      passage holds every content token and number of the answer (a lower-case word of it outside a
+      name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`) and at least
       ``question_share`` of the question's content tokens. "yes" is supported when the
       question's claim is: each of its names in a passage with the question's other words
       (a nationality word or a name word the contexts write apart belongs to the claim);
@@ -472,11 +480,14 @@ class OfflineJudge(Judge):
             answer_tokens = {w.lower() for w in re.findall(r"[^\W\d_]+", core)}
         question_tokens = content_tokens(question) - answer_tokens
         cosines = np.clip(windows["vectors"] @ question_vector, 0.0, 1.0)
+        # A common word of the answer is not said by a name holding it ("brother" by "Band of Brothers").
+        common = content_tokens(" ".join(w for w in _words(core) if w.islower())) - answer_quantities
         best: dict[str, Any] = {}
         for unit, known, found_quantities, cosine in zip(windows["units"], windows["tokens"],
                                                          windows["quantities"], cosines):
-            held = (sum(t in known or (has_cjk(t) and t in unit) for t in answer_tokens) / len(answer_tokens)
-                    if answer_tokens else 1.0)
+            plain = common_tokens(unit) if common else known
+            held = (sum((t in plain if t in common else t in known) or (has_cjk(t) and t in unit)
+                        for t in answer_tokens) / len(answer_tokens) if answer_tokens else 1.0)
             if (missing_quantities(answer_quantities, approximate, found_quantities, self.rules.number_tolerance)
                     or held < self.rules.answer_share):
                 continue

@@ -114,3 +114,14 @@ def test_restating_the_question(judge, question, response, evasive):
                           judge=judge)["answer_relevancy"]
     assert (result.reason == "the response is noncommittal or evasive") is evasive
     assert (result.value == 0.0) is evasive
+
+
+def test_a_common_word_is_not_said_by_a_name_holding_it():
+    # "brother" stands in the context only inside the title "Band of Brothers": no evidence for it.
+    context = ('Peter O\'Meara came to the screen in the HBO series "Band of Brothers" playing 1st Lt Norman Dike. '
+               'Dike was portrayed in the miniseries by Peter O\'Meara.')
+    question = "What is the connection between Peter O'Meara and Norman Dike?"
+    got = {answer: score_sample({"user_input": question, "response": answer, "retrieved_contexts": [context]},
+                                ["faithfulness"])["faithfulness"].value
+           for answer in ("Peter O'Meara played Norman Dike's brother.", "Band of Brothers")}
+    assert got == {"Peter O'Meara played Norman Dike's brother.": 0.0, "Band of Brothers": 1.0}
