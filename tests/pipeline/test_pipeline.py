@@ -328,7 +328,11 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_
         summary = importlib.reload(assets.summary).eval_summary
         reloaded = dg.Definitions(assets=[ingest_dataset, build_metric_assets(), summary],
                                   resources=project.resources)
-        stale = stale_assets(project.instance, reloaded.get_repository_def(), "v1", EVALUATED)
+        # Loading reads the defs state of the instance in context; an instance of its own makes that one
+        # live (in one CI run the ambient one was an earlier test's, whose folder was gone).
+        with dg.instance_for_test():
+            repository = reloaded.get_repository_def()
+        stale = stale_assets(project.instance, repository, "v1", EVALUATED)
     finally:
         monkeypatch.undo()
         importlib.reload(assets.summary)
