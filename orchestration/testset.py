@@ -40,13 +40,15 @@ def _usage_line(kind: str, usage, per: int) -> str:
 
 def cmd_testset(args: argparse.Namespace) -> int:
     """Read, chunk, generate (or inverse-cloze) and write; print counts, requests and tokens."""
+    from metrics.judges.config import LLMConfig
     from metrics.judges.llm import LLMJudge
     from metrics.testset import chunk_documents, inverse_cloze, read_documents, write_testset
-    from orchestration.dry_run import check_judge
     from orchestration.parsing import judge_resource
 
     if args.questions < 1:
         raise ValueError(f"-n {args.questions}: ask for 1 question or more")
+    resource = judge_resource(args)  # the judge options, checked
+    config = LLMConfig.from_env(**{name: getattr(resource, name) for name in LLMConfig.public_fields()})
     documents, skipped = read_documents(args.docs)
     for name, reason in skipped.items():
         print(f"skipped {name}: {reason}", file=sys.stderr)
@@ -55,11 +57,9 @@ def cmd_testset(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.docs}: no document with text (.txt, .md, .html, .pdf)")
     out = Path(args.out or Path("testsets") / Path(args.docs).resolve().name)
     print(f"{len(documents)} documents, {len(chunks)} chunks of at most {args.chunk_tokens} tokens", file=sys.stderr)
-    resource = judge_resource(args)
-    judge = None if args.inverse_cloze else resource.get_judge()
     report = {"documents": args.docs, "chunks": len(chunks), "chunk_tokens": args.chunk_tokens, "seed": args.seed,
               "asked": args.questions, "skipped_files": skipped}
-    if not isinstance(judge, LLMJudge):
+    if args.inverse_cloze or not config.configured:
         if args.dry_run:
             print(f"dry run: the inverse-cloze set of up to {args.questions} questions sends no request (0 tokens); "
                   "nothing is written")
@@ -69,6 +69,16 @@ def cmd_testset(args: argparse.Namespace) -> int:
         print(f"inverse-cloze retrieval set (offline, no request): {len(questions)} questions of {args.questions} "
               f"asked, one sentence of each of {len(questions)} chunks")
         return _done(out, written)
+    judge = LLMJudge(config)
+    try:
+        return _generated(args, judge, chunks, report, out)
+    finally:
+        judge.close()
+
+
+def _generated(args: argparse.Namespace, judge, chunks: list, report: dict, out: Path) -> int:
+    """The LLM set (or, with ``--dry-run``, what it would send)."""
+    from metrics.testset import write_testset
     from metrics.testset.generate import DISTRIBUTION, MAX_GENERATIONS, agenerate, aplan
 
     if args.dry_run:
@@ -88,7 +98,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
               f"generation and critic request, up to {MAX_GENERATIONS * args.questions} generations; tokens estimated "
               "at 4 bytes of UTF-8 a token)")
         return 0
-    check_judge(resource)
+    judge.check_endpoint()  # unreachable, key refused, unknown model: exit 2 before anything is spent
     result = judge.run(agenerate(judge, chunks, args.questions, args.seed))
     kept = len(result.questions)
     usage = {kind: u.as_dict() for kind, u in result.usage.items()}
