@@ -235,7 +235,7 @@ async def aplan(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) -> dic
     """The requests the first round of :func:`agenerate` would send after the cache, per
     kind (``question_generation``, ``question_critic``), with estimated tokens; nothing is
     sent. The critic's are planned on a stand-in question of the chunks (its prompt is
-    mostly the contexts)."""
+    mostly the contexts), one per generation."""
     pools = seeds(chunks, seed)
     wanted = counts(n)
     for kind in KINDS[1:]:
@@ -252,7 +252,7 @@ async def aplan(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) -> dic
     for kind, number in wanted.items():
         for chunks_ in pools[kind][:number]:
             texts = [c.text for c in chunks_]
-            candidate = Candidate(user_input=texts[0][:120], reference=texts[0][:240], contexts=texts)
+            candidate = Candidate(user_input=f"{kind}: {texts[0][:120]}", reference=texts[0][:240], contexts=texts)
             plans["question_generation"].planned.update((await record(generation(kind, chunks_))).planned)
             plans["question_critic"].planned.update((await record(judge.ask(question_critic, candidate))).planned)
     return plans
