@@ -78,6 +78,8 @@ def cmd_testset(args: argparse.Namespace) -> int:
 
 def _generated(args: argparse.Namespace, judge, chunks: list, report: dict, out: Path) -> int:
     """The LLM set (or, with ``--dry-run``, what it would send)."""
+    from metrics.judgements.question_critic import question_critic
+    from metrics.judgements.question_generation import question_generation
     from metrics.testset import write_testset
     from metrics.testset.generate import DISTRIBUTION, MAX_GENERATIONS, agenerate, aplan
 
@@ -110,6 +112,7 @@ def _generated(args: argparse.Namespace, judge, chunks: list, report: dict, out:
     corpus = [{"id": c.id, "document": c.document_id, "text": c.text} for c in chunks]
     written = write_testset(out, result.questions, corpus, {
         **report, "method": "llm", "model": judge.config.model, "distribution": DISTRIBUTION, "kept": kept,
+        "prompt_versions": {j.kind: j.version for j in (question_generation, question_critic)},
         "kept_by_kind": {k: sum(q["synthesizer_name"] == k for q in result.questions) for k in DISTRIBUTION},
         "dropped": len(result.dropped), "dropped_by_cause": reasons, "usage": usage,
         "requests_per_kept_question": round(requests / kept, 3) if kept else None,
