@@ -6,9 +6,9 @@ chunks, then filters), kept to what the evaluation needs:
 1. **Seeds.** ``n`` questions are split over the kinds by ``DISTRIBUTION`` (RAGAS's
    default: half single-hop specific, a quarter each multi-hop specific and abstract;
    largest remainders). A ``single_hop`` seed is one chunk; a ``multi_hop`` seed two
-   *related* chunks, the pairs of chunks of the folder ranked by the Jaccard overlap of
-   their content tokens (at least ``MIN_RELATED``; Chinese as character bigrams, so chunks
-   of two languages never pair); an ``abstract`` seed two neighbouring chunks of one
+   *related* chunks, the pairs of chunks of the folder (its first ``MAX_PAIR_CHUNKS``
+   in the seeded order) ranked by the Jaccard overlap of their content tokens (at least
+   ``MIN_RELATED``; Chinese as character bigrams, so chunks of two languages never pair); an ``abstract`` seed two neighbouring chunks of one
    document (one chunk when the document has one). Chunks are taken round-robin over the
    documents in a seeded order; a kind without seeds (no related pair) gives its share to
    ``single_hop``.
@@ -21,8 +21,9 @@ chunks, then filters), kept to what the evaluation needs:
 4. **Critic**: one ``question_critic`` request per remaining question; kept when it is
    answerable from its contexts and standalone.
 5. **Replacement**: questions dropped at any step are replaced by new seeds of the same
-   kind, round after round, until ``n`` are kept, the seeds run out, or
-   ``MAX_GENERATIONS`` × ``n`` generation requests were sent.
+   kind (of another, single_hop first, when that kind's seeds run out), round after round,
+   until ``n`` are kept, the seeds run out, or ``MAX_GENERATIONS`` × ``n`` generation
+   requests were sent.
 
 Requests per kept question: 2 chat requests (1 generation + 1 critic) when nothing is
 dropped; each dropped question costs its generation (and its critic request, if it got that
@@ -57,6 +58,8 @@ MIN_RELATED = 0.08
 DUPLICATE_JACCARD = 0.7
 #: At most this many generation requests per question asked.
 MAX_GENERATIONS = 2
+#: Multi-hop pairs are searched among this many chunks (the first of the seeded order): 79,800 pairs at most.
+MAX_PAIR_CHUNKS = 400
 
 
 def language_of(texts: list[str]) -> str:
@@ -91,12 +94,13 @@ def seeds(chunks: list[Chunk], seed: int = 0) -> dict[str, list[tuple[Chunk, ...
     """Every seed of each kind, in the order they are used (see the module docstring)."""
     ordered = spread(chunks, seed)
     pairs = sorted(((jaccard(a.text, b.text), i, j) for (i, a), (j, b) in
-                    itertools.combinations(enumerate(ordered), 2)), key=lambda t: (-t[0], t[1], t[2]))
-    related, used = [], defaultdict(int)
+                    itertools.combinations(enumerate(ordered[:MAX_PAIR_CHUNKS]), 2)), key=lambda t: (-t[0], t[1], t[2]))
+    related: dict[tuple[Chunk, Chunk], None] = {}
+    used: dict[int, int] = defaultdict(int)
     for rounds in range(2):  # each chunk in one pair first, then in a second
         for score, i, j in pairs:
             if score >= MIN_RELATED and used[i] == used[j] == rounds and (ordered[i], ordered[j]) not in related:
-                related.append((ordered[i], ordered[j]))
+                related[ordered[i], ordered[j]] = None
                 used[i] += 1
                 used[j] += 1
     by_document: dict[str, list[Chunk]] = defaultdict(list)
@@ -109,7 +113,7 @@ def seeds(chunks: list[Chunk], seed: int = 0) -> dict[str, list[tuple[Chunk, ...
         neighbours.append((chunk,) if len(siblings) == 1 else
                           (siblings[at], siblings[at + 1]) if at + 1 < len(siblings) else (siblings[at - 1], siblings[at]))
     abstract = list(dict.fromkeys(neighbours))
-    return {"single_hop": [(c,) for c in ordered], "multi_hop": related, "abstract": abstract}
+    return {"single_hop": [(c,) for c in ordered], "multi_hop": list(related), "abstract": abstract}
 
 
 @dataclass
@@ -168,10 +172,19 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
     kept = defaultdict(int)
     generations = 0
     while generations < MAX_GENERATIONS * n:
-        batch = []
-        for kind in wanted:
-            for chunks_ in itertools.islice(queues[kind], max(0, wanted[kind] - kept[kind])):
-                batch.append((kind, chunks_))
+        batch, short = [], 0
+        for kind in list(wanted):
+            need = max(0, wanted[kind] - kept[kind])
+            taken = list(itertools.islice(queues[kind], need))
+            batch += [(kind, chunks_) for chunks_ in taken]
+            wanted[kind] -= need - len(taken)  # a kind whose seeds ran out gives the rest of its share away
+            short += need - len(taken)
+        for kind in KINDS:  # ... to the kinds that still have seeds, single_hop first
+            if short and kind in wanted:
+                more = list(itertools.islice(queues[kind], short))
+                batch += [(kind, chunks_) for chunks_ in more]
+                wanted[kind] += len(more)
+                short -= len(more)
         batch = batch[:MAX_GENERATIONS * n - generations]
         if not batch:
             break

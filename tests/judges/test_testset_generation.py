@@ -181,6 +181,27 @@ def test_chinese_documents_give_chinese_questions(server, make_judge, tmp_path):
                                      in s.body["messages"][3]["content"] for s in re_asks)
 
 
+def test_a_kind_whose_seeds_run_out_gives_its_share_to_another(server, make_judge, tmp_path):
+    # Two one-chunk documents on unrelated topics: no multi-hop pair; 2 single-hop seeds and 2 abstract ones
+    # (a one-chunk document's abstract seed is that chunk).
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Wax based chain lubricants stay clean for a long time but must be applied again "
+                                "every two or three hundred kilometres of riding in dry weather conditions.")
+    (docs / "b.txt").write_text("Tubeless sealant dries out within two to six months depending on the climate, "
+                                "so riders should top it up with thirty to sixty millilitres twice a year.")
+    server.script = Script()
+    chunks = chunk_documents(read_documents(docs)[0])
+    judge = make_judge()
+    result = judge.run(agenerate(judge, chunks, 4))
+    # Asked: 2 single-hop, 1 multi-hop (none: single-hop), 1 abstract; single-hop has 2 seeds only, so the third
+    # goes to abstract: 2 + 2, all in one round of 4 generations and 4 critic requests.
+    assert result.notes == ["no multi_hop seed (no two related chunks): its 1 question(s) are single_hop"]
+    assert sorted(q["synthesizer_name"] for q in result.questions) == ["abstract", "abstract", "single_hop",
+                                                                       "single_hop"]
+    assert len(generation_requests(server)) == 4 and len(critic_requests(server)) == 4
+
+
 @pytest.fixture
 def endpoint(server, monkeypatch, tmp_path):
     """The CLI's judge on the test server (key and cache from the environment / options)."""
