@@ -239,3 +239,33 @@ def test_cli_writes_the_set_with_its_counts(server, endpoint, tmp_path, capsys):
     assert 'metrics = ["context_recall", "context_precision", "ndcg", "answer_correctness"]' in \
         (out_dir / "sweep.toml").read_text(encoding="utf-8")
     assert "4 questions kept of 4 asked (single_hop 2, multi_hop 1, abstract 1); 0 dropped" in capsys.readouterr().out
+
+
+def test_json_object_endpoints_get_the_schema_in_the_prompt(server, make_judge, tmp_path):
+    server.script = Script()
+    chunks = chunk_documents(read_documents(folder(tmp_path, ["brakes.md"]))[0], 128)
+    judge = make_judge(response_format="json_object")
+    result = judge.run(agenerate(judge, chunks, 2))
+    assert len(result.questions) == 2
+    assert [s.body["response_format"] for s in server.chat_requests()] == [{"type": "json_object"}] * 4
+    assert sorted(s.kind for s in server.chat_requests()) == ["question_critic"] * 2 + ["question_generation"] * 2
+    assert all(set(s.schema["required"]) in ({"question", "answer"}, {"reason", "answerable", "standalone"})
+               for s in server.chat_requests())
+
+
+def test_cli_offline_and_its_refusals(tmp_path, monkeypatch, capsys):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    docs = folder(tmp_path, ENGLISH)
+    assert main(["testset", str(docs), "-n", "3", "--out", str(tmp_path / "ict")]) == 0
+    assert "inverse-cloze retrieval set (offline, no request): 3 questions of 3 asked" in capsys.readouterr().out
+    assert json.loads((tmp_path / "ict" / "testset.json").read_text())["method"] == "inverse_cloze"
+    assert not (tmp_path / "ict" / "dropped.jsonl").exists()
+    (tmp_path / "empty").mkdir()
+    for argv, message in (([str(tmp_path / "missing")], "documents folder not found"),
+                          ([str(tmp_path / "empty")], "no document with text"),
+                          ([str(docs), "-n", "0"], "-n 0: ask for 1 question or more"),
+                          ([str(docs), "--chunk-tokens", "8"], "chunk size 8: give at least 32 tokens"),
+                          ([str(docs), "--out", str(tmp_path / "ict" / "testset.json")], "is a file")):
+        assert main(["testset", *argv]) == 2
+        assert message in capsys.readouterr().err
