@@ -87,7 +87,8 @@ class Transport:
         #: Endpoint checks in progress or done, by chat model (or "embeddings endpoint").
         self.checks: dict[str, asyncio.Future] = {}
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="llm-judge-loop", daemon=True).start()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="llm-judge-loop", daemon=True)
+        self.thread.start()
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the transport's own event loop (one loop for its whole life,
@@ -95,7 +96,7 @@ class Transport:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def close(self) -> None:
-        """Close the HTTP connections and stop the event loop."""
+        """Close the HTTP connections, stop the event loop and release it (its selector and pipe)."""
         async def close_clients() -> None:
             for client in (self.chat_client, self.embeddings_client):
                 if client is not None:
@@ -105,6 +106,9 @@ class Transport:
         if self.loop.is_running():
             self.run(close_clients())
             self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+        if not self.loop.is_closed():
+            self.loop.close()
 
     # ----------------------------------------------------------------- redaction
     def redact(self, text: str) -> str:

@@ -302,3 +302,20 @@ def test_a_run_that_failed_half_way_resends_only_what_it_had_not_finished(server
     second = evaluate(rows, ["faithfulness"], judge=make_judge()).results
     assert second["status"].tolist() == ["ok"] * 4
     assert [("In case 3" in s.prompt) for s in server.chat_requests()] == [True]
+
+
+def test_a_closed_judge_releases_its_loop_connections_and_cache_file(server, tmp_path, make_judge):
+    import os
+    import threading
+
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    server.script = oracle(decide({}))
+    before, threads = descriptors(), threading.active_count()
+    for _ in range(3):  # a notebook evaluating again and again
+        judge = make_judge()
+        assert score_sample(ROW, ["faithfulness"], judge=judge)["faithfulness"].status == Status.OK
+        judge.close()
+    # Before: each judge left its loop's selector and pipe and the cache's file, WAL and shared memory open.
+    assert (descriptors(), threading.active_count()) == (before, threads)
