@@ -6,8 +6,8 @@
 2. The dry run's plan for ``-n 20``: requests and estimated tokens per question.
 3. A real run of ``rag-eval testset -n 20`` against ``shared/bench/judge_server.py`` (random
    critic verdicts: it picks a value of an enum uniformly, so each verdict is 1 with p = 1/2
-   and a question passes both with p = 1/4, whatever ``--verdict-p1``; questions built from the prompt's words, 5 % malformed replies): kept,
-   dropped by cause, requests and tokens per kept question as the server counted them. The
+   and a question passes both with p = 1/4, whatever ``--verdict-p1``; questions built from
+   the prompt's words; 5 % malformed replies): kept, dropped by cause, requests and tokens per kept question as the server counted them. The
    server is no model: this measures the generator's accounting and its handling of
    rejects, duplicates and malformed output, not question quality.
 

@@ -27,8 +27,8 @@ Kind = Literal["single_hop", "multi_hop", "abstract"]
 INSTRUCTIONS = {
     "single_hop": "Write one specific question that a user of these documents could ask and that the passage answers "
                   "with a fact it states (a name, number, step, condition or definition).",
-    "multi_hop": "Write one question that needs a fact of passage C1 and a fact of passage C2 together: neither passage "
-                 "alone answers it. Name both facts in the answer.",
+    "multi_hop": "Write one question that needs a fact of passage C1 and a fact of passage C2 together: neither "
+                 "passage alone answers it. Name both facts in the answer.",
     "abstract": "Write one broad question about the ideas of the passages (why, how, what is the difference, what "
                 "should one consider) that the passages answer together, not a look-up of a single fact.",
 }

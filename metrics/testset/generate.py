@@ -6,12 +6,12 @@ chunks, then filters), kept to what the evaluation needs:
 1. **Seeds.** ``n`` questions are split over the kinds by ``DISTRIBUTION`` (RAGAS's
    default: half single-hop specific, a quarter each multi-hop specific and abstract;
    largest remainders). A ``single_hop`` seed is one chunk; a ``multi_hop`` seed two
-   *related* chunks, the pairs of chunks of the folder (its first ``MAX_PAIR_CHUNKS``
-   in the seeded order) ranked by the Jaccard overlap of their content tokens (at least
-   ``MIN_RELATED``; Chinese as character bigrams, so chunks of two languages never pair); an ``abstract`` seed two neighbouring chunks of one
-   document (one chunk when the document has one). Chunks are taken round-robin over the
-   documents in a seeded order; a kind without seeds (no related pair) gives its share to
-   ``single_hop``.
+   *related* chunks, the pairs of chunks of the folder (its first ``MAX_PAIR_CHUNKS`` in
+   the seeded order) ranked by the Jaccard overlap of their content tokens (at least
+   ``MIN_RELATED``; Chinese as character bigrams, so chunks of two languages never pair);
+   an ``abstract`` seed two neighbouring chunks of one document (one chunk when the
+   document has one). Chunks are taken round-robin over the documents in a seeded order;
+   a kind without seeds (no related pair) gives its share to ``single_hop``.
 2. **Generation**: one ``question_generation`` request per seed (its reply checked
    strictly and re-asked once when malformed), in the documents' language
    (:func:`language_of`).
@@ -110,8 +110,11 @@ def seeds(chunks: list[Chunk], seed: int = 0) -> dict[str, list[tuple[Chunk, ...
     for chunk in ordered:
         siblings = by_document[chunk.document_id]
         at = siblings.index(chunk)
-        neighbours.append((chunk,) if len(siblings) == 1 else
-                          (siblings[at], siblings[at + 1]) if at + 1 < len(siblings) else (siblings[at - 1], siblings[at]))
+        if len(siblings) == 1:
+            neighbours.append((chunk,))
+        else:
+            neighbours.append((siblings[at], siblings[at + 1]) if at + 1 < len(siblings) else
+                              (siblings[at - 1], siblings[at]))
     abstract = list(dict.fromkeys(neighbours))
     return {"single_hop": [(c,) for c in ordered], "multi_hop": list(related), "abstract": abstract}
 
@@ -124,7 +127,8 @@ class Testset:
 
     questions: list[dict[str, Any]] = field(default_factory=list)
     dropped: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, Usage] = field(default_factory=lambda: {"question_generation": Usage(), "question_critic": Usage()})
+    usage: dict[str, Usage] = field(default_factory=lambda: {"question_generation": Usage(),
+                                                             "question_critic": Usage()})
     notes: list[str] = field(default_factory=list)
 
 

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from metrics import evaluate
+from metrics.targets.config import load_config
 from metrics.testset import chunk_documents, read_documents
+from metrics.testset.baseline import bm25, extractive
 from metrics.testset.generate import agenerate, counts
 from metrics.text import has_cjk
 from orchestration.cli import main
 from tests.conftest import TEST_KEY
-from tests.judge_server import Reply, embedding_body
+from tests.judge_server import Reply, embedding_body, oracle
 
 DOCS = Path(__file__).resolve().parents[2] / "examples" / "testset" / "docs"
 ENGLISH = ["brakes.md", "chain.html", "gears.txt", "safety-check.md", "tyres.md"]
@@ -70,7 +73,8 @@ class Script:
                 self.n += 1
                 n = self.n
             return self.generation(n, seen) or Reply(content=json.dumps(scripted_question(seen.prompt)))
-        assert seen.kind == "question_critic", seen.kind
+        if seen.kind != "question_critic":
+            return oracle()(seen)  # the metrics' judgements, when the set is evaluated
         question = seen.prompt.split("Question:\n", 1)[1].split("\n\nAnswer:\n", 1)[0]
         standalone = int("the passage" not in question)
         return Reply(content=json.dumps({"reason": "scripted critic", "answerable": 1, "standalone": standalone}))
@@ -222,7 +226,7 @@ def test_cli_dry_run_prints_requests_and_tokens_and_sends_nothing(server, endpoi
     assert server.seen == [] and server.probes == [] and not (tmp_path / "set").exists()
 
 
-def test_cli_writes_the_set_with_its_counts(server, endpoint, tmp_path, capsys):
+def test_cli_writes_the_set_with_its_counts_and_it_is_evaluated(server, endpoint, make_judge, tmp_path, capsys):
     server.script = Script()
     docs = folder(tmp_path, ENGLISH)
     out_dir = tmp_path / "set"
@@ -234,11 +238,29 @@ def test_cli_writes_the_set_with_its_counts(server, endpoint, tmp_path, capsys):
     assert report["usage"]["question_generation"]["chat_requests"] == 4
     # The scripted server answers every chat request with 100 prompt + 20 completion tokens: 240 per question.
     assert report["tokens_per_kept_question"] == 240.0
-    corpus_ids = {json.loads(line)["id"] for line in (out_dir / "corpus.jsonl").read_text(encoding="utf-8").splitlines()}
+    corpus = (out_dir / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    corpus_ids = {json.loads(line)["id"] for line in corpus}
     assert {g["document_id"] for q in lines for g in q["retrieval_ground_truth"]} <= corpus_ids
     assert 'metrics = ["context_recall", "context_precision", "ndcg", "answer_correctness"]' in \
         (out_dir / "sweep.toml").read_text(encoding="utf-8")
     assert "4 questions kept of 4 asked (single_hop 2, multi_hop 1, abstract 1); 0 dropped" in capsys.readouterr().out
+    # The set is evaluated with built-in metrics as its sweep.toml says: the baseline's answers, the LLM judge.
+    config = load_config(out_dir / "sweep.toml")
+    [configuration] = config.configurations
+    assert config.questions == out_dir / "questions.jsonl" and configuration.name == "bm25-extractive"
+    corpus = configuration.parts["retriever"].parameters["corpus"]
+    samples = []
+    for question in lines:
+        hits = bm25(question["user_input"], 10, corpus)
+        contexts = [h["text"] for h in hits]
+        samples.append({**question, "retrieved_contexts": contexts,
+                        "response": extractive(question["user_input"], contexts),
+                        "retrieved_documents": [{"document_id": h["id"], "relevance_score": h["score"]} for h in hits]})
+    judge = make_judge()
+    result = evaluate(samples, metrics=config.metrics, judge=judge)
+    assert set(result.results["status"]) == {"ok"} and len(result.results) == 4 * 4
+    # The oracle attributes every reference statement to the contexts: context_recall 1.0 on every row.
+    assert result.results.loc[result.results["metric"] == "context_recall", "value"].tolist() == [1.0] * 4
 
 
 def test_json_object_endpoints_get_the_schema_in_the_prompt(server, make_judge, tmp_path):
