@@ -4,7 +4,8 @@ The inverse cloze task (Lee, Chang and Toutanova 2019, "Latent Retrieval for Wea
 Supervised Open Domain Question Answering", ORQA) takes a sentence out of a passage and
 asks for the passage it came from. Here each query is one sentence of a chunk (of at least
 ``MIN_QUERY_TOKENS`` content tokens: headings and fragments say too little), its
-``retrieval_ground_truth`` that chunk (label 1), and the corpus written beside it holds
+``retrieval_ground_truth`` that chunk (label 1; a sentence found in two chunks, such as
+boilerplate, is never a query), and the corpus written beside it holds
 every chunk with the chosen sentences taken out (ORQA masks 90 % of them; all here, so a
 retriever must find the passage from the meaning around the sentence, not by matching the
 sentence itself). One query per chunk at most, chunks taken round-robin over the documents
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from metrics.testset.documents import Chunk
 from metrics.text import content_tokens, has_cjk, split_sentences
@@ -24,13 +25,14 @@ from metrics.text import content_tokens, has_cjk, split_sentences
 MIN_QUERY_TOKENS = 5
 
 
-def _queries(chunk: Chunk) -> list[str]:
-    """The sentences of ``chunk`` that can be a query; none when it has a single sentence
-    (taking it out would leave nothing to find)."""
+def _queries(chunk: Chunk, repeated: set[str]) -> list[str]:
+    """The sentences of ``chunk`` that can be a query: none when it has a single sentence
+    (taking it out would leave nothing to find), never one in ``repeated`` (a sentence found
+    in two chunks, boilerplate: the other chunk would hold it verbatim)."""
     sentences = split_sentences(chunk.text)
     if len(sentences) < 2:
         return []
-    return [s for s in sentences if len(content_tokens(s)) >= MIN_QUERY_TOKENS]
+    return [s for s in sentences if len(content_tokens(s)) >= MIN_QUERY_TOKENS and s not in repeated]
 
 
 def _without(text: str, sentence: str) -> str:
@@ -85,11 +87,13 @@ def inverse_cloze(chunks: list[Chunk], n: int, seed: int = 0) -> tuple[list[dict
     if n < 1:
         raise ValueError(f"-n {n}: ask for 1 question or more")
     rng = random.Random(seed)
+    seen = Counter(s for chunk in chunks for s in set(split_sentences(chunk.text)))
+    repeated = {s for s, count in seen.items() if count > 1}
     questions, masked = [], {}
     for chunk in spread(chunks, seed):
         if len(questions) == n:
             break
-        candidates = _queries(chunk)
+        candidates = _queries(chunk, repeated)
         if not candidates:
             continue
         sentence = rng.choice(candidates)

@@ -96,6 +96,14 @@ def test_inverse_cloze_takes_one_sentence_out_of_each_chunk():
     # 5 asked: 5 chunks of 5 different documents (round-robin over the 7).
     few = inverse_cloze(chunks, 5)[0]
     assert len({q["retrieval_ground_truth"][0]["document_id"].split("#")[0] for q in few}) == 5
+    # A sentence two chunks share (a footer) is never a query: the other chunk would still hold it.
+    footer = "Questions about this manual go to the workshop desk at the front of the shop."
+    shared = chunk_documents([Document(f"{name}.txt", f"{body} {footer}") for name, body in (
+        ("a", "Chains wear fastest of all the parts of the drivetrain."),
+        ("b", "Disc brakes keep almost all their power in the wet weather."))])
+    assert sorted(q["user_input"] for q in inverse_cloze(shared, 5)[0]) == [
+        "Chains wear fastest of all the parts of the drivetrain.",
+        "Disc brakes keep almost all their power in the wet weather."]
     # A chunk of one sentence has nothing left to find once it is out: never a query.
     assert inverse_cloze(chunk_document(Document("one.txt", "Only one sentence with many words here.")), 3)[0] == []
 
