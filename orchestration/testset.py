@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="folder to write the test set in (default testsets/<name of DOCS>)")
     parser.add_argument("--chunk-tokens", type=int, default=CHUNK_TOKENS,
                         help=f"chunk size in estimated tokens (default {CHUNK_TOKENS})")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the choice of chunks (default 0)")
+    parser.add_argument("--chunk-seed", type=int, default=0, help="seeds the choice of chunks and sentences (default 0)")
     parser.add_argument("--inverse-cloze", action="store_true",
                         help="write the offline inverse-cloze retrieval set even when an LLM endpoint is configured")
     judge = add_judge_arguments(parser)
@@ -56,14 +56,14 @@ def cmd_testset(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.docs}: no document with text (.txt, .md, .html, .pdf)")
     out = Path(args.out or Path("testsets") / Path(args.docs).resolve().name)
     print(f"{len(documents)} documents, {len(chunks)} chunks of at most {args.chunk_tokens} tokens", file=sys.stderr)
-    report = {"documents": args.docs, "chunks": len(chunks), "chunk_tokens": args.chunk_tokens, "seed": args.seed,
-              "asked": args.questions, "skipped_files": skipped}
+    report = {"documents": args.docs, "chunks": len(chunks), "chunk_tokens": args.chunk_tokens,
+              "chunk_seed": args.chunk_seed, "asked": args.questions, "skipped_files": skipped}
     if args.inverse_cloze or not config.configured:
         if args.dry_run:
             print(f"dry run: the inverse-cloze set of up to {args.questions} questions sends no request (0 tokens); "
                   "nothing is written")
             return 0
-        questions, corpus = inverse_cloze(chunks, args.questions, args.seed)
+        questions, corpus = inverse_cloze(chunks, args.questions, args.chunk_seed)
         written = write_testset(out, questions, corpus, {**report, "method": "inverse_cloze", "kept": len(questions)})
         print(f"inverse-cloze retrieval set (offline, no request): {len(questions)} questions of {args.questions} "
               f"asked, one sentence of each of {len(questions)} chunks")
@@ -83,7 +83,7 @@ def _generated(args: argparse.Namespace, judge, chunks: list, report: dict, out:
     from metrics.testset.generate import DISTRIBUTION, MAX_GENERATIONS, agenerate, aplan
 
     if args.dry_run:
-        plans = judge.run(aplan(judge, chunks, args.questions, args.seed))
+        plans = judge.run(aplan(judge, chunks, args.questions, args.chunk_seed))
         where = judge.describe()["base_url"] or "the OpenAI API"
         print(f"dry run: {args.questions} questions from {len(chunks)} chunks, model {judge.config.model} at {where}; "
               "nothing is sent or written")
@@ -100,7 +100,7 @@ def _generated(args: argparse.Namespace, judge, chunks: list, report: dict, out:
               "at 4 bytes of UTF-8 a token)")
         return 0
     judge.check_endpoint()  # unreachable, key refused, unknown model: exit 2 before anything is spent
-    result = judge.run(agenerate(judge, chunks, args.questions, args.seed))
+    result = judge.run(agenerate(judge, chunks, args.questions, args.chunk_seed))
     kept = len(result.questions)
     usage = {kind: u.as_dict() for kind, u in result.usage.items()}
     requests = sum(u.chat_requests for u in result.usage.values())

@@ -220,11 +220,13 @@ def endpoint(server, monkeypatch, tmp_path):
     return ["--cache-path", str(tmp_path / "cache.sqlite")]
 
 
-def test_cli_dry_run_prints_requests_and_tokens_and_sends_nothing(server, endpoint, tmp_path, capsys):
+def test_cli_dry_run_prints_requests_and_tokens_and_sends_nothing(server, endpoint, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")  # OPENAI_BASE_URL alone configures the LLM (a local vLLM needs no key)
     docs = folder(tmp_path, ENGLISH)
     assert main(["testset", str(docs), "-n", "4", "--chunk-tokens", "128", "--dry-run", "--out",
                  str(tmp_path / "set"), *endpoint]) == 0
     out = capsys.readouterr().out
+    assert f"model judge-test at {server.url}; nothing is sent or written" in out
     assert re.search(r"^question_generation\s+4\s+[1-9][\d,]+\s+[1-9][\d,]*$", out, re.MULTILINE), out
     assert re.search(r"^question_critic\s+4\s+[1-9][\d,]+\s+[1-9][\d,]*$", out, re.MULTILINE), out
     assert re.search(r"^total\s+8\s", out, re.MULTILINE)
