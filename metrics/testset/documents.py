@@ -116,8 +116,8 @@ def read_text(path: Path) -> str:
 
 
 def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
-    """Every document under ``folder`` (recursively, in path order) and the files skipped,
-    ``{path: reason}``.
+    """Every document under ``folder`` (recursively, in path order; hidden files and folders
+    such as ``.git/`` left out) and the files skipped, ``{path: reason}``.
 
     Raises
     ------
@@ -128,7 +128,9 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
     if not root.is_dir():
         raise FileNotFoundError(f"documents folder not found: {root}")
     documents, skipped = [], {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
+    files = [p for p in root.rglob("*") if p.is_file()
+             and not any(part.startswith(".") for part in p.relative_to(root).parts)]  # no .git/, .DS_Store
+    for path in sorted(files):
         name = path.relative_to(root).as_posix()
         try:
             text = read_text(path)

@@ -46,6 +46,8 @@ def test_each_format_is_read_and_unreadable_files_are_named_with_their_reason(tm
     (tmp_path / "latin1.txt").write_bytes("Caf\xe9 au lait.".encode("latin-1"))
     (tmp_path / "table.docx").write_bytes(b"PK\x03\x04")
     (tmp_path / ".hidden.md").write_text("never read")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main")
     documents, skipped = read_documents(tmp_path)
     assert [d.id for d in documents] == ["manual.pdf", "notes.md", "page.html"]
     assert skipped == {"blank.pdf": "no text (a scanned PDF needs OCR first)",
