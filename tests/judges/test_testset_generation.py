@@ -298,3 +298,11 @@ def test_cli_offline_and_its_refusals(tmp_path, monkeypatch, capsys):
                           ([str(docs), "--out", str(tmp_path / "ict" / "testset.json")], "is a file")):
         assert main(["testset", *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_cli_a_dead_endpoint_stops_before_anything_is_written(server, endpoint, tmp_path, capsys):
+    server.stop()
+    assert main(["testset", str(folder(tmp_path, ["gears.txt"])), "-n", "2", "--out", str(tmp_path / "set"),
+                 *endpoint]) == 2
+    assert f"the judge endpoint {server.url} cannot be reached: connection refused" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()
