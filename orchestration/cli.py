@@ -20,6 +20,30 @@ from orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_tre
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
 
+def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The LLM judge's options (``--base-url``, ``--model``...; ``orchestration.parsing.judge_resource``
+    reads them), as a group of ``parser``."""
+    judge = parser.add_argument_group("LLM judge (used when OPENAI_API_KEY or OPENAI_BASE_URL is set, or "
+                                      "--base-url is given; API keys are read from the environment only)")
+    judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    judge.add_argument("--model", help="chat model (default $OPENAI_MODEL or gpt-4o-mini)")
+    judge.add_argument("--embedding-model", help="embedding model (default $EMBEDDING_MODEL)")
+    judge.add_argument("--concurrency", type=int, help="requests in flight at most (default 16)")
+    judge.add_argument("--timeout", type=float, help="seconds per request (default 60)")
+    judge.add_argument("--strictness", type=int, help="questions generated for answer_relevancy (default 3)")
+    judge.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+    judge.add_argument("--response-format", choices=("json_schema", "json_object"),
+                       help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
+    judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
+    judge.add_argument("--cache-across-endpoints", action="store_true", default=None,
+                       help="reuse cached judgements of another endpoint serving the same model")
+    judge.add_argument("--max-row-requests", type=int, help="requests one row may send per metric, after "
+                       "the cache (default 50; 0 no limit); a row over it is judge_error, nothing sent")
+    judge.add_argument("--max-row-tokens", type=int, help="estimated tokens one row may send per metric "
+                       "(default 200000; 0 no limit)")
+    return judge
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
@@ -64,24 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="score in this process (default) or in Spark tasks")
             p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default local[2])")
             p.add_argument("--parallelism", type=int, default=2, help="Spark tasks per metric (default 2)")
-            judge = p.add_argument_group("LLM judge (used when OPENAI_API_KEY or OPENAI_BASE_URL is set, or "
-                                         "--base-url is given; API keys are read from the environment only)")
-            judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-            judge.add_argument("--model", help="chat model (default $OPENAI_MODEL or gpt-4o-mini)")
-            judge.add_argument("--embedding-model", help="embedding model (default $EMBEDDING_MODEL)")
-            judge.add_argument("--concurrency", type=int, help="requests in flight at most (default 16)")
-            judge.add_argument("--timeout", type=float, help="seconds per request (default 60)")
-            judge.add_argument("--strictness", type=int, help="questions generated for answer_relevancy (default 3)")
-            judge.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
-            judge.add_argument("--response-format", choices=("json_schema", "json_object"),
-                               help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
-            judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
-            judge.add_argument("--cache-across-endpoints", action="store_true", default=None,
-                               help="reuse cached judgements of another endpoint serving the same model")
-            judge.add_argument("--max-row-requests", type=int, help="requests one row may send per metric, after "
-                               "the cache (default 50; 0 no limit); a row over it is judge_error, nothing sent")
-            judge.add_argument("--max-row-tokens", type=int, help="estimated tokens one row may send per metric "
-                               "(default 200000; 0 no limit)")
+            judge = add_judge_arguments(p)
             if name == "run":
                 judge.add_argument("--dry-run", action="store_true", help="print the requests and tokens the run "
                                    "would send (after the cache) and their price; send and register nothing")
@@ -100,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
     convert.add_argument("-o", "--output", required=True, help="JSONL file to write")
     convert.set_defaults(handler=cmd_convert_trec)
+    from orchestration.testset import add_arguments as add_testset_arguments
+
+    add_testset_arguments(sub.add_parser("testset", help="write a test set from a folder of documents"))
     from orchestration.gate_cli import add_gate_commands
 
     add_gate_commands(sub)  # compare, gate, tag (the regression gate)
