@@ -174,13 +174,15 @@ def metric_class(definition: Definition) -> type[CustomMetric]:
     value_range = {"rubric": (1.0, 5.0), "numeric": getattr(definition, "range", None)}.get(kind, (0.0, 1.0))
     threshold = getattr(definition, "threshold", None)
     digest = hashlib.sha256(definition.model_dump_json().encode()).hexdigest()[:12]
-    doc = definition.description or definition.prompt.splitlines()[0]
+    direction = Direction.LOWER if getattr(definition, "direction", "higher") == "lower" else Direction.HIGHER
+    threshold = float(threshold) if threshold is not None else 3.0 if kind == "rubric" else 0.5
+    low, high = map(float, value_range)
+    doc = (f"{definition.description or definition.prompt.splitlines()[0]} (custom {kind} metric on [{low:g}, {high:g}], "
+           f"{direction.value.replace('_', ' ')}, threshold {threshold:g}; reads {', '.join(definition.fields)})")
     return type(definition.name, (CustomMetric,), {
-        "__doc__": f"{doc} (custom {kind} metric)", "__module__": __name__, "name": definition.name,
-        "required_fields": tuple(definition.fields), "value_range": tuple(map(float, value_range)),
-        "direction": Direction.LOWER if getattr(definition, "direction", "higher") == "lower" else Direction.HIGHER,
-        "default_threshold": float(threshold) if threshold is not None else 3.0 if kind == "rubric" else 0.5,
-        "version": digest, "judgements": (judgement,), "definition": definition})
+        "__doc__": doc, "__module__": __name__, "name": definition.name, "required_fields": tuple(definition.fields),
+        "value_range": (low, high), "direction": direction, "default_threshold": threshold, "version": digest,
+        "judgements": (judgement,), "definition": definition})
 
 
 def _problem(error: dict[str, Any]) -> str:
