@@ -106,18 +106,19 @@ def test_offline_run_plugin_and_custom_metrics_and_the_code_location(user):
     folder, env = user
     (folder / "custom_metrics.yaml").write_text((EXAMPLE / "custom_metrics.yaml").read_text(encoding="utf-8"),
                                                 encoding="utf-8")  # found in the working directory
-    # `rag-eval run`, then the asset graph of the code location the UI and the daemon load
-    # (workspace.yaml), in one fresh process.
+    # `rag-eval run`, the asset graph of the code location the UI and the daemon load
+    # (workspace.yaml) and the Python API, in one fresh process.
     code = ("import json, sys; import dagster as dg; from orchestration.cli import main; "
             "status = main(['run', 'samples.jsonl', '--dataset-version', 'v1', '--metrics', 'plugin,helpfulness']); "
             "from orchestration.definitions import defs; g = defs.resolve_asset_graph(); "
-            "print(json.dumps({'status': status, **{k: [g.get(dg.AssetKey(k)).group_name, sorted(p.to_user_string() "
+            "from metrics import evaluate; api = evaluate('samples.jsonl', metrics=['language_match']); "
+            "print(json.dumps({'status': status, 'api': list(api.results['value']), **{k: [g.get(dg.AssetKey(k)).group_name, sorted(p.to_user_string() "
             "for p in g.get(dg.AssetKey(k)).parent_keys), g.get(dg.AssetKey(k)).code_version] for k in "
             "('language_match', 'helpfulness', 'politeness')}}))")
     done = rag_eval(code, cwd=folder, env=env, module="-c")
     assert done.returncode == 0, done.stderr
     graph = json.loads(done.stdout.strip().splitlines()[-1])
-    assert graph["status"] == 0
+    assert graph["status"] == 0 and graph["api"] == [1.0, 0.0, 1.0]  # the Python API has it too
     results = pd.read_parquet(folder / "out" / "v1" / "results.parquet").sort_values(["metric", "row"])
     language = results[results["metric"] == "language_match"]
     assert list(language["value"]) == [1.0, 0.0, 1.0]  # zh/zh, en/zh, en/en
@@ -159,3 +160,29 @@ def test_calibrating_the_two_annotated_aspect_critics_through_rag_eval_calibrate
                                                        "human_reject_judge_pass": 7, "human_reject_judge_fail": 0}
     # One request per distinct row: two helpfulness rows repeat another (same question and response).
     assert Counter(s.kind for s in server.chat_requests()) == {"custom_helpfulness": 19, "custom_summary_accuracy": 19}
+
+
+def test_a_taken_name_or_a_broken_plugin_stops_rag_eval_naming_it(user):
+    folder, env = user
+    (folder / "mine.yaml").write_text("metrics:\n  - name: faithfulness\n    kind: aspect_critic\n"
+                                      "    fields: [response]\n    prompt: Is it faithful?\n", encoding="utf-8")
+    done = rag_eval("run", "samples.jsonl", "--custom-metrics", "mine.yaml", "--metrics", "faithfulness",
+                    cwd=folder, env=env)
+    assert done.returncode == 2
+    assert f"error: {folder / 'mine.yaml'}: metric 'faithfulness': field 'name': 'faithfulness' is taken by a " \
+           "built-in metric" in done.stderr
+    broken = folder / "site" / "broken-1.0.dist-info"
+    broken.mkdir()
+    (broken / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n", encoding="utf-8")
+    (broken / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nghost = no_such_module:Ghost\n", encoding="utf-8")
+    done = rag_eval("run", "samples.jsonl", cwd=folder, env=env)
+    assert done.returncode == 2
+    assert "error: plugin entry point 'ghost = no_such_module:Ghost' of broken 1.0: cannot be loaded: " \
+           "ModuleNotFoundError: No module named 'no_such_module'" in done.stderr
+
+
+def test_another_file_in_a_process_that_loaded_the_registry_is_refused(tmp_path, capsys):
+    from orchestration.cli import main
+
+    assert main(["calibrate", "labels.jsonl", "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml")]) == 2
+    assert "needs a new process" in capsys.readouterr().err
