@@ -182,7 +182,7 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
     ----------
     metrics : iterable of str or Metric, optional
         Metric names, family names (``core``, ``ragas``, ``azure``, ``document_retrieval``,
-        ``all``) or instances. Defaults to :data:`CORE_METRICS`.
+        ``custom``, ``plugin``, ``all``) or instances (e.g. of ``metrics.custom.load_custom_metrics``). Defaults to :data:`CORE_METRICS`.
     thresholds : mapping, optional
         ``{metric_name: threshold}`` overriding the defaults of named metrics.
     options : mapping, optional

@@ -72,63 +72,54 @@ def test_the_entry_point_is_discovered_from_its_dist_info(tmp_path, monkeypatch)
         ("language_match", "rag_eval_language", "plugin", ("user_input", "response"))
 
 
-def test_custom_metrics_through_rag_eval_run_with_the_llm_judge(user, server):
+def test_custom_and_plugin_metrics_through_rag_eval_run_the_code_location_and_the_api(user, server):
     # Every verdict 1, every rubric score 4, every label partial_answer, every number 0.2.
     decide = {"verdict": 1, "score": 4, "label": "partial_answer", "value": 0.2}
     server.script = oracle(lambda field, key: decide.get(field, int(field != "noncommittal")))
     folder, env = user
-    env.update(OPENAI_API_KEY="sk-test-SECRET-custom", EMBEDDING_MODEL="embed-test")
-    done = rag_eval("run", "samples.jsonl", "--dataset-version", "v1", "--metrics", "faithfulness,custom",
-                    "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml"), "--base-url", server.url, cwd=folder, env=env)
-    assert done.returncode == 0, done.stderr
-    # One request per custom metric per row (faithfulness cannot judge the row without contexts).
-    sent = Counter(s.kind for s in server.chat_requests())
-    assert {k: sent[f"custom_{k}"] for k in CUSTOM} == dict.fromkeys(CUSTOM, 3)
-    summary = json.loads((folder / "out" / "v1" / "summary.json").read_text(encoding="utf-8"))
-    means = {m: summary["metrics"][m]["mean"] for m in CUSTOM}
-    assert means == {"helpfulness": 1.0, "summary_accuracy": 1.0, "politeness": 4.0, "answer_kind": 0.0,
-                     "padding": 0.2}
-    assert summary["metrics"]["padding"]["pass_rate"] == 1.0  # 0.2 <= 0.3, lower is better
-    assert (summary["coverage"]["politeness"]["ok"], summary["coverage"]["faithfulness"]["input_error"]) == (3, 1)
-    table = pd.read_csv(folder / "out" / "v1" / "ragas_scores.csv")
-    assert table["politeness"].tolist() == [4.0, 4.0, 4.0] and pd.isna(table["faithfulness"][2])
-    assert table["unscored"][2].startswith("faithfulness: input_error")
-    azure = [json.loads(line) for line in (folder / "out" / "v1" / "azure_results.jsonl").read_text().splitlines()]
-    assert (azure[0]["answer_kind"], azure[0]["answer_kind_result"], azure[0]["politeness_threshold"]) == \
-        (0.0, "fail", 4.0)
-    with duckdb.connect(str(folder / "out" / "rag_eval.duckdb"), read_only=True) as db:
-        stored = db.sql("select row, status, value from eval.politeness order by row").fetchall()
-    assert stored == [(0, "ok", 4.0), (1, "ok", 4.0), (2, "ok", 4.0)]
-    assert "sk-test-SECRET-custom" not in (folder / "out" / "v1" / "summary.json").read_text()
-
-
-def test_offline_run_plugin_and_custom_metrics_and_the_code_location(user):
-    folder, env = user
+    env.update(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test-SECRET-custom", EMBEDDING_MODEL="embed-test")
     (folder / "custom_metrics.yaml").write_text((EXAMPLE / "custom_metrics.yaml").read_text(encoding="utf-8"),
                                                 encoding="utf-8")  # found in the working directory
     # `rag-eval run`, the asset graph of the code location the UI and the daemon load
     # (workspace.yaml) and the Python API, in one fresh process.
     code = ("import json, sys; import dagster as dg; from orchestration.cli import main; "
-            "status = main(['run', 'samples.jsonl', '--dataset-version', 'v1', '--metrics', 'plugin,helpfulness']); "
+            "status = main(['run', 'samples.jsonl', '--dataset-version', 'v1', '--metrics', "
+            "'faithfulness,custom,plugin']); "
             "from orchestration.definitions import defs; g = defs.resolve_asset_graph(); "
-            "from metrics import evaluate; api = evaluate('samples.jsonl', metrics=['language_match']); "
-            "print(json.dumps({'status': status, 'api': list(api.results['value']), **{k: [g.get(dg.AssetKey(k)).group_name, sorted(p.to_user_string() "
-            "for p in g.get(dg.AssetKey(k)).parent_keys), g.get(dg.AssetKey(k)).code_version] for k in "
-            "('language_match', 'helpfulness', 'politeness')}}))")
+            "from metrics import OfflineJudge, evaluate; "
+            "api = evaluate('samples.jsonl', metrics=['language_match'], judge=OfflineJudge()); "
+            "print(json.dumps({'status': status, 'api': list(api.results['value']), **{k: [g.get(dg.AssetKey(k))"
+            ".group_name, sorted(p.to_user_string() for p in g.get(dg.AssetKey(k)).parent_keys), "
+            "g.get(dg.AssetKey(k)).code_version] for k in ('language_match', 'helpfulness', 'politeness')}}))")
     done = rag_eval(code, cwd=folder, env=env, module="-c")
     assert done.returncode == 0, done.stderr
     graph = json.loads(done.stdout.strip().splitlines()[-1])
-    assert graph["status"] == 0 and graph["api"] == [1.0, 0.0, 1.0]  # the Python API has it too
-    results = pd.read_parquet(folder / "out" / "v1" / "results.parquet").sort_values(["metric", "row"])
-    language = results[results["metric"] == "language_match"]
-    assert list(language["value"]) == [1.0, 0.0, 1.0]  # zh/zh, en/zh, en/en
-    assert language["reason"].iloc[1] == "question in LATIN script, response in CJK"
-    helpful = results[results["metric"] == "helpfulness"]
-    assert list(helpful["status"]) == ["not_applicable"] * 3
-    assert "needs an LLM judge endpoint" in helpful["reason"].iloc[0]
+    assert graph["status"] == 0 and graph["api"] == [1.0, 0.0, 1.0]  # the Python API has the plugin too
     assert graph["language_match"][:2] == ["plugin_metrics", ["questions", "responses"]]
     assert graph["helpfulness"][:2] == ["custom_metrics", ["questions", "responses"]]
     assert graph["politeness"][1] == ["responses"] and graph["politeness"][2].startswith("m")
+    # One request per custom metric per row (faithfulness cannot judge the row without contexts).
+    sent = Counter(s.kind for s in server.chat_requests())
+    assert {k: sent[f"custom_{k}"] for k in CUSTOM} == dict.fromkeys(CUSTOM, 3)
+    summary = json.loads((folder / "out" / "v1" / "summary.json").read_text(encoding="utf-8"))
+    means = {m: summary["metrics"][m]["mean"] for m in (*CUSTOM, "language_match")}
+    assert means == {"helpfulness": 1.0, "summary_accuracy": 1.0, "politeness": 4.0, "answer_kind": 0.0,
+                     "padding": 0.2, "language_match": round(2 / 3, 4)}  # zh/zh, en/zh, en/en
+    assert summary["metrics"]["padding"]["pass_rate"] == 1.0  # 0.2 <= 0.3, lower is better
+    assert (summary["coverage"]["politeness"]["ok"], summary["coverage"]["faithfulness"]["input_error"]) == (3, 1)
+    results = pd.read_parquet(folder / "out" / "v1" / "results.parquet")
+    language = results[results["metric"] == "language_match"].sort_values("row")
+    assert language["reason"].iloc[1] == "question in LATIN script, response in CJK"
+    table = pd.read_csv(folder / "out" / "v1" / "ragas_scores.csv")
+    assert table["politeness"].tolist() == [4.0, 4.0, 4.0] and pd.isna(table["faithfulness"][2])
+    assert table["unscored"][2].startswith("faithfulness: input_error")
+    azure = [json.loads(line) for line in (folder / "out" / "v1" / "azure_results.jsonl").read_text().splitlines()]
+    assert (azure[0]["answer_kind"], azure[0]["answer_kind_result"], azure[0]["politeness_threshold"],
+            azure[1]["language_match_result"]) == (0.0, "fail", 4.0, "fail")
+    with duckdb.connect(str(folder / "out" / "rag_eval.duckdb"), read_only=True) as db:
+        stored = db.sql("select row, status, value from eval.politeness order by row").fetchall()
+    assert stored == [(0, "ok", 4.0), (1, "ok", 4.0), (2, "ok", 4.0)]
+    assert "sk-test-SECRET-custom" not in (folder / "out" / "v1" / "summary.json").read_text()
 
 
 def test_calibrating_the_two_annotated_aspect_critics_through_rag_eval_calibrate(user, server):
