@@ -44,11 +44,17 @@ def use_custom_metrics(argv: list[str] | None) -> None:
     early = argparse.ArgumentParser(add_help=False)
     early.add_argument("--custom-metrics")
     named = early.parse_known_args(argv)[0].custom_metrics
-    if named:  # metrics.registry.CUSTOM_METRICS_ENV, set before the registry is imported
-        os.environ["RAG_EVAL_CUSTOM_METRICS"] = str(Path(named).resolve())
+    variable = "RAG_EVAL_CUSTOM_METRICS"  # metrics.registry.CUSTOM_METRICS_ENV, set before the registry is imported
+    before = os.environ.get(variable)
+    if named:
+        os.environ[variable] = str(Path(named).resolve())
     from metrics.registry import CUSTOM_METRICS_SOURCE, custom_metrics_file
 
     if custom_metrics_file() != CUSTOM_METRICS_SOURCE:
+        if before is None:  # as it was: the next command of this process is not refused too
+            del os.environ[variable]
+        else:
+            os.environ[variable] = before
         raise ValueError(f"this process loaded the custom metrics of {CUSTOM_METRICS_SOURCE or 'no file'}; "
                          f"--custom-metrics {named} needs a new process")
 

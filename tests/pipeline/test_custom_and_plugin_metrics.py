@@ -172,8 +172,9 @@ def test_a_taken_name_or_a_broken_plugin_stops_rag_eval_naming_it(user):
            "ModuleNotFoundError: No module named 'no_such_module'" in done.stderr
 
 
-def test_another_file_in_a_process_that_loaded_the_registry_is_refused(tmp_path, capsys):
+def test_another_file_in_a_process_that_loaded_the_registry_is_refused(capsys):
     from orchestration.cli import main
 
     assert main(["calibrate", "labels.jsonl", "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml")]) == 2
-    assert "needs a new process" in capsys.readouterr().err
+    assert "this process loaded the custom metrics of no file; --custom-metrics" in capsys.readouterr().err
+    assert "RAG_EVAL_CUSTOM_METRICS" not in os.environ  # left as it was: the next command of this process runs
