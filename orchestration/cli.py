@@ -52,7 +52,7 @@ def use_custom_metrics(argv: list[str] | None) -> None:
 
     if custom_metrics_file() != CUSTOM_METRICS_SOURCE:
         if before is None:  # as it was: the next command of this process is not refused too
-            del os.environ[variable]
+            os.environ.pop(variable, None)
         else:
             os.environ[variable] = before
         raise ValueError(f"this process loaded the custom metrics of {CUSTOM_METRICS_SOURCE or 'no file'}; "
