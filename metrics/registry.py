@@ -169,8 +169,10 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
         elif item in METRICS:
             chosen.add(item)
         else:
+            source = f"custom metrics read from {CUSTOM_METRICS_SOURCE}" if CUSTOM_METRICS_SOURCE else \
+                f"no custom metrics file read (--custom-metrics FILE, ${CUSTOM_METRICS_ENV} or ./{CUSTOM_METRICS_FILE})"
             raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
-                           f"{', '.join(FAMILIES)}, all")
+                           f"{', '.join(FAMILIES)}, all; {source}")
     return [name for name in METRICS if name in chosen]
 
 
