@@ -44,6 +44,45 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGr
     return judge
 
 
+def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
+    """The ``--custom-metrics FILE`` option (``metrics.custom``)."""
+    parser.add_argument("--custom-metrics", metavar="FILE",
+                        help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
+                             "when present); the Dagster UI and daemon read the same variable and file")
+
+
+def use_custom_metrics(argv: list[str] | None) -> None:
+    """Point the metric registry at ``--custom-metrics`` (through ``$RAG_EVAL_CUSTOM_METRICS``,
+    so Dagster's run workers see the file too) and load it, before anything imports it.
+
+    Raises
+    ------
+    ValueError
+        For a file with an invalid definition (naming the file, the metric and the field),
+        or when this process already loaded the registry from another file.
+    OSError
+        For a file that cannot be read.
+    """
+    import os
+
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--custom-metrics")
+    named = early.parse_known_args(argv)[0].custom_metrics
+    variable = "RAG_EVAL_CUSTOM_METRICS"  # metrics.registry.CUSTOM_METRICS_ENV, set before the registry is imported
+    before = os.environ.get(variable)
+    if named:
+        os.environ[variable] = str(Path(named).resolve())
+    from metrics.registry import CUSTOM_METRICS_SOURCE, custom_metrics_file
+
+    if custom_metrics_file() != CUSTOM_METRICS_SOURCE:
+        if before is None:  # as it was: the next command of this process is not refused too
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
+        raise ValueError(f"this process loaded the custom metrics of {CUSTOM_METRICS_SOURCE or 'no file'}; "
+                         f"--custom-metrics {named} needs a new process")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
@@ -70,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name in ("run", "backfill"):
             p.add_argument("--metrics", default="core",
                            help="metrics and families to compute, comma-separated: metric names, core (default), "
-                                "ragas, azure, document_retrieval, all")
+                                "ragas, azure, document_retrieval, custom, plugin, all")
+            add_custom_metrics(p)
             p.add_argument("--scale", type=int, choices=(1, 10), default=1,
                            help="10 presents the [0, 1] metrics on dingo's 0-10 scale in the table, summary.json "
                                 "and --threshold values")
@@ -98,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("labels", help="JSONL of pairwise or per-sample labels")
     calibrate.add_argument("--json", help="also write the report as JSON to this file")
     calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
+    add_custom_metrics(calibrate)
     calibrate.set_defaults(handler=cmd_calibrate)
     from orchestration.sweep import add_arguments
 
@@ -120,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
     blocking check); 2 bad arguments or input; 3 done, but some results are judge errors; 4 the
     regression gate failed (``rag-eval compare|gate``)."""
+    try:
+        use_custom_metrics(argv)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     if args.uses_instance:  # the gate's commands read files only
         prepare_instance()
