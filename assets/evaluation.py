@@ -57,7 +57,7 @@ MetricsConfig = type("MetricsConfig", (dg.Config,), {
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"
 GROUPS = {"core": "core_metrics", "ragas": "ragas_metrics", "azure": "azure_metrics",
-          "document_retrieval": "retrieval_metrics"}
+          "document_retrieval": "retrieval_metrics", "custom": "custom_metrics", "plugin": "plugin_metrics"}
 _FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}
 
 

@@ -131,7 +131,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
     write_ragas_csv(ragas_table(results, fields), folder / "ragas_scores.csv")
     azure_path = folder / "azure_results.jsonl"
-    azure = any(METRICS[m].family in ("azure", "document_retrieval") for m in described)
+    azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
     azure_lines = write_azure_jsonl(results, azure_path) if azure else 0  # the Azure rows only when selected
     if not azure_lines:
         azure_path.unlink(missing_ok=True)  # an earlier run's file would describe other results

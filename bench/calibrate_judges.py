@@ -89,6 +89,14 @@ def baseline(labels: list[dict]) -> dict[str, str]:
     return out
 
 
+def headline(result: dict) -> str:
+    """A metric's one figure from a calibration report: AUROC for binary per-sample labels,
+    strict pairwise accuracy (ties wrong) for pairs, with the 95 % interval."""
+    if "auroc" in result:
+        return f"AUROC {result['auroc']:.3f} {result['auroc_ci95']}"
+    return f"accuracy {result['accuracy']:.3f} {result['accuracy_ci95']}"
+
+
 @contextlib.contextmanager
 def scripted_llm_judge(server: Path):
     """The LLM judge against ``judge_server.py`` on a free port, stopped afterwards."""
@@ -115,7 +123,7 @@ def main() -> None:
     parser.add_argument("--no-llm", action="store_true", help="the offline judge only")
     args = parser.parse_args()
     sets = {"ragas_annotated": ragas_labels(args.data / "ragas_annotated"), **pair_labels(args.data)}
-    reports = {}
+    reports, figures = {}, []
     with contextlib.ExitStack() as stack:
         judges = [OfflineJudge()]
         configured = default_judge()
@@ -126,11 +134,18 @@ def main() -> None:
             print("LLM judge: the scripted test server (random verdicts, p=0.5): a run check, not a model's figure")
         for name, labels in sets.items():
             print(f"\n== {name} ({len(labels)} labels)")
-            for metric, figure in baseline(labels).items():
+            lexical = baseline(labels)
+            for metric, figure in lexical.items():
                 print(f"token overlap (baseline) {metric}: {figure}")
             for judge in judges:
                 reports[f"{judge.name}/{name}"] = report = calibrate(labels, judge=judge)
                 print_report(report)
+                figures += [(name, metric, judge.name, headline(result), lexical[metric])
+                            for metric, result in report["metrics"].items()]
+    print("\n== summary: each judge's agreement with the labels, next to the token-overlap baseline")
+    print(f"{'labelled set':<19} {'metric':<19} {'judge':<18} {'judge [95% CI]':<32} baseline [95% CI]")
+    for name, metric, judge_name, figure, lexical_figure in figures:
+        print(f"{name:<19} {metric:<19} {judge_name:<18} {figure:<32} {lexical_figure}")
     if args.json:
         args.json.write_text(json.dumps(reports, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
 

@@ -49,6 +49,10 @@ class Family(str, Enum):
     RAGAS = "ragas"
     AZURE = "azure"
     DOCUMENT_RETRIEVAL = "document_retrieval"
+    #: Defined in a custom metrics file (``metrics.custom``), no Python.
+    CUSTOM = "custom"
+    #: From an installed plugin package (``metrics.registry.PLUGIN_GROUP``).
+    PLUGIN = "plugin"
 
 
 def nothing_retrieved(contexts: list[str]) -> bool:
@@ -101,7 +105,39 @@ def problems(exc: ValidationError) -> str:
 
 
 class Metric(ABC):
-    """Base class of every metric.
+    """Base class of every metric, and the public API of plugin metrics.
+
+    A plugin (a package of its own, ``examples/plugin_metric``) subclasses it and lists the
+    class under the entry point group ``rag_eval.metrics`` in its ``pyproject.toml``::
+
+        [project.entry-points."rag_eval.metrics"]
+        language_match = "rag_eval_language:LanguageMatch"
+
+    ``pip install`` of the package adds the metric to the CLI (``--metrics language_match``
+    or ``--metrics plugin``), the Python API (``evaluate(..., metrics=["language_match"])``)
+    and the asset graph (an asset of the group ``plugin_metrics``). A subclass declares:
+
+    * ``name``: the metric's name (``[a-z][a-z0-9_]*``, not a built-in's or a family's);
+    * ``required_fields``: the sample fields it reads (``user_input``, ``response``,
+      ``retrieved_contexts``, ``reference``, ``retrieval_ground_truth``,
+      ``retrieved_documents``); a row without one is ``input_error`` before ``measure``;
+    * ``value_range`` (default ``(0.0, 1.0)``), ``direction`` (:class:`Direction`, default
+      higher is better) and ``default_threshold`` (default 0.5);
+    * ``family``: :attr:`Family.PLUGIN` for a plugin;
+    * ``judgements``: the judgements (``metrics.judgements``) it asks the judge for, as
+      objects (part of its code version; none for a metric that needs no judge);
+    * ``version``: bumped whenever its formula changes (the asset's code version);
+    * ``Options``: its options besides the threshold, a pydantic model (optional);
+
+    and implements ``async def measure(self, sample, judge)``: ``sample`` is a
+    :class:`metrics.samples.Sample` with the required fields present (response, contexts
+    and reference normalised), ``judge`` the run's :class:`metrics.judges.base.Judge`
+    (``await judge.ask(judgement, judgement.Input(...))`` for a verdict). It returns
+    :class:`Measured` (a value in ``value_range``, its reason, details) or
+    :class:`NotApplicable` (nothing to judge, with the reason), and raises
+    :class:`InputProblem` for an unusable field. Everything else is done here once: the
+    input errors, a ``JudgeError`` or any other exception becoming that row's
+    ``judge_error``, a value outside the range refused, pass/fail, the cost counters.
 
     Parameters
     ----------

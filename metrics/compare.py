@@ -29,9 +29,11 @@ Method
   ``p_regression`` is below 0.025, which for one metric is exactly "the upper end of the
   95 % percentile interval lies below ``-margin``". The family-wise rate of false
   regression calls is so at most 2.5 % whatever the number of metrics.
-* **Coverage**: per metric and version, the share of rows that are ``judge_error`` or
-  ``input_error``; the gate fails when the candidate's share exceeds the baseline's by
-  more than ``max_coverage_drop``.
+* **Coverage**: per metric and version, the share of rows not scored ``ok``: errors
+  (``judge_error``, ``input_error``, ``target_error``) and ``not_applicable`` alike, so a
+  candidate that refuses to answer ("I don't know" is not applicable to faithfulness) loses
+  coverage as one that fails does; the gate fails when the candidate's share exceeds the
+  baseline's by more than ``max_coverage_drop``.
 
 Default margins (:func:`default_margin`): 0.02 of the scale's range on bounded scales
 (0.02 on [0, 1], 0.08 on a 1-5 Likert scale or a 0-4 label scale, 2 on XDCG's 0-100), and
@@ -199,7 +201,8 @@ def _coverage(rows: pd.DataFrame) -> dict[str, Any]:
     counts = {s.value: int((rows["status"] == s.value).sum()) for s in Status}
     total = len(rows)
     return {**counts, "total": total,
-            "error_share": round(sum(counts[s] for s in ERROR_STATUSES) / total, 6) if total else 0.0}
+            "error_share": round(sum(counts[s] for s in ERROR_STATUSES) / total, 6) if total else 0.0,
+            "unscored_share": round(1 - counts[Status.OK.value] / total, 6) if total else 0.0}
 
 
 def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[str] | None = None,
@@ -273,8 +276,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         c = cand_rows.loc[metric]
         both = b.join(c, lsuffix="_b", rsuffix="_c", how="inner")
         coverage[metric] = {"baseline": _coverage(b), "candidate": _coverage(c)}
-        coverage[metric]["drop"] = round(coverage[metric]["candidate"]["error_share"]
-                                         - coverage[metric]["baseline"]["error_share"], 6)
+        coverage[metric]["drop"] = round(coverage[metric]["candidate"]["unscored_share"]
+                                         - coverage[metric]["baseline"]["unscored_share"], 6)
         changed = both[both["status_b"] != both["status_c"]]
         status_changes[metric] = [{"id": r.sample_id_c, "baseline": r.status_b, "candidate": r.status_c,
                                    "reason": r.reason_c} for r in changed.itertuples()]
@@ -333,8 +336,10 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
             failures.append(f"{metric}: {row.verdict} (no row scored ok in both versions)")
         if metric in coverage and coverage[metric]["drop"] > max_coverage_drop:
             cov = coverage[metric]
-            failures.append(f"{metric} coverage dropped: judge/input errors on {cov['candidate']['error_share']:.1%} "
-                            f"of rows vs {cov['baseline']['error_share']:.1%} (limit +{max_coverage_drop:.1%})")
+            failures.append(f"{metric} coverage dropped: not scored on {cov['candidate']['unscored_share']:.1%} of rows "
+                            f"vs {cov['baseline']['unscored_share']:.1%} (errors {cov['candidate']['error_share']:.1%}, "
+                            f"not applicable {cov['candidate'][Status.NOT_APPLICABLE.value] / cov['candidate']['total']:.1%}; "
+                            f"limit +{max_coverage_drop:.1%})")
     return Comparison(baseline=names[0], candidate=names[1], metrics=results, gated=gated,
                       only_in_baseline=sorted(base_keys - cand_keys), only_in_candidate=sorted(cand_keys - base_keys),
                       status_changes=status_changes, coverage=coverage, worst_rows=worst, failures=failures,

@@ -57,7 +57,8 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
 
     Likert evaluators: ``<name>`` (and ``gpt_<name>`` for older readers), ``<name>_reason``,
     ``<name>_result`` (pass, fail, not_applicable, error), ``<name>_threshold`` and
-    ``<name>_status``. GroundednessPro: ``groundedness_pro_label`` (bool) and
+    ``<name>_status``; custom and plugin metrics the same keys, as Azure's custom evaluators
+    give them. GroundednessPro: ``groundedness_pro_label`` (bool) and
     ``groundedness_pro_reason``. DocumentRetrieval: flat, as ``DocumentRetrievalEvaluator``
     returns them — ``ndcg@<k>``, ``xdcg@<k>`` (``k`` as used), ``fidelity``,
     ``top1_relevance``, ``top3_max_relevance``, ``holes``, ``holes_ratio``,
@@ -76,7 +77,7 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
             if name == "groundedness_pro":
                 record.update({"groundedness_pro_label": None if value is None else value == 1.0,
                                "groundedness_pro_reason": result["reason"]})
-            elif family == "azure":
+            elif family in ("azure", "custom", "plugin"):
                 record.update({name: value, f"gpt_{name}": value, f"{name}_reason": result["reason"],
                                f"{name}_result": word, f"{name}_threshold": result["threshold"],
                                f"{name}_status": result["status"]})

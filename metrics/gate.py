@@ -9,7 +9,7 @@ top level or under ``[tool.rag_eval.gate]``)::
     margins = { faithfulness = 0.03 }                # per metric, on its scale (default 0.02 on [0, 1])
     baseline = "previous"        # "previous" (the latest earlier version with results),
                                  # "tag:production" (datasets/tags.json), or a version key
-    max_coverage_drop = 0.05     # largest allowed rise of the judge_error/input_error share
+    max_coverage_drop = 0.05     # largest allowed rise of the share of rows not scored ok
     repeats = 1                  # judgements per row (LLM judge; the offline judge is deterministic)
     blocking = true              # the asset check blocks downstream assets (false: a warning)
 

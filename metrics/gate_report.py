@@ -111,8 +111,9 @@ def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> s
                   f"{_cell(r['reason'])} |" for r in worst]
     lines += ["", "<details><summary>All metrics, coverage and method</summary>", "", comparison_table(c), ""]
     for metric, cov in c.coverage.items():
-        lines.append(f"- {metric}: errors {cov['baseline']['error_share']:.1%} → {cov['candidate']['error_share']:.1%}"
-                     f" of rows; {len(c.status_changes.get(metric, []))} status change(s)")
+        lines.append(f"- {metric}: not scored {cov['baseline']['unscored_share']:.1%} → "
+                     f"{cov['candidate']['unscored_share']:.1%} of rows (errors {cov['baseline']['error_share']:.1%} → "
+                     f"{cov['candidate']['error_share']:.1%}); {len(c.status_changes.get(metric, []))} status change(s)")
     lines.append(f"- rows only in the baseline: {len(c.only_in_baseline)}; only in the candidate: "
                  f"{len(c.only_in_candidate)}")
     retest = [f"{m.metric} {m.retest_sd['candidate']:.3f}" for m in c.metrics.values()

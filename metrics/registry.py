@@ -3,13 +3,27 @@
 Every ``Metric`` subclass with a ``name`` in a module of ``metrics.rag``, ``metrics.azure``
 or ``metrics.retrieval`` is registered: adding a metric is adding its module (and its
 test). The ones imported below are listed in the order reports show them; a module not
-listed here comes after them, in module order.
+listed here comes after them, in module order. After them come, in this order:
+
+* the custom metrics of the file ``$RAG_EVAL_CUSTOM_METRICS`` names, or of
+  ``custom_metrics.yaml`` in the working directory when that variable is unset
+  (``metrics.custom``; the CLI's ``--custom-metrics FILE`` sets the variable), family ``custom``;
+* the metrics of installed plugins: every entry point of the group :data:`PLUGIN_GROUP`
+  (``rag_eval.metrics``), a ``Metric`` subclass or a list of them (``metrics.base.Metric``
+  documents the contract), by distribution and entry point name.
+
+The CLI, the Python API and the Dagster code location (the UI, the daemon, their run
+workers) all read this one registry when it is first imported, so they see the same metrics.
 """
 from __future__ import annotations
 
 import importlib
+import inspect
+import os
 import pkgutil
 from collections.abc import Iterable, Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 import metrics.azure
@@ -22,6 +36,7 @@ from metrics.azure.relevance import Relevance
 from metrics.azure.response_completeness import ResponseCompleteness
 from metrics.azure.retrieval import Retrieval
 from metrics.base import Family, Metric
+from metrics.custom import load_custom_metrics
 from metrics.rag.answer_correctness import AnswerCorrectness
 from metrics.rag.answer_relevancy import AnswerRelevancy
 from metrics.rag.context_entity_recall import ContextEntityRecall
@@ -48,14 +63,80 @@ def _discovered() -> list[type[Metric]]:
     return found
 
 
-METRICS: dict[str, type[Metric]] = {cls.name: cls for cls in (
+#: The entry point group of plugin metrics (``[project.entry-points."rag_eval.metrics"]``).
+PLUGIN_GROUP = "rag_eval.metrics"
+#: The environment variable naming the custom metrics file.
+CUSTOM_METRICS_ENV = "RAG_EVAL_CUSTOM_METRICS"
+#: The custom metrics file read from the working directory when the variable is unset.
+CUSTOM_METRICS_FILE = "custom_metrics.yaml"
+
+
+def custom_metrics_file() -> Path | None:
+    """The custom metrics file: ``$RAG_EVAL_CUSTOM_METRICS`` (which must exist), else
+    ``./custom_metrics.yaml`` when there is one, else ``None``."""
+    named = os.environ.get(CUSTOM_METRICS_ENV)
+    if named:
+        return Path(named).resolve()
+    default = Path(CUSTOM_METRICS_FILE)
+    return default.resolve() if default.is_file() else None
+
+
+def plugin_metrics() -> list[type[Metric]]:
+    """The metric classes of every installed entry point of :data:`PLUGIN_GROUP`, by
+    distribution and entry point name.
+
+    Raises
+    ------
+    ValueError
+        Naming the entry point and its distribution, when it cannot be loaded or is not a
+        concrete ``Metric`` subclass with ``name``, ``required_fields`` and ``family``.
+    """
+    found: list[type[Metric]] = []
+    points = sorted(entry_points(group=PLUGIN_GROUP), key=lambda p: (p.dist.name if p.dist else "", p.name))
+    for point in points:
+        where = f"plugin entry point '{point.name} = {point.value}'" + \
+            (f" of {point.dist.name} {point.dist.version}" if point.dist else "")
+        try:
+            loaded = point.load()
+        except Exception as exc:  # any failure of third-party code: say which plugin
+            raise ValueError(f"{where}: cannot be loaded: {type(exc).__name__}: {exc}") from None
+        for cls in loaded if isinstance(loaded, (list, tuple)) else [loaded]:
+            if not (isinstance(cls, type) and issubclass(cls, Metric)) or inspect.isabstract(cls):
+                raise ValueError(f"{where}: {cls!r} is not a concrete metrics.base.Metric subclass")
+            missing = [a for a in ("name", "required_fields", "family") if not hasattr(cls, a)]
+            if missing:
+                raise ValueError(f"{where}: {cls.__qualname__} does not declare {', '.join(missing)}")
+            found.append(cls)
+    return found
+
+
+def _with_extensions(builtin: list[type[Metric]], source: Path | None) -> dict[str, type[Metric]]:
+    """The built-in metrics, then the custom file's (``source``), then the plugins'; a name
+    may be used once."""
+    metrics = {cls.name: cls for cls in builtin}
+    extra = [(f"{source}: metric {cls.name!r}", cls) for cls in (load_custom_metrics(source) if source else [])]
+    extra += [(f"plugin metric {cls.__module__}.{cls.__qualname__}", cls) for cls in plugin_metrics()]
+    for where, cls in extra:
+        taken = "a built-in metric" if cls.name in metrics and metrics[cls.name] in builtin else \
+            "another metric" if cls.name in metrics else \
+            "a family" if cls.name in {f.value for f in Family} | {"all"} else None
+        if taken:
+            raise ValueError(f"{where}: field 'name': {cls.name!r} is taken by {taken}")
+        metrics[cls.name] = cls
+    return metrics
+
+
+#: The custom metrics file the registry read (``None``: none).
+CUSTOM_METRICS_SOURCE: Path | None = custom_metrics_file()
+METRICS: dict[str, type[Metric]] = _with_extensions([
     Faithfulness, AnswerRelevancy, ContextRelevancy, ContextRecall, ContextPrecision,
     ContextUtilization, ContextEntityRecall, NoiseSensitivityRelevant, NoiseSensitivityIrrelevant,
     NVContextRelevance, AnswerCorrectness, FactualCorrectness,
     Groundedness, GroundednessPro, Relevance, Retrieval, ResponseCompleteness,
     *DOCUMENT_RETRIEVAL_METRICS, *_discovered(),
-)}
-#: Metric names by family (``metrics.base.Family``: core, ragas, azure, document_retrieval), in registry order.
+], CUSTOM_METRICS_SOURCE)
+#: Metric names by family (``metrics.base.Family``: core, ragas, azure, document_retrieval, custom,
+#: plugin), in registry order.
 FAMILIES: dict[str, tuple[str, ...]] = {family.value: tuple(name for name, cls in METRICS.items() if cls.family is family)
                                         for family in Family}
 #: The five core metrics of the dingo RAG guide, in the order reports show them.
@@ -71,7 +152,7 @@ def prompt_versions() -> dict[str, str]:
 
 def resolve_names(selection: str | Iterable[str]) -> list[str]:
     """Metric names from names and family names (``core``, ``ragas``, ``azure``,
-    ``document_retrieval``, ``all``), comma-separated or as an iterable, in registry order.
+    ``document_retrieval``, ``custom``, ``plugin``, ``all``), comma-separated or as an iterable, in registry order.
 
     Raises
     ------
@@ -88,8 +169,10 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
         elif item in METRICS:
             chosen.add(item)
         else:
+            source = f"custom metrics read from {CUSTOM_METRICS_SOURCE}" if CUSTOM_METRICS_SOURCE else \
+                f"no custom metrics file read (--custom-metrics FILE, ${CUSTOM_METRICS_ENV} or ./{CUSTOM_METRICS_FILE})"
             raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
-                           f"{', '.join(FAMILIES)}, all")
+                           f"{', '.join(FAMILIES)}, all; {source}")
     return [name for name in METRICS if name in chosen]
 
 
@@ -101,7 +184,7 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
     ----------
     metrics : iterable of str or Metric, optional
         Metric names, family names (``core``, ``ragas``, ``azure``, ``document_retrieval``,
-        ``all``) or instances. Defaults to :data:`CORE_METRICS`.
+        ``custom``, ``plugin``, ``all``) or instances (e.g. of ``metrics.custom.load_custom_metrics``). Defaults to :data:`CORE_METRICS`.
     thresholds : mapping, optional
         ``{metric_name: threshold}`` overriding the defaults of named metrics.
     options : mapping, optional

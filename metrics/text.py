@@ -8,6 +8,7 @@ answers into zero statements).
 """
 from __future__ import annotations
 
+import decimal
 import functools
 import html
 import re
@@ -127,7 +128,7 @@ def approximate_numbers(text: str) -> set[str]:
     word just before them ("about", "around", "approximately", "roughly", "nearly", "约",
     "大约", "将近", "~", "≈") or after them, a unit between ("21196公里左右", "3万多")."""
     text = text or ""
-    return {normalise_number(m.group()) for m in re.finditer(r"\d+(?:[.,]\d+)*", text)
+    return {value for m, value in _values(text)
             if _APPROXIMATE_BEFORE.search(text[max(0, m.start() - 16):m.start()])
             or _APPROXIMATE_AFTER.match(text[m.end():m.end() + 6])}
 
@@ -149,10 +150,23 @@ def same_number(stated: str, found: str, approximate: bool, tolerance: float) ->
     return approximate and abs(truth - value) <= tolerance * max(abs(truth), 1e-9)
 
 
+# Irregular past forms of common verbs, read as their base form ("won" says "win").
+_IRREGULAR = dict(pair.split(":") for pair in (
+    "won:win wrote:write written:write made:make took:take taken:take gave:give given:give went:go gone:go "
+    "became:become began:begin begun:begin held:hold led:lead sold:sell bought:buy paid:pay said:say told:tell "
+    "knew:know known:know saw:see seen:see grew:grow grown:grow ran:run came:come brought:bring kept:keep "
+    "met:meet lost:lose spent:spend chose:choose chosen:choose rose:rise risen:rise fell:fall fallen:fall "
+    "drove:drive driven:drive broke:break broken:break spoke:speak spoken:speak drew:draw drawn:draw "
+    "sang:sing sung:sing built:build sent:send taught:teach fought:fight caught:catch").split())
+
+
 def stem(word: str) -> str:
     """A light English suffix stripper: ``carries``→``carry``, ``kilograms``→``kilogram``,
-    ``launched``→``launch``, ``sleeping``→``sleep``; short words and words ending in
+    ``launched``→``launch``, ``sleeping``→``sleep``, irregular past forms of common verbs
+    to their base (``won``→``win``, ``written``→``write``); short words and words ending in
     ``-is``, ``-us``, ``-ss`` (``Paris``, ``status``, ``class``) are kept as they are."""
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
     if len(word) <= 4 or not word.isascii():
         return word
     for suffix, replacement, minimum in (("ies", "y", 5), ("sses", "ss", 5), ("ches", "ch", 5), ("shes", "sh", 5),
@@ -183,13 +197,36 @@ def content_tokens(text: str) -> set[str]:
     return tokens
 
 
+# Magnitude words after a number: "$5 billion" is 5000000000, "3万" 30000, "1.2亿" 120000000.
+_MAGNITUDES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12, "bn": 9, "万": 4, "亿": 8}
+_NUMBER_WITH_MAGNITUDE = re.compile(r"\d+(?:[.,]\d+)*(?:\s*(?:(thousand|million|billion|trillion|bn)\b|(万|亿)))?",
+                                    re.IGNORECASE)
+
+
+def _values(text: str) -> list[tuple[re.Match, str]]:
+    """Each number of ``text`` with its value, normalised: a magnitude word after it scales it
+    ("5 billion" → "5000000000", "5 million" → "5000000", "3万" → "30000")."""
+    found = []
+    for match in _NUMBER_WITH_MAGNITUDE.finditer(text or ""):
+        digits = normalise_number(re.match(r"[\d.,]+", match.group()).group())
+        word = (match.group(1) or match.group(2) or "").lower()
+        if word:
+            digits = normalise_number(format(decimal.Decimal(digits).scaleb(_MAGNITUDES[word]), "f"))
+        found.append((match, digits))
+    return found
+
+
 @_memoised
 def quantities(text: str) -> set[str]:
-    """Numbers in ``text`` (digits, normalised, and the English number words two to
-    twelve and the tens, as digits) plus capitalised month names, lower-cased: the tokens whose
-    change turns a true statement into a false one."""
+    """Numbers in ``text`` (digits, normalised, scaled by a magnitude word after them: "$5
+    billion" → "5000000000", "3万" → "30000"; and the English number words two to twelve and
+    the tens, as digits) plus capitalised month names, lower-cased: the tokens whose change
+    turns a true statement into a false one ("$5 billion" is not "$5 million")."""
     words = re.findall(r"[A-Za-z]+", text or "")
-    return (numbers(text) | {_NUMBER_WORDS[w.lower()] for w in words if w.lower() in _NUMBER_WORDS}
+    scaled = {value for match, value in _values(text) if match.group(1) or match.group(2)}
+    plain = {n for n in numbers(_NUMBER_WITH_MAGNITUDE.sub(lambda m: " " if m.group(1) or m.group(2) else m.group(),
+                                                            text or ""))}
+    return (plain | scaled | {_NUMBER_WORDS[w.lower()] for w in words if w.lower() in _NUMBER_WORDS}
             | {w.lower() for w in words if w.istitle() and w.lower() in _MONTHS})
 
 
@@ -340,6 +377,29 @@ def is_polar_question(question: str) -> bool:
     if first and first.group().lower() in _AUXILIARIES:
         return True
     return bool(re.search(r"吗[？?]?$|是否|是不是|有没有|对不对", question))
+
+
+_ASKS_NUMBER = re.compile(r"\b(?:how (?:many|much|long|old|far|tall|big|high)|what (?:year|percentage|number)"
+                          r"|in (?:what|which) year)\b|多少|几|哪一?年", re.IGNORECASE)
+_ASKS_DATE = re.compile(r"^\s*when\b|\bwhat (?:date|day|month)\b|何时|什么时候|哪天", re.IGNORECASE)
+_ASKS_NAME = re.compile(r"^\s*(?:who|whom|whose)\b|\bby whom\b|谁", re.IGNORECASE)
+
+
+def answer_kind_missed(question: str, span: str) -> str | None:
+    """The kind of answer ``question`` asks for that the bare span ``span`` is not, else ``None``:
+    "a number" ("How many …?", "多少") and "a date" ("When …?") need a digit, a number word or a
+    month; "a name" ("Who …?", "谁") a capitalised word or CJK text without digits. "Delhi" for "How many
+    majors …?" is off the question; a question of another kind, or a span ending like a sentence,
+    is never judged."""
+    kind = ("a number" if _ASKS_NUMBER.search(question or "") else "a date" if _ASKS_DATE.search(question or "")
+            else "a name" if _ASKS_NAME.search(question or "") else None)
+    if kind is None or not is_bare_span(span) or yes_no(span) or re.search(r"[.!?。！？]\s*$", span):
+        return None
+    if kind == "a name":
+        fits = not re.search(r"\d", span) and (has_cjk(span) or any(w[:1].isupper() for w in span.split()))
+    else:
+        fits = bool(quantities(span)) or bool(re.search(r"\d|[一二三四五六七八九十百千万亿]", span))
+    return None if fits else kind
 
 
 def qa_statement(question: str, answer: str) -> str:

@@ -20,6 +20,69 @@ from orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_tre
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
 
+def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The LLM judge's options (``--base-url``, ``--model``...; ``orchestration.parsing.judge_resource``
+    reads them), as a group of ``parser``."""
+    judge = parser.add_argument_group("LLM judge (used when OPENAI_API_KEY or OPENAI_BASE_URL is set, or "
+                                      "--base-url is given; API keys are read from the environment only)")
+    judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    judge.add_argument("--model", help="chat model (default $OPENAI_MODEL or gpt-4o-mini)")
+    judge.add_argument("--embedding-model", help="embedding model (default $EMBEDDING_MODEL)")
+    judge.add_argument("--concurrency", type=int, help="requests in flight at most (default 16)")
+    judge.add_argument("--timeout", type=float, help="seconds per request (default 60)")
+    judge.add_argument("--strictness", type=int, help="questions generated for answer_relevancy (default 3)")
+    judge.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+    judge.add_argument("--response-format", choices=("json_schema", "json_object"),
+                       help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
+    judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
+    judge.add_argument("--cache-across-endpoints", action="store_true", default=None,
+                       help="reuse cached judgements of another endpoint serving the same model")
+    judge.add_argument("--max-row-requests", type=int, help="requests one row may send per metric, after "
+                       "the cache (default 50; 0 no limit); a row over it is judge_error, nothing sent")
+    judge.add_argument("--max-row-tokens", type=int, help="estimated tokens one row may send per metric "
+                       "(default 200000; 0 no limit)")
+    return judge
+
+
+def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
+    """The ``--custom-metrics FILE`` option (``metrics.custom``)."""
+    parser.add_argument("--custom-metrics", metavar="FILE",
+                        help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
+                             "when present); the Dagster UI and daemon read the same variable and file")
+
+
+def use_custom_metrics(argv: list[str] | None) -> None:
+    """Point the metric registry at ``--custom-metrics`` (through ``$RAG_EVAL_CUSTOM_METRICS``,
+    so Dagster's run workers see the file too) and load it, before anything imports it.
+
+    Raises
+    ------
+    ValueError
+        For a file with an invalid definition (naming the file, the metric and the field),
+        or when this process already loaded the registry from another file.
+    OSError
+        For a file that cannot be read.
+    """
+    import os
+
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--custom-metrics")
+    named = early.parse_known_args(argv)[0].custom_metrics
+    variable = "RAG_EVAL_CUSTOM_METRICS"  # metrics.registry.CUSTOM_METRICS_ENV, set before the registry is imported
+    before = os.environ.get(variable)
+    if named:
+        os.environ[variable] = str(Path(named).resolve())
+    from metrics.registry import CUSTOM_METRICS_SOURCE, custom_metrics_file
+
+    if custom_metrics_file() != CUSTOM_METRICS_SOURCE:
+        if before is None:  # as it was: the next command of this process is not refused too
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
+        raise ValueError(f"this process loaded the custom metrics of {CUSTOM_METRICS_SOURCE or 'no file'}; "
+                         f"--custom-metrics {named} needs a new process")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
@@ -46,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name in ("run", "backfill"):
             p.add_argument("--metrics", default="core",
                            help="metrics and families to compute, comma-separated: metric names, core (default), "
-                                "ragas, azure, document_retrieval, all")
+                                "ragas, azure, document_retrieval, custom, plugin, all")
+            add_custom_metrics(p)
             p.add_argument("--scale", type=int, choices=(1, 10), default=1,
                            help="10 presents the [0, 1] metrics on dingo's 0-10 scale in the table, summary.json "
                                 "and --threshold values")
@@ -64,24 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="score in this process (default) or in Spark tasks")
             p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default local[2])")
             p.add_argument("--parallelism", type=int, default=2, help="Spark tasks per metric (default 2)")
-            judge = p.add_argument_group("LLM judge (used when OPENAI_API_KEY or OPENAI_BASE_URL is set, or "
-                                         "--base-url is given; API keys are read from the environment only)")
-            judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-            judge.add_argument("--model", help="chat model (default $OPENAI_MODEL or gpt-4o-mini)")
-            judge.add_argument("--embedding-model", help="embedding model (default $EMBEDDING_MODEL)")
-            judge.add_argument("--concurrency", type=int, help="requests in flight at most (default 16)")
-            judge.add_argument("--timeout", type=float, help="seconds per request (default 60)")
-            judge.add_argument("--strictness", type=int, help="questions generated for answer_relevancy (default 3)")
-            judge.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
-            judge.add_argument("--response-format", choices=("json_schema", "json_object"),
-                               help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
-            judge.add_argument("--cache-path", help="judgement cache file (default .rag_eval_cache/judgements.sqlite)")
-            judge.add_argument("--cache-across-endpoints", action="store_true", default=None,
-                               help="reuse cached judgements of another endpoint serving the same model")
-            judge.add_argument("--max-row-requests", type=int, help="requests one row may send per metric, after "
-                               "the cache (default 50; 0 no limit); a row over it is judge_error, nothing sent")
-            judge.add_argument("--max-row-tokens", type=int, help="estimated tokens one row may send per metric "
-                               "(default 200000; 0 no limit)")
+            judge = add_judge_arguments(p)
             if name == "run":
                 judge.add_argument("--dry-run", action="store_true", help="print the requests and tokens the run "
                                    "would send (after the cache) and their price; send and register nothing")
@@ -91,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("labels", help="JSONL of pairwise or per-sample labels")
     calibrate.add_argument("--json", help="also write the report as JSON to this file")
     calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
+    add_custom_metrics(calibrate)
     calibrate.set_defaults(handler=cmd_calibrate)
     from orchestration.sweep import add_arguments
 
@@ -100,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
     convert.add_argument("-o", "--output", required=True, help="JSONL file to write")
     convert.set_defaults(handler=cmd_convert_trec)
+    from orchestration.testset import add_arguments as add_testset_arguments
+
+    add_testset_arguments(sub.add_parser("testset", help="write a test set from a folder of documents"))
     from orchestration.gate_cli import add_gate_commands
 
     add_gate_commands(sub)  # compare, gate, tag (the regression gate)
@@ -110,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
     blocking check); 2 bad arguments or input; 3 done, but some results are judge errors; 4 the
     regression gate failed (``rag-eval compare|gate``)."""
+    try:
+        use_custom_metrics(argv)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     if args.uses_instance:  # the gate's commands read files only
         args.instance = prepare_instance()

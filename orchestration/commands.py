@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sys
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -160,6 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_judge(judge_resource(args))
     check_out(args)
     version, new = register(args)
+    started = time.time()
     summary = evaluate_version(version, args, config)
     if summary is None:
         if new:  # a version this run registered and could not evaluate is not left behind
@@ -176,7 +178,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = sum(c["judge_error"] for c in summary["coverage"].values())
     total = sum(c["total"] for c in summary["coverage"].values())
     folder = Path(args.out) / version
-    written = [p.name for p in sorted(folder.iterdir()) if p.is_file()]
+    # This run's files only: a gate report left by an earlier `rag-eval gate` is not this run's.
+    written = [p.name for p in sorted(folder.iterdir()) if p.is_file() and p.stat().st_mtime >= started - 0.5]
     print(f"wrote {', '.join(written)} in {folder}/ and the tables of {Path(args.out) / 'rag_eval.duckdb'}")
     if failed:
         print(f"warning: {failed} of {total} results are judge_error (the judge failed; reasons in results.parquet)",

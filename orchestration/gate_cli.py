@@ -47,7 +47,9 @@ def _print_table(comparison) -> None:
 
     table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
     for column in ("metric", "base", "cand", "diff", "95 % CI", "n", "verdict"):
-        table.add_column(column, justify="left" if column in ("metric", "verdict") else "right", no_wrap=True)
+        # Numbers never wrap; a long verdict ("not in baseline …") wraps rather than being cut at 80 columns.
+        table.add_column(column, justify="left" if column in ("metric", "verdict") else "right",
+                         no_wrap=column != "verdict", overflow="fold")
     for m in comparison.metrics.values():
         verdict = m.verdict.replace(" detected", "") + ("" if m.metric in comparison.gated else " (info)")
         table.add_row(m.metric, _num(m.baseline_mean), _num(m.candidate_mean), _num(m.difference, sign=True),

@@ -47,7 +47,9 @@ class Seen:
         if fmt.get("type") == "json_schema":
             return fmt["json_schema"]["name"]
         prompt = self.prompt
-        for marker, kind in (("Statements:\n", "statement_support"), ("Write ", "answer_questions"),
+        for marker, kind in (("Check this test question", "question_critic"),
+                             ("Write the question and the answer in", "question_generation"),
+                             ("Statements:\n", "statement_support"), ("Write ", "answer_questions"),
                              ("Answer, as numbered statements", "reference_attribution"), ("Rate how relevant", "context_relevance_a"),
                              ("Below are passages", "context_relevance_b")):
             if marker in prompt:

@@ -13,7 +13,7 @@ from pydantic import Field
 from metrics.judgements.base import Judgement, Model, item_schema
 from metrics.judges.base import is_noncommittal, restates
 from metrics.judges.prompts import OutputError, Request, check_keyed, ids, keyed_schema
-from metrics.text import is_bare_span, qa_statement, split_sentences
+from metrics.text import answer_kind_missed, is_bare_span, qa_statement, split_sentences
 
 
 class QuestionAndResponse(Model):
@@ -26,11 +26,13 @@ class QuestionAndResponse(Model):
 class AnswerRelevance(Model):
     """``similarities``: cosines in [-1, 1] between the question and each generated question
     (offline: the response itself); ``noncommittal``: one flag per generation; ``questions``:
-    the generated questions (empty offline)."""
+    the generated questions (empty offline); ``off_question``: offline, the kind of answer the
+    question asks for that a bare-span response is not ("a number"), else empty."""
 
     similarities: list[float]
     noncommittal: list[bool]
     questions: list[str] = []
+    off_question: str = ""
 
 
 class QuestionItem(Model):
@@ -80,14 +82,17 @@ class AnswerQuestions(Judgement[QuestionAndResponse, AnswerRelevance]):
         """Cosine of question and response; noncommittal when every sentence is evasive
         (``is_noncommittal``: refusals, "not provided", "无法回答") or only restates the
         question (``restates``). A bare span ("85", "Delhi") is read with its question
-        (``"Q: … A: 85"``), as the LLM judge reads it: a span that answers is relevant."""
+        (``"Q: … A: 85"``), as the LLM judge reads it: a span that answers is relevant, a span of
+        another kind than the question asks for ("Delhi" for "How many …?") is off the question
+        (``metrics.text.answer_kind_missed``)."""
         user_input, response = inputs.user_input, inputs.response
         sentences = split_sentences(response)
         if is_bare_span(response):
             sentences, response = [response.strip()], qa_statement(user_input, response)
         evasive = not sentences or all(is_noncommittal(s) or restates(user_input, s) for s in sentences)
         vectors = judge.embed([user_input, response])
-        return self.verdict(similarities=[float(vectors[0] @ vectors[1])], noncommittal=[evasive])
+        return self.verdict(similarities=[float(vectors[0] @ vectors[1])], noncommittal=[evasive],
+                            off_question=answer_kind_missed(user_input, inputs.response) or "")
 
 
 answer_questions = AnswerQuestions()

@@ -14,12 +14,15 @@ class LikertRelevance(Likert):
     fields = ("query", "response")
 
     async def offline(self, judge, inputs: LikertTexts) -> LikertScore:
-        """1 for an evasive response; else 1 plus the ``Rules.relevance_bands`` (0.1, 0.25,
+        """1 for an evasive response or a span of another kind than the question asks for
+        ("Delhi" for "How many …?"); else 1 plus the ``Rules.relevance_bands`` (0.1, 0.25,
         0.4, 0.55) the question-response cosine reaches."""
         judgement = await answer_questions.offline(judge, QuestionAndResponse(user_input=inputs.query,
                                                                               response=inputs.response))
         if all(judgement.noncommittal):
             return self.verdict(score=1, reason="the response is evasive")
+        if judgement.off_question:
+            return self.verdict(score=1, reason=f"off the question: it asks for {judgement.off_question}")
         cosine = judgement.similarities[0]
         score = 1 + sum(cosine >= cut for cut in judge.rules.relevance_bands)
         return self.verdict(score=score, reason=f"question-response similarity {cosine:.2f}")

@@ -106,14 +106,22 @@ def is_noncommittal(sentence: str) -> bool:
     return bool(_NONCOMMITTAL.search(sentence or ""))
 
 
+# Vague words that add nothing to a restated question ("… was completed at some point", "That is
+# a good question about …"), as content tokens.
+_VAGUE = frozenset("point good question thing something anything many people various certain time interesting "
+                   "topic matter regard aspect".split())
+
+
 def restates(question: str, response: str) -> bool:
     """True when ``response`` only restates ``question``: no number or name the question lacks
-    and at least 80 % of its content tokens taken from the question ("The Eiffel Tower was
-    completed." for "When was the Eiffel Tower completed?"). Short spans and yes/no answers
-    (which may pick an option of the question) never count."""
-    if is_bare_span(response):
+    and at least 80 % of its content tokens, vague words aside (``_VAGUE``: "at some point",
+    "a good question"), taken from the question ("The Eiffel Tower was completed." for "When
+    was the Eiffel Tower completed?"). Short spans, and any answer to a yes/no question (which
+    affirms or denies its claim: "The Eiffel Tower is made of iron." for "Is the Eiffel Tower
+    made of iron?"), never count."""
+    if is_bare_span(response) or is_polar_question(question):
         return False
-    said, asked = content_tokens(response), content_tokens(question)
+    said, asked = content_tokens(response) - _VAGUE, content_tokens(question)
     asked_words = set(re.findall(r"\w+", (question or "").lower()))
     new_facts = (numbers(response) - numbers(question)) | {
         n for n in names(response) if not set(re.findall(r"\w+", n)) <= asked_words}

@@ -257,6 +257,12 @@ class JudgementCache:
             with self._lock:
                 self._guard(drop)
 
+    def close(self) -> None:
+        """Close the database connection (its file, WAL and shared-memory handles); answers
+        kept in memory stay readable."""
+        with self._lock:
+            self._close()
+
     def __len__(self) -> int:
         with self._lock:
             count = self._guard(lambda: self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0], fallback=0)

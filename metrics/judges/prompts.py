@@ -63,16 +63,23 @@ def example_answer(schema: dict[str, Any], decide: Callable[[str, str | None], A
     ratings and Likert scores; by default every value is 1 and ``noncommittal`` 0. For an
     array field (``("entities", None)``) a list returned by ``decide`` is used as is,
     anything else gives ``[]``. Strings are filled in: ``reason`` → "scripted reason for
-    <key>", ``question`` → "What does <key> ask?".
+    <key>", ``question`` → "What does <key> ask?"; a string with an ``enum`` takes ``decide``'s
+    value when it is one of them, else the first; a number with ``minimum`` and ``maximum``
+    is ``decide``'s value brought into that range.
     """
     answer = {}
     for name, sub in schema["properties"].items():
         kind = sub.get("type")
         if kind == "object" or "properties" in sub:
             answer[name] = example_answer(sub, decide, name)
+        elif kind == "string" and "enum" in sub:
+            value = decide(name, parent)
+            answer[name] = value if value in sub["enum"] else sub["enum"][0]
         elif kind == "string":
             answer[name] = {"reason": f"scripted reason for {parent}" if parent else "scripted reason",
                             "question": f"What does {parent} ask?"}.get(name, f"scripted {name}")
+        elif kind == "number" and "minimum" in sub:
+            answer[name] = min(max(decide(name, parent), sub["minimum"]), sub["maximum"])
         elif kind == "array":
             value = decide(name, parent)
             answer[name] = value if isinstance(value, list) else []

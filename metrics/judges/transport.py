@@ -1,7 +1,8 @@
 """The LLM judge's transport: its event loop, HTTP clients, concurrency limit, retries and redaction.
 
 Requests go through the official ``openai`` client (``AsyncOpenAI``, aiohttp transport)
-on one private event loop, under one concurrency limit shared by every row and metric,
+on one private event loop, under one concurrency limit shared by every row and metric
+(halved on a 429, raised again on successes: ``metrics.judges.limit``),
 with retries (exponential backoff with jitter, honouring ``Retry-After``) on 429, 5xx,
 connection errors and timeouts. Before the first request to an endpoint it is checked
 (``metrics.judges.endpoint``). API keys never leave this module: every error message is
@@ -23,6 +24,7 @@ from metrics.judges import prompts
 from metrics.judges.base import JudgeError, Usage, current_usage
 from metrics.judges.config import LLMConfig
 from metrics.judges.endpoint import check_endpoint, connection_cause, public_url
+from metrics.judges.limit import AdaptiveLimit
 
 if TYPE_CHECKING:
     import openai
@@ -75,7 +77,8 @@ class Transport:
         Its endpoints, keys, timeout, concurrency, attempts and waits are used; the model
         and sampling settings come with each call (a twin's may differ).
 
-    The clients and the semaphore are created on the transport's loop, on first use; the
+    The clients and the concurrency limit (:class:`~metrics.judges.limit.AdaptiveLimit`: a
+    429 halves it) are created on the transport's loop, on first use; the
     endpoint check runs once per chat model (and once for a separate embeddings endpoint).
     """
 
@@ -83,11 +86,12 @@ class Transport:
         self.config = config
         self.chat_client: openai.AsyncOpenAI | None = None
         self.embeddings_client: openai.AsyncOpenAI | None = None
-        self.semaphore: asyncio.Semaphore | None = None
+        self.limit: AdaptiveLimit | None = None
         #: Endpoint checks in progress or done, by chat model (or "embeddings endpoint").
         self.checks: dict[str, asyncio.Future] = {}
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="llm-judge-loop", daemon=True).start()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="llm-judge-loop", daemon=True)
+        self.thread.start()
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` on the transport's own event loop (one loop for its whole life,
@@ -95,7 +99,7 @@ class Transport:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def close(self) -> None:
-        """Close the HTTP connections and stop the event loop."""
+        """Close the HTTP connections, stop the event loop and release it (its selector and pipe)."""
         async def close_clients() -> None:
             for client in (self.chat_client, self.embeddings_client):
                 if client is not None:
@@ -105,6 +109,9 @@ class Transport:
         if self.loop.is_running():
             self.run(close_clients())
             self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+        if not self.loop.is_closed():
+            self.loop.close()
 
     # ----------------------------------------------------------------- redaction
     def redact(self, text: str) -> str:
@@ -142,7 +149,7 @@ class Transport:
 
             self.chat_client = client(cfg.base_url, key)
             self.embeddings_client = client(cfg.embedding_base_url or cfg.base_url, cfg.embedding_api_key or key)
-            self.semaphore = asyncio.Semaphore(cfg.concurrency)
+            self.limit = AdaptiveLimit(cfg.concurrency)
 
     def check_report(self, model: str) -> dict[str, Any] | None:
         """The report of ``model``'s endpoint check, once it passed (else ``None``)."""
@@ -189,7 +196,7 @@ class Transport:
                         usage.embedding_requests += 1
                     else:
                         usage.chat_requests += 1
-                    async with self.semaphore:
+                    async with self.limit.slot():
                         return await call()
         except openai.APIConnectionError as exc:  # includes APITimeoutError
             cause = connection_cause(exc)

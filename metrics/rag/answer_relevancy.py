@@ -48,7 +48,8 @@ class AnswerRelevancy(Metric):
 
     With the LLM judge: ``strictness`` questions generated from the response, compared
     with the question by embedding cosine. With the offline judge: the cosine between
-    question and response. An empty response scores 0.0 (it answers nothing).
+    question and response, and a bare span of another kind than the question asks for ("Delhi"
+    for "How many …?") scores 0.0, off the question. An empty response scores 0.0 (it answers nothing).
     """
 
     name = "answer_relevancy"
@@ -61,9 +62,12 @@ class AnswerRelevancy(Metric):
             return Measured(0.0, "empty response: it answers nothing", {"noncommittal": [True]})
         judgement = await judge.ask(answer_questions, answer_questions.Input(user_input=sample.user_input,
                                                                              response=sample.response))
-        value = answer_relevancy_score(judgement.similarities, judgement.noncommittal)
         details = {"similarities": [round(s, 4) for s in judgement.similarities],
                    "noncommittal": judgement.noncommittal, "questions": judgement.questions}
+        if judgement.off_question:
+            return Measured(0.0, f"off the question: it asks for {judgement.off_question}, the answer is not one",
+                            {**details, "off_question": judgement.off_question})
+        value = answer_relevancy_score(judgement.similarities, judgement.noncommittal)
         if value == 0.0 and any(judgement.noncommittal):
             return Measured(value, "the response is noncommittal or evasive", details)
         return Measured(value, f"mean similarity to the question {value:.2f}", details)

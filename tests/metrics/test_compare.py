@@ -71,9 +71,21 @@ def test_status_changes_rows_in_one_version_and_a_coverage_drop_fail_the_gate():
     assert row.n == 10 and row.difference == 0.0 and row.verdict == "no change detected"
     # 2 judge errors of 13 rows against none: the error share rose by 15.4 % > 5 %.
     assert result.coverage["faithfulness"]["drop"] == pytest.approx(2 / 13, abs=1e-6)
-    assert result.failures == ["faithfulness coverage dropped: judge/input errors on 15.4% of rows vs 0.0% "
-                               "(limit +5.0%)"]
+    assert result.failures == ["faithfulness coverage dropped: not scored on 15.4% of rows vs 0.0% "
+                               "(errors 15.4%, not applicable 0.0%; limit +5.0%)"]
     assert compare(base, cand, max_coverage_drop=0.2).passed
+
+
+def test_a_candidate_that_refuses_to_answer_loses_coverage_and_fails_the_gate():
+    # "I don't know" on 2 of 12 rows: faithfulness is not applicable there, and the 10 rows left are as good.
+    base = frame("faithfulness", BASE)
+    cand = frame("faithfulness", BASE, status={"q00": "not_applicable", "q01": "not_applicable"})
+    result = compare(base, cand)
+    assert result.metrics["faithfulness"].verdict == "no change detected" and result.metrics["faithfulness"].n == 10
+    assert result.coverage["faithfulness"]["drop"] == pytest.approx(2 / 12, abs=1e-6)
+    assert result.failures == ["faithfulness coverage dropped: not scored on 16.7% of rows vs 0.0% "
+                               "(errors 0.0%, not applicable 16.7%; limit +5.0%)"]
+    assert not result.passed
 
 
 def test_the_interval_matches_normal_theory_and_is_reproducible():

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from metrics.judges.base import statements
-from metrics.text import content_tokens, has_cjk, normalise_number, names, numbers, quantities, split_sentences
+from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, names, normalise_number, numbers, quantities,
+                          split_sentences, stem)
 
 
 # --------------------------------------------------------------------------- CJK segmentation
@@ -138,3 +139,39 @@ def test_has_cjk():
 def test_devanagari_and_arabic_sentence_ends():
     assert split_sentences("यह एक वाक्य है। यह दूसरा है।") == ["यह एक वाक्य है।", "यह दूसरा है।"]
     assert split_sentences("هل هذا صحيح؟ نعم.") == ["هل هذا صحيح؟", "نعم."]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("$5 billion", {"5000000000"}), ("$5 million", {"5000000"}), ("1,500 million", {"1500000000"}),
+    ("1.5 billion", {"1500000000"}), ("3万多人", {"30000"}), ("约1.2亿元", {"120000000"}),
+    ("5 stores in 2012", {"5", "2012"}),
+])
+def test_quantities_scale_magnitude_words(text, expected):
+    assert quantities(text) == expected
+
+
+def test_approximate_numbers_scaled_too():
+    assert approximate_numbers("约1.2亿元") == {"120000000"} and approximate_numbers("3万多人") == {"30000"}
+
+
+@pytest.mark.parametrize("word, base", [("won", "win"), ("written", "write"), ("wrote", "write"), ("sold", "sell")])
+def test_stem_reads_irregular_past_forms(word, base):
+    assert stem(word) == base
+
+
+@pytest.mark.parametrize("question, span, missed", [
+    ("How many majors does the university offer?", "Delhi", "a number"),
+    ("How many majors does the university offer?", "85", None),
+    ("How many majors does the university offer?", "eighty-five", None),   # "eighty" is a number word
+    ("When was the Eiffel Tower completed?", "Gustave Eiffel", "a date"),
+    ("When was the Eiffel Tower completed?", "March 1889", None),
+    ("Who directed Beowulf?", "standard gauge track", "a name"),
+    ("Who directed Beowulf?", "Robert Zemeckis", None),
+    ("谁刺杀了林肯？", "1865年", "a name"),
+    ("谁刺杀了林肯？", "约翰·威尔克斯·布斯", None),
+    ("中国2019年人口出生率是多少", "武汉", "a number"),
+    ("Which album was it on?", "85", None),                                 # a question of no set kind
+    ("How many majors does the university offer?", "The university offers many majors.", None),  # a sentence
+])
+def test_answer_kind_missed(question, span, missed):
+    assert answer_kind_missed(question, span) == missed

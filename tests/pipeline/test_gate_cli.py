@@ -101,3 +101,16 @@ def test_bare_gate_takes_the_latest_registered_version_and_a_tag_names_an_evalua
     assert refused.returncode == 2 and "not an evaluated version" in refused.stderr
     assert not (versions / "datasets" / "tags.json").exists()
     assert rag_eval(versions, "tag", "production", A).returncode == 0
+
+
+def test_a_long_verdict_is_wrapped_not_cut_at_80_columns(versions):
+    only_faithfulness = results()
+    only_faithfulness = only_faithfulness[only_faithfulness["metric"] == "faithfulness"]
+    only_faithfulness.to_parquet(versions / "candidate-without-context-recall.parquet")
+    done = rag_eval(versions, "compare", f"out/{A}/results.parquet", "candidate-without-context-recall.parquet",
+                    "--config", "gate.toml", "--report-dir", "r")
+    assert done.returncode == 4
+    table = [line for line in done.stdout.splitlines() if line.startswith(" ")]
+    assert max(len(line) for line in table) <= 80 and "…" not in done.stdout  # before: "not in candidate-w…"
+    verdict = "".join("".join(line[65:].split()) for line in table)
+    assert "notincandidate-without-context-recall.parquet" in verdict  # folded over lines, all of it

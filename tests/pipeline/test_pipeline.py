@@ -1,8 +1,10 @@
 """End to end: the Dagster graph in a temporary instance, with the offline and the LLM judge."""
 import json
 import math
+import os
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -239,6 +241,13 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     summary = json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())
     assert summary["scale"] == "0-10" and summary["total"] == 3
     assert dg.DagsterInstance.get().get_dynamic_partitions("dataset_version") == ["tiny-v1"]
+    # A gate's report of an earlier day is not listed as written by a later run.
+    old = tmp_path / "out" / "tiny-v1" / "report.md"
+    old.write_text("# gate of yesterday\n", encoding="utf-8")
+    os.utime(old, (time.time() - 86400, time.time() - 86400))
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--scale", "10"]) == 0
+    [listing] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("wrote ")]
+    assert "summary.json" in listing and "report.md" not in listing
     # Registering the same content again reuses its version; other content under the key is refused.
     assert cli.main(["register", str(dataset)]) == 0
     assert "tiny-v1" in capsys.readouterr().out
@@ -328,7 +337,11 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_
         summary = importlib.reload(assets.summary).eval_summary
         reloaded = dg.Definitions(assets=[ingest_dataset, build_metric_assets(), summary],
                                   resources=project.resources)
-        stale = stale_assets(project.instance, reloaded.get_repository_def(), "v1", EVALUATED)
+        # Loading reads the defs state of the instance in context; an instance of its own makes that one
+        # live (in one CI run the ambient one was an earlier test's, whose folder was gone).
+        with dg.instance_for_test():
+            repository = reloaded.get_repository_def()
+        stale = stale_assets(project.instance, repository, "v1", EVALUATED)
     finally:
         monkeypatch.undo()
         importlib.reload(assets.summary)

@@ -1,0 +1,191 @@
+"""A folder of documents read into text and split into chunks, the units a test set names as sources.
+
+Plain text (``.txt``), Markdown (``.md``, ``.markdown``), HTML (``.html``, ``.htm``; script,
+style and head left out) and PDF (``.pdf``, the text layer of each page through ``pypdf``)
+are read; any other file is skipped with its reason, and so is a file that cannot be read
+(not UTF-8, a damaged or encrypted PDF, no text). A document is split into paragraphs at
+blank lines, each normalised as RAG text (``metrics.text.normalise_rag_text``: Markdown
+marks, HTML entities and citation markers go); a paragraph under ``HEADING_TOKENS`` (a
+heading) ends as a sentence and opens the next one; paragraphs are packed into chunks of at
+most ``chunk_tokens`` estimated tokens (UTF-8 bytes / 4: about 1,000 English or 340
+Chinese characters at the default 256), a longer paragraph cut at sentence ends. A chunk's
+id is ``<path in the folder>#<n>`` (``guide/install.md#2``), counted from 1, so the same
+folder always gives the same ids.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+from metrics.judges.plan import estimate_tokens
+from metrics.text import normalise_rag_text, split_sentences
+
+SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
+            ".pdf": "pdf"}
+#: Chunk size, in estimated tokens, unless the caller gives another.
+CHUNK_TOKENS = 256
+#: A paragraph of fewer estimated tokens (a heading) is joined to the next one.
+HEADING_TOKENS = 12
+
+
+@dataclass(frozen=True)
+class Document:
+    """One file of the folder: ``id`` its path inside the folder (``/``-separated), ``text``."""
+
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a document: ``id`` (``<document id>#<n>``), ``document_id``, ``text``."""
+
+    id: str
+    document_id: str
+    text: str
+
+
+class _HTMLText(HTMLParser):
+    """The text of an HTML page, a blank line at each block element, without script, style and head."""
+
+    BLOCKS = {"p", "div", "section", "article", "li", "ul", "ol", "table", "tr", "h1", "h2", "h3", "h4", "h5",
+              "h6", "blockquote", "pre", "br", "hr", "main", "header", "footer", "dd", "dt"}
+    HIDDEN = {"script", "style", "head", "noscript", "template"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.HIDDEN:
+            self.hidden += 1
+        elif tag in self.BLOCKS:
+            self.parts.append("\n\n# " if re.fullmatch(r"h[1-6]", tag) else "\n\n")  # a heading as Markdown's
+
+    def handle_endtag(self, tag):
+        if tag in self.HIDDEN:
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in self.BLOCKS:
+            self.parts.append("\n\n")
+
+    def handle_data(self, data):
+        if not self.hidden:
+            self.parts.append(re.sub(r"\s+", " ", data))
+
+
+def _pdf_text(path: Path) -> str:
+    from pypdf import PdfReader
+
+    reader = PdfReader(path)
+    if reader.is_encrypted:
+        raise ValueError("the PDF is encrypted")
+    return "\n\n".join(page.extract_text() or "" for page in reader.pages)
+
+
+def read_text(path: Path) -> str:
+    """The text of one file by its suffix (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        For an unsupported suffix, text that is not UTF-8, or a PDF that cannot be read.
+    """
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(f"not a supported document type (one of {', '.join(sorted(SUFFIXES))})")
+    if kind == "pdf":
+        from pypdf.errors import PdfReadError
+
+        try:
+            return _pdf_text(path)
+        except PdfReadError as exc:
+            raise ValueError(f"unreadable PDF: {exc}") from None
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 (byte {exc.start + 1}); save it as UTF-8") from None
+    if kind == "html":
+        parser = _HTMLText()
+        parser.feed(text)
+        parser.close()
+        text = "".join(parser.parts)
+    return text
+
+
+def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
+    """Every document under ``folder`` (recursively, in path order; hidden files and folders
+    such as ``.git/`` left out) and the files skipped, ``{path: reason}``.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``folder`` is not a folder.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"documents folder not found: {root}")
+    documents, skipped = [], {}
+    files = [p for p in root.rglob("*") if p.is_file()
+             and not any(part.startswith(".") for part in p.relative_to(root).parts)]  # no .git/, .DS_Store
+    for path in sorted(files):
+        name = path.relative_to(root).as_posix()
+        try:
+            text = read_text(path)
+        except (ValueError, OSError) as exc:
+            skipped[name] = str(exc)
+            continue
+        if not normalise_rag_text(text).strip():
+            skipped[name] = "no text (a scanned PDF needs OCR first)" if path.suffix.lower() == ".pdf" else "no text"
+            continue
+        documents.append(Document(name, text))
+    return documents, skipped
+
+
+def _pieces(paragraph: str, limit: int) -> list[str]:
+    """``paragraph`` cut at sentence ends into pieces of at most ``limit`` tokens (a longer sentence stays whole)."""
+    if estimate_tokens(paragraph) <= limit:
+        return [paragraph]
+    pieces: list[str] = []
+    for sentence in split_sentences(paragraph):
+        if pieces and estimate_tokens(pieces[-1] + " " + sentence) <= limit:
+            pieces[-1] += " " + sentence
+        else:
+            pieces.append(sentence)
+    return pieces
+
+
+def chunk_document(document: Document, chunk_tokens: int = CHUNK_TOKENS) -> list[Chunk]:
+    """``document`` in chunks of at most ``chunk_tokens`` estimated tokens (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        For ``chunk_tokens`` below 32.
+    """
+    if chunk_tokens < 32:
+        raise ValueError(f"chunk size {chunk_tokens}: give at least 32 tokens")
+    paragraphs = [p for p in (normalise_rag_text(block).replace("\n", " ") for block in
+                              re.split(r"\n\s*\n", document.text.replace("\r\n", "\n"))) if p.strip()]
+    texts: list[str] = []
+    heading = ""
+    for paragraph in paragraphs:
+        if estimate_tokens(paragraph) < HEADING_TOKENS:  # a heading: ended as a sentence, joined to what follows
+            heading = f"{heading} {paragraph}{'' if re.search(r'[.!?:。！？：]$', paragraph) else '.'}".strip()
+            continue
+        for piece in _pieces(f"{heading} {paragraph}".strip() if heading else paragraph, chunk_tokens):
+            if texts and estimate_tokens(texts[-1] + "\n" + piece) <= chunk_tokens:
+                texts[-1] += "\n" + piece
+            else:
+                texts.append(piece)
+        heading = ""
+    if heading and not texts:  # a document that is only short lines
+        texts.append(heading)
+    return [Chunk(f"{document.id}#{n}", document.id, text) for n, text in enumerate(texts, start=1)]
+
+
+def chunk_documents(documents: list[Document], chunk_tokens: int = CHUNK_TOKENS) -> list[Chunk]:
+    """Every document's chunks, in document order (:func:`chunk_document`)."""
+    return [chunk for document in documents for chunk in chunk_document(document, chunk_tokens)]

@@ -1,0 +1,168 @@
+"""Custom metrics from a YAML file (``metrics.custom``): every kind judged by the LLM judge over
+real HTTP against the project's scripted server (valid; malformed then valid; outside the
+allowed set twice → judge_error), cached, counted; offline → not_applicable; errors naming
+the file, the metric and the field."""
+import json
+from pathlib import Path
+
+import pytest
+
+from metrics import OfflineJudge, Status
+from metrics.custom import load_custom_metrics
+from metrics.samples import sample_from_dict
+from tests.judge_server import Reply
+
+ROOT = Path(__file__).parents[2]
+EXAMPLE = ROOT / "examples" / "custom_metrics" / "custom_metrics.yaml"
+SAMPLE = sample_from_dict({"id": "q1", "user_input": "你们几点关门？", "response": "我们晚上九点关门。",
+                           "retrieved_contexts": ["营业时间：早上八点到晚上九点。"]}, 0)
+
+
+def example(name: str):
+    """A fresh instance of the example file's metric ``name``."""
+    [cls] = [c for c in load_custom_metrics(EXAMPLE) if c.name == name]
+    return cls()
+
+
+def answers(*contents):
+    """A script replying ``contents`` in turn to chat requests."""
+    replies = iter(contents)
+
+    def script(seen):
+        return Reply(content=json.dumps(next(replies), ensure_ascii=False))
+    return script
+
+
+# (metric, its reply, value, passed): passed by hand from the example's thresholds and directions.
+VALID = [
+    ("helpfulness", {"reason": "答了问题", "verdict": 1}, 1.0, True),
+    ("politeness", {"reason": "neutral", "score": 3}, 3.0, False),           # threshold 4
+    ("answer_kind", {"reason": "answers", "label": "direct_answer"}, 1.0, True),
+    ("answer_kind", {"reason": "hedges", "label": "partial_answer"}, 0.0, False),  # not a pass label
+    ("padding", {"reason": "some filler", "value": 0.25}, 0.25, True),        # lower is better, threshold 0.3
+]
+
+
+@pytest.mark.parametrize("name, reply, value, passed", VALID)
+def test_each_kind_valid_reply_then_cached(name, reply, value, passed, server, make_judge):
+    server.script = answers(reply)
+    judge, metric = make_judge(), example(name)
+    result = metric.score(SAMPLE, judge)
+    assert (result.status, result.value, result.passed, result.reason) == (Status.OK, value, passed, reply["reason"])
+    assert result.usage["chat_requests"] == 1 and result.details[next(k for k in reply if k != "reason")] == \
+        reply[next(k for k in reply if k != "reason")]
+    [seen] = server.chat_requests()
+    assert seen.kind == f"custom_{name}" and seen.body["response_format"]["json_schema"]["strict"] is True
+    again = metric.score(SAMPLE, judge)  # from the cache: nothing sent
+    assert (again.value, again.usage["cache_hits"], len(server.chat_requests())) == (value, 1, 1)
+
+
+def test_prompt_carries_the_users_wording_and_headings_and_a_strict_enum(server, make_judge):
+    server.script = answers({"reason": "礼貌", "score": 5})
+    example("politeness").score(SAMPLE, make_judge())
+    [seen] = server.chat_requests()
+    assert seen.prompt.startswith("回答:\n我们晚上九点关门。\n\n回答的语气是否礼貌、专业？") and "5: 礼貌且专业，体贴用户" in seen.prompt
+    assert "你们几点关门" not in seen.prompt  # politeness reads the response only
+    assert seen.schema["properties"]["score"]["enum"] == [1, 2, 3, 4, 5]
+    server.script = answers({"reason": "x", "label": "refusal"})
+    example("answer_kind").score(SAMPLE, make_judge())
+    assert server.chat_requests()[-1].schema["properties"]["label"]["enum"] == \
+        ["direct_answer", "partial_answer", "refusal", "off_topic"]
+
+
+# (metric, a malformed reply, then a valid one, its value)
+MALFORMED = [
+    ("helpfulness", "not json at all", {"reason": "ok", "verdict": 0}, 0.0),
+    ("politeness", {"reason": "x", "score": "4"}, {"reason": "ok", "score": 4}, 4.0),
+    ("answer_kind", {"reason": "x"}, {"reason": "ok", "label": "refusal"}, 0.0),
+    ("padding", {"reason": "x", "value": True}, {"reason": "ok", "value": 1}, 1.0),
+]
+
+
+@pytest.mark.parametrize("name, bad, good, value", MALFORMED)
+def test_malformed_then_valid_is_reasked_once(name, bad, good, value, server, make_judge):
+    replies = iter([bad, good])
+    server.script = lambda seen: Reply(content=(lambda r: r if isinstance(r, str) else json.dumps(r))(next(replies)))
+    result = example(name).score(SAMPLE, make_judge())
+    assert (result.status, result.value) == (Status.OK, value)
+    first, second = server.chat_requests()
+    assert "That answer is invalid" in second.body["messages"][-1]["content"]
+    assert result.usage["chat_requests"] == 2
+
+
+# (metric, a reply outside the allowed set, the validator's message)
+OUTSIDE = [
+    ("helpfulness", {"reason": "x", "verdict": 2}, "verdict must be 0 or 1, got 2"),
+    ("politeness", {"reason": "x", "score": 2.5}, "score must be an integer from 1 to 5, got 2.5"),
+    ("answer_kind", {"reason": "x", "label": "yes"}, "label must be one of ['direct_answer', 'partial_answer', "
+                                                     "'refusal', 'off_topic'], got 'yes'"),
+    ("padding", {"reason": "x", "value": 1.5}, "value must be a number from 0 to 1, got 1.5"),
+]
+
+
+@pytest.mark.parametrize("name, reply, message", OUTSIDE)
+def test_outside_the_allowed_set_twice_is_judge_error(name, reply, message, server, make_judge, tmp_path):
+    server.script = answers(reply, reply)
+    judge = make_judge()
+    result = example(name).score(SAMPLE, judge)
+    assert (result.status, result.value, result.passed) == (Status.JUDGE_ERROR, None, None)
+    assert result.reason == f"judge failed: custom_{name}: invalid judge output after one re-ask: {message}"
+    assert len(server.chat_requests()) == 2 and message in server.chat_requests()[1].body["messages"][-1]["content"]
+    server.script = answers({"reason": "fine", "verdict": 1, "score": 5, "label": "refusal", "value": 0.0})
+    assert example(name).score(SAMPLE, judge).status is Status.OK  # nothing wrong was cached
+
+
+def test_offline_judge_is_not_applicable_saying_an_endpoint_is_needed():
+    for metric in (cls() for cls in load_custom_metrics(EXAMPLE)):
+        result = metric.score(SAMPLE, OfflineJudge())
+        assert (result.status, result.value) == (Status.NOT_APPLICABLE, None)
+        assert result.reason.startswith(f"{metric.name} is a custom ") and "needs an LLM judge endpoint" in result.reason
+
+
+def test_editing_the_wording_changes_the_judgement_version_not_the_threshold(tmp_path):
+    text = EXAMPLE.read_text(encoding="utf-8")
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(text.replace("threshold: 4", "threshold: 5").replace("回答的语气", "回复的语气"), encoding="utf-8")
+    before = {c.name: c for c in load_custom_metrics(EXAMPLE)}["politeness"]
+    after = {c.name: c for c in load_custom_metrics(edited)}["politeness"]
+    assert before.judgements[0].version != after.judgements[0].version and before.version != after.version
+    only_threshold = tmp_path / "threshold.yaml"
+    only_threshold.write_text(text.replace("threshold: 4", "threshold: 5"), encoding="utf-8")
+    again = {c.name: c for c in load_custom_metrics(only_threshold)}["politeness"]
+    assert again.judgements[0].version == before.judgements[0].version  # the cache still answers
+    assert again.version != before.version and again.default_threshold == 5.0  # the asset is stale
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"name": "tone", "kind": "rubric", "fields": ["response"], "prompt": "polite?",
+      "levels": {1: "a", 2: "b", 3: "c", 5: "e"}},
+     "metric 'tone' (entry 1): field 'levels': describe each of 1, 2, 3, 4, 5, got [1, 2, 3, 5]"),
+    ({"name": "tone", "kind": "discrete", "fields": ["response"], "prompt": "kind?", "labels": ["a", "b"],
+      "pass_labels": ["c"]}, "metric 'tone' (entry 1): field 'pass_labels': ['c'] not among"),
+    ({"name": "tone", "kind": "numeric", "fields": ["answer"], "prompt": "n?", "range": [0, 10], "threshold": 5},
+     "metric 'tone' (entry 1): field 'fields.0': Input should be 'user_input', 'response', 'retrieved_contexts' or "
+     "'reference' (got 'answer')"),
+    ({"name": "tone", "kind": "numeric", "fields": ["response"], "prompt": "n?", "range": [0, 10]},
+     "metric 'tone' (entry 1): field 'threshold': Field required"),
+    ({"name": "tone", "kind": "numeric", "fields": ["response"], "prompt": "n?", "range": [0, 10], "threshold": 11},
+     "metric 'tone' (entry 1): field 'threshold': tone: threshold 11 outside [0, 10]"),
+    ({"name": "tone", "kind": "likert", "fields": ["response"], "prompt": "n?"},
+     "metric 'tone' (entry 1): field 'kind': Input tag 'likert' found using 'kind' does not match any of the expected "
+     "tags: 'aspect_critic', 'rubric', 'discrete', 'numeric'"),
+    ({"name": "Tone", "kind": "aspect_critic", "fields": ["response"], "prompt": "ok?", "colour": "red"},
+     "metric 'Tone' (entry 1): field 'name': String should match pattern"),
+])
+def test_a_bad_definition_names_the_file_the_metric_and_the_field(entry, message, tmp_path):
+    path = tmp_path / "custom_metrics.yaml"
+    path.write_text(json.dumps({"metrics": [entry]}), encoding="utf-8")  # JSON is YAML
+    with pytest.raises(ValueError) as caught:
+        load_custom_metrics(path)
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+
+
+def test_an_unknown_name_says_which_custom_metrics_file_was_read():
+    from metrics.registry import resolve_names
+
+    with pytest.raises(KeyError, match=r"unknown metric 'helpfulness'; .*; no custom metrics file read "
+                                       r"\(--custom-metrics FILE, \$RAG_EVAL_CUSTOM_METRICS or ./custom_metrics.yaml\)"):
+        resolve_names("core,helpfulness")

@@ -1,0 +1,127 @@
+"""Rules 6 of the offline judge: a changed magnitude, a negation, a substituted word and an
+unsupported universal claim make a sentence unsupported; support by any one passage; a span of
+another kind than the question asks for, and a restatement padded with vague words, score 0 on
+answer_relevancy. Each case is worked by hand from the texts (the verdict and the word the reason
+names)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from metrics import OfflineJudge, score_sample
+
+pytestmark = pytest.mark.slow  # the offline encoder
+
+REVENUE = "The company reported revenue of $5 million in 2023."
+CURIE = "Marie Curie won the Nobel Prize in Physics in 1903."
+SEMMERING = ("The Semmering railway in Austria was the first mountain railway in Europe built with a standard "
+             "gauge track.")
+BROOKS = ("Friends in Low Places is a song performed by Garth Brooks. It was released as the lead single from his "
+          "album No Fences.")
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return OfflineJudge()
+
+
+def verdict(judge, statement, context):
+    return judge.run(judge.support([statement], [context]))[0]
+
+
+def test_magnitude_word_changes_the_number(judge):
+    # "$5 billion" is 5000000000, the context says 5000000: absent; the same magnitude is supported.
+    wrong = verdict(judge, "The company reported revenue of $5 billion in 2023.", REVENUE)
+    assert (wrong.verdict, wrong.evidence["absent"]) == (0, ["5000000000"])
+    assert verdict(judge, "The company reported revenue of $5 million in 2023.", REVENUE).verdict == 1
+    assert verdict(judge, "The company reported revenue of $5,000,000 in 2023.", REVENUE).verdict == 1
+
+
+def test_negation_against_an_affirmation(judge):
+    # "did not win the Nobel …" denies (win, nobel); the passage says "won" (win) and "Nobel" without denying.
+    denied = verdict(judge, "Marie Curie did not win the Nobel Prize in Physics.", CURIE)
+    assert (denied.verdict, denied.evidence["negated"]) == (0, "nobel win")
+    assert verdict(judge, "Marie Curie won the Nobel Prize in Physics.", CURIE).verdict == 1
+    # the other way round: the passage denies what the statement affirms
+    assert verdict(judge, CURIE, "Marie Curie did not win the Nobel Prize in Physics in 1903.").verdict == 0
+
+
+def test_not_only_is_no_negation(judge):
+    assert verdict(judge, "Marie Curie won not only the Nobel Prize in Physics.", CURIE).evidence.get("negated") is None
+
+
+def test_substituted_word_between_the_same_neighbours(judge):
+    # "narrow" is in no context; the context has "a standard gauge" where the statement has "a narrow gauge".
+    changed = verdict(judge, "The Semmering railway was built with a narrow gauge track.", SEMMERING)
+    assert (changed.verdict, changed.evidence["substituted"]) == (0, ["narrow", "standard"])
+    assert verdict(judge, "The Semmering railway was built with a standard gauge track.", SEMMERING).verdict == 1
+
+
+def test_universal_claim_needs_a_universal_passage(judge):
+    # "all the songs": no passage says all/every/only; the song itself is supported.
+    overclaim = verdict(judge, "Garth Brooks performed all the songs on the album No Fences.", BROOKS)
+    assert (overclaim.verdict, overclaim.evidence["universal"]) == (0, "all")
+    assert verdict(judge, "Garth Brooks performed the song Friends in Low Places.", BROOKS).verdict == 1
+
+
+def test_supported_by_a_passage_other_than_the_most_similar():
+    # FiQA row 1 of the example: the sentence most similar to the statement lacks "associate" and
+    # "issued", but a passage further on (with its neighbours) holds every content word together.
+    row = json.loads((Path(__file__).parents[2] / "examples" / "fiqa" / "samples.jsonl").read_text().splitlines()[0])
+    judge = OfflineJudge()
+    statement = ("The best way to deposit a cheque issued to an associate in your business into your business "
+                 "account is to open a business account with the bank.")
+    got = judge.run(judge.support([statement], row["retrieved_contexts"]))[0]
+    assert got.verdict == 1 and "borrowed" not in got.evidence
+
+
+def test_a_common_noun_for_a_name_is_no_substitution(judge):
+    # "the museum holds" against "the Louvre holds": a name in other words, not a changed word.
+    assert verdict(judge, "The museum holds the Mona Lisa.", "The Louvre holds the Mona Lisa.").verdict == 1
+
+
+@pytest.mark.parametrize("question, answer, value, reason", [
+    ("How many majors does the university offer?", "Delhi", 0.0,
+     "off the question: it asks for a number, the answer is not one"),
+    ("谁刺杀了林肯？", "1865年", 0.0, "off the question: it asks for a name, the answer is not one"),
+])
+def test_a_span_of_another_kind_is_off_the_question(judge, question, answer, value, reason):
+    result = score_sample({"user_input": question, "response": answer}, ["answer_relevancy"], judge=judge)
+    assert (result["answer_relevancy"].value, result["answer_relevancy"].reason) == (value, reason)
+    right = "85" if "majors" in question else "约翰·威尔克斯·布斯"
+    assert score_sample({"user_input": question, "response": right}, ["answer_relevancy"],
+                        judge=judge)["answer_relevancy"].value > 0.5
+
+
+def test_azure_relevance_rates_a_span_of_another_kind_1(judge):
+    result = score_sample({"user_input": "How many majors does the university offer?", "response": "Delhi"},
+                          ["relevance"], judge=judge)["relevance"]
+    assert result.value == 1
+
+
+@pytest.mark.parametrize("question, response, evasive", [
+    # vague words add nothing to a restated question
+    ("When was the Eiffel Tower completed?", "The Eiffel Tower was completed at some point.", True),
+    ("When was the Eiffel Tower completed?", "That is a good question about when the Eiffel Tower was completed.",
+     True),
+    ("When was the Eiffel Tower completed?", "The Eiffel Tower was completed in 1889.", False),
+    # restating a yes/no question's claim affirms it: an answer (it scored 0 as evasive before)
+    ("Is the Eiffel Tower made of iron?", "The Eiffel Tower is made of iron.", False),
+    ("Are Pam Veasey and Jon Jost both American?", "Pam Veasey and Jon Jost are both American.", False),
+])
+def test_restating_the_question(judge, question, response, evasive):
+    result = score_sample({"user_input": question, "response": response}, ["answer_relevancy"],
+                          judge=judge)["answer_relevancy"]
+    assert (result.reason == "the response is noncommittal or evasive") is evasive
+    assert (result.value == 0.0) is evasive
+
+
+def test_a_common_word_is_not_said_by_a_name_holding_it():
+    # "brother" stands in the context only inside the title "Band of Brothers": no evidence for it.
+    context = ('Peter O\'Meara came to the screen in the HBO series "Band of Brothers" playing 1st Lt Norman Dike. '
+               'Dike was portrayed in the miniseries by Peter O\'Meara.')
+    question = "What is the connection between Peter O'Meara and Norman Dike?"
+    got = {answer: score_sample({"user_input": question, "response": answer, "retrieved_contexts": [context]},
+                                ["faithfulness"])["faithfulness"].value
+           for answer in ("Peter O'Meara played Norman Dike's brother.", "Band of Brothers")}
+    assert got == {"Peter O'Meara played Norman Dike's brother.": 0.0, "Band of Brothers": 1.0}

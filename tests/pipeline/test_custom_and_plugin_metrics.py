@@ -1,0 +1,180 @@
+"""Custom metrics (a YAML file) and plugin metrics (an installed entry point) on the user's path:
+``rag-eval run`` / ``rag-eval calibrate`` in a fresh process, the code location the UI and the
+daemon load, and the registry's discovery. The plugin is ``examples/plugin_metric``, made
+installed by a real ``*.dist-info`` with its ``entry_points.txt`` on ``sys.path`` (what ``pip
+install`` writes), so ``importlib.metadata`` finds it as it finds any installed package."""
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from metrics.registry import PLUGIN_GROUP, plugin_metrics
+from metrics.text import normalise_rag_text
+from tests.judge_server import Reply, oracle
+
+ROOT = Path(__file__).parents[2]
+EXAMPLE = ROOT / "examples" / "custom_metrics"
+PLUGIN = ROOT / "examples" / "plugin_metric"
+DATA = Path(__file__).parents[1] / "data" / "ragas_annotated"
+CUSTOM = ("helpfulness", "summary_accuracy", "politeness", "answer_kind", "padding")
+ROWS = [{"id": "zh", "user_input": "你们几点关门？", "response": "我们晚上九点关门。",
+         "retrieved_contexts": ["营业时间：早上八点到晚上九点。"]},
+        {"id": "en", "user_input": "When do you close?", "response": "我们九点关门。",
+         "retrieved_contexts": ["Open 8am to 9pm."]},
+        {"id": "no-contexts", "user_input": "Where are you?", "response": "On Main Street."}]
+
+
+def installed_plugin(site: Path) -> Path:
+    """``site`` holding the example plugin's ``.dist-info`` (METADATA, entry_points.txt read from
+    its pyproject.toml), as ``pip install`` leaves it; the package itself is its ``src``."""
+    import tomllib
+
+    project = tomllib.loads((PLUGIN / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n",
+                                   encoding="utf-8")
+    points = project["entry-points"][PLUGIN_GROUP]
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()),
+                                           encoding="utf-8")
+    return site
+
+
+def rag_eval(*args: str, cwd: Path, env: dict, module: str = "orchestration.cli") -> subprocess.CompletedProcess:
+    """``rag-eval ARGS`` (or ``python -c``) in a fresh process, as a user runs it."""
+    command = [sys.executable, "-c", args[0]] if module == "-c" else [sys.executable, "-m", module, *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def user(tmp_path):
+    """A user's folder: the three rows above, a fresh instance, no endpoint, the plugin installed."""
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS),
+                                            encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_", "RAG_EVAL_"))}
+    site = installed_plugin(tmp_path / "site")
+    env.update(DAGSTER_HOME=str(tmp_path / "dagster_home"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(site), str(PLUGIN / "src")]))
+    return tmp_path, env
+
+
+def test_the_entry_point_is_discovered_from_its_dist_info(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGIN / "src"))
+    monkeypatch.syspath_prepend(str(installed_plugin(tmp_path / "site")))
+    [cls] = plugin_metrics()
+    assert (cls.name, cls.__module__, cls.family.value, cls.required_fields) == \
+        ("language_match", "rag_eval_language", "plugin", ("user_input", "response"))
+
+
+def test_custom_and_plugin_metrics_through_rag_eval_run_the_code_location_and_the_api(user, server):
+    # Every verdict 1, every rubric score 4, every label partial_answer, every number 0.2.
+    decide = {"verdict": 1, "score": 4, "label": "partial_answer", "value": 0.2}
+    server.script = oracle(lambda field, key: decide.get(field, int(field != "noncommittal")))
+    folder, env = user
+    env.update(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test-SECRET-custom", EMBEDDING_MODEL="embed-test")
+    (folder / "custom_metrics.yaml").write_text((EXAMPLE / "custom_metrics.yaml").read_text(encoding="utf-8"),
+                                                encoding="utf-8")  # found in the working directory
+    # `rag-eval run`, the asset graph of the code location the UI and the daemon load
+    # (workspace.yaml) and the Python API, in one fresh process.
+    code = ("import json, sys; import dagster as dg; from orchestration.cli import main; "
+            "status = main(['run', 'samples.jsonl', '--dataset-version', 'v1', '--metrics', "
+            "'faithfulness,custom,plugin']); "
+            "from orchestration.definitions import defs; g = defs.resolve_asset_graph(); "
+            "from metrics import OfflineJudge, evaluate; "
+            "api = evaluate('samples.jsonl', metrics=['language_match'], judge=OfflineJudge()); "
+            "print(json.dumps({'status': status, 'api': list(api.results['value']), **{k: [g.get(dg.AssetKey(k))"
+            ".group_name, sorted(p.to_user_string() for p in g.get(dg.AssetKey(k)).parent_keys), "
+            "g.get(dg.AssetKey(k)).code_version] for k in ('language_match', 'helpfulness', 'politeness')}}))")
+    done = rag_eval(code, cwd=folder, env=env, module="-c")
+    assert done.returncode == 0, done.stderr
+    graph = json.loads(done.stdout.strip().splitlines()[-1])
+    assert graph["status"] == 0 and graph["api"] == [1.0, 0.0, 1.0]  # the Python API has the plugin too
+    assert graph["language_match"][:2] == ["plugin_metrics", ["questions", "responses"]]
+    assert graph["helpfulness"][:2] == ["custom_metrics", ["questions", "responses"]]
+    assert graph["politeness"][1] == ["responses"] and graph["politeness"][2].startswith("m")
+    # One request per custom metric per row (faithfulness cannot judge the row without contexts).
+    sent = Counter(s.kind for s in server.chat_requests())
+    assert {k: sent[f"custom_{k}"] for k in CUSTOM} == dict.fromkeys(CUSTOM, 3)
+    summary = json.loads((folder / "out" / "v1" / "summary.json").read_text(encoding="utf-8"))
+    means = {m: summary["metrics"][m]["mean"] for m in (*CUSTOM, "language_match")}
+    assert means == {"helpfulness": 1.0, "summary_accuracy": 1.0, "politeness": 4.0, "answer_kind": 0.0,
+                     "padding": 0.2, "language_match": round(2 / 3, 4)}  # zh/zh, en/zh, en/en
+    assert summary["metrics"]["padding"]["pass_rate"] == 1.0  # 0.2 <= 0.3, lower is better
+    assert (summary["coverage"]["politeness"]["ok"], summary["coverage"]["faithfulness"]["input_error"]) == (3, 1)
+    results = pd.read_parquet(folder / "out" / "v1" / "results.parquet")
+    language = results[results["metric"] == "language_match"].sort_values("row")
+    assert language["reason"].iloc[1] == "question in LATIN script, response in CJK"
+    table = pd.read_csv(folder / "out" / "v1" / "ragas_scores.csv")
+    assert table["politeness"].tolist() == [4.0, 4.0, 4.0] and pd.isna(table["faithfulness"][2])
+    assert table["unscored"][2].startswith("faithfulness: input_error")
+    azure = [json.loads(line) for line in (folder / "out" / "v1" / "azure_results.jsonl").read_text().splitlines()]
+    assert (azure[0]["answer_kind"], azure[0]["answer_kind_result"], azure[0]["politeness_threshold"],
+            azure[1]["language_match_result"]) == (0.0, "fail", 4.0, "fail")
+    with duckdb.connect(str(folder / "out" / "rag_eval.duckdb"), read_only=True) as db:
+        stored = db.sql("select row, status, value from eval.politeness order by row").fetchall()
+    assert stored == [(0, "ok", 4.0), (1, "ok", 4.0), (2, "ok", 4.0)]
+    assert "sk-test-SECRET-custom" not in (folder / "out" / "v1" / "summary.json").read_text()
+
+
+def test_calibrating_the_two_annotated_aspect_critics_through_rag_eval_calibrate(user, server):
+    # The server replays the RAGAS judge's own verdicts on these rows; the human reviewers accepted
+    # 16 of 21 helpfulness and 10 of 19 summary_accuracy verdicts, so those are the accuracies, and
+    # the confusion tables follow from the (verdict, accepted) pairs of the source files.
+    verdicts = {}
+    for name in ("annotated_data.json", "sample_annotated_summary.json"):
+        [records] = json.loads((DATA / name).read_text(encoding="utf-8")).values()
+        verdicts.update({(r["metric_input"]["user_input"], normalise_rag_text(r["metric_input"]["response"])):
+                         r["metric_output"] for r in records})
+
+    def replay(seen):  # the question and the (normalised) response, as the prompt shows them
+        question, rest = seen.prompt.removeprefix("Question:\n").split("\n\nResponse:\n", 1)
+        return Reply(content=json.dumps({"reason": "replayed", "verdict": verdicts[question, rest.rsplit("\n\n", 2)[0]]}))
+
+    server.script = replay
+    folder, env = user
+    env.update(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test-SECRET-calibrate")
+    done = rag_eval("calibrate", str(EXAMPLE / "labels.jsonl"), "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml"),
+                    "--json", "report.json", cwd=folder, env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))["metrics"]
+    assert report["helpfulness"]["accuracy"] == round(16 / 21, 4)
+    assert report["helpfulness"]["confusion"] == {"human_accept_judge_pass": 7, "human_accept_judge_fail": 3,
+                                                  "human_reject_judge_pass": 2, "human_reject_judge_fail": 9}
+    assert report["summary_accuracy"]["accuracy"] == round(10 / 19, 4)
+    assert report["summary_accuracy"]["confusion"] == {"human_accept_judge_pass": 10, "human_accept_judge_fail": 2,
+                                                       "human_reject_judge_pass": 7, "human_reject_judge_fail": 0}
+    # One request per distinct row: two helpfulness rows repeat another (same question and response).
+    assert Counter(s.kind for s in server.chat_requests()) == {"custom_helpfulness": 19, "custom_summary_accuracy": 19}
+
+
+def test_a_taken_name_or_a_broken_plugin_stops_rag_eval_naming_it(user):
+    folder, env = user
+    (folder / "mine.yaml").write_text("metrics:\n  - name: faithfulness\n    kind: aspect_critic\n"
+                                      "    fields: [response]\n    prompt: Is it faithful?\n", encoding="utf-8")
+    done = rag_eval("run", "samples.jsonl", "--custom-metrics", "mine.yaml", "--metrics", "faithfulness",
+                    cwd=folder, env=env)
+    assert done.returncode == 2
+    assert f"error: {folder / 'mine.yaml'}: metric 'faithfulness': field 'name': 'faithfulness' is taken by a " \
+           "built-in metric" in done.stderr
+    broken = folder / "site" / "broken-1.0.dist-info"
+    broken.mkdir()
+    (broken / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n", encoding="utf-8")
+    (broken / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nghost = no_such_module:Ghost\n", encoding="utf-8")
+    done = rag_eval("run", "samples.jsonl", cwd=folder, env=env)
+    assert done.returncode == 2
+    assert "error: plugin entry point 'ghost = no_such_module:Ghost' of broken 1.0: cannot be loaded: " \
+           "ModuleNotFoundError: No module named 'no_such_module'" in done.stderr
+
+
+def test_another_file_in_a_process_that_loaded_the_registry_is_refused(capsys):
+    from orchestration.cli import main
+
+    assert main(["calibrate", "labels.jsonl", "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml")]) == 2
+    assert "this process loaded the custom metrics of no file; --custom-metrics" in capsys.readouterr().err
+    assert "RAG_EVAL_CUSTOM_METRICS" not in os.environ  # left as it was: the next command of this process runs
