@@ -9,7 +9,9 @@ list-valued columns cannot be trusted (an empty list passes a length check), so 
 suite runs on derived scalar columns. great-expectations takes about 6 s to import,
 so it is imported on first use, never when the code location loads, and its verdicts
 are kept beside the version (``<version>/.quality/``, keyed by the validated frame, the
-suite and GE's version): a version validated before (a re-run) does not import it.
+suite and GE's version): a version validated before (a re-run) does not import it, and
+``rag-eval run`` gives a first run's validation a head start in a child process
+(:func:`validate_ahead`).
 """
 
 import fcntl
