@@ -58,7 +58,7 @@ def split_sentences(text: str) -> list[str]:
     return list(_sentences(text or ""))
 
 
-@functools.lru_cache(maxsize=16_384)  # the same contexts and responses are split once per metric
+@functools.lru_cache(maxsize=50_000)  # the same contexts and responses are split once per metric
 def _sentences(text: str) -> tuple[str, ...]:
     sentences: list[str] = []
     for line in text.splitlines():
@@ -260,7 +260,7 @@ def names(text: str) -> set[str]:
     return found
 
 
-@functools.lru_cache(maxsize=16_384)
+@functools.lru_cache(maxsize=50_000)
 def has_cjk(text: str) -> bool:
     """True when ``text`` contains Chinese, Japanese or Korean characters."""
     return bool(_CJK_RUN.search(text or ""))
@@ -287,7 +287,7 @@ _TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s+[^<>]*)?/?>")
 _GLUED = re.compile(r"(?<=[a-z0-9)\]\"'’%])([.!?])(?=[A-Z][a-z])")
 
 
-@functools.lru_cache(maxsize=16_384)  # every metric of a row normalises the same fields
+@functools.lru_cache(maxsize=50_000)  # every metric of a row normalises the same fields
 def normalise_rag_text(text: str) -> str:
     """Plain text of a RAG response, context or reference, ready for segmentation.
 

@@ -208,7 +208,7 @@ def statements(text: str, question: str | None = None) -> list[str]:
     return list(_statements(text, question))
 
 
-@functools.lru_cache(maxsize=16_384)  # every metric reading the response asks for its statements
+@functools.lru_cache(maxsize=50_000)  # every metric reading the response asks for its statements
 def _statements(text: str, question: str | None) -> tuple[str, ...]:
     asked = bool(question and question.strip())
     if is_bare_span(text) and not is_noncommittal(text):
