@@ -179,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
     try:
         return args.handler(args)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (OSError, ValueError, KeyError) as exc:  # a KeyError's message without the quotes str() adds
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
 
 
