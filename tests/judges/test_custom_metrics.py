@@ -235,7 +235,7 @@ def test_a_bare_string_entry_and_unquoted_yes_no_labels_say_what_to_write(tmp_pa
 
 def test_names_that_only_look_like_the_reserved_ones_load(tmp_path):
     path = tmp_path / "custom_metrics.yaml"
-    path.write_text("metrics:\n" + "".join(f"  - {{name: {n}, kind: aspect_critic, fields: [response], prompt: ok?}}\n"
+    path.write_text("metrics:\n" + "".join(f"  - {{name: {n}, kind: aspect_critic, fields: [response], prompt: ok}}\n"
                                            for n in ("reasoning", "status_of_reply", "question_clarity", "gpt4_style")),
                     encoding="utf-8")
     assert [c.name for c in load_custom_metrics(path)] == ["reasoning", "status_of_reply", "question_clarity",
