@@ -7,6 +7,7 @@ range validation) happens here, once.
 """
 from __future__ import annotations
 
+import keyword
 import math
 import numbers
 import re
@@ -71,6 +72,9 @@ ASSET_NAMES = frozenset({
     "questions", "references", "responses", "retrieved_contexts", "retrieved_documents", "retrieval_ground_truth",
     "rejected_samples", "eval_summary", "question_set", "baseline_comparison", "retriever", "generator",
     "system_contexts", "system_responses"})
+#: Names Dagster refuses for an asset (its own words and Python's keywords, ``keyword.kwlist``).
+DAGSTER_WORDS = frozenset({"context", "conf", "config", "meta", "arg_dict", "dict", "input_arg_dict", "output_arg_dict",
+                           "int", "str", "float", "bool", "input", "output", "type", *keyword.kwlist})
 #: Columns of the per-row outputs besides the metrics' own (``metrics.formats``: ``ragas_scores.csv``,
 #: ``azure_results.jsonl``), and the sample fields under the aliases ingestion accepts.
 OUTPUT_COLUMNS = frozenset({*FIELDS, *(a for names in ALIASES.values() for a in names), "id", "sample_id", "row",
@@ -82,7 +86,8 @@ OUTPUT_PREFIXES = ("gpt_",)
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a custom or plugin metric (``None``: it can): not matching
-    :data:`NAME_PATTERN`, the name of an asset (:data:`ASSET_NAMES`) or of an output column
+    :data:`NAME_PATTERN`, the name of an asset (:data:`ASSET_NAMES`), a word Dagster refuses
+    (:data:`DAGSTER_WORDS`) or the name of an output column
     (:data:`OUTPUT_COLUMNS`), or shaped like a metric's own output columns
     (:data:`OUTPUT_SUFFIXES`, :data:`OUTPUT_PREFIXES`). Built-in and family names are the
     registry's to check (``metrics.registry``)."""
@@ -90,6 +95,8 @@ def name_problem(name: str) -> str | None:
         return f"{name!r} is not a metric name: a lower-case letter, then up to 47 of a-z, 0-9 and _"
     if name in ASSET_NAMES:
         return f"{name!r} is taken by an asset"
+    if name in DAGSTER_WORDS:
+        return f"{name!r} is a word Dagster reserves (its own or a Python keyword)"
     if name in OUTPUT_COLUMNS:
         return f"{name!r} is taken by a column of the per-row outputs (a sample field or its alias, id, row, unscored)"
     clash = next((s for s in OUTPUT_SUFFIXES if name.endswith(s)), None) or \

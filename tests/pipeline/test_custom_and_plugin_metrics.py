@@ -299,3 +299,21 @@ def test_offline_calibration_of_custom_metrics_says_why_nothing_was_scored(user)
     assert f"helpfulness (per-sample, n=21): no sample scored: 21 {why}" in done.stdout.splitlines()
     report = json.loads((folder / "report.json").read_text(encoding="utf-8"))["metrics"]["helpfulness"]
     assert (report["unscored"], report["unscored_reasons"]) == (21, {why: 21})
+
+
+@pytest.mark.parametrize("name", ["config", "context", "type", "class", "lambda"])
+def test_a_word_dagster_refuses_is_refused_at_load_time(name, tmp_path):
+    # `config` or `class` loaded, then the code location failed: "not a valid name in Dagster".
+    import dagster as dg
+
+    from metrics.custom import load_custom_metrics
+
+    with pytest.raises(dg.DagsterInvalidDefinitionError, match="not a valid name in Dagster"):
+        dg.asset(name=name)(lambda: None)
+    path = tmp_path / "custom_metrics.yaml"
+    path.write_text(f"metrics:\n  - {{name: {name}, kind: aspect_critic, fields: [response], prompt: ok}}\n",
+                    encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        load_custom_metrics(path)
+    assert str(caught.value) == f"{path}: metric '{name}' (entry 1): field 'name': '{name}' is a word Dagster " \
+                                "reserves (its own or a Python keyword)"
