@@ -72,6 +72,9 @@ ASSET_NAMES = frozenset({
     "questions", "references", "responses", "retrieved_contexts", "retrieved_documents", "retrieval_ground_truth",
     "rejected_samples", "eval_summary", "question_set", "baseline_comparison", "retriever", "generator",
     "system_contexts", "system_responses"})
+#: The code location's resources (``assets.resources.build_resources``): a metric of that name is an input of
+#: ``eval_summary`` under the name of one of its resource parameters; a test checks these are its resources.
+RESOURCE_NAMES = frozenset({"dataset_store", "report_store", "judge", "execution", "io_manager"})
 #: Names Dagster refuses for an asset (its own words and Python's keywords, ``keyword.kwlist``).
 DAGSTER_WORDS = frozenset({"context", "conf", "config", "meta", "arg_dict", "dict", "input_arg_dict", "output_arg_dict",
                            "int", "str", "float", "bool", "input", "output", "type", *keyword.kwlist})
@@ -86,7 +89,8 @@ OUTPUT_PREFIXES = ("gpt_",)
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a custom or plugin metric (``None``: it can): not matching
-    :data:`NAME_PATTERN`, the name of an asset (:data:`ASSET_NAMES`), a word Dagster refuses
+    :data:`NAME_PATTERN`, the name of an asset or a resource (:data:`ASSET_NAMES`,
+    :data:`RESOURCE_NAMES`), a word Dagster refuses
     (:data:`DAGSTER_WORDS`) or the name of an output column
     (:data:`OUTPUT_COLUMNS`), or shaped like a metric's own output columns
     (:data:`OUTPUT_SUFFIXES`, :data:`OUTPUT_PREFIXES`). Built-in and family names are the
@@ -95,6 +99,8 @@ def name_problem(name: str) -> str | None:
         return f"{name!r} is not a metric name: a lower-case letter, then up to 47 of a-z, 0-9 and _"
     if name in ASSET_NAMES:
         return f"{name!r} is taken by an asset"
+    if name in RESOURCE_NAMES:
+        return f"{name!r} is taken by a resource"
     if name in DAGSTER_WORDS:
         return f"{name!r} is a word Dagster reserves (its own or a Python keyword)"
     if name in OUTPUT_COLUMNS:

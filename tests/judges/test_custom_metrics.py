@@ -168,6 +168,13 @@ def test_an_unknown_name_says_which_custom_metrics_file_was_read():
         resolve_names("core,helpfulness")
 
 
+@pytest.mark.parametrize("name", ["judge", "report_store", "dataset_store", "execution", "io_manager"])
+def test_the_name_of_a_resource_is_refused_at_load_time(name, tmp_path):
+    # `judge` loaded, then eval_summary failed: its input `judge` was handed to the DuckDB IO manager.
+    text = f"metrics:\n  - name: {name}\n    kind: aspect_critic\n    fields: [response]\n    prompt: ok?\n"
+    assert refusal(tmp_path, text) == f"metric '{name}' (entry 1): field 'name': '{name}' is taken by a resource"
+
+
 def refusal(tmp_path, text: str) -> str:
     """The error of loading a custom metrics file holding ``text``."""
     path = tmp_path / "custom_metrics.yaml"

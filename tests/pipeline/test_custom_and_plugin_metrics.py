@@ -180,16 +180,14 @@ def test_another_file_in_a_process_that_loaded_the_registry_is_refused(capsys):
     assert "RAG_EVAL_CUSTOM_METRICS" not in os.environ  # left as it was: the next command of this process runs
 
 
-def test_every_asset_that_is_not_a_metric_has_its_name_reserved():
-    import dagster as dg
-
-    from metrics.base import ASSET_NAMES
+def test_every_asset_that_is_not_a_metric_and_every_resource_has_its_name_reserved():
+    from metrics.base import ASSET_NAMES, RESOURCE_NAMES
     from metrics.registry import METRICS
     from orchestration.definitions import defs
 
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert keys - set(METRICS) == ASSET_NAMES  # a new asset must be added to ASSET_NAMES (and none kept stale)
-    assert all(isinstance(key, dg.AssetKey) for key in defs.resolve_asset_graph().get_all_asset_keys())
+    assert set(defs.resources) == RESOURCE_NAMES  # a metric `judge` was eval_summary's input loaded as a resource
 
 
 def test_a_metric_named_like_an_asset_stops_the_cli_and_the_code_location_naming_it(user):
