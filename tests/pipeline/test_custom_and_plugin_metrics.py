@@ -315,3 +315,13 @@ def test_a_word_dagster_refuses_is_refused_at_load_time(name, tmp_path):
         load_custom_metrics(path)
     assert str(caught.value) == f"{path}: metric '{name}' (entry 1): field 'name': '{name}' is a word Dagster " \
                                 "reserves (its own or a Python keyword)"
+
+
+def test_a_broken_custom_metrics_file_in_the_working_directory_says_where_it_was_found(user):
+    folder, env = user
+    (folder / "custom_metrics.yaml").write_text("metrics: [helpfulness]\n", encoding="utf-8")
+    done = rag_eval("--help", cwd=folder, env=env)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"error: {folder / 'custom_metrics.yaml'}: entry 1: expected a metric definition (name, kind, fields, "
+        "prompt...), got 'helpfulness' (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is "
+        "one: fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)"))
