@@ -279,7 +279,8 @@ def test_an_empty_family_and_an_unknown_metric_are_said_plainly(user):
         "error: no metric selected: no custom metrics were read (no custom metrics file found: --custom-metrics FILE, "
         "$RAG_EVAL_CUSTOM_METRICS or ./custom_metrics.yaml)"))
     (folder / "empty.yaml").write_text("metrics: []\n", encoding="utf-8")
-    done = rag_eval("run", "samples.jsonl", "--metrics", "custom", "--custom-metrics", "empty.yaml", cwd=folder, env=env)
+    done = rag_eval("run", "samples.jsonl", "--metrics", "custom", "--custom-metrics", "empty.yaml",
+                    cwd=folder, env=env)
     assert done.stderr.strip().splitlines()[-1] == \
         f"error: no metric selected: no custom metrics were read ({folder / 'empty.yaml'} defines none)"
     done = rag_eval("run", "samples.jsonl", "--metrics", "helpfulness", cwd=folder, env=env)
@@ -289,8 +290,8 @@ def test_an_empty_family_and_an_unknown_metric_are_said_plainly(user):
 
 def test_offline_calibration_of_custom_metrics_says_why_nothing_was_scored(user):
     folder, env = user
-    done = rag_eval("calibrate", str(EXAMPLE / "labels.jsonl"), "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml"),
-                    "--offline", "--json", "report.json", cwd=folder, env=env)
+    done = rag_eval("calibrate", str(EXAMPLE / "labels.jsonl"), "--offline", "--json", "report.json",
+                    "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml"), cwd=folder, env=env)
     assert done.returncode == 0, done.stderr
     why = ("not_applicable: helpfulness is a custom aspect_critic metric: it needs an LLM judge endpoint (set "
            "OPENAI_BASE_URL or pass --base-url); the offline judge has no rule for it")
