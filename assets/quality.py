@@ -9,17 +9,12 @@ list-valued columns cannot be trusted (an empty list passes a length check), so 
 suite runs on derived scalar columns. great-expectations takes about 6 s to import,
 so it is imported on first use, never when the code location loads, and its verdicts
 are kept beside the version (``<version>/.quality/``, keyed by the validated frame, the
-suite and GE's version): a version validated before (a re-run) does not import it, and
-``rag-eval run`` gives a first run's validation a head start in a child process
-(:func:`validate_ahead`).
+suite and GE's version): a version validated before (a re-run) does not import it.
 """
 
-import fcntl
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from importlib.metadata import version as installed_version
@@ -28,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.samples import MAX_CHARS, MAX_CONTEXTS, Sample, field_problems, load_samples, unusable
+from metrics.samples import MAX_CHARS, MAX_CONTEXTS, Sample, field_problems, unusable
 
 
 def validation_frame(samples: list[Sample], required: Mapping[str, Iterable[str]]) -> pd.DataFrame:
@@ -79,59 +74,26 @@ def _verdicts(frame: pd.DataFrame, fields: list[str]) -> dict[str, Any]:
             "statistics": statistics}
 
 
-def _kept_path(frame: pd.DataFrame, fields: list[str], folder: Path) -> Path:
-    """Where the verdicts on ``frame`` are kept: a digest of everything they depend on."""
+def _kept_verdicts(frame: pd.DataFrame, fields: list[str], folder: Path | None) -> dict[str, Any]:
+    """:func:`_verdicts`, kept in ``folder`` under a digest of everything they depend on."""
+    if folder is None:
+        return _verdicts(frame, fields)
     digest = hashlib.sha256(json.dumps([installed_version("great-expectations"), MAX_CHARS, MAX_CONTEXTS, fields,
                                         frame.to_dict("split")], default=str).encode()).hexdigest()
-    return folder / f"{digest[:32]}.json"
-
-
-def _read(path: Path) -> dict[str, Any] | None:
+    path = folder / f"{digest[:32]}.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-
-
-def _kept_verdicts(frame: pd.DataFrame, fields: list[str], folder: Path | None) -> dict[str, Any]:
-    """:func:`_verdicts`, kept in ``folder`` under a digest of everything they depend on; one
-    process validates a frame at a time (another one validating it, such as the head start
-    of :func:`validate_ahead`, is waited for and its verdicts read)."""
-    if folder is None:
-        return _verdicts(frame, fields)
-    path = _kept_path(frame, fields, folder)
-    if (kept := _read(path)) is not None:
-        return kept
+        pass
+    verdicts = _verdicts(frame, fields)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock = open(path.with_suffix(".lock"), "a", encoding="utf-8")
+        staged = path.with_suffix(f".{os.getpid()}.tmp")
+        staged.write_text(json.dumps(verdicts), encoding="utf-8")
+        staged.replace(path)  # whole or absent, also with two runs at once
     except OSError:
-        return _verdicts(frame, fields)  # a read-only dataset folder: validated again next time
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (kept := _read(path)) is not None:
-            return kept
-        verdicts = _verdicts(frame, fields)
-        try:
-            staged = path.with_suffix(f".{os.getpid()}.tmp")
-            staged.write_text(json.dumps(verdicts), encoding="utf-8")
-            staged.replace(path)  # whole or absent, also with two runs at once
-        except OSError:
-            pass
+        pass  # a read-only dataset folder: validated again next time
     return verdicts
-
-
-def validate_ahead(samples: list[Sample], required: Mapping[str, Iterable[str]], path: Path) -> None:
-    """Give the ingestion of the version whose samples file is ``path`` (``samples``, the
-    selected metrics' ``required`` fields) a head start: when GE's verdicts are not kept yet,
-    a child process imports great-expectations and validates while this one starts its Dagster
-    run; the ingestion step then waits for its verdicts (or, the child gone, validates itself)."""
-    required = {metric: tuple(fields) for metric, fields in required.items()}
-    fields = list(dict.fromkeys(f for fields in required.values() for f in fields))
-    if _read(_kept_path(validation_frame(samples, required), fields, path.parent / ".quality")) is None:
-        subprocess.Popen([sys.executable, "-m", "assets.quality", str(path), json.dumps(required)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
 
 
 def validate(samples: list[Sample], required: Mapping[str, Iterable[str]], keep: Path | None = None) -> dict[str, Any]:
@@ -167,7 +129,3 @@ def validate(samples: list[Sample], required: Mapping[str, Iterable[str]], keep:
     duplicates = frame[frame["id"].duplicated(keep=False)] if "id" in failed else frame.iloc[:0]
     return {"rejected": rejected, "input_errors": input_errors, "statistics": verdicts["statistics"],
             "duplicate_ids": [{"line": int(r) + 1, "id": i} for r, i in zip(duplicates["row"], duplicates["id"])]}
-
-
-if __name__ == "__main__":  # validate_ahead's child: python -m assets.quality SAMPLES REQUIRED_JSON
-    validate(load_samples(Path(sys.argv[1])), json.loads(sys.argv[2]), keep=Path(sys.argv[1]).parent / ".quality")
