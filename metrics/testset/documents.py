@@ -6,9 +6,11 @@ are read; any other file is skipped with its reason, and so is a file that canno
 (not UTF-8, a damaged or encrypted PDF, no text). A document is split into paragraphs at
 blank lines, each normalised as RAG text (``metrics.text.normalise_rag_text``: Markdown
 marks, HTML entities and citation markers go); a paragraph under ``HEADING_TOKENS`` (a
-heading) ends as a sentence and opens the next one; paragraphs are packed into chunks of at
-most ``chunk_tokens`` estimated tokens (UTF-8 bytes / 4: about 1,000 English or 340
-Chinese characters at the default 256), a longer paragraph cut at sentence ends. A chunk's
+heading) ends as a sentence and opens the next one (short lines closing a document join its
+last chunk); paragraphs are packed into chunks of at most ``chunk_tokens`` estimated tokens
+(UTF-8 bytes / 4: about 1,000 English or 340 Chinese characters at the default 256), never
+more: a longer paragraph is cut at sentence ends, a longer sentence at spaces, a longer word
+(or run of Chinese) between characters. A chunk's
 id is ``<path in the folder>#<n>`` (``guide/install.md#2``), counted from 1, so the same
 folder always gives the same ids.
 """
@@ -144,16 +146,27 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
     return documents, skipped
 
 
-def _pieces(paragraph: str, limit: int) -> list[str]:
-    """``paragraph`` cut at sentence ends into pieces of at most ``limit`` tokens (a longer sentence stays whole)."""
-    if estimate_tokens(paragraph) <= limit:
-        return [paragraph]
+#: How a piece over the limit is cut, in turn: at sentence ends, at spaces, between characters (Chinese).
+_CUTS = ((split_sentences, " "), (str.split, " "), (list, ""))
+
+
+def _pieces(text: str, limit: int, level: int = 0) -> list[str]:
+    """``text`` cut into pieces of at most ``limit`` tokens: at sentence ends, a longer
+    sentence at spaces, a longer word (or a run of Chinese) between characters."""
+    if estimate_tokens(text) <= limit or level == len(_CUTS):
+        return [text]
+    cut, joiner = _CUTS[level]
     pieces: list[str] = []
-    for sentence in split_sentences(paragraph):
-        if pieces and estimate_tokens(pieces[-1] + " " + sentence) <= limit:
-            pieces[-1] += " " + sentence
-        else:
-            pieces.append(sentence)
+    size = 0  # UTF-8 bytes of pieces[-1]
+    for unit in cut(text):
+        for part in _pieces(unit, limit, level + 1):
+            grown = size + len(joiner) + len(part.encode("utf-8"))
+            if pieces and -(-grown // 4) <= limit:  # estimate_tokens of the joined text
+                pieces[-1] += joiner + part
+                size = grown
+            else:
+                pieces.append(part)
+                size = len(part.encode("utf-8"))
     return pieces
 
 
@@ -170,19 +183,23 @@ def chunk_document(document: Document, chunk_tokens: int = CHUNK_TOKENS) -> list
     paragraphs = [p for p in (normalise_rag_text(block).replace("\n", " ") for block in
                               re.split(r"\n\s*\n", document.text.replace("\r\n", "\n"))) if p.strip()]
     texts: list[str] = []
+
+    def pack(text: str) -> None:
+        for piece in _pieces(text, chunk_tokens):
+            if texts and estimate_tokens(texts[-1] + "\n" + piece) <= chunk_tokens:
+                texts[-1] += "\n" + piece
+            else:
+                texts.append(piece)
+
     heading = ""
     for paragraph in paragraphs:
         if estimate_tokens(paragraph) < HEADING_TOKENS:  # a heading: ended as a sentence, joined to what follows
             heading = f"{heading} {paragraph}{'' if re.search(r'[.!?:。！？：]$', paragraph) else '.'}".strip()
             continue
-        for piece in _pieces(f"{heading} {paragraph}".strip() if heading else paragraph, chunk_tokens):
-            if texts and estimate_tokens(texts[-1] + "\n" + piece) <= chunk_tokens:
-                texts[-1] += "\n" + piece
-            else:
-                texts.append(piece)
+        pack(f"{heading} {paragraph}".strip() if heading else paragraph)
         heading = ""
-    if heading and not texts:  # a document that is only short lines
-        texts.append(heading)
+    if heading:  # short lines closing the document: with the last chunk when they fit, else a chunk of their own
+        pack(heading)
     return [Chunk(f"{document.id}#{n}", document.id, text) for n, text in enumerate(texts, start=1)]
 
 

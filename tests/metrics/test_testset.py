@@ -68,8 +68,7 @@ def test_chunks_stay_within_their_size_and_keep_ids_stable():
     assert len(documents) == 7 and len(chunks) == len({c.id for c in chunks})
     for chunk in chunks:
         assert chunk.id.startswith(f"{chunk.document_id}#")
-        # at most 128 estimated tokens, unless one sentence alone is longer
-        assert estimate_tokens(chunk.text) <= 128 or len(split_sentences(chunk.text)) == 1
+        assert estimate_tokens(chunk.text) <= 128
     assert [c.id for c in chunks if c.document_id == "gears.txt"] == [f"gears.txt#{n}" for n in range(1, 6)]
     assert chunk_documents(documents, 128) == chunks
     # A heading ends as a sentence and opens the paragraph after it (plain text and HTML as Markdown).
@@ -77,6 +76,35 @@ def test_chunks_stay_within_their_size_and_keep_ids_stable():
         "Adjusting the rear derailleur. The rear derailleur moves")
     with pytest.raises(ValueError, match="at least 32 tokens"):
         chunk_document(Document("a.txt", "x"), 16)
+
+
+def test_short_lines_closing_a_document_join_its_last_chunk():
+    [chunk] = chunk_document(Document("rules.md", "Brakes need checking before every ride, and the pads should be "
+                                      "replaced when worn down to the groove.\n\nAlways wear a helmet.\n\n"
+                                      "Never ride at night without lights.\n"))
+    assert chunk.text == ("Brakes need checking before every ride, and the pads should be replaced when worn down "
+                          "to the groove.\nAlways wear a helmet. Never ride at night without lights.")
+    # When they do not fit in the last chunk, they are a chunk of their own (never dropped, never over the size).
+    long = "Pads wear faster in the rain than on dry roads, so check them after every wet ride. " * 4
+    chunks = chunk_document(Document("wet.md", f"{long}\n\nAlways wear a helmet.\n"), 88)
+    assert [c.text for c in chunks] == [long.strip(), "Always wear a helmet."]
+
+
+def test_no_chunk_is_longer_than_the_chunk_size():
+    # One line of 20,000 words without a sentence end; 3,000 tiny paragraphs; a run of Chinese without punctuation.
+    words = " ".join(f"word{i}" for i in range(20000))
+    items = "\n\n".join(f"item {i}" for i in range(3000))
+    chinese = "链条磨损以后要及时更换" * 300
+    for text, joined in ((words, lambda cs: " ".join(c.text for c in cs)),
+                         (items, lambda cs: " ".join(c.text for c in cs)),
+                         (chinese, lambda cs: "".join(c.text for c in cs))):
+        chunks = chunk_document(Document("big.txt", text), 64)
+        assert max(estimate_tokens(c.text) for c in chunks) <= 64 and len(chunks) > 10
+        assert joined(chunks).replace("\n", " ") == (text if text is not items else ". ".join(
+            f"item {i}" for i in range(3000)) + ".")  # nothing lost, in order (each tiny item ended as a sentence)
+    # 20,000 words: 168,890 bytes + 19,999 spaces = 188,889 bytes; at most 256 bytes (64 tokens) a chunk and more
+    # than 246 (a chunk ends only when the next word of at most 9 bytes and its space would not fit): 738 to 768.
+    assert len(words.encode()) == 188889 and 738 <= len(chunk_document(Document("big.txt", words), 64)) <= 768
 
 
 def test_inverse_cloze_takes_one_sentence_out_of_each_chunk():
