@@ -32,3 +32,26 @@ def test_inverse_cloze_set_of_the_example_folder_scores_the_bm25_baseline(tmp_pa
         by_hand.append(1 / math.log2(ids.index(relevant) + 2) if relevant in ids else 0.0)
     assert row["configuration"] == "bm25-extractive" and row["target_calls"] == 64 and row["judge_requests"] == 0
     assert row["metrics"]["ndcg"]["mean"] == round(sum(by_hand) / len(by_hand), 4)
+
+
+def test_a_changed_corpus_re_runs_retrieval(tmp_path):
+    # The same question twice; the second corpus moves the words it asks about to the other chunk.
+    from metrics.testset import write_testset
+
+    questions = [{"id": "ict-0001", "user_input": "How often should tubeless sealant be topped up?",
+                  "retrieval_ground_truth": [{"document_id": "a#1", "query_relevance_label": 1}],
+                  "reference_contexts": ["Tubeless sealant dries out."], "synthesizer_name": "inverse_cloze"}]
+    sealant, chain = "Top up tubeless sealant twice a year, as it dries out.", "Wax chains stay clean for longer."
+    report = {"method": "inverse_cloze", "kept": 1}
+    ndcg, calls = [], []
+    for first, second in ((sealant, chain), (chain, sealant)):
+        write_testset(tmp_path, questions, [{"id": "a#1", "document": "a", "text": first},
+                                            {"id": "b#1", "document": "b", "text": second}], report)
+        done = sweep_cli(tmp_path, "--json", "t.json")
+        assert done.returncode == 0, done.stderr
+        [row] = json.loads((tmp_path / "t.json").read_text())["ranking"]
+        calls.append(row["target_calls"])
+        ndcg.append(row["metrics"]["ndcg"]["mean"])
+    # Run 2 retrieves again (1 call); the generator's inputs, the same two texts in the same order, are cached.
+    # a#1 first, then second of the two: NDCG@10 1, then 1 / log2(2 + 1) = 0.6309.
+    assert calls == [2, 1] and ndcg == [1.0, 0.6309]
