@@ -14,7 +14,9 @@ chunks, then filters), kept to what the evaluation needs:
    a kind without seeds (no related pair) gives its share to ``single_hop``.
 2. **Generation**: one ``question_generation`` request per seed (its reply checked
    strictly and re-asked once when malformed), in the documents' language
-   (:func:`language_of`).
+   (:func:`language_of`). The first ``FAIL_FAST`` are sent before the others: when they
+   all fail with the same endpoint error (500 after every retry, a 400 to an unsupported
+   ``response_format``), the run stops there with :class:`EndpointError`.
 3. **Near-duplicates removed**: a question whose content tokens overlap a kept (or
    earlier) question's by ``DUPLICATE_JACCARD`` or more is dropped before the critic, so
    it costs no critic request.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +46,7 @@ from typing import Any
 from metrics.judgements.question_critic import Candidate, question_critic
 from metrics.judgements.question_generation import Seed, question_generation
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
+from metrics.judges.endpoint import EndpointError, public_url
 from metrics.judges.plan import Plan, record
 from metrics.judges.prompts import OutputError
 from metrics.testset.documents import Chunk
@@ -60,6 +64,10 @@ DUPLICATE_JACCARD = 0.7
 MAX_GENERATIONS = 2
 #: Multi-hop pairs are searched among this many chunks (the first of the seeded order): 79,800 pairs at most.
 MAX_PAIR_CHUNKS = 400
+#: The first generations are sent this many first; all failing with the same endpoint error stop the run.
+FAIL_FAST = 3
+#: The endpoint's part of a failed generation (``metrics.judges.transport``): a 400, or what failed after retries.
+_ENDPOINT_FAILURE = re.compile(r"question_generation: (bad_request|context_too_long|[^:]* after \d+ attempts[^:]*)")
 
 
 def language_of(texts: list[str]) -> str:
@@ -158,7 +166,7 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
     ValueError
         For ``n`` below 1 or no chunks.
     EndpointError
-        When the endpoint cannot be used at all.
+        When the first ``FAIL_FAST`` generations all fail with the same endpoint error (nothing more is sent).
     """
     if n < 1:
         raise ValueError(f"-n {n}: ask for 1 question or more")
@@ -192,9 +200,12 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
         batch = batch[:MAX_GENERATIONS * n - generations]
         if not batch:
             break
+        written = []
+        if not generations:  # the first few alone: an endpoint that fails them all alike fails the rest too
+            written = await _written(judge, result, batch[:FAIL_FAST])
+            _fail_fast(judge, written)
         generations += len(batch)
-        written = await asyncio.gather(*(_counted(result.usage["question_generation"],
-                                                  _generate(judge, kind, chunks_)) for kind, chunks_ in batch))
+        written += await _written(judge, result, batch[len(written):])
         candidates = []
         for (kind, chunks_), question in zip(batch, written):
             if isinstance(question, str):
@@ -228,6 +239,26 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
     for number, question in enumerate(result.questions, start=1):
         question["id"] = f"q-{number:04d}"
     return result
+
+
+async def _written(judge: Judge, result: Testset, batch: list[tuple[str, tuple[Chunk, ...]]]) -> list:
+    """The generations of ``batch``, at once (each a question or why there is none)."""
+    return list(await asyncio.gather(*(_counted(result.usage["question_generation"], _generate(judge, kind, chunks_))
+                                       for kind, chunks_ in batch)))
+
+
+def _fail_fast(judge: Judge, written: list) -> None:
+    """Raise :class:`EndpointError` when every one of the first generations failed with the same endpoint error
+    (every request answered 500, or 400 to a ``response_format`` the endpoint lacks): the rest would fail alike."""
+    causes = {m[1] if isinstance(w, str) and (m := _ENDPOINT_FAILURE.search(w)) else None for w in written}
+    if len(causes) != 1 or None in causes:
+        return
+    hint = ""
+    if causes == {"bad_request"} and judge.config.response_format == "json_schema":
+        hint = "; an endpoint without json_schema answers 400 to every request: try --response-format json_object"
+    raise EndpointError(f"the judge endpoint {public_url(judge.config.base_url) or 'api.openai.com'} failed the "
+                        f"first {len(written)} question_generation request(s) alike, stopped before sending more: "
+                        f"{written[0].removeprefix('generation failed: ')}{hint}")
 
 
 async def _generate(judge: Judge, kind: str, chunks: tuple[Chunk, ...]) -> dict[str, Any] | str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from metrics import evaluate
+from metrics.judges.endpoint import EndpointError
 from metrics.targets.config import load_config
 from metrics.testset import chunk_documents, read_documents
 from metrics.testset.baseline import bm25, extractive
@@ -15,7 +16,7 @@ from metrics.testset.generate import agenerate, counts
 from metrics.text import has_cjk
 from orchestration.cli import main
 from tests.conftest import TEST_KEY
-from tests.judge_server import Reply, embedding_body, oracle
+from tests.judge_server import Reply, embedding_body, oracle, provider_error
 
 DOCS = Path(__file__).resolve().parents[2] / "examples" / "testset" / "docs"
 ENGLISH = ["brakes.md", "chain.html", "gears.txt", "safety-check.md", "tyres.md"]
@@ -306,3 +307,26 @@ def test_cli_a_dead_endpoint_stops_before_anything_is_written(server, endpoint, 
                  *endpoint]) == 2
     assert f"the judge endpoint {server.url} cannot be reached: connection refused" in capsys.readouterr().err
     assert not (tmp_path / "set").exists()
+
+
+def test_an_endpoint_failing_every_generation_stops_after_the_first_three(server, make_judge, tmp_path):
+    server.script = lambda seen: Reply(status=500, body={"error": {"message": "upstream overloaded"}})
+    chunks = chunk_documents(read_documents(folder(tmp_path, ENGLISH))[0], 128)
+    judge = make_judge()
+    with pytest.raises(EndpointError, match=r"failed the first 3 question_generation request\(s\) alike, stopped "
+                                            r"before sending more: question_generation: request failed after 5 "
+                                            r"attempts \(InternalServerError 500\).*upstream overloaded"):
+        judge.run(agenerate(judge, chunks, 8))
+    # 3 generations of 5 attempts each, not the 16 generations (80 requests) that -n 8 allows; no critic request.
+    assert len(generation_requests(server)) == 15 and critic_requests(server) == []
+
+
+def test_cli_an_endpoint_refusing_every_request_exits_2_at_once_with_the_cause(server, endpoint, tmp_path, capsys):
+    server.script = lambda seen: provider_error(400, "response_format json_schema is not supported", "bad_format")
+    assert main(["testset", str(folder(tmp_path, ENGLISH)), "-n", "8", "--chunk-tokens", "128", "--out",
+                 str(tmp_path / "set"), *endpoint]) == 2
+    err = capsys.readouterr().err
+    assert "failed the first 3 question_generation request(s) alike, stopped before sending more: " \
+           "question_generation: bad_request: " in err and "json_schema is not supported" in err
+    assert err.rstrip().endswith("answers 400 to every request: try --response-format json_object")
+    assert len(server.chat_requests()) == 3 and not (tmp_path / "set").exists()  # a 400 is not retried
