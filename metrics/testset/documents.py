@@ -16,6 +16,7 @@ folder always gives the same ids.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -119,7 +120,8 @@ def read_text(path: Path) -> str:
 
 def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
     """Every document under ``folder`` (recursively, in path order; hidden files and folders
-    such as ``.git/`` left out) and the files skipped, ``{path: reason}``.
+    such as ``.git/`` left out; a copy of an earlier one, the same text once normalised, skipped)
+    and the files skipped, ``{path: reason}``.
 
     Raises
     ------
@@ -129,7 +131,7 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
     root = Path(folder)
     if not root.is_dir():
         raise FileNotFoundError(f"documents folder not found: {root}")
-    documents, skipped = [], {}
+    documents, skipped, first = [], {}, {}
     files = [p for p in root.rglob("*") if p.is_file()
              and not any(part.startswith(".") for part in p.relative_to(root).parts)]  # no .git/, .DS_Store
     for path in sorted(files):
@@ -139,9 +141,15 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
         except (ValueError, OSError) as exc:
             skipped[name] = str(exc)
             continue
-        if not normalise_rag_text(text).strip():
+        content = " ".join(normalise_rag_text(text).split())
+        if not content:
             skipped[name] = "no text (a scanned PDF needs OCR first)" if path.suffix.lower() == ".pdf" else "no text"
             continue
+        digest = hashlib.sha256(content.encode("utf-8")).digest()
+        if digest in first:  # a copy's sentences would all be "shared", its chunks a multi-hop pair of twins
+            skipped[name] = f"a copy of {first[digest]} (the same text)"
+            continue
+        first[digest] = name
         documents.append(Document(name, text))
     return documents, skipped
 

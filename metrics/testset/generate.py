@@ -107,7 +107,8 @@ def seeds(chunks: list[Chunk], seed: int = 0) -> dict[str, list[tuple[Chunk, ...
     used: dict[int, int] = defaultdict(int)
     for rounds in range(2):  # each chunk in one pair first, then in a second
         for score, i, j in pairs:
-            if score >= MIN_RELATED and used[i] == used[j] == rounds and (ordered[i], ordered[j]) not in related:
+            if score >= MIN_RELATED and used[i] == used[j] == rounds and (ordered[i], ordered[j]) not in related \
+                    and ordered[i].text != ordered[j].text:  # two copies of a chunk are no multi-hop pair
                 related[ordered[i], ordered[j]] = None
                 used[i] += 1
                 used[j] += 1

@@ -107,6 +107,27 @@ def test_no_chunk_is_longer_than_the_chunk_size():
     assert len(words.encode()) == 188889 and 738 <= len(chunk_document(Document("big.txt", words), 64)) <= 768
 
 
+def test_a_copy_of_a_document_is_skipped_naming_the_first(tmp_path):
+    text = ("Chains wear fastest of all the parts of the drivetrain. Measure the chain every month with a "
+            "chain checker tool.")
+    (tmp_path / "chain.md").write_text(f"# Chains\n\n{text}\n")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "chain.txt").write_text(f"Chains.\n\n{text}  \n")  # the same text once normalised
+    (tmp_path / "chain.html").write_text(f"<h1>Chains</h1><p>{text}</p>")
+    documents, skipped = read_documents(tmp_path)
+    assert [d.id for d in documents] == ["chain.html"]
+    assert skipped == {"chain.md": "a copy of chain.html (the same text)",
+                       "copy/chain.txt": "a copy of chain.html (the same text)"}
+    # With the copies kept, every sentence would be in two chunks ("boilerplate"): no query at all.
+    [question] = inverse_cloze(chunk_documents(documents), 3)[0]
+    assert question["user_input"] in split_sentences(text)
+    # Two chunks of the same text (a page repeated in two documents) are never a multi-hop pair.
+    twins = [Document(f"{n}.txt", f"Intro {n} for the reader here. {text}") for n in "ab"]
+    assert [len(chunk_documents([d])) for d in twins] == [1, 1]
+    same = [c for d in twins for c in chunk_documents([Document(d.id, text)])]
+    assert seeds(same)["multi_hop"] == [] and len(seeds(chunk_documents(twins))["multi_hop"]) == 1
+
+
 def test_inverse_cloze_takes_one_sentence_out_of_each_chunk():
     chunks = chunk_documents(read_documents(DOCS)[0], 128)
     questions, corpus = inverse_cloze(chunks, 40, seed=0)
