@@ -13,10 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_inverse_cloze_set_of_the_example_folder_scores_the_bm25_baseline(tmp_path):
+    # The README's offline command: offline even with an endpoint configured (here a dead one, never asked).
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
+    env.update(OPENAI_API_KEY="sk-test-unused", OPENAI_BASE_URL="http://127.0.0.1:9/v1", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "orchestration.cli", "testset", str(ROOT / "examples/testset/docs"),
-                           "-n", "40", "--chunk-tokens", "128", "--out", "set"], cwd=tmp_path,
-                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+                           "-n", "40", "--chunk-tokens", "128", "--inverse-cloze", "--out", "set"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "32 questions of 40 asked" in done.stdout and "rag-eval sweep set/sweep.toml" in done.stdout
     folder = tmp_path / "set"
