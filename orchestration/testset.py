@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -48,6 +49,8 @@ def cmd_testset(args: argparse.Namespace) -> int:
         raise ValueError(f"-n {args.questions}: ask for 1 question or more")
     resource = judge_resource(args)  # the judge options, checked
     config = LLMConfig.from_env(**{name: getattr(resource, name) for name in LLMConfig.public_fields()})
+    if args.dry_run and config.cache_path and not Path(config.cache_path).exists():
+        config = replace(config, cache_path=None)  # a dry run creates no cache: with none, nothing is cached
     documents, skipped = read_documents(args.docs)
     for name, reason in skipped.items():
         print(f"skipped {name}: {reason}", file=sys.stderr)

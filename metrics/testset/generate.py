@@ -283,8 +283,9 @@ async def _criticise(judge: Judge, question: dict[str, Any]):
 async def aplan(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) -> dict[str, Plan]:
     """The requests the first round of :func:`agenerate` would send after the cache, per
     kind (``question_generation``, ``question_critic``), with estimated tokens; nothing is
-    sent. The critic's are planned on a stand-in question of the chunks (its prompt is
-    mostly the contexts), one per generation."""
+    sent. A cached question's critic request is planned on that question (cached too after
+    a finished run); the others' on a stand-in question of the chunks (its prompt is mostly
+    the contexts), one per generation."""
     pools = seeds(chunks, seed)
     wanted = counts(n)
     for kind in KINDS[1:]:
@@ -292,16 +293,20 @@ async def aplan(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) -> dic
             wanted["single_hop"] += wanted.pop(kind)
     plans = {"question_generation": Plan(), "question_critic": Plan()}
 
-    async def generation(kind: str, chunks_: tuple[Chunk, ...]) -> None:
+    async def generation(kind: str, chunks_: tuple[Chunk, ...], written: list) -> None:
         try:
-            await judge.ask(question_generation, _seed(kind, chunks_))
+            written.append(await judge.ask(question_generation, _seed(kind, chunks_)))
         except OutputError:
             pass  # the stand-in reply is not in the documents' script; the request is planned all the same
 
     for kind, number in wanted.items():
         for chunks_ in pools[kind][:number]:
             texts = [c.text for c in chunks_]
-            candidate = Candidate(user_input=f"{kind}: {texts[0][:120]}", reference=texts[0][:240], contexts=texts)
-            plans["question_generation"].planned.update((await record(generation(kind, chunks_))).planned)
+            written: list = []
+            planned = (await record(generation(kind, chunks_, written))).planned
+            plans["question_generation"].planned.update(planned)
+            candidate = Candidate(user_input=written[0].user_input, reference=written[0].reference, contexts=texts) \
+                if written and not planned else \
+                Candidate(user_input=f"{kind}: {texts[0][:120]}", reference=texts[0][:240], contexts=texts)
             plans["question_critic"].planned.update((await record(judge.ask(question_critic, candidate))).planned)
     return plans

@@ -232,6 +232,22 @@ def test_cli_dry_run_prints_requests_and_tokens_and_sends_nothing(server, endpoi
     assert re.search(r"^question_critic\s+4\s+[1-9][\d,]+\s+[1-9][\d,]*$", out, re.MULTILINE), out
     assert re.search(r"^total\s+8\s", out, re.MULTILINE)
     assert server.seen == [] and server.probes == [] and not (tmp_path / "set").exists()
+    assert not (tmp_path / "cache.sqlite").exists()  # nor the judgement cache: a dry run writes nothing
+
+
+def test_cli_dry_run_after_a_finished_run_plans_nothing(server, endpoint, tmp_path, capsys):
+    server.script = Script()
+    argv = ["testset", str(folder(tmp_path, ENGLISH)), "-n", "4", "--chunk-tokens", "128", "--out",
+            str(tmp_path / "set"), *endpoint]
+    assert main(argv) == 0
+    sent = len(server.seen)
+    capsys.readouterr()
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # Every generation and every critique of the first round is cached: a real run would send nothing.
+    assert re.search(r"^question_generation\s+0\s+0\s+0$", out, re.MULTILINE), out
+    assert re.search(r"^question_critic\s+0\s+0\s+0$", out, re.MULTILINE), out
+    assert len(server.seen) == sent
 
 
 def test_cli_writes_the_set_with_its_counts_and_it_is_evaluated(server, endpoint, make_judge, tmp_path, capsys):
