@@ -17,6 +17,7 @@ folder always gives the same ids.
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -75,16 +76,16 @@ class _HTMLText(HTMLParser):
             self.parts.append("\n\n")
 
     def handle_data(self, data):
-        if not self.hidden:
-            self.parts.append(re.sub(r"\s+", " ", data))
+        if not self.hidden:  # entities escaped again: normalising decodes them after removing tags, so "&lt;b&gt;" stays
+            self.parts.append(html.escape(re.sub(r"\s+", " ", data), quote=False))
 
 
 def _pdf_text(path: Path) -> str:
     from pypdf import PdfReader
 
     reader = PdfReader(path)
-    if reader.is_encrypted:
-        raise ValueError("the PDF is encrypted")
+    if reader.is_encrypted and not reader.decrypt(""):  # an owner password alone: it opens with the empty one
+        raise ValueError("the PDF is encrypted (it needs a password to open)")
     return "\n\n".join(page.extract_text() or "" for page in reader.pages)
 
 

@@ -35,6 +35,22 @@ def _queries(chunk: Chunk, repeated: set[str]) -> list[str]:
     return [s for s in sentences if len(content_tokens(s)) >= MIN_QUERY_TOKENS and s not in repeated]
 
 
+def _repeated(chunks: list[Chunk]) -> set[str]:
+    """The sentences found in two chunks or more."""
+    seen = Counter(s for chunk in chunks for s in set(split_sentences(chunk.text)))
+    return {s for s, count in seen.items() if count > 1}
+
+
+def why_none(chunks: list[Chunk]) -> str:
+    """Why :func:`inverse_cloze` finds no query in ``chunks`` (when it finds none)."""
+    several = [split_sentences(c.text) for c in chunks if len(split_sentences(c.text)) > 1]
+    if not several:
+        return "every chunk is a single sentence (nothing would be left to find once it is out)"
+    if not any(len(content_tokens(s)) >= MIN_QUERY_TOKENS for sentences in several for s in sentences):
+        return f"no chunk of two sentences or more has a sentence of at least {MIN_QUERY_TOKENS} content words"
+    return f"every sentence of at least {MIN_QUERY_TOKENS} content words is shared by another chunk"
+
+
 def _without(text: str, sentence: str) -> str:
     """``text`` with ``sentence`` taken out (the sentences joined again if it is not there verbatim)."""
     if sentence in text:
@@ -87,8 +103,7 @@ def inverse_cloze(chunks: list[Chunk], n: int, seed: int = 0) -> tuple[list[dict
     if n < 1:
         raise ValueError(f"-n {n}: ask for 1 question or more")
     rng = random.Random(seed)
-    seen = Counter(s for chunk in chunks for s in set(split_sentences(chunk.text)))
-    repeated = {s for s, count in seen.items() if count > 1}
+    repeated = _repeated(chunks)
     questions, masked = [], {}
     for chunk in spread(chunks, seed):
         if len(questions) == n:

@@ -307,6 +307,13 @@ def test_cli_offline_and_its_refusals(tmp_path, monkeypatch, capsys):
     assert "inverse-cloze retrieval set (offline, no request): 3 questions of 3 asked" in capsys.readouterr().out
     assert json.loads((tmp_path / "ict" / "testset.json").read_text())["method"] == "inverse_cloze"
     assert not (tmp_path / "ict" / "dropped.jsonl").exists()
+    # No usable sentence: exit 1 and why, on stderr and in testset.json.
+    (tmp_path / "short").mkdir()
+    (tmp_path / "short" / "rules.txt").write_text("Ride safe. Check the brakes. Pump the tyres.\n")
+    assert main(["testset", str(tmp_path / "short"), "--out", str(tmp_path / "none")]) == 1
+    why = "no question: no chunk of two sentences or more has a sentence of at least 5 content words"
+    assert f"note: {why}" in capsys.readouterr().err
+    assert json.loads((tmp_path / "none" / "testset.json").read_text())["notes"] == [why]
     (tmp_path / "empty").mkdir()
     for argv, message in (([str(tmp_path / "missing")], "documents folder not found"),
                           ([str(tmp_path / "empty")], "no document with text"),

@@ -12,6 +12,7 @@ from metrics.testset import chunk_documents, inverse_cloze, read_documents, writ
 from metrics.testset.baseline import bm25
 from metrics.testset.documents import Document, chunk_document, read_text
 from metrics.testset.generate import counts, language_of, seeds
+from metrics.testset.inverse_cloze import why_none
 from metrics.text import split_sentences
 
 DOCS = Path(__file__).resolve().parents[2] / "examples" / "testset" / "docs"
@@ -60,6 +61,26 @@ def test_each_format_is_read_and_unreadable_files_are_named_with_their_reason(tm
     with pytest.raises(FileNotFoundError, match="documents folder not found"):
         read_documents(tmp_path / "missing")
     assert "twenty stops" in read_text(tmp_path / "manual.pdf")
+
+
+def test_escaped_html_text_stays_and_an_owner_password_pdf_is_read(tmp_path):
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    (tmp_path / "page.html").write_text("<p>Write &lt;every&gt; torque &amp; its bolt down; &amp;lt;b&amp;gt; is "
+                                        "markup.</p>")
+    for name, user in (("owner.pdf", ""), ("locked.pdf", "secret")):
+        writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with_text("Torque the stem bolts to five newton "
+                                                                         "metres."))))
+        writer.encrypt(user_password=user, owner_password="owner", algorithm="RC4-128")
+        with open(tmp_path / name, "wb") as file:
+            writer.write(file)
+    documents, skipped = read_documents(tmp_path)
+    assert skipped == {"locked.pdf": "the PDF is encrypted (it needs a password to open)"}
+    texts = {c.document_id: c.text for c in chunk_documents(documents)}
+    assert texts == {"page.html": "Write <every> torque & its bolt down; &lt;b&gt; is markup.",
+                     "owner.pdf": "Torque the stem bolts to five newton metres."}
 
 
 def test_chunks_stay_within_their_size_and_keep_ids_stable():
@@ -156,7 +177,15 @@ def test_inverse_cloze_takes_one_sentence_out_of_each_chunk():
         "Chains wear fastest of all the parts of the drivetrain.",
         "Disc brakes keep almost all their power in the wet weather."]
     # A chunk of one sentence has nothing left to find once it is out: never a query.
-    assert inverse_cloze(chunk_document(Document("one.txt", "Only one sentence with many words here.")), 3)[0] == []
+    one = chunk_document(Document("one.txt", "Only one sentence with many words here."))
+    assert inverse_cloze(one, 3)[0] == []
+    # No query at all: why, for each of the three causes.
+    assert why_none(one) == "every chunk is a single sentence (nothing would be left to find once it is out)"
+    assert why_none(chunk_document(Document("short.txt", "Ride safe. Check the brakes. Pump the tyres."))) == \
+        "no chunk of two sentences or more has a sentence of at least 5 content words"
+    twice = [Document(f"{n}.txt", f"Note {n}. {footer}") for n in "12"]
+    assert inverse_cloze(chunk_documents(twice), 3)[0] == [] and why_none(chunk_documents(twice)) == \
+        "every sentence of at least 5 content words is shared by another chunk"
 
 
 def test_bm25_ndcg_on_the_inverse_cloze_set_equals_the_ranks_by_hand(tmp_path):
