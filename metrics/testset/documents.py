@@ -179,6 +179,14 @@ def _pieces(text: str, limit: int, level: int = 0) -> list[str]:
     return pieces
 
 
+def _ended(line: str) -> str:
+    """``line`` (a heading) ended as a sentence: with "。" after Chinese or Japanese (also in place of
+    the "." that normalising a Markdown heading puts there), else with "." unless it ends in a mark."""
+    if re.search(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]\.?$", line):
+        return line.removesuffix(".") + "。"
+    return line if re.search(r"[.!?:。！？：]$", line) else line + "."
+
+
 def chunk_document(document: Document, chunk_tokens: int = CHUNK_TOKENS) -> list[Chunk]:
     """``document`` in chunks of at most ``chunk_tokens`` estimated tokens (see the module docstring).
 
@@ -203,7 +211,7 @@ def chunk_document(document: Document, chunk_tokens: int = CHUNK_TOKENS) -> list
     heading = ""
     for paragraph in paragraphs:
         if estimate_tokens(paragraph) < HEADING_TOKENS:  # a heading: ended as a sentence, joined to what follows
-            heading = f"{heading} {paragraph}{'' if re.search(r'[.!?:。！？：]$', paragraph) else '.'}".strip()
+            heading = f"{heading} {_ended(paragraph)}".strip()
             continue
         pack(f"{heading} {paragraph}".strip() if heading else paragraph)
         heading = ""

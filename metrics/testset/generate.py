@@ -70,17 +70,24 @@ FAIL_FAST = 3
 _ENDPOINT_FAILURE = re.compile(r"question_generation: (bad_request|context_too_long|[^:]* after \d+ attempts[^:]*)")
 
 
+#: Passages are in Chinese, Japanese or Korean when at least this share of their letters are of those scripts.
+CJK_SHARE = 0.2
+
+
 def language_of(texts: list[str]) -> str:
-    """What the prompt asks the questions to be written in: ``Japanese`` (kana),
-    ``Korean`` (hangul), ``Chinese`` (other CJK ideographs), else ``the language of the passages``."""
-    text = "".join(texts)
-    if any("\u3040" <= ch <= "\u30ff" for ch in text):
-        return "Japanese"
-    if any("\uac00" <= ch <= "\ud7af" for ch in text):
+    """What the prompt asks the questions to be written in: when at least ``CJK_SHARE`` of the
+    letters are Chinese, Japanese or Korean (so an English passage naming 长城 stays English),
+    ``Korean`` (mostly hangul), ``Japanese`` (a tenth of them kana or more) or ``Chinese``;
+    else ``the language of the passages``."""
+    letters = [ch for ch in "".join(texts) if ch.isalpha()]
+    kana = sum("\u3040" <= ch <= "\u30ff" for ch in letters)
+    hangul = sum("\uac00" <= ch <= "\ud7af" for ch in letters)
+    han = sum("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in letters)
+    if not letters or kana + hangul + han < CJK_SHARE * len(letters):
+        return "the language of the passages"
+    if hangul >= kana + han:
         return "Korean"
-    if any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in text):
-        return "Chinese"
-    return "the language of the passages"
+    return "Japanese" if kana >= 0.1 * (kana + han) else "Chinese"
 
 
 def jaccard(a: str, b: str) -> float:

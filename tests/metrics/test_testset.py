@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from metrics import evaluate
+from metrics.judgements.question_generation import Seed
+from metrics.judgements.question_generation import request as question_generation_request
 from metrics.judges.plan import estimate_tokens
 from metrics.retrieval.document_retrieval import NDCG
 from metrics.testset import chunk_documents, inverse_cloze, read_documents, write_testset
@@ -233,3 +235,20 @@ def test_seeds_of_each_kind_and_the_distribution():
         assert numbers[1] == numbers[0] + 1
     assert language_of(["链条是传动系统中磨损最快的零件。"]) == "Chinese"
     assert language_of(["The chain wears fastest."]) == "the language of the passages"
+
+
+def test_chinese_headings_end_with_the_chinese_full_stop_and_one_name_makes_no_chinese_passage():
+    body = "链条是传动系统中磨损最快的零件，应该定期测量，磨损超过百分之零点五时就要更换。"
+    for name, text in (("a.md", f"# 链条保养\n\n{body}\n"), ("b.txt", f"链条保养\n\n{body}\n")):
+        [chunk] = chunk_document(Document(name, text))
+        assert chunk.text == f"链条保养。 {body}"
+    # A Chinese name in an English passage (2 of 40 letters, under a fifth): English; Chinese with a brand name
+    # (20 of 27 letters): Chinese.
+    english = "The Great Wall (长城) is the longest wall in the world."
+    assert language_of([english]) == "the language of the passages"
+    assert language_of(["链条是传动系统中磨损最快的零件，Shimano链条也一样。"]) == "Chinese"
+    assert language_of(["チェーンは消耗品です。"]) == "Japanese" and language_of(["체인은 소모품입니다."]) == "Korean"
+    # ... so an English question about it is accepted, not refused for want of Chinese characters.
+    seed = Seed(kind="single_hop", contexts=[english], language=language_of([english]))
+    assert question_generation_request(seed).validate({"question": "How long is the Great Wall?", "answer": "Long."}) \
+        == {"user_input": "How long is the Great Wall?", "reference": "Long."}
