@@ -3,7 +3,7 @@
 Plain text (``.txt``), Markdown (``.md``, ``.markdown``), HTML (``.html``, ``.htm``; script,
 style and head left out) and PDF (``.pdf``, the text layer of each page through ``pypdf``)
 are read; any other file is skipped with its reason, and so is a file that cannot be read
-(not UTF-8, a damaged or encrypted PDF, no text). A document is split into paragraphs at
+(not UTF-8, a damaged PDF or one that needs a password, no text; a copy of an earlier file). A document is split into paragraphs at
 blank lines, each normalised as RAG text (``metrics.text.normalise_rag_text``: Markdown
 marks, HTML entities and citation markers go); a paragraph under ``HEADING_TOKENS`` (a
 heading) ends as a sentence and opens the next one (short lines closing a document join its
@@ -76,15 +76,20 @@ class _HTMLText(HTMLParser):
             self.parts.append("\n\n")
 
     def handle_data(self, data):
-        if not self.hidden:  # entities escaped again: normalising decodes them after removing tags, so "&lt;b&gt;" stays
+        if not self.hidden:  # entities escaped again: normalising decodes them after taking tags out ("&lt;b&gt;")
             self.parts.append(html.escape(re.sub(r"\s+", " ", data), quote=False))
 
 
 def _pdf_text(path: Path) -> str:
     from pypdf import PdfReader
+    from pypdf.errors import DependencyError
 
     reader = PdfReader(path)
-    if reader.is_encrypted and not reader.decrypt(""):  # an owner password alone: it opens with the empty one
+    try:
+        opened = not reader.is_encrypted or reader.decrypt("")  # an owner password alone: the empty one opens it
+    except DependencyError as exc:  # AES without the cryptography package
+        raise ValueError(f"the PDF is encrypted ({exc})") from None
+    if not opened:
         raise ValueError("the PDF is encrypted (it needs a password to open)")
     return "\n\n".join(page.extract_text() or "" for page in reader.pages)
 

@@ -68,8 +68,6 @@ MAX_PAIR_CHUNKS = 400
 FAIL_FAST = 3
 #: The endpoint's part of a failed generation (``metrics.judges.transport``): a 400, or what failed after retries.
 _ENDPOINT_FAILURE = re.compile(r"question_generation: (bad_request|context_too_long|[^:]* after \d+ attempts[^:]*)")
-
-
 #: Passages are in Chinese, Japanese or Korean when at least this share of their letters are of those scripts.
 CJK_SHARE = 0.2
 

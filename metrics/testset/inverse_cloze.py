@@ -35,12 +35,6 @@ def _queries(chunk: Chunk, repeated: set[str]) -> list[str]:
     return [s for s in sentences if len(content_tokens(s)) >= MIN_QUERY_TOKENS and s not in repeated]
 
 
-def _repeated(chunks: list[Chunk]) -> set[str]:
-    """The sentences found in two chunks or more."""
-    seen = Counter(s for chunk in chunks for s in set(split_sentences(chunk.text)))
-    return {s for s, count in seen.items() if count > 1}
-
-
 def why_none(chunks: list[Chunk]) -> str:
     """Why :func:`inverse_cloze` finds no query in ``chunks`` (when it finds none)."""
     several = [split_sentences(c.text) for c in chunks if len(split_sentences(c.text)) > 1]
@@ -103,7 +97,8 @@ def inverse_cloze(chunks: list[Chunk], n: int, seed: int = 0) -> tuple[list[dict
     if n < 1:
         raise ValueError(f"-n {n}: ask for 1 question or more")
     rng = random.Random(seed)
-    repeated = _repeated(chunks)
+    seen = Counter(s for chunk in chunks for s in set(split_sentences(chunk.text)))
+    repeated = {s for s, count in seen.items() if count > 1}
     questions, masked = [], {}
     for chunk in spread(chunks, seed):
         if len(questions) == n:
