@@ -4,8 +4,9 @@ Plain text (``.txt``), Markdown (``.md``, ``.markdown``), HTML (``.html``, ``.ht
 style and head left out) and PDF (``.pdf``, the text layer of each page through ``pypdf``)
 are read; any other file is skipped with its reason, and so is a file that cannot be read
 (not UTF-8, a damaged PDF or one that needs a password, no text) or is a copy of an earlier
-one. A document is split into paragraphs at blank lines, each normalised as RAG text (``metrics.text.normalise_rag_text``: Markdown
-marks, HTML entities and citation markers go); a paragraph under ``HEADING_TOKENS`` (a
+one. A document is split into paragraphs at blank lines, each normalised as RAG text
+(``metrics.text.normalise_rag_text``: Markdown marks, HTML entities and citation markers
+go); a paragraph under ``HEADING_TOKENS`` (a
 heading) ends as a sentence and opens the next one (short lines closing a document join its
 last chunk); paragraphs are packed into chunks of at most ``chunk_tokens`` estimated tokens
 (UTF-8 bytes / 4: about 1,000 English or 340 Chinese characters at the default 256), never
