@@ -6,14 +6,13 @@ are read; any other file is skipped with its reason, and so is a file that canno
 (not UTF-8, a damaged PDF or one that needs a password, no text) or is a copy of an earlier
 one. A document is split into paragraphs at blank lines, each normalised as RAG text
 (``metrics.text.normalise_rag_text``: Markdown marks, HTML entities and citation markers
-go); a paragraph under ``HEADING_TOKENS`` (a
-heading) ends as a sentence and opens the next one (short lines closing a document join its
-last chunk); paragraphs are packed into chunks of at most ``chunk_tokens`` estimated tokens
-(UTF-8 bytes / 4: about 1,000 English or 340 Chinese characters at the default 256), never
-more: a longer paragraph is cut at sentence ends, a longer sentence at spaces, a longer word
-(or run of Chinese) between characters. A chunk's
-id is ``<path in the folder>#<n>`` (``guide/install.md#2``), counted from 1, so the same
-folder always gives the same ids.
+go); a paragraph under ``HEADING_TOKENS`` (a heading) ends as a sentence and opens the next
+one (short lines closing a document join its last chunk); paragraphs are packed into chunks
+of at most ``chunk_tokens`` estimated tokens (UTF-8 bytes / 4: about 1,000 English or 340
+Chinese characters at the default 256), never more: a longer paragraph is cut at sentence
+ends, a longer sentence at spaces, a longer word (or run of Chinese) between characters. A
+chunk's id is ``<path in the folder>#<n>`` (``guide/install.md#2``), counted from 1, so the
+same folder always gives the same ids.
 """
 from __future__ import annotations
 
