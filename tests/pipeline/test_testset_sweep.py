@@ -2,10 +2,12 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from metrics.testset import write_testset
 from metrics.testset.baseline import bm25
 from tests.pipeline.test_targets import sweep_cli
 
@@ -34,26 +36,21 @@ def test_inverse_cloze_set_of_the_example_folder_scores_the_bm25_baseline(tmp_pa
         by_hand.append(1 / math.log2(ids.index(relevant) + 2) if relevant in ids else 0.0)
     assert row["configuration"] == "bm25-extractive" and row["target_calls"] == 64 and row["judge_requests"] == 0
     assert row["metrics"]["ndcg"]["mean"] == round(sum(by_hand) / len(by_hand), 4)
+    first = row["metrics"]["ndcg"]["mean"]
+    # A new corpus for the same questions (each chunk's text moved to the next id) is retrieved again, not reused.
+    questions = [json.loads(line) for line in (folder / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    corpus = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    moved = [{**row, "text": corpus[n - 1]["text"]} for n, row in enumerate(corpus)]
+    write_testset(folder, questions, moved, {"method": "inverse_cloze", "kept": len(questions)})
+    shutil.copy(folder / "corpus.jsonl", folder / "moved.jsonl")  # bm25 here indexes a path once per process
+    done = sweep_cli(folder, "--json", "t.json")
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads((folder / "t.json").read_text())["ranking"]
+    by_hand = []
+    for question in questions:
+        ids = [h["id"] for h in bm25(question["user_input"], 10, str(folder / "moved.jsonl"))]
+        relevant = question["retrieval_ground_truth"][0]["document_id"]
+        by_hand.append(1 / math.log2(ids.index(relevant) + 2) if relevant in ids else 0.0)
+    assert row["target_calls"] >= 32 and row["metrics"]["ndcg"]["mean"] == round(sum(by_hand) / len(by_hand), 4)
+    assert row["metrics"]["ndcg"]["mean"] < first - 0.2  # the stale results would have given `first` again
 
-
-def test_a_changed_corpus_re_runs_retrieval(tmp_path):
-    # The same question twice; the second corpus moves the words it asks about to the other chunk.
-    from metrics.testset import write_testset
-
-    questions = [{"id": "ict-0001", "user_input": "How often should tubeless sealant be topped up?",
-                  "retrieval_ground_truth": [{"document_id": "a#1", "query_relevance_label": 1}],
-                  "reference_contexts": ["Tubeless sealant dries out."], "synthesizer_name": "inverse_cloze"}]
-    sealant, chain = "Top up tubeless sealant twice a year, as it dries out.", "Wax chains stay clean for longer."
-    report = {"method": "inverse_cloze", "kept": 1}
-    ndcg, calls = [], []
-    for first, second in ((sealant, chain), (chain, sealant)):
-        write_testset(tmp_path, questions, [{"id": "a#1", "document": "a", "text": first},
-                                            {"id": "b#1", "document": "b", "text": second}], report)
-        done = sweep_cli(tmp_path, "--json", "t.json")
-        assert done.returncode == 0, done.stderr
-        [row] = json.loads((tmp_path / "t.json").read_text())["ranking"]
-        calls.append(row["target_calls"])
-        ndcg.append(row["metrics"]["ndcg"]["mean"])
-    # Run 2 retrieves again (1 call); the generator's inputs, the same two texts in the same order, are cached.
-    # a#1 first, then second of the two: NDCG@10 1, then 1 / log2(2 + 1) = 0.6309.
-    assert calls == [2, 1] and ndcg == [1.0, 0.6309]
