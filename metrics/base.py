@@ -7,7 +7,10 @@ range validation) happens here, once.
 """
 from __future__ import annotations
 
+import keyword
 import math
+import numbers
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -19,7 +22,7 @@ from metrics.judgements.base import Judgement
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
 from metrics.judges.endpoint import EndpointError
 from metrics.results import Direction, MetricResult, Status, passes
-from metrics.samples import Sample, is_target_error
+from metrics.samples import ALIASES, FIELDS, Sample, is_target_error
 from metrics.text import normalise_rag_text
 
 #: Fields whose text is normalised (``metrics.text.normalise_rag_text``) before judging.
@@ -59,6 +62,55 @@ def nothing_retrieved(contexts: list[str]) -> bool:
     """True when retrieval returned no usable text: no context, or only blank ones
     (``[]``, ``["", " "]``); every metric reading contexts decides this one way."""
     return not any(c.strip() for c in contexts)
+
+
+#: The pattern of a custom or plugin metric's name (it names an asset, a DuckDB table and columns).
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
+#: The asset graph's assets that are not metrics (``assets/``; their DuckDB tables share the names). A
+#: metric of that name would be a duplicate asset key; a test checks every non-metric asset key is here.
+ASSET_NAMES = frozenset({
+    "questions", "references", "responses", "retrieved_contexts", "retrieved_documents", "retrieval_ground_truth",
+    "rejected_samples", "eval_summary", "question_set", "baseline_comparison", "retriever", "generator",
+    "system_contexts", "system_responses"})
+#: The code location's resources (``assets.resources.build_resources``): a metric of that name is an input of
+#: ``eval_summary`` under the name of one of its resource parameters; a test checks these are its resources.
+RESOURCE_NAMES = frozenset({"dataset_store", "report_store", "judge", "execution", "io_manager"})
+#: Names Dagster refuses for an asset (its own words and Python's keywords, ``keyword.kwlist``).
+DAGSTER_WORDS = frozenset({"context", "conf", "config", "meta", "arg_dict", "dict", "input_arg_dict", "output_arg_dict",
+                           "int", "str", "float", "bool", "input", "output", "type", *keyword.kwlist})
+#: Columns of the per-row outputs besides the metrics' own (``metrics.formats``: ``ragas_scores.csv``,
+#: ``azure_results.jsonl``), and the sample fields under the aliases ingestion accepts.
+OUTPUT_COLUMNS = frozenset({*FIELDS, *(a for names in ALIASES.values() for a in names), "id", "sample_id", "row",
+                            "unscored", "groundedness_pro_label", "total_groundtruth_documents"})
+#: The endings and beginnings of the columns a metric adds next to its value in ``azure_results.jsonl``.
+OUTPUT_SUFFIXES = ("_reason", "_result", "_threshold", "_status", "_higher_is_better")
+OUTPUT_PREFIXES = ("gpt_",)
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a custom or plugin metric (``None``: it can): not matching
+    :data:`NAME_PATTERN`, the name of an asset or a resource (:data:`ASSET_NAMES`,
+    :data:`RESOURCE_NAMES`), a word Dagster refuses
+    (:data:`DAGSTER_WORDS`) or the name of an output column
+    (:data:`OUTPUT_COLUMNS`), or shaped like a metric's own output columns
+    (:data:`OUTPUT_SUFFIXES`, :data:`OUTPUT_PREFIXES`). Built-in and family names are the
+    registry's to check (``metrics.registry``)."""
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+        return f"{name!r} is not a metric name: a lower-case letter, then up to 47 of a-z, 0-9 and _"
+    if name in ASSET_NAMES:
+        return f"{name!r} is taken by an asset"
+    if name in RESOURCE_NAMES:
+        return f"{name!r} is taken by a resource"
+    if name in DAGSTER_WORDS:
+        return f"{name!r} is a word Dagster reserves (its own or a Python keyword)"
+    if name in OUTPUT_COLUMNS:
+        return f"{name!r} is taken by a column of the per-row outputs (a sample field or its alias, id, row, unscored)"
+    clash = next((s for s in OUTPUT_SUFFIXES if name.endswith(s)), None) or \
+        next((p for p in OUTPUT_PREFIXES if name.startswith(p)), None)
+    if clash:
+        return (f"{name!r} {'ends' if clash.startswith('_') else 'starts'} with {clash!r}, which azure_results.jsonl "
+                "uses for the columns beside a metric's value")
+    return None
 
 
 class InputProblem(ValueError):
@@ -117,7 +169,8 @@ class Metric(ABC):
     or ``--metrics plugin``), the Python API (``evaluate(..., metrics=["language_match"])``)
     and the asset graph (an asset of the group ``plugin_metrics``). A subclass declares:
 
-    * ``name``: the metric's name (``[a-z][a-z0-9_]*``, not a built-in's or a family's);
+    * ``name``: the metric's name (:data:`NAME_PATTERN`, not a built-in's, a family's, an
+      asset's or an output column's: :func:`name_problem`);
     * ``required_fields``: the sample fields it reads (``user_input``, ``response``,
       ``retrieved_contexts``, ``reference``, ``retrieval_ground_truth``,
       ``retrieved_documents``); a row without one is ``input_error`` before ``measure``;
@@ -137,7 +190,8 @@ class Metric(ABC):
     :class:`NotApplicable` (nothing to judge, with the reason), and raises
     :class:`InputProblem` for an unusable field. Everything else is done here once: the
     input errors, a ``JudgeError`` or any other exception becoming that row's
-    ``judge_error``, a value outside the range refused, pass/fail, the cost counters.
+    ``judge_error``, as is a return of another type (a bare float), a value outside the range
+    refused, pass/fail, the cost counters.
 
     Parameters
     ----------
@@ -216,7 +270,8 @@ class Metric(ABC):
         MetricResult
             ``input_error`` naming the row and field when a required field is missing or
             malformed; ``judge_error`` with the cause when the judge fails, when the metric
-            raises anything else on this row, or computes a value outside its range;
+            raises anything else on this row, returns neither :class:`Measured` (with a real
+            number) nor :class:`NotApplicable`, or computes a value outside its range;
             otherwise ``ok`` or ``not_applicable``.
 
         Raises
@@ -267,6 +322,13 @@ class Metric(ABC):
         except Exception as exc:  # a fault of this metric on this row loses no other row's or metric's result
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
                                 reason=f"{self.name} failed on this row: {type(exc).__name__}: {exc}", **base)
+        wrong = type(outcome).__name__ if not isinstance(outcome, (Measured, NotApplicable)) else \
+            f"Measured with a {type(outcome.value).__name__} value" \
+            if isinstance(outcome, Measured) and not isinstance(outcome.value, numbers.Real) else None
+        if wrong:  # a plugin's contract broken on this row: that row's judge_error, like a raise
+            return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
+                                reason=f"{self.name} ({type(self).__module__}.{type(self).__qualname__}): measure "
+                                       f"returned {wrong}, not Measured or NotApplicable", **base)
         if originals:
             outcome.details = {**outcome.details, "original": originals}
         if isinstance(outcome, NotApplicable):

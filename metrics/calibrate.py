@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,9 @@ def _per_sample(records: list[dict], results: dict, kind: str, threshold: float,
     scored = [r for r in rows if r["score"] is not None]
     report: dict[str, Any] = {"format": "per-sample", "label_type": kind, "n": len(rows),
                               "unscored": len(rows) - len(scored)}
-    if not scored:
+    if not scored:  # say why: e.g. a custom metric with the offline judge needs an LLM endpoint
+        why = Counter(f"{results[(r['line'], 's')].status.value}: {results[(r['line'], 's')].reason}" for r in records)
+        report["unscored_reasons"] = dict(why.most_common(3))
         return report
     scores, labels = np.array([r["score"] for r in scored]), np.array([r["label"] for r in scored])
     both = np.column_stack([scores, labels])
@@ -226,8 +229,9 @@ def calibrate(labels: str | Path | Iterable[Mapping[str, Any]], judge: Judge | N
         unscored pairs count as disagreements) with a bootstrap 95 % interval. A binary
         per-sample report has accuracy at the metric's threshold, AUROC, the confusion
         table, the best-matching threshold; a grade or score report has Spearman and
-        Kendall (tau-b). Every figure in [−1, 1] or [0, 1], higher is better; intervals are
-        percentile bootstrap (1,000 resamples, seed 0).
+        Kendall (tau-b); with no sample scored, ``unscored_reasons`` instead (``{"status:
+        reason": count}``, the three most common). Every figure in [−1, 1] or [0, 1], higher is
+        better; intervals are percentile bootstrap (1,000 resamples, seed 0).
 
     Raises
     ------
@@ -273,7 +277,7 @@ def print_report(report: dict[str, Any]) -> None:
         elif "spearman" in r:
             line = f"Spearman {r['spearman']} {r['spearman_ci95']}, Kendall {r['kendall']} {r['kendall_ci95']}"
         else:
-            line = "no sample scored"
+            line = "no sample scored: " + "; ".join(f"{n} {why}" for why, n in r.get("unscored_reasons", {}).items())
         print(f"{name} ({r['format']}, n={r['n']}): {line}")
         for item in r.get("worst_disagreements", [])[:3]:
             shown = json.dumps({k: v for k, v in item.items() if k != "line"}, ensure_ascii=False)

@@ -41,13 +41,14 @@ details); ``numeric`` the number, on its ``range``, ``threshold`` required.
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, model_validator
 
-from metrics.base import Family, Measured, Metric, NotApplicable
+from metrics.base import NAME_PATTERN, Family, Measured, Metric, NotApplicable, name_problem
 from metrics.judgements.custom import ANSWER, CustomJudgement, CustomTexts, NeedsEndpoint
 from metrics.judges.base import Judge
 from metrics.results import Direction
@@ -62,7 +63,7 @@ class Definition(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,47}$")]
+    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
     fields: Annotated[list[FieldName], Field(min_length=1)]
     #: The definition, question or instruction put to the judge, in any language.
     prompt: Text
@@ -131,6 +132,8 @@ class Numeric(Scored):
     @model_validator(mode="after")
     def _ordered(self) -> Numeric:
         low, high = self.range
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise ValueError(f"range: both ends must be finite numbers, got {list(self.range)}")
         if not low < high:
             raise ValueError(f"range: the low end must be below the high end, got {list(self.range)}")
         return self
@@ -207,8 +210,9 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
     ValueError
         Naming the file, the metric (its name and position, from 1) and the field: a file that
         is not YAML, a definition of an unknown kind, a missing or unknown field, a bad value
-        (five rubric levels, pass labels among the labels, an ordered range, a threshold on
-        the range), a name used twice.
+        (five rubric levels, pass labels among the labels, an ordered finite range, a threshold
+        on the range), a name used twice or taken by an asset or an output column
+        (``metrics.base.name_problem``).
     OSError
         For a file that cannot be read.
     """
@@ -227,13 +231,21 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
     for number, raw in enumerate(document["metrics"], start=1):
         label = f"{path}: metric {raw.get('name')!r} (entry {number})" if isinstance(raw, dict) \
             else f"{path}: entry {number}"
-        if isinstance(raw, dict) and "kind" not in raw:
+        if not isinstance(raw, dict):
+            raise ValueError(f"{label}: expected a metric definition (name, kind, fields, prompt...), got {raw!r}")
+        if "kind" not in raw:
             raise ValueError(f"{label}: field 'kind': missing (aspect_critic, rubric, discrete or numeric)")
         try:
             definition = _ADAPTER.validate_python(raw)
         except ValidationError as exc:
             problems = "; ".join(_problem(e) for e in exc.errors())
+            if any(e["type"] == "string_type" and isinstance(e["input"], bool) for e in exc.errors()):
+                problems += ("; YAML reads unquoted yes, no, on, off, true and false as booleans: quote them "
+                             "(labels: ['yes', 'no'])")
             raise ValueError(f"{label}: {problems}") from None
+        taken = name_problem(definition.name)
+        if taken:
+            raise ValueError(f"{label}: field 'name': {taken}")
         if any(cls.name == definition.name for cls in made):
             raise ValueError(f"{label}: field 'name': {definition.name!r} is defined twice")
         try:

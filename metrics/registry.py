@@ -35,7 +35,7 @@ from metrics.azure.groundedness_pro import GroundednessPro
 from metrics.azure.relevance import Relevance
 from metrics.azure.response_completeness import ResponseCompleteness
 from metrics.azure.retrieval import Retrieval
-from metrics.base import Family, Metric
+from metrics.base import Family, Metric, name_problem
 from metrics.custom import load_custom_metrics
 from metrics.rag.answer_correctness import AnswerCorrectness
 from metrics.rag.answer_relevancy import AnswerRelevancy
@@ -88,10 +88,16 @@ def plugin_metrics() -> list[type[Metric]]:
     Raises
     ------
     ValueError
-        Naming the entry point and its distribution, when it cannot be loaded or is not a
-        concrete ``Metric`` subclass with ``name``, ``required_fields`` and ``family``.
+        Naming the entry point and its distribution, when it cannot be loaded, is not a
+        concrete ``Metric`` subclass with ``name``, ``required_fields`` and ``family``, or its
+        name is refused as a custom metric's is (``metrics.base.name_problem``).
     """
-    found: list[type[Metric]] = []
+    return [cls for _, cls in _plugin_points()]
+
+
+def _plugin_points() -> list[tuple[str, type[Metric]]]:
+    """:func:`plugin_metrics` with, for each, the entry point and distribution it came from."""
+    found: list[tuple[str, type[Metric]]] = []
     points = sorted(entry_points(group=PLUGIN_GROUP), key=lambda p: (p.dist.name if p.dist else "", p.name))
     for point in points:
         where = f"plugin entry point '{point.name} = {point.value}'" + \
@@ -106,7 +112,10 @@ def plugin_metrics() -> list[type[Metric]]:
             missing = [a for a in ("name", "required_fields", "family") if not hasattr(cls, a)]
             if missing:
                 raise ValueError(f"{where}: {cls.__qualname__} does not declare {', '.join(missing)}")
-            found.append(cls)
+            refused = name_problem(cls.name)
+            if refused:
+                raise ValueError(f"{where}: {cls.__qualname__}: field 'name': {refused}")
+            found.append((where, cls))
     return found
 
 
@@ -114,18 +123,21 @@ def _with_extensions(builtin: list[type[Metric]], source: Path | None) -> dict[s
     """The built-in metrics, then the custom file's (``source``), then the plugins'; a name
     may be used once."""
     metrics = {cls.name: cls for cls in builtin}
-    extra = [(f"{source}: metric {cls.name!r}", cls) for cls in (load_custom_metrics(source) if source else [])]
-    extra += [(f"plugin metric {cls.__module__}.{cls.__qualname__}", cls) for cls in plugin_metrics()]
-    for where, cls in extra:
-        taken = "a built-in metric" if cls.name in metrics and metrics[cls.name] in builtin else \
-            "another metric" if cls.name in metrics else \
-            "a family" if cls.name in {f.value for f in Family} | {"all"} else None
+    origin = {cls.name: f"a built-in metric ({cls.__module__}.{cls.__qualname__})" for cls in builtin}
+    extra = [(f"{source}: metric {cls.name!r}", f"the custom metric {cls.name!r} of {source}", cls)
+             for cls in (load_custom_metrics(source) if source else [])]
+    extra += [(f"{where}: {cls.__qualname__}", f"the plugin metric {cls.__module__}.{cls.__qualname__} ({where})", cls)
+              for where, cls in _plugin_points()]
+    for where, what, cls in extra:
+        taken = origin.get(cls.name) or ("a family" if cls.name in {f.value for f in Family} | {"all"} else None)
         if taken:
             raise ValueError(f"{where}: field 'name': {cls.name!r} is taken by {taken}")
-        metrics[cls.name] = cls
+        metrics[cls.name], origin[cls.name] = cls, what
     return metrics
 
 
+_WHERE = f"--custom-metrics FILE, ${CUSTOM_METRICS_ENV} or ./{CUSTOM_METRICS_FILE}"
+_NO_FILE = f"no custom metrics file read ({_WHERE})"
 #: The custom metrics file the registry read (``None``: none).
 CUSTOM_METRICS_SOURCE: Path | None = custom_metrics_file()
 METRICS: dict[str, type[Metric]] = _with_extensions([
@@ -158,6 +170,9 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
     ------
     KeyError
         For a name that is neither a metric nor a family.
+    ValueError
+        When nothing is selected because the families named (``custom``, ``plugin``) are
+        empty, saying which custom metrics file was read (or that none was found).
     """
     items = [s.strip() for s in selection.split(",")] if isinstance(selection, str) else list(selection)
     chosen: set[str] = set()
@@ -169,11 +184,17 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
         elif item in METRICS:
             chosen.add(item)
         else:
-            source = f"custom metrics read from {CUSTOM_METRICS_SOURCE}" if CUSTOM_METRICS_SOURCE else \
-                f"no custom metrics file read (--custom-metrics FILE, ${CUSTOM_METRICS_ENV} or ./{CUSTOM_METRICS_FILE})"
+            source = f"custom metrics read from {CUSTOM_METRICS_SOURCE}" if CUSTOM_METRICS_SOURCE else _NO_FILE
             raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
                            f"{', '.join(FAMILIES)}, all; {source}")
-    return [name for name in METRICS if name in chosen]
+    names = [name for name in METRICS if name in chosen]
+    empty = {"custom": f"no custom metrics were read ({CUSTOM_METRICS_SOURCE} defines none)" if CUSTOM_METRICS_SOURCE
+             else f"no custom metrics were read (no custom metrics file found: {_WHERE})",
+             "plugin": f"no plugin metric is installed (entry point group {PLUGIN_GROUP})"}
+    said = [empty[item] for item in dict.fromkeys(items) if item in empty and not FAMILIES[item]]
+    if not names and said:
+        raise ValueError(f"no metric selected: {'; '.join(said)}")
+    return names
 
 
 def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Mapping[str, float] | None = None,

@@ -58,8 +58,9 @@ def use_custom_metrics(argv: list[str] | None) -> None:
     Raises
     ------
     ValueError
-        For a file with an invalid definition (naming the file, the metric and the field),
-        or when this process already loaded the registry from another file.
+        For a file with an invalid definition (naming the file, the metric and the field;
+        for ``./custom_metrics.yaml`` found in the working directory, saying so), or when this
+        process already loaded the registry from another file.
     OSError
         For a file that cannot be read.
     """
@@ -72,7 +73,13 @@ def use_custom_metrics(argv: list[str] | None) -> None:
     before = os.environ.get(variable)
     if named:
         os.environ[variable] = str(Path(named).resolve())
-    from metrics.registry import CUSTOM_METRICS_SOURCE, custom_metrics_file
+    try:
+        from metrics.registry import CUSTOM_METRICS_SOURCE, custom_metrics_file
+    except (OSError, ValueError) as exc:
+        if named or before:
+            raise
+        raise type(exc)(f"{exc} (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is one: "
+                        "fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
 
     if custom_metrics_file() != CUSTOM_METRICS_SOURCE:
         if before is None:  # as it was: the next command of this process is not refused too
@@ -179,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
     try:
         return args.handler(args)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (OSError, ValueError, KeyError) as exc:  # a KeyError's message without the quotes str() adds
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
 
 

@@ -166,3 +166,84 @@ def test_an_unknown_name_says_which_custom_metrics_file_was_read():
     with pytest.raises(KeyError, match=r"unknown metric 'helpfulness'; .*; no custom metrics file read "
                                        r"\(--custom-metrics FILE, \$RAG_EVAL_CUSTOM_METRICS or ./custom_metrics.yaml\)"):
         resolve_names("core,helpfulness")
+
+
+@pytest.mark.parametrize("name", ["judge", "report_store", "dataset_store", "execution", "io_manager"])
+def test_the_name_of_a_resource_is_refused_at_load_time(name, tmp_path):
+    # `judge` loaded, then eval_summary failed: its input `judge` was handed to the DuckDB IO manager.
+    text = f"metrics:\n  - name: {name}\n    kind: aspect_critic\n    fields: [response]\n    prompt: ok?\n"
+    assert refusal(tmp_path, text) == f"metric '{name}' (entry 1): field 'name': '{name}' is taken by a resource"
+
+
+def refusal(tmp_path, text: str) -> str:
+    """The error of loading a custom metrics file holding ``text``."""
+    path = tmp_path / "custom_metrics.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        load_custom_metrics(path)
+    assert str(caught.value).startswith(f"{path}: ")
+    return str(caught.value)[len(f"{path}: "):]
+
+
+# The asset graph's other assets (assets/): a metric of their name was a duplicate asset key, a
+# cycle (eval_summary, system_responses) or a broken code location (retriever, generator).
+ASSETS = ["questions", "references", "responses", "retrieved_contexts", "retrieved_documents", "retrieval_ground_truth",
+          "eval_summary", "rejected_samples", "question_set", "baseline_comparison", "retriever", "generator",
+          "system_contexts", "system_responses"]
+
+
+@pytest.mark.parametrize("name", ASSETS)
+def test_the_name_of_an_asset_is_refused_at_load_time(name, tmp_path):
+    text = f"metrics:\n  - name: {name}\n    kind: aspect_critic\n    fields: [response]\n    prompt: ok?\n"
+    assert refusal(tmp_path, text) == f"metric '{name}' (entry 1): field 'name': '{name}' is taken by an asset"
+
+
+# Names that renamed or duplicated columns of ragas_scores.csv and azure_results.jsonl, or overwrote
+# another metric's Azure sub-columns (tone + tone_result; groundedness_reason).
+@pytest.mark.parametrize("name, message", [
+    *[(n, "is taken by a column of the per-row outputs (a sample field or its alias, id, row, unscored)") for n in
+      ("response", "id", "row", "unscored", "sample_id", "user_input", "reference", "answer", "question", "contexts",
+       "ground_truth", "actual_output", "groundedness_pro_label", "total_groundtruth_documents")],
+    ("tone_result", "ends with '_result', which azure_results.jsonl uses for the columns beside a metric's value"),
+    *[(n, f"{word} with {part!r}, which azure_results.jsonl uses for the columns beside a metric's value")
+      for n, word, part in (("groundedness_reason", "ends", "_reason"), ("tone_threshold", "ends", "_threshold"),
+                            ("tone_status", "ends", "_status"), ("gpt_tone", "starts", "gpt_"))],
+])
+def test_the_name_of_an_output_column_is_refused(name, message, tmp_path):
+    text = f"metrics:\n  - name: {name}\n    kind: aspect_critic\n    fields: [response]\n    prompt: ok?\n"
+    assert refusal(tmp_path, text) == f"metric '{name}' (entry 1): field 'name': '{name}' {message}"
+
+
+@pytest.mark.parametrize("bounds, shown", [("[0, .inf]", "[0.0, inf]"), ("[-.inf, 1]", "[-inf, 1.0]"),
+                                           ("[.nan, 1]", "[nan, 1.0]")])
+def test_a_range_that_is_not_finite_is_refused_at_load_time(bounds, shown, tmp_path):
+    # [0, .inf] used to load, then every row was judge_error "Out of range float values are not JSON compliant".
+    text = (f"metrics:\n  - name: length\n    kind: numeric\n    fields: [response]\n    prompt: how long?\n"
+            f"    range: {bounds}\n    threshold: 1\n")
+    assert refusal(tmp_path, text) == f"metric 'length' (entry 1): field 'range': both ends must be finite numbers, " \
+                                      f"got {shown}"
+
+
+def test_a_bare_string_entry_and_unquoted_yes_no_labels_say_what_to_write(tmp_path):
+    assert refusal(tmp_path, "metrics: [helpfulness]\n") == \
+        "entry 1: expected a metric definition (name, kind, fields, prompt...), got 'helpfulness'"
+    text = ("metrics:\n  - name: answered\n    kind: discrete\n    fields: [response]\n    prompt: answered?\n"
+            "    labels: [yes, no]\n    pass_labels: [yes]\n")
+    assert refusal(tmp_path, text).endswith("field 'labels.0': Input should be a valid string (got True); field "
+                                            "'labels.1': Input should be a valid string (got False); field "
+                                            "'pass_labels.0': Input should be a valid string (got True); YAML reads "
+                                            "unquoted yes, no, on, off, true and false as booleans: quote them "
+                                            "(labels: ['yes', 'no'])")
+    quoted = tmp_path / "quoted.yaml"
+    quoted.write_text(text.replace("[yes, no]", "['yes', 'no']").replace("[yes]", "['yes']"), encoding="utf-8")
+    [cls] = load_custom_metrics(quoted)
+    assert cls.definition.labels == ["yes", "no"]
+
+
+def test_names_that_only_look_like_the_reserved_ones_load(tmp_path):
+    path = tmp_path / "custom_metrics.yaml"
+    path.write_text("metrics:\n" + "".join(f"  - {{name: {n}, kind: aspect_critic, fields: [response], prompt: ok}}\n"
+                                           for n in ("reasoning", "status_of_reply", "question_clarity", "gpt4_style")),
+                    encoding="utf-8")
+    assert [c.name for c in load_custom_metrics(path)] == ["reasoning", "status_of_reply", "question_clarity",
+                                                           "gpt4_style"]

@@ -178,3 +178,151 @@ def test_another_file_in_a_process_that_loaded_the_registry_is_refused(capsys):
     assert main(["calibrate", "labels.jsonl", "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml")]) == 2
     assert "this process loaded the custom metrics of no file; --custom-metrics" in capsys.readouterr().err
     assert "RAG_EVAL_CUSTOM_METRICS" not in os.environ  # left as it was: the next command of this process runs
+
+
+def test_every_asset_that_is_not_a_metric_and_every_resource_has_its_name_reserved():
+    from metrics.base import ASSET_NAMES, RESOURCE_NAMES
+    from metrics.registry import METRICS
+    from orchestration.definitions import defs
+
+    keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert keys - set(METRICS) == ASSET_NAMES  # a new asset must be added to ASSET_NAMES (and none kept stale)
+    assert set(defs.resources) == RESOURCE_NAMES  # a metric `judge` was eval_summary's input loaded as a resource
+
+
+def test_a_metric_named_like_an_asset_stops_the_cli_and_the_code_location_naming_it(user):
+    # `questions` was a Dagster traceback (duplicate asset key); `retriever` broke the code location only.
+    folder, env = user
+    for name in ("questions", "retriever"):
+        (folder / f"{name}.yaml").write_text(f"metrics:\n  - name: {name}\n    kind: aspect_critic\n"
+                                             "    fields: [response]\n    prompt: Is it fine?\n", encoding="utf-8")
+    done = rag_eval("run", "samples.jsonl", "--custom-metrics", "questions.yaml", "--metrics", "custom",
+                    cwd=folder, env=env)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == \
+        (2, f"error: {folder / 'questions.yaml'}: metric 'questions' (entry 1): field 'name': 'questions' is taken "
+            "by an asset")
+    assert "Traceback" not in done.stderr
+    located = rag_eval("import orchestration.definitions", cwd=folder, module="-c",
+                       env={**env, "RAG_EVAL_CUSTOM_METRICS": str(folder / "retriever.yaml")})
+    assert located.returncode == 1 and located.stderr.strip().splitlines()[-1] == \
+        f"ValueError: {folder / 'retriever.yaml'}: metric 'retriever' (entry 1): field 'name': 'retriever' is taken " \
+        "by an asset"
+
+
+def plugin(site: Path, name: str, source: str) -> None:
+    """An installed distribution ``name`` 1.0 whose entry point ``name`` is the class ``Plugin`` of
+    the module ``source`` (written beside it)."""
+    (site / f"{name}.py").write_text(source, encoding="utf-8")
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{name} = {name}:Plugin\n", encoding="utf-8")
+
+
+PLUGIN_SOURCE = """from metrics.base import Family, Measured, Metric
+class Plugin(Metric):
+    name, required_fields, family = {name!r}, ("response",), Family.PLUGIN
+    async def measure(self, sample, judge):
+        return {returned}
+"""
+
+
+@pytest.mark.parametrize("module, name, message", [
+    ("spaced", "my metric; drop", "field 'name': 'my metric; drop' is not a metric name: a lower-case letter, then up "
+                                  "to 47 of a-z, 0-9 and _"),
+    ("cyclic", "eval_summary", "field 'name': 'eval_summary' is taken by an asset"),
+    ("column", "response", "field 'name': 'response' is taken by a column of the per-row outputs"),
+])
+def test_a_plugins_name_is_checked_like_a_custom_metrics(module, name, message, tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    plugin(site, module, PLUGIN_SOURCE.format(name=name, returned="Measured(1.0, 'x')"))
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(ValueError) as caught:
+        plugin_metrics()
+    assert str(caught.value).startswith(f"plugin entry point '{module} = {module}:Plugin' of {module} 1.0: Plugin: "
+                                        f"{message}")
+
+
+def test_a_plugin_returning_a_bare_float_is_that_rows_judge_error_only(tmp_path, monkeypatch):
+    # It used to fail the whole scoring (every metric of the run lost).
+    from metrics import OfflineJudge, Status, evaluate
+
+    site = tmp_path / "site"
+    site.mkdir()
+    plugin(site, "bare", PLUGIN_SOURCE.format(name="bare", returned="0.5 if sample.row == 0 else Measured('1', 'x')"))
+    monkeypatch.syspath_prepend(str(site))
+    [cls] = plugin_metrics()
+    results = evaluate(ROWS[:2], metrics=[cls(), "faithfulness"], judge=OfflineJudge()).results
+    mine = results[results["metric"] == "bare"].sort_values("row")
+    assert list(mine["status"]) == [Status.JUDGE_ERROR.value] * 2
+    assert list(mine["reason"]) == [
+        "bare (bare.Plugin): measure returned float, not Measured or NotApplicable",
+        "bare (bare.Plugin): measure returned Measured with a str value, not Measured or NotApplicable"]
+    assert list(results[results["metric"] == "faithfulness"]["status"]) == [Status.OK.value] * 2
+
+
+def test_a_plugin_clashing_with_a_custom_metric_says_which(user):
+    folder, env = user
+    plugin(folder / "site", "helpfulness", PLUGIN_SOURCE.format(name="helpfulness", returned="Measured(1.0, 'x')"))
+    done = rag_eval("run", "samples.jsonl", "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml"),
+                    cwd=folder, env=env)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        "error: plugin entry point 'helpfulness = helpfulness:Plugin' of helpfulness 1.0: Plugin: field 'name': "
+        f"'helpfulness' is taken by the custom metric 'helpfulness' of {EXAMPLE / 'custom_metrics.yaml'}"))
+
+
+def test_an_empty_family_and_an_unknown_metric_are_said_plainly(user):
+    folder, env = user
+    done = rag_eval("run", "samples.jsonl", "--metrics", "custom", cwd=folder, env=env)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        "error: no metric selected: no custom metrics were read (no custom metrics file found: --custom-metrics FILE, "
+        "$RAG_EVAL_CUSTOM_METRICS or ./custom_metrics.yaml)"))
+    (folder / "empty.yaml").write_text("metrics: []\n", encoding="utf-8")
+    done = rag_eval("run", "samples.jsonl", "--metrics", "custom", "--custom-metrics", "empty.yaml",
+                    cwd=folder, env=env)
+    assert done.stderr.strip().splitlines()[-1] == \
+        f"error: no metric selected: no custom metrics were read ({folder / 'empty.yaml'} defines none)"
+    done = rag_eval("run", "samples.jsonl", "--metrics", "helpfulness", cwd=folder, env=env)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith(
+        "error: unknown metric 'helpfulness'; known: faithfulness, ")  # not wrapped in quotes
+
+
+def test_offline_calibration_of_custom_metrics_says_why_nothing_was_scored(user):
+    folder, env = user
+    done = rag_eval("calibrate", str(EXAMPLE / "labels.jsonl"), "--offline", "--json", "report.json",
+                    "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml"), cwd=folder, env=env)
+    assert done.returncode == 0, done.stderr
+    why = ("not_applicable: helpfulness is a custom aspect_critic metric: it needs an LLM judge endpoint (set "
+           "OPENAI_BASE_URL or pass --base-url); the offline judge has no rule for it")
+    assert f"helpfulness (per-sample, n=21): no sample scored: 21 {why}" in done.stdout.splitlines()
+    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))["metrics"]["helpfulness"]
+    assert (report["unscored"], report["unscored_reasons"]) == (21, {why: 21})
+
+
+@pytest.mark.parametrize("name", ["config", "context", "type", "class", "lambda"])
+def test_a_word_dagster_refuses_is_refused_at_load_time(name, tmp_path):
+    # `config` or `class` loaded, then the code location failed: "not a valid name in Dagster".
+    import dagster as dg
+
+    from metrics.custom import load_custom_metrics
+
+    with pytest.raises(dg.DagsterInvalidDefinitionError, match="not a valid name in Dagster"):
+        dg.asset(name=name)(lambda: None)
+    path = tmp_path / "custom_metrics.yaml"
+    path.write_text(f"metrics:\n  - {{name: {name}, kind: aspect_critic, fields: [response], prompt: ok}}\n",
+                    encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        load_custom_metrics(path)
+    assert str(caught.value) == f"{path}: metric '{name}' (entry 1): field 'name': '{name}' is a word Dagster " \
+                                "reserves (its own or a Python keyword)"
+
+
+def test_a_broken_custom_metrics_file_in_the_working_directory_says_where_it_was_found(user):
+    folder, env = user
+    (folder / "custom_metrics.yaml").write_text("metrics: [helpfulness]\n", encoding="utf-8")
+    done = rag_eval("--help", cwd=folder, env=env)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"error: {folder / 'custom_metrics.yaml'}: entry 1: expected a metric definition (name, kind, fields, "
+        "prompt...), got 'helpfulness' (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is "
+        "one: fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)"))
