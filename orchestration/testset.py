@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -42,12 +43,15 @@ def cmd_testset(args: argparse.Namespace) -> int:
     from metrics.judges.config import LLMConfig
     from metrics.judges.llm import LLMJudge
     from metrics.testset import chunk_documents, inverse_cloze, read_documents, write_testset
+    from metrics.testset.inverse_cloze import why_none
     from orchestration.parsing import judge_resource
 
     if args.questions < 1:
         raise ValueError(f"-n {args.questions}: ask for 1 question or more")
     resource = judge_resource(args)  # the judge options, checked
     config = LLMConfig.from_env(**{name: getattr(resource, name) for name in LLMConfig.public_fields()})
+    if args.dry_run and config.cache_path and not Path(config.cache_path).exists():
+        config = replace(config, cache_path=None)  # a dry run creates no cache: with none, nothing is cached
     documents, skipped = read_documents(args.docs)
     for name, reason in skipped.items():
         print(f"skipped {name}: {reason}", file=sys.stderr)
@@ -64,7 +68,11 @@ def cmd_testset(args: argparse.Namespace) -> int:
                   "nothing is written")
             return 0
         questions, corpus = inverse_cloze(chunks, args.questions, args.chunk_seed)
-        written = write_testset(out, questions, corpus, {**report, "method": "inverse_cloze", "kept": len(questions)})
+        notes = [] if questions else [f"no question: {why_none(chunks)}"]
+        written = write_testset(out, questions, corpus, {**report, "method": "inverse_cloze", "kept": len(questions),
+                                                         "notes": notes})
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         print(f"inverse-cloze retrieval set (offline, no request): {len(questions)} questions of {args.questions} "
               f"asked, one sentence of each of {len(questions)} chunks")
         return _done(out, written, len(questions))

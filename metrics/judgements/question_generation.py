@@ -36,7 +36,8 @@ INSTRUCTIONS = {
 
 class Seed(Model):
     """What a question is written from: its ``kind``, the chunk texts (``contexts``, one
-    or two) and the ``language`` to write in (``Chinese``, or ``the language of the passages``)."""
+    or two) and the ``language`` to write in (``Chinese``, ``Japanese``, ``Korean``: the question
+    must be in that script; or ``the language of the passages``)."""
 
     kind: Kind
     contexts: list[str]
@@ -63,7 +64,7 @@ def request(seed: Seed) -> Request:
               "own: someone who has not seen the passages understands it, so it never says \"the passage\", \"the "
               "text\", \"the document\" or \"according to\". The answer is complete and follows from the passages "
               f"only. Write the question and the answer in {seed.language}.")
-    cjk = has_cjk("".join(seed.contexts))
+    cjk = seed.language in ("Chinese", "Japanese", "Korean")  # the passages' script (not one name in it)
 
     def validate(data):
         if not isinstance(data, dict):

@@ -15,6 +15,7 @@ corpus, the extractive generator) on the set, ready to run.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -37,12 +38,15 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def sweep_text(corpus: Path, metrics: list[str]) -> str:
-    """``sweep.toml`` of the baseline RAG system over ``corpus`` (an absolute path), scoring ``metrics``."""
+    """``sweep.toml`` of the baseline RAG system over ``corpus`` (an absolute path), scoring ``metrics``;
+    the retriever's version carries the corpus's SHA-256 (12 hex digits), so a changed corpus re-runs retrieval."""
+    digest = hashlib.sha256(corpus.read_bytes()).hexdigest()[:12]
     return (f"# The baseline RAG system on this test set (written by rag-eval testset): rag-eval sweep this file.\n"
             "# Put your own [retriever.NAME] / [generator.NAME] beside or instead of these (README: targets).\n"
             f"questions = \"questions.jsonl\"\nmetrics = {json.dumps(metrics)}\n"
             "metric_options = { ndcg = { k = 10 } }   # NDCG@10\n\n"
-            "[retriever.bm25]\ncallable = \"metrics.testset.baseline:bm25\"\nversion = \"1\"\n"
+            "[retriever.bm25]\ncallable = \"metrics.testset.baseline:bm25\"\n"
+            f"version = \"1-{digest}\"   # 1, and the SHA-256 of corpus.jsonl: a new corpus re-runs retrieval\n"
             f"parameters = {{ top_k = 10, corpus = {json.dumps(str(corpus))} }}\n\n"
             "[generator.extractive]\ncallable = \"metrics.testset.baseline:extractive\"\nversion = \"1\"\n"
             "parameters = { sentences = 2 }\n")

@@ -3,17 +3,21 @@
 Plain text (``.txt``), Markdown (``.md``, ``.markdown``), HTML (``.html``, ``.htm``; script,
 style and head left out) and PDF (``.pdf``, the text layer of each page through ``pypdf``)
 are read; any other file is skipped with its reason, and so is a file that cannot be read
-(not UTF-8, a damaged or encrypted PDF, no text). A document is split into paragraphs at
-blank lines, each normalised as RAG text (``metrics.text.normalise_rag_text``: Markdown
-marks, HTML entities and citation markers go); a paragraph under ``HEADING_TOKENS`` (a
-heading) ends as a sentence and opens the next one; paragraphs are packed into chunks of at
-most ``chunk_tokens`` estimated tokens (UTF-8 bytes / 4: about 1,000 English or 340
-Chinese characters at the default 256), a longer paragraph cut at sentence ends. A chunk's
-id is ``<path in the folder>#<n>`` (``guide/install.md#2``), counted from 1, so the same
-folder always gives the same ids.
+(not UTF-8, a damaged PDF or one that needs a password, no text) or is a copy of an earlier
+one. A document is split into paragraphs at blank lines, each normalised as RAG text
+(``metrics.text.normalise_rag_text``: Markdown marks, HTML entities and citation markers
+go); a paragraph under ``HEADING_TOKENS`` (a heading) ends as a sentence and opens the next
+one (short lines closing a document join its last chunk); paragraphs are packed into chunks
+of at most ``chunk_tokens`` estimated tokens (UTF-8 bytes / 4: about 1,000 English or 340
+Chinese characters at the default 256), never more: a longer paragraph is cut at sentence
+ends, a longer sentence at spaces, a longer word (or run of Chinese) between characters. A
+chunk's id is ``<path in the folder>#<n>`` (``guide/install.md#2``), counted from 1, so the
+same folder always gives the same ids.
 """
 from __future__ import annotations
 
+import hashlib
+import html
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -72,16 +76,21 @@ class _HTMLText(HTMLParser):
             self.parts.append("\n\n")
 
     def handle_data(self, data):
-        if not self.hidden:
-            self.parts.append(re.sub(r"\s+", " ", data))
+        if not self.hidden:  # entities escaped again: normalising decodes them after taking tags out ("&lt;b&gt;")
+            self.parts.append(html.escape(re.sub(r"\s+", " ", data), quote=False))
 
 
 def _pdf_text(path: Path) -> str:
     from pypdf import PdfReader
+    from pypdf.errors import DependencyError
 
     reader = PdfReader(path)
-    if reader.is_encrypted:
-        raise ValueError("the PDF is encrypted")
+    try:
+        opened = not reader.is_encrypted or reader.decrypt("")  # an owner password alone: the empty one opens it
+    except DependencyError as exc:  # AES without the cryptography package
+        raise ValueError(f"the PDF is encrypted ({exc})") from None
+    if not opened:
+        raise ValueError("the PDF is encrypted (it needs a password to open)")
     return "\n\n".join(page.extract_text() or "" for page in reader.pages)
 
 
@@ -117,7 +126,8 @@ def read_text(path: Path) -> str:
 
 def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
     """Every document under ``folder`` (recursively, in path order; hidden files and folders
-    such as ``.git/`` left out) and the files skipped, ``{path: reason}``.
+    such as ``.git/`` left out; a copy of an earlier one, the same text once normalised, skipped)
+    and the files skipped, ``{path: reason}``.
 
     Raises
     ------
@@ -127,7 +137,7 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
     root = Path(folder)
     if not root.is_dir():
         raise FileNotFoundError(f"documents folder not found: {root}")
-    documents, skipped = [], {}
+    documents, skipped, first = [], {}, {}
     files = [p for p in root.rglob("*") if p.is_file()
              and not any(part.startswith(".") for part in p.relative_to(root).parts)]  # no .git/, .DS_Store
     for path in sorted(files):
@@ -137,24 +147,49 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
         except (ValueError, OSError) as exc:
             skipped[name] = str(exc)
             continue
-        if not normalise_rag_text(text).strip():
+        content = " ".join(normalise_rag_text(text).split())
+        if not content:
             skipped[name] = "no text (a scanned PDF needs OCR first)" if path.suffix.lower() == ".pdf" else "no text"
             continue
+        digest = hashlib.sha256(content.encode("utf-8")).digest()
+        if digest in first:  # a copy's sentences would all be "shared", its chunks a multi-hop pair of twins
+            skipped[name] = f"a copy of {first[digest]} (the same text)"
+            continue
+        first[digest] = name
         documents.append(Document(name, text))
     return documents, skipped
 
 
-def _pieces(paragraph: str, limit: int) -> list[str]:
-    """``paragraph`` cut at sentence ends into pieces of at most ``limit`` tokens (a longer sentence stays whole)."""
-    if estimate_tokens(paragraph) <= limit:
-        return [paragraph]
+#: How a piece over the limit is cut, in turn: at sentence ends, at spaces, between characters (Chinese).
+_CUTS = ((split_sentences, " "), (str.split, " "), (list, ""))
+
+
+def _pieces(text: str, limit: int, level: int = 0) -> list[str]:
+    """``text`` cut into pieces of at most ``limit`` tokens: at sentence ends, a longer
+    sentence at spaces, a longer word (or a run of Chinese) between characters."""
+    if estimate_tokens(text) <= limit or level == len(_CUTS):
+        return [text]
+    cut, joiner = _CUTS[level]
     pieces: list[str] = []
-    for sentence in split_sentences(paragraph):
-        if pieces and estimate_tokens(pieces[-1] + " " + sentence) <= limit:
-            pieces[-1] += " " + sentence
-        else:
-            pieces.append(sentence)
+    size = 0  # UTF-8 bytes of pieces[-1]
+    for unit in cut(text):
+        for part in _pieces(unit, limit, level + 1):
+            grown = size + len(joiner) + len(part.encode("utf-8"))
+            if pieces and -(-grown // 4) <= limit:  # estimate_tokens of the joined text
+                pieces[-1] += joiner + part
+                size = grown
+            else:
+                pieces.append(part)
+                size = len(part.encode("utf-8"))
     return pieces
+
+
+def _ended(line: str) -> str:
+    """``line`` (a heading) ended as a sentence: with "。" after Chinese or Japanese (also in place of
+    the "." that normalising a Markdown heading puts there), else with "." unless it ends in a mark."""
+    if re.search(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]\.?$", line):
+        return line.removesuffix(".") + "。"
+    return line if re.search(r"[.!?:。！？：]$", line) else line + "."
 
 
 def chunk_document(document: Document, chunk_tokens: int = CHUNK_TOKENS) -> list[Chunk]:
@@ -170,19 +205,23 @@ def chunk_document(document: Document, chunk_tokens: int = CHUNK_TOKENS) -> list
     paragraphs = [p for p in (normalise_rag_text(block).replace("\n", " ") for block in
                               re.split(r"\n\s*\n", document.text.replace("\r\n", "\n"))) if p.strip()]
     texts: list[str] = []
-    heading = ""
-    for paragraph in paragraphs:
-        if estimate_tokens(paragraph) < HEADING_TOKENS:  # a heading: ended as a sentence, joined to what follows
-            heading = f"{heading} {paragraph}{'' if re.search(r'[.!?:。！？：]$', paragraph) else '.'}".strip()
-            continue
-        for piece in _pieces(f"{heading} {paragraph}".strip() if heading else paragraph, chunk_tokens):
+
+    def pack(text: str) -> None:
+        for piece in _pieces(text, chunk_tokens):
             if texts and estimate_tokens(texts[-1] + "\n" + piece) <= chunk_tokens:
                 texts[-1] += "\n" + piece
             else:
                 texts.append(piece)
+
+    heading = ""
+    for paragraph in paragraphs:
+        if estimate_tokens(paragraph) < HEADING_TOKENS:  # a heading: ended as a sentence, joined to what follows
+            heading = f"{heading} {_ended(paragraph)}".strip()
+            continue
+        pack(f"{heading} {paragraph}".strip() if heading else paragraph)
         heading = ""
-    if heading and not texts:  # a document that is only short lines
-        texts.append(heading)
+    if heading:  # short lines closing the document: with the last chunk when they fit, else a chunk of their own
+        pack(heading)
     return [Chunk(f"{document.id}#{n}", document.id, text) for n, text in enumerate(texts, start=1)]
 
 

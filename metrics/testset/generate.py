@@ -14,7 +14,9 @@ chunks, then filters), kept to what the evaluation needs:
    a kind without seeds (no related pair) gives its share to ``single_hop``.
 2. **Generation**: one ``question_generation`` request per seed (its reply checked
    strictly and re-asked once when malformed), in the documents' language
-   (:func:`language_of`).
+   (:func:`language_of`). The first ``FAIL_FAST`` are sent before the others: when they
+   all fail with the same endpoint error (500 after every retry, a 400 to an unsupported
+   ``response_format``), the run stops there with :class:`EndpointError`.
 3. **Near-duplicates removed**: a question whose content tokens overlap a kept (or
    earlier) question's by ``DUPLICATE_JACCARD`` or more is dropped before the critic, so
    it costs no critic request.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +46,7 @@ from typing import Any
 from metrics.judgements.question_critic import Candidate, question_critic
 from metrics.judgements.question_generation import Seed, question_generation
 from metrics.judges.base import Judge, JudgeError, Usage, current_usage
+from metrics.judges.endpoint import EndpointError, public_url
 from metrics.judges.plan import Plan, record
 from metrics.judges.prompts import OutputError
 from metrics.testset.documents import Chunk
@@ -60,19 +64,28 @@ DUPLICATE_JACCARD = 0.7
 MAX_GENERATIONS = 2
 #: Multi-hop pairs are searched among this many chunks (the first of the seeded order): 79,800 pairs at most.
 MAX_PAIR_CHUNKS = 400
+#: The first generations are sent this many first; all failing with the same endpoint error stop the run.
+FAIL_FAST = 3
+#: The endpoint's part of a failed generation (``metrics.judges.transport``): a 400, or what failed after retries.
+_ENDPOINT_FAILURE = re.compile(r"question_generation: (bad_request|context_too_long|[^:]* after \d+ attempts[^:]*)")
+#: Passages are in Chinese, Japanese or Korean when at least this share of their letters are of those scripts.
+CJK_SHARE = 0.2
 
 
 def language_of(texts: list[str]) -> str:
-    """What the prompt asks the questions to be written in: ``Japanese`` (kana),
-    ``Korean`` (hangul), ``Chinese`` (other CJK ideographs), else ``the language of the passages``."""
-    text = "".join(texts)
-    if any("\u3040" <= ch <= "\u30ff" for ch in text):
-        return "Japanese"
-    if any("\uac00" <= ch <= "\ud7af" for ch in text):
+    """What the prompt asks the questions to be written in: when at least ``CJK_SHARE`` of the
+    letters are Chinese, Japanese or Korean (so an English passage naming 长城 stays English),
+    ``Korean`` (mostly hangul), ``Japanese`` (a tenth of them kana or more) or ``Chinese``;
+    else ``the language of the passages``."""
+    letters = [ch for ch in "".join(texts) if ch.isalpha()]
+    kana = sum("\u3040" <= ch <= "\u30ff" for ch in letters)
+    hangul = sum("\uac00" <= ch <= "\ud7af" for ch in letters)
+    han = sum("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in letters)
+    if not letters or kana + hangul + han < CJK_SHARE * len(letters):
+        return "the language of the passages"
+    if hangul >= kana + han:
         return "Korean"
-    if any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in text):
-        return "Chinese"
-    return "the language of the passages"
+    return "Japanese" if kana >= 0.1 * (kana + han) else "Chinese"
 
 
 def jaccard(a: str, b: str) -> float:
@@ -99,7 +112,8 @@ def seeds(chunks: list[Chunk], seed: int = 0) -> dict[str, list[tuple[Chunk, ...
     used: dict[int, int] = defaultdict(int)
     for rounds in range(2):  # each chunk in one pair first, then in a second
         for score, i, j in pairs:
-            if score >= MIN_RELATED and used[i] == used[j] == rounds and (ordered[i], ordered[j]) not in related:
+            if score >= MIN_RELATED and used[i] == used[j] == rounds and (ordered[i], ordered[j]) not in related \
+                    and ordered[i].text != ordered[j].text:  # two copies of a chunk are no multi-hop pair
                 related[ordered[i], ordered[j]] = None
                 used[i] += 1
                 used[j] += 1
@@ -158,7 +172,7 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
     ValueError
         For ``n`` below 1 or no chunks.
     EndpointError
-        When the endpoint cannot be used at all.
+        When the first ``FAIL_FAST`` generations all fail with the same endpoint error (nothing more is sent).
     """
     if n < 1:
         raise ValueError(f"-n {n}: ask for 1 question or more")
@@ -192,9 +206,12 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
         batch = batch[:MAX_GENERATIONS * n - generations]
         if not batch:
             break
+        written = []
+        if not generations:  # the first few alone: an endpoint that fails them all alike fails the rest too
+            written = await _written(judge, result, batch[:FAIL_FAST])
+            _fail_fast(judge, written)
         generations += len(batch)
-        written = await asyncio.gather(*(_counted(result.usage["question_generation"],
-                                                  _generate(judge, kind, chunks_)) for kind, chunks_ in batch))
+        written += await _written(judge, result, batch[len(written):])
         candidates = []
         for (kind, chunks_), question in zip(batch, written):
             if isinstance(question, str):
@@ -230,6 +247,26 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
     return result
 
 
+async def _written(judge: Judge, result: Testset, batch: list[tuple[str, tuple[Chunk, ...]]]) -> list:
+    """The generations of ``batch``, at once (each a question or why there is none)."""
+    return list(await asyncio.gather(*(_counted(result.usage["question_generation"], _generate(judge, kind, chunks_))
+                                       for kind, chunks_ in batch)))
+
+
+def _fail_fast(judge: Judge, written: list) -> None:
+    """Raise :class:`EndpointError` when every one of the first generations failed with the same endpoint error
+    (every request answered 500, or 400 to a ``response_format`` the endpoint lacks): the rest would fail alike."""
+    causes = {m[1] if isinstance(w, str) and (m := _ENDPOINT_FAILURE.search(w)) else None for w in written}
+    if len(causes) != 1 or None in causes:
+        return
+    hint = ""
+    if causes == {"bad_request"} and judge.config.response_format == "json_schema":
+        hint = "; an endpoint without json_schema answers 400 to every request: try --response-format json_object"
+    raise EndpointError(f"the judge endpoint {public_url(judge.config.base_url) or 'api.openai.com'} failed the "
+                        f"first {len(written)} question_generation request(s) alike, stopped before sending more: "
+                        f"{written[0].removeprefix('generation failed: ')}{hint}")
+
+
 async def _generate(judge: Judge, kind: str, chunks: tuple[Chunk, ...]) -> dict[str, Any] | str:
     """The generated question, or why there is none (a judge error, e.g. malformed after the re-ask)."""
     try:
@@ -251,8 +288,9 @@ async def _criticise(judge: Judge, question: dict[str, Any]):
 async def aplan(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) -> dict[str, Plan]:
     """The requests the first round of :func:`agenerate` would send after the cache, per
     kind (``question_generation``, ``question_critic``), with estimated tokens; nothing is
-    sent. The critic's are planned on a stand-in question of the chunks (its prompt is
-    mostly the contexts), one per generation."""
+    sent. A cached question's critic request is planned on that question (cached too after
+    a finished run); the others' on a stand-in question of the chunks (its prompt is mostly
+    the contexts), one per generation."""
     pools = seeds(chunks, seed)
     wanted = counts(n)
     for kind in KINDS[1:]:
@@ -260,16 +298,20 @@ async def aplan(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) -> dic
             wanted["single_hop"] += wanted.pop(kind)
     plans = {"question_generation": Plan(), "question_critic": Plan()}
 
-    async def generation(kind: str, chunks_: tuple[Chunk, ...]) -> None:
+    async def generation(kind: str, chunks_: tuple[Chunk, ...], written: list) -> None:
         try:
-            await judge.ask(question_generation, _seed(kind, chunks_))
+            written.append(await judge.ask(question_generation, _seed(kind, chunks_)))
         except OutputError:
             pass  # the stand-in reply is not in the documents' script; the request is planned all the same
 
     for kind, number in wanted.items():
         for chunks_ in pools[kind][:number]:
             texts = [c.text for c in chunks_]
-            candidate = Candidate(user_input=f"{kind}: {texts[0][:120]}", reference=texts[0][:240], contexts=texts)
-            plans["question_generation"].planned.update((await record(generation(kind, chunks_))).planned)
+            written: list = []
+            planned = (await record(generation(kind, chunks_, written))).planned
+            plans["question_generation"].planned.update(planned)
+            candidate = Candidate(user_input=written[0].user_input, reference=written[0].reference, contexts=texts) \
+                if written and not planned else \
+                Candidate(user_input=f"{kind}: {texts[0][:120]}", reference=texts[0][:240], contexts=texts)
             plans["question_critic"].planned.update((await record(judge.ask(question_critic, candidate))).planned)
     return plans

@@ -35,6 +35,16 @@ def _queries(chunk: Chunk, repeated: set[str]) -> list[str]:
     return [s for s in sentences if len(content_tokens(s)) >= MIN_QUERY_TOKENS and s not in repeated]
 
 
+def why_none(chunks: list[Chunk]) -> str:
+    """Why :func:`inverse_cloze` finds no query in ``chunks`` (when it finds none)."""
+    several = [split_sentences(c.text) for c in chunks if len(split_sentences(c.text)) > 1]
+    if not several:
+        return "every chunk is a single sentence (nothing would be left to find once it is out)"
+    if not any(len(content_tokens(s)) >= MIN_QUERY_TOKENS for sentences in several for s in sentences):
+        return f"no chunk of two sentences or more has a sentence of at least {MIN_QUERY_TOKENS} content words"
+    return f"every sentence of at least {MIN_QUERY_TOKENS} content words is shared by another chunk"
+
+
 def _without(text: str, sentence: str) -> str:
     """``text`` with ``sentence`` taken out (the sentences joined again if it is not there verbatim)."""
     if sentence in text:

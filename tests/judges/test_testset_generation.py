@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from metrics import evaluate
+from metrics.judges.endpoint import EndpointError
 from metrics.targets.config import load_config
 from metrics.testset import chunk_documents, read_documents
 from metrics.testset.baseline import bm25, extractive
@@ -15,7 +16,7 @@ from metrics.testset.generate import agenerate, counts
 from metrics.text import has_cjk
 from orchestration.cli import main
 from tests.conftest import TEST_KEY
-from tests.judge_server import Reply, embedding_body, oracle
+from tests.judge_server import Reply, embedding_body, oracle, provider_error
 
 DOCS = Path(__file__).resolve().parents[2] / "examples" / "testset" / "docs"
 ENGLISH = ["brakes.md", "chain.html", "gears.txt", "safety-check.md", "tyres.md"]
@@ -231,6 +232,22 @@ def test_cli_dry_run_prints_requests_and_tokens_and_sends_nothing(server, endpoi
     assert re.search(r"^question_critic\s+4\s+[1-9][\d,]+\s+[1-9][\d,]*$", out, re.MULTILINE), out
     assert re.search(r"^total\s+8\s", out, re.MULTILINE)
     assert server.seen == [] and server.probes == [] and not (tmp_path / "set").exists()
+    assert not (tmp_path / "cache.sqlite").exists()  # nor the judgement cache: a dry run writes nothing
+
+
+def test_cli_dry_run_after_a_finished_run_plans_nothing(server, endpoint, tmp_path, capsys):
+    server.script = Script()
+    argv = ["testset", str(folder(tmp_path, ENGLISH)), "-n", "4", "--chunk-tokens", "128", "--out",
+            str(tmp_path / "set"), *endpoint]
+    assert main(argv) == 0
+    sent = len(server.seen)
+    capsys.readouterr()
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # Every generation and every critique of the first round is cached: a real run would send nothing.
+    assert re.search(r"^question_generation\s+0\s+0\s+0$", out, re.MULTILINE), out
+    assert re.search(r"^question_critic\s+0\s+0\s+0$", out, re.MULTILINE), out
+    assert len(server.seen) == sent
 
 
 def test_cli_writes_the_set_with_its_counts_and_it_is_evaluated(server, endpoint, make_judge, tmp_path, capsys):
@@ -290,6 +307,13 @@ def test_cli_offline_and_its_refusals(tmp_path, monkeypatch, capsys):
     assert "inverse-cloze retrieval set (offline, no request): 3 questions of 3 asked" in capsys.readouterr().out
     assert json.loads((tmp_path / "ict" / "testset.json").read_text())["method"] == "inverse_cloze"
     assert not (tmp_path / "ict" / "dropped.jsonl").exists()
+    # No usable sentence: exit 1 and why, on stderr and in testset.json.
+    (tmp_path / "short").mkdir()
+    (tmp_path / "short" / "rules.txt").write_text("Ride safe. Check the brakes. Pump the tyres.\n")
+    assert main(["testset", str(tmp_path / "short"), "--out", str(tmp_path / "none")]) == 1
+    why = "no question: no chunk of two sentences or more has a sentence of at least 5 content words"
+    assert f"note: {why}" in capsys.readouterr().err
+    assert json.loads((tmp_path / "none" / "testset.json").read_text())["notes"] == [why]
     (tmp_path / "empty").mkdir()
     for argv, message in (([str(tmp_path / "missing")], "documents folder not found"),
                           ([str(tmp_path / "empty")], "no document with text"),
@@ -306,3 +330,26 @@ def test_cli_a_dead_endpoint_stops_before_anything_is_written(server, endpoint, 
                  *endpoint]) == 2
     assert f"the judge endpoint {server.url} cannot be reached: connection refused" in capsys.readouterr().err
     assert not (tmp_path / "set").exists()
+
+
+def test_an_endpoint_failing_every_generation_stops_after_the_first_three(server, make_judge, tmp_path):
+    server.script = lambda seen: Reply(status=500, body={"error": {"message": "upstream overloaded"}})
+    chunks = chunk_documents(read_documents(folder(tmp_path, ENGLISH))[0], 128)
+    judge = make_judge()
+    with pytest.raises(EndpointError, match=r"failed the first 3 question_generation request\(s\) alike, stopped "
+                                            r"before sending more: question_generation: request failed after 5 "
+                                            r"attempts \(InternalServerError 500\).*upstream overloaded"):
+        judge.run(agenerate(judge, chunks, 8))
+    # 3 generations of 5 attempts each, not the 16 generations (80 requests) that -n 8 allows; no critic request.
+    assert len(generation_requests(server)) == 15 and critic_requests(server) == []
+
+
+def test_cli_an_endpoint_refusing_every_request_exits_2_at_once_with_the_cause(server, endpoint, tmp_path, capsys):
+    server.script = lambda seen: provider_error(400, "response_format json_schema is not supported", "bad_format")
+    assert main(["testset", str(folder(tmp_path, ENGLISH)), "-n", "8", "--chunk-tokens", "128", "--out",
+                 str(tmp_path / "set"), *endpoint]) == 2
+    err = capsys.readouterr().err
+    assert "failed the first 3 question_generation request(s) alike, stopped before sending more: " \
+           "question_generation: bad_request: " in err and "json_schema is not supported" in err
+    assert err.rstrip().endswith("answers 400 to every request: try --response-format json_object")
+    assert len(server.chat_requests()) == 3 and not (tmp_path / "set").exists()  # a 400 is not retried

@@ -6,12 +6,15 @@ from pathlib import Path
 import pytest
 
 from metrics import evaluate
+from metrics.judgements.question_generation import Seed
+from metrics.judgements.question_generation import request as question_generation_request
 from metrics.judges.plan import estimate_tokens
 from metrics.retrieval.document_retrieval import NDCG
 from metrics.testset import chunk_documents, inverse_cloze, read_documents, write_testset
 from metrics.testset.baseline import bm25
 from metrics.testset.documents import Document, chunk_document, read_text
 from metrics.testset.generate import counts, language_of, seeds
+from metrics.testset.inverse_cloze import why_none
 from metrics.text import split_sentences
 
 DOCS = Path(__file__).resolve().parents[2] / "examples" / "testset" / "docs"
@@ -62,14 +65,33 @@ def test_each_format_is_read_and_unreadable_files_are_named_with_their_reason(tm
     assert "twenty stops" in read_text(tmp_path / "manual.pdf")
 
 
+def test_escaped_html_text_stays_and_an_owner_password_pdf_is_read(tmp_path):
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    (tmp_path / "page.html").write_text("<p>Write &lt;every&gt; torque &amp; its bolt down; &amp;lt;b&amp;gt; is "
+                                        "markup.</p>")
+    for name, user in (("owner.pdf", ""), ("locked.pdf", "secret")):
+        writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf_with_text("Torque the stem bolts to five newton "
+                                                                         "metres."))))
+        writer.encrypt(user_password=user, owner_password="owner", algorithm="RC4-128")
+        with open(tmp_path / name, "wb") as file:
+            writer.write(file)
+    documents, skipped = read_documents(tmp_path)
+    assert skipped == {"locked.pdf": "the PDF is encrypted (it needs a password to open)"}
+    texts = {c.document_id: c.text for c in chunk_documents(documents)}
+    assert texts == {"page.html": "Write <every> torque & its bolt down; &lt;b&gt; is markup.",
+                     "owner.pdf": "Torque the stem bolts to five newton metres."}
+
+
 def test_chunks_stay_within_their_size_and_keep_ids_stable():
     documents, _ = read_documents(DOCS)
     chunks = chunk_documents(documents, 128)
     assert len(documents) == 7 and len(chunks) == len({c.id for c in chunks})
     for chunk in chunks:
         assert chunk.id.startswith(f"{chunk.document_id}#")
-        # at most 128 estimated tokens, unless one sentence alone is longer
-        assert estimate_tokens(chunk.text) <= 128 or len(split_sentences(chunk.text)) == 1
+        assert estimate_tokens(chunk.text) <= 128
     assert [c.id for c in chunks if c.document_id == "gears.txt"] == [f"gears.txt#{n}" for n in range(1, 6)]
     assert chunk_documents(documents, 128) == chunks
     # A heading ends as a sentence and opens the paragraph after it (plain text and HTML as Markdown).
@@ -77,6 +99,56 @@ def test_chunks_stay_within_their_size_and_keep_ids_stable():
         "Adjusting the rear derailleur. The rear derailleur moves")
     with pytest.raises(ValueError, match="at least 32 tokens"):
         chunk_document(Document("a.txt", "x"), 16)
+
+
+def test_short_lines_closing_a_document_join_its_last_chunk():
+    [chunk] = chunk_document(Document("rules.md", "Brakes need checking before every ride, and the pads should be "
+                                      "replaced when worn down to the groove.\n\nAlways wear a helmet.\n\n"
+                                      "Never ride at night without lights.\n"))
+    assert chunk.text == ("Brakes need checking before every ride, and the pads should be replaced when worn down "
+                          "to the groove.\nAlways wear a helmet. Never ride at night without lights.")
+    # When they do not fit in the last chunk, they are a chunk of their own (never dropped, never over the size).
+    long = "Pads wear faster in the rain than on dry roads, so check them after every wet ride. " * 4
+    chunks = chunk_document(Document("wet.md", f"{long}\n\nAlways wear a helmet.\n"), 88)
+    assert [c.text for c in chunks] == [long.strip(), "Always wear a helmet."]
+
+
+def test_no_chunk_is_longer_than_the_chunk_size():
+    # One line of 20,000 words without a sentence end; 3,000 tiny paragraphs; a run of Chinese without punctuation.
+    words = " ".join(f"word{i}" for i in range(20000))
+    items = "\n\n".join(f"item {i}" for i in range(3000))
+    chinese = "链条磨损以后要及时更换" * 300
+    for text, joined in ((words, lambda cs: " ".join(c.text for c in cs)),
+                         (items, lambda cs: " ".join(c.text for c in cs)),
+                         (chinese, lambda cs: "".join(c.text for c in cs))):
+        chunks = chunk_document(Document("big.txt", text), 64)
+        assert max(estimate_tokens(c.text) for c in chunks) <= 64 and len(chunks) > 10
+        assert joined(chunks).replace("\n", " ") == (text if text is not items else ". ".join(
+            f"item {i}" for i in range(3000)) + ".")  # nothing lost, in order (each tiny item ended as a sentence)
+    # 20,000 words: 168,890 bytes + 19,999 spaces = 188,889 bytes; at most 256 bytes (64 tokens) a chunk and more
+    # than 246 (a chunk ends only when the next word of at most 9 bytes and its space would not fit): 738 to 768.
+    assert len(words.encode()) == 188889 and 738 <= len(chunk_document(Document("big.txt", words), 64)) <= 768
+
+
+def test_a_copy_of_a_document_is_skipped_naming_the_first(tmp_path):
+    text = ("Chains wear fastest of all the parts of the drivetrain. Measure the chain every month with a "
+            "chain checker tool.")
+    (tmp_path / "chain.md").write_text(f"# Chains\n\n{text}\n")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "chain.txt").write_text(f"Chains.\n\n{text}  \n")  # the same text once normalised
+    (tmp_path / "chain.html").write_text(f"<h1>Chains</h1><p>{text}</p>")
+    documents, skipped = read_documents(tmp_path)
+    assert [d.id for d in documents] == ["chain.html"]
+    assert skipped == {"chain.md": "a copy of chain.html (the same text)",
+                       "copy/chain.txt": "a copy of chain.html (the same text)"}
+    # With the copies kept, every sentence would be in two chunks ("boilerplate"): no query at all.
+    [question] = inverse_cloze(chunk_documents(documents), 3)[0]
+    assert question["user_input"] in split_sentences(text)
+    # Two chunks of the same text (a page repeated in two documents) are never a multi-hop pair.
+    twins = [Document(f"{n}.txt", f"Intro {n} for the reader here. {text}") for n in "ab"]
+    assert [len(chunk_documents([d])) for d in twins] == [1, 1]
+    same = [c for d in twins for c in chunk_documents([Document(d.id, text)])]
+    assert seeds(same)["multi_hop"] == [] and len(seeds(chunk_documents(twins))["multi_hop"]) == 1
 
 
 def test_inverse_cloze_takes_one_sentence_out_of_each_chunk():
@@ -107,7 +179,15 @@ def test_inverse_cloze_takes_one_sentence_out_of_each_chunk():
         "Chains wear fastest of all the parts of the drivetrain.",
         "Disc brakes keep almost all their power in the wet weather."]
     # A chunk of one sentence has nothing left to find once it is out: never a query.
-    assert inverse_cloze(chunk_document(Document("one.txt", "Only one sentence with many words here.")), 3)[0] == []
+    one = chunk_document(Document("one.txt", "Only one sentence with many words here."))
+    assert inverse_cloze(one, 3)[0] == []
+    # No query at all: why, for each of the three causes.
+    assert why_none(one) == "every chunk is a single sentence (nothing would be left to find once it is out)"
+    assert why_none(chunk_document(Document("short.txt", "Ride safe. Check the brakes. Pump the tyres."))) == \
+        "no chunk of two sentences or more has a sentence of at least 5 content words"
+    twice = [Document(f"{n}.txt", f"Note {n}. {footer}") for n in "12"]
+    assert inverse_cloze(chunk_documents(twice), 3)[0] == [] and why_none(chunk_documents(twice)) == \
+        "every sentence of at least 5 content words is shared by another chunk"
 
 
 def test_bm25_ndcg_on_the_inverse_cloze_set_equals_the_ranks_by_hand(tmp_path):
@@ -155,3 +235,20 @@ def test_seeds_of_each_kind_and_the_distribution():
         assert numbers[1] == numbers[0] + 1
     assert language_of(["链条是传动系统中磨损最快的零件。"]) == "Chinese"
     assert language_of(["The chain wears fastest."]) == "the language of the passages"
+
+
+def test_chinese_headings_end_with_the_chinese_full_stop_and_one_name_makes_no_chinese_passage():
+    body = "链条是传动系统中磨损最快的零件，应该定期测量，磨损超过百分之零点五时就要更换。"
+    for name, text in (("a.md", f"# 链条保养\n\n{body}\n"), ("b.txt", f"链条保养\n\n{body}\n")):
+        [chunk] = chunk_document(Document(name, text))
+        assert chunk.text == f"链条保养。 {body}"
+    # A Chinese name in an English passage (2 of 40 letters, under a fifth): English; Chinese with a brand name
+    # (20 of 27 letters): Chinese.
+    english = "The Great Wall (长城) is the longest wall in the world."
+    assert language_of([english]) == "the language of the passages"
+    assert language_of(["链条是传动系统中磨损最快的零件，Shimano链条也一样。"]) == "Chinese"
+    assert language_of(["チェーンは消耗品です。"]) == "Japanese" and language_of(["체인은 소모품입니다."]) == "Korean"
+    # ... so an English question about it is accepted, not refused for want of Chinese characters.
+    seed = Seed(kind="single_hop", contexts=[english], language=language_of([english]))
+    assert question_generation_request(seed).validate({"question": "How long is the Great Wall?", "answer": "Long."}) \
+        == {"user_input": "How long is the Great Wall?", "reference": "Long."}
