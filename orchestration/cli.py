@@ -149,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.set_defaults(handler=cmd_calibrate)
     from orchestration.sweep import add_arguments
 
-    add_arguments(sub.add_parser("sweep", help="run and rank the configurations of a RAG system (a target file)"))
+    sweep = sub.add_parser("sweep", help="run and rank the configurations of a RAG system (a target file)")
+    add_arguments(sweep)
+    add_custom_metrics(sweep)  # a sweep's metrics may be custom ones
     convert = sub.add_parser("convert-trec", help="TREC qrels + run files to a JSONL dataset")
     convert.add_argument("qrels", help="qrels file: qid iteration docno label")
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")

@@ -326,3 +326,11 @@ def test_a_broken_custom_metrics_file_in_the_working_directory_says_where_it_was
         f"error: {folder / 'custom_metrics.yaml'}: entry 1: expected a metric definition (name, kind, fields, "
         "prompt...), got 'helpfulness' (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is "
         "one: fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)"))
+
+
+def test_every_command_that_scores_takes_the_custom_metrics_file():
+    from orchestration.cli import build_parser
+
+    for command in (["run", "data.jsonl"], ["backfill"], ["calibrate", "labels.jsonl"], ["sweep", "sweep.toml"]):
+        args = build_parser().parse_args([*command, "--custom-metrics", "mine.yaml"])
+        assert args.custom_metrics == "mine.yaml", command
