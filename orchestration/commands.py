@@ -167,9 +167,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
                   file=sys.stderr)
         return 1
-    from orchestration.report import print_table
+    import pandas as pd
+
+    from orchestration.report import print_table, print_unmeasured
 
     print_table(summary)
+    print_unmeasured(pd.read_parquet(Path(args.out) / version / "results.parquet", columns=["metric", "status", "reason"]))
     failed = sum(c["judge_error"] for c in summary["coverage"].values())
     total = sum(c["total"] for c in summary["coverage"].values())
     folder = Path(args.out) / version

@@ -98,6 +98,17 @@ def print_cannot_run(cannot_run: dict[str, str], stream: TextIO | None = None) -
               file=stream or sys.stderr)
 
 
+def print_unmeasured(results, stream: TextIO | None = None) -> None:
+    """One line per metric with no row scored because every row was ``not_applicable``
+    (e.g. a custom metric with the offline judge), with the reason most rows gave.
+    ``results`` is the run's results frame (``results.parquet``)."""
+    for metric, rows in results.groupby("metric", sort=True):
+        if (rows["status"] == "not_applicable").all():
+            reason = rows["reason"].mode().iloc[0] if rows["reason"].notna().any() else "no reason given"
+            print(f"note: {metric}: not applicable on all {len(rows)} rows: {printable(reason)}",
+                  file=stream or sys.stderr)
+
+
 def print_rejected(rejected: list[dict], count: int, total: int, limit: float | None,
                    stream: TextIO | None = None) -> None:
     """``count`` rejected lines of ``total`` (against ``limit``), then the first few, one a line."""

@@ -334,3 +334,16 @@ def test_every_command_that_scores_takes_the_custom_metrics_file():
     for command in (["run", "data.jsonl"], ["backfill"], ["calibrate", "labels.jsonl"], ["sweep", "sweep.toml"]):
         args = build_parser().parse_args([*command, "--custom-metrics", "mine.yaml"])
         assert args.custom_metrics == "mine.yaml", command
+
+
+def test_an_offline_run_of_a_custom_metric_says_why_it_measured_nothing(user):
+    folder, env = user
+    done = rag_eval("run", "samples.jsonl", "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml"),
+                    "--metrics", "faithfulness,helpfulness", cwd=folder, env=env)
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
+    # Before: "helpfulness — — ≥ 0.5 0/3" in the table and not a word why.
+    assert notes == ["note: helpfulness: not applicable on all 3 rows: helpfulness is a custom aspect_critic metric: "
+                     "it needs an LLM judge endpoint (set OPENAI_BASE_URL or pass --base-url); the offline judge has "
+                     "no rule for it"]
+    assert "PreviewWarning" not in done.stderr
