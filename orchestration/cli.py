@@ -191,5 +191,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> None:
+    """The ``rag-eval`` program: :func:`main`, then the process ends at once with its status.
+
+    Its outputs are written and its databases committed when ``main`` returns; what is left
+    is the interpreter's teardown, where a native library's threads (pyarrow's jemalloc
+    background thread, DuckDB's and BLAS's pools) could abort the process ("terminate called
+    without an active exception", status -6 after a run that succeeded; seen once in CI with
+    two runs at once). ``os._exit`` skips that teardown, after flushing what was printed."""
+    import os
+
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
