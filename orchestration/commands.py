@@ -167,12 +167,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
                   file=sys.stderr)
         return 1
-    import pandas as pd
-
     from orchestration.report import print_table, print_unmeasured
 
     print_table(summary)
-    print_unmeasured(pd.read_parquet(Path(args.out) / version / "results.parquet", columns=["metric", "status", "reason"]))
+    print_unmeasured(summary, Path(args.out) / version / "results.parquet")
     failed = sum(c["judge_error"] for c in summary["coverage"].values())
     total = sum(c["total"] for c in summary["coverage"].values())
     folder = Path(args.out) / version

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TextIO
 
 #: Lines of rejected rows and of input errors printed (all are in summary.json and the tables).
@@ -98,15 +99,20 @@ def print_cannot_run(cannot_run: dict[str, str], stream: TextIO | None = None) -
               file=stream or sys.stderr)
 
 
-def print_unmeasured(results, stream: TextIO | None = None) -> None:
+def print_unmeasured(summary: dict, results: Path, stream: TextIO | None = None) -> None:
     """One line per metric with no row scored because every row was ``not_applicable``
-    (e.g. a custom metric with the offline judge), with the reason most rows gave.
-    ``results`` is the run's results frame (``results.parquet``)."""
-    for metric, rows in results.groupby("metric", sort=True):
-        if (rows["status"] == "not_applicable").all():
-            reason = rows["reason"].mode().iloc[0] if rows["reason"].notna().any() else "no reason given"
-            print(f"note: {metric}: not applicable on all {len(rows)} rows: {printable(reason)}",
-                  file=stream or sys.stderr)
+    (e.g. a custom metric with the offline judge), with the reason most rows gave; the
+    results file (``results.parquet``) is read only for such metrics."""
+    unmeasured = [m for m, c in summary["coverage"].items() if c["total"] and c["not_applicable"] == c["total"]]
+    if not unmeasured:
+        return
+    import pandas as pd
+
+    rows = pd.read_parquet(results, columns=["metric", "reason"], filters=[("metric", "in", unmeasured)])
+    for metric, group in rows.groupby("metric", sort=True):
+        reason = group["reason"].mode().iloc[0] if group["reason"].notna().any() else "no reason given"
+        print(f"note: {metric}: not applicable on all {len(group)} rows: {printable(reason)}",
+              file=stream or sys.stderr)
 
 
 def print_rejected(rejected: list[dict], count: int, total: int, limit: float | None,
