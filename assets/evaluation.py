@@ -1,5 +1,6 @@
 """The metric assets: one subsettable multi-asset with one output per registered metric,
-the per-row results of the version's samples. The selected metrics of a run are judged
+the per-row results of the version's samples (each written to a file chunk by chunk as it
+is judged, ``assets.stored_results``, then stored in its table). The selected metrics of a run are judged
 together, every request of every metric under the judge's one concurrency limit (as
 ``metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
 and lineage (it depends on exactly the field assets it reads)."""
@@ -121,17 +122,22 @@ def build_metric_assets() -> dg.AssetsDefinition:
                 listener(metric, done, total)
 
         try:
-            results = execution.score(tasks, progress)
+            stored = execution.score(tasks, context.partition_key, progress)
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
-        for (metric, _, metric_judge), frame in zip(tasks, results):
-            frame.insert(0, "version", context.partition_key)
-            metadata = metric_metadata(frame)
-            metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
-            metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
-            for column in USAGE_COLUMNS:
-                metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
-            yield dg.Output(frame, output_name=metric.name, metadata=metadata)
+        try:
+            for (metric, _, metric_judge), results in zip(tasks, stored):
+                frame = results.frame(["status", "value", "passed", *USAGE_COLUMNS])  # what the metadata reads
+                metadata = metric_metadata(frame)
+                metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
+                metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
+                for column in USAGE_COLUMNS:
+                    metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
+                yield dg.Output(results, output_name=metric.name, metadata=metadata)  # stored, then deleted
+        except BaseException:  # an output not stored (the step stopped): its file goes too
+            for results in stored:
+                results.path.unlink(missing_ok=True)
+            raise
 
     return score_metrics
 

@@ -16,6 +16,7 @@ from assets.evaluation import metric_code_version
 from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
+from assets.stored_results import StoredResults, write_results_parquet
 from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
 from metrics.formats import ragas_table, write_azure_jsonl, write_ragas_csv
 from metrics.registry import METRICS
@@ -66,6 +67,9 @@ def _selected_metrics(context: dg.AssetExecutionContext) -> list[str]:
 
 
 SUMMARY_VERSION = "4"
+#: A metric's results as the summary takes them: read from their table on demand, or ``None``.
+_STORED = dg.DagsterType(lambda _, value: value is None or isinstance(value, StoredResults), name="StoredResults",
+                         typing_type=StoredResults, description="A metric's stored results, read on demand.")
 
 
 def summary_code_version() -> str:
@@ -86,7 +90,7 @@ def summary_code_version() -> str:
     # The text fields are inputs (ragas_scores.csv) and the other fields deps, so a version whose
     # data changed shows its summary stale at once, like the metrics that read the changed field
     # (Dagster does not carry staleness downstream).
-    ins={**{name: dg.AssetIn(key=name) for name in METRICS}, "rejected_samples": dg.AssetIn(),
+    ins={**{name: dg.AssetIn(key=name, dagster_type=_STORED) for name in METRICS}, "rejected_samples": dg.AssetIn(),
          **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f]) for f in _TABLE_FIELDS}},
     deps=[FIELD_ASSETS[f] for f in FIELD_ASSETS if f not in _TABLE_FIELDS],
     metadata={"partition_expr": "version"},
@@ -105,7 +109,10 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
         raise dg.Failure(f"no metric has been computed for version {version}")
     described = selected if selected and config.scope == "run" else list(stored)
     earlier = set(described) - set(selected)
-    results = pd.concat([stored[m] for m in described], ignore_index=True).drop(columns="version")
+    azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
+    # Every column but the evidence, which only input errors are described from (the Azure rows read it all).
+    results = pd.concat([stored[m].frame(compact=not azure) for m in described], ignore_index=True) \
+        .drop(columns="version")
     summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
                         earlier=earlier)
     rejected = inputs["rejected_samples"]
@@ -124,14 +131,13 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     if config.dingo_layout:
         (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
                                                               ensure_ascii=False), encoding="utf-8")
-    results.to_parquet(folder / "results.parquet", index=False)
+    write_results_parquet([stored[m] for m in described], folder / "results.parquet")  # chunk by chunk
     fields = inputs[FIELD_ASSETS[_TABLE_FIELDS[0]]][["row", _TABLE_FIELDS[0]]]
     for name in _TABLE_FIELDS[1:]:
         fields = fields.merge(inputs[FIELD_ASSETS[name]][["row", name]], on="row", how="outer")
     fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
     write_ragas_csv(ragas_table(results, fields), folder / "ragas_scores.csv")
     azure_path = folder / "azure_results.jsonl"
-    azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
     azure_lines = write_azure_jsonl(results, azure_path) if azure else 0  # the Azure rows only when selected
     if not azure_lines:
         azure_path.unlink(missing_ok=True)  # an earlier run's file would describe other results
