@@ -12,7 +12,6 @@ from typing import Any
 
 import dagster as dg
 import duckdb
-import pandas as pd
 from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 from pydantic import PrivateAttr, create_model
