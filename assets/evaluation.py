@@ -5,7 +5,7 @@ together, every request of every metric under the judge's one concurrency limit 
 ``metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
 and lineage (it depends on exactly the field assets it reads)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -21,6 +21,8 @@ from metrics.judges.config import PER_METRIC, LLMConfig
 from metrics.judges.endpoint import EndpointError
 from metrics.registry import METRICS, build_metrics
 from metrics.results import Status
+from metrics.scoring import CHUNK_ROWS
+from metrics.samples import Sample
 
 
 #: Callables ``(metric, done, total)`` told after each scored sample, in the process that
@@ -114,7 +116,7 @@ def build_metric_assets() -> dg.AssetsDefinition:
             metric, metric_judge = _configured(name, getattr(config, name), scorer)
             needs = METRICS[name].required_fields
             if needs not in by_fields:  # each metric sees only the fields it reads, as its own asset did
-                by_fields[needs] = samples_from_fields({f: frames[f] for f in needs})
+                by_fields[needs] = FieldSamples({f: frames[f] for f in needs})
             tasks.append((metric, by_fields[needs], metric_judge))
 
         def progress(metric: str, done: int, total: int) -> None:
@@ -140,6 +142,34 @@ def build_metric_assets() -> dg.AssetsDefinition:
             raise
 
     return score_metrics
+
+
+class FieldSamples(Sequence[Sample]):
+    """The samples of field assets (``{field: frame}``, every frame holding every line), built
+    as they are asked for (``assets.ingestion.samples_from_fields`` on those rows): a slice of
+    rows (a chunk judged at once) builds those samples only, so a version's samples are never
+    all in memory at once. Samples are in row order."""
+
+    def __init__(self, frames: dict[str, pd.DataFrame]) -> None:
+        self._frames = {f: frame.sort_values("row", kind="stable", ignore_index=True) for f, frame in frames.items()}
+        self._rows = len(next(iter(frames.values())))
+        self._last: tuple[slice, list[Sample]] | None = None  # metrics reading the same fields share a chunk
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def __iter__(self) -> Iterator[Sample]:
+        for start in range(0, self._rows, CHUNK_ROWS):
+            yield from self[start:start + CHUNK_ROWS]
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice):
+            row = range(self._rows)[index]
+            return self[row:row + 1][0]
+        index = slice(*index.indices(self._rows))
+        if self._last is None or self._last[0] != index:
+            self._last = index, samples_from_fields({f: frame.iloc[index] for f, frame in self._frames.items()})
+        return self._last[1]
 
 
 def _configured(name: str, config: MetricConfig, scorer):
