@@ -16,6 +16,7 @@ from pydantic import create_model
 from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
+from assets.stored_results import STORED, StoredTable
 from metrics.aggregate import USAGE_COLUMNS
 from metrics.judges.config import PER_METRIC, LLMConfig
 from metrics.judges.endpoint import EndpointError
@@ -99,14 +100,14 @@ def build_metric_assets() -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=METRICS_OP,
         outs={name: _metric_out(name, judge_version) for name in METRICS},
-        ins={asset: dg.AssetIn(key=asset) for asset in FIELD_ASSETS.values()},
+        ins={asset: dg.AssetIn(key=asset, dagster_type=STORED) for asset in FIELD_ASSETS.values()},
         internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
                              for name, cls in METRICS.items()},
         partitions_def=dataset_versions,
         can_subset=True,
     )
     def score_metrics(context: dg.AssetExecutionContext, config: MetricsConfig, judge: JudgeResource,
-                      execution: ExecutionResource, **fields: pd.DataFrame):
+                      execution: ExecutionResource, **fields: StoredTable):
         """Judge every selected metric of the version at once; one output per metric."""
         names = [name for name in METRICS if name in context.selected_output_names]
         scorer = judge.get_judge()
@@ -145,14 +146,15 @@ def build_metric_assets() -> dg.AssetsDefinition:
 
 
 class FieldSamples(Sequence[Sample]):
-    """The samples of field assets (``{field: frame}``, every frame holding every line), built
-    as they are asked for (``assets.ingestion.samples_from_fields`` on those rows): a slice of
-    rows (a chunk judged at once) builds those samples only, so a version's samples are never
-    all in memory at once. Samples are in row order."""
+    """The samples of field assets (``{field: stored partition}``, every field holding every
+    line), built as they are asked for (``assets.ingestion.samples_from_fields`` on those
+    rows, read from the database): a slice of rows (a chunk judged at once) reads and builds
+    those samples only, so a version's samples and fields are never all in memory at once.
+    Samples are in row order."""
 
-    def __init__(self, frames: dict[str, pd.DataFrame]) -> None:
-        self._frames = {f: frame.sort_values("row", kind="stable", ignore_index=True) for f, frame in frames.items()}
-        self._rows = len(next(iter(frames.values())))
+    def __init__(self, fields: dict[str, StoredTable]) -> None:
+        self._fields = fields
+        self._rows = len(next(iter(fields.values())))
         self._last: tuple[slice, list[Sample]] | None = None  # metrics reading the same fields share a chunk
 
     def __len__(self) -> int:
@@ -166,9 +168,10 @@ class FieldSamples(Sequence[Sample]):
         if not isinstance(index, slice):
             row = range(self._rows)[index]
             return self[row:row + 1][0]
-        index = slice(*index.indices(self._rows))
-        if self._last is None or self._last[0] != index:
-            self._last = index, samples_from_fields({f: frame.iloc[index] for f, frame in self._frames.items()})
+        start, stop, _ = index.indices(self._rows)
+        if self._last is None or self._last[0] != (start, stop):
+            self._last = (start, stop), samples_from_fields({f: stored.rows_at(start, stop)
+                                                             for f, stored in self._fields.items()})
         return self._last[1]
 
 

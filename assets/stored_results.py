@@ -3,8 +3,9 @@
 The metric assets write each chunk of judged rows to a Parquet file as it is judged
 (:class:`ResultWriter`) and output a :class:`MetricResults` naming that file; the
 results database (``assets.resources.ResultsDatabase``) copies the file into the metric's
-table and deletes it (:class:`MetricResultsHandler`). The summary loads each metric as a
-:class:`StoredResults`, a query over the table it reads in bounded chunks. Memory stays
+table and deletes it (:class:`MetricResultsHandler`). The metric assets load the field assets,
+and the summary each metric, as a :class:`StoredTable`, a query over the table read in
+bounded chunks. Memory stays
 flat as a version grows: Dagster keeps every output value of an in-process run until the
 run ends, and here that value is a file name, not the version's results.
 """
@@ -103,15 +104,15 @@ _EMPTY = {field.name: {pa.string(): "object", pa.int64(): "int64", pa.float64():
 
 
 @dataclass(frozen=True)
-class StoredResults:
-    """One metric's stored results for a partition, read from the results database on
-    demand: ``query`` (the IO manager's select statement) over ``database``, ``rows`` rows."""
+class StoredTable:
+    """One asset's stored partition (a metric's results, a field of the samples), read from
+    the results database on demand: ``query`` (the IO manager's select statement) over
+    ``database``, ``rows`` rows."""
 
     database: str
     config: tuple[tuple[str, str], ...]
     query: str
     rows: int
-    nullable_passed: bool
 
     def __len__(self) -> int:
         return self.rows
@@ -120,7 +121,7 @@ class StoredResults:
         return duckdb.connect(self.database, config={"custom_user_agent": "dagster", **dict(self.config)})
 
     def frame(self, compact: bool = False) -> pd.DataFrame:
-        """The results as the IO manager loads them (``fetchdf``); ``compact``: ``details``
+        """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results): ``details``
         only on ``input_error`` rows (the only ones the summary reads it from), null elsewhere."""
         with self._connect() as connection:
             if not compact:
@@ -129,6 +130,17 @@ class StoredResults:
             kept = [f"case when status = '{Status.INPUT_ERROR.value}' then details end as details" if n == "details"
                     else f'"{n}"' for n in names]
             return connection.execute(f"select {', '.join(kept)} from ({self.query})").fetchdf()
+
+    def rows_at(self, start: int, stop: int) -> pd.DataFrame:
+        """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order, as :meth:`frame` gives them."""
+        with self._connect() as connection:
+            return connection.execute(f"select * from ({self.query}) order by row limit {max(stop - start, 0)} "
+                                      f"offset {start}").fetchdf()
+
+    def nullable_passed(self) -> bool:
+        """Whether some result has no pass/fail (``passed`` loads as ``boolean``, else ``bool``)."""
+        with self._connect() as connection:
+            return bool(connection.execute(f"select count(*) - count(passed) from ({self.query})").fetchone()[0])
 
     def chunks(self, passed_dtype: str) -> Iterator[pd.DataFrame]:
         """The results in frames of at most :data:`READ_ROWS` rows, in table order, ``passed``
@@ -139,16 +151,21 @@ class StoredResults:
                 yield chunk.astype({"passed": passed_dtype})
 
 
+#: An input loaded as a :class:`StoredTable` (or ``None``: never stored for the partition).
+STORED = dg.DagsterType(lambda _, value: value is None or isinstance(value, StoredTable), name="StoredTable",
+                        typing_type=StoredTable, description="An asset's stored partition, read on demand.")
+
+
 def concat_dtype(dtypes: Sequence[str]) -> str:
     """The dtype ``pandas.concat`` gives a column whose pieces have ``dtypes``."""
     return str(pd.concat([pd.Series([True], dtype=d) for d in dtypes], ignore_index=True).dtype)
 
 
-def write_results_parquet(stored: Sequence[StoredResults], path: Path) -> None:
+def write_results_parquet(stored: Sequence[StoredTable], path: Path) -> None:
     """Write the results of ``stored`` one after the other, without ``version``, to the
     Parquet file ``path``, chunk by chunk: the same content as
     ``pd.concat([s.frame() for s in stored]).drop(columns="version").to_parquet(path, index=False)``."""
-    passed = concat_dtype(["boolean" if s.nullable_passed else "bool" for s in stored])
+    passed = concat_dtype(["boolean" if s.nullable_passed() else "bool" for s in stored])
     writer = None
     try:
         for results in stored:
@@ -165,7 +182,7 @@ def write_results_parquet(stored: Sequence[StoredResults], path: Path) -> None:
 class MetricResultsHandler(DbTypeHandler[MetricResults]):
     """Stores a :class:`MetricResults` file in DuckDB (``create table ... as`` or ``insert``,
     as ``DuckDBPandasTypeHandler`` does a frame, with the same output metadata) and deletes
-    the file; loads a partition as a :class:`StoredResults` (nothing read yet)."""
+    the file; loads a partition as a :class:`StoredTable` (nothing read yet)."""
 
     def handle_output(self, context: dg.OutputContext, table_slice: TableSlice, obj: MetricResults, connection):
         table = f"{table_slice.schema}.{table_slice.table}"
@@ -185,13 +202,12 @@ class MetricResultsHandler(DbTypeHandler[MetricResults]):
             "dataframe_columns": dg.MetadataValue.table_schema(dg.TableSchema(
                 columns=[dg.TableColumn(name=name, type=dtype) for name, dtype in obj.dtypes]))})
 
-    def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection) -> StoredResults:
+    def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection) -> StoredTable:
         query = DuckDbClient.get_select_statement(table_slice)
-        rows, nulls = connection.execute(f"select count(*), count(*) - count(passed) from ({query})").fetchone()
         config = context.resource_config
-        return StoredResults(config["database"], tuple((config.get("connection_config") or {}).items()), query,
-                             rows, bool(nulls))
+        return StoredTable(config["database"], tuple((config.get("connection_config") or {}).items()), query,
+                           connection.execute(f"select count(*) from ({query})").fetchone()[0])
 
     @property
     def supported_types(self):
-        return [MetricResults, StoredResults]
+        return [MetricResults, StoredTable]

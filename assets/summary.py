@@ -16,7 +16,7 @@ from assets.evaluation import metric_code_version
 from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
-from assets.stored_results import StoredResults, write_results_parquet
+from assets.stored_results import STORED, write_results_parquet
 from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
 from metrics.formats import ragas_table, write_azure_jsonl, write_ragas_csv
 from metrics.registry import METRICS
@@ -67,9 +67,6 @@ def _selected_metrics(context: dg.AssetExecutionContext) -> list[str]:
 
 
 SUMMARY_VERSION = "4"
-#: A metric's results as the summary takes them: read from their table on demand, or ``None``.
-_STORED = dg.DagsterType(lambda _, value: value is None or isinstance(value, StoredResults), name="StoredResults",
-                         typing_type=StoredResults, description="A metric's stored results, read on demand.")
 
 
 def summary_code_version() -> str:
@@ -90,7 +87,7 @@ def summary_code_version() -> str:
     # The text fields are inputs (ragas_scores.csv) and the other fields deps, so a version whose
     # data changed shows its summary stale at once, like the metrics that read the changed field
     # (Dagster does not carry staleness downstream).
-    ins={**{name: dg.AssetIn(key=name, dagster_type=_STORED) for name in METRICS}, "rejected_samples": dg.AssetIn(),
+    ins={**{name: dg.AssetIn(key=name, dagster_type=STORED) for name in METRICS}, "rejected_samples": dg.AssetIn(),
          **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f]) for f in _TABLE_FIELDS}},
     deps=[FIELD_ASSETS[f] for f in FIELD_ASSETS if f not in _TABLE_FIELDS],
     metadata={"partition_expr": "version"},
