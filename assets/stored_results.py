@@ -27,6 +27,7 @@ from dagster._core.storage.db_io_manager import DbTypeHandler, TableSlice
 from dagster_duckdb.io_manager import DuckDbClient
 
 from metrics.aggregate import USAGE_COLUMNS
+from metrics.formats import ragas_table
 from metrics.results import Status
 
 #: The columns of a metric's table (``metrics.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
@@ -177,6 +178,23 @@ def write_results_parquet(stored: Sequence[StoredTable], path: Path) -> None:
     finally:
         if writer is not None:
             writer.close()
+
+
+def write_ragas_csv_by_chunks(results: pd.DataFrame, fields: dict[str, StoredTable], columns: Sequence[str],
+                              path: Path) -> None:
+    """``ragas_scores.csv`` of ``results`` and the text ``fields`` (``{field: stored partition}``,
+    every one holding every line), :data:`READ_ROWS` lines at a time: the file
+    ``metrics.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
+    ``merged`` being the fields merged on ``row``, without the version's texts in memory at once."""
+    rows = len(next(iter(fields.values())))
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        for start in range(0, max(rows, 1), READ_ROWS):
+            part = None
+            for name, stored in fields.items():
+                frame = stored.rows_at(start, start + READ_ROWS)[["row", name]]
+                part = frame if part is None else part.merge(frame, on="row", how="outer")
+            table = ragas_table(results[results["row"].isin(part["row"])], part[list(columns)])
+            table.to_csv(handle, index=False, header=start == 0, lineterminator="\r\n")
 
 
 class MetricResultsHandler(DbTypeHandler[MetricResults]):

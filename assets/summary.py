@@ -16,9 +16,9 @@ from assets.evaluation import metric_code_version
 from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
-from assets.stored_results import STORED, write_results_parquet
+from assets.stored_results import STORED, write_ragas_csv_by_chunks, write_results_parquet
 from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
-from metrics.formats import ragas_table, write_azure_jsonl, write_ragas_csv
+from metrics.formats import write_azure_jsonl
 from metrics.registry import METRICS
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
@@ -88,7 +88,7 @@ def summary_code_version() -> str:
     # data changed shows its summary stale at once, like the metrics that read the changed field
     # (Dagster does not carry staleness downstream).
     ins={**{name: dg.AssetIn(key=name, dagster_type=STORED) for name in METRICS}, "rejected_samples": dg.AssetIn(),
-         **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f]) for f in _TABLE_FIELDS}},
+         **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f], dagster_type=STORED) for f in _TABLE_FIELDS}},
     deps=[FIELD_ASSETS[f] for f in FIELD_ASSETS if f not in _TABLE_FIELDS],
     metadata={"partition_expr": "version"},
     description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
@@ -129,11 +129,9 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
         (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
                                                               ensure_ascii=False), encoding="utf-8")
     write_results_parquet([stored[m] for m in described], folder / "results.parquet")  # chunk by chunk
-    fields = inputs[FIELD_ASSETS[_TABLE_FIELDS[0]]][["row", _TABLE_FIELDS[0]]]
-    for name in _TABLE_FIELDS[1:]:
-        fields = fields.merge(inputs[FIELD_ASSETS[name]][["row", name]], on="row", how="outer")
-    fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
-    write_ragas_csv(ragas_table(results, fields), folder / "ragas_scores.csv")
+    write_ragas_csv_by_chunks(results, {f: inputs[FIELD_ASSETS[f]] for f in _TABLE_FIELDS},
+                              ["row", "user_input", "retrieved_contexts", "response", "reference"],
+                              folder / "ragas_scores.csv")
     azure_path = folder / "azure_results.jsonl"
     azure_lines = write_azure_jsonl(results, azure_path) if azure else 0  # the Azure rows only when selected
     if not azure_lines:

@@ -6,7 +6,9 @@ import pyarrow.parquet as pq
 
 from assets.evaluation import FieldSamples
 from assets.ingestion import samples_from_fields
-from assets.stored_results import READ_ROWS, ResultWriter, StoredTable, write_results_parquet
+from assets.stored_results import (READ_ROWS, ResultWriter, StoredTable, write_ragas_csv_by_chunks,
+                                   write_results_parquet)
+from metrics.formats import ragas_table, write_ragas_csv
 from metrics.scoring import RESULT_COLUMNS
 
 
@@ -81,3 +83,21 @@ def test_field_samples_by_slices_are_the_whole_versions_samples(tmp_path):
     assert [s.row for s in whole] == [0, 1, 3, 5]
     assert len(fields) == 4 and fields[0:2] + fields[2:4] == whole and list(fields) == whole
     assert fields[-1] == whole[3] and fields[1].problems == {"user_input": "user_input is not a string"}
+
+
+def test_ragas_csv_written_by_chunks_is_the_whole_tables_file(tmp_path):
+    lines = READ_ROWS + 7  # two chunks; a text with a comma, a quote and a line break must stay one record
+    texts = {f: pd.DataFrame({"id": [f"s{i}" for i in range(lines)], "row": range(lines),
+                              f: [f'{f} {i}, "quoted"\nnext' for i in range(lines)], "problem": None,
+                              "unreadable": None, "version": "v1"})
+             for f in ("user_input", "response", "retrieved_contexts", "reference")}
+    scored = pd.concat([results("faithfulness", lines, unjudged=3), results("context_recall", lines)], ignore_index=True)
+    columns = ["row", "user_input", "retrieved_contexts", "response", "reference"]
+    merged = texts["user_input"][["row", "user_input"]]
+    for f in ("response", "retrieved_contexts", "reference"):
+        merged = merged.merge(texts[f][["row", f]], on="row", how="outer")
+    write_ragas_csv(ragas_table(scored, merged[columns]), tmp_path / "whole.csv")
+    write_ragas_csv_by_chunks(scored, {f: stored(tmp_path / "db.duckdb", f, frame) for f, frame in texts.items()},
+                              columns, tmp_path / "chunks.csv")
+    whole = (tmp_path / "whole.csv").read_bytes()
+    assert whole.count(b"\r\n") == lines + 1 and (tmp_path / "chunks.csv").read_bytes() == whole
