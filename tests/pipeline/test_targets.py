@@ -17,7 +17,7 @@ from assets.targets import register_target_run
 from metrics.judges.cache import JudgementCache
 from metrics.targets.call import call_part
 from metrics.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
-from orchestration.sweep import FIELD_LEVEL, run_cost, run_incrementally
+from orchestration.sweep import FIELD_LEVEL, judged_by, run_cost, run_incrementally
 from tests import target_system
 from tests.judge_server import JudgeServer, Reply, oracle
 
@@ -219,6 +219,22 @@ def test_sweep_cli_ranks_the_grid(tmp_path):
     assert [r["metrics"]["ndcg"]["mean"] for r in table] == [0.8155, 0.5]
     assert [r["target_calls"] for r in table] == [4, 4] and [r["judge_requests"] for r in table] == [0, 0]
     assert "| 1 | rank-echo-top_k2 | 0.8155 [0.63, 1.00] |" in done.stdout
+    assert done.stdout.splitlines()[0] == "no judge: ndcg" and table[0]["metrics"]["ndcg"]["judge"] is None
+
+
+def test_the_sweep_says_which_judge_scored_each_metric():
+    def row(recall, precision):
+        return {"metrics": {"context_recall": {"judge": recall}, "context_precision": {"judge": precision},
+                            "ndcg": {"judge": None}}}
+
+    offline = {"judge": "offline-heuristic", "rule_version": "6"}
+    metrics = ["context_recall", "ndcg", "context_precision"]
+    assert judged_by([row("offline-heuristic", "offline-heuristic")] * 2, metrics, offline) == \
+        "judge offline-heuristic (rule version 6): context_recall, context_precision; no judge: ndcg"
+    # Rows naming another judge than the configured one (an LLM's): named as the rows say, without a
+    # rule version; a judged metric no row of which was scored says so.
+    assert judged_by([row("llm:gpt-4o-mini", None), row("llm:gpt-4o-mini", None)], metrics, offline) == \
+        "judge llm:gpt-4o-mini: context_recall; no judge: ndcg; nothing scored: context_precision"
 
 
 def test_a_bearer_token_echoed_by_the_endpoint_is_written_nowhere(tmp_path, monkeypatch):
