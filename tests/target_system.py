@@ -26,3 +26,11 @@ def overlap(user_input: str, top_k: int = 2) -> list[dict]:
     ranked = sorted(PASSAGES, key=lambda k: (-len(_words(user_input) & _words(PASSAGES[k])), k))[:top_k]
     return [{"id": k, "text": PASSAGES[k], "score": float(len(_words(user_input) & _words(PASSAGES[k])))}
             for k in ranked]
+
+
+def answer(user_input: str, top_k: int = 2) -> dict:
+    """A whole RAG system in one callable: :func:`overlap`'s passages and, as the response, the first."""
+    hits = overlap(user_input, top_k)
+    return {"retrieved_contexts": [h["text"] for h in hits],
+            "retrieved_documents": [{"document_id": h["id"], "relevance_score": h["score"]} for h in hits],
+            "response": hits[0]["text"]}

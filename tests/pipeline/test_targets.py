@@ -173,6 +173,29 @@ def test_a_500_then_success_is_retried_and_a_timeout_is_the_rows_target_error(tm
     server.stop()
 
 
+def test_an_http_generator_and_a_system_callable_are_called_as_declared(tmp_path):
+    # An HTTP generator: the request template gets the question, the passages (a list, kept as one)
+    # and a parameter; the response is read at the configured path.
+    server = JudgeServer().start()
+    server.script = lambda seen: Reply(body={"data": {"answer": f"{seen.body['q']} from {len(seen.body['ctx'])}"}})
+    part = Part("generator", "api", "http", {"url": server.url + "/generate", "response": "data.answer",
+                                             "request": {"q": "{user_input}", "ctx": "{retrieved_contexts}",
+                                                         "t": "{temperature}"}}, {"temperature": 0.2}, "1")
+    [outcome] = call_part(part, [{"user_input": "Where?", "retrieved_contexts": ["Paris.", "France."]}],
+                          CallSettings(concurrency=1, timeout=5))
+    server.stop()
+    assert outcome.value == {"response": "Where? from 2", "usage": {"prompt_tokens": 0, "completion_tokens": 0}}
+    assert server.seen[0].body == {"q": "Where?", "ctx": ["Paris.", "France."], "t": 0.2}
+    # One callable returning both (tests/target_system.py:answer): contexts with ids and scores (5 words
+    # shared: the, eiffel, tower, was, completed), and the response.
+    system = Part("system", "app", "callable", {"callable": "tests.target_system:answer"}, {"top_k": 1}, "1")
+    [both] = call_part(system, [{"user_input": "When was the Eiffel Tower completed?"}], CallSettings())
+    assert both.value == {"retrieved_contexts": [target_system.PASSAGES["eiffel"]],
+                          "retrieved_documents": [{"document_id": "eiffel", "relevance_score": 5.0}],
+                          "response": target_system.PASSAGES["eiffel"],
+                          "usage": {"prompt_tokens": 0, "completion_tokens": 0}}
+
+
 def test_a_literal_secret_in_the_file_is_refused(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text('questions = "q.jsonl"\n[retriever.r]\nurl = "http://x"\ncontexts = "a"\n'
