@@ -196,6 +196,16 @@ def test_an_http_generator_and_a_system_callable_are_called_as_declared(tmp_path
                           "usage": {"prompt_tokens": 0, "completion_tokens": 0}}
 
 
+def test_calls_in_flight_never_exceed_the_concurrency():
+    part = Part("retriever", "slow", "callable", {"callable": "tests.target_system:slow"}, {"seconds": 0.2}, "1")
+    for concurrency in (2, 4):
+        target_system.in_flight["peak"] = 0
+        outcomes = call_part(part, [{"user_input": f"q{i}"} for i in range(8)], CallSettings(concurrency=concurrency))
+        # 8 calls of 0.2 s: the pool keeps exactly `concurrency` busy, never more; answers in input order.
+        assert target_system.in_flight["peak"] == concurrency
+        assert [o.value["retrieved_contexts"] for o in outcomes] == [[f"passage for q{i}"] for i in range(8)]
+
+
 def test_a_literal_secret_in_the_file_is_refused(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text('questions = "q.jsonl"\n[retriever.r]\nurl = "http://x"\ncontexts = "a"\n'
