@@ -16,6 +16,7 @@ from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
 from metrics.aggregate import USAGE_COLUMNS
+from metrics.base import Family
 from metrics.judges.config import PER_METRIC
 from metrics.judges.endpoint import EndpointError
 from metrics.registry import METRICS, build_metrics, option_types
@@ -54,8 +55,9 @@ MetricsConfig = type("MetricsConfig", (dg.Config,), {
     "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"
-GROUPS = {"core": "core_metrics", "ragas": "ragas_metrics", "azure": "azure_metrics",
-          "document_retrieval": "retrieval_metrics", "custom": "custom_metrics", "plugin": "plugin_metrics"}
+#: Each family's asset group (``metrics.base.Family``, declared there once): ``<family>_metrics``,
+#: ``retrieval_metrics`` for document_retrieval.
+GROUPS = {family.value: f"{family.value.removeprefix('document_')}_metrics" for family in Family}
 _FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}
 
 
