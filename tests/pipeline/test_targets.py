@@ -1,9 +1,6 @@
 """Targets: the RAG system's retriever and generator as assets, incremental re-runs, failures, the sweep CLI."""
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,8 +17,8 @@ from metrics.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, Targe
 from orchestration.sweep import FIELD_LEVEL, run_cost, run_incrementally
 from tests import target_system
 from tests.judge_server import JudgeServer, Reply, oracle
+from tests.pipeline.conftest import sweep_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 GEN_KEY = "sk-generator-SECRET-24680"
 QUESTIONS = [
     {"id": "q1", "user_input": "Where is the Louvre museum?", "reference": "The Louvre is in Paris.",
@@ -183,14 +180,6 @@ def test_a_literal_secret_in_the_file_is_refused(tmp_path):
                     'contexts = "a"\n[generator.g]\ncallable = "m:f"\n')
     with pytest.raises(TargetConfigError, match=r"\[retriever.r\]: url holds credentials"):
         load_config(path)
-
-
-def sweep_cli(folder: Path, *extra: str) -> subprocess.CompletedProcess:
-    """``rag-eval sweep sweep.toml`` in ``folder``, offline, its own DAGSTER_HOME under ``folder``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
-    env.update(DAGSTER_HOME=str(folder / "home"), PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "orchestration.cli", "sweep", "sweep.toml", *extra], cwd=folder,
-                          env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_sweep_cli_ranks_the_grid(tmp_path):
