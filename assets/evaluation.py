@@ -96,18 +96,20 @@ def build_metric_assets() -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=METRICS_OP,
         outs={name: _metric_out(name, judge_version) for name in METRICS},
-        ins={asset: dg.AssetIn(key=asset) for asset in FIELD_ASSETS.values()},
+        deps=list(FIELD_ASSETS.values()),  # read by the step itself, only those its metrics need
         internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
                              for name, cls in METRICS.items()},
         partitions_def=dataset_versions,
         can_subset=True,
     )
     def score_metrics(context: dg.AssetExecutionContext, config: MetricsConfig, judge: JudgeResource,
-                      execution: ExecutionResource, **fields: pd.DataFrame):
+                      execution: ExecutionResource):
         """Judge every selected metric of the version at once; one output per metric."""
         names = [name for name in METRICS if name in context.selected_output_names]
         scorer = judge.get_judge()
-        frames = {_FIELD_OF[asset]: frame for asset, frame in fields.items()}
+        needed = [FIELD_ASSETS[f] for f in dict.fromkeys(f for n in names for f in METRICS[n].required_fields)]
+        frames = {_FIELD_OF[asset]: frame for asset, frame in
+                  context.resources.io_manager.read(context.partition_key, needed).items()}
         tasks, by_fields = [], {}
         for name in names:
             metric, metric_judge = _configured(name, getattr(config, name), scorer)
@@ -124,14 +126,15 @@ def build_metric_assets() -> dg.AssetsDefinition:
             results = execution.score(tasks, progress)
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
-        for (metric, _, metric_judge), frame in zip(tasks, results):
-            frame.insert(0, "version", context.partition_key)
-            metadata = metric_metadata(frame)
-            metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
-            metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
-            for column in USAGE_COLUMNS:
-                metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
-            yield dg.Output(frame, output_name=metric.name, metadata=metadata)
+        with context.resources.io_manager.writing():  # every metric table over one connection
+            for (metric, _, metric_judge), frame in zip(tasks, results):
+                frame.insert(0, "version", context.partition_key)
+                metadata = metric_metadata(frame)
+                metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
+                metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
+                for column in USAGE_COLUMNS:
+                    metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
+                yield dg.Output(frame, output_name=metric.name, metadata=metadata)
 
     return score_metrics
 

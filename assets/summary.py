@@ -1,6 +1,6 @@
 """The summary asset: this run's metric results in, per-metric rows for SQL and the report files out.
 
-``eval_summary`` takes the metric assets' outputs as its inputs. It describes the
+``eval_summary`` depends on every metric asset and reads the tables it describes. It describes the
 metrics the run selected (a run that selects only the summary describes every metric
 stored for the version, as results of earlier runs); results of other runs stay in
 their own tables of the DuckDB file, one per metric.
@@ -65,6 +65,11 @@ def _selected_metrics(context: dg.AssetExecutionContext) -> list[str]:
     return [m for m in METRICS if dg.AssetKey(m) in selection]
 
 
+def _read(context: dg.AssetExecutionContext, tables: list[str]) -> dict[str, pd.DataFrame]:
+    """The version's rows of ``tables`` that hold some (``assets.resources.ResultsTables.read``)."""
+    return context.resources.io_manager.read(context.partition_key, tables)
+
+
 SUMMARY_VERSION = "4"
 
 
@@ -81,26 +86,28 @@ def summary_code_version() -> str:
     group_name="summary",
     code_version=summary_code_version(),
     kinds={"pandas"},
-    # Every metric asset is an input; a metric never computed for the version loads as None
-    # (assets.resources.ResultsDatabase) and only the metrics the run selected are summarized.
-    # The text fields are inputs (ragas_scores.csv) and the other fields deps, so a version whose
+    # Every metric asset and field asset is a dep: the summary reads the tables it describes itself, over
+    # one connection (assets.resources.ResultsTables.read; no input events per table). A version whose
     # data changed shows its summary stale at once, like the metrics that read the changed field
     # (Dagster does not carry staleness downstream).
-    ins={**{name: dg.AssetIn(key=name) for name in METRICS}, "rejected_samples": dg.AssetIn(),
-         **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f]) for f in _TABLE_FIELDS}},
-    deps=[FIELD_ASSETS[f] for f in FIELD_ASSETS if f not in _TABLE_FIELDS],
+    deps=[*METRICS, "rejected_samples", *FIELD_ASSETS.values()],
     metadata={"partition_expr": "version"},
     description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
                 "azure_results.jsonl for the version.",
 )
 def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
-                 dataset_store: DatasetStore, judge: JudgeResource, **inputs) -> dg.Output[pd.DataFrame]:
+                 dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
     """Aggregate the run's metric results and write the version's report files."""
     version = context.partition_key
     if config.scope not in ("run", "version"):
         raise dg.Failure(f"eval_summary scope must be 'run' or 'version', got {config.scope!r}")
-    stored = {name: inputs[name] for name in METRICS if inputs[name] is not None and len(inputs[name])}
-    selected = [m for m in _selected_metrics(context) if m in stored]
+    chosen = _selected_metrics(context)
+    tables = _read(context, [*(chosen if chosen and config.scope == "run" else METRICS), "rejected_samples",
+                             *(FIELD_ASSETS[f] for f in _TABLE_FIELDS)])
+    if not any(m in tables for m in chosen):  # this run's metrics left no rows: every stored one is described
+        tables |= _read(context, list(METRICS))
+    stored = {name: tables[name] for name in METRICS if name in tables}
+    selected = [m for m in chosen if m in stored]
     if not stored:
         raise dg.Failure(f"no metric has been computed for version {version}")
     described = selected if selected and config.scope == "run" else list(stored)
@@ -108,8 +115,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     results = pd.concat([stored[m] for m in described], ignore_index=True).drop(columns="version")
     summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
                         earlier=earlier)
-    rejected = inputs["rejected_samples"]
-    rejected = rejected if rejected is not None else pd.DataFrame(columns=["row", "line", "id", "reason"])
+    rejected = tables.get("rejected_samples", pd.DataFrame(columns=["row", "line", "id", "reason"]))
     summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
                            "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
                            "lines": rejected.sort_values("row")[["line", "id", "reason"]]
@@ -125,9 +131,9 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
         (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
                                                               ensure_ascii=False), encoding="utf-8")
     results.to_parquet(folder / "results.parquet", index=False)
-    fields = inputs[FIELD_ASSETS[_TABLE_FIELDS[0]]][["row", _TABLE_FIELDS[0]]]
+    fields = tables[FIELD_ASSETS[_TABLE_FIELDS[0]]][["row", _TABLE_FIELDS[0]]]
     for name in _TABLE_FIELDS[1:]:
-        fields = fields.merge(inputs[FIELD_ASSETS[name]][["row", name]], on="row", how="outer")
+        fields = fields.merge(tables[FIELD_ASSETS[name]][["row", name]], on="row", how="outer")
     fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
     write_ragas_csv(ragas_table(results, fields), folder / "ragas_scores.csv")
     azure_path = folder / "azure_results.jsonl"
