@@ -12,7 +12,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import create_model
 
-from assets.ingestion import FIELD_ASSETS, samples_from_fields
+from assets.ingestion import FIELD_ASSETS, only_fields, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
 from metrics.aggregate import USAGE_COLUMNS
@@ -110,12 +110,12 @@ def build_metric_assets() -> dg.AssetsDefinition:
         needed = [FIELD_ASSETS[f] for f in dict.fromkeys(f for n in names for f in METRICS[n].required_fields)]
         frames = {_FIELD_OF[asset]: frame for asset, frame in
                   context.resources.io_manager.read(context.partition_key, needed).items()}
-        tasks, by_fields = [], {}
+        tasks, by_fields, every = [], {}, samples_from_fields(frames)  # rebuilt once, for all the fields read
         for name in names:
             metric, metric_judge = _configured(name, getattr(config, name), scorer)
             needs = METRICS[name].required_fields
             if needs not in by_fields:  # each metric sees only the fields it reads, as its own asset did
-                by_fields[needs] = samples_from_fields({f: frames[f] for f in needs})
+                by_fields[needs] = only_fields(every, needs)
             tasks.append((metric, by_fields[needs], metric_judge))
 
         def progress(metric: str, done: int, total: int) -> None:

@@ -12,6 +12,7 @@ field is unusable; lines no selected metric can use are also kept in
 import hashlib
 import json
 import warnings
+from dataclasses import replace
 
 import dagster as dg
 import pandas as pd
@@ -149,6 +150,14 @@ def samples_from_fields(frames: dict[str, pd.DataFrame]) -> list[Sample]:
         sample.problems.update(problems)
         samples.append(sample)
     return samples
+
+
+def only_fields(samples: list[Sample], fields: tuple[str, ...]) -> list[Sample]:
+    """``samples`` as :func:`samples_from_fields` rebuilds them from ``fields`` alone: the other
+    fields ``None`` and their problems dropped (the line's own problem kept)."""
+    blank = {f: None for f in FIELDS if f not in fields}
+    return [replace(s, **blank, problems={k: v for k, v in s.problems.items() if k in fields or k == "row"})
+            for s in samples]
 
 
 def _is_empty(value) -> bool:
