@@ -16,9 +16,10 @@ from assets.ingestion import FIELD_ASSETS, only_fields, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
 from metrics.aggregate import USAGE_COLUMNS
-from metrics.judges.config import PER_METRIC, LLMConfig
+from metrics.base import Family
+from metrics.judges.config import PER_METRIC
 from metrics.judges.endpoint import EndpointError
-from metrics.registry import METRICS, build_metrics
+from metrics.registry import METRICS, build_metrics, option_types
 from metrics.results import Status
 
 
@@ -36,12 +37,10 @@ def _plain(annotation: Any) -> Any:
     return _plain(inner[0]) if inner and get_origin(annotation) in (Union, UnionType) else annotation
 
 
-#: Every metric option of the run config, with its type: the threshold, the judge settings a
-#: metric may set for itself (``metrics.judges.config.PER_METRIC``) and every field of the
-#: metrics' ``Options`` models (checked by the metric itself when it is built).
-_HINTS = LLMConfig.types()  # with their domains: strictness 0 is refused as the step starts
-_OPTIONS = {"threshold": float, **{name: _HINTS[name] for name in PER_METRIC},
-            **{name: field.annotation for cls in METRICS.values() for name, field in cls.Options.model_fields.items()}}
+#: Every metric option of the run config, with its type (``metrics.registry.option_types``: the
+#: threshold, the judge settings a metric may set for itself and its ``Options`` fields; checked by
+#: the metric itself when it is built; domains kept: strictness 0 is refused as the step starts).
+_OPTIONS = {option: kind for name in METRICS for option, kind in option_types(name).items()}
 #: Run configuration of a metric: its pass/fail threshold, its judging options (model,
 #: temperature, strictness with the LLM judge) and its ``Options`` (``mode``, ``k``...).
 MetricConfig = create_model("MetricConfig", __base__=dg.Config,
@@ -56,8 +55,9 @@ MetricsConfig = type("MetricsConfig", (dg.Config,), {
     "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"
-GROUPS = {"core": "core_metrics", "ragas": "ragas_metrics", "azure": "azure_metrics",
-          "document_retrieval": "retrieval_metrics", "custom": "custom_metrics", "plugin": "plugin_metrics"}
+#: Each family's asset group (``metrics.base.Family``, declared there once): ``<family>_metrics``,
+#: ``retrieval_metrics`` for document_retrieval.
+GROUPS = {family.value: f"{family.value.removeprefix('document_')}_metrics" for family in Family}
 _FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}
 
 

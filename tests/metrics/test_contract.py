@@ -57,11 +57,12 @@ def test_each_missing_field_is_an_input_error_naming_it(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_failing_judge_is_a_judge_error_for_every_metric_that_asks_one(name):
-    result = METRICS[name]().score(full_sample(), ScriptedJudge(raise_error=True, **SCRIPT))
-    if METRICS[name].judgements or name == "answer_correctness":  # it also embeds
+    judge = ScriptedJudge(raise_error=True, **SCRIPT)
+    result = METRICS[name]().score(full_sample(), judge)
+    if judge.calls:  # it asked for a judgement or an embedding, and the judge failed
         assert result.status is Status.JUDGE_ERROR and "scripted failure" in result.reason
-    else:  # the document retrieval metrics ask no judge
-        assert result.status is Status.OK
+    else:  # it asks no judge (the document retrieval metrics): it declares no judgement and scores
+        assert not METRICS[name].judgements and result.status is Status.OK
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -106,6 +107,9 @@ def local():
 def test_evaluate_gives_what_each_metric_scores_alone(local):
     judge = OfflineJudge()
     for name in NAMES:
+        ok = local.results[(local.results["metric"] == name) & (local.results["status"] == "ok")]
+        low, high = METRICS[name].value_range  # the offline judge's values lie in the declared range too
+        assert ok["value"].between(low, high).all(), (name, list(ok["value"]))
         alone = [METRICS[name]() for _ in ROWS]
         for metric in alone:
             metric.fit([sample_from_dict(r, i) for i, r in enumerate(ROWS)])
