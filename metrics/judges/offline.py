@@ -106,16 +106,17 @@ def predicate_words(name: str, lowered_text: str) -> set[str]:
 _NEGATION = re.compile(r"\b(?:not(?! only)|never|no longer|cannot|\w+n['’]t)\b", re.IGNORECASE)
 
 
-def negated(text: str) -> list[set[str]]:
+@functools.lru_cache(maxsize=50_000)  # asked once per passage a statement is compared with
+def negated(text: str) -> tuple[frozenset[str], ...]:
     """What ``text`` denies, one set of two content tokens per negation ("X did not win the
-    prize" → [{"win", "prize"}])."""
+    prize" → ({"win", "prize"},))."""
     denied = []
     for match in _NEGATION.finditer(text):
         words = re.findall(r"[^\W\d_][\w'’]*", text[match.end():match.end() + 100])[:6]
         phrase = [t for w in words for t in sorted(content_tokens(w))][:2]
         if len(phrase) == 2:
-            denied.append(set(phrase))
-    return denied
+            denied.append(frozenset(phrase))
+    return tuple(denied)
 
 
 def polarity_clash(statement: str, tokens: set[str], passage: str, known: set[str]) -> str | None:
@@ -146,23 +147,34 @@ def common_tokens(text: str) -> set[str]:
     return content_tokens(" ".join(words))
 
 
-def substitution(statement: str, known: set[str], sentences: list[list[str]]) -> tuple[str, str] | None:
+def neighbours(sentences: list[list[str]]) -> dict[tuple[str, str], list[tuple[str, frozenset[str]]]]:
+    """The lower-case content words of ``sentences`` (each a list of words, :func:`_words`) by
+    their two neighbours, lower-cased, in order of appearance: what :func:`substitution` looks up."""
+    index: dict[tuple[str, str], list[tuple[str, frozenset[str]]]] = {}
+    for written in sentences:
+        for j in range(1, len(written) - 1):
+            other = written[j]
+            if other.islower() and (tokens := content_tokens(other)):
+                index.setdefault((written[j - 1].lower(), written[j + 1].lower()), []).append((other, tokens))
+    return index
+
+
+def substitution(statement: str, known: set[str],
+                 written: dict[tuple[str, str], list[tuple[str, frozenset[str]]]]) -> tuple[str, str] | None:
     """A word of the statement that no context has, where a context has another content word
     between the same two neighbours ("via a narrow gauge track" against "with a standard gauge
     track" → ("narrow", "standard")), one neighbour at least a content word or a number. Both words
-    are common words, not names: "the museum holds" says "the Louvre holds" in other words; or None."""
+    are common words, not names: "the museum holds" says "the Louvre holds" in other words; or None.
+    ``written`` is the contexts' :func:`neighbours`."""
     words = _words(statement)
     for i in range(1, len(words) - 1):
         word, left, right = words[i], words[i - 1].lower(), words[i + 1].lower()
         if (not word.islower() or not (tokens := content_tokens(word)) or tokens <= known
                 or not (content_tokens(left) or content_tokens(right))):
             continue
-        for written in sentences:
-            for j in range(1, len(written) - 1):
-                other = written[j]
-                if (written[j - 1].lower() == left and written[j + 1].lower() == right and other.islower()
-                        and content_tokens(other) and not content_tokens(other) & tokens):
-                    return word, other
+        for other, others in written.get((left, right), ()):
+            if not others & tokens:
+                return word, other
     return None
 
 
@@ -345,7 +357,10 @@ class OfflineJudge(Judge):
                 "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
                 "all_tokens": set().union(*(content_tokens(u) for u in units)),
-                "words": [_words(s) for c in contexts for s in split_sentences(c)]}
+                "neighbours": neighbours([_words(s) for c in contexts for s in split_sentences(c)]),
+                # per passage, what the checks of ``_judge_passage`` read of its neighbourhood
+                "near": [content_tokens(spans[u]) for u in units],
+                "universal": [_UNIVERSAL.search(spans[u]) is not None for u in units]}
 
     def _sentence(self, statement: str, vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
         """Verdict on one sentence: its names and numbers together in one passage, and that
@@ -360,53 +375,67 @@ class OfflineJudge(Judge):
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
         if not has_cjk(statement) and (changed := substitution(statement, passages["all_tokens"],
-                                                                passages["words"])):
+                                                                passages["neighbours"])):
             return Verdict(0, f"contradicted: the contexts say {changed[1]!r} where the statement says "
                               f"{changed[0]!r}", {"absent": [], "substituted": list(changed)})
         checked = {t for t in tokens - stated_numbers if not has_cjk(t)}  # words the borrowed check reads
         cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
+        # its numbers are checked below, approximate ones included; a CJK token may stand inside a passage's word
+        always = len(tokens & stated_numbers)
+        rest = tokens - stated_numbers
+        cjk = [t for t in rest if has_cjk(t)]
         candidates = []
-        for unit, known, lower, found_quantities, cosine in zip(
-                passages["units"], passages["tokens"], passages["lower"], passages["quantities"], cosines):
+        for i, (unit, known, lower, found_quantities) in enumerate(zip(
+                passages["units"], passages["tokens"], passages["lower"], passages["quantities"])):
             if (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
                     or not all(_name_in(n, lower) for n in statement_names)):
                 continue
-            # its numbers are checked above, approximate ones included
-            found = sum(t in known or t in stated_numbers or (has_cjk(t) and t in unit) for t in tokens)
-            overlap = found / len(tokens) if tokens else float(cosine)
-            hybrid = 0.5 * float(cosine) + 0.5 * overlap
-            candidates.append(self._judge_passage(statement, tokens, checked, unit, float(cosine), overlap, hybrid,
-                                                  passages))
+            found = always + len(rest & known) + sum(t not in known and t in unit for t in cjk)
+            cosine = float(cosines[i])
+            overlap = found / len(tokens) if tokens else cosine
+            candidates.append((i, cosine, overlap, 0.5 * cosine + 0.5 * overlap))
         if not candidates:
             together = sorted(statement_quantities | statement_names)
             return Verdict(0, f"unsupported: {', '.join(together)} never appear together in one passage",
                            {"absent": []})
-        # Supported when some passage supports it; else the reason of the closest one.
-        return max(candidates, key=lambda v: (v.verdict, v.evidence["hybrid"]))
+        # Supported when some passage supports it; else the reason of the closest one: the passages
+        # by hybrid score (4 decimals, as in the evidence), first on ties, until one supports it.
+        statement_facts = (tokens, checked, is_fragment(statement), _UNIVERSAL.search(statement))
+        closest = None
+        for i, cosine, overlap, hybrid in sorted(candidates, key=lambda c: -round(c[3], 4)):
+            verdict = self._judge_passage(statement, statement_facts, i, cosine, overlap, hybrid, passages)
+            if verdict.verdict:
+                return verdict
+            closest = closest or verdict
+        return closest
 
-    def _judge_passage(self, statement: str, tokens: set[str], checked: set[str], unit: str, cosine: float,
-                       overlap: float, hybrid: float, passages: dict[str, Any]) -> Verdict:
-        """Does this one passage support the sentence? (the checks of the class docstring, in order)."""
+    def _judge_passage(self, statement: str, facts: tuple, i: int, cosine: float, overlap: float, hybrid: float,
+                       passages: dict[str, Any]) -> Verdict:
+        """Does passage ``i`` support the sentence? (the checks of the class docstring, in order);
+        ``facts``: the sentence's content tokens, the tokens the borrowed check reads, whether it
+        is a fragment, and its universal word (a match or None)."""
         rules = self.rules
+        tokens, checked, fragment, universal = facts
+        unit = passages["units"][i]
         best = {"cosine": round(cosine, 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
                 "closest": unit[:200], "absent": []}
-        if is_fragment(statement) and overlap == 1:
+        if fragment and overlap == 1:
             return Verdict(1, "supported (every word of the phrase is in one passage)", best)
-        if clash := polarity_clash(statement, tokens, unit, content_tokens(unit)):
+        if clash := polarity_clash(statement, tokens, unit, passages["tokens"][i]):
             best["negated"] = clash
             return Verdict(0, f"contradicted: one of the statement and its passage denies {clash!r}, the other "
                               f"affirms it", best)
-        if _UNIVERSAL.search(statement) and not _UNIVERSAL.search(passages["spans"][unit]):
-            best["universal"] = _UNIVERSAL.search(statement).group().lower()
+        if universal and not passages["universal"][i]:
+            best["universal"] = universal.group().lower()
             return Verdict(0, f"unsupported: the statement says {best['universal']!r}, the passage makes no such "
                               f"universal claim", best)
-        near = content_tokens(passages["spans"][unit])  # the passage and the sentence either side
+        near = passages["near"][i]  # the passage and the sentence either side
         borrowed = (checked - near) & passages["all_tokens"]
         if rules.borrowed_share and borrowed and len(borrowed) >= rules.borrowed_share * len(tokens):
             best["borrowed"] = sorted(borrowed)
             return Verdict(0, f"unsupported: {', '.join(sorted(borrowed))} is said in another passage, not in one "
                               f"with the statement's other terms", best)
-        if not is_fragment(statement) and cosine < rules.semantic_floor:
+        if not fragment and cosine < rules.semantic_floor:
             return Verdict(0, f"unsupported (no passage says it: similarity {cosine:.2f} < {rules.semantic_floor})",
                            best)
         if hybrid >= rules.support_threshold:
