@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from metrics.judges.base import Judge, Verdict
-from metrics.judges.encoder import Encoder
+from metrics.judges.encoder import DIMENSIONS, Encoder
 from metrics.text import (approximate_numbers, content_tokens, has_cjk, is_polar_question, names, numbers, quantities,
                           same_number, split_qa, split_sentences, yes_no)
 
@@ -322,6 +322,17 @@ class OfflineJudge(Judge):
         while cached (``metrics.judges.encoder``)."""
         return self._encoder.encode(texts)
 
+    def cosines(self, texts: list[str], text: str, rows: list[int] | None = None) -> np.ndarray:
+        """Cosines of ``text`` with ``texts``, shape ``(len(texts),)``: those at ``rows`` (all by
+        default) as they are in the one product of every vector of ``texts`` with ``text``'s
+        (float32 rounding depends on a row's place in it); the others are 0, left unencoded. Only
+        the texts a rule reads are encoded."""
+        rows = range(len(texts)) if rows is None else rows
+        matrix = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        if len(rows):
+            matrix[list(rows)] = self.embed([texts[i] for i in rows])
+        return matrix @ self.embed([text])[0]
+
     def units(self, contexts: list[str], windows: bool = False) -> list[str]:
         """Passages a statement is compared with: each sentence of each context, and a
         sentence joined with the next one or two when they continue its subject with a
@@ -348,13 +359,14 @@ class OfflineJudge(Judge):
         return spans
 
     def _passages(self, contexts: list[str], windows: bool = False) -> dict[str, Any]:
-        """Passages of the contexts with their tokens, numbers, lower-cased text and vectors."""
+        """Passages of the contexts with their tokens, numbers and lower-cased text (their vectors:
+        :meth:`cosines`, for the passages a rule reads)."""
         spans = self._spans(contexts, windows)
         units = list(spans)
         joined = "\n".join(contexts)
         return {"units": units, "tokens": [content_tokens(u) for u in units], "lower": [u.lower() for u in units],
                 "spans": spans,
-                "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
+                "quantities": [quantities(u) for u in units],
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
                 "all_tokens": set().union(*(content_tokens(u) for u in units)),
                 "neighbours": neighbours([_words(s) for c in contexts for s in split_sentences(c)]),
@@ -362,7 +374,7 @@ class OfflineJudge(Judge):
                 "near": [content_tokens(spans[u]) for u in units],
                 "universal": [_UNIVERSAL.search(spans[u]) is not None for u in units]}
 
-    def _sentence(self, statement: str, vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
+    def _sentence(self, statement: str, passages: dict[str, Any]) -> Verdict:
         """Verdict on one sentence: its names and numbers together in one passage, and that
         passage close enough in meaning and words (see the class docstring)."""
         rules = self.rules
@@ -379,20 +391,21 @@ class OfflineJudge(Judge):
             return Verdict(0, f"contradicted: the contexts say {changed[1]!r} where the statement says "
                               f"{changed[0]!r}", {"absent": [], "substituted": list(changed)})
         checked = {t for t in tokens - stated_numbers if not has_cjk(t)}  # words the borrowed check reads
-        cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
         # its numbers are checked below, approximate ones included; a CJK token may stand inside a passage's word
         always = len(tokens & stated_numbers)
         rest = tokens - stated_numbers
         cjk = [t for t in rest if has_cjk(t)]
-        candidates = []
+        found = {}  # passage -> tokens of the sentence in it, for the passages holding its names and numbers
         for i, (unit, known, lower, found_quantities) in enumerate(zip(
                 passages["units"], passages["tokens"], passages["lower"], passages["quantities"])):
-            if (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
+            if not (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
                     or not all(_name_in(n, lower) for n in statement_names)):
-                continue
-            found = always + len(rest & known) + sum(t not in known and t in unit for t in cjk)
+                found[i] = always + len(rest & known) + sum(t not in known and t in unit for t in cjk)
+        cosines = np.clip(self.cosines(passages["units"], statement, list(found)), 0.0, 1.0) if found else None
+        candidates = []
+        for i, count in found.items():
             cosine = float(cosines[i])
-            overlap = found / len(tokens) if tokens else cosine
+            overlap = count / len(tokens) if tokens else cosine
             candidates.append((i, cosine, overlap, 0.5 * cosine + 0.5 * overlap))
         if not candidates:
             together = sorted(statement_quantities | statement_names)
@@ -442,14 +455,14 @@ class OfflineJudge(Judge):
             return Verdict(1, f"supported (similarity {hybrid:.2f} ≥ {rules.support_threshold})", best)
         return Verdict(0, f"unsupported (similarity {hybrid:.2f} < {rules.support_threshold})", best)
 
-    def _claim_of(self, question: str, question_vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
+    def _claim_of(self, question: str, passages: dict[str, Any]) -> Verdict:
         """Does the context support the claim of a yes/no question? With names in it ("Are Pam
         Veasey and Jon Jost both American?"), each name needs one passage holding it and every
         other content word of the question (its predicate); without, the question is judged
         as a sentence."""
         subjects = {n for n in names(question) if not _DEMONYM.fullmatch(n)}
         if not subjects:
-            return self._sentence(question, question_vector, passages)
+            return self._sentence(question, passages)
         absent = sorted(n for n in subjects if not _name_in(n, passages["all_lower"]))
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
@@ -472,7 +485,7 @@ class OfflineJudge(Judge):
         return Verdict(0, f"no passage holds {weakest} with {shares[weakest]:.0%} of the predicate "
                           f"(< {self.rules.predicate_share:.0%})", evidence)
 
-    def _answer(self, question: str, answer: str, question_vector: np.ndarray, windows: dict[str, Any],
+    def _answer(self, question: str, answer: str, windows: dict[str, Any],
                 passages: dict[str, Any]) -> Verdict:
         """Verdict on a short answer judged with its question (see the class docstring): the
         answer must stand within two adjacent sentences (``windows``) of the question's words."""
@@ -483,7 +496,7 @@ class OfflineJudge(Judge):
                                {"absent": []})
             polarity = None  # "No Fences" answering "Which album …?"
         if polarity:
-            claim = self._claim_of(question, question_vector, passages)
+            claim = self._claim_of(question, passages)
             if polarity == "yes":
                 verdict = Verdict(claim.verdict, f"yes: the question's claim is {'' if claim.verdict else 'not '}"
                                                  f"supported ({claim.reason})", claim.evidence)
@@ -499,7 +512,7 @@ class OfflineJudge(Judge):
             rest = re.sub(r"^\W*\w+[\s.!,，。！]*", "", answer, count=1).strip()
             if not verdict.verdict or not content_tokens(rest):
                 return verdict
-            said = self._sentence(rest, self.embed([rest])[0], passages)  # "No, only X is …": the rest too
+            said = self._sentence(rest, passages)  # "No, only X is …": the rest too
             return Verdict(said.verdict, f"{verdict.reason}; the rest: {said.reason}", said.evidence)
         # A transliterated CJK name is known by its last part ("乔·拜登" as "拜登").
         core = answer.split("·")[-1] if has_cjk(answer) and "·" in answer else answer
@@ -508,12 +521,11 @@ class OfflineJudge(Judge):
         if not answer_tokens and not answer_quantities:
             answer_tokens = {w.lower() for w in re.findall(r"[^\W\d_]+", core)}
         question_tokens = content_tokens(question) - answer_tokens
-        cosines = np.clip(windows["vectors"] @ question_vector, 0.0, 1.0)
         # A common word of the answer is not said by a name holding it ("brother" by "Band of Brothers").
         common = content_tokens(" ".join(w for w in _words(core) if w.islower())) - answer_quantities
-        best: dict[str, Any] = {}
-        for unit, known, found_quantities, cosine in zip(windows["units"], windows["tokens"],
-                                                         windows["quantities"], cosines):
+        shares = {}  # window -> share of the question's words in it, for the windows holding the answer
+        for i, (unit, known, found_quantities) in enumerate(zip(windows["units"], windows["tokens"],
+                                                                windows["quantities"])):
             plain = common_tokens(unit) if common else known
             held = (sum((t in plain if t in common else t in known) or (has_cjk(t) and t in unit)
                         for t in answer_tokens) / len(answer_tokens) if answer_tokens else 1.0)
@@ -521,11 +533,15 @@ class OfflineJudge(Judge):
                     or held < self.rules.answer_share):
                 continue
             found = sum(t in known or (has_cjk(t) and t in unit) for t in question_tokens)
-            share = found / len(question_tokens) if question_tokens else 1.0
+            shares[i] = found / len(question_tokens) if question_tokens else 1.0
+        cosines = np.clip(self.cosines(windows["units"], question, list(shares)), 0.0, 1.0) if shares else None
+        best: dict[str, Any] = {}
+        for i, share in shares.items():
+            cosine = cosines[i]
             relation = 0.5 * float(cosine) + 0.5 * share
             if not best or relation > best["relation"]:
                 best = {"relation": round(relation, 4), "cosine": round(float(cosine), 4),
-                        "question_share": round(share, 4), "closest": unit[:200]}
+                        "question_share": round(share, 4), "closest": windows["units"][i][:200]}
         if not best:
             return Verdict(0, "the answer is in no passage of the contexts", {"absent": []})
         if best["relation"] >= self.rules.question_share:
@@ -573,13 +589,12 @@ class OfflineJudge(Judge):
         pairs = [split_qa(s) for s in statements]
         passages = self._passages(contexts)
         windows = self._passages(contexts, windows=True) if any(pairs) else passages
-        texts = [pair[0].rstrip("?？ ") if pair else s for s, pair in zip(statements, pairs)]
         verdicts = []
-        for statement, pair, vector in zip(statements, pairs, self.embed(texts)):
+        for statement, pair in zip(statements, pairs):
             if pair:
-                verdicts.append(self._answer(pair[0].rstrip("?？ "), pair[1], vector, windows, passages))
+                verdicts.append(self._answer(pair[0].rstrip("?？ "), pair[1], windows, passages))
             else:
-                verdicts.append(self._sentence(statement, vector, passages))
+                verdicts.append(self._sentence(statement, passages))
         return self._by_clauses(statements, verdicts, passages)
 
     def _by_clauses(self, statements: list[str], verdicts: list[Verdict], passages: dict[str, Any]) -> list[Verdict]:
@@ -590,10 +605,8 @@ class OfflineJudge(Judge):
                  and len(clauses := [c for c in _CLAUSE.split(s) if len(content_tokens(c)) >= 2]) > 1}
         if not split:
             return verdicts
-        texts = [c for clauses in split.values() for c in clauses]
-        vectors = dict(zip(texts, self.embed(texts)))
         for i, clauses in split.items():
-            parts = [self._sentence(c, vectors[c], passages) for c in clauses]
+            parts = [self._sentence(c, passages) for c in clauses]
             if all(p.verdict for p in parts):
                 verdicts[i] = Verdict(1, f"supported clause by clause ({len(parts)} clauses)",
                                       {"clauses": [{"clause": c, **p.evidence} for c, p in zip(clauses, parts)]})
