@@ -41,6 +41,7 @@ _TITLES = frozenset("mount mt lake river cape saint st sir dame dr mr mrs ms pro
                     "princess general captain pope lord lady".split())
 
 
+@functools.lru_cache(maxsize=50_000)  # asked per passage for each statement's names, by several metrics
 def _name_in(name: str, lowered_text: str) -> bool:
     """A name is in a text when all its words are, a leading title aside; its first word may be
     a short form of the text's ("Pam Veasey" in "Pamela Renea Veasey")."""
@@ -395,12 +396,14 @@ class OfflineJudge(Judge):
         always = len(tokens & stated_numbers)
         rest = tokens - stated_numbers
         cjk = [t for t in rest if has_cjk(t)]
-        found = {}  # passage -> tokens of the sentence in it, for the passages holding its names and numbers
+        found = {}  # passage -> how many of the sentence's tokens it holds, for those holding its names and numbers
         for i, (unit, known, lower, found_quantities) in enumerate(zip(
                 passages["units"], passages["tokens"], passages["lower"], passages["quantities"])):
-            if not (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
-                    or not all(_name_in(n, lower) for n in statement_names)):
-                found[i] = always + len(rest & known) + sum(t not in known and t in unit for t in cjk)
+            if ((statement_quantities and missing_quantities(statement_quantities, approximate, found_quantities,
+                                                             rules.number_tolerance))
+                    or (statement_names and not all(_name_in(n, lower) for n in statement_names))):
+                continue
+            found[i] = always + len(rest & known) + (sum(t not in known and t in unit for t in cjk) if cjk else 0)
         cosines = np.clip(self.cosines(passages["units"], statement, list(found)), 0.0, 1.0) if found else None
         candidates = []
         for i, count in found.items():
@@ -413,9 +416,13 @@ class OfflineJudge(Judge):
                            {"absent": []})
         # Supported when some passage supports it; else the reason of the closest one: the passages
         # by hybrid score (4 decimals, as in the evidence), first on ties, until one supports it.
-        statement_facts = (tokens, checked, is_fragment(statement), _UNIVERSAL.search(statement))
+        fragment = is_fragment(statement)
+        statement_facts = (tokens, checked, fragment, _UNIVERSAL.search(statement))
         closest = None
         for i, cosine, overlap, hybrid in sorted(candidates, key=lambda c: -round(c[3], 4)):
+            if closest and not ((fragment and overlap == 1) or (hybrid >= rules.support_threshold and (
+                    fragment or cosine >= rules.semantic_floor))):
+                continue  # neither the closest nor a passage that can support it (``_judge_passage``)
             verdict = self._judge_passage(statement, statement_facts, i, cosine, overlap, hybrid, passages)
             if verdict.verdict:
                 return verdict
