@@ -1,10 +1,11 @@
 """The metric assets: one subsettable multi-asset with one output per registered metric,
-the per-row results of the version's samples. The selected metrics of a run are judged
+the per-row results of the version's samples (each written to a file chunk by chunk as it
+is judged, ``assets.stored_results``, then stored in its table). The selected metrics of a run are judged
 together, every request of every metric under the judge's one concurrency limit (as
 ``metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
 and lineage (it depends on exactly the field assets it reads)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -15,11 +16,15 @@ from pydantic import create_model
 from assets.ingestion import FIELD_ASSETS, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
+from assets.stored_results import STORED, StoredTable
 from metrics.aggregate import USAGE_COLUMNS
-from metrics.judges.config import PER_METRIC, LLMConfig
+from metrics.base import Family
+from metrics.judges.config import PER_METRIC
 from metrics.judges.endpoint import EndpointError
-from metrics.registry import METRICS, build_metrics
+from metrics.registry import METRICS, build_metrics, option_types
 from metrics.results import Status
+from metrics.scoring import CHUNK_ROWS
+from metrics.samples import Sample
 
 
 #: Callables ``(metric, done, total)`` told after each scored sample, in the process that
@@ -36,12 +41,10 @@ def _plain(annotation: Any) -> Any:
     return _plain(inner[0]) if inner and get_origin(annotation) in (Union, UnionType) else annotation
 
 
-#: Every metric option of the run config, with its type: the threshold, the judge settings a
-#: metric may set for itself (``metrics.judges.config.PER_METRIC``) and every field of the
-#: metrics' ``Options`` models (checked by the metric itself when it is built).
-_HINTS = LLMConfig.types()  # with their domains: strictness 0 is refused as the step starts
-_OPTIONS = {"threshold": float, **{name: _HINTS[name] for name in PER_METRIC},
-            **{name: field.annotation for cls in METRICS.values() for name, field in cls.Options.model_fields.items()}}
+#: Every metric option of the run config, with its type (``metrics.registry.option_types``: the
+#: threshold, the judge settings a metric may set for itself and its ``Options`` fields; checked by
+#: the metric itself when it is built; domains kept: strictness 0 is refused as the step starts).
+_OPTIONS = {option: kind for name in METRICS for option, kind in option_types(name).items()}
 #: Run configuration of a metric: its pass/fail threshold, its judging options (model,
 #: temperature, strictness with the LLM judge) and its ``Options`` (``mode``, ``k``...).
 MetricConfig = create_model("MetricConfig", __base__=dg.Config,
@@ -56,8 +59,9 @@ MetricsConfig = type("MetricsConfig", (dg.Config,), {
     "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"
-GROUPS = {"core": "core_metrics", "ragas": "ragas_metrics", "azure": "azure_metrics",
-          "document_retrieval": "retrieval_metrics", "custom": "custom_metrics", "plugin": "plugin_metrics"}
+#: Each family's asset group (``metrics.base.Family``, declared there once): ``<family>_metrics``,
+#: ``retrieval_metrics`` for document_retrieval.
+GROUPS = {family.value: f"{family.value.removeprefix('document_')}_metrics" for family in Family}
 _FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}
 
 
@@ -96,14 +100,14 @@ def build_metric_assets() -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=METRICS_OP,
         outs={name: _metric_out(name, judge_version) for name in METRICS},
-        ins={asset: dg.AssetIn(key=asset) for asset in FIELD_ASSETS.values()},
+        ins={asset: dg.AssetIn(key=asset, dagster_type=STORED) for asset in FIELD_ASSETS.values()},
         internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
                              for name, cls in METRICS.items()},
         partitions_def=dataset_versions,
         can_subset=True,
     )
     def score_metrics(context: dg.AssetExecutionContext, config: MetricsConfig, judge: JudgeResource,
-                      execution: ExecutionResource, **fields: pd.DataFrame):
+                      execution: ExecutionResource, **fields: StoredTable):
         """Judge every selected metric of the version at once; one output per metric."""
         names = [name for name in METRICS if name in context.selected_output_names]
         scorer = judge.get_judge()
@@ -113,7 +117,7 @@ def build_metric_assets() -> dg.AssetsDefinition:
             metric, metric_judge = _configured(name, getattr(config, name), scorer)
             needs = METRICS[name].required_fields
             if needs not in by_fields:  # each metric sees only the fields it reads, as its own asset did
-                by_fields[needs] = samples_from_fields({f: frames[f] for f in needs})
+                by_fields[needs] = FieldSamples({f: frames[f] for f in needs})
             tasks.append((metric, by_fields[needs], metric_judge))
 
         def progress(metric: str, done: int, total: int) -> None:
@@ -121,19 +125,54 @@ def build_metric_assets() -> dg.AssetsDefinition:
                 listener(metric, done, total)
 
         try:
-            results = execution.score(tasks, progress)
+            stored = execution.score(tasks, context.partition_key, progress)
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
-        for (metric, _, metric_judge), frame in zip(tasks, results):
-            frame.insert(0, "version", context.partition_key)
-            metadata = metric_metadata(frame)
-            metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
-            metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
-            for column in USAGE_COLUMNS:
-                metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
-            yield dg.Output(frame, output_name=metric.name, metadata=metadata)
+        try:
+            for (metric, _, metric_judge), results in zip(tasks, stored):
+                frame = results.frame(["status", "value", "passed", *USAGE_COLUMNS])  # what the metadata reads
+                metadata = metric_metadata(frame)
+                metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
+                metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
+                for column in USAGE_COLUMNS:
+                    metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
+                yield dg.Output(results, output_name=metric.name, metadata=metadata)  # stored, then deleted
+        except BaseException:  # an output not stored (the step stopped): its file goes too
+            for results in stored:
+                results.path.unlink(missing_ok=True)
+            raise
 
     return score_metrics
+
+
+class FieldSamples(Sequence[Sample]):
+    """The samples of field assets (``{field: stored partition}``, every field holding every
+    line), built as they are asked for (``assets.ingestion.samples_from_fields`` on those
+    rows, read from the database): a slice of rows (a chunk judged at once) reads and builds
+    those samples only, so a version's samples and fields are never all in memory at once.
+    Samples are in row order."""
+
+    def __init__(self, fields: dict[str, StoredTable]) -> None:
+        self._fields = fields
+        self._rows = len(next(iter(fields.values())))
+        self._last: tuple[slice, list[Sample]] | None = None  # metrics reading the same fields share a chunk
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def __iter__(self) -> Iterator[Sample]:
+        for start in range(0, self._rows, CHUNK_ROWS):
+            yield from self[start:start + CHUNK_ROWS]
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice):
+            row = range(self._rows)[index]
+            return self[row:row + 1][0]
+        start, stop, _ = index.indices(self._rows)
+        if self._last is None or self._last[0] != (start, stop):
+            self._last = (start, stop), samples_from_fields({f: stored.rows_at(start, stop)
+                                                             for f, stored in self._fields.items()})
+        return self._last[1]
 
 
 def _configured(name: str, config: MetricConfig, scorer):

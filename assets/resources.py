@@ -12,10 +12,11 @@ from typing import Any
 
 import dagster as dg
 import duckdb
-import pandas as pd
 from dagster_duckdb.io_manager import DuckDbClient
-from dagster_duckdb_pandas import DuckDBPandasIOManager
+from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 from pydantic import PrivateAttr, create_model
+
+from assets.stored_results import MetricResults, MetricResultsHandler, ResultWriter
 
 from metrics.base import Metric
 from metrics.scoring import Task, results_frame, score_chunks
@@ -101,9 +102,15 @@ class ResultsDatabase(DuckDBPandasIOManager):
     :func:`check_database` (held by another process: named, waited for ``lock_wait`` s).
     A partition never written (a metric never computed for the version, no rejected line)
     loads as ``None``, so the summary can take every metric asset as an input and use those
-    of the run; which partitions exist is read once, over one connection, after each write."""
+    of the run; which partitions exist is read once, over one connection, after each write.
+    Besides frames it stores a metric's results file and loads a metric's partition as a query
+    read on demand (``assets.stored_results``)."""
 
     lock_wait: float = 60.0
+
+    @staticmethod
+    def type_handlers():
+        return [DuckDBPandasTypeHandler(), MetricResultsHandler()]
 
     def create_io_manager(self, context):
         """Create the folder of ``database``, check the file, then create the IO manager."""
@@ -171,9 +178,11 @@ class ExecutionResource(dg.ConfigurableResource):
     _spark: Any = PrivateAttr(default=None)
     _started: bool = PrivateAttr(default=False)
 
-    def score(self, tasks: list[Task], progress: Callable[[str, int, int], None] | None = None) -> list[pd.DataFrame]:
-        """Per-row results (``metrics.evaluate.results_frame``) of each ``(metric, samples,
-        judge)`` task, every metric of the call judged together, wherever it runs;
+    def score(self, tasks: list[Task], version: str,
+              progress: Callable[[str, int, int], None] | None = None) -> list[MetricResults]:
+        """Per-row results (``metrics.evaluate.results_frame``, with ``version`` first) of
+        each ``(metric, samples, judge)`` task, every metric of the call judged together,
+        wherever it runs, each written to its file chunk by chunk as it is judged;
         ``progress(metric, done, total)`` after each scored sample.
 
         Raises
@@ -181,6 +190,8 @@ class ExecutionResource(dg.ConfigurableResource):
         dagster.Failure
             For an executor other than ``local`` or ``spark``.
         """
+        if self.executor not in ("local", "spark"):
+            raise dg.Failure(f"executor must be 'local' or 'spark', got {self.executor!r}")
         done = {metric.name: 0 for metric, _, _ in tasks}
         total = {metric.name: len(samples) for metric, samples, _ in tasks}
 
@@ -189,23 +200,25 @@ class ExecutionResource(dg.ConfigurableResource):
             if progress:
                 progress(metric.name, done[metric.name], total[metric.name])
 
-        if self.executor == "local":
-            frames: list[list[pd.DataFrame]] = [[] for _ in tasks]
-            for part in score_chunks(tasks, step):  # frames per chunk: the result objects do not pile up
-                for chunks, results in zip(frames, part):
-                    chunks.append(results_frame(results))
-            return [pd.concat(chunks, ignore_index=True) if len(chunks) > 1 else chunks[0] for chunks in frames]
-        if self.executor != "spark":
-            raise dg.Failure(f"executor must be 'local' or 'spark', got {self.executor!r}")
-        from metrics.spark import score_on_spark
+        writers = [ResultWriter(version) for _ in tasks]
+        try:
+            if self.executor == "local":
+                for part in score_chunks(tasks, step):  # each chunk written out: the results do not pile up
+                    for writer, results in zip(writers, part):
+                        writer.write(results_frame(results))
+            else:
+                from metrics.spark import score_on_spark
 
-        frames = []
-        for metric, samples, judge in tasks:
-            results = score_on_spark(self._session(), samples, [metric], judge, self.parallelism)
-            for _ in results:
-                step(metric)
-            frames.append(results_frame(results))
-        return frames
+                for writer, (metric, samples, judge) in zip(writers, tasks):
+                    results = score_on_spark(self._session(), samples, [metric], judge, self.parallelism)
+                    for _ in results:
+                        step(metric)
+                    writer.write(results_frame(results))
+            return [writer.close() for writer in writers]
+        except BaseException:
+            for writer in writers:
+                writer.discard()
+            raise
 
     def _session(self):
         if self._spark is None:

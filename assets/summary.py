@@ -16,8 +16,9 @@ from assets.evaluation import metric_code_version
 from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
+from assets.stored_results import STORED, write_ragas_csv_by_chunks, write_results_parquet
 from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
-from metrics.formats import ragas_table, write_azure_jsonl, write_ragas_csv
+from metrics.formats import write_azure_jsonl
 from metrics.registry import METRICS
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
@@ -86,8 +87,8 @@ def summary_code_version() -> str:
     # The text fields are inputs (ragas_scores.csv) and the other fields deps, so a version whose
     # data changed shows its summary stale at once, like the metrics that read the changed field
     # (Dagster does not carry staleness downstream).
-    ins={**{name: dg.AssetIn(key=name) for name in METRICS}, "rejected_samples": dg.AssetIn(),
-         **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f]) for f in _TABLE_FIELDS}},
+    ins={**{name: dg.AssetIn(key=name, dagster_type=STORED) for name in METRICS}, "rejected_samples": dg.AssetIn(),
+         **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f], dagster_type=STORED) for f in _TABLE_FIELDS}},
     deps=[FIELD_ASSETS[f] for f in FIELD_ASSETS if f not in _TABLE_FIELDS],
     metadata={"partition_expr": "version"},
     description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
@@ -105,7 +106,10 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
         raise dg.Failure(f"no metric has been computed for version {version}")
     described = selected if selected and config.scope == "run" else list(stored)
     earlier = set(described) - set(selected)
-    results = pd.concat([stored[m] for m in described], ignore_index=True).drop(columns="version")
+    azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
+    # Every column but the evidence, which only input errors are described from (the Azure rows read it all).
+    results = pd.concat([stored[m].frame(compact=not azure) for m in described], ignore_index=True) \
+        .drop(columns="version")
     summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
                         earlier=earlier)
     rejected = inputs["rejected_samples"]
@@ -124,14 +128,11 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     if config.dingo_layout:
         (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
                                                               ensure_ascii=False), encoding="utf-8")
-    results.to_parquet(folder / "results.parquet", index=False)
-    fields = inputs[FIELD_ASSETS[_TABLE_FIELDS[0]]][["row", _TABLE_FIELDS[0]]]
-    for name in _TABLE_FIELDS[1:]:
-        fields = fields.merge(inputs[FIELD_ASSETS[name]][["row", name]], on="row", how="outer")
-    fields = fields[["row", "user_input", "retrieved_contexts", "response", "reference"]]
-    write_ragas_csv(ragas_table(results, fields), folder / "ragas_scores.csv")
+    write_results_parquet([stored[m] for m in described], folder / "results.parquet")  # chunk by chunk
+    write_ragas_csv_by_chunks(results, {f: inputs[FIELD_ASSETS[f]] for f in _TABLE_FIELDS},
+                              ["row", "user_input", "retrieved_contexts", "response", "reference"],
+                              folder / "ragas_scores.csv")
     azure_path = folder / "azure_results.jsonl"
-    azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
     azure_lines = write_azure_jsonl(results, azure_path) if azure else 0  # the Azure rows only when selected
     if not azure_lines:
         azure_path.unlink(missing_ok=True)  # an earlier run's file would describe other results

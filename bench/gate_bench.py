@@ -1,6 +1,6 @@
 """Is the regression gate trustworthy? False alarms under judge noise, and power, with trial counts.
 
-    .venv/bin/python bench/gate_bench.py [--trials 40] [--llm-trials 40] [--power-trials 200]
+    .venv/bin/python bench/gate_bench.py [--trials 40] [--llm-trials 40] [--power-trials 100]
 
 Data: HaluEval QA rows 0-99 (`../shared/data/halueval_qa`, MIT; read from bench/ only): the
 question, its knowledge passage as the retrieved context, the right answer as the response and

@@ -12,8 +12,9 @@ latency by default) it measures, as rows/s and as a share of the ceiling:
 * ``re-run``: ``rag-eval run`` again on the same cache (zero requests expected), its wall
   time and that time beyond a bare ``python -c pass``;
 * ``offline``: ``rag-eval run`` without an endpoint at each ``--offline-rows`` size: rows/s
-  and the peak resident memory of the process (``os.wait4``); ``--memory-check`` adds a
-  100,000-row run (the bound: under 1.5 GB).
+  and the peak resident memory of the process (``os.wait4``), then how much peak memory
+  grows per row between the smallest and largest size and the peak that growth projects at
+  100,000 rows; ``--memory-check`` adds a 100,000-row run (the bound: under 1.5 GB).
 
 Every line carries the 1-minute load average when it was printed (the machine is shared).
 
@@ -45,6 +46,8 @@ SHARED = next((p / "shared" for p in REPO.parents if (p / "shared" / "bench").is
 BIN = Path(sys.executable).parent
 EXAMPLES = [REPO / "examples" / "fiqa" / "samples.jsonl", REPO / "examples" / "amnesty_qa" / "samples.jsonl"]
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+#: The version size of the memory check (``--memory-check``) and its bound on peak memory (issue 13).
+MEMORY_CHECK_ROWS, MEMORY_BOUND_MB = 100_000, 1500
 
 
 def tag(k: int) -> str:
@@ -252,12 +255,21 @@ def llm_section(args: argparse.Namespace, scratch: Path) -> list[str]:
 
 
 def offline_section(args: argparse.Namespace, scratch: Path) -> list[str]:
-    lines = []
+    lines, peaks = [], {}
     for rows in args.offline_rows:
         data = write_rows(make_rows(rows), scratch / f"offline-{rows}.jsonl")
         run = main_job(data, rows, 0, None, scratch / f"offline-{rows}")
+        peaks[rows] = run["peak_mb"]
         lines.append(f"| {rows} | {run['rows_per_s']:.1f} | {run['wall_s']:.1f} | {run['peak_mb']:.0f} | "
                      f"{os.getloadavg()[0]:.1f} |")
+        print(lines[-1], flush=True)
+    if len(peaks) > 1:  # the growth of peak memory between the smallest and the largest size, and where it leads
+        (small, low), (large, high) = min(peaks.items()), max(peaks.items())
+        slope = (high - low) / (large - small)
+        projected = high + slope * (MEMORY_CHECK_ROWS - large)
+        lines.append(f"\npeak memory grows {slope * 1024:.1f} KB/row from {small} to {large} rows; projected at "
+                     f"{MEMORY_CHECK_ROWS:,} rows: {projected:.0f} MB ({projected / MEMORY_BOUND_MB:.0%} of the "
+                     f"{MEMORY_BOUND_MB} MB bound)" + ("" if large < MEMORY_CHECK_ROWS else "; measured above"))
         print(lines[-1], flush=True)
     return lines
 
@@ -277,7 +289,7 @@ def main() -> None:
     parser.add_argument("--skip-llm", action="store_true", help="offline runs only")
     parser.add_argument("--verbose", action="store_true", help="every run's figures as JSON on stderr")
     args = parser.parse_args()
-    args.offline_rows += [100_000] if args.memory_check else []
+    args.offline_rows += [MEMORY_CHECK_ROWS] if args.memory_check else []
     args.startup = python_startup()
 
     load = os.getloadavg()

@@ -226,7 +226,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         default all compared metrics. Holm's adjustment runs over the gated metrics (the
         others are adjusted among themselves).
     max_coverage_drop : float
-        Largest allowed rise of the share of ``judge_error``/``input_error`` rows.
+        Largest allowed rise of the share of rows not scored ``ok`` (errors and ``not_applicable``).
     seed, resamples
         The bootstrap's seed and number of draws.
     names : (str, str)

@@ -202,7 +202,7 @@ def with_repeats(results: pd.DataFrame, samples: list[Sample], judge: Judge, rep
     samples : list of Sample
         The version's samples, as loaded from its ``samples.jsonl``.
     """
-    from metrics.evaluate import results_frame, score_all
+    from metrics.scoring import results_frame, score_all
 
     frames = [results[results["metric"].isin(metrics)].assign(repeat=0)]
     for repeat in range(1, repeats):

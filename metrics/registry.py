@@ -37,6 +37,7 @@ from metrics.azure.response_completeness import ResponseCompleteness
 from metrics.azure.retrieval import Retrieval
 from metrics.base import Family, Metric, name_problem
 from metrics.custom import load_custom_metrics
+from metrics.judges.config import PER_METRIC, LLMConfig
 from metrics.rag.answer_correctness import AnswerCorrectness
 from metrics.rag.answer_relevancy import AnswerRelevancy
 from metrics.rag.context_entity_recall import ContextEntityRecall
@@ -160,6 +161,22 @@ def prompt_versions() -> dict[str, str]:
     LLM judge's ``describe()``)."""
     return {kind: judgement.version for cls in METRICS.values() for judgement in cls.judgements
             for kind in judgement.requests}
+
+
+def option_types(name: str) -> dict[str, Any]:
+    """What the metric ``name`` may be configured with, by option, with its type: its
+    ``threshold``, the judge settings a metric may set for itself (``PER_METRIC``, typed as in
+    ``LLMConfig``, with their domains) and the fields of its ``Options`` model. The CLI's
+    ``--metric-option`` and the metric assets' run config both read it.
+
+    Raises
+    ------
+    KeyError
+        For an unknown metric name.
+    """
+    hints = LLMConfig.types()
+    return {"threshold": float, **{option: hints[option] for option in PER_METRIC},
+            **{option: field.annotation for option, field in METRICS[name].Options.model_fields.items()}}
 
 
 def resolve_names(selection: str | Iterable[str]) -> list[str]:

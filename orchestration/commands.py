@@ -128,8 +128,9 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
     selected = resolve_names(args.metrics)
-    samples = load_samples(Path(args.datasets) / version / "samples.jsonl")
-    print_cannot_run(unavailable(samples, {m: METRICS[m].required_fields for m in selected}))
+    # The samples are not kept: held through the run they were a second copy of the whole version.
+    print_cannot_run(unavailable(load_samples(Path(args.datasets) / version / "samples.jsonl"),
+                                 {m: METRICS[m].required_fields for m in selected}))
     with only_run_of(version, Path(args.out)):
         result = execute_with_progress(selected, version, run_config, resources(args), args.instance)
     limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]

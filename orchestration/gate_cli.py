@@ -1,8 +1,9 @@
 """``rag-eval compare``, ``rag-eval gate`` and ``rag-eval tag``: the regression gate from the CLI.
 
 Exit status of ``compare`` and ``gate``: 0 the gate passed (or there is no baseline yet);
-4 the gate failed (a gated metric regressed, had too few rows, or lost coverage); 2 bad
-arguments or input (as every ``rag-eval`` command).
+4 the gate failed (a gated metric regressed, was absent or had no row scored ``ok`` in both
+versions, or lost coverage beyond ``max_coverage_drop``); 2 bad arguments or input (as every
+``rag-eval`` command).
 """
 from __future__ import annotations
 
@@ -159,7 +160,7 @@ def add_gate_commands(sub) -> None:
                        help="margin of a metric on its own scale (repeatable; default 0.02 on [0, 1] metrics)")
         p.add_argument("--repeats", type=int, help="judgements per row, LLM judge (default: the config's, 1)")
         p.add_argument("--max-coverage-drop", type=float, metavar="SHARE",
-                       help="largest allowed rise of the judge_error/input_error share (default 0.05)")
+                       help="largest allowed rise of the share of rows not scored ok (default 0.05)")
         p.add_argument("--report-dir", help="where report.md, report.html and comparison.json go (default "
                                             "out/<candidate version>/, or out/gate/ for files)")
         p.add_argument("--offline", action="store_true", help="judge datasets and repeats with the offline judge")

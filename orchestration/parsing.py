@@ -3,22 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
 from pydantic import TypeAdapter, ValidationError
-
-
-def metric_option_types(metric: str) -> dict[str, Any]:
-    """What ``--metric-option METRIC.OPTION=VALUE`` (and ``--threshold``) takes for ``metric``:
-    its threshold, the judge settings a metric may set for itself
-    (``metrics.judges.config.PER_METRIC``, typed as in ``LLMConfig``, with their domains) and
-    the fields of its ``Options`` model, each with its type."""
-    from metrics.judges.config import PER_METRIC, LLMConfig
-    from metrics.registry import METRICS
-
-    hints = LLMConfig.types()
-    return {"threshold": float, **{name: hints[name] for name in PER_METRIC},
-            **{name: field.annotation for name, field in METRICS[metric].Options.model_fields.items()}}
 
 
 def run_config(args: argparse.Namespace) -> dict:
@@ -33,7 +18,7 @@ def run_config(args: argparse.Namespace) -> dict:
     from assets.evaluation import METRICS_OP
     from metrics.aggregate import is_ratio
     from metrics.judges.config import PER_METRIC, LLMConfig
-    from metrics.registry import METRICS, resolve_names
+    from metrics.registry import METRICS, option_types, resolve_names
 
     resolve_names(args.metrics)  # unknown names fail here, before anything is registered
     if not 0 <= args.max_rejected_share <= 1:
@@ -45,7 +30,7 @@ def run_config(args: argparse.Namespace) -> dict:
     for item in items + (args.metric_option or []):
         target, _, value = item.partition("=")
         metric, _, option = target.partition(".")
-        types = metric_option_types(metric) if metric in METRICS else {}
+        types = option_types(metric) if metric in METRICS else {}
         if option not in types or not value:
             known = f"OPTION one of {', '.join(types)}" if types else "METRIC a metric name (see --metrics)"
             raise ValueError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with {known}")

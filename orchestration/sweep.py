@@ -158,19 +158,24 @@ def rank(rows: list[dict], metrics: list[str]) -> list[dict]:
 
 def table_row(key: str, configuration, metrics: list[str], out: Path, instance, cost: dict) -> dict:
     """One configuration's line: mean and bootstrap 95 % interval per metric (over its ``ok``
-    rows, ``metrics.calibrate.bootstrap``), target errors and cost."""
+    rows, ``metrics.calibrate.bootstrap``) and the judge its rows name (None for a metric
+    asking no judgement), target errors and cost."""
     import pandas as pd
 
     from metrics.calibrate import bootstrap
+    from metrics.registry import METRICS
 
     results = pd.read_parquet(out / key / "results.parquet")
     row = {"configuration": configuration.name, "partition": key, "metrics": {}, **cost}
     for metric in metrics:
-        values = results.loc[(results["metric"] == metric) & (results["status"] == "ok"), "value"].to_numpy(float)
+        ok = results[(results["metric"] == metric) & (results["status"] == "ok")]
+        values = ok["value"].to_numpy(float)
         row["metrics"][metric] = {"mean": round(float(values.mean()), 4) if len(values) else None,
                                   "ci95": bootstrap(values, np.mean) if len(values) else [None, None],
                                   "measured": int(len(values)),
-                                  "total": int((results["metric"] == metric).sum())}
+                                  "total": int((results["metric"] == metric).sum()),
+                                  "judge": (", ".join(sorted(set(ok["judge"].dropna()))) or None)
+                                  if METRICS[metric].judgements else None}
     row["target_errors"] = int(max((_recorded(instance, a, key, "target_errors") or 0)
                                    for a in ("system_contexts", "system_responses")))
     row["tokens"] = sum(int(_recorded(instance, a, key, t) or 0) for a in ("system_contexts", "system_responses")
@@ -178,6 +183,23 @@ def table_row(key: str, configuration, metrics: list[str], out: Path, instance, 
     row["latency_s"] = round(sum(float(_recorded(instance, a, key, "mean_latency_s") or 0.0)
                                  for a in ("system_contexts", "system_responses")), 4)
     return row
+
+
+def judged_by(rows: list[dict], metrics: list[str], judge: dict) -> str:
+    """Who scored the table's metrics, as their result rows name it (``judge``: the
+    configured judge's description, for its rule version): ``judge offline-heuristic (rule
+    version 6): context_recall, context_precision; no judge: ndcg``."""
+    from metrics.registry import METRICS
+
+    groups: dict[str, list[str]] = {}
+    for metric in metrics:
+        names = sorted({n for row in rows for n in (row["metrics"][metric]["judge"] or "").split(", ") if n})
+        label = ("judge " + ", ".join(names) if names else "nothing scored") if METRICS[metric].judgements \
+            else "no judge"
+        if names == [judge.get("judge")] and judge.get("rule_version"):
+            label += f" (rule version {judge['rule_version']})"
+        groups.setdefault(label, []).append(metric)
+    return "; ".join(f"{label}: {', '.join(group)}" for label, group in groups.items())
 
 
 def print_ranking(rows: list[dict], metrics: list[str], stream=None) -> None:
@@ -217,6 +239,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from orchestration.commands import check_out
     from orchestration.parsing import resources as run_resources
     from orchestration.dry_run import check_judge
+    from orchestration.report import printable
 
     sweep = load_config(args.config, args.max_configurations)
     chosen = args.metrics.split(",") if args.metrics else sweep.metrics or ["core"]
@@ -250,6 +273,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               f"requests; materialized: {', '.join(ran) or 'nothing (unchanged)'}", file=sys.stderr)
         rows.append(table_row(key, configuration, metrics, Path(args.out), instance, cost))
     ranked = rank(rows, metrics)
+    print(printable(judged_by(ranked, metrics, resources["judge"].get_judge().describe())))
     print_ranking(ranked, metrics)
     if args.json:
         Path(args.json).write_text(json.dumps({"metrics": metrics, "ranking": ranked}, indent=2), encoding="utf-8")

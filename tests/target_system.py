@@ -1,6 +1,7 @@
 """A tiny RAG retriever for the target tests: word overlap over four passages, counting its calls."""
 import re
 import threading
+import time
 
 PASSAGES = {
     "louvre": "The Louvre museum is located in Paris, France. It holds the Mona Lisa.",
@@ -9,6 +10,7 @@ PASSAGES = {
     "prado": "The Prado museum in Madrid holds works by Velazquez and Goya.",
 }
 calls = {"retriever": 0}
+in_flight = {"now": 0, "peak": 0}
 _lock = threading.Lock()
 
 
@@ -26,3 +28,22 @@ def overlap(user_input: str, top_k: int = 2) -> list[dict]:
     ranked = sorted(PASSAGES, key=lambda k: (-len(_words(user_input) & _words(PASSAGES[k])), k))[:top_k]
     return [{"id": k, "text": PASSAGES[k], "score": float(len(_words(user_input) & _words(PASSAGES[k])))}
             for k in ranked]
+
+
+def answer(user_input: str, top_k: int = 2) -> dict:
+    """A whole RAG system in one callable: :func:`overlap`'s passages and, as the response, the first."""
+    hits = overlap(user_input, top_k)
+    return {"retrieved_contexts": [h["text"] for h in hits],
+            "retrieved_documents": [{"document_id": h["id"], "relevance_score": h["score"]} for h in hits],
+            "response": hits[0]["text"]}
+
+
+def slow(user_input: str, seconds: float = 0.2) -> list[str]:
+    """One passage after ``seconds``, recording the most calls ever in flight at once (``in_flight``)."""
+    with _lock:
+        in_flight["now"] += 1
+        in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+    time.sleep(seconds)
+    with _lock:
+        in_flight["now"] -= 1
+    return [f"passage for {user_input}"]

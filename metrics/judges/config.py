@@ -15,6 +15,9 @@ from metrics.judges.plan import Budget
 #: The judge settings a metric may set for itself (``LLMJudge.with_options``, the CLI's
 #: ``--metric-option``, a metric asset's run config).
 PER_METRIC = ("model", "temperature", "strictness")
+#: The values of ``response_format``: a JSON schema the provider enforces, or JSON mode with the
+#: schema in the prompt (DeepSeek, some vLLM builds).
+RESPONSE_FORMATS = ("json_schema", "json_object")
 #: The openai client's default base URL.
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -74,6 +77,8 @@ class LLMConfig:
     cache_across_endpoints: bool = False
 
     def __post_init__(self) -> None:
+        if self.response_format not in RESPONSE_FORMATS:
+            raise ValueError(f"response_format: one of {', '.join(RESPONSE_FORMATS)} (got {self.response_format!r})")
         check_base_url(self.base_url, "base_url")
         check_base_url(self.embedding_base_url, "embedding_base_url")
         for name, check in _checks().items():

@@ -57,11 +57,12 @@ def test_each_missing_field_is_an_input_error_naming_it(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_failing_judge_is_a_judge_error_for_every_metric_that_asks_one(name):
-    result = METRICS[name]().score(full_sample(), ScriptedJudge(raise_error=True, **SCRIPT))
-    if METRICS[name].judgements or name == "answer_correctness":  # it also embeds
+    judge = ScriptedJudge(raise_error=True, **SCRIPT)
+    result = METRICS[name]().score(full_sample(), judge)
+    if judge.calls:  # it asked for a judgement or an embedding, and the judge failed
         assert result.status is Status.JUDGE_ERROR and "scripted failure" in result.reason
-    else:  # the document retrieval metrics ask no judge
-        assert result.status is Status.OK
+    else:  # it asks no judge (the document retrieval metrics): it declares no judgement and scores
+        assert not METRICS[name].judgements and result.status is Status.OK
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -106,6 +107,9 @@ def local():
 def test_evaluate_gives_what_each_metric_scores_alone(local):
     judge = OfflineJudge()
     for name in NAMES:
+        ok = local.results[(local.results["metric"] == name) & (local.results["status"] == "ok")]
+        low, high = METRICS[name].value_range  # the offline judge's values lie in the declared range too
+        assert ok["value"].between(low, high).all(), (name, list(ok["value"]))
         alone = [METRICS[name]() for _ in ROWS]
         for metric in alone:
             metric.fit([sample_from_dict(r, i) for i, r in enumerate(ROWS)])
@@ -120,6 +124,8 @@ def test_evaluate_gives_what_each_metric_scores_alone(local):
 def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
     import json
 
+    import duckdb
+
     from assets.evaluation import METRICS_OP, metric_assets
     from assets.ingestion import ingest_dataset
     from assets.resources import build_resources
@@ -133,9 +139,12 @@ def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
         result = dg.materialize([ingest_dataset, *metric_assets, eval_summary], partition_key="v1", instance=instance,
                                 resources=build_resources(tmp_path / "out", tmp_path / "datasets"))
         assert result.success
-        for name in NAMES:
-            frame = result.output_for_node(METRICS_OP, name).drop(columns="version")
-            assert same_results(frame, local.results[local.results["metric"] == name]), name
+        with duckdb.connect(str(tmp_path / "out" / "rag_eval.duckdb"), read_only=True) as database:
+            for name in NAMES:  # as stored: the asset's output names a file the database took in and deleted
+                assert not result.output_for_node(METRICS_OP, name).path.exists(), name
+                frame = database.execute(f"select * from eval.{name} where version = 'v1'").fetchdf().astype(
+                    {"passed": "boolean"})  # bool when no row lacks a verdict
+                assert same_results(frame.drop(columns="version"), local.results[local.results["metric"] == name]), name
 
 
 @pytest.mark.slow

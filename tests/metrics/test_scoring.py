@@ -419,6 +419,15 @@ def test_judge_settings_outside_their_domain_are_refused_naming_them(setting, va
     assert LLMConfig(strictness=1, temperature=2).temperature == 2.0  # the domains' edges are allowed
 
 
+def test_a_response_format_outside_its_two_values_is_refused_not_taken_for_json_mode():
+    from metrics.judges.llm import LLMConfig
+
+    with pytest.raises(ValueError) as refused:
+        LLMConfig(response_format="json_scheme")
+    assert str(refused.value) == "response_format: one of json_schema, json_object (got 'json_scheme')"
+    assert LLMConfig(response_format="json_object").response_format == "json_object"
+
+
 def test_build_metrics_refuses_a_cut_off_below_one_naming_it():
     from metrics.registry import build_metrics
 

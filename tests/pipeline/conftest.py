@@ -1,5 +1,8 @@
 """The pipeline tests' temporary project; every test here runs Dagster (marked ``pipeline``, ``slow``)."""
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -9,6 +12,8 @@ import pytest
 
 from assets.resources import JudgeResource, build_resources
 from orchestration.definitions import defs
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_collection_modifyitems(items):
@@ -56,3 +61,11 @@ class Project:
 def materialized(result) -> set[str]:
     """The asset keys a run materialized."""
     return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+
+
+def sweep_cli(folder: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``rag-eval sweep sweep.toml`` in ``folder``, offline, its own DAGSTER_HOME under ``folder``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
+    env.update(DAGSTER_HOME=str(folder / "home"), PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "orchestration.cli", "sweep", "sweep.toml", *extra], cwd=folder,
+                          env=env, capture_output=True, text=True, timeout=300)

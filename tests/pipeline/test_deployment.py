@@ -149,6 +149,19 @@ class Deployment:
                             "{ assetKey { path } staleStatus(partition: $p) } }", keys=keys, p=version)
         return {n["assetKey"]["path"][0]: n["staleStatus"] for n in data["assetNodes"]}
 
+    def gate_checks(self) -> dict[str, tuple[str, bool | None]]:
+        """The UI's record of no_regression_vs_baseline: ``{partition: (status, passed)}``, and that the
+        check is declared (blocking) on baseline_comparison."""
+        key = {"path": ["baseline_comparison"]}
+        data = self.graphql("query($k: AssetKeyInput!) { assetNodes(assetKeys: [$k]) { assetChecksOrError { "
+                            "... on AssetChecks { checks { name blocking } } } } assetCheckExecutions(assetKey: $k, "
+                            "checkName: \"no_regression_vs_baseline\", limit: 20) { partition status "
+                            "evaluation { success } } }", k=key)
+        [node] = data["assetNodes"]
+        assert node["assetChecksOrError"]["checks"] == [{"name": "no_regression_vs_baseline", "blocking": True}]
+        return {e["partition"]: (e["status"], (e["evaluation"] or {}).get("success"))
+                for e in data["assetCheckExecutions"]}
+
     def schedule_dry_run(self) -> dict:
         data = self.graphql(
             "mutation($s: ScheduleSelector!, $t: Float) { scheduleDryRun(selectorData: $s, timestamp: $t) { "
@@ -207,6 +220,9 @@ def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
             assert sorted(summary["metrics"]) == sorted(CORE) and summary["total"] == 4
             assert deployment.stale(version) == dict.fromkeys([*CORE, "eval_summary"], "FRESH")
         assert deployment.schedule_dry_run()["skipReason"] == "every version is evaluated and fresh"
+        # The regression gate's check ran in both runs and shows in the UI: passed (4 rows are too few to decide,
+        # and b may have run before a had results).
+        assert deployment.gate_checks() == {a: ("SUCCEEDED", True), b: ("SUCCEEDED", True)}
 
         # 2. The sensor: a new version folder (renamed to a key that sorts by time), new responses for a.
         os.utime(_write(deployment.root / "datasets" / "c", rows[:2]), (1793664000, 1793664000))  # 2026-11-03 UTC

@@ -1,9 +1,6 @@
 """Targets: the RAG system's retriever and generator as assets, incremental re-runs, failures, the sweep CLI."""
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,11 +14,11 @@ from assets.targets import register_target_run
 from metrics.judges.cache import JudgementCache
 from metrics.targets.call import call_part
 from metrics.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
-from orchestration.sweep import FIELD_LEVEL, run_cost, run_incrementally
+from orchestration.sweep import FIELD_LEVEL, judged_by, run_cost, run_incrementally
 from tests import target_system
 from tests.judge_server import JudgeServer, Reply, oracle
+from tests.pipeline.conftest import sweep_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 GEN_KEY = "sk-generator-SECRET-24680"
 QUESTIONS = [
     {"id": "q1", "user_input": "Where is the Louvre museum?", "reference": "The Louvre is in Paris.",
@@ -173,6 +170,39 @@ def test_a_500_then_success_is_retried_and_a_timeout_is_the_rows_target_error(tm
     server.stop()
 
 
+def test_an_http_generator_and_a_system_callable_are_called_as_declared(tmp_path):
+    # An HTTP generator: the request template gets the question, the passages (a list, kept as one)
+    # and a parameter; the response is read at the configured path.
+    server = JudgeServer().start()
+    server.script = lambda seen: Reply(body={"data": {"answer": f"{seen.body['q']} from {len(seen.body['ctx'])}"}})
+    part = Part("generator", "api", "http", {"url": server.url + "/generate", "response": "data.answer",
+                                             "request": {"q": "{user_input}", "ctx": "{retrieved_contexts}",
+                                                         "t": "{temperature}"}}, {"temperature": 0.2}, "1")
+    [outcome] = call_part(part, [{"user_input": "Where?", "retrieved_contexts": ["Paris.", "France."]}],
+                          CallSettings(concurrency=1, timeout=5))
+    server.stop()
+    assert outcome.value == {"response": "Where? from 2", "usage": {"prompt_tokens": 0, "completion_tokens": 0}}
+    assert server.seen[0].body == {"q": "Where?", "ctx": ["Paris.", "France."], "t": 0.2}
+    # One callable returning both (tests/target_system.py:answer): contexts with ids and scores (5 words
+    # shared: the, eiffel, tower, was, completed), and the response.
+    system = Part("system", "app", "callable", {"callable": "tests.target_system:answer"}, {"top_k": 1}, "1")
+    [both] = call_part(system, [{"user_input": "When was the Eiffel Tower completed?"}], CallSettings())
+    assert both.value == {"retrieved_contexts": [target_system.PASSAGES["eiffel"]],
+                          "retrieved_documents": [{"document_id": "eiffel", "relevance_score": 5.0}],
+                          "response": target_system.PASSAGES["eiffel"],
+                          "usage": {"prompt_tokens": 0, "completion_tokens": 0}}
+
+
+def test_calls_in_flight_never_exceed_the_concurrency():
+    part = Part("retriever", "slow", "callable", {"callable": "tests.target_system:slow"}, {"seconds": 0.2}, "1")
+    for concurrency in (2, 4):
+        target_system.in_flight["peak"] = 0
+        outcomes = call_part(part, [{"user_input": f"q{i}"} for i in range(8)], CallSettings(concurrency=concurrency))
+        # 8 calls of 0.2 s: the pool keeps exactly `concurrency` busy, never more; answers in input order.
+        assert target_system.in_flight["peak"] == concurrency
+        assert [o.value["retrieved_contexts"] for o in outcomes] == [[f"passage for q{i}"] for i in range(8)]
+
+
 def test_a_literal_secret_in_the_file_is_refused(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text('questions = "q.jsonl"\n[retriever.r]\nurl = "http://x"\ncontexts = "a"\n'
@@ -183,14 +213,6 @@ def test_a_literal_secret_in_the_file_is_refused(tmp_path):
                     'contexts = "a"\n[generator.g]\ncallable = "m:f"\n')
     with pytest.raises(TargetConfigError, match=r"\[retriever.r\]: url holds credentials"):
         load_config(path)
-
-
-def sweep_cli(folder: Path, *extra: str) -> subprocess.CompletedProcess:
-    """``rag-eval sweep sweep.toml`` in ``folder``, offline, its own DAGSTER_HOME under ``folder``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
-    env.update(DAGSTER_HOME=str(folder / "home"), PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "orchestration.cli", "sweep", "sweep.toml", *extra], cwd=folder,
-                          env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_sweep_cli_ranks_the_grid(tmp_path):
@@ -219,6 +241,22 @@ def test_sweep_cli_ranks_the_grid(tmp_path):
     assert [r["metrics"]["ndcg"]["mean"] for r in table] == [0.8155, 0.5]
     assert [r["target_calls"] for r in table] == [4, 4] and [r["judge_requests"] for r in table] == [0, 0]
     assert "| 1 | rank-echo-top_k2 | 0.8155 [0.63, 1.00] |" in done.stdout
+    assert done.stdout.splitlines()[0] == "no judge: ndcg" and table[0]["metrics"]["ndcg"]["judge"] is None
+
+
+def test_the_sweep_says_which_judge_scored_each_metric():
+    def row(recall, precision):
+        return {"metrics": {"context_recall": {"judge": recall}, "context_precision": {"judge": precision},
+                            "ndcg": {"judge": None}}}
+
+    offline = {"judge": "offline-heuristic", "rule_version": "6"}
+    metrics = ["context_recall", "ndcg", "context_precision"]
+    assert judged_by([row("offline-heuristic", "offline-heuristic")] * 2, metrics, offline) == \
+        "judge offline-heuristic (rule version 6): context_recall, context_precision; no judge: ndcg"
+    # Rows naming another judge than the configured one (an LLM's): named as the rows say, without a
+    # rule version; a judged metric no row of which was scored says so.
+    assert judged_by([row("llm:gpt-4o-mini", None), row("llm:gpt-4o-mini", None)], metrics, offline) == \
+        "judge llm:gpt-4o-mini: context_recall; no judge: ndcg; nothing scored: context_precision"
 
 
 def test_a_bearer_token_echoed_by_the_endpoint_is_written_nowhere(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from metrics.testset import write_testset
 from metrics.testset.baseline import bm25
-from tests.pipeline.test_targets import sweep_cli
+from tests.pipeline.conftest import sweep_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

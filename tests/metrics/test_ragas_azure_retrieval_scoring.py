@@ -1,4 +1,4 @@
-"""The wider metric set (RAGAS extras, Azure evaluators, DocumentRetrieval), the
+"""The RAGAS metrics beyond the core five, the Azure evaluators and DocumentRetrieval, the
 direction-aware summary and the peers' output shapes, with scripted judges.
 
 Every expected value is worked out by hand (shown next to it) or taken from

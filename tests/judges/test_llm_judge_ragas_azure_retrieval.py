@@ -1,4 +1,5 @@
-"""The wider metric set through the LLM judge, over real HTTP against tests/judge_server.py.
+"""The RAGAS metrics beyond the core five, the Azure evaluators and DocumentRetrieval through
+the LLM judge, over real HTTP against tests/judge_server.py.
 
 Each test scripts the verdicts the server gives and checks the value worked out by hand
 from them, the judgement kinds asked and the number of requests sent.

@@ -1,4 +1,4 @@
-"""Issue 11: RAG text normalised before judging, short answers judged with their
+"""RAG text normalised before judging, short answers judged with their
 question (both judges), evasive answers caught offline, whole-context ratings that
 see padding. Expected values worked out by hand from the inputs."""
 import json

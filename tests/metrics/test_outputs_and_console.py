@@ -1,4 +1,4 @@
-"""Issue 10, the data path without Dagster: bad lines kept, summaries on one scale, peers' layouts, the console."""
+"""The data path without Dagster: bad lines kept, summaries on one scale, peers' layouts, the console."""
 from __future__ import annotations
 
 import csv

@@ -1,5 +1,6 @@
-"""Hostile replies found by an adversarial review: each fails one sample, never the run,
-and never shows the API key."""
+"""Bad replies of the LLM endpoint (content that is not text, a verdict echoing the key, bad
+embeddings, a Retry-After over the budget, a 429 whose text mentions 404): each fails one
+sample, never the run, and never shows the API key."""
 import json
 
 import pytest

@@ -1,0 +1,231 @@
+"""A metric's per-row results on disk, never whole in memory.
+
+The metric assets write each chunk of judged rows to a Parquet file as it is judged
+(:class:`ResultWriter`) and output a :class:`MetricResults` naming that file; the
+results database (``assets.resources.ResultsDatabase``) copies the file into the metric's
+table and deletes it (:class:`MetricResultsHandler`). The metric assets load the field assets,
+and the summary each metric, as a :class:`StoredTable`, a query over the table read in
+bounded chunks. Memory stays
+flat as a version grows: Dagster keeps every output value of an in-process run until the
+run ends, and here that value is a file name, not the version's results.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dagster._core.definitions.metadata import TableMetadataSet
+from dagster._core.storage.db_io_manager import DbTypeHandler, TableSlice
+from dagster_duckdb.io_manager import DuckDbClient
+
+from metrics.aggregate import USAGE_COLUMNS
+from metrics.formats import ragas_table
+from metrics.results import Status
+
+#: The columns of a metric's table (``metrics.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
+SCHEMA = pa.schema([("version", pa.string()), ("sample_id", pa.string()), ("row", pa.int64()),
+                    ("metric", pa.string()), ("status", pa.string()), ("value", pa.float64()),
+                    ("passed", pa.bool_()), ("threshold", pa.float64()), ("direction", pa.string()),
+                    ("reason", pa.string()), ("details", pa.string()), ("judge", pa.string()),
+                    *((column, pa.int64()) for column in USAGE_COLUMNS)])
+#: Rows per chunk the summary reads from a table.
+READ_ROWS = 20_480
+
+
+@dataclass(frozen=True)
+class MetricResults:
+    """One metric's results of a run, in the Parquet file ``path`` (``rows`` rows; columns
+    ``version`` and ``metrics.scoring.RESULT_COLUMNS``; ``dtypes``: the pandas dtypes of
+    the frames written, as the asset's column schema shows them)."""
+
+    path: Path
+    rows: int
+    dtypes: tuple[tuple[str, str], ...]
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def frame(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The results (or their ``columns``) as a DataFrame, with the dtypes written.
+
+        Raises
+        ------
+        FileNotFoundError
+            Once the results database has taken the file in.
+        """
+        return pd.read_parquet(self.path, columns=list(columns) if columns else None)
+
+
+class ResultWriter:
+    """Appends a metric's per-row results frames (``metrics.scoring.results_frame``) of
+    the partition ``version`` to a new Parquet file in the temporary folder, one row group
+    per frame; :meth:`close` gives the :class:`MetricResults`."""
+
+    def __init__(self, version: str) -> None:
+        handle, name = tempfile.mkstemp(prefix="rag-eval-results-", suffix=".parquet")
+        os.close(handle)
+        self.path, self.version, self.rows, self.dtypes = Path(name), version, 0, None
+        self._writer: pq.ParquetWriter | None = None
+
+    def write(self, frame: pd.DataFrame) -> None:
+        """Append ``frame`` (the columns of ``metrics.scoring.RESULT_COLUMNS``)."""
+        frame = frame.copy(deep=False)
+        frame.insert(0, "version", self.version)
+        table = pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False)
+        if self._writer is None:  # the first frame's pandas metadata: read back with the same dtypes
+            self.dtypes = tuple((name, str(dtype)) for name, dtype in frame.dtypes.items())
+            self._writer = pq.ParquetWriter(self.path, table.schema)
+        self._writer.write_table(table)
+        self.rows += len(frame)
+
+    def close(self) -> MetricResults:
+        """Finish the file (an empty one when nothing was written)."""
+        if self._writer is None:
+            self.write(pd.DataFrame({name: pd.Series(dtype=_EMPTY[name]) for name in SCHEMA.names[1:]}))
+        self._writer.close()
+        return MetricResults(self.path, self.rows, self.dtypes)
+
+    def discard(self) -> None:
+        """Close and delete the file (the scoring failed)."""
+        if self._writer is not None:
+            self._writer.close()
+        self.path.unlink(missing_ok=True)
+
+
+_EMPTY = {field.name: {pa.string(): "object", pa.int64(): "int64", pa.float64(): "float64",
+                       pa.bool_(): "boolean"}[field.type] for field in SCHEMA}
+
+
+@dataclass(frozen=True)
+class StoredTable:
+    """One asset's stored partition (a metric's results, a field of the samples), read from
+    the results database on demand: ``query`` (the IO manager's select statement) over
+    ``database``, ``rows`` rows."""
+
+    database: str
+    config: tuple[tuple[str, str], ...]
+    query: str
+    rows: int
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        return duckdb.connect(self.database, config={"custom_user_agent": "dagster", **dict(self.config)})
+
+    def frame(self, compact: bool = False) -> pd.DataFrame:
+        """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results): ``details``
+        only on ``input_error`` rows (the only ones the summary reads it from), null elsewhere."""
+        with self._connect() as connection:
+            if not compact:
+                return connection.execute(self.query).fetchdf()
+            names = [d[0] for d in connection.execute(f"select * from ({self.query}) limit 0").description]
+            kept = [f"case when status = '{Status.INPUT_ERROR.value}' then details end as details" if n == "details"
+                    else f'"{n}"' for n in names]
+            return connection.execute(f"select {', '.join(kept)} from ({self.query})").fetchdf()
+
+    def rows_at(self, start: int, stop: int) -> pd.DataFrame:
+        """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order, as :meth:`frame` gives them."""
+        with self._connect() as connection:
+            return connection.execute(f"select * from ({self.query}) order by row limit {max(stop - start, 0)} "
+                                      f"offset {start}").fetchdf()
+
+    def nullable_passed(self) -> bool:
+        """Whether some result has no pass/fail (``passed`` loads as ``boolean``, else ``bool``)."""
+        with self._connect() as connection:
+            return bool(connection.execute(f"select count(*) - count(passed) from ({self.query})").fetchone()[0])
+
+    def chunks(self, passed_dtype: str) -> Iterator[pd.DataFrame]:
+        """The results in frames of at most :data:`READ_ROWS` rows, in table order, ``passed``
+        as ``passed_dtype`` (what it is in the whole table loaded at once)."""
+        with self._connect() as connection:
+            result = connection.execute(self.query)
+            while len(chunk := result.fetch_df_chunk(READ_ROWS // 2048)):
+                yield chunk.astype({"passed": passed_dtype})
+
+
+#: An input loaded as a :class:`StoredTable` (or ``None``: never stored for the partition).
+STORED = dg.DagsterType(lambda _, value: value is None or isinstance(value, StoredTable), name="StoredTable",
+                        typing_type=StoredTable, description="An asset's stored partition, read on demand.")
+
+
+def concat_dtype(dtypes: Sequence[str]) -> str:
+    """The dtype ``pandas.concat`` gives a column whose pieces have ``dtypes``."""
+    return str(pd.concat([pd.Series([True], dtype=d) for d in dtypes], ignore_index=True).dtype)
+
+
+def write_results_parquet(stored: Sequence[StoredTable], path: Path) -> None:
+    """Write the results of ``stored`` one after the other, without ``version``, to the
+    Parquet file ``path``, chunk by chunk: the same content as
+    ``pd.concat([s.frame() for s in stored]).drop(columns="version").to_parquet(path, index=False)``."""
+    passed = concat_dtype(["boolean" if s.nullable_passed() else "bool" for s in stored])
+    writer = None
+    try:
+        for results in stored:
+            for chunk in results.chunks(passed):
+                table = pa.Table.from_pandas(chunk.drop(columns="version"), preserve_index=False,
+                                             schema=writer.schema if writer else None)
+                writer = writer or pq.ParquetWriter(path, table.schema)
+                writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def write_ragas_csv_by_chunks(results: pd.DataFrame, fields: dict[str, StoredTable], columns: Sequence[str],
+                              path: Path) -> None:
+    """``ragas_scores.csv`` of ``results`` and the text ``fields`` (``{field: stored partition}``,
+    every one holding every line), :data:`READ_ROWS` lines at a time: the file
+    ``metrics.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
+    ``merged`` being the fields merged on ``row``, without the version's texts in memory at once."""
+    rows = len(next(iter(fields.values())))
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        for start in range(0, max(rows, 1), READ_ROWS):
+            part = None
+            for name, stored in fields.items():
+                frame = stored.rows_at(start, start + READ_ROWS)[["row", name]]
+                part = frame if part is None else part.merge(frame, on="row", how="outer")
+            table = ragas_table(results[results["row"].isin(part["row"])], part[list(columns)])
+            table.to_csv(handle, index=False, header=start == 0, lineterminator="\r\n")
+
+
+class MetricResultsHandler(DbTypeHandler[MetricResults]):
+    """Stores a :class:`MetricResults` file in DuckDB (``create table ... as`` or ``insert``,
+    as ``DuckDBPandasTypeHandler`` does a frame, with the same output metadata) and deletes
+    the file; loads a partition as a :class:`StoredTable` (nothing read yet)."""
+
+    def handle_output(self, context: dg.OutputContext, table_slice: TableSlice, obj: MetricResults, connection):
+        table = f"{table_slice.schema}.{table_slice.table}"
+        source = f"read_parquet('{obj.path.as_posix()}')"
+        try:
+            if obj.rows:
+                connection.execute(f"create table if not exists {table} as select * from {source}")
+                if not connection.fetchall():
+                    connection.execute(f"insert into {table} select * from {source}")
+            else:
+                context.log.warning("Skipping DuckDB write for empty DataFrame. An empty table will not be created.")
+        finally:
+            obj.path.unlink(missing_ok=True)
+        context.add_output_metadata({
+            **(TableMetadataSet(partition_row_count=obj.rows, storage_kind="duckdb") if context.has_partition_key
+               else TableMetadataSet(row_count=obj.rows, storage_kind="duckdb")),
+            "dataframe_columns": dg.MetadataValue.table_schema(dg.TableSchema(
+                columns=[dg.TableColumn(name=name, type=dtype) for name, dtype in obj.dtypes]))})
+
+    def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection) -> StoredTable:
+        query = DuckDbClient.get_select_statement(table_slice)
+        config = context.resource_config
+        return StoredTable(config["database"], tuple((config.get("connection_config") or {}).items()), query,
+                           connection.execute(f"select count(*) from ({query})").fetchone()[0])
+
+    @property
+    def supported_types(self):
+        return [MetricResults, StoredTable]

@@ -1,0 +1,103 @@
+"""Results and fields read and written chunk by chunk (assets.stored_results) hold the same
+content as the whole frames they replace."""
+import duckdb
+import pandas as pd
+import pyarrow.parquet as pq
+
+from assets.evaluation import FieldSamples
+from assets.ingestion import samples_from_fields
+from assets.stored_results import (READ_ROWS, ResultWriter, StoredTable, write_ragas_csv_by_chunks,
+                                   write_results_parquet)
+from metrics.formats import ragas_table, write_ragas_csv
+from metrics.scoring import RESULT_COLUMNS
+
+
+def results(metric: str, rows: int, unjudged: int = 0) -> pd.DataFrame:
+    """``rows`` results of ``metric``, the last ``unjudged`` of them judge errors (no value, no pass/fail)."""
+    ok = rows - unjudged
+    return pd.DataFrame({
+        "sample_id": [f"s{i}" for i in range(rows)], "row": range(rows), "metric": metric,
+        "status": ["ok"] * ok + ["judge_error"] * unjudged, "value": [i / rows for i in range(ok)] + [None] * unjudged,
+        "passed": pd.array([i % 2 == 0 for i in range(ok)] + [None] * unjudged, dtype="boolean"),
+        "threshold": 0.5, "direction": "higher_is_better", "reason": [f"reason {i}" for i in range(rows)],
+        "details": [f'{{"i": {i}}}' for i in range(rows)], "judge": "offline-heuristic", "chat_requests": 0,
+        "embedding_requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cache_hits": range(rows)},
+        columns=RESULT_COLUMNS)
+
+
+def stored(database, name: str, frame: pd.DataFrame) -> StoredTable:
+    """``frame`` stored as the DuckDB pandas IO manager stores it (schema ``eval``, partition ``v1``)."""
+    with duckdb.connect(str(database)) as connection:
+        connection.execute("create schema if not exists eval")
+        connection.execute(f"create table eval.{name} as select * from frame")
+    return StoredTable(str(database), (), f"SELECT * FROM eval.{name} WHERE\nversion in ('v1')", len(frame))
+
+
+def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
+    # 25,000 rows cross a read chunk; the second metric has rows without pass/fail (boolean, not bool)
+    first = results("faithfulness", READ_ROWS + 4_520).assign(version="v1")
+    second = results("context_recall", 3, unjudged=1).assign(version="v1")
+    tables = [stored(tmp_path / "db.duckdb", "faithfulness", first), stored(tmp_path / "db.duckdb", "recall", second)]
+    whole = pd.concat([t.frame() for t in tables], ignore_index=True).drop(columns="version")
+    whole.to_parquet(tmp_path / "whole.parquet", index=False)
+    write_results_parquet(tables, tmp_path / "chunks.parquet")
+    expected, got = pq.read_table(tmp_path / "whole.parquet"), pq.read_table(tmp_path / "chunks.parquet")
+    assert got.num_rows == 25_003
+    assert got.equals(expected) and got.schema.equals(expected.schema, check_metadata=True)
+    assert str(pd.read_parquet(tmp_path / "chunks.parquet")["passed"].dtype) == "boolean"
+
+
+def test_compact_results_keep_details_of_input_errors_only(tmp_path):
+    frame = results("faithfulness", 3).assign(version="v1", status=["ok", "input_error", "ok"])
+    compact = stored(tmp_path / "db.duckdb", "faithfulness", frame).frame(compact=True)
+    assert list(compact.columns) == [*RESULT_COLUMNS, "version"]
+    assert list(compact["details"]) == [None, '{"i": 1}', None]
+    assert list(compact["reason"]) == ["reason 0", "reason 1", "reason 2"]
+
+
+def test_result_writer_reads_back_the_frames_it_was_given(tmp_path):
+    writer = ResultWriter("v1")
+    parts = [results("faithfulness", 4), results("faithfulness", 3, unjudged=1)]
+    for part in parts:
+        writer.write(part)
+    written = writer.close()
+    expected = pd.concat(parts, ignore_index=True)
+    expected.insert(0, "version", "v1")
+    assert len(written) == 7 and written.frame().equals(expected)
+    assert dict(written.dtypes)["passed"] == "boolean"
+    written.path.unlink()
+
+
+def test_field_samples_by_slices_are_the_whole_versions_samples(tmp_path):
+    # rows stored out of order and with a gap (a blank line); two fields, one with a problem
+    rows = [3, 0, 1, 5]
+    questions = pd.DataFrame({"id": [f"q{r}" for r in rows], "row": rows, "user_input": [f"question {r}" for r in rows],
+                              "problem": [None, None, "user_input is not a string", None], "unreadable": None,
+                              "version": "v1"})
+    contexts = pd.DataFrame({"id": [f"q{r}" for r in rows], "row": rows,
+                             "retrieved_contexts": [f'["context {r}"]' for r in rows], "problem": None,
+                             "unreadable": None, "version": "v1"})
+    fields = FieldSamples({"user_input": stored(tmp_path / "db.duckdb", "questions", questions),
+                           "retrieved_contexts": stored(tmp_path / "db.duckdb", "contexts", contexts)})
+    whole = samples_from_fields({"user_input": questions, "retrieved_contexts": contexts})
+    assert [s.row for s in whole] == [0, 1, 3, 5]
+    assert len(fields) == 4 and fields[0:2] + fields[2:4] == whole and list(fields) == whole
+    assert fields[-1] == whole[3] and fields[1].problems == {"user_input": "user_input is not a string"}
+
+
+def test_ragas_csv_written_by_chunks_is_the_whole_tables_file(tmp_path):
+    lines = READ_ROWS + 7  # two chunks; a text with a comma, a quote and a line break must stay one record
+    texts = {f: pd.DataFrame({"id": [f"s{i}" for i in range(lines)], "row": range(lines),
+                              f: [f'{f} {i}, "quoted"\nnext' for i in range(lines)], "problem": None,
+                              "unreadable": None, "version": "v1"})
+             for f in ("user_input", "response", "retrieved_contexts", "reference")}
+    scored = pd.concat([results("faithfulness", lines, unjudged=3), results("context_recall", lines)], ignore_index=True)
+    columns = ["row", "user_input", "retrieved_contexts", "response", "reference"]
+    merged = texts["user_input"][["row", "user_input"]]
+    for f in ("response", "retrieved_contexts", "reference"):
+        merged = merged.merge(texts[f][["row", f]], on="row", how="outer")
+    write_ragas_csv(ragas_table(scored, merged[columns]), tmp_path / "whole.csv")
+    write_ragas_csv_by_chunks(scored, {f: stored(tmp_path / "db.duckdb", f, frame) for f, frame in texts.items()},
+                              columns, tmp_path / "chunks.csv")
+    whole = (tmp_path / "whole.csv").read_bytes()
+    assert whole.count(b"\r\n") == lines + 1 and (tmp_path / "chunks.csv").read_bytes() == whole
