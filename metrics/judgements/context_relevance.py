@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-import numpy as np
-
 from metrics.judgements.base import Judgement, Model, item_schema
 from metrics.judges.prompts import Request, check_keyed, ids, keyed_schema, numbered
 from metrics.text import content_tokens
@@ -88,7 +86,6 @@ class ContextRelevance(Judgement[QuestionAndContexts, ContextRatings]):
         """Semantic judge: max cosine of the question with the context or its sentences
         (cuts ``Rules.relevance_cuts``). Lexical judge: share of the question's content
         tokens present in the context (cuts ``Rules.overlap_cuts``)."""
-        question = judge.embed([inputs.user_input])[0]
         question_tokens = content_tokens(inputs.user_input)
         ratings = []
         for context in inputs.contexts:
@@ -96,7 +93,13 @@ class ContextRelevance(Judgement[QuestionAndContexts, ContextRatings]):
             if not units:
                 ratings.append((0, 0))
                 continue
-            cosine = float(np.max(judge.embed(units) @ question))
+            # The passages in order until one reaches the top rating (the rest cannot change it).
+            cosines = []
+            for i in range(len(units)):
+                cosines.append(judge.cosines(units, inputs.user_input, [i])[i])
+                if cosines[-1] >= judge.rules.relevance_cuts[1]:
+                    break
+            cosine = float(max(cosines))
             overlap = len(question_tokens & content_tokens(context)) / len(question_tokens) if question_tokens else cosine
             ratings.append((rate(cosine, judge.rules.relevance_cuts), rate(overlap, judge.rules.overlap_cuts)))
         return self.verdict(ratings=ratings)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from metrics.judges.base import Judge, Verdict
-from metrics.judges.encoder import Encoder
+from metrics.judges.encoder import DIMENSIONS, Encoder
 from metrics.text import (approximate_numbers, content_tokens, has_cjk, is_polar_question, names, numbers, quantities,
                           same_number, split_qa, split_sentences, yes_no)
 
@@ -41,6 +41,7 @@ _TITLES = frozenset("mount mt lake river cape saint st sir dame dr mr mrs ms pro
                     "princess general captain pope lord lady".split())
 
 
+@functools.lru_cache(maxsize=50_000)  # asked per passage for each statement's names, by several metrics
 def _name_in(name: str, lowered_text: str) -> bool:
     """A name is in a text when all its words are, a leading title aside; its first word may be
     a short form of the text's ("Pam Veasey" in "Pamela Renea Veasey")."""
@@ -106,16 +107,17 @@ def predicate_words(name: str, lowered_text: str) -> set[str]:
 _NEGATION = re.compile(r"\b(?:not(?! only)|never|no longer|cannot|\w+n['’]t)\b", re.IGNORECASE)
 
 
-def negated(text: str) -> list[set[str]]:
+@functools.lru_cache(maxsize=50_000)  # asked once per passage a statement is compared with
+def negated(text: str) -> tuple[frozenset[str], ...]:
     """What ``text`` denies, one set of two content tokens per negation ("X did not win the
-    prize" → [{"win", "prize"}])."""
+    prize" → ({"win", "prize"},))."""
     denied = []
     for match in _NEGATION.finditer(text):
         words = re.findall(r"[^\W\d_][\w'’]*", text[match.end():match.end() + 100])[:6]
         phrase = [t for w in words for t in sorted(content_tokens(w))][:2]
         if len(phrase) == 2:
-            denied.append(set(phrase))
-    return denied
+            denied.append(frozenset(phrase))
+    return tuple(denied)
 
 
 def polarity_clash(statement: str, tokens: set[str], passage: str, known: set[str]) -> str | None:
@@ -146,23 +148,34 @@ def common_tokens(text: str) -> set[str]:
     return content_tokens(" ".join(words))
 
 
-def substitution(statement: str, known: set[str], sentences: list[list[str]]) -> tuple[str, str] | None:
+def neighbours(sentences: list[list[str]]) -> dict[tuple[str, str], list[tuple[str, frozenset[str]]]]:
+    """The lower-case content words of ``sentences`` (each a list of words, :func:`_words`) by
+    their two neighbours, lower-cased, in order of appearance: what :func:`substitution` looks up."""
+    index: dict[tuple[str, str], list[tuple[str, frozenset[str]]]] = {}
+    for written in sentences:
+        for j in range(1, len(written) - 1):
+            other = written[j]
+            if other.islower() and (tokens := content_tokens(other)):
+                index.setdefault((written[j - 1].lower(), written[j + 1].lower()), []).append((other, tokens))
+    return index
+
+
+def substitution(statement: str, known: set[str],
+                 written: dict[tuple[str, str], list[tuple[str, frozenset[str]]]]) -> tuple[str, str] | None:
     """A word of the statement that no context has, where a context has another content word
     between the same two neighbours ("via a narrow gauge track" against "with a standard gauge
     track" → ("narrow", "standard")), one neighbour at least a content word or a number. Both words
-    are common words, not names: "the museum holds" says "the Louvre holds" in other words; or None."""
+    are common words, not names: "the museum holds" says "the Louvre holds" in other words; or None.
+    ``written`` is the contexts' :func:`neighbours`."""
     words = _words(statement)
     for i in range(1, len(words) - 1):
         word, left, right = words[i], words[i - 1].lower(), words[i + 1].lower()
         if (not word.islower() or not (tokens := content_tokens(word)) or tokens <= known
                 or not (content_tokens(left) or content_tokens(right))):
             continue
-        for written in sentences:
-            for j in range(1, len(written) - 1):
-                other = written[j]
-                if (written[j - 1].lower() == left and written[j + 1].lower() == right and other.islower()
-                        and content_tokens(other) and not content_tokens(other) & tokens):
-                    return word, other
+        for other, others in written.get((left, right), ()):
+            if not others & tokens:
+                return word, other
     return None
 
 
@@ -310,6 +323,17 @@ class OfflineJudge(Judge):
         while cached (``metrics.judges.encoder``)."""
         return self._encoder.encode(texts)
 
+    def cosines(self, texts: list[str], text: str, rows: list[int] | None = None) -> np.ndarray:
+        """Cosines of ``text`` with ``texts``, shape ``(len(texts),)``: those at ``rows`` (all by
+        default) as they are in the one product of every vector of ``texts`` with ``text``'s
+        (float32 rounding depends on a row's place in it); the others are 0, left unencoded. Only
+        the texts a rule reads are encoded."""
+        rows = range(len(texts)) if rows is None else rows
+        matrix = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        if len(rows):
+            matrix[list(rows)] = self.embed([texts[i] for i in rows])
+        return matrix @ self.embed([text])[0]
+
     def units(self, contexts: list[str], windows: bool = False) -> list[str]:
         """Passages a statement is compared with: each sentence of each context, and a
         sentence joined with the next one or two when they continue its subject with a
@@ -336,18 +360,22 @@ class OfflineJudge(Judge):
         return spans
 
     def _passages(self, contexts: list[str], windows: bool = False) -> dict[str, Any]:
-        """Passages of the contexts with their tokens, numbers, lower-cased text and vectors."""
+        """Passages of the contexts with their tokens, numbers and lower-cased text (their vectors:
+        :meth:`cosines`, for the passages a rule reads)."""
         spans = self._spans(contexts, windows)
         units = list(spans)
         joined = "\n".join(contexts)
         return {"units": units, "tokens": [content_tokens(u) for u in units], "lower": [u.lower() for u in units],
                 "spans": spans,
-                "quantities": [quantities(u) for u in units], "vectors": self.embed(units),
+                "quantities": [quantities(u) for u in units],
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
                 "all_tokens": set().union(*(content_tokens(u) for u in units)),
-                "words": [_words(s) for c in contexts for s in split_sentences(c)]}
+                "neighbours": neighbours([_words(s) for c in contexts for s in split_sentences(c)]),
+                # per passage, what the checks of ``_judge_passage`` read of its neighbourhood
+                "near": [content_tokens(spans[u]) for u in units],
+                "universal": [_UNIVERSAL.search(spans[u]) is not None for u in units]}
 
-    def _sentence(self, statement: str, vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
+    def _sentence(self, statement: str, passages: dict[str, Any]) -> Verdict:
         """Verdict on one sentence: its names and numbers together in one passage, and that
         passage close enough in meaning and words (see the class docstring)."""
         rules = self.rules
@@ -360,67 +388,88 @@ class OfflineJudge(Judge):
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
         if not has_cjk(statement) and (changed := substitution(statement, passages["all_tokens"],
-                                                                passages["words"])):
+                                                                passages["neighbours"])):
             return Verdict(0, f"contradicted: the contexts say {changed[1]!r} where the statement says "
                               f"{changed[0]!r}", {"absent": [], "substituted": list(changed)})
         checked = {t for t in tokens - stated_numbers if not has_cjk(t)}  # words the borrowed check reads
-        cosines = np.clip(passages["vectors"] @ vector, 0.0, 1.0)
-        candidates = []
-        for unit, known, lower, found_quantities, cosine in zip(
-                passages["units"], passages["tokens"], passages["lower"], passages["quantities"], cosines):
-            if (missing_quantities(statement_quantities, approximate, found_quantities, rules.number_tolerance)
-                    or not all(_name_in(n, lower) for n in statement_names)):
+        # its numbers are checked below, approximate ones included; a CJK token may stand inside a passage's word
+        always = len(tokens & stated_numbers)
+        rest = tokens - stated_numbers
+        cjk = [t for t in rest if has_cjk(t)]
+        found = {}  # passage -> how many of the sentence's tokens it holds, for those holding its names and numbers
+        for i, (unit, known, lower, found_quantities) in enumerate(zip(
+                passages["units"], passages["tokens"], passages["lower"], passages["quantities"])):
+            if ((statement_quantities and missing_quantities(statement_quantities, approximate, found_quantities,
+                                                             rules.number_tolerance))
+                    or (statement_names and not all(_name_in(n, lower) for n in statement_names))):
                 continue
-            # its numbers are checked above, approximate ones included
-            found = sum(t in known or t in stated_numbers or (has_cjk(t) and t in unit) for t in tokens)
-            overlap = found / len(tokens) if tokens else float(cosine)
-            hybrid = 0.5 * float(cosine) + 0.5 * overlap
-            candidates.append(self._judge_passage(statement, tokens, checked, unit, float(cosine), overlap, hybrid,
-                                                  passages))
+            found[i] = always + len(rest & known) + (sum(t not in known and t in unit for t in cjk) if cjk else 0)
+        cosines = np.clip(self.cosines(passages["units"], statement, list(found)), 0.0, 1.0) if found else None
+        candidates = []
+        for i, count in found.items():
+            cosine = float(cosines[i])
+            overlap = count / len(tokens) if tokens else cosine
+            candidates.append((i, cosine, overlap, 0.5 * cosine + 0.5 * overlap))
         if not candidates:
             together = sorted(statement_quantities | statement_names)
             return Verdict(0, f"unsupported: {', '.join(together)} never appear together in one passage",
                            {"absent": []})
-        # Supported when some passage supports it; else the reason of the closest one.
-        return max(candidates, key=lambda v: (v.verdict, v.evidence["hybrid"]))
+        # Supported when some passage supports it; else the reason of the closest one: the passages
+        # by hybrid score (4 decimals, as in the evidence), first on ties, until one supports it.
+        fragment = is_fragment(statement)
+        statement_facts = (tokens, checked, fragment, _UNIVERSAL.search(statement))
+        closest = None
+        for i, cosine, overlap, hybrid in sorted(candidates, key=lambda c: -round(c[3], 4)):
+            if closest and not ((fragment and overlap == 1) or (hybrid >= rules.support_threshold and (
+                    fragment or cosine >= rules.semantic_floor))):
+                continue  # neither the closest nor a passage that can support it (``_judge_passage``)
+            verdict = self._judge_passage(statement, statement_facts, i, cosine, overlap, hybrid, passages)
+            if verdict.verdict:
+                return verdict
+            closest = closest or verdict
+        return closest
 
-    def _judge_passage(self, statement: str, tokens: set[str], checked: set[str], unit: str, cosine: float,
-                       overlap: float, hybrid: float, passages: dict[str, Any]) -> Verdict:
-        """Does this one passage support the sentence? (the checks of the class docstring, in order)."""
+    def _judge_passage(self, statement: str, facts: tuple, i: int, cosine: float, overlap: float, hybrid: float,
+                       passages: dict[str, Any]) -> Verdict:
+        """Does passage ``i`` support the sentence? (the checks of the class docstring, in order);
+        ``facts``: the sentence's content tokens, the tokens the borrowed check reads, whether it
+        is a fragment, and its universal word (a match or None)."""
         rules = self.rules
+        tokens, checked, fragment, universal = facts
+        unit = passages["units"][i]
         best = {"cosine": round(cosine, 4), "overlap": round(overlap, 4), "hybrid": round(hybrid, 4),
                 "closest": unit[:200], "absent": []}
-        if is_fragment(statement) and overlap == 1:
+        if fragment and overlap == 1:
             return Verdict(1, "supported (every word of the phrase is in one passage)", best)
-        if clash := polarity_clash(statement, tokens, unit, content_tokens(unit)):
+        if clash := polarity_clash(statement, tokens, unit, passages["tokens"][i]):
             best["negated"] = clash
             return Verdict(0, f"contradicted: one of the statement and its passage denies {clash!r}, the other "
                               f"affirms it", best)
-        if _UNIVERSAL.search(statement) and not _UNIVERSAL.search(passages["spans"][unit]):
-            best["universal"] = _UNIVERSAL.search(statement).group().lower()
+        if universal and not passages["universal"][i]:
+            best["universal"] = universal.group().lower()
             return Verdict(0, f"unsupported: the statement says {best['universal']!r}, the passage makes no such "
                               f"universal claim", best)
-        near = content_tokens(passages["spans"][unit])  # the passage and the sentence either side
+        near = passages["near"][i]  # the passage and the sentence either side
         borrowed = (checked - near) & passages["all_tokens"]
         if rules.borrowed_share and borrowed and len(borrowed) >= rules.borrowed_share * len(tokens):
             best["borrowed"] = sorted(borrowed)
             return Verdict(0, f"unsupported: {', '.join(sorted(borrowed))} is said in another passage, not in one "
                               f"with the statement's other terms", best)
-        if not is_fragment(statement) and cosine < rules.semantic_floor:
+        if not fragment and cosine < rules.semantic_floor:
             return Verdict(0, f"unsupported (no passage says it: similarity {cosine:.2f} < {rules.semantic_floor})",
                            best)
         if hybrid >= rules.support_threshold:
             return Verdict(1, f"supported (similarity {hybrid:.2f} ≥ {rules.support_threshold})", best)
         return Verdict(0, f"unsupported (similarity {hybrid:.2f} < {rules.support_threshold})", best)
 
-    def _claim_of(self, question: str, question_vector: np.ndarray, passages: dict[str, Any]) -> Verdict:
+    def _claim_of(self, question: str, passages: dict[str, Any]) -> Verdict:
         """Does the context support the claim of a yes/no question? With names in it ("Are Pam
         Veasey and Jon Jost both American?"), each name needs one passage holding it and every
         other content word of the question (its predicate); without, the question is judged
         as a sentence."""
         subjects = {n for n in names(question) if not _DEMONYM.fullmatch(n)}
         if not subjects:
-            return self._sentence(question, question_vector, passages)
+            return self._sentence(question, passages)
         absent = sorted(n for n in subjects if not _name_in(n, passages["all_lower"]))
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
@@ -443,7 +492,7 @@ class OfflineJudge(Judge):
         return Verdict(0, f"no passage holds {weakest} with {shares[weakest]:.0%} of the predicate "
                           f"(< {self.rules.predicate_share:.0%})", evidence)
 
-    def _answer(self, question: str, answer: str, question_vector: np.ndarray, windows: dict[str, Any],
+    def _answer(self, question: str, answer: str, windows: dict[str, Any],
                 passages: dict[str, Any]) -> Verdict:
         """Verdict on a short answer judged with its question (see the class docstring): the
         answer must stand within two adjacent sentences (``windows``) of the question's words."""
@@ -454,7 +503,7 @@ class OfflineJudge(Judge):
                                {"absent": []})
             polarity = None  # "No Fences" answering "Which album …?"
         if polarity:
-            claim = self._claim_of(question, question_vector, passages)
+            claim = self._claim_of(question, passages)
             if polarity == "yes":
                 verdict = Verdict(claim.verdict, f"yes: the question's claim is {'' if claim.verdict else 'not '}"
                                                  f"supported ({claim.reason})", claim.evidence)
@@ -470,7 +519,7 @@ class OfflineJudge(Judge):
             rest = re.sub(r"^\W*\w+[\s.!,，。！]*", "", answer, count=1).strip()
             if not verdict.verdict or not content_tokens(rest):
                 return verdict
-            said = self._sentence(rest, self.embed([rest])[0], passages)  # "No, only X is …": the rest too
+            said = self._sentence(rest, passages)  # "No, only X is …": the rest too
             return Verdict(said.verdict, f"{verdict.reason}; the rest: {said.reason}", said.evidence)
         # A transliterated CJK name is known by its last part ("乔·拜登" as "拜登").
         core = answer.split("·")[-1] if has_cjk(answer) and "·" in answer else answer
@@ -479,12 +528,11 @@ class OfflineJudge(Judge):
         if not answer_tokens and not answer_quantities:
             answer_tokens = {w.lower() for w in re.findall(r"[^\W\d_]+", core)}
         question_tokens = content_tokens(question) - answer_tokens
-        cosines = np.clip(windows["vectors"] @ question_vector, 0.0, 1.0)
         # A common word of the answer is not said by a name holding it ("brother" by "Band of Brothers").
         common = content_tokens(" ".join(w for w in _words(core) if w.islower())) - answer_quantities
-        best: dict[str, Any] = {}
-        for unit, known, found_quantities, cosine in zip(windows["units"], windows["tokens"],
-                                                         windows["quantities"], cosines):
+        shares = {}  # window -> share of the question's words in it, for the windows holding the answer
+        for i, (unit, known, found_quantities) in enumerate(zip(windows["units"], windows["tokens"],
+                                                                windows["quantities"])):
             plain = common_tokens(unit) if common else known
             held = (sum((t in plain if t in common else t in known) or (has_cjk(t) and t in unit)
                         for t in answer_tokens) / len(answer_tokens) if answer_tokens else 1.0)
@@ -492,11 +540,15 @@ class OfflineJudge(Judge):
                     or held < self.rules.answer_share):
                 continue
             found = sum(t in known or (has_cjk(t) and t in unit) for t in question_tokens)
-            share = found / len(question_tokens) if question_tokens else 1.0
+            shares[i] = found / len(question_tokens) if question_tokens else 1.0
+        cosines = np.clip(self.cosines(windows["units"], question, list(shares)), 0.0, 1.0) if shares else None
+        best: dict[str, Any] = {}
+        for i, share in shares.items():
+            cosine = cosines[i]
             relation = 0.5 * float(cosine) + 0.5 * share
             if not best or relation > best["relation"]:
                 best = {"relation": round(relation, 4), "cosine": round(float(cosine), 4),
-                        "question_share": round(share, 4), "closest": unit[:200]}
+                        "question_share": round(share, 4), "closest": windows["units"][i][:200]}
         if not best:
             return Verdict(0, "the answer is in no passage of the contexts", {"absent": []})
         if best["relation"] >= self.rules.question_share:
@@ -544,13 +596,12 @@ class OfflineJudge(Judge):
         pairs = [split_qa(s) for s in statements]
         passages = self._passages(contexts)
         windows = self._passages(contexts, windows=True) if any(pairs) else passages
-        texts = [pair[0].rstrip("?？ ") if pair else s for s, pair in zip(statements, pairs)]
         verdicts = []
-        for statement, pair, vector in zip(statements, pairs, self.embed(texts)):
+        for statement, pair in zip(statements, pairs):
             if pair:
-                verdicts.append(self._answer(pair[0].rstrip("?？ "), pair[1], vector, windows, passages))
+                verdicts.append(self._answer(pair[0].rstrip("?？ "), pair[1], windows, passages))
             else:
-                verdicts.append(self._sentence(statement, vector, passages))
+                verdicts.append(self._sentence(statement, passages))
         return self._by_clauses(statements, verdicts, passages)
 
     def _by_clauses(self, statements: list[str], verdicts: list[Verdict], passages: dict[str, Any]) -> list[Verdict]:
@@ -561,10 +612,8 @@ class OfflineJudge(Judge):
                  and len(clauses := [c for c in _CLAUSE.split(s) if len(content_tokens(c)) >= 2]) > 1}
         if not split:
             return verdicts
-        texts = [c for clauses in split.values() for c in clauses]
-        vectors = dict(zip(texts, self.embed(texts)))
         for i, clauses in split.items():
-            parts = [self._sentence(c, vectors[c], passages) for c in clauses]
+            parts = [self._sentence(c, passages) for c in clauses]
             if all(p.verdict for p in parts):
                 verdicts[i] = Verdict(1, f"supported clause by clause ({len(parts)} clauses)",
                                       {"clauses": [{"clause": c, **p.evidence} for c, p in zip(clauses, parts)]})
