@@ -118,6 +118,10 @@ def build_metric_assets() -> dg.AssetsDefinition:
         needed = [FIELD_ASSETS[f] for f in dict.fromkeys(f for n in names for f in METRICS[n].required_fields)]
         with database.connection() as connection:
             tables = database.stored(connection, context.partition_key, needed)
+        if missing := [asset for asset in needed if asset not in tables]:
+            raise dg.Failure(f"version {context.partition_key} has no {', '.join(missing)} rows: it was registered "
+                             f"but not ingested; materialize ingest_dataset and the field assets for it first",
+                             allow_retries=False)
         # Built once a chunk for all the fields read, each chunk read over one connection.
         every = FieldSamples.stored({_FIELD_OF[asset]: table for asset, table in tables.items()}, database.connection)
         tasks, by_fields = [], {}
@@ -173,7 +177,15 @@ class FieldSamples(Sequence[Sample]):
         read over one connection ``connect()`` opens."""
         def build(start: int, stop: int) -> list[Sample]:
             with connect() as connection:
-                return samples_from_fields({f: table.rows_at(connection, start, stop) for f, table in fields.items()})
+                frames = {f: table.rows_at(connection, start, stop) for f, table in fields.items()}
+                counts = {f: table.count(connection) for f, table in fields.items()}
+                if changed := {f: n for f, n in counts.items() if n != fields[f].rows}:
+                    raise dg.Failure(
+                        "the version's samples changed while it was being evaluated ("
+                        + ", ".join(f"{f}: {fields[f].rows} rows at the start, {n} now" for f, n in changed.items())
+                        + "; was it registered again?): this run's results are not stored; run it again",
+                        allow_retries=False)
+                return samples_from_fields(frames)
 
         return cls(len(next(iter(fields.values()))), build)
 

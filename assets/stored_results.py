@@ -63,13 +63,31 @@ class MetricResults:
         return pd.read_parquet(self.path, columns=list(columns) if columns else None)
 
 
+#: Prefix of a results file's name; the writing process's id follows it.
+_PREFIX = "rag-eval-results-"
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Delete the results files of processes that are gone (killed before their step ended:
+    a SIGKILL runs no clean-up); a file whose process still runs, or is not ours, is kept."""
+    for path in folder.glob(f"{_PREFIX}*-*.parquet"):
+        try:
+            os.kill(int(path.name[len(_PREFIX):].split("-", 1)[0]), 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except (ValueError, PermissionError, OSError):
+            continue
+
+
 class ResultWriter:
     """Appends a metric's per-row results frames (``metrics.scoring.results_frame``) of
     the partition ``version`` to a new Parquet file in the temporary folder, one row group
-    per frame; :meth:`close` gives the :class:`MetricResults`."""
+    per frame; :meth:`close` gives the :class:`MetricResults`. The file's name carries the
+    process id, so a later writer deletes the files of a process that was killed."""
 
     def __init__(self, version: str) -> None:
-        handle, name = tempfile.mkstemp(prefix="rag-eval-results-", suffix=".parquet")
+        _remove_orphans(Path(tempfile.gettempdir()))
+        handle, name = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", suffix=".parquet")
         os.close(handle)
         self.path, self.version, self.rows, self.dtypes = Path(name), version, 0, None
         self._writer: pq.ParquetWriter | None = None
@@ -114,6 +132,10 @@ class StoredTable:
 
     def __len__(self) -> int:
         return self.rows
+
+    def count(self, connection: duckdb.DuckDBPyConnection) -> int:
+        """The partition's rows now (``rows`` is their number when it was found)."""
+        return connection.execute(f"select count(*) from ({self.query})").fetchone()[0]
 
     def frame(self, connection: duckdb.DuckDBPyConnection, compact: bool = False) -> pd.DataFrame:
         """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results): ``details``

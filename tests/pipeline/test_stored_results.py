@@ -1,7 +1,14 @@
 """Results and fields read and written chunk by chunk (assets.stored_results) hold the same
 content as the whole frames they replace."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import dagster as dg
 import duckdb
 import pandas as pd
+import pytest
 import pyarrow.parquet as pq
 
 from assets.evaluation import FieldSamples
@@ -110,3 +117,31 @@ def test_ragas_csv_written_by_chunks_is_the_whole_tables_file(tmp_path):
         write_ragas_csv_by_chunks(connection, scored, tables, columns, tmp_path / "chunks.csv")
     whole = (tmp_path / "whole.csv").read_bytes()
     assert whole.count(b"\r\n") == lines + 1 and (tmp_path / "chunks.csv").read_bytes() == whole
+
+
+def test_a_version_replaced_while_it_is_judged_fails_the_step_naming_the_change(tmp_path):
+    # the metric step reads its fields chunk by chunk: a re-registration between two chunks
+    # (3 lines replaced by 2) must stop it, not judge a mix of the two contents or lose a line
+    questions = pd.DataFrame({"id": ["a", "b", "c"], "row": [0, 1, 2], "user_input": ["q0", "q1", "q2"],
+                              "problem": None, "unreadable": None, "version": "v1"})
+    database = tmp_path / "db.duckdb"
+    fields = FieldSamples.stored({"user_input": stored(database, "questions", questions)},
+                                 lambda: duckdb.connect(str(database)))
+    assert [s.user_input for s in fields[0:1]] == ["q0"]
+    with duckdb.connect(str(database)) as connection:
+        connection.execute("delete from eval.questions where row = 2")
+    with pytest.raises(dg.Failure, match=r"changed while it was being evaluated \(user_input: 3 rows at the start, "
+                                         r"2 now; was it registered again\?\)"):
+        fields[1:3]
+
+
+def test_a_killed_writers_results_file_is_removed_by_the_next_writer(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f"rag-eval-results-{int(dead.stdout)}-x.parquet"  # a process that is gone
+    alive = tmp_path / f"rag-eval-results-{os.getppid()}-y.parquet"  # one that still runs
+    orphan.write_bytes(b"judged rows"), alive.write_bytes(b"judged rows")
+    writer = ResultWriter("v1")
+    assert not orphan.exists() and alive.exists()
+    assert writer.path.parent == tmp_path and writer.path.name.startswith(f"rag-eval-results-{os.getpid()}-")
+    writer.discard()
