@@ -1,22 +1,25 @@
 """The metric assets: one subsettable multi-asset with one output per registered metric,
 the per-row results of the version's samples (each written to a file chunk by chunk as it
-is judged, ``assets.stored_results``, then stored in its table). The selected metrics of a run are judged
+is judged, ``assets.stored_results``, then stored in its table). The step reads the field
+tables it depends on itself, chunk by chunk. The selected metrics of a run are judged
 together, every request of every metric under the judge's one concurrency limit (as
 ``metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
 and lineage (it depends on exactly the field assets it reads)."""
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
 import dagster as dg
+import duckdb
 import pandas as pd
 from pydantic import create_model
 
-from assets.ingestion import FIELD_ASSETS, samples_from_fields
+from assets.ingestion import FIELD_ASSETS, only_fields, samples_from_fields
 from assets.partitions import dataset_versions
 from assets.resources import ExecutionResource, JudgeResource
-from assets.stored_results import STORED, StoredTable
+from assets.stored_results import StoredTable
 from metrics.aggregate import USAGE_COLUMNS
 from metrics.base import Family
 from metrics.judges.config import PER_METRIC
@@ -100,24 +103,29 @@ def build_metric_assets() -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=METRICS_OP,
         outs={name: _metric_out(name, judge_version) for name in METRICS},
-        ins={asset: dg.AssetIn(key=asset, dagster_type=STORED) for asset in FIELD_ASSETS.values()},
+        deps=list(FIELD_ASSETS.values()),  # read by the step itself, only those its metrics need
         internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
                              for name, cls in METRICS.items()},
         partitions_def=dataset_versions,
         can_subset=True,
     )
     def score_metrics(context: dg.AssetExecutionContext, config: MetricsConfig, judge: JudgeResource,
-                      execution: ExecutionResource, **fields: StoredTable):
+                      execution: ExecutionResource):
         """Judge every selected metric of the version at once; one output per metric."""
         names = [name for name in METRICS if name in context.selected_output_names]
         scorer = judge.get_judge()
-        frames = {_FIELD_OF[asset]: frame for asset, frame in fields.items()}
+        database = context.resources.io_manager
+        needed = [FIELD_ASSETS[f] for f in dict.fromkeys(f for n in names for f in METRICS[n].required_fields)]
+        with database.connection() as connection:
+            tables = database.stored(connection, context.partition_key, needed)
+        # Built once a chunk for all the fields read, each chunk read over one connection.
+        every = FieldSamples.stored({_FIELD_OF[asset]: table for asset, table in tables.items()}, database.connection)
         tasks, by_fields = [], {}
         for name in names:
             metric, metric_judge = _configured(name, getattr(config, name), scorer)
             needs = METRICS[name].required_fields
             if needs not in by_fields:  # each metric sees only the fields it reads, as its own asset did
-                by_fields[needs] = FieldSamples({f: frames[f] for f in needs})
+                by_fields[needs] = every.only(needs)
             tasks.append((metric, by_fields[needs], metric_judge))
 
         def progress(metric: str, done: int, total: int) -> None:
@@ -129,14 +137,15 @@ def build_metric_assets() -> dg.AssetsDefinition:
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
         try:
-            for (metric, _, metric_judge), results in zip(tasks, stored):
-                frame = results.frame(["status", "value", "passed", *USAGE_COLUMNS])  # what the metadata reads
-                metadata = metric_metadata(frame)
-                metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
-                metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
-                for column in USAGE_COLUMNS:
-                    metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
-                yield dg.Output(results, output_name=metric.name, metadata=metadata)  # stored, then deleted
+            with database.writing():  # every metric table over one connection
+                for (metric, _, metric_judge), results in zip(tasks, stored):
+                    frame = results.frame(["status", "value", "passed", *USAGE_COLUMNS])  # what the metadata reads
+                    metadata = metric_metadata(frame)
+                    metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
+                    metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
+                    for column in USAGE_COLUMNS:
+                        metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
+                    yield dg.Output(results, output_name=metric.name, metadata=metadata)  # stored, then deleted
         except BaseException:  # an output not stored (the step stopped): its file goes too
             for results in stored:
                 results.path.unlink(missing_ok=True)
@@ -146,16 +155,32 @@ def build_metric_assets() -> dg.AssetsDefinition:
 
 
 class FieldSamples(Sequence[Sample]):
-    """The samples of field assets (``{field: stored partition}``, every field holding every
-    line), built as they are asked for (``assets.ingestion.samples_from_fields`` on those
-    rows, read from the database): a slice of rows (a chunk judged at once) reads and builds
-    those samples only, so a version's samples and fields are never all in memory at once.
-    Samples are in row order."""
+    """Samples built as they are asked for, ``build(start, stop)`` giving those of the rows at
+    positions ``start`` to ``stop`` (``rows`` in all, in row order): a slice of rows (a chunk
+    judged at once) builds those samples only, so a version's samples and fields are never
+    all in memory at once. The last slice built is kept (metrics reading the same fields
+    share a chunk)."""
 
-    def __init__(self, fields: dict[str, StoredTable]) -> None:
-        self._fields = fields
-        self._rows = len(next(iter(fields.values())))
-        self._last: tuple[slice, list[Sample]] | None = None  # metrics reading the same fields share a chunk
+    def __init__(self, rows: int, build: Callable[[int, int], list[Sample]]) -> None:
+        self._rows, self._build = rows, build
+        self._last: tuple[tuple[int, int], list[Sample]] | None = None
+
+    @classmethod
+    def stored(cls, fields: dict[str, StoredTable],
+               connect: Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]) -> "FieldSamples":
+        """The samples of field assets (``{field: stored partition}``, every field holding every
+        line): ``assets.ingestion.samples_from_fields`` on a slice's rows of every field,
+        read over one connection ``connect()`` opens."""
+        def build(start: int, stop: int) -> list[Sample]:
+            with connect() as connection:
+                return samples_from_fields({f: table.rows_at(connection, start, stop) for f, table in fields.items()})
+
+        return cls(len(next(iter(fields.values()))), build)
+
+    def only(self, fields: tuple[str, ...]) -> "FieldSamples":
+        """These samples as ``fields`` alone would build them (``assets.ingestion.only_fields``),
+        from the slices built here: the fields are read and the samples built once for both."""
+        return FieldSamples(self._rows, lambda start, stop: only_fields(self[start:stop], fields))
 
     def __len__(self) -> int:
         return self._rows
@@ -170,8 +195,7 @@ class FieldSamples(Sequence[Sample]):
             return self[row:row + 1][0]
         start, stop, _ = index.indices(self._rows)
         if self._last is None or self._last[0] != (start, stop):
-            self._last = (start, stop), samples_from_fields({f: stored.rows_at(start, stop)
-                                                             for f, stored in self._fields.items()})
+            self._last = (start, stop), self._build(start, stop)
         return self._last[1]
 
 

@@ -12,6 +12,7 @@ field is unusable; lines no selected metric can use are also kept in
 import hashlib
 import json
 import warnings
+from dataclasses import replace
 
 import dagster as dg
 import pandas as pd
@@ -93,25 +94,26 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
                      f"{len(report['input_errors'])} with input errors, metrics {list(required)}")
     frame = samples_to_frame(samples)
     unreadable = [s.problems.get("row") for s in samples]
-    for field, asset in FIELD_ASSETS.items():
-        out = frame[["id", "row", field]].assign(version=version)
-        out[field] = out[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
-        out["problem"] = pd.Series([s.problems.get(field) for s in samples], dtype="string")
-        out["unreadable"] = pd.Series(unreadable, dtype="string")
-        yield dg.Output(out, output_name=asset, data_version=content_version(out, [field, "problem", "unreadable"]),
-                        metadata={"num_rows": len(out)})
-    sources = {s.row: s.source for s in samples}
-    rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
-        version=version, sample=lambda f: [sources[r] for r in f["row"]])
-    share = len(rejected) / len(samples)
-    yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
-                    metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": len(samples),
-                              "input_error_rows": len(report["input_errors"]),
-                              "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                              "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
-                              "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version)),
-                              "suite": dg.MetadataValue.json(report["statistics"]),
-                              "duplicate_ids": dg.MetadataValue.json(report["duplicate_ids"][:50])})
+    with context.resources.io_manager.writing():  # the seven tables over one connection
+        for field, asset in FIELD_ASSETS.items():
+            out = frame[["id", "row", field]].assign(version=version)
+            out[field] = out[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
+            out["problem"] = pd.Series([s.problems.get(field) for s in samples], dtype="string")
+            out["unreadable"] = pd.Series(unreadable, dtype="string")
+            yield dg.Output(out, output_name=asset, metadata={"num_rows": len(out)},
+                            data_version=content_version(out, [field, "problem", "unreadable"]))
+        sources = {s.row: s.source for s in samples}
+        rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
+            version=version, sample=lambda f: [sources[r] for r in f["row"]])
+        share = len(rejected) / len(samples)
+        yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
+                        metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": len(samples),
+                                  "input_error_rows": len(report["input_errors"]),
+                                  "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                                  "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
+                                  "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version)),
+                                  "suite": dg.MetadataValue.json(report["statistics"]),
+                                  "duplicate_ids": dg.MetadataValue.json(report["duplicate_ids"][:50])})
     yield dg.AssetCheckResult(
         check_name="rejected_share_within_limit", asset_key="rejected_samples",
         passed=share <= config.max_rejected_share,
@@ -148,6 +150,14 @@ def samples_from_fields(frames: dict[str, pd.DataFrame]) -> list[Sample]:
         sample.problems.update(problems)
         samples.append(sample)
     return samples
+
+
+def only_fields(samples: list[Sample], fields: tuple[str, ...]) -> list[Sample]:
+    """``samples`` as :func:`samples_from_fields` rebuilds them from ``fields`` alone: the other
+    fields ``None`` and their problems dropped (the line's own problem kept)."""
+    blank = {f: None for f in FIELDS if f not in fields}
+    return [replace(s, **blank, problems={k: v for k, v in s.problems.items() if k in fields or k == "row"})
+            for s in samples]
 
 
 def _is_empty(value) -> bool:

@@ -5,18 +5,20 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import dagster as dg
 import duckdb
-from dagster_duckdb.io_manager import DuckDbClient
+from dagster_duckdb.io_manager import DbIOManager, DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 from pydantic import PrivateAttr, create_model
 
-from assets.stored_results import MetricResults, MetricResultsHandler, ResultWriter
+from assets.stored_results import MetricResults, MetricResultsHandler, ResultWriter, StoredTable
 
 from metrics.base import Metric
 from metrics.scoring import Task, results_frame, score_chunks
@@ -100,11 +102,11 @@ class ResultsDatabase(DuckDBPandasIOManager):
     the database's folder (a run launched by the daemon or the UI in a fresh clone has no
     ``out/`` yet, and DuckDB cannot create a file there) and checks the file with
     :func:`check_database` (held by another process: named, waited for ``lock_wait`` s).
-    A partition never written (a metric never computed for the version, no rejected line)
-    loads as ``None``, so the summary can take every metric asset as an input and use those
-    of the run; which partitions exist is read once, over one connection, after each write.
-    Besides frames it stores a metric's results file and loads a metric's partition as a query
-    read on demand (``assets.stored_results``)."""
+    Besides frames it stores a metric's results file (``assets.stored_results``). The IO
+    manager it creates also finds, over a connection a step holds, the partitions of a
+    version of the tables an asset depends on (:meth:`ResultsTables.stored`: the metric
+    assets and the summary read their upstream tables so, chunk by chunk, with no input
+    events)."""
 
     lock_wait: float = 60.0
 
@@ -122,7 +124,27 @@ class ResultsDatabase(DuckDBPandasIOManager):
             print(message, file=sys.stderr)
 
         check_database(self.database, self.lock_wait, say, self.connection_config)
-        return _StoredOrNone(super().create_io_manager(context))
+        client = _StepConnection()
+        return ResultsTables(DbIOManager(db_client=client, database=self.database, schema=self.schema_,
+                                         type_handlers=self.type_handlers(), default_load_type=self.default_load_type(),
+                                         io_manager_name="DuckDBIOManager"),
+                             client, self.database, self.schema_ or "public", self.connection_config)
+
+
+class _StepConnection(DuckDbClient):
+    """dagster-duckdb's client, on the connection a step holds for its outputs
+    (:meth:`ResultsTables.writing`) when there is one, else on a connection of its own."""
+
+    def __init__(self) -> None:
+        self.held = None
+
+    @contextmanager
+    def connect(self, context, table_slice):
+        if self.held is not None:
+            yield self.held
+        else:
+            with DuckDbClient.connect(context, table_slice) as connection:
+                yield connection
 
 
 class ReportStore(dg.ConfigurableResource):
@@ -137,30 +159,53 @@ class ReportStore(dg.ConfigurableResource):
         return path
 
 
-class _StoredOrNone(dg.IOManager):
-    def __init__(self, inner: dg.IOManager) -> None:
-        self.inner = inner
-        self._stored: dict[str, set[str]] | None = None  # table -> versions, read once between writes
+class ResultsTables(dg.IOManager):
+    """The run's IO manager (dagster-duckdb's, which it delegates to), plus :meth:`connection`,
+    :meth:`stored` and :meth:`writing`: one connection for what a step reads or writes, not
+    one per table (each DuckDB connection opens the file and checkpoints it on close, ~15-60 ms)."""
+
+    def __init__(self, inner: dg.IOManager, client: _StepConnection, database: str, schema: str,
+                 config: dict[str, Any]) -> None:
+        self.inner, self.client, self.schema = inner, client, schema
+        self.settings = SimpleNamespace(resource_config={"database": database, "connection_config": config})
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        self._stored = None
         self.inner.handle_output(context, obj)
 
-    def _versions(self, context: dg.InputContext) -> dict[str, set[str]]:
-        if self._stored is None:
-            schema = context.resource_config["schema"]
-            with DuckDbClient.connect(context, None) as connection:  # one connection for every table
-                tables = [t for (t,) in connection.execute("select table_name from information_schema.tables "
-                                                           "where table_schema = ?", [schema]).fetchall()]
-                self._stored = {t: {v for (v,) in connection.execute(f'select distinct version from {schema}."{t}"')
-                                    .fetchall()} for t in tables}
-        return self._stored
-
     def load_input(self, context: dg.InputContext) -> Any:
-        if context.has_asset_partitions and context.asset_partition_key not in \
-                self._versions(context).get(context.asset_key.path[-1], ()):
-            return None  # never stored for this version (a metric never computed; no rejected line)
         return self.inner.load_input(context)
+
+    @contextmanager
+    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection to the results database (dagster-duckdb's, retrying a file another
+        process holds), closed when the block ends."""
+        with DuckDbClient.connect(self.settings, None) as connection:
+            yield connection
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around an asset's ``yield`` of its outputs: they are written over one connection,
+        closed when the block ends (the file is not held while the step computes)."""
+        with self.connection() as connection:
+            self.client.held = connection
+            try:
+                yield
+            finally:
+                self.client.held = None
+
+    def stored(self, connection: duckdb.DuckDBPyConnection, version: str, tables: list[str]) -> dict[str, StoredTable]:
+        """``{table: its partition version}`` for each of ``tables`` holding rows of ``version``
+        (a metric never computed for it, or no rejected line, is left out), counted over
+        ``connection``; nothing else is read yet (:class:`assets.stored_results.StoredTable`)."""
+        present = {t for (t,) in connection.execute("select table_name from information_schema.tables "
+                                                    "where table_schema = ?", [self.schema]).fetchall()}
+        found: dict[str, StoredTable] = {}
+        for table in tables:
+            if table in present:
+                query = f"""select * from {self.schema}."{table}" where version = '{version.replace("'", "''")}'"""
+                if rows := connection.execute(f"select count(*) from ({query})").fetchone()[0]:
+                    found[table] = StoredTable(query, rows)
+        return found
 
 
 class ExecutionResource(dg.ConfigurableResource):

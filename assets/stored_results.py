@@ -3,11 +3,11 @@
 The metric assets write each chunk of judged rows to a Parquet file as it is judged
 (:class:`ResultWriter`) and output a :class:`MetricResults` naming that file; the
 results database (``assets.resources.ResultsDatabase``) copies the file into the metric's
-table and deletes it (:class:`MetricResultsHandler`). The metric assets load the field assets,
-and the summary each metric, as a :class:`StoredTable`, a query over the table read in
-bounded chunks. Memory stays
-flat as a version grows: Dagster keeps every output value of an in-process run until the
-run ends, and here that value is a file name, not the version's results.
+table and deletes it (:class:`MetricResultsHandler`). The metric assets read the field
+tables they depend on, and the summary each metric's table, as a :class:`StoredTable`,
+a query over the table read in bounded chunks over a connection the step holds. Memory
+stays flat as a version grows: Dagster keeps every output value of an in-process run until
+the run ends, and here that value is a file name, not the version's results.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster._core.definitions.metadata import TableMetadataSet
 from dagster._core.storage.db_io_manager import DbTypeHandler, TableSlice
-from dagster_duckdb.io_manager import DuckDbClient
 
 from metrics.aggregate import USAGE_COLUMNS
 from metrics.formats import ragas_table
@@ -107,54 +106,41 @@ _EMPTY = {field.name: {pa.string(): "object", pa.int64(): "int64", pa.float64():
 @dataclass(frozen=True)
 class StoredTable:
     """One asset's stored partition (a metric's results, a field of the samples), read from
-    the results database on demand: ``query`` (the IO manager's select statement) over
-    ``database``, ``rows`` rows."""
+    the results database on demand over the connection each method is given: ``query``
+    (a select of the partition's rows), ``rows`` rows."""
 
-    database: str
-    config: tuple[tuple[str, str], ...]
     query: str
     rows: int
 
     def __len__(self) -> int:
         return self.rows
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        return duckdb.connect(self.database, config={"custom_user_agent": "dagster", **dict(self.config)})
-
-    def frame(self, compact: bool = False) -> pd.DataFrame:
+    def frame(self, connection: duckdb.DuckDBPyConnection, compact: bool = False) -> pd.DataFrame:
         """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results): ``details``
         only on ``input_error`` rows (the only ones the summary reads it from), null elsewhere."""
-        with self._connect() as connection:
-            if not compact:
-                return connection.execute(self.query).fetchdf()
-            names = [d[0] for d in connection.execute(f"select * from ({self.query}) limit 0").description]
-            kept = [f"case when status = '{Status.INPUT_ERROR.value}' then details end as details" if n == "details"
-                    else f'"{n}"' for n in names]
-            return connection.execute(f"select {', '.join(kept)} from ({self.query})").fetchdf()
+        if not compact:
+            return connection.execute(self.query).fetchdf()
+        names = [d[0] for d in connection.execute(f"select * from ({self.query}) limit 0").description]
+        kept = [f"case when status = '{Status.INPUT_ERROR.value}' then details end as details" if n == "details"
+                else f'"{n}"' for n in names]
+        return connection.execute(f"select {', '.join(kept)} from ({self.query})").fetchdf()
 
-    def rows_at(self, start: int, stop: int) -> pd.DataFrame:
+    def rows_at(self, connection: duckdb.DuckDBPyConnection, start: int, stop: int) -> pd.DataFrame:
         """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order, as :meth:`frame` gives them."""
-        with self._connect() as connection:
-            return connection.execute(f"select * from ({self.query}) order by row limit {max(stop - start, 0)} "
-                                      f"offset {start}").fetchdf()
+        return connection.execute(f"select * from ({self.query}) order by row limit {max(stop - start, 0)} "
+                                  f"offset {start}").fetchdf()
 
-    def nullable_passed(self) -> bool:
+    def nullable_passed(self, connection: duckdb.DuckDBPyConnection) -> bool:
         """Whether some result has no pass/fail (``passed`` loads as ``boolean``, else ``bool``)."""
-        with self._connect() as connection:
-            return bool(connection.execute(f"select count(*) - count(passed) from ({self.query})").fetchone()[0])
+        return bool(connection.execute(f"select count(*) - count(passed) from ({self.query})").fetchone()[0])
 
-    def chunks(self, passed_dtype: str) -> Iterator[pd.DataFrame]:
+    def chunks(self, connection: duckdb.DuckDBPyConnection, passed_dtype: str) -> Iterator[pd.DataFrame]:
         """The results in frames of at most :data:`READ_ROWS` rows, in table order, ``passed``
-        as ``passed_dtype`` (what it is in the whole table loaded at once)."""
-        with self._connect() as connection:
-            result = connection.execute(self.query)
-            while len(chunk := result.fetch_df_chunk(READ_ROWS // 2048)):
-                yield chunk.astype({"passed": passed_dtype})
-
-
-#: An input loaded as a :class:`StoredTable` (or ``None``: never stored for the partition).
-STORED = dg.DagsterType(lambda _, value: value is None or isinstance(value, StoredTable), name="StoredTable",
-                        typing_type=StoredTable, description="An asset's stored partition, read on demand.")
+        as ``passed_dtype`` (what it is in the whole table loaded at once); ``connection``
+        runs nothing else until the last frame is read."""
+        result = connection.execute(self.query)
+        while len(chunk := result.fetch_df_chunk(READ_ROWS // 2048)):
+            yield chunk.astype({"passed": passed_dtype})
 
 
 def concat_dtype(dtypes: Sequence[str]) -> str:
@@ -162,15 +148,15 @@ def concat_dtype(dtypes: Sequence[str]) -> str:
     return str(pd.concat([pd.Series([True], dtype=d) for d in dtypes], ignore_index=True).dtype)
 
 
-def write_results_parquet(stored: Sequence[StoredTable], path: Path) -> None:
-    """Write the results of ``stored`` one after the other, without ``version``, to the
-    Parquet file ``path``, chunk by chunk: the same content as
-    ``pd.concat([s.frame() for s in stored]).drop(columns="version").to_parquet(path, index=False)``."""
-    passed = concat_dtype(["boolean" if s.nullable_passed() else "bool" for s in stored])
+def write_results_parquet(connection: duckdb.DuckDBPyConnection, stored: Sequence[StoredTable], path: Path) -> None:
+    """Write the results of ``stored`` one after the other, read over ``connection``, without
+    ``version``, to the Parquet file ``path``, chunk by chunk: the same content as
+    ``pd.concat([s.frame(connection) for s in stored]).drop(columns="version").to_parquet(path, index=False)``."""
+    passed = concat_dtype(["boolean" if s.nullable_passed(connection) else "bool" for s in stored])
     writer = None
     try:
         for results in stored:
-            for chunk in results.chunks(passed):
+            for chunk in results.chunks(connection, passed):
                 table = pa.Table.from_pandas(chunk.drop(columns="version"), preserve_index=False,
                                              schema=writer.schema if writer else None)
                 writer = writer or pq.ParquetWriter(path, table.schema)
@@ -180,10 +166,10 @@ def write_results_parquet(stored: Sequence[StoredTable], path: Path) -> None:
             writer.close()
 
 
-def write_ragas_csv_by_chunks(results: pd.DataFrame, fields: dict[str, StoredTable], columns: Sequence[str],
-                              path: Path) -> None:
+def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd.DataFrame,
+                              fields: dict[str, StoredTable], columns: Sequence[str], path: Path) -> None:
     """``ragas_scores.csv`` of ``results`` and the text ``fields`` (``{field: stored partition}``,
-    every one holding every line), :data:`READ_ROWS` lines at a time: the file
+    every one holding every line, read over ``connection``), :data:`READ_ROWS` lines at a time: the file
     ``metrics.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
     ``merged`` being the fields merged on ``row``, without the version's texts in memory at once."""
     rows = len(next(iter(fields.values())))
@@ -191,7 +177,7 @@ def write_ragas_csv_by_chunks(results: pd.DataFrame, fields: dict[str, StoredTab
         for start in range(0, max(rows, 1), READ_ROWS):
             part = None
             for name, stored in fields.items():
-                frame = stored.rows_at(start, start + READ_ROWS)[["row", name]]
+                frame = stored.rows_at(connection, start, start + READ_ROWS)[["row", name]]
                 part = frame if part is None else part.merge(frame, on="row", how="outer")
             table = ragas_table(results[results["row"].isin(part["row"])], part[list(columns)])
             table.to_csv(handle, index=False, header=start == 0, lineterminator="\r\n")
@@ -200,7 +186,8 @@ def write_ragas_csv_by_chunks(results: pd.DataFrame, fields: dict[str, StoredTab
 class MetricResultsHandler(DbTypeHandler[MetricResults]):
     """Stores a :class:`MetricResults` file in DuckDB (``create table ... as`` or ``insert``,
     as ``DuckDBPandasTypeHandler`` does a frame, with the same output metadata) and deletes
-    the file; loads a partition as a :class:`StoredTable` (nothing read yet)."""
+    the file. Nothing loads a :class:`MetricResults`: an input of a metric asset loads its
+    rows as a DataFrame (the IO manager's default type)."""
 
     def handle_output(self, context: dg.OutputContext, table_slice: TableSlice, obj: MetricResults, connection):
         table = f"{table_slice.schema}.{table_slice.table}"
@@ -220,12 +207,10 @@ class MetricResultsHandler(DbTypeHandler[MetricResults]):
             "dataframe_columns": dg.MetadataValue.table_schema(dg.TableSchema(
                 columns=[dg.TableColumn(name=name, type=dtype) for name, dtype in obj.dtypes]))})
 
-    def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection) -> StoredTable:
-        query = DuckDbClient.get_select_statement(table_slice)
-        config = context.resource_config
-        return StoredTable(config["database"], tuple((config.get("connection_config") or {}).items()), query,
-                           connection.execute(f"select count(*) from ({query})").fetchone()[0])
+    def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection):
+        raise TypeError(f"{context.asset_key.to_user_string()}: a metric's results are loaded as a DataFrame "
+                        "(the results file is deleted once stored)")
 
     @property
     def supported_types(self):
-        return [MetricResults, StoredTable]
+        return [MetricResults]

@@ -1,6 +1,6 @@
 """The summary asset: this run's metric results in, per-metric rows for SQL and the report files out.
 
-``eval_summary`` takes the metric assets' outputs as its inputs. It describes the
+``eval_summary`` depends on every metric asset and reads the tables it describes. It describes the
 metrics the run selected (a run that selects only the summary describes every metric
 stored for the version, as results of earlier runs); results of other runs stay in
 their own tables of the DuckDB file, one per metric.
@@ -16,7 +16,7 @@ from assets.evaluation import metric_code_version
 from assets.ingestion import FIELD_ASSETS
 from assets.partitions import dataset_versions
 from assets.resources import DatasetStore, JudgeResource, ReportStore
-from assets.stored_results import STORED, write_ragas_csv_by_chunks, write_results_parquet
+from assets.stored_results import write_ragas_csv_by_chunks, write_results_parquet
 from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
 from metrics.formats import write_azure_jsonl
 from metrics.registry import METRICS
@@ -82,56 +82,58 @@ def summary_code_version() -> str:
     group_name="summary",
     code_version=summary_code_version(),
     kinds={"pandas"},
-    # Every metric asset is an input; a metric never computed for the version loads as None
-    # (assets.resources.ResultsDatabase) and only the metrics the run selected are summarized.
-    # The text fields are inputs (ragas_scores.csv) and the other fields deps, so a version whose
+    # Every metric asset and field asset is a dep: the summary reads the tables it describes itself, on
+    # demand over one connection (assets.resources.ResultsTables.stored; no input events per table); only
+    # the metrics the run selected are summarized. A version whose
     # data changed shows its summary stale at once, like the metrics that read the changed field
     # (Dagster does not carry staleness downstream).
-    ins={**{name: dg.AssetIn(key=name, dagster_type=STORED) for name in METRICS}, "rejected_samples": dg.AssetIn(),
-         **{FIELD_ASSETS[f]: dg.AssetIn(key=FIELD_ASSETS[f], dagster_type=STORED) for f in _TABLE_FIELDS}},
-    deps=[FIELD_ASSETS[f] for f in FIELD_ASSETS if f not in _TABLE_FIELDS],
+    deps=[*METRICS, "rejected_samples", *FIELD_ASSETS.values()],
     metadata={"partition_expr": "version"},
     description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
                 "azure_results.jsonl for the version.",
 )
 def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
-                 dataset_store: DatasetStore, judge: JudgeResource, **inputs) -> dg.Output[pd.DataFrame]:
+                 dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
     """Aggregate the run's metric results and write the version's report files."""
     version = context.partition_key
     if config.scope not in ("run", "version"):
         raise dg.Failure(f"eval_summary scope must be 'run' or 'version', got {config.scope!r}")
-    stored = {name: inputs[name] for name in METRICS if inputs[name] is not None and len(inputs[name])}
-    selected = [m for m in _selected_metrics(context) if m in stored]
-    if not stored:
-        raise dg.Failure(f"no metric has been computed for version {version}")
-    described = selected if selected and config.scope == "run" else list(stored)
-    earlier = set(described) - set(selected)
-    azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
-    # Every column but the evidence, which only input errors are described from (the Azure rows read it all).
-    results = pd.concat([stored[m].frame(compact=not azure) for m in described], ignore_index=True) \
-        .drop(columns="version")
-    summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
-                        earlier=earlier)
-    rejected = inputs["rejected_samples"]
-    rejected = rejected if rejected is not None else pd.DataFrame(columns=["row", "line", "id", "reason"])
-    summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
-                           "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
-                           "lines": rejected.sort_values("row")[["line", "id", "reason"]]
-                           .head(LISTED_LINES).to_dict("records")}
-    errors = input_error_lines(results, set(rejected["row"]))
-    summary["input_errors"] = {"rows": len(errors), "lines": errors[:LISTED_LINES]}
-    summary["cannot_run"] = cannot_run(results, set(rejected["row"]))
-    summary["dataset_meta"] = dataset_store.meta(version)
-    folder = report_store.folder(version)
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
-                                         encoding="utf-8")
-    if config.dingo_layout:
-        (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
-                                                              ensure_ascii=False), encoding="utf-8")
-    write_results_parquet([stored[m] for m in described], folder / "results.parquet")  # chunk by chunk
-    write_ragas_csv_by_chunks(results, {f: inputs[FIELD_ASSETS[f]] for f in _TABLE_FIELDS},
-                              ["row", "user_input", "retrieved_contexts", "response", "reference"],
-                              folder / "ragas_scores.csv")
+    database = context.resources.io_manager
+    with database.connection() as connection:  # what the summary reads, over one connection
+        tables = database.stored(connection, version, [*METRICS, "rejected_samples",
+                                                       *(FIELD_ASSETS[f] for f in _TABLE_FIELDS)])
+        stored = {name: tables[name] for name in METRICS if name in tables}
+        selected = [m for m in _selected_metrics(context) if m in stored]
+        if not stored:
+            raise dg.Failure(f"no metric has been computed for version {version}")
+        described = selected if selected and config.scope == "run" else list(stored)
+        earlier = set(described) - set(selected)
+        azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
+        # Every column but the evidence, which only input errors are described from (the Azure rows read it all).
+        results = pd.concat([stored[m].frame(connection, compact=not azure) for m in described], ignore_index=True) \
+            .drop(columns="version")
+        summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
+                            earlier=earlier)
+        rejected = tables["rejected_samples"].frame(connection) if "rejected_samples" in tables \
+            else pd.DataFrame(columns=["row", "line", "id", "reason"])
+        summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
+                               "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
+                               "lines": rejected.sort_values("row")[["line", "id", "reason"]]
+                               .head(LISTED_LINES).to_dict("records")}
+        errors = input_error_lines(results, set(rejected["row"]))
+        summary["input_errors"] = {"rows": len(errors), "lines": errors[:LISTED_LINES]}
+        summary["cannot_run"] = cannot_run(results, set(rejected["row"]))
+        summary["dataset_meta"] = dataset_store.meta(version)
+        folder = report_store.folder(version)
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
+                                             encoding="utf-8")
+        if config.dingo_layout:
+            (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
+                                                                  ensure_ascii=False), encoding="utf-8")
+        write_results_parquet(connection, [stored[m] for m in described], folder / "results.parquet")  # by chunks
+        write_ragas_csv_by_chunks(connection, results, {f: tables[FIELD_ASSETS[f]] for f in _TABLE_FIELDS},
+                                  ["row", "user_input", "retrieved_contexts", "response", "reference"],
+                                  folder / "ragas_scores.csv")
     azure_path = folder / "azure_results.jsonl"
     azure_lines = write_azure_jsonl(results, azure_path) if azure else 0  # the Azure rows only when selected
     if not azure_lines:

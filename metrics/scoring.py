@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 import pandas as pd
@@ -55,16 +55,23 @@ def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:
     ``details`` is serialised to a JSON string so the frame writes to Parquet as is.
     """
     records = []
-    for result in results:
-        record = result.to_record()
-        record["details"] = json.dumps(record["details"], ensure_ascii=False, default=str)
-        usage = record.pop("usage") or {}
-        record.update({column: int(usage.get(column, 0)) for column in USAGE_COLUMNS})
-        records.append(record)
+    for result in results:  # MetricResult.to_record's values, without its deep copy of every result's details
+        usage = result.usage or {}
+        records.append({"sample_id": result.sample_id, "row": result.row, "metric": result.metric,
+                        "status": result.status.value, "value": result.value, "passed": result.passed,
+                        "threshold": result.threshold, "direction": result.direction.value, "reason": result.reason,
+                        "details": json.dumps(result.details, ensure_ascii=False, default=_plain),
+                        "judge": result.judge, **{column: int(usage.get(column, 0)) for column in USAGE_COLUMNS}})
     frame = pd.DataFrame(records, columns=RESULT_COLUMNS)
     frame["value"] = frame["value"].astype("float64")
     frame["passed"] = frame["passed"].astype("boolean")
     return frame
+
+
+def _plain(value: Any) -> Any:
+    """What ``json`` cannot write in a result's details: a dataclass as its fields (as
+    ``dataclasses.asdict`` makes it), anything else as its text."""
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else str(value)
 
 
 #: Rows judged at a time (every selected metric of a row in the same chunk, so requests

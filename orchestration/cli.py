@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                    prepare_instance)
+                                    prepare_instance, start_judge_check)
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
@@ -185,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
+    if args.command in ("run", "backfill") and not getattr(args, "dry_run", False):
+        start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
     if args.uses_instance:  # the gate's commands read files only
         args.instance = prepare_instance()
     if args.command != "convert-trec" and args.uses_instance:

@@ -45,6 +45,19 @@ def prepare_instance():
     return instance
 
 
+def start_judge_check(args: argparse.Namespace) -> None:
+    """Start the LLM judge's endpoint check (``orchestration.dry_run.check_judge`` waits for
+    it and reports its failure); options it cannot take are reported there too."""
+    from metrics.judges.llm import LLMJudge
+
+    try:
+        judge = judge_resource(args).get_judge()
+    except ValueError:
+        return
+    if isinstance(judge, LLMJudge):
+        judge.check_endpoint(wait=False)
+
+
 def register(args: argparse.Namespace) -> tuple[str, bool]:
     """Register ``args.dataset`` as a version (``assets.registration``, the rule the
     sensor uses too): ``(key, new)``."""

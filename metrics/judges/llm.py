@@ -161,16 +161,21 @@ class LLMJudge(Judge):
                 "embedding_fallback": self._shared.fallback,
                 "endpoint_check": self.transport.check_report(self.config.model)}
 
-    def check_endpoint(self) -> dict[str, Any]:
+    def check_endpoint(self, wait: bool = True) -> dict[str, Any] | None:
         """Check, once per model, that the endpoint answers, takes the key and knows the
         model (:func:`metrics.judges.endpoint.check_endpoint`); the first request to the
-        endpoint waits for it anyway. Returns the check's report.
+        endpoint waits for it anyway. Returns the check's report; with ``wait=False`` it
+        only starts the check on the judge's loop and returns ``None`` (the next call waits
+        for that check: ``rag-eval run`` opens its Dagster instance meanwhile).
 
         Raises
         ------
         EndpointError
             Refused connection, unknown host, no answer, 401/403 or an unknown model.
         """
+        if not wait:
+            asyncio.run_coroutine_threadsafe(self.transport.checked(self.config.model), self.transport.loop)
+            return None
         return self.run(self.transport.checked(self.config.model))
 
     def close(self) -> None:

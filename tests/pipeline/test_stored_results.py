@@ -30,7 +30,7 @@ def stored(database, name: str, frame: pd.DataFrame) -> StoredTable:
     with duckdb.connect(str(database)) as connection:
         connection.execute("create schema if not exists eval")
         connection.execute(f"create table eval.{name} as select * from frame")
-    return StoredTable(str(database), (), f"SELECT * FROM eval.{name} WHERE\nversion in ('v1')", len(frame))
+    return StoredTable(f"select * from eval.{name} where version = 'v1'", len(frame))
 
 
 def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
@@ -38,9 +38,10 @@ def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
     first = results("faithfulness", READ_ROWS + 4_520).assign(version="v1")
     second = results("context_recall", 3, unjudged=1).assign(version="v1")
     tables = [stored(tmp_path / "db.duckdb", "faithfulness", first), stored(tmp_path / "db.duckdb", "recall", second)]
-    whole = pd.concat([t.frame() for t in tables], ignore_index=True).drop(columns="version")
-    whole.to_parquet(tmp_path / "whole.parquet", index=False)
-    write_results_parquet(tables, tmp_path / "chunks.parquet")
+    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+        whole = pd.concat([t.frame(connection) for t in tables], ignore_index=True).drop(columns="version")
+        whole.to_parquet(tmp_path / "whole.parquet", index=False)
+        write_results_parquet(connection, tables, tmp_path / "chunks.parquet")
     expected, got = pq.read_table(tmp_path / "whole.parquet"), pq.read_table(tmp_path / "chunks.parquet")
     assert got.num_rows == 25_003
     assert got.equals(expected) and got.schema.equals(expected.schema, check_metadata=True)
@@ -49,7 +50,9 @@ def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
 
 def test_compact_results_keep_details_of_input_errors_only(tmp_path):
     frame = results("faithfulness", 3).assign(version="v1", status=["ok", "input_error", "ok"])
-    compact = stored(tmp_path / "db.duckdb", "faithfulness", frame).frame(compact=True)
+    table = stored(tmp_path / "db.duckdb", "faithfulness", frame)
+    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+        compact = table.frame(connection, compact=True)
     assert list(compact.columns) == [*RESULT_COLUMNS, "version"]
     assert list(compact["details"]) == [None, '{"i": 1}', None]
     assert list(compact["reason"]) == ["reason 0", "reason 1", "reason 2"]
@@ -77,12 +80,17 @@ def test_field_samples_by_slices_are_the_whole_versions_samples(tmp_path):
     contexts = pd.DataFrame({"id": [f"q{r}" for r in rows], "row": rows,
                              "retrieved_contexts": [f'["context {r}"]' for r in rows], "problem": None,
                              "unreadable": None, "version": "v1"})
-    fields = FieldSamples({"user_input": stored(tmp_path / "db.duckdb", "questions", questions),
-                           "retrieved_contexts": stored(tmp_path / "db.duckdb", "contexts", contexts)})
+    fields = FieldSamples.stored({"user_input": stored(tmp_path / "db.duckdb", "questions", questions),
+                                  "retrieved_contexts": stored(tmp_path / "db.duckdb", "contexts", contexts)},
+                                 lambda: duckdb.connect(str(tmp_path / "db.duckdb")))
     whole = samples_from_fields({"user_input": questions, "retrieved_contexts": contexts})
     assert [s.row for s in whole] == [0, 1, 3, 5]
     assert len(fields) == 4 and fields[0:2] + fields[2:4] == whole and list(fields) == whole
     assert fields[-1] == whole[3] and fields[1].problems == {"user_input": "user_input is not a string"}
+    # one field alone, from the same slices: what that field's table alone builds (no contexts, its problem kept)
+    alone = fields.only(("user_input",))
+    assert list(alone) == samples_from_fields({"user_input": questions}) != whole
+    assert alone[1].retrieved_contexts is None and alone[1].problems == {"user_input": "user_input is not a string"}
 
 
 def test_ragas_csv_written_by_chunks_is_the_whole_tables_file(tmp_path):
@@ -97,7 +105,8 @@ def test_ragas_csv_written_by_chunks_is_the_whole_tables_file(tmp_path):
     for f in ("response", "retrieved_contexts", "reference"):
         merged = merged.merge(texts[f][["row", f]], on="row", how="outer")
     write_ragas_csv(ragas_table(scored, merged[columns]), tmp_path / "whole.csv")
-    write_ragas_csv_by_chunks(scored, {f: stored(tmp_path / "db.duckdb", f, frame) for f, frame in texts.items()},
-                              columns, tmp_path / "chunks.csv")
+    tables = {f: stored(tmp_path / "db.duckdb", f, frame) for f, frame in texts.items()}
+    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+        write_ragas_csv_by_chunks(connection, scored, tables, columns, tmp_path / "chunks.csv")
     whole = (tmp_path / "whole.csv").read_bytes()
     assert whole.count(b"\r\n") == lines + 1 and (tmp_path / "chunks.csv").read_bytes() == whole
