@@ -7,7 +7,8 @@ the asset compares the version with its baseline (``metrics.gate``: the settings
 DuckDB table ``eval.baseline_comparison``, and puts each metric's difference and interval
 in its metadata (the UI plots them per version). The check fails when the gate fails;
 with ``blocking = true`` it fails with severity ERROR (downstream assets do not run),
-otherwise with WARN.
+otherwise with WARN. A baseline sharing no row id with the version (another question set)
+is no decision: the check passes, its description saying nothing was compared.
 """
 import dagster as dg
 import pandas as pd
@@ -56,7 +57,9 @@ def comparison_frame(comparison, version: str) -> pd.DataFrame:
     metadata={"partition_expr": "version"},
     check_specs=[dg.AssetCheckSpec(CHECK, asset="baseline_comparison", blocking=True, partitions_def=dataset_versions,
                                    description="No gated metric regressed beyond its margin against the baseline, "
-                                               "and coverage did not drop beyond the limit.")],
+                                               "and coverage did not drop beyond the limit. A baseline sharing no "
+                                               "row id (another question set) is no decision: the check passes "
+                                               "and says nothing was compared.")],
     description="The version compared with its baseline: per-metric paired difference with a 95 % bootstrap "
                 "interval; writes comparison.json, report.md and report.html.",
 )
@@ -87,6 +90,7 @@ def baseline_comparison(context: dg.AssetExecutionContext, config: GateAssetConf
     table = comparison_table(comparison)
     context.log.info("\n" + table)
     metadata: dict = {"baseline": baseline, "baseline_rule": settings.baseline, "passed": comparison.passed,
+                      "verdict": comparison.verdict,
                       "table": dg.MetadataValue.md(table), "report_html": str(paths["html"]),
                       "failures": dg.MetadataValue.json(comparison.failures), "notes": dg.MetadataValue.json(notes)}
     for m in comparison.metrics.values():
@@ -96,6 +100,7 @@ def baseline_comparison(context: dg.AssetExecutionContext, config: GateAssetConf
                 metadata[f"{m.metric}_{name}"] = dg.MetadataValue.float(float(getattr(m, name)))
     yield dg.Output(comparison_frame(comparison, version), metadata=metadata)
     yield dg.AssetCheckResult(check_name=CHECK, passed=comparison.passed, severity=severity,
-                              description="; ".join(comparison.failures) or None,
+                              description="; ".join(comparison.failures) or (None if comparison.decided
+                                                                               else comparison.verdict),
                               metadata={k: v for k, v in metadata.items() if k != "report_html"})
 

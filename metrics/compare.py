@@ -60,6 +60,10 @@ RESAMPLES = 4000
 #: percentile bootstrap is too narrow on a handful of rows), which does not fail the gate.
 MIN_ROWS = 10
 ALPHA = 0.05
+#: A metric's verdict when the two versions share no row id (another question set): no decision, no failure.
+NO_ROWS_IN_COMMON = "no rows in common"
+#: What to do about a gate that compared nothing (printed by the CLI, written in report.md).
+NO_DECISION_HINT = 'compare versions of the same questions: baseline = "tag:NAME" or a version key per dataset'
 ERROR_STATUSES = (Status.JUDGE_ERROR.value, Status.INPUT_ERROR.value, Status.TARGET_ERROR.value)
 #: Worst rows listed per metric.
 WORST_ROWS = 5
@@ -125,10 +129,28 @@ class Comparison:
         """True when no gated metric regressed, went unmeasured or lost coverage beyond the limit."""
         return not self.failures
 
+    @property
+    def decided(self) -> bool:
+        """False when no gated metric has a row id in both versions (another question set):
+        nothing was compared, so :attr:`passed` is no evidence of anything."""
+        return not self.gated or any(self.metrics[m].verdict != NO_ROWS_IN_COMMON for m in self.gated)
+
+    @property
+    def verdict(self) -> str:
+        """The gate's verdict in words: ``gate failed``, ``gate passed``, or, when nothing was
+        compared, ``no decision: the candidate shares no row id with baseline <key>; nothing was
+        compared`` (not a failure: a new question set must not fail its blocking check)."""
+        if self.failures:
+            return "gate failed"
+        if not self.decided:
+            return f"no decision: the candidate shares no row id with baseline {self.baseline}; nothing was compared"
+        return "gate passed"
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict: verdict, settings, per-metric rows and the row lists."""
         body = asdict(self)
         body["passed"] = self.passed
+        body["verdict"] = self.verdict
         return json.loads(json.dumps(body, default=str))
 
 
@@ -295,7 +317,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
             row.low, row.high, row.p_regression, row.p_improvement = _bootstrap(diffs, margin, seed, metric,
                                                                                 resamples)
         if both.empty:  # another question set: nothing to pair, no decision (not a failure)
-            row.verdict = "no rows in common"
+            row.verdict = NO_ROWS_IN_COMMON
             del coverage[metric]  # error shares of two unrelated question sets say nothing of a change
         elif len(diffs) < MIN_ROWS or (np.ptp(diffs) == 0 and diffs[0] >= -margin and diffs[0] <= margin):
             undecidable.add(metric)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from metrics.aggregate import USAGE_COLUMNS
-from metrics.compare import ALPHA, Comparison, MetricComparison, bootstrap_means
+from metrics.compare import ALPHA, NO_DECISION_HINT, Comparison, MetricComparison, bootstrap_means
 from metrics.results import Status
 
 #: Rows listed under "Rows that regressed most".
@@ -93,10 +93,15 @@ def worst_rows(comparison: Comparison, limit: int = LISTED_ROWS) -> list[dict[st
 def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> str:
     """report.md: verdict, failures, metrics that moved, worst rows with reasons, coverage, method."""
     c = comparison
-    verdict = "PASSED" if c.passed else "FAILED"
-    lines = [f"## Regression gate {verdict}: `{c.candidate}` vs baseline `{c.baseline}`", ""]
-    lines += [f"- **{_cell(f, 400)}**" for f in c.failures] or \
-        [f"- no gated metric regressed beyond its margin ({', '.join(c.gated)})"]
+    if not c.decided:
+        lines = [f"## Regression gate: no decision: `{c.candidate}` shares no row id with baseline `{c.baseline}`; "
+                 "nothing was compared", "",
+                 f"- another question set? {_cell(NO_DECISION_HINT)}"]
+    else:
+        verdict = "PASSED" if c.passed else "FAILED"
+        lines = [f"## Regression gate {verdict}: `{c.candidate}` vs baseline `{c.baseline}`", ""]
+        lines += [f"- **{_cell(f, 400)}**" for f in c.failures] or \
+            [f"- no gated metric regressed beyond its margin ({', '.join(c.gated)})"]
     moved = [m for m in c.metrics.values() if m.verdict in ("regressed", "improved")]
     lines += ["", "### Metrics that moved", ""]
     if moved:
@@ -208,7 +213,8 @@ def cost_svg(history: list[dict[str, Any]]) -> str:
 _STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid #ddd}
 .verdict{display:inline-block;padding:4px 12px;border-radius:4px;color:#fff;font-weight:600}
-.pass{background:#2ca02c}.fail{background:#d62728}table{border-collapse:collapse;font-size:13px}
+.passed{background:#2ca02c}.failed{background:#d62728}.no{background:#7f7f7f}
+table{border-collapse:collapse;font-size:13px}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}
 td.text{text-align:left;max-width:520px}.regressed{color:#d62728;font-weight:600}.improved{color:#2ca02c}
 .small{color:#666;font-size:12px}svg{max-width:100%;height:auto}"""
@@ -219,11 +225,12 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
     c = comparison
     e = html.escape
     metrics = [m for m in c.metrics if any(m in h["metrics"] for h in history)]
+    label = "FAILED" if c.failures else "PASSED" if c.decided else "NO DECISION"
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(c.candidate)} vs {e(c.baseline)}</title>"
              f"<style>{_STYLE}</style></head><body>",
-             f"<h1>Regression gate: <span class='verdict {'pass' if c.passed else 'fail'}'>"
-             f"{'PASSED' if c.passed else 'FAILED'}</span></h1>",
-             f"<p>candidate <b>{e(c.candidate)}</b> vs baseline <b>{e(c.baseline)}</b></p>"]
+             f"<h1>Regression gate: <span class='verdict {label.split()[0].lower()}'>{label}</span></h1>",
+             f"<p>candidate <b>{e(c.candidate)}</b> vs baseline <b>{e(c.baseline)}</b>"
+             f"{'' if c.decided else ': no row id in common, nothing was compared'}</p>"]
     parts += ["<ul>"] + [f"<li class='regressed'>{e(f)}</li>" for f in c.failures] + \
         [f"<li class='small'>{e(n)}</li>" for n in notes or []] + ["</ul>"]
     parts += ["<h2>Trend per metric</h2>", trend_svg(history, metrics, c.baseline, c.candidate)]

@@ -1,6 +1,7 @@
 """``rag-eval compare``, ``rag-eval gate`` and ``rag-eval tag``: the regression gate from the CLI.
 
-Exit status of ``compare`` and ``gate``: 0 the gate passed (or there is no baseline yet);
+Exit status of ``compare`` and ``gate``: 0 the gate passed (or there is no baseline yet, or no
+row id in common with it: "no decision", nothing was compared);
 4 the gate failed (a gated metric regressed, was absent or had no row scored ``ok`` in both
 versions, or lost coverage beyond ``max_coverage_drop``); 2 bad arguments or input (as every
 ``rag-eval`` command).
@@ -69,7 +70,11 @@ def _finish(comparison, notes: list[str], folder: Path, history) -> int:
     paths = write_reports(comparison, notes, folder, history)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     if comparison.passed:
-        print("gate passed")
+        print(printable(comparison.verdict))
+        if not comparison.decided:
+            from metrics.compare import NO_DECISION_HINT
+
+            print(f"note: {NO_DECISION_HINT}")
         return 0
     for failure in comparison.failures:
         print(f"gate failed: {printable(failure)}", file=sys.stderr)

@@ -128,9 +128,14 @@ def test_repeats_average_per_row_and_give_the_judges_test_retest_spread():
 
 def test_another_question_set_is_no_decision_but_rows_all_failing_are_a_failure():
     other = {f"x{i:02d}": v for i, v in enumerate(BASE.values())}  # the same values under other ids
-    result = compare(frame("faithfulness", BASE), frame("faithfulness", other))
+    result = compare(frame("faithfulness", BASE), frame("faithfulness", other), names=("fiqa", "new"))
     row = result.metrics["faithfulness"]
-    assert (row.n, row.verdict, result.passed) == (0, "no rows in common", True)
+    assert (row.n, row.verdict, result.passed, result.decided) == (0, "no rows in common", True, False)
+    assert result.verdict == "no decision: the candidate shares no row id with baseline fiqa; nothing was compared"
+    from metrics.gate_report import markdown_report
+
+    assert markdown_report(result).splitlines()[0] == (
+        "## Regression gate: no decision: `new` shares no row id with baseline `fiqa`; nothing was compared")
     assert len(result.only_in_baseline) == len(result.only_in_candidate) == 12
     failing = compare(frame("faithfulness", BASE), frame("faithfulness", BASE, status={s: "judge_error" for s in IDS}))
     assert failing.metrics["faithfulness"].verdict == "not measured" and not failing.passed

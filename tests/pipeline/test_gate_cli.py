@@ -77,6 +77,26 @@ def test_gate_takes_the_previous_version_or_a_tag_as_its_baseline(versions):
     assert first.returncode == 0 and "no earlier version" in first.stdout
 
 
+def test_a_new_question_set_after_the_previous_one_is_no_decision_said_so_with_exit_0(versions):
+    # d holds other questions (no id of c): the default baseline "previous" is c, nothing can be paired.
+    D = "20261104T000000Z-d"
+    other = results()
+    other["sample_id"] = "new-" + other["sample_id"]
+    (versions / "out" / D).mkdir()
+    other.to_parquet(versions / "out" / D / "results.parquet")
+    gate = rag_eval(versions, "gate", "--config", "gate.toml")
+    assert gate.returncode == 0, gate.stderr
+    verdict = f"no decision: the candidate shares no row id with baseline {C}; nothing was compared"
+    assert verdict in gate.stdout and "gate passed" not in gate.stdout
+    assert 'baseline = "tag:NAME"' in gate.stdout
+    report = (versions / "out" / D / "report.md").read_text()
+    assert report.splitlines()[0] == (f"## Regression gate: no decision: `{D}` shares no row id with baseline `{C}`; "
+                                      "nothing was compared")
+    body = json.loads((versions / "out" / D / "comparison.json").read_text())
+    assert (body["passed"], body["verdict"]) == (True, verdict)
+    assert "NO DECISION" in (versions / "out" / D / "report.html").read_text()
+
+
 def test_a_bad_setting_is_refused_with_exit_2_naming_it(versions):
     (versions / "bad.toml").write_text('metrics = ["faithfulness"]\nmargin = 0.1\n', encoding="utf-8")
     bad = rag_eval(versions, "gate", "--config", "bad.toml")

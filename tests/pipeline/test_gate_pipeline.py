@@ -76,3 +76,11 @@ def test_each_version_is_compared_with_the_previous_one_blocking_or_warning(proj
                                  run_config=_config(tmp_path, blocking=False))
     check = _gate_check(warned)
     assert warned.success and not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    # A version of other questions after it (no id of SECOND's): no decision; the check passes and says so.
+    third = "20261103T000000Z-c"
+    project.write(third, [dict(r, id=f"new-{i}") for i, r in enumerate(rows)])
+    other = project.materialize(third, selection, run_config=config)
+    check = _gate_check(other)
+    verdict = f"no decision: the candidate shares no row id with baseline {SECOND}; nothing was compared"
+    assert other.success and check.passed and (check.description, check.metadata["verdict"].value) == (verdict, verdict)
+    assert (project.out / third / "report.md").read_text().startswith(f"## Regression gate: no decision: `{third}`")
