@@ -217,7 +217,7 @@ class MetricResultsHandler(DbTypeHandler[MetricResults]):
         try:
             if obj.rows:
                 connection.execute(f"create table if not exists {table} as select * from {source}")
-                if not connection.fetchall():
+                if not connection.fetchall():  # no row count back: the table existed, so append
                     connection.execute(f"insert into {table} select * from {source}")
             else:
                 context.log.warning("Skipping DuckDB write for empty DataFrame. An empty table will not be created.")

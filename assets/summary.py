@@ -99,7 +99,8 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     if config.scope not in ("run", "version"):
         raise dg.Failure(f"eval_summary scope must be 'run' or 'version', got {config.scope!r}")
     database = context.resources.io_manager
-    with database.connection() as connection:  # what the summary reads, over one connection
+    # Held for the reads and the files written from the tables only: another process waits for the file meanwhile.
+    with database.connection() as connection:
         tables = database.stored(connection, version, [*METRICS, "rejected_samples",
                                                        *(FIELD_ASSETS[f] for f in _TABLE_FIELDS)])
         stored = {name: tables[name] for name in METRICS if name in tables}
@@ -107,33 +108,33 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
         if not stored:
             raise dg.Failure(f"no metric has been computed for version {version}")
         described = selected if selected and config.scope == "run" else list(stored)
-        earlier = set(described) - set(selected)
         azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
         # Every column but the evidence, which only input errors are described from (the Azure rows read it all).
         results = pd.concat([stored[m].frame(connection, compact=not azure) for m in described], ignore_index=True) \
             .drop(columns="version")
-        summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
-                            earlier=earlier)
         rejected = tables["rejected_samples"].frame(connection) if "rejected_samples" in tables \
             else pd.DataFrame(columns=["row", "line", "id", "reason"])
-        summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
-                               "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
-                               "lines": rejected.sort_values("row")[["line", "id", "reason"]]
-                               .head(LISTED_LINES).to_dict("records")}
-        errors = input_error_lines(results, set(rejected["row"]))
-        summary["input_errors"] = {"rows": len(errors), "lines": errors[:LISTED_LINES]}
-        summary["cannot_run"] = cannot_run(results, set(rejected["row"]))
-        summary["dataset_meta"] = dataset_store.meta(version)
         folder = report_store.folder(version)
-        (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
-                                             encoding="utf-8")
-        if config.dingo_layout:
-            (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
-                                                                  ensure_ascii=False), encoding="utf-8")
         write_results_parquet(connection, [stored[m] for m in described], folder / "results.parquet")  # by chunks
         write_ragas_csv_by_chunks(connection, results, {f: tables[FIELD_ASSETS[f]] for f in _TABLE_FIELDS},
                                   ["row", "user_input", "retrieved_contexts", "response", "reference"],
                                   folder / "ragas_scores.csv")
+    earlier = set(described) - set(selected)
+    summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
+                        earlier=earlier)
+    summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
+                           "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
+                           "lines": rejected.sort_values("row")[["line", "id", "reason"]]
+                           .head(LISTED_LINES).to_dict("records")}
+    errors = input_error_lines(results, set(rejected["row"]))
+    summary["input_errors"] = {"rows": len(errors), "lines": errors[:LISTED_LINES]}
+    summary["cannot_run"] = cannot_run(results, set(rejected["row"]))
+    summary["dataset_meta"] = dataset_store.meta(version)
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
+                                         encoding="utf-8")
+    if config.dingo_layout:
+        (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
+                                                              ensure_ascii=False), encoding="utf-8")
     azure_path = folder / "azure_results.jsonl"
     azure_lines = write_azure_jsonl(results, azure_path) if azure else 0  # the Azure rows only when selected
     if not azure_lines:
