@@ -6,23 +6,24 @@ is present, of the right type and not empty (``<field>_ok``, from the sample mod
 per-row problems: a line lacking it is an ``input_error`` of the metrics that read it,
 not a rejection) and within length bounds; ids are unique (duplicates are reported). GE's expectations on
 list-valued columns cannot be trusted (an empty list passes a length check), so the
-suite runs on derived scalar columns. great-expectations takes about 6 s to import,
-so it is imported on first use, never when the code location loads, and its verdicts
+suite runs on derived scalar columns. great-expectations takes about 4 s of CPU to
+import, so it runs in a worker process of its own (``assets.expectations``), started as
+``rag-eval run`` starts or on first use, never when the code location loads; its verdicts
 are kept beside the version (``<version>/.quality/``, keyed by the validated frame, the
-suite and GE's version): a version validated before (a re-run) does not import it.
+suite and GE's version): a version validated before (a re-run) does not ask it.
 """
 
 import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from importlib.metadata import version as installed_version
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from assets import expectations
 from metrics.samples import MAX_CHARS, MAX_CONTEXTS, Sample, field_problems, unusable
 
 
@@ -38,40 +39,10 @@ def validation_frame(samples: list[Sample], required: Mapping[str, Iterable[str]
     return frame
 
 
-@lru_cache(maxsize=1)
-def _batch_definition():
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    return (context.data_sources.add_pandas("eval").add_dataframe_asset("samples")
-            .add_batch_definition_whole_dataframe("whole"))
-
-
-def build_suite(fields: Iterable[str]):
-    """The expectation suite for the given fields (a ``gx.ExpectationSuite``): every line
-    usable by a selected metric, unique ids, and per field present, typed and within bounds."""
-    import great_expectations as gx
-
-    expectations = [gx.expectations.ExpectColumnValuesToBeInSet(column="usable", value_set=[True]),
-                    gx.expectations.ExpectColumnValuesToBeUnique(column="id")]
-    for name in fields:
-        expectations.append(gx.expectations.ExpectColumnValuesToBeInSet(column=f"{name}_ok", value_set=[True]))
-        limit = MAX_CONTEXTS if name == "retrieved_contexts" else MAX_CHARS
-        expectations.append(gx.expectations.ExpectColumnValuesToBeBetween(column=f"{name}_size", max_value=limit))
-    return gx.ExpectationSuite(name="eval_samples_suite", expectations=expectations)
-
-
 def _verdicts(frame: pd.DataFrame, fields: list[str]) -> dict[str, Any]:
-    """GE's verdicts on ``frame``: the columns of failed expectations and its statistics."""
-    result = _batch_definition().get_batch(batch_parameters={"dataframe": frame}).validate(build_suite(fields))
-    statistics = {**{k: result.statistics[k] for k in ("evaluated_expectations", "successful_expectations",
-                                                        "success_percent")},
-                  "failed_expectations": sorted(r.expectation_config.type + f"[{r.expectation_config.kwargs['column']}]"
-                                                for r in result.results if not r.success)}
-    return {"failed": sorted({r.expectation_config.kwargs["column"] for r in result.results if not r.success}),
-            "statistics": statistics}
+    """GE's verdicts on ``frame`` for ``fields`` (``assets.expectations.verdicts``, from the worker)."""
+    return expectations.ask(frame, {name: MAX_CONTEXTS if name == "retrieved_contexts" else MAX_CHARS
+                                    for name in fields})
 
 
 def _kept_verdicts(frame: pd.DataFrame, fields: list[str], folder: Path | None) -> dict[str, Any]:

@@ -179,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
     blocking check); 2 bad arguments or input; 3 done, but some results are judge errors; 4 the
     regression gate failed (``rag-eval compare|gate``)."""
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] in (["run"], ["backfill"]) and "--dry-run" not in words:
+        from assets.expectations import start_worker
+
+        start_worker()  # great-expectations imports on the other core while this process starts up
     try:
         use_custom_metrics(argv)
     except (OSError, ValueError) as exc:
