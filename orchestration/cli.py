@@ -175,15 +175,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def start_quality_worker(argv: list[str]) -> None:
+    """Start the great-expectations worker (``assets.expectations``) for ``backfill`` and for a
+    ``run`` whose file is not a registered version yet (a re-run finds its verdicts kept), so
+    GE imports on the other core while this process starts up. A guess from the raw
+    arguments: when wrong, the validation starts the worker itself, or it idles."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("command", nargs="?")
+    early.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET))
+    early.add_argument("--datasets", default="datasets")
+    early.add_argument("--dry-run", action="store_true")
+    known = early.parse_known_args(argv)[0]
+    if known.command not in ("run", "backfill") or known.dry_run:
+        return
+    if known.command == "run" and Path(known.dataset).is_file():
+        content = Path(known.dataset).read_bytes()
+        if any(p.stat().st_size == len(content) and p.read_bytes() == content
+               for p in Path(known.datasets).glob("*/samples.jsonl")):
+            return
+    from assets.expectations import start_worker
+
+    start_worker()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
     blocking check); 2 bad arguments or input; 3 done, but some results are judge errors; 4 the
     regression gate failed (``rag-eval compare|gate``)."""
-    words = sys.argv[1:] if argv is None else argv
-    if words[:1] in (["run"], ["backfill"]) and "--dry-run" not in words:
-        from assets.expectations import start_worker
-
-        start_worker()  # great-expectations imports on the other core while this process starts up
+    start_quality_worker(sys.argv[1:] if argv is None else argv)
     try:
         use_custom_metrics(argv)
     except (OSError, ValueError) as exc:
