@@ -132,7 +132,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from metrics.registry import METRICS, resolve_names
-    from metrics.samples import load_samples, unavailable
+    from metrics.samples import iter_samples, unavailable
     from orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
@@ -141,8 +141,8 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
     selected = resolve_names(args.metrics)
-    # The samples are not kept: held through the run they were a second copy of the whole version.
-    print_cannot_run(unavailable(load_samples(Path(args.datasets) / version / "samples.jsonl"),
+    # Read line by line up to the first line with every field usable: no copy of the version is held.
+    print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
                                  {m: METRICS[m].required_fields for m in selected}))
     with only_run_of(version, Path(args.out)):
         result = execute_with_progress(selected, version, run_config, resources(args), args.instance)
