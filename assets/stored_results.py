@@ -13,6 +13,7 @@ the run ends, and here that value is a file name, not the version's lines or res
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -152,14 +153,22 @@ class StoredTable:
         return connection.execute(f"select count(*) from ({self.query})").fetchone()[0]
 
     def frame(self, connection: duckdb.DuckDBPyConnection, compact: bool = False) -> pd.DataFrame:
-        """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results): ``details``
-        only on ``input_error`` rows (the only ones the summary reads it from), null elsewhere."""
+        """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results, for the summary):
+        ``details`` only on ``input_error`` rows and ``reason`` only on rows not ``ok`` (the only ones the
+        summary reads them from), null elsewhere, and the texts repeated from row to row and from table to
+        table (ids, metric, status, direction, judge, version) held once each."""
         if not compact:
             return connection.execute(self.query).fetchdf()
         names = [d[0] for d in connection.execute(f"select * from ({self.query}) limit 0").description]
-        kept = [f"case when status = '{Status.INPUT_ERROR.value}' then details end as details" if n == "details"
-                else f'"{n}"' for n in names]
-        return connection.execute(f"select {', '.join(kept)} from ({self.query})").fetchdf()
+        kept = {"details": f"case when status = '{Status.INPUT_ERROR.value}' then details end as details",
+                "reason": f"case when status <> '{Status.OK.value}' then reason end as reason"}
+        columns = ", ".join(kept.get(n, f'"{n}"') for n in names)
+        result, parts = connection.execute(f"select {columns} from ({self.query})"), []
+        while len(part := result.fetch_df_chunk(READ_ROWS // 2048)) or not parts:  # each chunk compacted as read
+            for name in ("version", "sample_id", "metric", "status", "direction", "judge"):
+                part[name] = [sys.intern(v) if isinstance(v, str) else v for v in part[name]]
+            parts.append(part)
+        return pd.concat(parts, ignore_index=True)
 
     def rows_at(self, connection: duckdb.DuckDBPyConnection, start: int, stop: int) -> pd.DataFrame:
         """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order, as :meth:`frame` gives them.

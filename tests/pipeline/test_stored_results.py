@@ -55,14 +55,29 @@ def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
     assert str(pd.read_parquet(tmp_path / "chunks.parquet")["passed"].dtype) == "boolean"
 
 
-def test_compact_results_keep_details_of_input_errors_only(tmp_path):
+def test_compact_results_keep_details_of_input_errors_and_reasons_of_unscored_rows_only(tmp_path):
     frame = results("faithfulness", 3).assign(version="v1", status=["ok", "input_error", "ok"])
     table = stored(tmp_path / "db.duckdb", "faithfulness", frame)
     with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
         compact = table.frame(connection, compact=True)
     assert list(compact.columns) == [*RESULT_COLUMNS, "version"]
     assert list(compact["details"]) == [None, '{"i": 1}', None]
-    assert list(compact["reason"]) == ["reason 0", "reason 1", "reason 2"]
+    assert list(compact["reason"]) == [None, "reason 1", None]
+
+
+def test_compact_results_read_by_chunks_are_the_whole_table_with_each_repeated_text_held_once(tmp_path):
+    # two read chunks, pass/fail missing in the second only: the whole table's dtypes (passed: boolean)
+    first = results("faithfulness", READ_ROWS + 10, unjudged=2).assign(version="v1")
+    second = results("context_recall", 5).assign(version="v1")
+    tables = [stored(tmp_path / "db.duckdb", "faithfulness", first), stored(tmp_path / "db.duckdb", "recall", second)]
+    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+        whole, compact = tables[0].frame(connection), tables[0].frame(connection, compact=True)
+        other = tables[1].frame(connection, compact=True)
+    expected = whole.assign(reason=whole["reason"].where(whole["status"] != "ok", None), details=None)
+    assert compact.equals(expected) and list(compact.dtypes) == list(expected.dtypes)
+    assert str(compact["passed"].dtype) == "boolean" and len(compact) == READ_ROWS + 10
+    assert compact["metric"][0] is compact["metric"][READ_ROWS + 5]  # one object, not one per row
+    assert compact["sample_id"][3] is other["sample_id"][3]  # shared between the tables too
 
 
 def test_result_writer_reads_back_the_frames_it_was_given(tmp_path):
