@@ -416,10 +416,10 @@ def unavailable(samples: Iterable[Sample], required: Mapping[str, Iterable[str]]
     the same set, the last call's answer holds for them all."""
     needed = dict.fromkeys(f for fields in required.values() for f in fields)
     usable = set() if usable is None else usable
-    for sample in samples:
-        if len(usable) >= len(needed):
-            break
+    for sample in samples if len(usable) < len(needed) else ():
         usable.update(name for name in needed if name not in usable and sample.missing(name) is None)
+        if len(usable) == len(needed):
+            break
     reasons = {}
     for metric, fields in required.items():
         absent = [name for name in fields if name not in usable]
