@@ -38,7 +38,7 @@ SCHEMA = pa.schema([("version", pa.string()), ("sample_id", pa.string()), ("row"
                     ("reason", pa.string()), ("details", pa.string()), ("judge", pa.string()),
                     *((column, pa.int64()) for column in USAGE_COLUMNS)])
 #: Rows per chunk the summary reads from a table.
-READ_ROWS = 20_480
+READ_ROWS = 2_048  # DuckDB's vector size: a chunk of lines or of results with their evidence (~3 KB each) is a few MB
 
 
 @dataclass(frozen=True)
