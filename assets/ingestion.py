@@ -10,18 +10,21 @@ field is unusable; lines no selected metric can use are also kept in
 """
 
 import hashlib
+import itertools
 import json
 import warnings
 from dataclasses import replace
 
 import dagster as dg
 import pandas as pd
+import pyarrow as pa
 
 from assets.partitions import dataset_versions
-from assets.quality import validate
+from assets.quality import Validation
 from assets.resources import DatasetStore
+from assets.stored_results import TableWriter
 from metrics.registry import CORE_METRICS, METRICS
-from metrics.samples import FIELDS, Sample, load_samples, sample_from_dict, samples_to_frame, unavailable
+from metrics.samples import FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame, unavailable, unusable
 
 # The blocking check below is partitioned like its asset, which Dagster 1.13 calls a preview: chosen knowingly,
 # so every command does not warn about it.
@@ -46,11 +49,36 @@ def selected_metrics(asset_selection: set[dg.AssetKey] | None) -> dict[str, tupl
     return {m: METRICS[m].required_fields for m in selected}
 
 
+class ContentDigest:
+    """:func:`content_version` of a frame given in row chunks, in row order (:meth:`update`
+    each): the same digest as of the whole frame at once."""
+
+    def __init__(self) -> None:
+        self._hash, self._empty = hashlib.sha256(b"["), True
+
+    def update(self, frame: pd.DataFrame, columns: list[str]) -> "ContentDigest":
+        """Take in the next rows (``id`` and ``columns`` of ``frame``)."""
+        pairs = [[str(i), *values] for i, *values in zip(frame["id"], *(frame[c] for c in columns))]
+        if pairs:  # the JSON list of every row's pair, one chunk's items at a time
+            items = json.dumps(pairs, ensure_ascii=True, default=str)[1:-1]
+            self._hash.update((items if self._empty else ", " + items).encode())
+            self._empty = False
+        return self
+
+    def version(self) -> dg.DataVersion:
+        """The data version of the rows taken in so far."""
+        digest = self._hash.copy()
+        digest.update(b"]")
+        return dg.DataVersion(digest.hexdigest()[:16])
+
+
 def content_version(frame: pd.DataFrame, columns: list[str]) -> dg.DataVersion:
     """SHA-256 of ``id`` and ``columns``, row by row, in row order."""
-    pairs = [[str(i), *values] for i, *values in zip(frame["id"], *(frame[c] for c in columns))]
-    digest = hashlib.sha256(json.dumps(pairs, ensure_ascii=True, default=str).encode()).hexdigest()
-    return dg.DataVersion(digest[:16])
+    return ContentDigest().update(frame, columns).version()
+
+
+#: Lines read, validated and written to the field files at a time (about 10 KB of memory a line).
+READ_LINES = 2_000
 
 
 @dg.multi_asset(
@@ -82,43 +110,59 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
     """
     version = context.partition_key
     path = dataset_store.samples_path(version)
-    samples = load_samples(path)
-    if not samples:
-        raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
     required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
-    report = validate(samples, required, keep=path.parent / ".quality")
-    cannot_run = unavailable(samples, required)
-    for metric, why in cannot_run.items():
-        context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
-    context.log.info(f"{version}: {len(samples)} lines, {len(report['rejected'])} rejected, "
-                     f"{len(report['input_errors'])} with input errors, metrics {list(required)}")
-    frame = samples_to_frame(samples)
-    unreadable = [s.problems.get("row") for s in samples]
-    with context.resources.io_manager.writing():  # the seven tables over one connection
-        for field, asset in FIELD_ASSETS.items():
-            out = frame[["id", "row", field]].assign(version=version)
-            out[field] = out[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
-            out["problem"] = pd.Series([s.problems.get(field) for s in samples], dtype="string")
-            out["unreadable"] = pd.Series(unreadable, dtype="string")
-            yield dg.Output(out, output_name=asset, metadata={"num_rows": len(out)},
-                            data_version=content_version(out, [field, "problem", "unreadable"]))
-        sources = {s.row: s.source for s in samples}
-        rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
-            version=version, sample=lambda f: [sources[r] for r in f["row"]])
-        share = len(rejected) / len(samples)
-        yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
-                        metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": len(samples),
-                                  "input_error_rows": len(report["input_errors"]),
-                                  "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                                  "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
-                                  "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version)),
-                                  "suite": dg.MetadataValue.json(report["statistics"]),
-                                  "duplicate_ids": dg.MetadataValue.json(report["duplicate_ids"][:50])})
+    validation, usable, cannot_run, sources, lines = Validation(required, keep=path.parent / ".quality"), set(), {}, {}, 0
+    writers = {asset: TableWriter(pa.schema([("id", pa.string()), ("row", pa.int64()), (field, pa.string()),
+                                             ("version", pa.string()), ("problem", pa.string()),
+                                             ("unreadable", pa.string())]))
+               for field, asset in FIELD_ASSETS.items()}
+    digests = {asset: ContentDigest() for asset in FIELD_ASSETS.values()}
+    try:  # the lines a chunk at a time: each field's rows go to its file, so the version is never whole in memory
+        samples = iter_samples(path)
+        for chunk in iter(lambda: list(itertools.islice(samples, READ_LINES)), []):
+            validation.add(chunk)
+            cannot_run = unavailable(chunk, required, usable)  # the last chunk's answer holds for them all
+            sources.update((s.row, s.source) for s in chunk if unusable(s, required) is not None)
+            frame, lines = samples_to_frame(chunk), lines + len(chunk)
+            unreadable = [s.problems.get("row") for s in chunk]
+            for field, asset in FIELD_ASSETS.items():
+                out = frame[["id", "row", field]].assign(version=version)
+                out[field] = out[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
+                out["problem"] = pd.Series([s.problems.get(field) for s in chunk], dtype="string")
+                out["unreadable"] = pd.Series(unreadable, dtype="string")
+                writers[asset].write(out)
+                digests[asset].update(out, [field, "problem", "unreadable"])
+        if not lines:
+            raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
+        report = validation.report()
+        for metric, why in cannot_run.items():
+            context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
+        context.log.info(f"{version}: {lines} lines, {len(report['rejected'])} rejected, "
+                         f"{len(report['input_errors'])} with input errors, metrics {list(required)}")
+        with context.resources.io_manager.writing():  # the seven tables over one connection
+            for asset, writer in writers.items():  # each file copied into its table, then deleted
+                yield dg.Output(writer.close(), output_name=asset, metadata={"num_rows": lines},
+                                data_version=digests[asset].version())
+            rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
+                version=version, sample=lambda f: [sources[r] for r in f["row"]])
+            share = len(rejected) / lines
+            with path.open("rb") as source:
+                source_sha256 = hashlib.file_digest(source, "sha256").hexdigest()
+            yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
+                            metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": lines,
+                                      "input_error_rows": len(report["input_errors"]), "source_sha256": source_sha256,
+                                      "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
+                                      "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version)),
+                                      "suite": dg.MetadataValue.json(report["statistics"]),
+                                      "duplicate_ids": dg.MetadataValue.json(report["duplicate_ids"][:50])})
+    finally:
+        for writer in writers.values():  # a file not stored (the step failed or stopped) goes too
+            writer.discard()
     yield dg.AssetCheckResult(
         check_name="rejected_share_within_limit", asset_key="rejected_samples",
         passed=share <= config.max_rejected_share,
         metadata={"rejected_share": share, "limit": config.max_rejected_share, "rejected_rows": len(rejected),
-                  "total_rows": len(samples), "rejected": dg.MetadataValue.json(report["rejected"][:50]),
+                  "total_rows": lines, "rejected": dg.MetadataValue.json(report["rejected"][:50]),
                   "input_errors": dg.MetadataValue.json(report["input_errors"][:50]),
                   "input_error_rows": len(report["input_errors"]), "cannot_run": dg.MetadataValue.json(cannot_run)},
     )

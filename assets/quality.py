@@ -83,20 +83,47 @@ def validate(samples: list[Sample], required: Mapping[str, Iterable[str]], keep:
         apart by line); ``statistics``: GE's summary (evaluated and successful
         expectations, success percent) and the failing expectations. Lines count from 1.
     """
-    required = {metric: tuple(fields) for metric, fields in required.items()}
-    fields = list(dict.fromkeys(f for fields in required.values() for f in fields))
-    frame = validation_frame(samples, required)
-    verdicts = _kept_verdicts(frame, fields, keep)
-    failed = set(verdicts["failed"])
-    absent = {f for f in fields if not frame[f"{f}_ok"].any()}  # reported once, as metrics that cannot run
-    rejected, input_errors = [], []
-    for sample, usable in zip(samples, frame["usable"]):
-        entry = {"row": sample.row, "line": sample.line, "id": str(sample.id)}
-        if "usable" in failed and not usable:
-            rejected.append({**entry, "reason": unusable(sample, required)})
-        elif problems := field_problems(sample, [f for f in fields if f not in absent]):
-            input_errors.append({**entry, "fields": problems,
-                                 "metrics": [m for m, needs in required.items() if set(needs) & set(problems)]})
-    duplicates = frame[frame["id"].duplicated(keep=False)] if "id" in failed else frame.iloc[:0]
-    return {"rejected": rejected, "input_errors": input_errors, "statistics": verdicts["statistics"],
-            "duplicate_ids": [{"line": int(r) + 1, "id": i} for r, i in zip(duplicates["row"], duplicates["id"])]}
+    validation = Validation(required, keep)
+    validation.add(samples)
+    return validation.report()
+
+
+class Validation:
+    """:func:`validate` on a version read in chunks: :meth:`add` each chunk of samples (in
+    row order), then :meth:`report`. What is kept of a line is its row of
+    :func:`validation_frame` and, for a line lacking a field, its problems, not the sample."""
+
+    def __init__(self, required: Mapping[str, Iterable[str]], keep: Path | None = None) -> None:
+        self.required = {metric: tuple(fields) for metric, fields in required.items()}
+        self.fields = list(dict.fromkeys(f for fields in self.required.values() for f in fields))
+        self.keep = keep
+        self._frames: list[pd.DataFrame] = []
+        self._lacking: list[tuple[int, str, str | None, dict[str, str]]] = []  # (row, id, unusable, problems)
+
+    def add(self, samples: list[Sample]) -> None:
+        """Take in the next chunk of samples."""
+        frame = validation_frame(samples, self.required)
+        self._frames.append(frame)
+        for sample, usable in zip(samples, frame["usable"]):
+            problems = field_problems(sample, self.fields)
+            if problems or not usable:
+                self._lacking.append((sample.row, str(sample.id), None if usable else unusable(sample, self.required),
+                                      problems))
+
+    def report(self) -> dict[str, Any]:
+        """The report of :func:`validate` on every sample added."""
+        frame = pd.concat(self._frames, ignore_index=True) if self._frames else validation_frame([], self.required)
+        verdicts = _kept_verdicts(frame, self.fields, self.keep)
+        failed = set(verdicts["failed"])
+        absent = {f for f in self.fields if not frame[f"{f}_ok"].any()}  # reported once, as metrics that cannot run
+        rejected, input_errors = [], []
+        for row, sample_id, reason, problems in self._lacking:
+            entry = {"row": row, "line": row + 1, "id": sample_id}
+            if "usable" in failed and reason is not None:
+                rejected.append({**entry, "reason": reason})
+            elif problems := {f: why for f, why in problems.items() if f not in absent}:
+                input_errors.append({**entry, "fields": problems, "metrics": [
+                    m for m, needs in self.required.items() if set(needs) & set(problems)]})
+        duplicates = frame[frame["id"].duplicated(keep=False)] if "id" in failed else frame.iloc[:0]
+        return {"rejected": rejected, "input_errors": input_errors, "statistics": verdicts["statistics"],
+                "duplicate_ids": [{"line": int(r) + 1, "id": i} for r, i in zip(duplicates["row"], duplicates["id"])]}

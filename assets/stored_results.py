@@ -1,17 +1,19 @@
-"""A metric's per-row results on disk, never whole in memory.
+"""A version's field tables and metric results on disk, never whole in memory.
 
-The metric assets write each chunk of judged rows to a Parquet file as it is judged
-(:class:`ResultWriter`) and output a :class:`MetricResults` naming that file; the
-results database (``assets.resources.ResultsDatabase``) copies the file into the metric's
-table and deletes it (:class:`MetricResultsHandler`). The metric assets read the field
+Ingestion writes each chunk of lines it reads to one Parquet file per field asset, and
+the metric assets each chunk of judged rows to a file per metric, as it is judged
+(:class:`TableWriter`, :class:`ResultWriter`); each outputs a :class:`TableFile` naming
+its file, which the results database (``assets.resources.ResultsDatabase``) copies into
+the asset's table and deletes (:class:`TableFileHandler`). The metric assets read the field
 tables they depend on, and the summary each metric's table, as a :class:`StoredTable`,
 a query over the table read in bounded chunks over a connection the step holds. Memory
 stays flat as a version grows: Dagster keeps every output value of an in-process run until
-the run ends, and here that value is a file name, not the version's results.
+the run ends, and here that value is a file name, not the version's lines or results.
 """
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -36,13 +38,13 @@ SCHEMA = pa.schema([("version", pa.string()), ("sample_id", pa.string()), ("row"
                     ("reason", pa.string()), ("details", pa.string()), ("judge", pa.string()),
                     *((column, pa.int64()) for column in USAGE_COLUMNS)])
 #: Rows per chunk the summary reads from a table.
-READ_ROWS = 20_480
+READ_ROWS = 2_048  # DuckDB's vector size: a chunk of lines or of results with their evidence (~3 KB each) is a few MB
 
 
 @dataclass(frozen=True)
-class MetricResults:
-    """One metric's results of a run, in the Parquet file ``path`` (``rows`` rows; columns
-    ``version`` and ``metrics.scoring.RESULT_COLUMNS``; ``dtypes``: the pandas dtypes of
+class TableFile:
+    """One asset partition's rows of a run (a field of the version's lines, a metric's
+    results), in the Parquet file ``path`` (``rows`` rows; ``dtypes``: the pandas dtypes of
     the frames written, as the asset's column schema shows them)."""
 
     path: Path
@@ -63,12 +65,12 @@ class MetricResults:
         return pd.read_parquet(self.path, columns=list(columns) if columns else None)
 
 
-#: Prefix of a results file's name; the writing process's id follows it.
+#: Prefix of a table file's name; the writing process's id follows it.
 _PREFIX = "rag-eval-results-"
 
 
 def _remove_orphans(folder: Path) -> None:
-    """Delete the results files of processes that are gone (killed before their step ended:
+    """Delete the table files of processes that are gone (killed before their step ended:
     a SIGKILL runs no clean-up); a file whose process still runs, or is not ours, is kept."""
     for path in folder.glob(f"{_PREFIX}*-*.parquet"):
         try:
@@ -79,46 +81,59 @@ def _remove_orphans(folder: Path) -> None:
             continue
 
 
-class ResultWriter:
-    """Appends a metric's per-row results frames (``metrics.scoring.results_frame``) of
-    the partition ``version`` to a new Parquet file in the temporary folder, one row group
-    per frame; :meth:`close` gives the :class:`MetricResults`. The file's name carries the
-    process id, so a later writer deletes the files of a process that was killed."""
+class TableWriter:
+    """Appends frames of one asset partition's rows (the columns of ``schema``, in its order)
+    to a new Parquet file in the temporary folder, one row group per frame; :meth:`close`
+    gives the :class:`TableFile`. The file's name carries the process id, so a later
+    writer deletes the files of a process that was killed."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, schema: pa.Schema) -> None:
         _remove_orphans(Path(tempfile.gettempdir()))
         handle, name = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", suffix=".parquet")
         os.close(handle)
-        self.path, self.version, self.rows, self.dtypes = Path(name), version, 0, None
+        self.path, self.schema, self.rows, self.dtypes = Path(name), schema, 0, None
         self._writer: pq.ParquetWriter | None = None
 
     def write(self, frame: pd.DataFrame) -> None:
-        """Append ``frame`` (the columns of ``metrics.scoring.RESULT_COLUMNS``)."""
-        frame = frame.copy(deep=False)
-        frame.insert(0, "version", self.version)
-        table = pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False)
+        """Append ``frame``."""
+        table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False)
         if self._writer is None:  # the first frame's pandas metadata: read back with the same dtypes
             self.dtypes = tuple((name, str(dtype)) for name, dtype in frame.dtypes.items())
             self._writer = pq.ParquetWriter(self.path, table.schema)
         self._writer.write_table(table)
         self.rows += len(frame)
 
-    def close(self) -> MetricResults:
+    def close(self) -> TableFile:
         """Finish the file (an empty one when nothing was written)."""
         if self._writer is None:
-            self.write(pd.DataFrame({name: pd.Series(dtype=_EMPTY[name]) for name in SCHEMA.names[1:]}))
+            TableWriter.write(self, pd.DataFrame({field.name: pd.Series(dtype=_EMPTY[field.type])
+                                                  for field in self.schema}))
         self._writer.close()
-        return MetricResults(self.path, self.rows, self.dtypes)
+        return TableFile(self.path, self.rows, self.dtypes)
 
     def discard(self) -> None:
-        """Close and delete the file (the scoring failed)."""
+        """Close and delete the file (the step failed)."""
         if self._writer is not None:
             self._writer.close()
         self.path.unlink(missing_ok=True)
 
 
-_EMPTY = {field.name: {pa.string(): "object", pa.int64(): "int64", pa.float64(): "float64",
-                       pa.bool_(): "boolean"}[field.type] for field in SCHEMA}
+_EMPTY = {pa.string(): "object", pa.int64(): "int64", pa.float64(): "float64", pa.bool_(): "boolean"}
+
+
+class ResultWriter(TableWriter):
+    """A :class:`TableWriter` of a metric's per-row results frames (``metrics.scoring.results_frame``)
+    of the partition ``version`` (:data:`SCHEMA`: ``version`` is put first)."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(SCHEMA)
+        self.version = version
+
+    def write(self, frame: pd.DataFrame) -> None:
+        """Append ``frame`` (the columns of ``metrics.scoring.RESULT_COLUMNS``)."""
+        frame = frame.copy(deep=False)
+        frame.insert(0, "version", self.version)
+        super().write(frame)
 
 
 @dataclass(frozen=True)
@@ -138,19 +153,29 @@ class StoredTable:
         return connection.execute(f"select count(*) from ({self.query})").fetchone()[0]
 
     def frame(self, connection: duckdb.DuckDBPyConnection, compact: bool = False) -> pd.DataFrame:
-        """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results): ``details``
-        only on ``input_error`` rows (the only ones the summary reads it from), null elsewhere."""
+        """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results, for the summary):
+        ``details`` only on ``input_error`` rows and ``reason`` only on rows not ``ok`` (the only ones the
+        summary reads them from), null elsewhere, and the texts repeated from row to row and from table to
+        table (ids, metric, status, direction, judge, version) held once each."""
         if not compact:
             return connection.execute(self.query).fetchdf()
         names = [d[0] for d in connection.execute(f"select * from ({self.query}) limit 0").description]
-        kept = [f"case when status = '{Status.INPUT_ERROR.value}' then details end as details" if n == "details"
-                else f'"{n}"' for n in names]
-        return connection.execute(f"select {', '.join(kept)} from ({self.query})").fetchdf()
+        kept = {"details": f"case when status = '{Status.INPUT_ERROR.value}' then details end as details",
+                "reason": f"case when status <> '{Status.OK.value}' then reason end as reason"}
+        columns = ", ".join(kept.get(n, f'"{n}"') for n in names)
+        result, parts = connection.execute(f"select {columns} from ({self.query})"), []
+        while len(part := result.fetch_df_chunk(READ_ROWS // 2048)) or not parts:  # each chunk compacted as read
+            for name in ("version", "sample_id", "metric", "status", "direction", "judge"):
+                part[name] = [sys.intern(v) if isinstance(v, str) else v for v in part[name]]
+            parts.append(part)
+        return pd.concat(parts, ignore_index=True)
 
     def rows_at(self, connection: duckdb.DuckDBPyConnection, start: int, stop: int) -> pd.DataFrame:
-        """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order, as :meth:`frame` gives them."""
-        return connection.execute(f"select * from ({self.query}) order by row limit {max(stop - start, 0)} "
-                                  f"offset {start}").fetchdf()
+        """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order, as :meth:`frame` gives them.
+        The position is found on ``row`` alone: DuckDB holds the rows before it as numbers, not whole."""
+        first = f"select row from ({self.query}) order by row limit 1 offset {start}"
+        return connection.execute(f"select * from ({self.query}) where row >= ({first}) order by row "
+                                  f"limit {max(stop - start, 0)}").fetchdf()
 
     def nullable_passed(self, connection: duckdb.DuckDBPyConnection) -> bool:
         """Whether some result has no pass/fail (``passed`` loads as ``boolean``, else ``bool``)."""
@@ -205,13 +230,13 @@ def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd
             table.to_csv(handle, index=False, header=start == 0, lineterminator="\r\n")
 
 
-class MetricResultsHandler(DbTypeHandler[MetricResults]):
-    """Stores a :class:`MetricResults` file in DuckDB (``create table ... as`` or ``insert``,
-    as ``DuckDBPandasTypeHandler`` does a frame, with the same output metadata) and deletes
-    the file. Nothing loads a :class:`MetricResults`: an input of a metric asset loads its
+class TableFileHandler(DbTypeHandler[TableFile]):
+    """Stores a :class:`TableFile` in DuckDB (``create table ... as`` or ``insert``, as
+    ``DuckDBPandasTypeHandler`` does a frame, with the same output metadata) and deletes
+    the file. Nothing loads a :class:`TableFile`: an input of an asset stored so loads its
     rows as a DataFrame (the IO manager's default type)."""
 
-    def handle_output(self, context: dg.OutputContext, table_slice: TableSlice, obj: MetricResults, connection):
+    def handle_output(self, context: dg.OutputContext, table_slice: TableSlice, obj: TableFile, connection):
         table = f"{table_slice.schema}.{table_slice.table}"
         source = f"read_parquet('{obj.path.as_posix()}')"
         try:
@@ -230,9 +255,9 @@ class MetricResultsHandler(DbTypeHandler[MetricResults]):
                 columns=[dg.TableColumn(name=name, type=dtype) for name, dtype in obj.dtypes]))})
 
     def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection):
-        raise TypeError(f"{context.asset_key.to_user_string()}: a metric's results are loaded as a DataFrame "
-                        "(the results file is deleted once stored)")
+        raise TypeError(f"{context.asset_key.to_user_string()}: its rows are loaded as a DataFrame "
+                        "(the file they were written to is deleted once stored)")
 
     @property
     def supported_types(self):
-        return [MetricResults]
+        return [TableFile]

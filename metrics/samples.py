@@ -14,7 +14,7 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,22 +286,21 @@ def _unreadable(row: int, reason: str, source: str | None) -> Sample:
                   source=None if source is None else _clip(source))
 
 
-def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> list[tuple[int, Sample]]:
-    """Records of a JSONL file; the row of a record is its line number minus one.
+def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> Iterator[Sample]:
+    """The samples of a JSONL file, read line by line; the row of a record is its line number minus one.
 
     Each line is decoded on its own, so a line that is not UTF-8, not JSON, not an
     object or nested more than :data:`MAX_DEPTH` levels becomes a sample whose
     ``problems['row']`` says why, and the others still load.
     """
-    records: list[tuple[int, Sample]] = []
     with path.open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             row = line_no - 1
             try:
                 line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                records.append((row, _unreadable(row, f"not valid UTF-8 (byte {exc.start})",
-                                                 raw.decode("utf-8", errors="backslashreplace").rstrip("\r\n"))))
+                yield _unreadable(row, f"not valid UTF-8 (byte {exc.start})",
+                                  raw.decode("utf-8", errors="backslashreplace").rstrip("\r\n"))
                 continue
             if not line.strip():
                 continue
@@ -309,28 +308,20 @@ def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> list[tuple[int,
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                records.append((row, _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line)))
+                yield _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line)
                 continue
             except RecursionError:
-                records.append((row, _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)))
+                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)
                 continue
             if not isinstance(record, dict):
-                records.append((row, _unreadable(row, f"a JSON {type(record).__name__}, not an object", line)))
+                yield _unreadable(row, f"a JSON {type(record).__name__}, not an object", line)
                 continue
             if _too_deep(record):
-                records.append((row, _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)))
+                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)
                 continue
             sample = sample_from_dict(record, row, fields)
             sample.source = _clip(line)
-            records.append((row, sample))
-    return records
-
-
-def _read_path(path: Path, fields: Mapping[str, str] | None) -> list[tuple[int, Any]]:
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        return _read_jsonl(path, fields)
-    return list(enumerate(_read_table(path, suffix)))
+            yield sample
 
 
 def _read_table(path: Path, suffix: str) -> list[Any]:
@@ -363,28 +354,36 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
     ValueError
         For an unsupported file type or an unknown field in ``fields``.
     """
+    return list(iter_samples(source, fields))
+
+
+def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]],
+                 fields: Mapping[str, str] | None = None) -> Iterator[Sample]:
+    """:func:`load_samples` one sample at a time: a JSONL file is read line by line, so its
+    samples are never all in memory at once (other files are read whole first). Raises as
+    :func:`load_samples` does, a bad ``fields`` mapping once the first sample is built."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"dataset file not found: {path}")
-        records = _read_path(path, fields)
+        if path.suffix.lower() in (".jsonl", ".ndjson"):
+            return _read_jsonl(path, fields)
+        records = enumerate(_read_table(path, path.suffix.lower()))
     elif isinstance(source, pd.DataFrame):
-        records = list(enumerate(source.to_dict("records")))
+        records = enumerate(source.to_dict("records"))
     else:
-        records = list(enumerate(source))
-    samples: list[Sample] = []
-    for row, record in records:
-        if isinstance(record, Sample):
-            samples.append(record)
-        elif isinstance(record, Mapping) and _too_deep(record):
-            samples.append(_unreadable(row, f"nested more than {MAX_DEPTH} levels deep", None))
-        elif isinstance(record, Mapping):
-            sample = sample_from_dict(record, row, fields)
-            sample.source = _clip(json.dumps(record, ensure_ascii=False, default=str))
-            samples.append(sample)
-        else:
-            samples.append(_unreadable(row, f"a {type(record).__name__}, not a record", repr(record)))
-    return samples
+        records = enumerate(source)
+    return (_record_sample(row, record, fields) for row, record in records)
+
+
+def _record_sample(row: int, record: Any, fields: Mapping[str, str] | None) -> Sample:
+    if isinstance(record, Mapping) and _too_deep(record):
+        return _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", None)
+    if isinstance(record, Mapping):
+        sample = sample_from_dict(record, row, fields)
+        sample.source = _clip(json.dumps(record, ensure_ascii=False, default=str))
+        return sample
+    return _unreadable(row, f"a {type(record).__name__}, not a record", repr(record))
 
 
 def field_problems(sample: Sample, fields: Iterable[str]) -> dict[str, str]:
@@ -407,13 +406,20 @@ def unusable(sample: Sample, required: Mapping[str, Iterable[str]]) -> str | Non
     return "no selected metric can use it: " + "; ".join(f"{name}: {why}" for name, why in problems.items())
 
 
-def unavailable(samples: Iterable[Sample], required: Mapping[str, Iterable[str]]) -> dict[str, str]:
+def unavailable(samples: Iterable[Sample], required: Mapping[str, Iterable[str]],
+                usable: set[str] | None = None) -> dict[str, str]:
     """``{metric: reason}`` for the metrics of ``required`` that cannot score any line,
     because a field they read is usable on no line of the input (e.g. production traffic
-    without ``reference``)."""
-    samples = list(samples)
+    without ``reference``). ``samples`` are read once, up to the first line on which every
+    field is usable (a file read by :func:`iter_samples` is not held). ``usable``: a set the
+    fields found usable are added to, for an input read in chunks: called on each chunk with
+    the same set, the last call's answer holds for them all."""
     needed = dict.fromkeys(f for fields in required.values() for f in fields)
-    usable = {name for name in needed if any(s.missing(name) is None for s in samples)}
+    usable = set() if usable is None else usable
+    for sample in samples if len(usable) < len(needed) else ():
+        usable.update(name for name in needed if name not in usable and sample.missing(name) is None)
+        if len(usable) == len(needed):
+            break
     reasons = {}
     for metric, fields in required.items():
         absent = [name for name in fields if name not in usable]

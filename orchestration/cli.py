@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--dataset-version", help="dataset version key (default: the key of a version with the "
                                                      "same content, else <UTC time>-<name>-<content hash>)")
             p.add_argument("--replace", action="store_true", help="replace the content of an existing version")
+            if name == "run":
+                p.add_argument("--force", action="store_true",
+                               help="evaluate even when Dagster reports the version up to date (its ingestion, "
+                                    "the selected metrics and the summary materialized and not stale, by a run "
+                                    "with the same options and judge, its reports in place): by default that "
+                                    "run's summary is shown and nothing is run")
             p.add_argument("--meta", help="the version's meta.json (retriever, generator...; default: the meta.json "
                                           "beside the dataset, if any)")
         p.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")

@@ -123,6 +123,50 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
             progress_listeners.remove(listener)
 
 
+def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tuple[str, dict] | None:
+    """``(run_id, summary)`` of the run that evaluated ``version`` when running it again would
+    redo that run: Dagster reports the ingestion, every selected metric and the summary
+    materialized and not stale (its own staleness: code versions and data versions, as the
+    UI's "Unsynced"); the summary's run had the same run config, its summary the same metrics
+    and judge settings and no judge error (a new run would ask again); its files and
+    database are where this run would write them. Else ``None`` (the run goes ahead; it
+    writes again whatever is missing)."""
+    import dagster as dg
+
+    from assets.evaluation import metric_assets
+    from assets.ingestion import ingest_dataset
+    from assets.summary import eval_summary
+    from metrics.registry import resolve_names
+
+    from orchestration.staleness import fresh, latest_record
+
+    folder = Path(args.out).resolve() / version
+    files = [folder / "summary.json", folder / "results.parquet", folder / "ragas_scores.csv",
+             Path(args.out) / "rag_eval.duckdb"]
+    record = latest_record(args.instance, "eval_summary", version)
+    if record is None or not all(f.is_file() for f in files):
+        return None
+    metadata = record.asset_materialization.metadata
+    if metadata["summary_path"].value != str(files[0]) or \
+            (metadata["azure_rows"].value and not (folder / "azure_results.jsonl").is_file()):
+        return None
+    summary = json.loads(files[0].read_text(encoding="utf-8"))
+    judge = json.loads(json.dumps(judge_resource(args).get_judge().describe(), default=str))
+    selected = resolve_names(args.metrics)
+    if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
+            {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None}:
+        return None
+    run = args.instance.get_run_by_id(record.run_id)
+    if run is None or run.run_config != run_config:
+        return None
+    assets = [ingest_dataset, *metric_assets, eval_summary]
+    repository = dg.Definitions(assets=assets, resources=resources(args)).get_repository_def()
+    ingestion = [key.to_user_string() for key in dg.AssetSelection.groups("ingestion").resolve(repository.asset_graph)]
+    if not fresh(args.instance, repository, version, [*ingestion, *selected, "eval_summary"]):
+        return None
+    return record.run_id, summary
+
+
 def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
     """Materialize the selected metrics for ``version``; the summary, or ``None`` on failure.
     Says first which selected metrics no line can feed, and last which lines were rejected
@@ -132,7 +176,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from metrics.registry import METRICS, resolve_names
-    from metrics.samples import load_samples, unavailable
+    from metrics.samples import iter_samples, unavailable
     from orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
@@ -141,8 +185,8 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
     selected = resolve_names(args.metrics)
-    # The samples are not kept: held through the run they were a second copy of the whole version.
-    print_cannot_run(unavailable(load_samples(Path(args.datasets) / version / "samples.jsonl"),
+    # Read line by line up to the first line with every field usable: no copy of the version is held.
+    print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
                                  {m: METRICS[m].required_fields for m in selected}))
     with only_run_of(version, Path(args.out)):
         result = execute_with_progress(selected, version, run_config, resources(args), args.instance)
@@ -171,6 +215,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_out(args)
     version, new = register(args)
     started = time.time()
+    if not (new or args.replace or args.force):
+        with only_run_of(version, Path(args.out)):
+            last = up_to_date(version, args, config)
+        if last is not None:
+            return show_up_to_date(version, args, *last)
     summary = evaluate_version(version, args, config)
     if summary is None:
         if new:  # a version this run registered and could not evaluate is not left behind
@@ -195,6 +244,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"warning: {failed} of {total} results are judge_error (the judge failed; reasons in results.parquet)",
               file=sys.stderr)
         return 3
+    return 0
+
+
+def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary: dict) -> int:
+    """Say that nothing was run and why, then what the run that evaluated ``version`` found."""
+    from orchestration.report import print_cannot_run, print_input_errors, print_rejected, print_table, print_unmeasured
+
+    folder = Path(args.out) / version
+    print(f"dataset version {version} is up to date: Dagster reports its ingestion, {', '.join(summary['metrics'])} "
+          f"and eval_summary materialized and not stale, by run {run_id} with the same options and judge; nothing "
+          f"was run or sent. Its reports in {folder}/ are that run's; --force evaluates the version again",
+          file=sys.stderr)
+    print_cannot_run(summary["cannot_run"])
+    print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"],
+                   args.max_rejected_share)
+    print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
+    print_table({**summary, "usage": {}})  # what that run sent is not this one's
+    print_unmeasured(summary, folder / "results.parquet")
     return 0
 
 

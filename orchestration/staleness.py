@@ -14,11 +14,32 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._time import get_current_datetime
 
 
-def latest_materialization(instance: dg.DagsterInstance, asset: str, version: str) -> dg.AssetMaterialization | None:
-    """The newest materialization of ``asset`` for partition ``version``, if any."""
+def latest_record(instance: dg.DagsterInstance, asset: str, version: str) -> dg.EventLogRecord | None:
+    """The event record (its ``run_id``, its materialization) of the newest materialization of
+    ``asset`` for partition ``version``, if any."""
     result = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[version]), limit=1, ascending=False)
-    return result.records[0].asset_materialization if result.records else None
+    return result.records[0] if result.records else None
+
+
+def latest_materialization(instance: dg.DagsterInstance, asset: str, version: str) -> dg.AssetMaterialization | None:
+    """The newest materialization of ``asset`` for partition ``version``, if any."""
+    record = latest_record(instance, asset, version)
+    return record.asset_materialization if record else None
+
+
+def _resolver(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition) -> CachingStaleStatusResolver:
+    graph = repository.asset_graph
+    view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+                          instance=instance, asset_graph=graph)
+    return CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+
+
+def fresh(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition, version: str, assets: list[str]) -> bool:
+    """Whether Dagster reports every one of ``assets`` FRESH for partition ``version``:
+    materialized (not MISSING) and not STALE."""
+    resolver = _resolver(instance, repository)
+    return all(resolver.get_status(dg.AssetKey(asset), version) == StaleStatus.FRESH for asset in assets)
 
 
 def stale_assets(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition, version: str,
@@ -26,10 +47,7 @@ def stale_assets(instance: dg.DagsterInstance, repository: dg.RepositoryDefiniti
     """``{asset: why}`` for those of ``assets`` whose partition ``version`` Dagster reports as
     STALE (never-materialized partitions are MISSING, not stale); ``why`` joins Dagster's
     stale causes, e.g. ``"has a new dependency data version (responses)"``."""
-    graph = repository.asset_graph
-    view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
-                          instance=instance, asset_graph=graph)
-    resolver = CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+    resolver = _resolver(instance, repository)
     stale = {}
     for asset in assets:
         key = dg.AssetKey(asset)

@@ -11,10 +11,16 @@ do not (the run's own retries deal with them).
 """
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 import ssl
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    import openai
 
 
 _UNKNOWN_MODEL = ("does not exist", "not found", "not exist", "unknown model", "no such model", "invalid model")
@@ -59,7 +65,6 @@ def connection_cause(exc: BaseException) -> str | None:
     """What a connection failure was: ``connection refused``, ``unknown host``, ``TLS
     error``, ``connection reset``..., read from the exception's causes; ``None`` for a
     plain timeout. (The aiohttp transport reports a refused connection as a timeout.)"""
-    import openai  # imported when a request is made: 1-4 s
     seen: BaseException | None = exc
     for _ in range(20):  # a chain of causes, never a cycle
         if seen is None:
@@ -77,21 +82,51 @@ def connection_cause(exc: BaseException) -> str | None:
             seen = os_error
             continue
         seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, TimeoutError):  # the standard library's (the check's first request)
+        return None
+    import openai  # imported when a request is made: 1-4 s
     if isinstance(exc, openai.APITimeoutError):
         return None
     return f"connection failed ({exc.__cause__ or exc})"
 
 
-def _error_text(exc: openai.APIStatusError) -> str:
-    body = exc.body if isinstance(exc.body, dict) else {}
+def _error_text(body: Any, message: str | None) -> str:
+    """The provider's error message in an error reply's ``body`` (``{"error": {"message"}}``), else ``message``."""
+    body = body if isinstance(body, dict) else {}
     error = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
-    return str(error.get("message") or exc.message or "")
+    return str(error.get("message") or message or "")
 
 
-async def check_endpoint(client: openai.AsyncOpenAI, model: str | None, base_url: str | None, timeout: float,
-                         redact=lambda text: text) -> dict[str, Any]:
+def _get_model(url: str, api_key: str, timeout: float) -> tuple[int, str]:
+    """``GET url`` (``.../models/{model}``) with the standard library: its HTTP status and,
+    for an error, the provider's message. Connection failures raise (``OSError``)."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status, ""
+    except urllib.error.HTTPError as exc:
+        with exc:
+            text = exc.read().decode("utf-8", "replace")
+        try:
+            return exc.code, _error_text(json.loads(text), text)
+        except ValueError:
+            return exc.code, text
+    except urllib.error.URLError as exc:  # refused, unknown host, TLS: the cause is its reason
+        raise exc.reason if isinstance(exc.reason, OSError) else exc from None
+
+
+async def check_endpoint(connect: Callable[[], openai.AsyncOpenAI], model: str | None, base_url: str | None,
+                         api_key: str, timeout: float, redact=lambda text: text) -> dict[str, Any]:
     """Check reachability, the key and the model name with at most three cheap requests
     (``model`` ``None``: reachability and the key only, with ``GET /models``).
+
+    The first, ``GET /models/{model}``, is sent with the standard library: when it settles
+    the check (the model answers, or the key or the connection is refused), the ``openai``
+    client (``connect()`` makes it; about 1 s to import) is not needed, so a run the
+    judgement cache answers in full never imports it. Otherwise the check goes on with it.
 
     Returns
     -------
@@ -105,24 +140,49 @@ async def check_endpoint(client: openai.AsyncOpenAI, model: str | None, base_url
         Refused connection, unknown host, no answer within ``timeout``, 401/403, an
         unknown model, or a server that answers no OpenAI route (405/501 on chat: a wrong port); the message names the cause and the URL without credentials.
     """
-    import openai  # imported when a request is made: 1-4 s
     where = public_url(base_url) or "https://api.openai.com/v1"
     report: dict[str, Any] = {"base_url": where, "model": model, "status": "ok", "requests": 0, "by": None,
                               "note": None}
     listed: list[str] | None = None
 
-    def fail(exc: BaseException) -> EndpointError:
-        if isinstance(exc, openai.APIStatusError):
-            if exc.status_code in (401, 403):
-                return EndpointError(f"the judge endpoint {where} refused the API key (HTTP {exc.status_code}: "
-                                     f"{redact(_error_text(exc))}); check OPENAI_API_KEY")
-            offered = f"; it offers: {', '.join(sorted(listed)[:20])}" if listed else ""
-            return EndpointError(f"the judge endpoint {where} does not know the model {model!r} (HTTP "
-                                 f"{exc.status_code}: {redact(_error_text(exc))}){offered}; check --model / "
-                                 "OPENAI_MODEL")
+    def refused(status: int, text: str) -> EndpointError:
+        return EndpointError(f"the judge endpoint {where} refused the API key (HTTP {status}: {redact(text)}); "
+                             "check OPENAI_API_KEY")
+
+    def unreachable(exc: BaseException) -> EndpointError:
         cause = connection_cause(exc) or f"no answer within {timeout:g} s (--timeout)"
         return EndpointError(f"the judge endpoint {where} cannot be reached: {redact(cause)}; check --base-url / "
                              "OPENAI_BASE_URL")
+
+    first = None
+    if model is not None:
+        report["requests"] += 1
+        try:
+            first = await asyncio.to_thread(_get_model, f"{(base_url or where).rstrip('/')}/models/{model}", api_key,
+                                            timeout)
+        except OSError as exc:
+            raise unreachable(exc) from None
+        if 200 <= first[0] < 300:
+            report["by"] = "GET /models/{model}"
+            return report
+        if first[0] == 401:
+            raise refused(*first)
+        if first[0] == 403:  # a proxy may refuse the standard library's requests only: the client asks again
+            first = None
+        else:
+            report["note"] = f"GET /models/{{model}}: HTTP {first[0]}"
+    import openai  # imported when a request is made: 1-4 s
+    client = connect()
+
+    def fail(exc: BaseException) -> EndpointError:
+        if isinstance(exc, openai.APIStatusError):
+            if exc.status_code in (401, 403):
+                return refused(exc.status_code, _error_text(exc.body, exc.message))
+            offered = f"; it offers: {', '.join(sorted(listed)[:20])}" if listed else ""
+            return EndpointError(f"the judge endpoint {where} does not know the model {model!r} (HTTP "
+                                 f"{exc.status_code}: {redact(_error_text(exc.body, exc.message))}){offered}; "
+                                 "check --model / OPENAI_MODEL")
+        return unreachable(exc)
 
     async def attempt(name: str, call) -> Any:
         report["requests"] += 1
@@ -140,10 +200,11 @@ async def check_endpoint(client: openai.AsyncOpenAI, model: str | None, base_url
         await attempt("GET /models", lambda: client.models.list())
         report["by"] = "GET /models"
         return report
-    found = await attempt("GET /models/{model}", lambda: client.models.retrieve(model))
-    if not isinstance(found, openai.APIStatusError):
-        report["by"] = "GET /models/{model}"
-        return report
+    if first is None:
+        found = await attempt("GET /models/{model}", lambda: client.models.retrieve(model))
+        if not isinstance(found, openai.APIStatusError):
+            report["by"] = "GET /models/{model}"
+            return report
     page = await attempt("GET /models", lambda: client.models.list())
     if not isinstance(page, openai.APIStatusError):
         listed = [getattr(item, "id", "") for item in getattr(page, "data", None) or []]
@@ -155,7 +216,7 @@ async def check_endpoint(client: openai.AsyncOpenAI, model: str | None, base_url
     if not isinstance(reply, openai.APIStatusError):
         report["by"] = "chat"
         return report
-    message = _error_text(reply).lower()
+    message = _error_text(reply.body, reply.message).lower()
     if reply.status_code in (405, 501):  # a web server that is not an OpenAI-compatible endpoint (wrong port)
         raise EndpointError(f"the judge endpoint {where} does not serve chat completions (HTTP {reply.status_code} "
                             "on every OpenAI route); is --base-url / OPENAI_BASE_URL an OpenAI-compatible "

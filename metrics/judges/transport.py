@@ -166,10 +166,14 @@ class Transport:
                                             or (cfg.embedding_api_key or cfg.api_key) != cfg.api_key)
         name = "embeddings endpoint" if separate else model
         if name not in checks:
-            self._connect()
-            client, checked_model, url = (self.embeddings_client, None, cfg.embedding_base_url or cfg.base_url) \
-                if separate else (self.chat_client, model, cfg.base_url)
-            checks[name] = asyncio.ensure_future(check_endpoint(client, checked_model, url, cfg.timeout, self.redact))
+            def connect() -> openai.AsyncOpenAI:  # only when the check's first request does not settle it
+                self._connect()
+                return self.embeddings_client if separate else self.chat_client
+
+            checked_model, url, key = (None, cfg.embedding_base_url or cfg.base_url, cfg.embedding_api_key) \
+                if separate else (model, cfg.base_url, None)
+            checks[name] = asyncio.ensure_future(check_endpoint(connect, checked_model, url, key or cfg.api_key
+                                                                or "not-needed", cfg.timeout, self.redact))
         return await asyncio.shield(checks[name])
 
     # ----------------------------------------------------------------- requests

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import ScriptedJudge
 from metrics.rag.faithfulness import Faithfulness
 from metrics.results import Status
-from metrics.samples import load_samples, sample_from_dict
+from metrics.samples import iter_samples, load_samples, sample_from_dict, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parents[1] / "data"
@@ -155,6 +155,22 @@ def test_invalid_json_line_is_kept_as_a_row_with_a_problem(tmp_path):
     assert samples[3].user_input == "q3"
     # every field of an unreadable row reports the row problem
     assert samples[1].missing("response") == samples[1].problems["row"]
+
+
+def test_a_file_is_read_line_by_line_and_unavailable_stops_at_the_first_line_with_every_field(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"question": "q1"}\n{"question": "q2", "answer": "a2"}\n{not json\n{"question": "q4"}\n',
+                    encoding="utf-8")
+    samples = iter_samples(path)
+    required = {"answer_relevancy": ("user_input", "response"), "context_recall": ("user_input", "reference")}
+    assert unavailable(samples, {"answer_relevancy": required["answer_relevancy"]}) == {}
+    assert next(samples).row == 2  # lines 1 and 2 read, the rest not yet
+    # a file read in chunks: the fields found usable carry over, the last chunk's answer holds for all
+    usable: set[str] = set()
+    first, second = load_samples(path)[:1], load_samples(path)[1:]
+    assert unavailable(first, required, usable) == {"answer_relevancy": "no line has a usable 'response'",
+                                                    "context_recall": "no line has a usable 'reference'"}
+    assert unavailable(second, required, usable) == {"context_recall": "no line has a usable 'reference'"}
 
 
 def test_bad_utf8_line_and_lone_surrogate_stay_on_their_row(tmp_path):

@@ -241,13 +241,25 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     summary = json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())
     assert summary["scale"] == "0-10" and summary["total"] == 3
     assert dg.DagsterInstance.get().get_dynamic_partitions("dataset_version") == ["tiny-v1"]
-    # A gate's report of an earlier day is not listed as written by a later run.
+    # Again, unchanged: Dagster reports it up to date, so nothing runs; the console says so and shows the summary.
+    written = (tmp_path / "out" / "tiny-v1" / "summary.json").stat().st_mtime_ns
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--scale", "10"]) == 0
+    printed = capsys.readouterr()
+    assert "dataset version tiny-v1 is up to date: Dagster reports its ingestion, faithfulness" in printed.err
+    assert "--force evaluates the version again" in printed.err and "3/3" in printed.out
+    assert "wrote " not in printed.out and len(dg.DagsterInstance.get().get_runs()) == 1
+    assert (tmp_path / "out" / "tiny-v1" / "summary.json").stat().st_mtime_ns == written
+    # A gate's report of an earlier day is not listed as written by a later run (--force: run it anyway).
     old = tmp_path / "out" / "tiny-v1" / "report.md"
     old.write_text("# gate of yesterday\n", encoding="utf-8")
     os.utime(old, (time.time() - 86400, time.time() - 86400))
-    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--scale", "10"]) == 0
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--scale", "10", "--force"]) == 0
     [listing] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("wrote ")]
     assert "summary.json" in listing and "report.md" not in listing
+    # Other options (another run config): it runs, though Dagster reports the assets up to date.
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1"]) == 0
+    assert "is up to date" not in capsys.readouterr().err and len(dg.DagsterInstance.get().get_runs()) == 3
+    assert json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())["scale"] == "0-1"
     # Registering the same content again reuses its version; other content under the key is refused.
     assert cli.main(["register", str(dataset)]) == 0
     assert "tiny-v1" in capsys.readouterr().out

@@ -1,9 +1,12 @@
-"""Results and fields read and written chunk by chunk (assets.stored_results) hold the same
-content as the whole frames they replace."""
+"""Results and fields read and written chunk by chunk (assets.stored_results, the ingestion) hold the
+same content as the whole frames they replace."""
+import hashlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -12,11 +15,13 @@ import pytest
 import pyarrow.parquet as pq
 
 from assets.evaluation import FieldSamples
-from assets.ingestion import samples_from_fields
+from assets.ingestion import ContentDigest, content_version, samples_from_fields
 from assets.stored_results import (READ_ROWS, ResultWriter, StoredTable, write_ragas_csv_by_chunks,
                                    write_results_parquet)
 from metrics.formats import ragas_table, write_ragas_csv
 from metrics.scoring import RESULT_COLUMNS
+
+FIQA = Path(__file__).resolve().parents[2] / "examples" / "fiqa" / "samples.jsonl"
 
 
 def results(metric: str, rows: int, unjudged: int = 0) -> pd.DataFrame:
@@ -41,7 +46,7 @@ def stored(database, name: str, frame: pd.DataFrame) -> StoredTable:
 
 
 def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
-    # 25,000 rows cross a read chunk; the second metric has rows without pass/fail (boolean, not bool)
+    # the rows cross read chunks; the second metric has rows without pass/fail (boolean, not bool)
     first = results("faithfulness", READ_ROWS + 4_520).assign(version="v1")
     second = results("context_recall", 3, unjudged=1).assign(version="v1")
     tables = [stored(tmp_path / "db.duckdb", "faithfulness", first), stored(tmp_path / "db.duckdb", "recall", second)]
@@ -50,19 +55,34 @@ def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
         whole.to_parquet(tmp_path / "whole.parquet", index=False)
         write_results_parquet(connection, tables, tmp_path / "chunks.parquet")
     expected, got = pq.read_table(tmp_path / "whole.parquet"), pq.read_table(tmp_path / "chunks.parquet")
-    assert got.num_rows == 25_003
+    assert got.num_rows == READ_ROWS + 4_523
     assert got.equals(expected) and got.schema.equals(expected.schema, check_metadata=True)
     assert str(pd.read_parquet(tmp_path / "chunks.parquet")["passed"].dtype) == "boolean"
 
 
-def test_compact_results_keep_details_of_input_errors_only(tmp_path):
+def test_compact_results_keep_details_of_input_errors_and_reasons_of_unscored_rows_only(tmp_path):
     frame = results("faithfulness", 3).assign(version="v1", status=["ok", "input_error", "ok"])
     table = stored(tmp_path / "db.duckdb", "faithfulness", frame)
     with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
         compact = table.frame(connection, compact=True)
     assert list(compact.columns) == [*RESULT_COLUMNS, "version"]
     assert list(compact["details"]) == [None, '{"i": 1}', None]
-    assert list(compact["reason"]) == ["reason 0", "reason 1", "reason 2"]
+    assert list(compact["reason"]) == [None, "reason 1", None]
+
+
+def test_compact_results_read_by_chunks_are_the_whole_table_with_each_repeated_text_held_once(tmp_path):
+    # two read chunks, pass/fail missing in the second only: the whole table's dtypes (passed: boolean)
+    first = results("faithfulness", READ_ROWS + 10, unjudged=2).assign(version="v1")
+    second = results("context_recall", 5).assign(version="v1")
+    tables = [stored(tmp_path / "db.duckdb", "faithfulness", first), stored(tmp_path / "db.duckdb", "recall", second)]
+    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+        whole, compact = tables[0].frame(connection), tables[0].frame(connection, compact=True)
+        other = tables[1].frame(connection, compact=True)
+    expected = whole.assign(reason=whole["reason"].where(whole["status"] != "ok", None), details=None)
+    assert compact.equals(expected) and list(compact.dtypes) == list(expected.dtypes)
+    assert str(compact["passed"].dtype) == "boolean" and len(compact) == READ_ROWS + 10
+    assert compact["metric"][0] is compact["metric"][READ_ROWS + 5]  # one object, not one per row
+    assert compact["sample_id"][3] is other["sample_id"][3]  # shared between the tables too
 
 
 def test_result_writer_reads_back_the_frames_it_was_given(tmp_path):
@@ -145,3 +165,54 @@ def test_a_killed_writers_results_file_is_removed_by_the_next_writer(tmp_path, m
     assert not orphan.exists() and alive.exists()
     assert writer.path.parent == tmp_path and writer.path.name.startswith(f"rag-eval-results-{os.getpid()}-")
     writer.discard()
+
+
+def test_ingestion_by_chunks_stores_every_line_and_each_bad_line_with_its_reason(tmp_path, monkeypatch):
+    # read two lines at a time: an unreadable line, a line lacking its response, a blank line (no row) and a
+    # line no metric can use fall in different chunks; the tables and data versions are those of one chunk
+    import assets.ingestion
+    from dagster._core.definitions.data_version import extract_data_version_from_entry
+
+    from tests.pipeline.conftest import Project
+
+    good = [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()[:3]]
+    lines = [json.dumps(good[0]), "{not json", json.dumps({k: v for k, v in good[1].items() if k != "response"}), "",
+             json.dumps({"id": "nothing-usable", "user_input": "What is an ETF?"}), json.dumps(good[2])]
+    fields = ["questions", "responses", "retrieved_contexts", "references"]
+    tables, versions = {}, {}
+    with dg.instance_for_test() as instance:
+        project = Project(tmp_path, instance)
+        for version, lines_at_once in (("chunks", 2), ("whole", 10_000)):
+            monkeypatch.setattr(assets.ingestion, "READ_LINES", lines_at_once)
+            project.write(version, [])
+            (project.datasets / version / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            result = project.materialize(version, dg.AssetSelection.groups("ingestion"), run_config={
+                "ops": {"ingest_dataset": {"config": {"max_rejected_share": 0.5}}}})
+            assert result.success
+            tables[version] = {t: project.query(f"select * exclude (version) from eval.{t} where version = '{version}' "
+                                                "order by row") for t in [*fields, "rejected_samples"]}
+            versions[version] = {t: extract_data_version_from_entry(instance.get_latest_data_version_record(
+                dg.AssetKey(t), partition_key=version).event_log_entry) for t in fields}
+    chunked = tables["chunks"]
+    for table in fields:
+        assert chunked[table]["row"].tolist() == [0, 1, 2, 4, 5] and chunked[table].equals(tables["whole"][table])
+        assert chunked[table]["unreadable"].notna().tolist() == [False, True, False, False, False]
+    assert chunked["questions"]["unreadable"][1].startswith("not valid JSON")
+    assert chunked["responses"]["response"].isna().tolist() == [False, True, True, True, False]
+    assert versions["chunks"] == versions["whole"] and None not in versions["chunks"].values()
+    rejected = chunked["rejected_samples"]
+    assert rejected[["row", "line", "id"]].to_dict("records") == [{"row": 1, "line": 2, "id": "unreadable-line-2"},
+                                                                   {"row": 4, "line": 5, "id": "nothing-usable"}]
+    assert rejected["reason"][0].startswith("not valid JSON") and rejected["sample"][0] == "{not json"
+    assert rejected["reason"][1] == ("no selected metric can use it: response: missing; retrieved_contexts: missing; "
+                                     "reference: missing")
+    assert rejected.equals(tables["whole"]["rejected_samples"])
+
+
+def test_a_content_digest_fed_by_chunks_is_the_whole_frames(tmp_path):
+    frame = pd.DataFrame({"id": ["a", "b", "c", "d"], "text": pd.array(["x", None, "中文", "y"], dtype="string")})
+    pairs = [["a", "x"], ["b", pd.NA], ["c", "中文"], ["d", "y"]]
+    expected = hashlib.sha256(json.dumps(pairs, ensure_ascii=True, default=str).encode()).hexdigest()[:16]
+    assert content_version(frame, ["text"]) == dg.DataVersion(expected)
+    digest = ContentDigest().update(frame[:1], ["text"]).update(frame[1:1], ["text"]).update(frame[1:], ["text"])
+    assert digest.version() == dg.DataVersion(expected)
