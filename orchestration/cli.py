@@ -217,14 +217,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("run", "backfill") and not getattr(args, "dry_run", False):
         start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
-    if args.uses_instance:  # the gate's commands read files only
-        args.instance = prepare_instance()
-    if args.command != "convert-trec" and args.uses_instance:
-        from orchestration.orphans import fail_orphaned_runs
+    if not args.uses_instance:  # the gate's commands read files only
+        return run_handler(args)
+    # Entered, so loading definitions reads this instance's defs state, not an ambient one that
+    # another instance left behind (Dagster does not reset it; in-process callers: its folder may be gone).
+    with prepare_instance() as args.instance:
+        if args.command != "convert-trec":
+            from orchestration.orphans import fail_orphaned_runs
 
-        for run_id in fail_orphaned_runs(args.instance):
-            print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
-                  file=sys.stderr)
+            for run_id in fail_orphaned_runs(args.instance):
+                print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
+                      file=sys.stderr)
+        return run_handler(args)
+
+
+def run_handler(args: argparse.Namespace) -> int:
+    """The command's handler; bad input or a file error is ``error: ...`` and status 2."""
     try:
         return args.handler(args)
     except (OSError, ValueError, KeyError) as exc:  # a KeyError's message without the quotes str() adds
