@@ -346,7 +346,8 @@ _QA = re.compile(r"^Q: (?P<question>.*) A: (?P<answer>.*)$", re.DOTALL)
 def is_bare_span(text: str) -> bool:
     """True when ``text`` is an answer span rather than a sentence: one line, a yes/no
     answer, or at most six words with no auxiliary verb ("85", "Delhi", "May 15, 2012",
-    "Province of Buenos Aires"), or at most twelve letters and digits of CJK text ("70", "南希·佩洛西")."""
+    "Province of Buenos Aires"), or at most twelve letters and digits of CJK text ("70", "南希·佩洛西") not closed as a
+    sentence of more than four ("中国的首都是北京。" is a sentence; "北京。" a span)."""
     text = (text or "").strip()
     if not text or "\n" in text or not _LETTER.search(text):
         return False
@@ -354,8 +355,9 @@ def is_bare_span(text: str) -> bool:
         return True
     if re.search(r"[.!?;。！？；](?=\s)", text.rstrip(".!?。！？ ")):
         return False
-    if has_cjk(text):
-        return len(re.sub(r"[\W_]", "", text)) <= 12
+    if has_cjk(text):  # a CJK sentence closed by its full stop ("中国的首都是北京。") is not a span
+        letters = len(re.sub(r"[\W_]", "", text))
+        return letters <= 12 and not (letters > 4 and re.search(r"[。！？]\s*$", text))
     words = re.findall(r"[\w'’.-]+", text)
     return len(words) <= 6 and not any(w.lower() in _AUXILIARIES and w != "May" for w in words)
 

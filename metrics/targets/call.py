@@ -87,6 +87,8 @@ def _deadline(fn: Callable[[], Any], timeout: float) -> Any:
     thread.join(timeout)
     if thread.is_alive():
         raise TransientError(f"no answer within {timeout:g} s (timeout)")
+    if isinstance(box.get("error"), TimeoutError):  # the call's own socket timeout, a hair before ours
+        raise TransientError(f"no answer within {timeout:g} s (timeout)") from box["error"]
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -145,7 +145,7 @@ def test_summary_names_the_judge_and_its_rule_version(judge):
     summary = evaluate([{"user_input": "Where is the Louvre?", "response": "In Paris [1].",
                          "retrieved_contexts": [LOUVRE]}], ["faithfulness"], judge=judge).summary
     assert summary["judge"]["judge"] == "offline-heuristic"
-    assert summary["judge"]["rule_version"] == judge.version == "6"
+    assert summary["judge"]["rule_version"] == judge.version == "7"
     assert summary["judge"]["question_share"] == judge.rules.question_share
 
 
@@ -200,6 +200,17 @@ def test_approximate_and_rounded_numbers_in_chinese(judge, response, expected):
     assert results["faithfulness"].value == expected
     assert results["factual_correctness"].value == expected
 
+
+
+@pytest.mark.parametrize("response, expected", [
+    ("中国的首都是北京。", 1.0),     # a sentence closed by its full stop: judged as a statement (was 0: a span not quoted)
+    ("中国的首都是上海。", 0.0),     # the same sentence with the wrong city
+    ("北京。", 1.0), ("北京", 1.0),  # a bare span, with or without its full stop, found in the passage
+    ("上海", 0.0),
+])
+def test_a_short_chinese_sentence_is_judged_as_a_statement_not_a_quoted_span(judge, response, expected):
+    row = {"user_input": "中国的首都是哪里？", "response": response, "retrieved_contexts": ["北京是中华人民共和国的首都。"]}
+    assert score_sample(row, ["faithfulness"], judge=judge)["faithfulness"].value == expected
 
 CHEMIST = ("Anna Berg is a Swedish chemist. The old town lies on a wide river. "
            "The bridge was designed by Karl Holm in 1931.")

@@ -249,10 +249,10 @@ def test_the_sweep_says_which_judge_scored_each_metric():
         return {"metrics": {"context_recall": {"judge": recall}, "context_precision": {"judge": precision},
                             "ndcg": {"judge": None}}}
 
-    offline = {"judge": "offline-heuristic", "rule_version": "6"}
+    offline = {"judge": "offline-heuristic", "rule_version": "7"}
     metrics = ["context_recall", "ndcg", "context_precision"]
     assert judged_by([row("offline-heuristic", "offline-heuristic")] * 2, metrics, offline) == \
-        "judge offline-heuristic (rule version 6): context_recall, context_precision; no judge: ndcg"
+        "judge offline-heuristic (rule version 7): context_recall, context_precision; no judge: ndcg"
     # Rows naming another judge than the configured one (an LLM's): named as the rows say, without a
     # rule version; a judged metric no row of which was scored says so.
     assert judged_by([row("llm:gpt-4o-mini", None), row("llm:gpt-4o-mini", None)], metrics, offline) == \
