@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import subprocess
 import sys
 import threading
@@ -43,24 +44,37 @@ def start_worker() -> subprocess.Popen:
         return _worker[1]
 
 
-def ask(frame: pd.DataFrame, limits: Mapping[str, int]) -> dict[str, Any]:
-    """:func:`verdicts` on ``frame`` and ``limits``, computed by the worker (started if need be).
+#: How long the worker may take to answer (its great-expectations import on a loaded machine
+#: included) before it is given up for stuck and the suite runs in this process.
+REPLY_TIMEOUT_S = 300
+
+
+def ask(frame: pd.DataFrame, limits: Mapping[str, int], timeout: float = REPLY_TIMEOUT_S) -> dict[str, Any]:
+    """:func:`verdicts` on ``frame`` and ``limits``, computed by the worker (started if need be);
+    by this process itself when the worker dies or gives no answer within ``timeout`` seconds
+    (it is killed; the next call starts another one).
 
     Raises
     ------
     RuntimeError
-        When GE fails on the suite (with its traceback), or the worker exits (its error is
-        on stderr).
+        When GE fails on the suite (with its traceback).
     """
     worker = start_worker()
     with _lock:
         try:
             pickle.dump((frame, dict(limits)), worker.stdin)
             worker.stdin.flush()
+            if not select.select([worker.stdout], [], [], timeout)[0]:
+                raise TimeoutError(f"no answer within {timeout:g} s")
             status, reply = pickle.load(worker.stdout)
-        except (OSError, EOFError, pickle.UnpicklingError) as exc:
-            raise RuntimeError(f"the great-expectations worker exited (status {worker.poll()}); "
-                               "its error is printed above") from exc
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:  # TimeoutError is an OSError
+            worker.kill()
+            print(f"note: the great-expectations worker failed ({type(exc).__name__}: {exc}; exit status "
+                  f"{worker.wait()}); validating in this process", file=sys.stderr)
+            try:
+                status, reply = "ok", verdicts(frame, limits)
+            except Exception:  # noqa: BLE001 - raised below with its traceback
+                status, reply = "error", traceback.format_exc()
     if status != "ok":
         raise RuntimeError(f"great-expectations failed on the quality suite:\n{reply}")
     return reply

@@ -191,8 +191,11 @@ def start_quality_worker(argv: list[str]) -> None:
     early.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET))
     early.add_argument("--datasets", default="datasets")
     early.add_argument("--dry-run", action="store_true")
+    early.error = lambda message: None  # bad arguments: the real parser says what is wrong
+    if {"-h", "--help"} & set(argv):
+        return
     known = early.parse_known_args(argv)[0]
-    if known.command not in ("run", "backfill") or known.dry_run:
+    if known is None or known.command not in ("run", "backfill") or known.dry_run:
         return
     if known.command == "run" and Path(known.dataset).is_file():
         content = Path(known.dataset).read_bytes()

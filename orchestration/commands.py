@@ -142,7 +142,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
 
     folder = Path(args.out).resolve() / version
     files = [folder / "summary.json", folder / "results.parquet", folder / "ragas_scores.csv",
-             Path(args.out) / "rag_eval.duckdb"]
+             Path(args.out) / "rag_eval.duckdb", *([folder / "summary_dingo.json"] if args.dingo_summary else [])]
     record = latest_record(args.instance, "eval_summary", version)
     if record is None or not all(f.is_file() for f in files):
         return None
@@ -154,7 +154,9 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     judge = json.loads(json.dumps(judge_resource(args).get_judge().describe(), default=str))
     selected = resolve_names(args.metrics)
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
-            {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None}:
+            {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
+            summary["dataset_meta"] != resources(args)["dataset_store"].meta(version) or \
+            not stored_in_database(files[3], version, [*selected, "eval_summary"]):
         return None
     run = args.instance.get_run_by_id(record.run_id)
     if run is None or run.run_config != run_config:
@@ -165,6 +167,22 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     if not fresh(args.instance, repository, version, [*ingestion, *selected, "eval_summary"]):
         return None
     return record.run_id, summary
+
+
+def stored_in_database(database: Path, version: str, tables: list[str]) -> bool:
+    """Whether every one of ``tables`` of the results database (schema ``eval``) holds rows of
+    ``version``; ``False`` also when the database cannot be read now (another run writes it)."""
+    import duckdb
+
+    try:
+        with duckdb.connect(str(database), read_only=True) as connection:
+            present = {t for (t,) in connection.execute(
+                "select table_name from information_schema.tables where table_schema = 'eval'").fetchall()}
+            return all(table in present and connection.execute(
+                f'select count(*) from eval."{table}" where version = ?', [version]).fetchone()[0]
+                for table in tables)
+    except duckdb.Error:
+        return False
 
 
 def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:

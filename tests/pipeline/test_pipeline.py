@@ -260,6 +260,17 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1"]) == 0
     assert "is up to date" not in capsys.readouterr().err and len(dg.DagsterInstance.get().get_runs()) == 3
     assert json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())["scale"] == "0-1"
+    # The same options, but the version's meta changed, then its rows gone from the database: it runs, twice.
+    meta = tmp_path / "meta.json"
+    meta.write_text('{"retriever": "bm25-v2"}', encoding="utf-8")
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--meta", str(meta)]) == 0
+    assert "is up to date" not in capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())["dataset_meta"] == \
+        {"retriever": "bm25-v2"}
+    with duckdb.connect(str(tmp_path / "out" / "rag_eval.duckdb")) as connection:
+        connection.execute("delete from eval.eval_summary where version = 'tiny-v1'")
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--meta", str(meta)]) == 0
+    assert "is up to date" not in capsys.readouterr().err and len(dg.DagsterInstance.get().get_runs()) == 5
     # Registering the same content again reuses its version; other content under the key is refused.
     assert cli.main(["register", str(dataset)]) == 0
     assert "tiny-v1" in capsys.readouterr().out

@@ -1,4 +1,6 @@
 """The great-expectations worker process of the quality suite (``assets.expectations``)."""
+import signal
+
 import pandas as pd
 
 from assets import expectations
@@ -19,3 +21,15 @@ def test_the_worker_gives_ge_verdicts_and_a_dead_worker_is_replaced():
     first.wait()
     assert expectations.ask(frame, {"response": 5}) == expected  # a new worker answered
     assert expectations.start_worker().pid != first.pid
+
+
+def test_a_stuck_worker_is_given_up_and_the_suite_runs_in_process():
+    # The same hand-worked frame as above: the worker is stopped (SIGSTOP) so it never answers.
+    frame = pd.DataFrame({"id": ["a", "a", "b"], "row": [0, 1, 2], "usable": [True] * 3,
+                          "response_ok": [True] * 3, "response_size": [1, 6, 5]})
+    stuck = expectations.start_worker()
+    stuck.send_signal(signal.SIGSTOP)
+    verdicts = expectations.ask(frame, {"response": 5}, timeout=1)
+    assert verdicts["failed"] == ["id", "response_size"]
+    assert stuck.poll() == -signal.SIGKILL  # killed, not left behind
+    assert expectations.start_worker().pid != stuck.pid
