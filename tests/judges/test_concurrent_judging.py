@@ -96,8 +96,10 @@ def test_two_runs_of_the_same_rows_at_once_send_each_request_once(server, runs):
     runs.wait_ready("a", "b")
     runs.go()
     assert runs.statuses(first) == runs.statuses(second) == ["ok"] * 5 * len(ROWS)
-    assert len(server.seen) == PER_ROW * len(ROWS)  # one run's worth, not two
-    asked = [json.dumps(s.body, sort_keys=True) for s in server.seen]
+    # These rows' requests only (a duplicate of one still counts): a port handed out again can receive
+    # a lingering client's request of another test. One CI run saw 23 requests; which was not recorded.
+    asked = [json.dumps(s.body, sort_keys=True) for s in server.seen if "person " in json.dumps(s.body).lower()]
+    assert len(asked) == PER_ROW * len(ROWS)  # one run's worth, not two
     assert len(set(asked)) == len(asked)
 
 
