@@ -64,6 +64,12 @@ _ANAPHOR = re.compile(r"^(?:this|these|those|both|the (?:group|band|company|film
                       re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=50_000)  # a context's sentences are read once per metric
+def continues_subject(sentence: str) -> bool:
+    """Does ``sentence`` continue the previous sentence's subject (:data:`_ANAPHOR`)?"""
+    return _ANAPHOR.search(sentence) is not None
+
+
 _CLAUSE = re.compile(r"[，,；;]\s*")
 _APPROXIMATION_WORDS = re.compile(r"\b(?:about|around|approximately|roughly|nearly|almost|circa)\b|大约|大概|将近|约|左右",
                                   re.IGNORECASE)
@@ -137,6 +143,12 @@ _UNIVERSAL = re.compile(r"\b(?:all|every|everyone|everything|always|only|entire|
                         re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=50_000)  # asked per passage neighbourhood, once per metric
+def claims_universally(text: str) -> bool:
+    """Does ``text`` make a universal claim (a word of :data:`_UNIVERSAL`)?"""
+    return _UNIVERSAL.search(text) is not None
+
+
 def _words(text: str) -> list[str]:
     return re.findall(r"[^\W_][\w'’-]*", text)
 
@@ -148,16 +160,24 @@ def common_tokens(text: str) -> set[str]:
     return content_tokens(" ".join(words))
 
 
-def neighbours(sentences: list[list[str]]) -> dict[tuple[str, str], list[tuple[str, frozenset[str]]]]:
-    """The lower-case content words of ``sentences`` (each a list of words, :func:`_words`) by
-    their two neighbours, lower-cased, in order of appearance: what :func:`substitution` looks up."""
+def neighbours(sentences: list[str]) -> dict[tuple[str, str], list[tuple[str, frozenset[str]]]]:
+    """The lower-case content words of ``sentences`` by their two neighbours, lower-cased, in
+    order of appearance: what :func:`substitution` looks up."""
     index: dict[tuple[str, str], list[tuple[str, frozenset[str]]]] = {}
-    for written in sentences:
-        for j in range(1, len(written) - 1):
-            other = written[j]
-            if other.islower() and (tokens := content_tokens(other)):
-                index.setdefault((written[j - 1].lower(), written[j + 1].lower()), []).append((other, tokens))
+    for sentence in sentences:
+        for pair, other, tokens in _neighboured(sentence):
+            index.setdefault(pair, []).append((other, tokens))
     return index
+
+
+@functools.lru_cache(maxsize=50_000)  # the same context sentences are indexed once per metric
+def _neighboured(sentence: str) -> tuple[tuple[tuple[str, str], str, frozenset[str]], ...]:
+    """Each lower-case content word of ``sentence`` (its words: :func:`_words`) with its two
+    neighbours, lower-cased, and its content tokens."""
+    written = _words(sentence)
+    return tuple(((written[j - 1].lower(), written[j + 1].lower()), other, tokens)
+                 for j, other in enumerate(written[1:-1], start=1)
+                 if other.islower() and (tokens := content_tokens(other)))
 
 
 def substitution(statement: str, known: set[str],
@@ -353,7 +373,7 @@ class OfflineJudge(Judge):
             for i in range(len(sentences) - 1):
                 span = [sentences[i]]
                 for following in sentences[i + 1: i + 3]:
-                    if not (windows and len(span) == 1) and not _ANAPHOR.search(following):
+                    if not (windows and len(span) == 1) and not continues_subject(following):
                         break
                     span.append(following)
                     spans.setdefault(" ".join(span), " ".join(sentences[max(i - 1, 0): i + len(span) + 1]))
@@ -364,16 +384,17 @@ class OfflineJudge(Judge):
         :meth:`cosines`, for the passages a rule reads)."""
         spans = self._spans(contexts, windows)
         units = list(spans)
+        tokens = [content_tokens(u) for u in units]
         joined = "\n".join(contexts)
-        return {"units": units, "tokens": [content_tokens(u) for u in units], "lower": [u.lower() for u in units],
+        return {"units": units, "tokens": tokens, "lower": [u.lower() for u in units],
                 "spans": spans,
                 "quantities": [quantities(u) for u in units],
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
-                "all_tokens": set().union(*(content_tokens(u) for u in units)),
-                "neighbours": neighbours([_words(s) for c in contexts for s in split_sentences(c)]),
+                "all_tokens": set().union(*tokens),
+                "neighbours": neighbours([s for c in contexts for s in split_sentences(c)]),
                 # per passage, what the checks of ``_judge_passage`` read of its neighbourhood
                 "near": [content_tokens(spans[u]) for u in units],
-                "universal": [_UNIVERSAL.search(spans[u]) is not None for u in units]}
+                "universal": [claims_universally(spans[u]) for u in units]}
 
     def _sentence(self, statement: str, passages: dict[str, Any]) -> Verdict:
         """Verdict on one sentence: its names and numbers together in one passage, and that
