@@ -113,8 +113,11 @@ def _memoised(function: Callable[[str], set[str]]) -> Callable[[str], frozenset[
     """``function``, a pure function of one text returning a set, remembered for the last
     50,000 texts (the offline judge asks for the same passages and statements once per
     metric and per context); the result is frozen, so no caller can change another's."""
-    remembered = functools.lru_cache(maxsize=50_000)(lambda text: frozenset(function(text)))
-    return functools.wraps(function)(lambda text: remembered(text))
+    @functools.lru_cache(maxsize=50_000)
+    @functools.wraps(function)
+    def remembered(text: str) -> frozenset[str]:
+        return frozenset(function(text))
+    return remembered
 
 
 # A number the text marks as approximate: "about 21,000", "约21196公里", "21196公里左右", "~3.5".
@@ -160,6 +163,7 @@ _IRREGULAR = dict(pair.split(":") for pair in (
     "sang:sing sung:sing built:build sent:send taught:teach fought:fight caught:catch").split())
 
 
+@functools.lru_cache(maxsize=50_000)  # every text's words are stemmed, and texts share words
 def stem(word: str) -> str:
     """A light English suffix stripper: ``carries``→``carry``, ``kilograms``→``kilogram``,
     ``launched``→``launch``, ``sleeping``→``sleep``, irregular past forms of common verbs
@@ -223,11 +227,12 @@ def quantities(text: str) -> set[str]:
     the tens, as digits) plus capitalised month names, lower-cased: the tokens whose change
     turns a true statement into a false one ("$5 billion" is not "$5 million")."""
     words = re.findall(r"[A-Za-z]+", text or "")
+    lowered = [w.lower() for w in words]
     scaled = {value for match, value in _values(text) if match.group(1) or match.group(2)}
     plain = {n for n in numbers(_NUMBER_WITH_MAGNITUDE.sub(lambda m: " " if m.group(1) or m.group(2) else m.group(),
                                                             text or ""))}
-    return (plain | scaled | {_NUMBER_WORDS[w.lower()] for w in words if w.lower() in _NUMBER_WORDS}
-            | {w.lower() for w in words if w.istitle() and w.lower() in _MONTHS})
+    return (plain | scaled | {_NUMBER_WORDS[w] for w in _NUMBER_WORDS.keys() & lowered}
+            | {w for word, w in zip(words, lowered) if w in _MONTHS and word.istitle()})
 
 
 @_memoised

@@ -14,6 +14,7 @@ roles ("releases CO2, consumes O2") or a wrong name taken from the right sentenc
 """
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Callable
@@ -259,6 +260,11 @@ class Rules:
     borrowed_share: float = 0.2
 
 
+#: ``OfflineJudge.support`` calls remembered per judge: more than the metrics of one chunk of rows
+#: (``metrics.scoring.CHUNK_ROWS``) ask between two identical calls, a few KB each.
+SUPPORT_MEMO = 10_000
+
+
 class OfflineJudge(Judge):
     """Heuristic judge over USE-multilingual embeddings plus relation-level lexical evidence.
 
@@ -319,6 +325,7 @@ class OfflineJudge(Judge):
         self.rules = replace(rules or Rules(), **overrides)
         self.threads = threads
         self._encoder = Encoder(threads)
+        self._remembered_support = functools.lru_cache(maxsize=SUPPORT_MEMO)(self._support)
 
     def describe(self) -> dict[str, Any]:
         """Name, embedding model, rule version and every threshold."""
@@ -608,14 +615,21 @@ class OfflineJudge(Judge):
         return Verdict(1, f"says the answer {answer!r}")
 
     async def support(self, statements: list[str], contexts: list[str]) -> list[Verdict]:
-        """One verdict per statement against all contexts (see the class docstring)."""
+        """One verdict per statement against all contexts (see the class docstring). The same
+        statements against the same contexts are judged once while remembered (the last
+        :data:`SUPPORT_MEMO` calls): recall and precision of a one-context row, or faithfulness and
+        groundedness_pro, ask the same; each caller gets its own copy."""
+        return [Verdict(v.verdict, v.reason, copy.deepcopy(v.evidence))
+                for v in self._remembered_support(tuple(statements), tuple(contexts))]
+
+    def _support(self, statements: tuple[str, ...], contexts: tuple[str, ...]) -> tuple[Verdict, ...]:
         answers = [split_qa(c) for c in contexts]
         if contexts and all(answers):
-            return [self._against_answer(s, *answers[0]) for s in statements]
-        if not self.units(contexts):
-            return [Verdict(0, "no context to support it") for _ in statements]
-        pairs = [split_qa(s) for s in statements]
+            return tuple(self._against_answer(s, *answers[0]) for s in statements)
         passages = self._passages(contexts)
+        if not passages["units"]:
+            return tuple(Verdict(0, "no context to support it") for _ in statements)
+        pairs = [split_qa(s) for s in statements]
         windows = self._passages(contexts, windows=True) if any(pairs) else passages
         verdicts = []
         for statement, pair in zip(statements, pairs):
@@ -623,7 +637,7 @@ class OfflineJudge(Judge):
                 verdicts.append(self._answer(pair[0].rstrip("?？ "), pair[1], windows, passages))
             else:
                 verdicts.append(self._sentence(statement, passages))
-        return self._by_clauses(statements, verdicts, passages)
+        return tuple(self._by_clauses(list(statements), verdicts, passages))
 
     def _by_clauses(self, statements: list[str], verdicts: list[Verdict], passages: dict[str, Any]) -> list[Verdict]:
         """A sentence joining facts from different passages with commas ("长城总长约21196公里，
