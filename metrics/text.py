@@ -30,6 +30,9 @@ _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _NUMBER_WORDS = dict(zip("two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty sixty "
                          "seventy eighty ninety".split(), "2 3 4 5 6 7 8 9 10 11 12 20 30 40 50 60 70 80 90".split()))
 _MONTHS = frozenset("january february march april may june july august september october november december".split())
+# A number word (any case) or a capitalised month name as a whole run of ASCII letters ("Seven", "May", not "Mayor").
+_NUMBER_WORD = re.compile(rf"(?<![A-Za-z])(?:{'|'.join(_NUMBER_WORDS)})(?![A-Za-z])", re.IGNORECASE | re.ASCII)
+_MONTH = re.compile(rf"(?<![A-Za-z])(?:{'|'.join(month.title() for month in _MONTHS)})(?![A-Za-z])")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•]+|\(?\d{1,2}[.)]|\(?[a-z][.)]|\([A-Z]\))\s+")
 STOPWORDS = frozenset(
     """a an the and or but if then else of to in on at by for with from as is are was were be been
@@ -106,7 +109,6 @@ def numbers(text: str) -> set[str]:
         if re.fullmatch(r"\d{4}\.\d+", match):
             found.update(normalise_number(part) for part in match.split("."))
     return found
-
 
 
 def _memoised(function: Callable[[str], set[str]]) -> Callable[[str], frozenset[str]]:
@@ -226,13 +228,11 @@ def quantities(text: str) -> set[str]:
     billion" → "5000000000", "3万" → "30000"; and the English number words two to twelve and
     the tens, as digits) plus capitalised month names, lower-cased: the tokens whose change
     turns a true statement into a false one ("$5 billion" is not "$5 million")."""
-    words = re.findall(r"[A-Za-z]+", text or "")
-    lowered = [w.lower() for w in words]
     scaled = {value for match, value in _values(text) if match.group(1) or match.group(2)}
     plain = {n for n in numbers(_NUMBER_WITH_MAGNITUDE.sub(lambda m: " " if m.group(1) or m.group(2) else m.group(),
                                                             text or ""))}
-    return (plain | scaled | {_NUMBER_WORDS[w] for w in _NUMBER_WORDS.keys() & lowered}
-            | {w for word, w in zip(words, lowered) if w in _MONTHS and word.istitle()})
+    return (plain | scaled | {_NUMBER_WORDS[w.lower()] for w in _NUMBER_WORD.findall(text or "")}
+            | {w.lower() for w in _MONTH.findall(text or "")})
 
 
 @_memoised
