@@ -260,8 +260,9 @@ class Rules:
     borrowed_share: float = 0.2
 
 
-#: ``OfflineJudge.support`` calls remembered per judge: more than the metrics of one chunk of rows
-#: (``metrics.scoring.CHUNK_ROWS``) ask between two identical calls, a few KB each.
+#: ``OfflineJudge.support`` calls remembered per judge (a few KB each): the metrics of a 2,000-row chunk
+#: (``metrics.scoring.CHUNK_ROWS``) of up to four contexts a row, judged metric after metric, make fewer
+#: calls than that between two identical ones.
 SUPPORT_MEMO = 10_000
 
 

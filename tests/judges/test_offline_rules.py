@@ -125,3 +125,13 @@ def test_a_common_word_is_not_said_by_a_name_holding_it():
                                 ["faithfulness"])["faithfulness"].value
            for answer in ("Peter O'Meara played Norman Dike's brother.", "Band of Brothers")}
     assert got == {"Peter O'Meara played Norman Dike's brother.": 0.0, "Band of Brothers": 1.0}
+
+
+def test_a_remembered_support_call_gives_each_caller_its_own_verdicts(judge):
+    # The same call twice is judged once (recall and precision of a one-context row ask the same):
+    # equal verdicts, but changing one caller's evidence leaves the other's and the next caller's alone.
+    first = verdict(judge, "The company reported revenue of $5 billion in 2023.", REVENUE)
+    first.evidence["absent"].append("changed by a caller")
+    second = verdict(judge, "The company reported revenue of $5 billion in 2023.", REVENUE)
+    assert (second.verdict, second.evidence["absent"]) == (0, ["5000000000"])
+    assert second is not first
