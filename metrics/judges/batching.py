@@ -21,7 +21,7 @@ branches, the token sum projected and scaled by 1/sqrt(tokens), a residual DAN, 
 """
 from __future__ import annotations
 
-import itertools
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from metrics.judges.encoder import DIMENSIONS
 
 #: Rows (tokens with the padding) of a batch: the weight matrices are streamed once per batch
 #: (the gain), the working set stays a few MB. A text longer than this is encoded alone.
-BUDGET = 384
+BUDGET = 192
 _ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, left context) of the CNN branches
 _LEFT, _RIGHT = 2, 2  # the widest window's context
 _CHECK = ["", "Paris is the capital of France [1].", "巴黎是法国的首都【1】。", "ok", "😀😀 🎉 Émile Zola",
@@ -41,21 +41,37 @@ _CHECK = ["", "Paris is the capital of France [1].", "巴黎是法国的首都�
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a batch puts its texts: token rows start at multiples of ``slot``, matrices have a
-    multiple of ``rows`` rows, sentence rows sit at ``residues`` modulo ``slot``; ``batch``
-    False: one text per batch."""
+    """Where a product puts its rows: matrices have a multiple of ``rows`` rows; a row of class
+    ``c`` sits at a residue of ``classes[c]`` modulo ``slot`` (every residue of a class rounds
+    alike, for every row count up to ``BUDGET``)."""
 
     slot: int
     rows: int
-    residues: tuple[int, ...]
-    batch: bool = True
+    classes: tuple[tuple[int, ...], ...]
+
+    def place(self, kinds: np.ndarray) -> tuple[np.ndarray, int]:
+        """Rows (positions) for rows of the given classes, and the matrix's row count."""
+        at = np.empty(len(kinds), dtype=np.int64)
+        for c, residues in enumerate(self.classes):
+            mine = np.flatnonzero(kinds == c)
+            j = np.arange(len(mine))
+            at[mine] = (j // len(residues)) * self.slot + np.take(residues, j % len(residues))
+        return at, _ceil(int(at.max()) + 1, self.rows) if len(at) else 0
 
 
-ALONE = Layout(1, 1, (0,), batch=False)
+#: One row per product, no padding: a one-row product rounds alike wherever it is computed.
+ALONE = Layout(1, 1, ((0,),))
 
 
 class Model:
-    """USE vectors of texts, encoded in batches whose layout is probed at load.
+    """USE vectors of texts; every row of every product is computed in a class chosen by what
+    it depends on (a token, its window of five or nine tokens, the text), so its bits are a
+    function of that alone, and rows met before are reused.
+
+    A token's features after the CNN depend on its window of nine tokens only (two layers of
+    windows of five; ``-1`` outside the text), so a feature row is cached by that window: a
+    sentence seen alone and again within a longer passage is computed once (on the bench rows
+    80 % of token rows are met before, on 50 distinct rows 52 %). Caches are bounded (LRU).
 
     Parameters
     ----------
@@ -64,110 +80,173 @@ class Model:
     tokenizer : metrics.judges.encoder.Tokenizer
     threads : int
         BLAS threads (``threadpoolctl``), the probe's as the encoding's.
+    capacity : int, default 32_768
+        Token rows (3 KB each) and token embeddings (3 KB each) kept at most.
     """
 
-    def __init__(self, backend: Any, tokenizer: Any, threads: int) -> None:
+    def __init__(self, backend: Any, tokenizer: Any, threads: int, capacity: int = 32_768) -> None:
         from threadpoolctl import ThreadpoolController
 
-        self.backend, self.tokenizer, self.threads = backend, tokenizer, threads
+        self.backend, self.tokenizer, self.threads, self.capacity = backend, tokenizer, threads, capacity
         self._limit = ThreadpoolController().limit
+        self._x: OrderedDict[int, np.ndarray] = OrderedDict()  # token id -> projected, layernormed
+        self._rows: OrderedDict[bytes, np.ndarray] = OrderedDict()  # nine-token window -> CNN outputs
         with self._limit(limits=threads, user_api="blas"):
             self.layout = probe(backend)
-            if self.layout.batch and not self._agrees(_CHECK):
+            if self.layout is not ALONE and not self._agrees(_CHECK):
                 self.layout = ALONE
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """L2-normalised vectors, shape ``(len(texts), 512)``, float32; each text's bits are those
-        it gets alone."""
-        out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        """L2-normalised vectors, shape ``(len(texts), 512)``, float32; each text's bits are a
+        function of the text."""
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
         with self._limit(limits=self.threads, user_api="blas"):
-            for first, group in self._groups(self.tokenizer.ids(texts)):
-                out[first:first + len(group)] = self._forward(group)
-        return out
+            return self._encode(self.tokenizer.ids(texts))
 
-    def _groups(self, ids: list[list[int]]):
-        """(index of the first text, token ids of its batch), batches of at most ``BUDGET`` rows
-        (one text a batch under :data:`ALONE`)."""
-        slot, first, group, rows = self.layout.slot, 0, [], 0
-        for i, text in enumerate(ids):
-            need = -(-len(text) // slot) * slot
-            if group and (not self.layout.batch or rows + need > BUDGET):
-                yield first, group
-                first, group, rows = i, [], 0
-            group.append(text)
-            rows += need
-        if group:
-            yield first, group
+    def forget(self) -> None:
+        """Empty the caches (the bits of a vector never depend on them)."""
+        self._x.clear()
+        self._rows.clear()
 
     def _agrees(self, texts: list[str]) -> bool:
-        """Whole texts batched (in two orders, beside a copy) give the bits they get alone."""
+        """Whole texts together (in two orders, beside a copy, nothing cached) give the bits
+        they get alone."""
         ids = self.tokenizer.ids(texts)
-        alone = np.concatenate([self._forward([t]) for t in ids])
-        forward, backward = self._forward(ids), self._forward([*ids[::-1], ids[0]])
+        alone = []
+        for text in ids:
+            self.forget()
+            alone.append(self._encode([text]))
+        self.forget()
+        forward = self._encode(ids)
+        self.forget()
+        backward = self._encode([*ids[::-1], ids[0]])
+        self.forget()
+        alone = np.concatenate(alone)
         return (np.array_equal(alone, forward) and np.array_equal(alone[::-1], backward[:-1])
                 and np.array_equal(alone[0], backward[-1]))
 
-    def _forward(self, group: list[list[int]]) -> np.ndarray:
-        """Vectors of one batch of tokenized texts, shape ``(len(group), 512)``."""
-        b, layout = self.backend, self.layout
-        lens = np.fromiter(map(len, group), dtype=np.int64, count=len(group))
-        spans = -(-lens // layout.slot) * layout.slot
-        starts = np.zeros(len(group), dtype=np.int64)
-        np.cumsum(spans[:-1], out=starts[1:])
-        n = _ceil(int(spans.sum()), layout.rows)
-        total = int(lens.sum())
-        at = np.arange(total) + np.repeat(starts - (np.cumsum(lens) - lens), lens)  # row of each token
-        flat = np.zeros(n, dtype=np.int64)
-        flat[at] = np.fromiter(itertools.chain.from_iterable(group), dtype=np.int64, count=total)
+    def _encode(self, ids: list[list[int]]) -> np.ndarray:
+        b = self.backend
+        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        windows = np.concatenate([_windows(np.asarray(t, dtype=np.int64), _REACH) for t in ids])
+        keys = [w.tobytes() for w in windows]
+        first: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        rows = self._rows
+        got = {k: rows[k] for k in first if k in rows}
+        for k in got:
+            rows.move_to_end(k)
+        missing = [i for k, i in first.items() if k not in got]
+        if missing:
+            new = dict(zip((keys[i] for i in missing), self._compute(windows[missing])))
+            got.update(new)
+            rows.update(new)
+            while len(rows) > self.capacity:
+                rows.popitem(last=False)
+        cnn = np.stack([got[k] for k in keys])
+        centre = windows[:, _REACH]
+        chunk = centre % len(b.scale)
+        feats = np.empty((len(keys), b._feat_dim), dtype=np.float32)
+        np.copyto(feats[:, :DIMENSIONS], b.table[centre])
+        feats[:, :DIMENSIONS] *= b.scale[chunk, None]
+        feats[:, :DIMENSIONS] += b.lo[chunk, None]
+        feats[:, DIMENSIONS:] = cnn
+        _layernorm(feats, b.ln_g, b.ln_b, b.eps)
+        starts = np.zeros(len(ids), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        sums = np.add.reduceat(feats, starts, axis=0)
+        share = 1 if self.layout is ALONE else _share(self.layout, 0)
+        return np.concatenate([self._sentences(sums[i:i + share], lens[i:i + share])
+                               for i in range(0, len(ids), share)])
 
-        # feats: [raw embedding | cnn order 2 | 3 | 5], and a zero row n where the last sum ends
-        feats = np.empty((n + 1, b._feat_dim), dtype=np.float32)
-        feats[n] = 0.0
-        emb = feats[:n, :DIMENSIONS]
-        chunk = flat % len(b.scale)
-        np.copyto(emb, b.table[flat])
-        emb *= b.scale[chunk, None]
-        emb += b.lo[chunk, None]
-        x = emb @ b.proj_W
-        x += b.proj_b
-        _layernorm(x, b.ln_g_all, b.ln_b_all, b.eps)
+    def _compute(self, windows: np.ndarray) -> np.ndarray:
+        """CNN outputs (the three branches) of the tokens at the centre of ``windows`` (nine
+        tokens each, -1 outside the text)."""
+        b, width = self.backend, self.backend.w1[0].shape[1]
+        tokens = np.unique(windows[windows >= 0])
+        x = self._embeddings(tokens)
+        table = np.vstack([np.stack([x[t] for t in tokens.tolist()]), np.zeros((1, x[int(tokens[0])].shape[0]),
+                                                                                 dtype=np.float32)])
 
-        # n-gram windows within a text; slots outside it (and padding rows) read the zero row n
-        low, high = np.full(n, n + 1, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        low[at], high[at] = np.repeat(starts, lens), np.repeat(starts + lens, lens)
-        window = np.arange(n, dtype=np.int64)[:, None] + np.arange(-_LEFT, _RIGHT + 1, dtype=np.int64)
-        index = np.where((window >= low[:, None]) & (window < high[:, None]), window, n)
-        width = b.w1[0].shape[1]
-        buf = np.empty((n + 1, width), dtype=np.float32)
-        buf[n] = 0.0
+        def rows_of(ids: np.ndarray) -> np.ndarray:  # rows of ``table`` (the zero row for -1)
+            return np.where(ids >= 0, np.searchsorted(tokens, ids), len(tokens))
+
+        # the first layer at the five centre tokens of each window (each by its window of five)
+        fives = np.concatenate([windows[:, c - 2:c + 3] for c in range(2, 7)])
+        fives, where = _distinct(fives[fives[:, 2] >= 0])
+        xs = table[rows_of(fives[:, 2])]
+        h = []
         for i, (order, left) in enumerate(_ORDERS):
-            xs = x[:, i * width:(i + 1) * width]
-            buf[:n] = xs
-            cols = index[:, _LEFT - left:_LEFT - left + order]
-            h = buf[cols].reshape(n, order * width) @ b.w1[i]
-            h += b.b1[i]
-            np.maximum(h, 0, out=h)
-            h += xs
-            buf[:n] = h
-            c2 = buf[cols].reshape(n, order * width) @ b.w2[i]
+            part = [table[rows_of(fives[:, 2 - left + k]), i * width:(i + 1) * width] for k in range(order)]
+            hi = self._product(np.concatenate(part, axis=1), fives, b.w1[i])
+            hi += b.b1[i]
+            np.maximum(hi, 0, out=hi)
+            hi += xs[:, i * width:(i + 1) * width]
+            h.append(np.vstack([hi, np.zeros((1, width), dtype=np.float32)]))  # row -1: outside the text
+        # the second layer at each window's centre, from the first layer's rows around it
+        around = np.full((len(windows), 5), -1, dtype=np.int64)
+        for c in range(5):
+            inside = windows[:, c + 2] >= 0
+            around[inside, c] = [where[r.tobytes()] for r in windows[inside, c:c + 5]]
+        out = np.empty((len(windows), 3 * width), dtype=np.float32)
+        for i, (order, left) in enumerate(_ORDERS):
+            part = [h[i][around[:, 2 - left + k]] for k in range(order)]
+            c2 = self._product(np.concatenate(part, axis=1), windows, b.w2[i])
             c2 += b.b2[i]
             np.maximum(c2, 0, out=c2)
-            c2 += h
-            feats[:n, DIMENSIONS + i * width:DIMENSIONS + (i + 1) * width] = c2
-        del x, buf
-        _layernorm(feats[:n], b.ln_g, b.ln_b, b.eps)
-        sums = np.add.reduceat(feats, np.column_stack([starts, starts + lens]).ravel(), axis=0)[::2]
+            c2 += h[i][around[:, 2]]
+            out[:, i * width:(i + 1) * width] = c2
+        return out
 
-        # sentence level: text j at a row rounding as row 0 does
-        residues = layout.residues
-        rows = (np.arange(len(group)) // len(residues)) * layout.slot + np.take(
-            residues, np.arange(len(group)) % len(residues))
-        m = _ceil(int(rows[-1]) + 1, layout.rows)
+    def _embeddings(self, tokens: np.ndarray) -> dict[int, np.ndarray]:
+        """Projected, layernormed embedding of each token (cached by token)."""
+        b, cache = self.backend, self._x
+        new = np.array([t for t in tokens.tolist() if t not in cache], dtype=np.int64)
+        if len(new):
+            chunk = new % len(b.scale)
+            emb = b.table[new].astype(np.float32)
+            emb *= b.scale[chunk, None]
+            emb += b.lo[chunk, None]
+            x = self._product(emb, new[:, None], b.proj_W)
+            x += b.proj_b
+            _layernorm(x, b.ln_g_all, b.ln_b_all, b.eps)
+            cache.update(zip(new.tolist(), x))
+        found = {t: cache[t] for t in tokens.tolist()}
+        for t in found:
+            cache.move_to_end(t)
+        while len(cache) > self.capacity:
+            cache.popitem(last=False)
+        return found
+
+    def _product(self, a: np.ndarray, keys: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """``a @ w``, each row computed in the class its key (a row of ints) picks, at most
+        ``BUDGET`` rows a product."""
+        out = np.empty((len(a), w.shape[1]), dtype=np.float32)
+        if self.layout is ALONE:
+            for i in range(len(a)):
+                out[i] = (a[i:i + 1] @ w)[0]
+            return out
+        kinds = (keys @ _MIX[:keys.shape[1]]) % len(self.layout.classes)
+        share = min(_share(self.layout, c) for c in range(len(self.layout.classes)))
+        for first in range(0, len(a), share):
+            part = slice(first, first + share)
+            at, m = self.layout.place(kinds[part])
+            matrix = np.zeros((m, a.shape[1]), dtype=np.float32)
+            matrix[at] = a[part]
+            out[part] = (matrix @ w)[at]
+        return out
+
+    def _sentences(self, sums: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """The sentence-level layers on token sums (all rows of class 0)."""
+        b = self.backend
+        at, m = self.layout.place(np.zeros(len(sums), dtype=np.int64))
         mean = np.zeros((m, sums.shape[1]), dtype=np.float32)
-        mean[rows] = sums
+        mean[at] = sums
         mean = mean @ b.cnn_W
         flens = np.ones(m, dtype=np.float32)
-        flens[rows] = lens
+        flens[at] = lens
         mean += flens[:, None] * b.cnn_b
         mean *= np.reciprocal(np.sqrt(flens))[:, None]
         y0 = np.maximum(mean @ b.d0, 0)
@@ -179,69 +258,76 @@ class Model:
         z += y2 @ b.d3
         np.tanh(z, out=z)
         z *= np.reciprocal(np.sqrt(np.clip(np.einsum("ij,ij->i", z, z), b.eps, None)))[:, None]
-        return z[rows]
+        return z[at]
+
+
+_REACH = 4  # a token's CNN output reads the tokens up to four away
+_MIX = np.array([1_000_003, 999_983, 998_981, 997_991, 996_989, 995_987, 994_991, 993_983, 992_987], dtype=np.int64)
+
+
+def _windows(tokens: np.ndarray, reach: int) -> np.ndarray:
+    """Row t: the tokens t-reach … t+reach, -1 outside the text."""
+    padded = np.concatenate([np.full(reach, -1), tokens, np.full(reach, -1)])
+    return np.lib.stride_tricks.sliding_window_view(padded, 2 * reach + 1).copy()
+
+
+def _distinct(rows: np.ndarray) -> tuple[np.ndarray, dict[bytes, int]]:
+    """The distinct rows (first seen first) and each one's index there, by its bytes."""
+    index: dict[bytes, int] = {}
+    order = []
+    for i, r in enumerate(rows):
+        if index.setdefault(r.tobytes(), len(order)) == len(order):
+            order.append(i)
+    return rows[order], index
+
+
+def _share(layout: Layout, kind: int) -> int:
+    """Rows of class ``kind`` that fit in a product of ``BUDGET`` rows."""
+    return BUDGET * len(layout.classes[kind]) // layout.slot
 
 
 def probe(backend: Any, budget: int = BUDGET) -> Layout:
-    """The cheapest layout under which every weight matrix of ``backend`` gives each row the
-    bits it gets alone, for every row count a batch of ``budget`` rows can have; :data:`ALONE`
-    when none does. Token rows: a slot of any batch against the same rows alone at the top of
-    a matrix of ``rows`` rows; sentence rows: each residue against the row alone at row 0."""
+    """The layout whose classes round alike for every weight matrix of ``backend`` and every
+    row count up to ``budget`` (a multiple of ``rows``), the fewest padding rows first;
+    :data:`ALONE` when none does. Each residue modulo ``slot`` of five vectors is computed
+    alone (atop ``rows`` rows of zeros); residues with the same bits make a class; then every
+    row of every row count must give its class's bits."""
     rng = np.random.default_rng(0)
-    tokens = [backend.proj_W, *backend.w1, *backend.w2]
-    sentences = [backend.cnn_W, backend.d0, backend.p1, backend.d1, backend.d2, backend.p3, backend.d3]
+    weights = [backend.proj_W, *backend.w1, *backend.w2, backend.cnn_W, backend.d0, backend.p1, backend.d1,
+               backend.d2, backend.p3, backend.d3]
     for slot in (1, 2, 4, 6, 8, 12, 16, 24, 32, 48):
         for rows in (slot, 2 * slot, 4 * slot):
-            if rows > 96 or not all(_token_rows_agree(w, slot, rows, budget, rng) for w in tokens):
+            if rows > 96 or rows == 1:
                 continue
-            texts = budget // max(slot, 2)  # the most texts in one batch (a text has 2+ tokens)
-            residues = set(range(slot))
-            for most in (4 * rows, None):  # the residues, then the rows the most texts take on them
-                for w in sentences:
-                    if 0 in residues:
-                        residues &= _sentence_residues(w, slot, rows, most or -(-texts // len(residues)) * slot, rng)
-            if 0 in residues:
-                return Layout(slot, rows, tuple(sorted(residues)))
+            classes = _classes(weights, slot, rows, budget, rng)
+            if classes:
+                return Layout(slot, rows, classes)
     return ALONE
 
 
-def _token_rows_agree(w: np.ndarray, slot: int, rows: int, budget: int, rng) -> bool:
-    """Every slot of every batch size (a multiple of ``rows`` up to ``budget``) of ``x @ w``
-    gives the bits of its rows alone atop ``rows`` rows of zeros (smallest sizes first: a
-    layout that fails, fails early)."""
+def _classes(weights: list[np.ndarray], slot: int, rows: int, budget: int, rng) -> tuple | None:
+    """The residues modulo ``slot`` grouped by their bits, if every row of every product (of
+    every weight, every row count) gives the bits of its residue; else None."""
     size = _ceil(budget, rows)
-    x = rng.standard_normal((size, w.shape[0]), dtype=np.float32)
-    alone = np.zeros((rows, w.shape[0]), dtype=np.float32)
-    reference = np.empty((size, w.shape[1]), dtype=np.float32)
-    done = 0
-    for m in range(rows, size + 1, rows):
-        for top in range(done, m, slot):
-            alone[:slot] = x[top:top + slot]
-            reference[top:top + slot] = (alone @ w)[:slot]
-        done = m
-        if not np.array_equal(x[:m] @ w, reference[:m]):
-            return False
-    return True
-
-
-def _sentence_residues(w: np.ndarray, slot: int, rows: int, most: int, rng) -> set[int]:
-    """The residues modulo ``slot`` at which every row of ``x @ w``, for every row count (a
-    multiple of ``rows`` up to ``most``), gives the bits of its row alone at row 0 of ``rows``
-    (rows repeat five vectors: what varies here is the place, not the values)."""
-    size = _ceil(most, rows)
-    vectors = rng.standard_normal((5, w.shape[0]), dtype=np.float32)
-    alone = np.zeros((rows, w.shape[0]), dtype=np.float32)
-    reference = np.empty((5, w.shape[1]), dtype=np.float32)
-    for i, vector in enumerate(vectors):
-        alone[0] = vector
-        reference[i] = (alone @ w)[0]
-    which = np.arange(size) // slot % 5
-    x, reference = vectors[which], reference[which]
-    good = set(range(slot))
-    for m in range(rows, size + 1, rows):
-        same = np.all((x[:m] @ w) == reference[:m], axis=1)
-        good &= {r for r in range(slot) if same[r::slot].all()}
-    return good
+    which, residue = np.arange(size) // slot % 5, np.arange(size) % slot
+    signature = [b""] * slot
+    for w in weights:
+        vectors = rng.standard_normal((5, w.shape[0]), dtype=np.float32)
+        alone = np.zeros((rows, w.shape[0]), dtype=np.float32)
+        reference = np.empty((5, slot, w.shape[1]), dtype=np.float32)
+        for r in range(slot):
+            for v, vector in enumerate(vectors):
+                alone[r] = vector
+                reference[v, r] = (alone @ w)[r]
+                alone[r] = 0.0
+            signature[r] += reference[:, r].tobytes()
+        x, expected = vectors[which], reference[which, residue]
+        if not all(np.array_equal(x[:m] @ w, expected[:m]) for m in range(rows, size + 1, rows)):
+            return None
+    groups: dict[bytes, list[int]] = {}
+    for r, sig in enumerate(signature):
+        groups.setdefault(sig, []).append(r)
+    return tuple(tuple(g) for g in sorted(groups.values()))
 
 
 def _layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:

@@ -89,7 +89,7 @@ class Tokenizer:
     def ids(self, texts: list[str]) -> list[list[int]]:
         """One list of ids per text, ``[bos, …, eos]``."""
         sp, unk = self._sp, self.unk
-        out = sp.encode(texts, out_type=int)
+        out = [sp.encode(text, out_type=int) for text in texts]  # a list per call costs ~4 ms
         for n, ids in enumerate(out):
             if not ids:
                 ids.append(unk)
