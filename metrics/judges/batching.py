@@ -80,11 +80,11 @@ class Model:
     tokenizer : metrics.judges.encoder.Tokenizer
     threads : int
         BLAS threads (``threadpoolctl``), the probe's as the encoding's.
-    capacity : int, default 32_768
+    capacity : int, default 16_384
         Token rows (3 KB each) and token embeddings (3 KB each) kept at most.
     """
 
-    def __init__(self, backend: Any, tokenizer: Any, threads: int, capacity: int = 32_768) -> None:
+    def __init__(self, backend: Any, tokenizer: Any, threads: int, capacity: int = 16_384) -> None:
         from threadpoolctl import ThreadpoolController
 
         self.backend, self.tokenizer, self.threads, self.capacity = backend, tokenizer, threads, capacity
