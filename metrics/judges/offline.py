@@ -356,11 +356,11 @@ class OfflineJudge(Judge):
         default) as they are in the one product of every vector of ``texts`` with ``text``'s
         (float32 rounding depends on a row's place in it); the others are 0, left unencoded. Only
         the texts a rule reads are encoded."""
-        rows = range(len(texts)) if rows is None else rows
+        rows = list(range(len(texts)) if rows is None else rows)
+        vectors = self.embed([*(texts[i] for i in rows), text])  # one call of the encoder
         matrix = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-        if len(rows):
-            matrix[list(rows)] = self.embed([texts[i] for i in rows])
-        return matrix @ self.embed([text])[0]
+        matrix[rows] = vectors[:-1]
+        return matrix @ vectors[-1]
 
     def units(self, contexts: list[str], windows: bool = False) -> list[str]:
         """Passages a statement is compared with: each sentence of each context, and a
@@ -660,5 +660,6 @@ class OfflineJudge(Judge):
         sentences = [s for c in contexts for s in split_sentences(c)]
         if not sentences:
             return 0.0
-        cosines = self.embed(sentences) @ self.embed([user_input])[0]
+        vectors = self.embed([*sentences, user_input])
+        cosines = vectors[:-1] @ vectors[-1]
         return float(np.mean(cosines >= self.rules.relevance_cuts[0]))
