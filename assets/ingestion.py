@@ -111,7 +111,7 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
     version = context.partition_key
     path = dataset_store.samples_path(version)
     required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
-    validation, usable, cannot_run, sources, lines = Validation(required, keep=path.parent / ".quality"), set(), {}, {}, 0
+    validation, usable, cannot_run, sources, lines = Validation(required), set(), {}, {}, 0
     writers = {asset: TableWriter(pa.schema([("id", pa.string()), ("row", pa.int64()), (field, pa.string()),
                                              ("version", pa.string()), ("problem", pa.string()),
                                              ("unreadable", pa.string())]))
@@ -153,7 +153,6 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
                                       "input_error_rows": len(report["input_errors"]), "source_sha256": source_sha256,
                                       "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
                                       "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version)),
-                                      "suite": dg.MetadataValue.json(report["statistics"]),
                                       "duplicate_ids": dg.MetadataValue.json(report["duplicate_ids"][:50])})
     finally:
         for writer in writers.values():  # a file not stored (the step failed or stopped) goes too

@@ -6,11 +6,17 @@ is present, of the right type and not empty (``<field>_ok``, from the sample mod
 per-row problems: a line lacking it is an ``input_error`` of the metrics that read it,
 not a rejection) and within length bounds; ids are unique (duplicates are reported). GE's expectations on
 list-valued columns cannot be trusted (an empty list passes a length check), so the
-suite runs on derived scalar columns. great-expectations takes about 4 s of CPU to
-import, so it runs in a worker process of its own (``assets.expectations``), started as
-``rag-eval run`` starts or on first use, never when the code location loads; its verdicts
-are kept beside the version (``<version>/.quality/``, keyed by the validated frame, the
-suite and GE's version): a version validated before (a re-run) does not ask it.
+suite runs on derived scalar columns.
+
+Two parts: :class:`Validation` (ingestion) finds the rejected lines, the lines lacking
+fields and the duplicate ids from the sample model's own rules, the same rules the suite's
+expectations state, so the blocking check ``rejected_share_within_limit`` never waits for
+great-expectations; :func:`suite_verdicts` (the non-blocking check ``quality_suite``,
+``assets.quality_check``) is GE's verdict on the same frame. great-expectations takes about
+4 s of CPU to import, so it runs in a worker process of its own (``assets.expectations``),
+started as ``rag-eval run`` starts or on first use, never when the code location loads; its
+verdicts are kept beside the version (``<version>/.quality/``, keyed by the validated frame,
+the suite and GE's version): a version validated before (a re-run) does not ask it.
 """
 
 import hashlib
@@ -67,9 +73,10 @@ def _kept_verdicts(frame: pd.DataFrame, fields: list[str], folder: Path | None) 
     return verdicts
 
 
-def validate(samples: list[Sample], required: Mapping[str, Iterable[str]], keep: Path | None = None) -> dict[str, Any]:
-    """Run the suite on the loaded samples for the selected metrics ``required`` (``{metric: fields}``);
-    with ``keep``, a folder where GE's verdicts are kept and found again for the same frame.
+def validate(samples: list[Sample], required: Mapping[str, Iterable[str]]) -> dict[str, Any]:
+    """The lines of the loaded samples that the suite's expectations for the selected metrics
+    ``required`` (``{metric: fields}``) fail on, found by the sample model's own rules (the
+    rules the expectations state: great-expectations is not asked, :func:`suite_verdicts` is).
 
     Returns
     -------
@@ -80,12 +87,26 @@ def validate(samples: list[Sample], required: Mapping[str, Iterable[str]], keep:
         lacking a field some selected metric reads (those metrics report ``input_error``
         for it; a field usable on no line at all is left out: its metrics cannot run);
         ``duplicate_ids``: lines whose id another line has too (kept: results are told
-        apart by line); ``statistics``: GE's summary (evaluated and successful
-        expectations, success percent) and the failing expectations. Lines count from 1.
+        apart by line). Lines count from 1.
     """
-    validation = Validation(required, keep)
+    validation = Validation(required)
     validation.add(samples)
     return validation.report()
+
+
+def suite_verdicts(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], keep: Path | None = None) -> dict[str, Any]:
+    """great-expectations' verdicts on ``frame`` (:func:`validation_frame` of the version's
+    samples for ``required``) under the suite: ``failed``, the columns of failed
+    expectations, and ``statistics`` (evaluated and successful expectations, success percent,
+    the failing expectations). With ``keep``, a folder where they are kept and found again for
+    the same frame.
+
+    Raises
+    ------
+    RuntimeError
+        When great-expectations fails on the suite (``assets.expectations.ask``).
+    """
+    return _kept_verdicts(frame, list(dict.fromkeys(f for fields in required.values() for f in fields)), keep)
 
 
 class Validation:
@@ -93,10 +114,9 @@ class Validation:
     row order), then :meth:`report`. What is kept of a line is its row of
     :func:`validation_frame` and, for a line lacking a field, its problems, not the sample."""
 
-    def __init__(self, required: Mapping[str, Iterable[str]], keep: Path | None = None) -> None:
+    def __init__(self, required: Mapping[str, Iterable[str]]) -> None:
         self.required = {metric: tuple(fields) for metric, fields in required.items()}
         self.fields = list(dict.fromkeys(f for fields in self.required.values() for f in fields))
-        self.keep = keep
         self._frames: list[pd.DataFrame] = []
         self._lacking: list[tuple[int, str, str | None, dict[str, str]]] = []  # (row, id, unusable, problems)
 
@@ -110,20 +130,22 @@ class Validation:
                 self._lacking.append((sample.row, str(sample.id), None if usable else unusable(sample, self.required),
                                       problems))
 
+    def frame(self) -> pd.DataFrame:
+        """:func:`validation_frame` of every sample added."""
+        return pd.concat(self._frames, ignore_index=True) if self._frames else validation_frame([], self.required)
+
     def report(self) -> dict[str, Any]:
         """The report of :func:`validate` on every sample added."""
-        frame = pd.concat(self._frames, ignore_index=True) if self._frames else validation_frame([], self.required)
-        verdicts = _kept_verdicts(frame, self.fields, self.keep)
-        failed = set(verdicts["failed"])
+        frame = self.frame()
         absent = {f for f in self.fields if not frame[f"{f}_ok"].any()}  # reported once, as metrics that cannot run
         rejected, input_errors = [], []
         for row, sample_id, reason, problems in self._lacking:
             entry = {"row": row, "line": row + 1, "id": sample_id}
-            if "usable" in failed and reason is not None:
+            if reason is not None:
                 rejected.append({**entry, "reason": reason})
             elif problems := {f: why for f, why in problems.items() if f not in absent}:
                 input_errors.append({**entry, "fields": problems, "metrics": [
                     m for m, needs in self.required.items() if set(needs) & set(problems)]})
-        duplicates = frame[frame["id"].duplicated(keep=False)] if "id" in failed else frame.iloc[:0]
-        return {"rejected": rejected, "input_errors": input_errors, "statistics": verdicts["statistics"],
+        duplicates = frame[frame["id"].duplicated(keep=False)]
+        return {"rejected": rejected, "input_errors": input_errors,
                 "duplicate_ids": [{"line": int(r) + 1, "id": i} for r, i in zip(duplicates["row"], duplicates["id"])]}

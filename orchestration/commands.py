@@ -107,6 +107,7 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
 
     from assets.evaluation import metric_assets, progress_listeners
     from assets.ingestion import ingest_dataset
+    from assets.quality_check import quality_suite
     from assets.summary import eval_summary
 
     from orchestration.orphans import process_tags
@@ -116,7 +117,7 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
         progress_listeners.append(listener)
         try:
             selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
-            return dg.materialize([ingest_dataset, *metric_assets, eval_summary], selection=selection,
+            return dg.materialize([ingest_dataset, quality_suite, *metric_assets, eval_summary], selection=selection,
                                   run_config=run_config, instance=instance, partition_key=version,
                                   raise_on_error=False, resources=resources, tags=process_tags())
         finally:

@@ -46,9 +46,10 @@ class Project:
         from assets.evaluation import metric_assets
         from assets.gate import baseline_comparison
         from assets.ingestion import ingest_dataset
+        from assets.quality_check import quality_suite
         from assets.summary import eval_summary
 
-        return dg.materialize([ingest_dataset, *metric_assets, eval_summary, baseline_comparison], selection=selection,
+        return dg.materialize([ingest_dataset, quality_suite, *metric_assets, eval_summary, baseline_comparison], selection=selection,
                               partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:

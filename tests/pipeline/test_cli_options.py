@@ -63,3 +63,24 @@ def test_a_run_config_outside_the_domain_fails_the_metric_step_before_sending(tm
     text = error.message + "".join(c.message for c in [error.cause] if c)
     assert "strictness" in text and "greater than or equal to 1" in text
     assert server.chat_requests() == []
+
+
+def test_a_version_over_the_rejected_share_exits_1_naming_its_lines_and_sends_nothing(server, tmp_path, monkeypatch,
+                                                                                      capsys):
+    # The blocking check's contract at the CLI: 1 of 2 lines no core metric can use is 50 % > 5 %: the
+    # metrics do not run, no judgement is sent, the version is not kept, and the rejected line is named.
+    from orchestration import cli
+
+    dataset = tmp_path / "half.jsonl"
+    dataset.write_text(FIQA.read_text(encoding="utf-8").splitlines()[0] + '\n{"user_input": "What is an ETF?"}\n',
+                       encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-blocking-test")
+    status = cli.main(["run", str(dataset), "--base-url", server.url, "--model", "judge-test"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "quality check rejected_share_within_limit failed: 50.0% of the lines rejected > limit 5.0%" in err
+    assert "line 2" in err and "no selected metric can use it" in err
+    assert server.seen == []  # the endpoint check's GET only: no judgement requested
+    assert not list((tmp_path / "out").glob("*/summary.json"))

@@ -10,10 +10,11 @@ def test_the_quality_suite_runs_where_main_has_no_file():
     """Dagster's run workers (multiprocessing spawn) and `python -c` have a __main__ without a
     file; great-expectations imports pyspark.sql.connect, which then exited the process with
     status 0 ("Skipping doctests") unless pyspark's connect requirements are installed."""
-    code = ("from assets.quality import validate; from metrics.samples import load_samples; "
+    code = ("from assets.quality import suite_verdicts, validation_frame; from metrics.samples import load_samples; "
             f"samples = load_samples({str(ROOT / 'examples' / 'fiqa' / 'samples.jsonl')!r}); "
-            "report = validate(samples, {'answer_relevancy': ('user_input', 'response')}); "
-            "print('validated', len(samples), report['statistics']['success_percent'], len(report['rejected']))")
+            "required = {'answer_relevancy': ('user_input', 'response')}; "
+            "report = suite_verdicts(validation_frame(samples, required), required); "
+            "print('validated', len(samples), report['statistics']['success_percent'], len(report['failed']))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert "Skipping doctests" not in done.stderr
     assert done.returncode == 0, done.stderr[-2000:]

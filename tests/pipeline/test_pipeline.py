@@ -80,6 +80,28 @@ def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa
     assert all(summary["coverage"][m]["input_error"] == 1 for m in CORE_METRICS)
 
 
+def test_the_great_expectations_suite_warns_after_the_metrics_and_never_blocks_them(project, fiqa_rows):
+    # A duplicate id (line 5 repeats line 1's) is reported, not rejected: the blocking check passes, every
+    # metric runs, and GE's suite (its own step, after the metrics) fails one expectation of the ten
+    # for the five core metrics (usable, unique id, and per field read ok and size: 2 + 2 x 4), as WARN.
+    project.write("v1", fiqa_rows + [dict(fiqa_rows[0])])
+    result = project.run("v1")
+    assert result.success and materialized(result) == ALL_ASSETS
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert checks["rejected_share_within_limit"].passed
+    suite = checks["quality_suite"]
+    assert not suite.passed and suite.severity == dg.AssetCheckSeverity.WARN and suite.partition == "v1"
+    assert {k: suite.metadata[k].value for k in ("evaluated_expectations", "successful_expectations",
+                                                 "success_percent", "failed_expectations")} == {
+        "evaluated_expectations": 10, "successful_expectations": 9, "success_percent": 90.0,
+        "failed_expectations": ["expect_column_values_to_be_unique[id]"]}
+    started = [e.step_key for e in result.all_events if e.event_type_value == "STEP_START"]
+    assert started.index("score_metrics") < started.index("eval_summary") < started.index(
+        "rejected_samples_quality_suite")  # the metrics never waited for great-expectations
+    summary = json.loads((project.out / "v1" / "summary.json").read_text())
+    assert summary["total"] == 5 and summary["rejected"]["rows"] == 0
+
+
 def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
     # Production traffic: FiQA rows without `reference` (on main: every row rejected, the version failed).
     rows = [{k: v for k, v in json.loads(line).items() if k != "reference"}
