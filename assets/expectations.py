@@ -44,6 +44,21 @@ def start_worker() -> subprocess.Popen:
         return _worker[1]
 
 
+def stop_worker() -> None:
+    """Stop this process's worker if it runs (its ~300 MB back; the next :func:`ask` starts another)."""
+    global _worker
+    with _lock:
+        if _worker is not None and _worker[0] == os.getpid():
+            process = _worker[1]
+            process.stdin.close()  # the worker ends at the end of its input
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        _worker = None
+
+
 #: How long the worker may take to answer (its great-expectations import on a loaded machine
 #: included) before it is given up for stuck and the suite runs in this process.
 REPLY_TIMEOUT_S = 300

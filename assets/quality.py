@@ -109,6 +109,24 @@ def suite_verdicts(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], k
     return _kept_verdicts(frame, list(dict.fromkeys(f for fields in required.values() for f in fields)), keep)
 
 
+#: Lines from which a version's suite is settled as its ingestion ends (:func:`settle_early`).
+LONG_VERSION_LINES = 10_000
+
+
+def settle_early(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], keep: Path) -> None:
+    """For a long version (:data:`LONG_VERSION_LINES` lines or more): GE's verdicts on its
+    ``frame`` now, kept in ``keep`` (where the ``quality_suite`` check finds them), then the
+    worker stopped, so its memory is not held beside the version's judging and summary. A
+    failure here is left for the check to report."""
+    if len(frame) < LONG_VERSION_LINES:
+        return
+    try:
+        suite_verdicts(frame, required, keep)
+    except RuntimeError:
+        return
+    expectations.stop_worker()
+
+
 class Validation:
     """:func:`validate` on a version read in chunks: :meth:`add` each chunk of samples (in
     row order), then :meth:`report`. What is kept of a line is its row of

@@ -268,6 +268,9 @@ class ExecutionResource(dg.ConfigurableResource):
             for writer in writers:
                 writer.discard()
             raise
+        finally:
+            for judge in {id(judge): judge for _, _, judge in tasks}.values():
+                judge.forget()  # the summary's step comes next in this process
 
     def _session(self):
         if self._spark is None:

@@ -11,9 +11,13 @@ latency by default) it measures, as rows/s and as a share of the ceiling:
   same number of requests per row as the library path did, ``C`` at a time;
 * ``re-run``: ``rag-eval run`` again on the same cache (zero requests expected), its wall
   time and that time beyond a bare ``python -c pass``;
-* ``offline``: ``rag-eval run`` without an endpoint at each ``--offline-rows`` size: rows/s
-  and the peak resident memory of the process (``os.wait4``), then how much peak memory
-  grows per row between the smallest and largest size and the peak that growth projects at
+* ``offline``: ``rag-eval run`` without an endpoint at each ``--offline-rows`` size: rows/s,
+  the CPU seconds of its whole process tree (``rag-eval`` and its children: the
+  great-expectations worker) and the tree's peak memory (the
+  summed proportional set size of its processes at its peak, and the summed RSS, an upper
+  bound; sampled from /proc, see :func:`timed`), beside the peak RSS of the ``rag-eval``
+  process alone (``os.wait4``); then how much the tree's peak (PSS) grows
+  per row between the smallest and largest size and the peak that growth projects at
   100,000 rows; ``--memory-check`` adds a 100,000-row run (the bound: under 1.5 GB).
 
 Every line carries the 1-minute load average when it was printed (the machine is shared).
@@ -102,25 +106,95 @@ def requests_served(root: str) -> tuple[int, int]:
     return (sum(v for k, v in counts.items() if "chat" in k), sum(v for k, v in counts.items() if "embedding" in k))
 
 
+def _tree(root: int) -> list[int]:
+    """``root`` and every process descending from it (each thread's children, from /proc)."""
+    tree, todo = [], [root]
+    while todo:
+        tree.append(pid := todo.pop())
+        try:
+            for thread in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{thread}/children") as children:
+                    todo += [int(child) for child in children.read().split()]
+        except OSError:  # gone meanwhile
+            pass
+    return tree
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError:
+        return b""
+
+
+def _rss_cpu(pid: int) -> tuple[float, float]:
+    """(resident MB, CPU seconds so far) of process ``pid``; zeros once it is gone."""
+    statm, stat = _read(f"/proc/{pid}/statm").split(), _read(f"/proc/{pid}/stat").rsplit(b")", 1)[-1].split()
+    if len(statm) < 2 or len(stat) < 13:
+        return 0.0, 0.0
+    resident_mb = int(statm[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return resident_mb, (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pss(pid: int) -> float:
+    """Proportional set size of ``pid`` in MB (its shared pages split between their sharers);
+    about 15 ms of CPU for a 500 MB process, so read only at the tree's new peaks."""
+    return sum(int(line.split()[1]) for line in _read(f"/proc/{pid}/smaps_rollup").splitlines()
+               if line.startswith(b"Pss:")) / 1024
+
+
+#: The children of a ``rag-eval`` process told apart in the CPU figures, by their command line.
+_ROLES = {"great-expectations": b"assets.expectations"}
+
+
 def timed(command: list[str], env: dict | None = None, timeout: float = 7200) -> dict:
-    """Run ``command``; its wall time, exit status, peak RSS (MB) and the tail of stderr."""
+    """Run ``command``; its wall time, exit status, peak RSS (MB, ``os.wait4``: that process
+    alone), the tail of stderr, and, over the whole process tree (the command and every process
+    under it: the great-expectations worker) sampled every 0.25 s:
+    its CPU seconds (``cpu_s``: each process's last sample), the peak of its summed RSS
+    (``tree_rss_mb``: pages its processes share counted once per process, an upper bound) and
+    its summed PSS at the highest of those samples (``tree_mb``, read at most every 2 s); the
+    CPU seconds by kind of process (``cpu_by``: the command, the
+    great-expectations worker, any other)."""
     start = time.perf_counter()
+    rss_peak, pss_peak, pss_read, cpu, roles = 0.0, 0.0, 0.0, {}, {}
     with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=err, cwd=REPO, start_new_session=True)
-        deadline = start + timeout
+        deadline, sampled = start + timeout, 0.0
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 break
-            if time.perf_counter() > deadline:
+            now = time.perf_counter()
+            if now > deadline:
                 os.killpg(process.pid, 9)
                 raise TimeoutError(f"{command[:3]} exceeded {timeout} s")
-            time.sleep(0.02)
+            if now - sampled >= 0.25:
+                sampled, tree, rss = now, _tree(process.pid), 0.0
+                for member in tree:
+                    if roles.get(member, "other") == "other":  # again until it has exec'd its command
+                        roles[member] = next((role for role, marker in _ROLES.items() if marker in _read(
+                            f"/proc/{member}/cmdline")), "other") if member != process.pid else "main"
+                    resident, seconds = _rss_cpu(member)
+                    rss += resident
+                    cpu[member] = max(cpu.get(member, 0.0), seconds)
+                if rss > rss_peak:  # PSS read at the tree's new peaks, at most every 2 s
+                    rss_peak = rss
+                    if now - pss_read >= 2.0:
+                        pss_read, pss_peak = now, max(pss_peak, sum(_pss(member) for member in tree))
+            time.sleep(0.05)
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
+        # its own CPU: what wait4 counts (itself and the children it reaped) less its children's samples
+        cpu[process.pid] = max(cpu.get(process.pid, 0.0), usage.ru_utime + usage.ru_stime - sum(
+            seconds for member, seconds in cpu.items() if member != process.pid))
         err.seek(0)
         out.seek(0)
-        return {"wall_s": wall, "exit": process.returncode, "peak_mb": usage.ru_maxrss / 1024,
+        return {"wall_s": wall, "exit": process.returncode, "peak_mb": usage.ru_maxrss / 1024, "tree_mb": pss_peak,
+                "tree_rss_mb": rss_peak, "cpu_s": sum(cpu.values()),
+                "cpu_by": {role: sum(seconds for member, seconds in cpu.items() if roles.get(member, "main") == role)
+                           for role in ("main", *_ROLES, "other")},
                 "stderr": err.read().decode(errors="replace")[-2000:], "stdout": out.read().decode(errors="replace")}
 
 
@@ -173,7 +247,8 @@ def main_job(path: Path, rows: int, concurrency: int, root: str | None, project:
         raise RuntimeError(f"rag-eval run failed ({run['exit']}): {run['stderr']}")
     chat, embeddings = requests_served(root) if root else (0, 0)
     return {"rows_per_s": rows / run["wall_s"], "wall_s": run["wall_s"], "chat": chat, "embeddings": embeddings,
-            "peak_mb": run["peak_mb"]}
+            "peak_mb": run["peak_mb"], "tree_mb": run["tree_mb"], "tree_rss_mb": run["tree_rss_mb"],
+            "cpu_s": run["cpu_s"], "cpu_by": run["cpu_by"]}
 
 
 def ceiling(rows: int, per_row: float, concurrency: int, root: str) -> dict:
@@ -259,15 +334,18 @@ def offline_section(args: argparse.Namespace, scratch: Path) -> list[str]:
     for rows in args.offline_rows:
         data = write_rows(make_rows(rows), scratch / f"offline-{rows}.jsonl")
         run = main_job(data, rows, 0, None, scratch / f"offline-{rows}")
-        peaks[rows] = run["peak_mb"]
-        lines.append(f"| {rows} | {run['rows_per_s']:.1f} | {run['wall_s']:.1f} | {run['peak_mb']:.0f} | "
+        peaks[rows] = run["tree_mb"]
+        lines.append(f"| {rows} | {run['rows_per_s']:.1f} | {run['wall_s']:.1f} | {run['cpu_s']:.1f} | "
+                     f"{rows / run['cpu_s']:.1f} | {run['tree_mb']:.0f} | {run['tree_rss_mb']:.0f} | "
+                     f"{run['peak_mb']:.0f} | {' / '.join(f'{v:.1f}' for v in run['cpu_by'].values())} | "
                      f"{os.getloadavg()[0]:.1f} |")
         print(lines[-1], flush=True)
     if len(peaks) > 1:  # the growth of peak memory between the smallest and the largest size, and where it leads
         (small, low), (large, high) = min(peaks.items()), max(peaks.items())
         slope = (high - low) / (large - small)
         projected = high + slope * (MEMORY_CHECK_ROWS - large)
-        lines.append(f"\npeak memory grows {slope * 1024:.1f} KB/row from {small} to {large} rows; projected at "
+        lines.append(f"\nthe tree's peak memory grows {slope * 1024:.1f} KB/row from {small} to {large} rows; "
+                     f"projected at "
                      f"{MEMORY_CHECK_ROWS:,} rows: {projected:.0f} MB ({projected / MEMORY_BOUND_MB:.0%} of the "
                      f"{MEMORY_BOUND_MB} MB bound)" + ("" if large < MEMORY_CHECK_ROWS else "; measured above"))
         print(lines[-1], flush=True)
@@ -302,7 +380,10 @@ def main() -> None:
                   "(% ceiling) | job/library | zero-request re-run | load |\n|---|---|---|---|---|---|---|---|---|", flush=True)
             llm_section(args, Path(scratch))
         if args.offline_rows:
-            print("\n| offline rows | rows/s | wall s | peak MB | load |\n|---|---|---|---|---|", flush=True)
+            print("\n| offline rows | rows/s | wall s | CPU s, whole tree | rows per CPU s | peak MB, whole tree "
+                  "(PSS) | peak MB, whole tree (RSS summed) | peak MB, rag-eval alone (RSS) | CPU s: rag-eval / "
+                  "great-expectations / other | load |\n|---|---|---|---|---|---|---|---|---|---|",
+                  flush=True)
             offline_section(args, Path(scratch))
     load = os.getloadavg()
     print(f"\n# load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end", flush=True)

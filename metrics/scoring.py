@@ -105,9 +105,16 @@ def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | Non
         return result
 
     async def chunk(part: list[Task]) -> list[list[MetricResult]]:
-        results = list(await asyncio.gather(*(one(m, s, j) for m, samples, j in part for s in samples)))
-        sizes = [len(samples) for _, samples, _ in part]
-        return [results[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(len(part))]
+        # Row by row, every metric of a row next to each other: what they share of the row
+        # (its statements, sentences, vectors, judgements in flight) is asked again at once,
+        # so the offline judge's memos need hold a few rows only, not a whole chunk.
+        pairs = [(k, i) for i in range(max(len(samples) for _, samples, _ in part))
+                 for k, (_, samples, _) in enumerate(part) if i < len(samples)]
+        results = await asyncio.gather(*(one(part[k][0], part[k][1][i], part[k][2]) for k, i in pairs))
+        per_task: list[list[MetricResult]] = [[] for _ in part]
+        for (k, _), result in zip(pairs, results):
+            per_task[k].append(result)
+        return per_task
 
     for metric, samples, _ in tasks:
         metric.fit(samples)

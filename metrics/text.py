@@ -14,6 +14,29 @@ import html
 import re
 from collections.abc import Callable
 
+#: Results each memo (:func:`memo`) of the text and offline-judge code keeps: a text's sentences,
+#: statements, stems, passages... Every metric of a row is judged next to the others
+#: (``metrics.scoring.score_chunks``), so what they share of a row is asked again within a few
+#: rows; the rest keeps texts that many rows share (a passage retrieved for many questions).
+#: Bounded, so a long version's memory stays flat.
+MEMO_SIZE = 20_000
+_MEMOS: list = []
+
+
+def memo(function: Callable) -> Callable:
+    """``function`` (pure, of hashable arguments) remembered for its last :data:`MEMO_SIZE`
+    distinct calls (``functools.lru_cache``), and emptied by :func:`forget_memos`."""
+    remembered = functools.lru_cache(maxsize=MEMO_SIZE)(function)
+    _MEMOS.append(remembered)
+    return remembered
+
+
+def forget_memos() -> None:
+    """Empty every :func:`memo` (what they hold never changes a result)."""
+    for remembered in _MEMOS:
+        remembered.cache_clear()
+
+
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _LATIN_WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -61,7 +84,7 @@ def split_sentences(text: str) -> list[str]:
     return list(_sentences(text or ""))
 
 
-@functools.lru_cache(maxsize=50_000)  # the same contexts and responses are split once per metric
+@memo  # the same contexts and responses are split once per metric
 def _sentences(text: str) -> tuple[str, ...]:
     sentences: list[str] = []
     for line in text.splitlines():
@@ -112,10 +135,10 @@ def numbers(text: str) -> set[str]:
 
 
 def _memoised(function: Callable[[str], set[str]]) -> Callable[[str], frozenset[str]]:
-    """``function``, a pure function of one text returning a set, remembered for the last
-    50,000 texts (the offline judge asks for the same passages and statements once per
+    """``function``, a pure function of one text returning a set, remembered (:func:`memo`) for
+    the last texts (the offline judge asks for the same passages and statements once per
     metric and per context); the result is frozen, so no caller can change another's."""
-    @functools.lru_cache(maxsize=50_000)
+    @memo
     @functools.wraps(function)
     def remembered(text: str) -> frozenset[str]:
         return frozenset(function(text))
@@ -165,7 +188,7 @@ _IRREGULAR = dict(pair.split(":") for pair in (
     "sang:sing sung:sing built:build sent:send taught:teach fought:fight caught:catch").split())
 
 
-@functools.lru_cache(maxsize=50_000)  # every text's words are stemmed, and texts share words
+@memo  # every text's words are stemmed, and texts share words
 def stem(word: str) -> str:
     """A light English suffix stripper: ``carries``→``carry``, ``kilograms``→``kilogram``,
     ``launched``→``launch``, ``sleeping``→``sleep``, irregular past forms of common verbs
@@ -265,7 +288,7 @@ def names(text: str) -> set[str]:
     return found
 
 
-@functools.lru_cache(maxsize=50_000)
+@memo
 def has_cjk(text: str) -> bool:
     """True when ``text`` contains Chinese, Japanese or Korean characters."""
     return bool(_CJK_RUN.search(text or ""))
@@ -292,7 +315,7 @@ _TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s+[^<>]*)?/?>")
 _GLUED = re.compile(r"(?<=[a-z0-9)\]\"'’%])([.!?])(?=[A-Z][a-z])")
 
 
-@functools.lru_cache(maxsize=50_000)  # every metric of a row normalises the same fields
+@memo  # every metric of a row normalises the same fields
 def normalise_rag_text(text: str) -> str:
     """Plain text of a RAG response, context or reference, ready for segmentation.
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from metrics.text import (content_tokens, is_bare_span, is_polar_question, names, numbers, qa_statement,
+from metrics.text import (content_tokens, is_bare_span, is_polar_question, memo, names, numbers, qa_statement,
                           split_sentences, yes_no)
 
 
@@ -149,6 +149,11 @@ class Judge(ABC):
         """Run a coroutine of this judge to completion from synchronous code."""
         return asyncio.run(coroutine)
 
+    def forget(self) -> None:
+        """Let go of what this judge remembers in the process to save work (results never depend
+        on it): called when a version's scoring is done, so its later steps have the memory.
+        Nothing here; the offline judge empties its memos."""
+
     #: Requests in flight at most across all workers (``None``: no limit, e.g. offline).
     concurrency_limit: int | None = None
     #: What one (row, metric) may send (``metrics.judges.plan.Budget``); ``None``: nothing is sent.
@@ -208,7 +213,7 @@ def statements(text: str, question: str | None = None) -> list[str]:
     return list(_statements(text, question))
 
 
-@functools.lru_cache(maxsize=50_000)  # every metric reading the response asks for its statements
+@memo  # every metric reading the response asks for its statements
 def _statements(text: str, question: str | None) -> tuple[str, ...]:
     asked = bool(question and question.strip())
     if is_bare_span(text) and not is_noncommittal(text):

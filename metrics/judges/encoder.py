@@ -33,11 +33,11 @@ class Encoder:
     ----------
     threads : int, default 1
         BLAS threads of the forward pass.
-    capacity : int, default 50_000
-        Vectors kept at most (about 100 MB); the least recently used go first.
+    capacity : int, default 20_000
+        Vectors kept at most (about 45 MB); the least recently used go first.
     """
 
-    def __init__(self, threads: int = 1, capacity: int = 50_000) -> None:
+    def __init__(self, threads: int = 1, capacity: int = 20_000) -> None:
         self.threads = threads
         self.capacity = capacity
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -61,6 +61,12 @@ class Encoder:
                 self._vectors.move_to_end(text)
             rows.append(vector)
         return np.stack(rows)
+
+    def forget(self) -> None:
+        """Empty the cached vectors and, if the model is loaded, its token rows."""
+        self._vectors.clear()
+        if _model.cache_info().currsize:
+            self._model.forget()
 
     def _store(self, texts: list[str]) -> dict[str, np.ndarray]:
         fresh = dict(zip(texts, self._model.encode(texts)))

@@ -15,7 +15,9 @@ roles ("releases CO2, consumes O2") or a wrong name taken from the right sentenc
 from __future__ import annotations
 
 import copy
+import ctypes
 import functools
+import gc
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -25,8 +27,8 @@ import numpy as np
 
 from metrics.judges.base import Judge, Verdict
 from metrics.judges.encoder import DIMENSIONS, Encoder
-from metrics.text import (approximate_numbers, content_tokens, has_cjk, is_polar_question, names, numbers, quantities,
-                          same_number, split_qa, split_sentences, yes_no)
+from metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, memo, names,
+                          numbers, quantities, same_number, split_qa, split_sentences, yes_no)
 
 def is_fragment(statement: str) -> bool:
     """A short phrase rather than a sentence ("Delhi", "Province of Buenos Aires", "2006"):
@@ -42,7 +44,7 @@ _TITLES = frozenset("mount mt lake river cape saint st sir dame dr mr mrs ms pro
                     "princess general captain pope lord lady".split())
 
 
-@functools.lru_cache(maxsize=50_000)  # asked per passage for each statement's names, by several metrics
+@memo  # asked per passage for each statement's names, by several metrics
 def _name_in(name: str, lowered_text: str) -> bool:
     """A name is in a text when all its words are, a leading title aside; its first word may be
     a short form of the text's ("Pam Veasey" in "Pamela Renea Veasey")."""
@@ -65,7 +67,7 @@ _ANAPHOR = re.compile(r"^(?:this|these|those|both|the (?:group|band|company|film
                       re.IGNORECASE)
 
 
-@functools.lru_cache(maxsize=50_000)  # a context's sentences are read once per metric
+@memo  # a context's sentences are read once per metric
 def continues_subject(sentence: str) -> bool:
     """Does ``sentence`` continue the previous sentence's subject (:data:`_ANAPHOR`)?"""
     return _ANAPHOR.search(sentence) is not None
@@ -114,7 +116,7 @@ def predicate_words(name: str, lowered_text: str) -> set[str]:
 _NEGATION = re.compile(r"\b(?:not(?! only)|never|no longer|cannot|\w+n['’]t)\b", re.IGNORECASE)
 
 
-@functools.lru_cache(maxsize=50_000)  # asked once per passage a statement is compared with
+@memo  # asked once per passage a statement is compared with
 def negated(text: str) -> tuple[frozenset[str], ...]:
     """What ``text`` denies, one set of two content tokens per negation ("X did not win the
     prize" → ({"win", "prize"},))."""
@@ -144,7 +146,7 @@ _UNIVERSAL = re.compile(r"\b(?:all|every|everyone|everything|always|only|entire|
                         re.IGNORECASE)
 
 
-@functools.lru_cache(maxsize=50_000)  # asked per passage neighbourhood, once per metric
+@memo  # asked per passage neighbourhood, once per metric
 def claims_universally(text: str) -> bool:
     """Does ``text`` make a universal claim (a word of :data:`_UNIVERSAL`)?"""
     return _UNIVERSAL.search(text) is not None
@@ -171,7 +173,7 @@ def neighbours(sentences: list[str]) -> dict[tuple[str, str], list[tuple[str, fr
     return index
 
 
-@functools.lru_cache(maxsize=50_000)  # the same context sentences are indexed once per metric
+@memo  # the same context sentences are indexed once per metric
 def _neighboured(sentence: str) -> tuple[tuple[tuple[str, str], str, frozenset[str]], ...]:
     """Each lower-case content word of ``sentence`` (its words: :func:`_words`) with its two
     neighbours, lower-cased, and its content tokens."""
@@ -260,10 +262,20 @@ class Rules:
     borrowed_share: float = 0.2
 
 
-#: ``OfflineJudge.support`` calls remembered per judge (a few KB each): the metrics of a 2,000-row chunk
-#: (``metrics.scoring.CHUNK_ROWS``) of up to four contexts a row, judged metric after metric, make fewer
-#: calls than that between two identical ones.
-SUPPORT_MEMO = 10_000
+#: ``OfflineJudge.support`` calls remembered per judge (a few KB each). The metrics of a row are judged
+#: next to each other (``metrics.scoring.score_chunks``): recall and precision of a one-context row, and
+#: faithfulness and groundedness_pro of every row, ask the same call within a few rows.
+SUPPORT_MEMO = 4_000
+
+
+def _release_memory() -> None:
+    """Collect garbage and ask glibc to return its free pages (``malloc_trim``): the many small
+    blocks freed by emptied memos sit between live ones, where ``free`` alone keeps them."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the memory is reused by the process instead
+        pass
 
 
 class OfflineJudge(Judge):
@@ -327,6 +339,15 @@ class OfflineJudge(Judge):
         self.threads = threads
         self._encoder = Encoder(threads)
         self._remembered_support = functools.lru_cache(maxsize=SUPPORT_MEMO)(self._support)
+
+    def forget(self) -> None:
+        """Empty what this judge and the offline rules remember (texts' vectors, ``support``
+        calls, :func:`metrics.text.memo` results, the encoder's token rows) and hand the freed
+        memory back to the system: a run's later steps have it (results never depend on it)."""
+        self._encoder.forget()
+        self._remembered_support.cache_clear()
+        forget_memos()
+        _release_memory()
 
     def describe(self) -> dict[str, Any]:
         """Name, embedding model, rule version and every threshold."""

@@ -76,3 +76,25 @@ def test_br18_identical_inputs_score_identically(judge):
     second = evaluate([sample], judge=OfflineJudge()).results
     assert first[["metric", "status", "value"]].equals(second[["metric", "status", "value"]])
     assert first.set_index("metric").loc["faithfulness", "value"] == CASES["BR-18"]["expected"]["faithfulness"]
+
+
+def test_forget_empties_what_the_judge_remembers_and_changes_no_result():
+    """``OfflineJudge.forget`` (called when a version's scoring ends, so the summary's step has
+    the memory): every memo, cached vector, token row and remembered ``support`` call goes, and
+    the same row scores the same afterwards, evidence included."""
+    import metrics.text
+    from metrics.judges.encoder import _model
+
+    judge = OfflineJudge()
+    row = {"id": "w1", "user_input": "When was the Great Wall listed?", "response": "It was listed in 1987.",
+           "retrieved_contexts": [EN_CONTEXT], "reference": "In 1987."}
+    first = score_sample(row, ["faithfulness", "context_recall"], judge=judge)
+    assert judge._encoder._vectors and judge._remembered_support.cache_info().currsize
+    assert sum(memo.cache_info().currsize for memo in metrics.text._MEMOS) > 0
+    judge.forget()
+    assert not judge._encoder._vectors and not _model(judge.threads)._rows and not _model(judge.threads)._x
+    assert judge._remembered_support.cache_info().currsize == 0
+    assert sum(memo.cache_info().currsize for memo in metrics.text._MEMOS) == 0
+    again = score_sample(row, ["faithfulness", "context_recall"], judge=judge)
+    assert {n: (r.value, r.details) for n, r in again.items()} == {n: (r.value, r.details) for n, r in first.items()}
+    assert first["faithfulness"].value == 1.0

@@ -395,6 +395,27 @@ def test_a_metric_raising_on_its_rows_is_judge_error_and_the_other_metric_keeps_
                for r in relevancy)
 
 
+def test_each_row_is_judged_with_all_its_metrics_before_the_next_row():
+    """What the offline judge's bounded memos rely on (``metrics.text.MEMO_SIZE``): a row's
+    metrics are judged next to each other, rows in order, chunk after chunk; results still
+    come back per metric in row order."""
+    from metrics.scoring import score_chunks
+
+    order = []
+
+    class Recording(ScriptedJudge):
+        async def admit(self, metric, sample):
+            order.append((sample.id, metric.name))
+
+    samples = [sample_from_dict({**FULL, "id": f"s{i}"}, row=i) for i in range(3)]
+    judge = Recording()
+    parts = list(score_chunks([(Faithfulness(), samples, judge), (ContextRecall(), samples, judge)], rows=2))
+    assert order == [(f"s{i}", name) for i in range(3) for name in ("faithfulness", "context_recall")]
+    assert [[(r.metric, r.sample_id) for r in results] for part in parts for results in part] == [
+        [("faithfulness", "s0"), ("faithfulness", "s1")], [("context_recall", "s0"), ("context_recall", "s1")],
+        [("faithfulness", "s2")], [("context_recall", "s2")]]
+
+
 # --------------------------------------------------------------------------- option domains (Python API)
 
 

@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+import metrics.text
 from assets.resources import JudgeResource
 from metrics.registry import CORE_METRICS
 from orchestration.definitions import defs
@@ -58,6 +59,8 @@ def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows
     assert summary["judge"]["judge"] == "offline-heuristic"
     table = project.query("select metric, mean from eval.eval_summary where version = 'v1' order by metric")
     assert dict(zip(table["metric"], table["mean"])) == {m: summary["metrics"][m]["mean"] for m in CORE_METRICS}
+    # The metric step let go of the offline judge's memos as it ended (``Judge.forget``: the summary has the memory).
+    assert sum(memo.cache_info().currsize for memo in metrics.text._MEMOS) == 0
 
 
 def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa_rows):
@@ -100,6 +103,23 @@ def test_the_great_expectations_suite_warns_after_the_metrics_and_never_blocks_t
         "rejected_samples_quality_suite")  # the metrics never waited for great-expectations
     summary = json.loads((project.out / "v1" / "summary.json").read_text())
     assert summary["total"] == 5 and summary["rejected"]["rows"] == 0
+
+
+def test_a_long_versions_suite_is_settled_as_it_is_ingested_and_its_worker_stopped(project, fiqa_rows, monkeypatch):
+    # From assets.quality.LONG_VERSION_LINES lines (here 1), GE judges the version's frame as its ingestion ends
+    # and the worker is stopped (no ~300 MB beside the judging); the check at the end finds those verdicts, the
+    # same as the test above's, without asking a worker again (which would start one).
+    from assets import expectations, quality
+
+    monkeypatch.setattr(quality, "LONG_VERSION_LINES", 1)
+    project.write("v1", fiqa_rows + [dict(fiqa_rows[0])])
+    result = project.run("v1")
+    assert result.success
+    suite = {c.check_name: c for c in result.get_asset_check_evaluations()}["quality_suite"]
+    assert (suite.passed, suite.metadata["evaluated_expectations"].value, suite.metadata["failed_expectations"].value) \
+        == (False, 10, ["expect_column_values_to_be_unique[id]"])
+    assert expectations._worker is None
+    assert len(list((project.datasets / "v1" / ".quality").glob("*.json"))) == 1
 
 
 def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
