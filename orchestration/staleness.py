@@ -28,17 +28,24 @@ def latest_materialization(instance: dg.DagsterInstance, asset: str, version: st
     return record.asset_materialization if record else None
 
 
-def _resolver(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition) -> CachingStaleStatusResolver:
+def _resolver(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition,
+              assets: list[str]) -> CachingStaleStatusResolver:
+    """Dagster's resolver, with the asset records of ``assets`` and of the assets they depend on
+    read in one query (``prefetch_asset_records``, as Dagster's automation does): asked one
+    asset at a time, it read each in six (96 of the 257 event-log queries of a re-run's check)."""
     graph = repository.asset_graph
     view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
                           instance=instance, asset_graph=graph)
-    return CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+    resolver = CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+    keys = {dg.AssetKey(asset) for asset in assets}
+    resolver.instance_queryer.prefetch_asset_records(keys | {d for key in keys for d in graph.get(key).parent_keys})
+    return resolver
 
 
 def fresh(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition, version: str, assets: list[str]) -> bool:
     """Whether Dagster reports every one of ``assets`` FRESH for partition ``version``:
     materialized (not MISSING) and not STALE."""
-    resolver = _resolver(instance, repository)
+    resolver = _resolver(instance, repository, assets)
     return all(resolver.get_status(dg.AssetKey(asset), version) == StaleStatus.FRESH for asset in assets)
 
 
@@ -47,7 +54,7 @@ def stale_assets(instance: dg.DagsterInstance, repository: dg.RepositoryDefiniti
     """``{asset: why}`` for those of ``assets`` whose partition ``version`` Dagster reports as
     STALE (never-materialized partitions are MISSING, not stale); ``why`` joins Dagster's
     stale causes, e.g. ``"has a new dependency data version (responses)"``."""
-    resolver = _resolver(instance, repository)
+    resolver = _resolver(instance, repository, assets)
     stale = {}
     for asset in assets:
         key = dg.AssetKey(asset)

@@ -540,3 +540,28 @@ def test_a_dagster_run_against_a_dead_endpoint_fails_the_metric_step_naming_the_
     failures = {e.step_key: e.event_specific_data.error.message for e in result.all_events if e.is_step_failure}
     assert set(failures) == {"score_metrics"}  # the one step judging every selected metric
     assert all(f"the judge endpoint {url} cannot be reached: connection refused" in m for m in failures.values())
+
+
+def test_the_event_log_file_held_open_for_a_run_is_the_runs_and_goes_if_no_run_was_made(tmp_path):
+    """``rag-eval run`` holds its run's SQLite event-log file open from before the run: the events
+    Dagster writes are read back from it, and a file held for a run that was never made is removed."""
+    from orchestration.commands import event_log_held_open
+
+    with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
+        never = Path(instance.event_log_storage.path_for_shard("never-made"))
+        with event_log_held_open(instance, "never-made"):
+            assert never.is_file()  # created by Dagster, so its own writes find its tables
+        assert not never.exists()
+
+        @dg.asset
+        def one() -> int:
+            return 1
+
+        job = dg.Definitions(assets=[one], jobs=[dg.define_asset_job("j")]).resolve_job_def("j")
+        made = "0b5b6e1e-6c2a-4d49-9a53-3c2f7f0a1b2c"
+        with event_log_held_open(instance), event_log_held_open(instance, made):
+            assert job.execute_in_process(instance=instance, run_id=made).success
+        assert Path(instance.event_log_storage.path_for_shard(made)).is_file()
+        assert [e.dagster_event.event_type_value for e in
+                instance.all_logs(made, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)] == ["ASSET_MATERIALIZATION"]
+        assert instance.get_latest_materialization_event(dg.AssetKey("one")).run_id == made
