@@ -44,6 +44,12 @@ def start_worker() -> subprocess.Popen:
         return _worker[1]
 
 
+def running() -> bool:
+    """Whether this process's worker is started and alive (``rag-eval run`` starts it as it starts)."""
+    with _lock:
+        return _worker is not None and _worker[0] == os.getpid() and _worker[1].poll() is None
+
+
 def stop_worker() -> None:
     """Stop this process's worker if it runs (its ~300 MB back; the next :func:`ask` starts another)."""
     global _worker
@@ -58,6 +64,11 @@ def stop_worker() -> None:
                 process.wait()
         _worker = None
 
+
+#: How much the worker yields the CPU to the run (``os.nice``): its verdicts are needed last, by the
+#: non-blocking ``quality_suite`` check, and its import would otherwise take a core from the run's
+#: judging and from a judge served on the same machine.
+WORKER_NICENESS = 10
 
 #: How long the worker may take to answer (its great-expectations import on a loaded machine
 #: included) before it is given up for stuck and the suite runs in this process.
@@ -148,7 +159,9 @@ def verdicts(frame: pd.DataFrame, limits: Mapping[str, int]) -> dict[str, Any]:
 def serve() -> None:
     """The worker: imports great-expectations, then answers each pickled ``(frame, limits)``
     read from stdin with the pickled ``("ok", verdicts)`` or ``("error", traceback)`` on
-    stdout, until stdin ends (its parent closed it or exited). What GE prints goes to stderr."""
+    stdout, until stdin ends (its parent closed it or exited). What GE prints goes to stderr.
+    It runs :data:`WORKER_NICENESS` below its parent's priority."""
+    os.nice(WORKER_NICENESS)
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # GE's own prints cannot break the replies
     requests = sys.stdin.buffer

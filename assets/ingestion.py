@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from assets.partitions import dataset_versions
-from assets.quality import Validation, settle_early
+from assets.quality import Validation, settle
 from assets.resources import DatasetStore
 from assets.stored_results import TableWriter
 from metrics.registry import CORE_METRICS, METRICS
@@ -135,7 +135,7 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
         if not lines:
             raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
         report = validation.report()
-        settle_early(validation.frame(), required, path.parent / ".quality")
+        settle(validation.frame(), required, path.parent / ".quality", context.run.run_id)
         for metric, why in cannot_run.items():
             context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
         context.log.info(f"{version}: {lines} lines, {len(report['rejected'])} rejected, "

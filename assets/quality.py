@@ -16,13 +16,16 @@ great-expectations; :func:`suite_verdicts` (the non-blocking check ``quality_sui
 4 s of CPU to import, so it runs in a worker process of its own (``assets.expectations``),
 started as ``rag-eval run`` starts or on first use, never when the code location loads; its
 verdicts are kept beside the version (``<version>/.quality/``, keyed by the validated frame,
-the suite and GE's version): a version validated before (a re-run) does not ask it.
+the suite and GE's version): a version validated before (a re-run) does not ask it. In
+``rag-eval run`` they are asked for as the ingestion ends and worked out while the metrics
+are judged (:func:`settle`).
 """
 
 import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib.metadata import version as installed_version
 from pathlib import Path
 from typing import Any
@@ -106,25 +109,70 @@ def suite_verdicts(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], k
     RuntimeError
         When great-expectations fails on the suite (``assets.expectations.ask``).
     """
-    return _kept_verdicts(frame, list(dict.fromkeys(f for fields in required.values() for f in fields)), keep)
+    return _kept_verdicts(frame, _fields(required), keep)
 
 
-#: Lines from which a version's suite is settled as its ingestion ends (:func:`settle_early`).
+def _fields(required: Mapping[str, Iterable[str]]) -> list[str]:
+    """The fields the metrics of ``required`` (``{metric: fields}``) read, in order."""
+    return list(dict.fromkeys(f for fields in required.values() for f in fields))
+
+
+#: Lines from which a version's worker is stopped once its verdicts are settled (:func:`settle`).
 LONG_VERSION_LINES = 10_000
 
+#: The verdicts :func:`settle` is working out in the background: ``{(run_id, keep): (fields, future)}``.
+_settling: dict[tuple[str, Path], tuple[list[str], Future]] = {}
+_background: ThreadPoolExecutor | None = None
 
-def settle_early(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], keep: Path) -> None:
-    """For a long version (:data:`LONG_VERSION_LINES` lines or more): GE's verdicts on its
-    ``frame`` now, kept in ``keep`` (where the ``quality_suite`` check finds them), then the
-    worker stopped, so its memory is not held beside the version's judging and summary. A
-    failure here is left for the check to report."""
-    if len(frame) < LONG_VERSION_LINES:
-        return
-    try:
-        suite_verdicts(frame, required, keep)
-    except RuntimeError:
-        return
-    expectations.stop_worker()
+
+def settle(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], keep: Path, run_id: str) -> None:
+    """As a version's ingestion ends, have GE's verdicts on its ``frame`` worked out for the run's
+    ``quality_suite`` check (:func:`settled`), kept in ``keep``:
+
+    * when this process's worker runs (``rag-eval run`` started it as it started): in a thread
+      of this process that waits for the worker's answer, while the metrics are judged; the
+      check then needs neither to rebuild the frame from the stored fields (43 s at 100,000
+      lines) nor to wait for GE;
+    * else, for a long version (:data:`LONG_VERSION_LINES` lines or more), now;
+    * else not: the check asks the worker itself (a Dagster step process starts it then).
+
+    A long version's worker is then stopped, so its memory (~300 MB) is not held beside the
+    version's judging and summary. A failure is left for the check to report."""
+    global _background
+    fields = _fields(required)
+    stop = len(frame) >= LONG_VERSION_LINES
+    if expectations.running():
+        if _background is None:
+            _background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quality-suite")
+        _settling[(run_id, keep)] = fields, _background.submit(_settle, frame, required, keep, stop)
+    elif stop:
+        try:
+            _settle(frame, required, keep, stop)
+        except RuntimeError:
+            pass
+
+
+def _settle(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], keep: Path, stop: bool) -> dict[str, Any]:
+    verdicts = suite_verdicts(frame, required, keep)
+    if stop:
+        expectations.stop_worker()
+    return verdicts
+
+
+def settled(run_id: str, keep: Path, required: Mapping[str, Iterable[str]]) -> dict[str, Any] | None:
+    """:func:`suite_verdicts` as :func:`settle` worked them out in the background for this run's
+    ingestion of the version kept in ``keep``, for the same fields (waiting for them if need be);
+    ``None`` when it did not.
+
+    Raises
+    ------
+    RuntimeError
+        When great-expectations failed on the suite.
+    """
+    fields, future = _settling.pop((run_id, keep), (None, None))
+    if future is None or fields != _fields(required):
+        return None
+    return future.result()
 
 
 class Validation:
@@ -134,7 +182,7 @@ class Validation:
 
     def __init__(self, required: Mapping[str, Iterable[str]]) -> None:
         self.required = {metric: tuple(fields) for metric, fields in required.items()}
-        self.fields = list(dict.fromkeys(f for fields in self.required.values() for f in fields))
+        self.fields = _fields(self.required)
         self._frames: list[pd.DataFrame] = []
         self._lacking: list[tuple[int, str, str | None, dict[str, str]]] = []  # (row, id, unusable, problems)
 

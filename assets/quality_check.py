@@ -6,7 +6,7 @@ what blocks a version is ``rejected_share_within_limit`` (``assets.ingestion``),
 the sample model's own rules, the rules the suite's expectations state; so the metrics never
 wait for GE (its import takes ~4 s of CPU). Its step runs last among the steps ready
 (``dagster/priority`` -1): in ``rag-eval run`` after the summary, by when the worker started
-with the command has imported GE. A version whose blocking check fails has no verdict of it
+with the command has given the verdicts the ingestion asked for (``assets.quality.settle``). A version whose blocking check fails has no verdict of it
 (its step is skipped with the metrics).
 """
 import dagster as dg
@@ -15,7 +15,7 @@ import pandas as pd
 from assets.evaluation import FieldSamples
 from assets.ingestion import FIELD_ASSETS, selected_metrics
 from assets.partitions import dataset_versions
-from assets.quality import suite_verdicts, validation_frame
+from assets.quality import settled, suite_verdicts, validation_frame
 from metrics.scoring import CHUNK_ROWS
 
 
@@ -37,11 +37,13 @@ def quality_suite(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult
     if missing := [f for f in fields if FIELD_ASSETS[f] not in tables]:
         raise dg.Failure(f"version {version} has no {', '.join(FIELD_ASSETS[f] for f in missing)} rows: "
                          "materialize ingest_dataset for it first", allow_retries=False)
-    samples = FieldSamples.stored({f: tables[FIELD_ASSETS[f]] for f in fields}, database.connection)
-    frame = pd.concat([validation_frame(samples[start:start + CHUNK_ROWS], required)
-                       for start in range(0, len(samples), CHUNK_ROWS)], ignore_index=True)
     keep = context.resources.dataset_store.samples_path(version).parent / ".quality"
-    verdicts = suite_verdicts(frame, required, keep)
+    verdicts = settled(context.run.run_id, keep, required)  # asked for by this run's ingestion
+    if verdicts is None:
+        samples = FieldSamples.stored({f: tables[FIELD_ASSETS[f]] for f in fields}, database.connection)
+        frame = pd.concat([validation_frame(samples[start:start + CHUNK_ROWS], required)
+                           for start in range(0, len(samples), CHUNK_ROWS)], ignore_index=True)
+        verdicts = suite_verdicts(frame, required, keep)
     return dg.AssetCheckResult(passed=not verdicts["failed"], severity=dg.AssetCheckSeverity.WARN,
                                metadata={**{k: v for k, v in verdicts["statistics"].items() if k != "failed_expectations"},
                                          "failed_expectations": dg.MetadataValue.json(

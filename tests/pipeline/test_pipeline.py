@@ -122,6 +122,27 @@ def test_a_long_versions_suite_is_settled_as_it_is_ingested_and_its_worker_stopp
     assert len(list((project.datasets / "v1" / ".quality").glob("*.json"))) == 1
 
 
+def test_with_the_worker_started_the_suite_is_asked_for_as_the_ingestion_ends(project, fiqa_rows, monkeypatch):
+    # rag-eval run starts the worker as it starts: the ingestion then has GE's verdicts worked out in the
+    # background while the metrics are judged, and the check takes them: it rebuilds no frame from the stored
+    # fields (made to fail here) and finds the same verdicts as the tests above; the worker is left running.
+    from assets import expectations, quality_check
+
+    def rebuilt(*args, **kwargs):
+        raise AssertionError("the check rebuilt the validation frame")
+
+    monkeypatch.setattr(quality_check, "validation_frame", rebuilt)
+    project.write("v1", fiqa_rows + [dict(fiqa_rows[0])])
+    expectations.start_worker()
+    result = project.run("v1")
+    assert result.success
+    suite = {c.check_name: c for c in result.get_asset_check_evaluations()}["quality_suite"]
+    assert (suite.passed, suite.metadata["evaluated_expectations"].value, suite.metadata["failed_expectations"].value) \
+        == (False, 10, ["expect_column_values_to_be_unique[id]"])
+    assert expectations.running()
+    assert len(list((project.datasets / "v1" / ".quality").glob("*.json"))) == 1
+
+
 def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
     # Production traffic: FiQA rows without `reference` (on main: every row rejected, the version failed).
     rows = [{k: v for k, v in json.loads(line).items() if k != "reference"}

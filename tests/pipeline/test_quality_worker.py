@@ -1,4 +1,5 @@
 """The great-expectations worker process of the quality suite (``assets.expectations``)."""
+import os
 import signal
 
 import pandas as pd
@@ -17,6 +18,9 @@ def test_the_worker_gives_ge_verdicts_and_a_dead_worker_is_replaced():
                                                        "expect_column_values_to_be_unique[id]"]}}
     assert expectations.ask(frame, {"response": 5}) == expected
     first = expectations.start_worker()
+    # It answered, so it lowered its priority first: it yields the CPU to the run it serves.
+    assert os.getpriority(os.PRIO_PROCESS, first.pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0)
+                                                             + expectations.WORKER_NICENESS)
     first.kill()
     first.wait()
     assert expectations.ask(frame, {"response": 5}) == expected  # a new worker answered
