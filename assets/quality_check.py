@@ -6,8 +6,8 @@ what blocks a version is ``rejected_share_within_limit`` (``assets.ingestion``),
 the sample model's own rules, the rules the suite's expectations state; so the metrics never
 wait for GE (its import takes ~4 s of CPU). Its step runs last among the steps ready
 (``dagster/priority`` -1): in ``rag-eval run`` after the summary, by when the worker started
-with the command has given the verdicts the ingestion asked for (``assets.quality.settle``). A version whose blocking check fails has no verdict of it
-(its step is skipped with the metrics).
+with the command has given the verdicts the ingestion asked for (``assets.quality.settle``).
+A version whose blocking check fails has no verdict of it (its step is skipped with the metrics).
 """
 import dagster as dg
 import pandas as pd
