@@ -25,8 +25,9 @@ import numpy as np
 
 DIMENSIONS = 512
 #: Characters of text one call of the model takes at most when texts are encoded ahead
-#: (:meth:`Encoder.prefetch`): ~10,000 tokens, ~50 MB of token rows in flight.
-PREFETCH_CHARS = 40_000
+#: (:meth:`Encoder.prefetch`): ~2,500 tokens, ~13 MB of token features in flight. The bench's 1,000
+#: rows peak 64 MB above one call per rule's ask; 40,000 characters: 160 MB, for no less CPU.
+PREFETCH_CHARS = 10_000
 
 
 class Encoder:
