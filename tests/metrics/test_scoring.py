@@ -500,3 +500,23 @@ def test_a_judge_prepares_each_window_of_rows_with_exactly_what_the_metrics_then
     assert kinds.count("reference_attribution") == 3  # row 2: no reference
     normalised = windows[0][0][1]
     assert normalised.statements == ["The Louvre is in Paris."] and "**" not in normalised.contexts[0]
+
+
+def test_a_failing_prefetch_loses_no_result():
+    """What a judge's ``prefetch`` raises only loses the gain: every row is still judged, as without it."""
+    from metrics.registry import build_metrics
+    from metrics.scoring import score_all
+
+    class Failing(ScriptedJudge):
+        prefetch_rows = 1
+
+        def prefetch(self, asked):
+            raise RuntimeError("prefetch failed")
+
+    rows = [sample_from_dict({"user_input": "Where is the Louvre?", "response": "In Paris.",
+                              "retrieved_contexts": ["The Louvre is in Paris."], "reference": "Paris."}, i)
+            for i in range(2)]
+    failing, plain = Failing(), ScriptedJudge()
+    got = [(r.metric, r.status, r.value) for r in score_all(rows, build_metrics(["core"]), failing)]
+    assert got == [(r.metric, r.status, r.value) for r in score_all(rows, build_metrics(["core"]), plain)]
+    assert len(got) == 10 and failing.calls == plain.calls
