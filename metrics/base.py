@@ -258,6 +258,12 @@ class Metric(ABC):
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         """Compute the value from the judge's per-item verdicts. Fields are present."""
 
+    def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
+        """The judgements :meth:`measure` will ask of ``sample`` (as ``measure`` gets it), each
+        with its input, as far as known before it runs: what a judge may prepare for many rows
+        at once (``Judge.prefetch``, via :func:`asked`). None by default."""
+        return []
+
     def score(self, sample: Sample, judge: Judge) -> MetricResult:
         """Synchronous :meth:`ascore`."""
         return judge.run(self.ascore(sample, judge))
@@ -342,3 +348,20 @@ class Metric(ABC):
         return MetricResult(status=Status.OK, value=float(outcome.value),
                             passed=passes(outcome.value, self.threshold, self.direction),
                             reason=outcome.reason, details=outcome.details, **base)
+
+
+def asked(window: list[tuple[Metric, list[Sample]]]) -> list[tuple[Judgement, BaseModel]]:
+    """What measuring the rows of ``window`` (each metric with its samples) will ask of the judge,
+    row by row as ``metrics.scoring`` judges them: :meth:`Metric.asks` of each row normalised as
+    :meth:`Metric.ascore` gives it to ``measure`` (a row lacking a required field asks nothing),
+    for ``Judge.prefetch``."""
+    out: list[tuple[Judgement, BaseModel]] = []
+    clean: dict[int, Sample] = {}  # each row normalised once for all its metrics
+    for i in range(max((len(samples) for _, samples in window), default=0)):
+        for metric, samples in window:
+            sample = samples[i] if i < len(samples) else None
+            if sample is not None and not any(sample.missing(name) for name in metric.required_fields):
+                if id(sample) not in clean:
+                    clean[id(sample)] = normalised(sample)[0]
+                out += metric.asks(clean[id(sample)])
+    return out

@@ -4,6 +4,7 @@ judge used when none is given."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -13,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from metrics.aggregate import USAGE_COLUMNS
-from metrics.base import Metric
+from metrics.base import Metric, asked
 from metrics.formats import azure_rows, fields_frame, ragas_table
 from metrics.judges.base import Judge
 from metrics.judges.llm import LLMConfig, LLMJudge
@@ -98,7 +99,18 @@ def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | Non
     if not tasks:
         raise ValueError("no metric to score")
 
-    async def one(metric: Metric, sample: Sample, judge: Judge) -> MetricResult:
+    def prepare(part: list[Task], start: int) -> None:
+        # The judge prepares rows start… of the chunk at once (``Judge.prefetch``). A row a metric
+        # cannot measure is reported by the metric itself, so what fails here only loses the gain.
+        window = [(metric, samples[start:start + judge.prefetch_rows]) for metric, samples, _ in part]
+        try:
+            judge.prefetch(asked(window))
+        except Exception:  # noqa: BLE001
+            pass
+
+    async def one(metric: Metric, sample: Sample, judge: Judge, ahead: Callable[[], None] | None) -> MetricResult:
+        if ahead:
+            ahead()
         result = await metric.ascore(sample, judge)
         if progress:
             progress(metric)
@@ -110,7 +122,12 @@ def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | Non
         # so the offline judge's memos need hold a few rows only, not a whole chunk.
         pairs = [(k, i) for i in range(max(len(samples) for _, samples, _ in part))
                  for k, (_, samples, _) in enumerate(part) if i < len(samples)]
-        results = await asyncio.gather(*(one(part[k][0], part[k][1][i], part[k][2]) for k, i in pairs))
+        # The first pair of every window of ``judge.prefetch_rows`` rows has the judge prepare the window.
+        starts = {i: n for n, (_, i) in reversed(list(enumerate(pairs)))
+                  if judge.prefetch_rows and i % judge.prefetch_rows == 0}
+        results = await asyncio.gather(*(one(part[k][0], part[k][1][i], part[k][2],
+                                             functools.partial(prepare, part, i) if starts.get(i) == n else None)
+                                         for n, (k, i) in enumerate(pairs)))
         per_task: list[list[MetricResult]] = [[] for _ in part]
         for (k, _), result in zip(pairs, results):
             per_task[k].append(result)

@@ -86,13 +86,16 @@ class AnswerQuestions(Judgement[QuestionAndResponse, AnswerRelevance]):
         another kind than the question asks for ("Delhi" for "How many …?") is off the question
         (``metrics.text.answer_kind_missed``)."""
         user_input, response = inputs.user_input, inputs.response
-        sentences = split_sentences(response)
-        if is_bare_span(response):
-            sentences, response = [response.strip()], qa_statement(user_input, response)
+        sentences = [response.strip()] if is_bare_span(response) else split_sentences(response)
         evasive = not sentences or all(is_noncommittal(s) or restates(user_input, s) for s in sentences)
-        vectors = judge.embed([user_input, response])
+        vectors = judge.embed(self.offline_texts(judge, inputs))
         return self.verdict(similarities=[float(vectors[0] @ vectors[1])], noncommittal=[evasive],
                             off_question=answer_kind_missed(user_input, inputs.response) or "")
+
+    def offline_texts(self, judge, inputs: QuestionAndResponse) -> list[str]:
+        """The question and the response (a bare span read with its question: ``"Q: … A: 85"``)."""
+        response = inputs.response
+        return [inputs.user_input, qa_statement(inputs.user_input, response) if is_bare_span(response) else response]
 
 
 answer_questions = AnswerQuestions()

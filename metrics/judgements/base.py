@@ -109,3 +109,8 @@ class Judgement(ABC, Generic[I, O]):
     @abstractmethod
     async def offline(self, judge: OfflineJudge, inputs: I) -> O:
         """The verdict of the offline judge's rule over its evidence (embeddings, passages)."""
+
+    def offline_texts(self, judge: OfflineJudge, inputs: I) -> list[str]:
+        """The texts :meth:`offline` will embed for ``inputs``, as far as known before it runs
+        (``OfflineJudge.prefetch`` encodes a window of rows' at once); none by default."""
+        return []

@@ -104,5 +104,9 @@ class ContextRelevance(Judgement[QuestionAndContexts, ContextRatings]):
             ratings.append((rate(cosine, judge.rules.relevance_cuts), rate(overlap, judge.rules.overlap_cuts)))
         return self.verdict(ratings=ratings)
 
+    def offline_texts(self, judge, inputs: QuestionAndContexts) -> list[str]:
+        """The question and each context's passages (most rows read them all, one by one)."""
+        return [inputs.user_input, *(unit for context in inputs.contexts for unit in judge.units([context]))]
+
 
 context_relevance = ContextRelevance()

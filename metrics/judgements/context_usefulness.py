@@ -30,13 +30,12 @@ class ContextUsefulness(Judgement[AnswerAndContexts, Verdicts]):
 
     async def llm(self, judge, inputs: AnswerAndContexts) -> Verdicts:
         """Shares one request with ``reference_attribution``."""
-        answer = await ask_llm(judge, self.version, inputs.user_input, statements(inputs.answer, inputs.user_input)
-                               or [inputs.answer], inputs.contexts)
+        answer = await ask_llm(judge, self.version, inputs.user_input, _claims(inputs), inputs.contexts)
         return self.verdict(verdicts=[Verdict(v, r) for v, r in zip(answer["useful"], answer["usefulness_reasons"])])
 
     async def offline(self, judge, inputs: AnswerAndContexts) -> Verdicts:
         """A context is useful when it supports at least one statement of the answer."""
-        claims = statements(inputs.answer, inputs.user_input) or [inputs.answer]
+        claims = _claims(inputs)
         verdicts = []
         for context in inputs.contexts:
             supported = [v for v in await judge.support(claims, [context]) if v.verdict]
@@ -47,6 +46,16 @@ class ContextUsefulness(Judgement[AnswerAndContexts, Verdicts]):
                 verdicts.append(Verdict(0, f"supports none of the {len(claims)} reference statements",
                                         {"supported": 0}))
         return self.verdict(verdicts=verdicts)
+
+    def offline_texts(self, judge, inputs: AnswerAndContexts) -> list[str]:
+        """What ``OfflineJudge.support`` embeds for the answer's statements against each context."""
+        claims = _claims(inputs)
+        return [text for context in inputs.contexts for text in judge.support_texts(claims, [context])]
+
+
+def _claims(inputs: AnswerAndContexts) -> list[str]:
+    """The answer's statements a context may support (the whole answer when it has none)."""
+    return statements(inputs.answer, inputs.user_input) or [inputs.answer]
 
 
 context_usefulness = ContextUsefulness()

@@ -97,5 +97,9 @@ class ReferenceAttribution(Judgement[ReferenceStatements, Verdicts]):
         """The offline judge's statement support (``OfflineJudge.support``)."""
         return self.verdict(verdicts=await judge.support(inputs.statements, inputs.contexts))
 
+    def offline_texts(self, judge, inputs: ReferenceStatements) -> list[str]:
+        """What ``OfflineJudge.support`` embeds (``support_texts``)."""
+        return judge.support_texts(inputs.statements, inputs.contexts)
+
 
 reference_attribution = ReferenceAttribution()

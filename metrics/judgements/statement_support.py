@@ -73,6 +73,10 @@ class StatementSupport(Judgement[Statements, Verdicts]):
         """The offline judge's relation-level support (``OfflineJudge.support``)."""
         return self.verdict(verdicts=await judge.support(inputs.statements, inputs.contexts))
 
+    def offline_texts(self, judge, inputs: Statements) -> list[str]:
+        """What ``OfflineJudge.support`` embeds (``support_texts``)."""
+        return judge.support_texts(inputs.statements, inputs.contexts)
+
 
 statement_support = StatementSupport()
 

@@ -154,6 +154,14 @@ class Judge(ABC):
         on it): called when a version's scoring is done, so its later steps have the memory.
         Nothing here; the offline judge empties its memos."""
 
+    #: Rows a judge prepares at once (:meth:`prefetch`); ``None``: it prepares nothing ahead.
+    prefetch_rows: int | None = None
+
+    def prefetch(self, asked: list[tuple[Judgement, Any]]) -> None:
+        """Called before a window of :attr:`prefetch_rows` rows is judged, with the judgements
+        their metrics will ask and the inputs (``metrics.base.asked``): the judge may prepare them
+        at once (the offline judge encodes their texts). Results never depend on it. Nothing here."""
+
     #: Requests in flight at most across all workers (``None``: no limit, e.g. offline).
     concurrency_limit: int | None = None
     #: What one (row, metric) may send (``metrics.judges.plan.Budget``); ``None``: nothing is sent.

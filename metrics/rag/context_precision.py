@@ -4,7 +4,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from pydantic import BaseModel
+
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.base import Judgement
 from metrics.judgements.context_usefulness import context_usefulness
 from metrics.judges.base import Judge, expect_count
 from metrics.samples import Sample
@@ -60,16 +63,23 @@ class ContextPrecision(Metric):
     answer_field: ClassVar[str] = "reference"
     judgements = (context_usefulness,)
 
+    def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
+        """The usefulness of the contexts, when one was retrieved."""
+        return [] if nothing_retrieved(sample.retrieved_contexts) else [(context_usefulness, self._usefulness(sample))]
+
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts
         if nothing_retrieved(contexts):
             return Measured(0.0, "no context retrieved", {"contexts": []})
-        answer = getattr(sample, self.answer_field)
-        judged = await judge.ask(context_usefulness, context_usefulness.Input(user_input=sample.user_input,
-                                                                               answer=answer, contexts=contexts))
+        judged = await judge.ask(context_usefulness, self._usefulness(sample))
         verdicts = expect_count(judged.verdicts, len(contexts), "verdicts")
         value = average_precision([v.verdict for v in verdicts])
         items = [{"rank": i + 1, "useful": v.verdict, "reason": v.reason} for i, v in enumerate(verdicts)]
         useful = sum(v.verdict for v in verdicts)
         return Measured(value, f"{useful}/{len(contexts)} contexts useful for the {self.answer_field}; "
                         f"average precision {value:.2f}", {"contexts": items})
+
+    def _usefulness(self, sample: Sample) -> BaseModel:
+        """The ``context_usefulness`` input of ``sample``: its contexts for its :attr:`answer_field`."""
+        return context_usefulness.Input(user_input=sample.user_input, answer=getattr(sample, self.answer_field),
+                                        contexts=sample.retrieved_contexts)

@@ -1,7 +1,10 @@
 """ContextRecall: the share of the reference's statements attributable to the contexts."""
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.base import Judgement
 from metrics.judgements.reference_attribution import reference_attribution
 from metrics.judges.base import Judge, expect_count, statements as split_statements
 from metrics.rag.faithfulness import faithfulness_score
@@ -24,6 +27,13 @@ class ContextRecall(Metric):
     required_fields = ("user_input", "retrieved_contexts", "reference")
     judgements = (reference_attribution,)
 
+    def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
+        """The attribution of the reference's statements, when it has some and a context was retrieved."""
+        statements = split_statements(sample.reference, sample.user_input)
+        if not statements or nothing_retrieved(sample.retrieved_contexts):
+            return []
+        return [(reference_attribution, _attribution(sample, statements))]
+
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         statements = split_statements(sample.reference, sample.user_input)
         if not statements:
@@ -31,11 +41,16 @@ class ContextRecall(Metric):
         if nothing_retrieved(sample.retrieved_contexts):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} reference statements "
                             "is attributable", {"statements": [{"statement": s, "attributed": 0} for s in statements]})
-        judged = await judge.ask(reference_attribution, reference_attribution.Input(
-            user_input=sample.user_input, statements=statements, contexts=sample.retrieved_contexts))
+        judged = await judge.ask(reference_attribution, _attribution(sample, statements))
         verdicts = expect_count(judged.verdicts, len(statements), "verdicts")
         items = [{"statement": s, "attributed": v.verdict, "reason": v.reason} for s, v in zip(statements, verdicts)]
         attributed = sum(v.verdict for v in verdicts)
         return Measured(faithfulness_score([v.verdict for v in verdicts]),
                         f"{attributed}/{len(statements)} reference statements attributable to the contexts",
                         {"statements": items})
+
+
+def _attribution(sample: Sample, statements: list[str]) -> BaseModel:
+    """The ``reference_attribution`` input of the reference's ``statements``."""
+    return reference_attribution.Input(user_input=sample.user_input, statements=statements,
+                                       contexts=sample.retrieved_contexts)

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from metrics.judgements.base import Judgement
 from metrics.judgements.context_relevance import context_relevance
 from metrics.judges.base import Judge, JudgeError, expect_count
 from metrics.samples import Sample
@@ -51,11 +54,15 @@ class ContextRelevancy(Metric):
     required_fields = ("user_input", "retrieved_contexts")
     judgements = (context_relevance,)
 
+    def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
+        """The relevance of the contexts, when one was retrieved."""
+        return [] if nothing_retrieved(sample.retrieved_contexts) else [(context_relevance, _relevance(sample))]
+
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         contexts = sample.retrieved_contexts
         if nothing_retrieved(contexts):
             return Measured(0.0, "no context retrieved", {"contexts": []})
-        judged = await judge.ask(context_relevance, context_relevance.Input(user_input=sample.user_input, contexts=contexts))
+        judged = await judge.ask(context_relevance, _relevance(sample))
         ratings = expect_count(judged.ratings, len(contexts), "ratings")
         try:
             value = context_relevancy_score(ratings)
@@ -64,3 +71,8 @@ class ContextRelevancy(Metric):
         relevant = round(value * len(contexts))
         items = [{"rank": i + 1, "ratings": list(r), "relevant": sum(r) / 2 >= 1} for i, r in enumerate(ratings)]
         return Measured(value, f"{relevant}/{len(contexts)} contexts relevant to the question", {"contexts": items})
+
+
+def _relevance(sample: Sample) -> BaseModel:
+    """The ``context_relevance`` input of ``sample``."""
+    return context_relevance.Input(user_input=sample.user_input, contexts=sample.retrieved_contexts)

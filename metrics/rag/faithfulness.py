@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
-from metrics.judgements.statement_support import statement_support, support_verdicts
+from metrics.judgements.base import Judgement
+from metrics.judgements.statement_support import Statements, statement_support, support_verdicts
 from metrics.judges.base import Judge, statements as split_statements
 from metrics.samples import Sample
 
@@ -50,6 +53,13 @@ class Faithfulness(Metric):
     family = Family.CORE
     required_fields = ("user_input", "response", "retrieved_contexts")
     judgements = (statement_support,)
+
+    def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
+        """The support of the response's statements, when it has some and a context was retrieved."""
+        statements = split_statements(sample.response, sample.user_input)
+        if not statements or nothing_retrieved(sample.retrieved_contexts):
+            return []
+        return [(statement_support, Statements(statements=statements, contexts=sample.retrieved_contexts))]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         statements = split_statements(sample.response, sample.user_input)

