@@ -46,8 +46,8 @@ def start_worker() -> subprocess.Popen:
 
 def running() -> bool:
     """Whether this process's worker is started and alive (``rag-eval run`` starts it as it starts)."""
-    with _lock:
-        return _worker is not None and _worker[0] == os.getpid() and _worker[1].poll() is None
+    worker = _worker  # not under the lock, which an ask holds while GE works
+    return worker is not None and worker[0] == os.getpid() and worker[1].poll() is None
 
 
 def stop_worker() -> None:
@@ -64,11 +64,6 @@ def stop_worker() -> None:
                 process.wait()
         _worker = None
 
-
-#: How much the worker yields the CPU to the run (``os.nice``): its verdicts are needed last, by the
-#: non-blocking ``quality_suite`` check, and its import would otherwise take a core from the run's
-#: judging and from a judge served on the same machine.
-WORKER_NICENESS = 10
 
 #: How long the worker may take to answer (its great-expectations import on a loaded machine
 #: included) before it is given up for stuck and the suite runs in this process.
@@ -160,8 +155,7 @@ def serve() -> None:
     """The worker: imports great-expectations, then answers each pickled ``(frame, limits)``
     read from stdin with the pickled ``("ok", verdicts)`` or ``("error", traceback)`` on
     stdout, until stdin ends (its parent closed it or exited). What GE prints goes to stderr.
-    It runs :data:`WORKER_NICENESS` below its parent's priority."""
-    os.nice(WORKER_NICENESS)
+    A parent gone before the answer (its run ended first) ends the worker quietly."""
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # GE's own prints cannot break the replies
     requests = sys.stdin.buffer
@@ -175,8 +169,11 @@ def serve() -> None:
             reply = ("ok", verdicts(frame, limits))
         except Exception:  # noqa: BLE001 - told to the parent, which raises it
             reply = ("error", traceback.format_exc())
-        pickle.dump(reply, replies)
-        replies.flush()
+        try:
+            pickle.dump(reply, replies)
+            replies.flush()
+        except BrokenPipeError:  # nobody reads the answer: nothing to say, nothing left to flush
+            os._exit(0)
 
 
 if __name__ == "__main__":

@@ -135,7 +135,8 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
         if not lines:
             raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
         report = validation.report()
-        settle(validation.frame(), required, path.parent / ".quality", context.run.run_id)
+        if len(report["rejected"]) / lines <= config.max_rejected_share:  # else the suite's check is skipped
+            settle(validation.frame(), required, path.parent / ".quality", context.run.run_id)
         for metric, why in cannot_run.items():
             context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
         context.log.info(f"{version}: {lines} lines, {len(report['rejected'])} rejected, "

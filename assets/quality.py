@@ -24,8 +24,9 @@ are judged (:func:`settle`).
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from importlib.metadata import version as installed_version
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ def _kept_verdicts(frame: pd.DataFrame, fields: list[str], folder: Path | None) 
         pass
     verdicts = _verdicts(frame, fields)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(exist_ok=True)  # not its version's folder: a version removed meanwhile stays removed
         staged = path.with_suffix(f".{os.getpid()}.tmp")
         staged.write_text(json.dumps(verdicts), encoding="utf-8")
         staged.replace(path)  # whole or absent, also with two runs at once
@@ -117,62 +118,67 @@ def _fields(required: Mapping[str, Iterable[str]]) -> list[str]:
     return list(dict.fromkeys(f for fields in required.values() for f in fields))
 
 
-#: Lines from which a version's worker is stopped once its verdicts are settled (:func:`settle`).
+#: Lines from which a version's verdicts are settled as its ingestion ends and its worker then stopped (:func:`settle`).
 LONG_VERSION_LINES = 10_000
 
-#: The verdicts :func:`settle` is working out in the background: ``{(run_id, keep): (fields, future)}``.
-_settling: dict[tuple[str, Path], tuple[list[str], Future]] = {}
-_background: ThreadPoolExecutor | None = None
+#: Verdicts :func:`settle` has asked for, for the run's ``quality_suite`` check: ``{(run_id, keep): future}``.
+_settling: dict[tuple[str, Path], Future] = {}
 
 
 def settle(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], keep: Path, run_id: str) -> None:
-    """As a version's ingestion ends, have GE's verdicts on its ``frame`` worked out for the run's
-    ``quality_suite`` check (:func:`settled`), kept in ``keep``:
+    """As a version's ingestion ends, with its blocking check passed (so the run's ``quality_suite``
+    check will ask for them), have GE's verdicts on its ``frame`` worked out for that check
+    (:func:`settled`), kept in ``keep``:
 
-    * when this process's worker runs (``rag-eval run`` started it as it started): in a thread
-      of this process that waits for the worker's answer, while the metrics are judged; the
-      check then needs neither to rebuild the frame from the stored fields (43 s at 100,000
-      lines) nor to wait for GE;
-    * else, for a long version (:data:`LONG_VERSION_LINES` lines or more), now;
+    * a long version (:data:`LONG_VERSION_LINES` lines or more): now, then the worker stopped, so
+      its memory (~300 MB) is not held beside the version's judging and summary;
+    * else, when this process's worker runs (``rag-eval run`` started it as it started): in a
+      thread of this process that waits for the worker's answer while the metrics are judged;
     * else not: the check asks the worker itself (a Dagster step process starts it then).
 
-    A long version's worker is then stopped, so its memory (~300 MB) is not held beside the
-    version's judging and summary. A failure is left for the check to report."""
-    global _background
-    fields = _fields(required)
-    stop = len(frame) >= LONG_VERSION_LINES
-    if expectations.running():
-        if _background is None:
-            _background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quality-suite")
-        _settling[(run_id, keep)] = fields, _background.submit(_settle, frame, required, keep, stop)
-    elif stop:
+    In-process, the check then neither rebuilds the frame from the stored fields (43 s at
+    100,000 lines) nor waits for GE. A failure is left for the check, which asks again."""
+    for key in [key for key in _settling if key[0] != run_id]:  # an earlier run's, its check never ran
+        del _settling[key]
+    if len(frame) >= LONG_VERSION_LINES:
         try:
-            _settle(frame, required, keep, stop)
+            verdicts = suite_verdicts(frame, required, keep)
         except RuntimeError:
-            pass
-
-
-def _settle(frame: pd.DataFrame, required: Mapping[str, Iterable[str]], keep: Path, stop: bool) -> dict[str, Any]:
-    verdicts = suite_verdicts(frame, required, keep)
-    if stop:
+            return
         expectations.stop_worker()
-    return verdicts
+        _settling[(run_id, keep)] = Future()
+        _settling[(run_id, keep)].set_result(verdicts)
+    elif expectations.running():
+        _settling[(run_id, keep)] = _in_background(suite_verdicts, frame, required, keep)
 
 
-def settled(run_id: str, keep: Path, required: Mapping[str, Iterable[str]]) -> dict[str, Any] | None:
-    """:func:`suite_verdicts` as :func:`settle` worked them out in the background for this run's
-    ingestion of the version kept in ``keep``, for the same fields (waiting for them if need be);
-    ``None`` when it did not.
+def _in_background(work: Callable[..., Any], *args: Any) -> Future:
+    """``work(*args)`` in a daemon thread (a process ending, or a test session, does not wait for
+    it: nobody then reads its result), as a future."""
+    future: Future = Future()
+
+    def run() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(work(*args))
+            except BaseException as exc:  # noqa: BLE001 - raised where the result is read
+                future.set_exception(exc)
+
+    threading.Thread(target=run, name="quality-suite", daemon=True).start()
+    return future
+
+
+def settled(run_id: str, keep: Path) -> dict[str, Any] | None:
+    """:func:`suite_verdicts` as :func:`settle` worked them out for this run's ingestion of the
+    version kept in ``keep`` (waiting for them if need be); ``None`` when it did not.
 
     Raises
     ------
     RuntimeError
         When great-expectations failed on the suite.
     """
-    fields, future = _settling.pop((run_id, keep), (None, None))
-    if future is None or fields != _fields(required):
-        return None
-    return future.result()
+    future = _settling.pop((run_id, keep), None)
+    return None if future is None else future.result()
 
 
 class Validation:

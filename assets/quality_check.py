@@ -38,7 +38,7 @@ def quality_suite(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult
         raise dg.Failure(f"version {version} has no {', '.join(FIELD_ASSETS[f] for f in missing)} rows: "
                          "materialize ingest_dataset for it first", allow_retries=False)
     keep = context.resources.dataset_store.samples_path(version).parent / ".quality"
-    verdicts = settled(context.run.run_id, keep, required)  # asked for by this run's ingestion
+    verdicts = settled(context.run.run_id, keep)  # asked for by this run's ingestion
     if verdicts is None:
         samples = FieldSamples.stored({f: tables[FIELD_ASSETS[f]] for f in fields}, database.connection)
         frame = pd.concat([validation_frame(samples[start:start + CHUNK_ROWS], required)

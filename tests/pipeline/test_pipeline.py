@@ -107,11 +107,12 @@ def test_the_great_expectations_suite_warns_after_the_metrics_and_never_blocks_t
 
 def test_a_long_versions_suite_is_settled_as_it_is_ingested_and_its_worker_stopped(project, fiqa_rows, monkeypatch):
     # From assets.quality.LONG_VERSION_LINES lines (here 1), GE judges the version's frame as its ingestion ends
-    # and the worker is stopped (no ~300 MB beside the judging); the check at the end finds those verdicts, the
-    # same as the test above's, without asking a worker again (which would start one).
+    # and the worker is stopped (no ~300 MB beside the judging); the check at the end takes those verdicts, the
+    # same as the test above's, without rebuilding the frame or asking a worker again (which would start one).
     from assets import expectations, quality
 
     monkeypatch.setattr(quality, "LONG_VERSION_LINES", 1)
+    monkeypatch.setattr("assets.quality_check.validation_frame", lambda *a, **k: 1 / 0)  # the check takes them as they are
     project.write("v1", fiqa_rows + [dict(fiqa_rows[0])])
     result = project.run("v1")
     assert result.success
@@ -125,7 +126,7 @@ def test_a_long_versions_suite_is_settled_as_it_is_ingested_and_its_worker_stopp
 def test_with_the_worker_started_the_suite_is_asked_for_as_the_ingestion_ends(project, fiqa_rows, monkeypatch):
     # rag-eval run starts the worker as it starts: the ingestion then has GE's verdicts worked out in the
     # background while the metrics are judged, and the check takes them: it rebuilds no frame from the stored
-    # fields (made to fail here) and finds the same verdicts as the tests above; the worker is left running.
+    # fields (made to fail here) and finds the same verdicts as the tests above.
     from assets import expectations, quality_check
 
     def rebuilt(*args, **kwargs):
@@ -134,13 +135,34 @@ def test_with_the_worker_started_the_suite_is_asked_for_as_the_ingestion_ends(pr
     monkeypatch.setattr(quality_check, "validation_frame", rebuilt)
     project.write("v1", fiqa_rows + [dict(fiqa_rows[0])])
     expectations.start_worker()
-    result = project.run("v1")
-    assert result.success
-    suite = {c.check_name: c for c in result.get_asset_check_evaluations()}["quality_suite"]
-    assert (suite.passed, suite.metadata["evaluated_expectations"].value, suite.metadata["failed_expectations"].value) \
-        == (False, 10, ["expect_column_values_to_be_unique[id]"])
-    assert expectations.running()
-    assert len(list((project.datasets / "v1" / ".quality").glob("*.json"))) == 1
+    try:
+        result = project.run("v1")
+        assert result.success
+        suite = {c.check_name: c for c in result.get_asset_check_evaluations()}["quality_suite"]
+        assert (suite.passed, suite.metadata["evaluated_expectations"].value,
+                suite.metadata["failed_expectations"].value) == (False, 10, ["expect_column_values_to_be_unique[id]"])
+        assert expectations.running()  # a short version's worker is left to the command
+        assert len(list((project.datasets / "v1" / ".quality").glob("*.json"))) == 1
+    finally:
+        expectations.stop_worker()
+
+
+def test_a_version_failing_its_blocking_check_asks_great_expectations_nothing(project, fiqa_rows):
+    # Its quality_suite step is skipped, so nothing is asked for it as its ingestion ends: no thread left
+    # waiting for an answer nobody reads, nothing written beside the version (which rag-eval then removes).
+    from assets import expectations, quality
+
+    project.write("v1", fiqa_rows + [{"id": "nothing-usable", "user_input": "What is an ETF?"}])
+    expectations.start_worker()
+    try:
+        result = project.run("v1")  # 20 % rejected > 5 %
+        assert not result.success
+        assert "rejected_samples_quality_suite" not in {e.step_key for e in result.all_events
+                                                          if e.event_type_value == "STEP_START"}
+        assert quality._settling == {}
+        assert not (project.datasets / "v1" / ".quality").exists()
+    finally:
+        expectations.stop_worker()
 
 
 def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
