@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from assets.partitions import dataset_versions
 from assets.quality import Validation, settle
+from assets.registration import sha256_of
 from assets.resources import DatasetStore
 from assets.stored_results import TableWriter
 from metrics.registry import CORE_METRICS, METRICS
@@ -148,8 +149,7 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
             rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
                 version=version, sample=lambda f: [sources[r] for r in f["row"]])
             share = len(rejected) / lines
-            with path.open("rb") as source:
-                source_sha256 = hashlib.file_digest(source, "sha256").hexdigest()
+            source_sha256 = sha256_of(path)
             yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
                             metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": lines,
                                       "input_error_rows": len(report["input_errors"]), "source_sha256": source_sha256,

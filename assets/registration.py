@@ -33,11 +33,44 @@ class RegistrationError(ValueError):
     """A dataset or a version key that cannot be registered (a usage error)."""
 
 
-def default_key(name: str, content: bytes, now: datetime | None = None) -> str:
-    """``<UTC time>-<name>-<8 hex of SHA-256(content)>``, at most 128 characters."""
+def default_key(name: str, digest: str, now: datetime | None = None) -> str:
+    """``<UTC time>-<name>-<first 8 hex of digest>`` (the content's SHA-256), at most 128 characters."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:96] or "dataset"
-    digest = hashlib.sha256(content).hexdigest()[:8]
-    return f"{now or datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{name}-{digest}"
+    return f"{now or datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{name}-{digest[:8]}"
+
+
+#: Bytes read at a time when a version's file is hashed, copied or compared: a version's
+#: file is never whole in memory (450 MB at the bench's 100,000 rows).
+BLOCK = 1 << 20
+
+
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of the file at ``path`` (hex), read a block at a time."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def same_content(a: Path, b: Path) -> bool:
+    """Whether the files ``a`` and ``b`` hold the same bytes: sizes first, then block by block
+    (not ``filecmp.cmp``, whose cache would answer for a file rewritten within one mtime tick)."""
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with a.open("rb") as first, b.open("rb") as second:
+        while (block := first.read(BLOCK)) == second.read(BLOCK):
+            if not block:
+                return True
+    return False
+
+
+def _snapshot(source: Path, copy: Path) -> str:
+    """Copy ``source`` to ``copy`` a block at a time; the SHA-256 of what was copied (one
+    pass: a file still being written gets a key that names the copy's content)."""
+    digest = hashlib.sha256()
+    with source.open("rb") as reading, copy.open("wb") as writing:
+        while block := reading.read(BLOCK):
+            digest.update(block)
+            writing.write(block)
+    return digest.hexdigest()
 
 
 def dataset_file(path: Path) -> Path:
@@ -110,52 +143,58 @@ def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset:
         took the key at the same moment.
     """
     source = dataset_file(dataset)
-    content = source.read_bytes()
+    if version is not None and not _KEY.fullmatch(version):
+        raise RegistrationError(f"dataset version {version!r}: use letters, digits, '.', '_' and '-' only "
+                                "(it names a folder and a partition)")
     meta_path = meta or (source.parent / "meta.json" if (source.parent / "meta.json").is_file() else None)
     meta_text = json.dumps(read_meta(meta_path), ensure_ascii=False, indent=2) if meta_path else None
     root = Path(store.root)
-    if version is None:
-        version = next((v for v in store.versions() if store.samples_path(v).read_bytes() == content), None) \
-            or default_key(source.parent.name if source.stem == "samples" else source.stem, content)
-    if not _KEY.fullmatch(version):
-        raise RegistrationError(f"dataset version {version!r}: use letters, digits, '.', '_' and '-' only "
-                                "(it names a folder and a partition)")
-    target = root / version
-    if store.samples_path(version).exists():
-        return version, _update(instance, store, version, content, meta_text, replace)
+    if version is None:  # the same content registered already: its key, nothing copied
+        version = next((v for v in store.versions() if same_content(store.samples_path(v), source)), None)
+    if version is not None and store.samples_path(version).exists() and same_content(store.samples_path(version),
+                                                                                     source):
+        return version, _reuse(instance, store, version, meta_text)
     stage = root / f".staging-{uuid.uuid4().hex}"
     stage.mkdir(parents=True)
-    try:
-        (stage / "samples.jsonl").write_bytes(content)
+    try:  # one snapshot of the file: what is hashed, compared and renamed into place
+        staged = stage / "samples.jsonl"
+        digest = _snapshot(source, staged)
+        version = version or default_key(source.parent.name if source.stem == "samples" else source.stem, digest)
+        if store.samples_path(version).exists():
+            return version, _update(instance, store, version, staged, meta_text, replace)
         if meta_text is not None:
             (stage / "meta.json").write_text(meta_text, encoding="utf-8")
         added = _add_partition(instance, version)
         try:
-            os.rename(stage, target)  # atomic; refused when the folder exists (non-empty)
+            os.rename(stage, root / version)  # atomic; refused when the folder exists (non-empty)
         except OSError:
             if not store.samples_path(version).exists():
                 if added:
                     instance.delete_dynamic_partition(dataset_versions.name, version)
                 raise
-            return version, _update(instance, store, version, content, meta_text, replace)  # a concurrent twin won
+            return version, _update(instance, store, version, staged, meta_text, replace)  # a concurrent twin won
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return version, True
 
 
-def _update(instance: dg.DagsterInstance, store: DatasetStore, version: str, content: bytes, meta_text: str | None,
+def _update(instance: dg.DagsterInstance, store: DatasetStore, version: str, staged: Path, meta_text: str | None,
             replace: bool) -> bool:
-    """An existing version: the same content is reused; other content needs ``replace``."""
+    """An existing version and the ``staged`` copy of a file: the same content is reused; other
+    content needs ``replace`` (the staged copy then takes the version's place, atomically)."""
     target = store.samples_path(version)
-    if target.read_bytes() != content:
+    if not same_content(target, staged):
         if not replace:
             raise RegistrationError(f"dataset version {version!r} already exists with other content ({target}); "
                                     "pass --replace to replace it, or choose another --dataset-version")
-        staged = target.with_name(f".samples-{uuid.uuid4().hex}.jsonl")
-        staged.write_bytes(content)
         os.replace(staged, target)
+    return _reuse(instance, store, version, meta_text)
+
+
+def _reuse(instance: dg.DagsterInstance, store: DatasetStore, version: str, meta_text: str | None) -> bool:
+    """An existing version kept (its meta file written when given, its partition added if missing): ``False``."""
     if meta_text is not None:
-        (target.parent / "meta.json").write_text(meta_text, encoding="utf-8")
+        store.samples_path(version).with_name("meta.json").write_text(meta_text, encoding="utf-8")
     _add_partition(instance, version)
     return False
 
@@ -177,12 +216,11 @@ def adopt_folder(store: DatasetStore, folder: str) -> str:
     """
     if _TIMED_KEY.fullmatch(folder) and _KEY.fullmatch(folder):
         return folder
-    content = store.samples_path(folder).read_bytes()
-    key = default_key(folder, content)
+    key = default_key(folder, sha256_of(store.samples_path(folder)))
     try:
         os.rename(Path(store.root) / folder, Path(store.root) / key)
     except OSError:
-        if store.samples_path(key).exists() and store.samples_path(key).read_bytes() == content:
+        if store.samples_path(key).exists() and same_content(store.samples_path(key), store.samples_path(folder)):
             shutil.rmtree(Path(store.root) / folder, ignore_errors=True)
         else:
             raise

@@ -199,9 +199,10 @@ def start_quality_worker(argv: list[str]) -> None:
     if known is None or known.command not in ("run", "backfill") or known.dry_run:
         return
     if known.command == "run" and Path(known.dataset).is_file():
-        content = Path(known.dataset).read_bytes()
-        if any(p.stat().st_size == len(content) and p.read_bytes() == content
-               for p in Path(known.datasets).glob("*/samples.jsonl")):
+        import filecmp  # sizes first, then block by block: the file is never whole in memory
+
+        filecmp.clear_cache()  # its cache answers on size and mtime: an in-process caller may have rewritten it
+        if any(filecmp.cmp(p, known.dataset, shallow=False) for p in Path(known.datasets).glob("*/samples.jsonl")):
             return
     from assets.expectations import start_worker
 

@@ -2,13 +2,12 @@
 sorts by time by ``assets.registration``, the rule of ``rag-eval register``) and is
 evaluated; a changed samples.jsonl of a known version is re-ingested (its metrics then
 turn stale)."""
-import hashlib
 import os
 
 import dagster as dg
 
 from assets.partitions import dataset_versions
-from assets.registration import adopt_folder
+from assets.registration import adopt_folder, sha256_of
 from assets.resources import DatasetStore
 from orchestration.jobs import evaluation_job, ingestion_job
 from orchestration.staleness import latest_materialization
@@ -29,7 +28,7 @@ def new_dataset_versions(context: dg.SensorEvaluationContext, dataset_store: Dat
     new = sorted({adopt_folder(dataset_store, v) for v in on_disk if v not in known} - known)
     requests = [dg.RunRequest(job_name=evaluation_job.name, partition_key=v, run_key=f"new-{v}") for v in new]
     for version in sorted(known & set(on_disk)):
-        digest = hashlib.sha256(dataset_store.samples_path(version).read_bytes()).hexdigest()
+        digest = sha256_of(dataset_store.samples_path(version))
         ingested = latest_materialization(context.instance, "rejected_samples", version)
         recorded = ingested.metadata.get("source_sha256") if ingested else None
         if recorded is not None and recorded.value != digest:

@@ -57,6 +57,26 @@ def test_two_files_of_the_same_name_get_keys_unique_per_content(home, capsys):
     assert "already registered" in capsys.readouterr().out and len(partitions()) == 2
 
 
+def test_a_file_rewritten_within_one_mtime_tick_is_compared_by_its_bytes(home):
+    """Content is compared byte for byte every time, in one long-lived process too: a file
+    rewritten at the same size and modification time is other content (a comparison cached on
+    size and mtime, as ``filecmp.cmp``'s, would call it the same and keep the old file)."""
+    instance, store = dg.DagsterInstance.get(), DatasetStore(root=str(home / "datasets"))
+    source = write(home / "data.jsonl", FIQA_LINES[:1])
+    assert register_version(instance, store, source, "v1") == ("v1", True)
+    assert register_version(instance, store, source, "v1") == ("v1", False)  # the same bytes: reused
+    stat, text = source.stat(), source.read_text(encoding="utf-8")
+    source.write_text(text[:-3] + ("x" if text[-3] != "x" else "y") + text[-2:], encoding="utf-8")  # one byte other
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert source.stat().st_size == stat.st_size and source.stat().st_mtime_ns == stat.st_mtime_ns
+    with pytest.raises(RegistrationError, match="already exists with other content"):
+        register_version(instance, store, source, "v1")
+    assert register_version(instance, store, source, "v1", replace=True) == ("v1", False)
+    assert store.samples_path("v1").read_bytes() == source.read_bytes()
+    assert register_version(instance, store, source) == ("v1", False)  # without a key: the version with its bytes
+    assert [p.name for p in (home / "datasets").iterdir()] == ["v1"]  # no staging folder left behind
+
+
 def test_concurrent_registrations_of_one_key_are_atomic(home):
     instance = dg.DagsterInstance.get()
     store = DatasetStore(root=str(home / "datasets"))
