@@ -194,7 +194,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     from assets.summary import eval_summary
     from metrics.registry import resolve_names
 
-    from orchestration.staleness import fresh, latest_record
+    from orchestration.staleness import changed_since_ingestion, fresh, latest_record
 
     folder = Path(args.out).resolve() / version
     files = [folder / "summary.json", folder / "results.parquet", folder / "ragas_scores.csv",
@@ -202,6 +202,8 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     record = latest_record(args.instance, "eval_summary", version)
     if record is None or not all(f.is_file() for f in files):
         return None
+    if changed_since_ingestion(args.instance, resources(args)["dataset_store"].samples_path(version), version):
+        return None  # its file was replaced since it was ingested
     metadata = record.asset_materialization.metadata
     if metadata["summary_path"].value != str(files[0]) or \
             (metadata["azure_rows"].value and not (folder / "azure_results.jsonl").is_file()):
@@ -370,7 +372,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_register(args: argparse.Namespace) -> int:
     """Register a dataset version without running it."""
     version, new = register(args)
-    print(f"{'registered' if new else 'already registered:'} dataset version {version}; evaluate it with "
+    said = "registered" if new else "registered again (--replace: its file is this one now)" if args.replace \
+        else "already registered:"
+    print(f"{said} dataset version {version}; evaluate it with "
           f"`rag-eval run {args.dataset} --dataset-version {version}`, or materialize its partition in the Dagster UI")
     return 0
 

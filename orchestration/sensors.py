@@ -7,10 +7,10 @@ import os
 import dagster as dg
 
 from assets.partitions import dataset_versions
-from assets.registration import adopt_folder, sha256_of
+from assets.registration import adopt_folder
 from assets.resources import DatasetStore
 from orchestration.jobs import evaluation_job, ingestion_job
-from orchestration.staleness import latest_materialization
+from orchestration.staleness import changed_since_ingestion
 
 #: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
 SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
@@ -28,10 +28,7 @@ def new_dataset_versions(context: dg.SensorEvaluationContext, dataset_store: Dat
     new = sorted({adopt_folder(dataset_store, v) for v in on_disk if v not in known} - known)
     requests = [dg.RunRequest(job_name=evaluation_job.name, partition_key=v, run_key=f"new-{v}") for v in new]
     for version in sorted(known & set(on_disk)):
-        digest = sha256_of(dataset_store.samples_path(version))
-        ingested = latest_materialization(context.instance, "rejected_samples", version)
-        recorded = ingested.metadata.get("source_sha256") if ingested else None
-        if recorded is not None and recorded.value != digest:
+        if digest := changed_since_ingestion(context.instance, dataset_store.samples_path(version), version):
             requests.append(dg.RunRequest(job_name=ingestion_job.name, partition_key=version,
                                           run_key=f"changed-{version}-{digest[:12]}"))
     if not requests:

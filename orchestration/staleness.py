@@ -8,10 +8,14 @@ only the metrics that read responses stale; ``eval_summary`` depends on every fi
 and its code version covers the metrics' (``assets/summary.py``), so it is stale whenever
 one of its metrics is.
 """
+from pathlib import Path
+
 import dagster as dg
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._time import get_current_datetime
+
+from assets.registration import sha256_of
 
 
 def latest_record(instance: dg.DagsterInstance, asset: str, version: str) -> dg.EventLogRecord | None:
@@ -26,6 +30,19 @@ def latest_materialization(instance: dg.DagsterInstance, asset: str, version: st
     """The newest materialization of ``asset`` for partition ``version``, if any."""
     record = latest_record(instance, asset, version)
     return record.asset_materialization if record else None
+
+
+def changed_since_ingestion(instance: dg.DagsterInstance, samples: Path, version: str) -> str | None:
+    """The SHA-256 of ``samples`` (``version``'s file) when it is not what the version's latest
+    ingestion read (``rejected_samples``' ``source_sha256``), else ``None`` (the same, or never
+    ingested). Dagster does not see the file: one replaced under its key (``rag-eval register
+    --replace``, an edit in place) leaves every asset of the version reported fresh."""
+    ingested = latest_materialization(instance, "rejected_samples", version)
+    recorded = ingested.metadata.get("source_sha256") if ingested else None
+    if recorded is None:
+        return None
+    digest = sha256_of(samples)
+    return digest if digest != recorded.value else None
 
 
 def _resolver(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition,

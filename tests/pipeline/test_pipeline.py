@@ -363,6 +363,29 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     assert cli.main(["register", str(dataset), "--dataset-version", "tiny-v1"]) == 2
 
 
+def test_a_file_replaced_under_its_key_is_evaluated_again_not_reported_up_to_date(tmp_path, monkeypatch, capsys):
+    """Dagster does not see a version's file: after ``register --replace`` the next plain ``run``
+    must evaluate the new content, not show the old content's summary as up to date."""
+    from orchestration import cli
+
+    lines = FIQA.read_text(encoding="utf-8").splitlines()
+    dataset = tmp_path / "tiny.jsonl"
+    dataset.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1"]) == 0
+    dataset.write_text("\n".join(lines[3:5]) + "\n", encoding="utf-8")  # two other lines
+    assert cli.main(["register", str(dataset), "--dataset-version", "tiny-v1", "--replace"]) == 0
+    assert "registered again (--replace" in capsys.readouterr().out
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1"]) == 0
+    assert "is up to date" not in capsys.readouterr().err and len(dg.DagsterInstance.get().get_runs()) == 2
+    summary = json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["total"] == 2  # the new content's two lines, not the old three
+    # Unchanged since: up to date again.
+    assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1"]) == 0
+    assert "is up to date" in capsys.readouterr().err and len(dg.DagsterInstance.get().get_runs()) == 2
+
+
 @pytest.fixture
 def llm_project(tmp_path, monkeypatch):
     secret = "sk-pipeline-SECRET-987654321"
