@@ -149,11 +149,11 @@ def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset:
     meta_path = meta or (source.parent / "meta.json" if (source.parent / "meta.json").is_file() else None)
     meta_text = json.dumps(read_meta(meta_path), ensure_ascii=False, indent=2) if meta_path else None
     root = Path(store.root)
-    if version is None:  # the same content registered already: its key, nothing copied
-        version = next((v for v in store.versions() if same_content(store.samples_path(v), source)), None)
-    if version is not None and store.samples_path(version).exists() and same_content(store.samples_path(version),
-                                                                                     source):
-        return version, _reuse(instance, store, version, meta_text)
+    # The same content registered already (under any key, or under the key asked for): reused, nothing copied.
+    candidates = store.versions() if version is None else [version] if store.samples_path(version).exists() else []
+    same = next((v for v in candidates if same_content(store.samples_path(v), source)), None)
+    if same is not None:
+        return same, _reuse(instance, store, same, meta_text)
     stage = root / f".staging-{uuid.uuid4().hex}"
     stage.mkdir(parents=True)
     try:  # one snapshot of the file: what is hashed, compared and renamed into place

@@ -157,9 +157,9 @@ _ROLES = {"great-expectations": b"assets.expectations"}
 
 
 def timed(command: list[str], env: dict | None = None, timeout: float = 7200) -> dict:
-    """Run ``command``; its wall time, exit status, peak RSS (MB, that process alone: its ``VmHWM``
-    at the last sample, every 0.25 s), the tail of stderr, and, over the whole process tree (the command and every process
-    under it: the great-expectations worker) sampled every 0.25 s:
+    """Run ``command``; its wall time, exit status, peak RSS (MB, that process alone: its
+    ``VmHWM`` at the last sample), the tail of stderr, and, over the whole process tree (the
+    command and every process under it: the great-expectations worker) sampled every 0.25 s:
     its CPU seconds (``cpu_s``: each process's last sample), the peak of its summed RSS
     (``tree_rss_mb``: pages its processes share counted once per process, an upper bound) and
     its summed PSS at the highest of those samples (``tree_mb``, read at most every 2 s); the

@@ -202,25 +202,25 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     record = latest_record(args.instance, "eval_summary", version)
     if record is None or not all(f.is_file() for f in files):
         return None
-    if changed_since_ingestion(args.instance, resources(args)["dataset_store"].samples_path(version), version):
-        return None  # its file was replaced since it was ingested
     metadata = record.asset_materialization.metadata
     if metadata["summary_path"].value != str(files[0]) or \
             (metadata["azure_rows"].value and not (folder / "azure_results.jsonl").is_file()):
         return None
     summary = json.loads(files[0].read_text(encoding="utf-8"))
     judge = json.loads(json.dumps(judge_resource(args).get_judge().describe(), default=str))
-    selected = resolve_names(args.metrics)
+    selected, built = resolve_names(args.metrics), resources(args)
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
-            summary["dataset_meta"] != resources(args)["dataset_store"].meta(version) or \
+            summary["dataset_meta"] != built["dataset_store"].meta(version) or \
             not stored_in_database(files[3], version, [*selected, "eval_summary"]):
         return None
+    if changed_since_ingestion(args.instance, built["dataset_store"].samples_path(version), version):
+        return None  # its file was replaced since it was ingested (Dagster does not see the file)
     run = args.instance.get_run_by_id(record.run_id)
     if run is None or run.run_config != run_config:
         return None
     assets = [ingest_dataset, *metric_assets, eval_summary]
-    repository = dg.Definitions(assets=assets, resources=resources(args)).get_repository_def()
+    repository = dg.Definitions(assets=assets, resources=built).get_repository_def()
     ingestion = [key.to_user_string() for key in dg.AssetSelection.groups("ingestion").resolve(repository.asset_graph)]
     if not fresh(args.instance, repository, version, [*ingestion, *selected, "eval_summary"]):
         return None
