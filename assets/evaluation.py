@@ -58,7 +58,7 @@ METRIC_OPTIONS = tuple(name for name in _OPTIONS if name not in ("threshold", *P
 #: Run configuration of the metric assets: one :class:`MetricConfig` per metric, e.g.
 #: ``{"ops": {"score_metrics": {"config": {"answer_relevancy": {"strictness": 5}}}}}``.
 MetricsConfig = type("MetricsConfig", (dg.Config,), {
-    "__annotations__": {name: MetricConfig for name in METRICS}, **{name: MetricConfig() for name in METRICS},
+    "__annotations__": dict.fromkeys(METRICS, MetricConfig), **{name: MetricConfig() for name in METRICS},
     "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"

@@ -65,7 +65,7 @@ def false_alarms_offline(trials: int) -> tuple[int, int]:
     baseline = evaluate(base, judge=judge).results
     rng = np.random.default_rng(11)
     failed = 0
-    for t in range(trials):
+    for _ in range(trials):
         shuffled = [base[i] for i in rng.permutation(len(base))]
         candidate = evaluate(shuffled, judge=judge).results
         failed += fails_on(compare(baseline, candidate))
@@ -135,7 +135,7 @@ def power(right, wrong, n: int, share: float, trials: int, seed: int) -> float:
     hits = 0
     for _ in range(trials):
         chosen = np.arange(100) if n == 100 else rng.integers(0, 100, n)
-        replaced = set(rng.choice(n, int(round(share * n)), replace=False).tolist())
+        replaced = set(rng.choice(n, round(share * n), replace=False).tolist())
         hits += fails_on(compare(*compose(right, wrong, chosen, replaced)), "faithfulness")
     return hits / trials
 

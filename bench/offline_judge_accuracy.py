@@ -169,7 +169,7 @@ def main() -> None:
 
     print("\nnormalisation: faithfulness with citation markers and literal \\n added to responses and contexts")
     for name in ("HaluEval QA 0-99", "RGB en_fact", "RGB zh_fact"):
-        clean = [p for p in sets[name]]
+        clean = list(sets[name])
         noisy = [dict(p, good=with_noise(p["good"], i), bad=with_noise(p["bad"], i + 1),
                       contexts=[with_noise(c, i + j) for j, c in enumerate(p["contexts"])]) for i, p in enumerate(clean)]
         means = []

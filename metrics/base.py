@@ -326,7 +326,7 @@ class Metric(ABC):
                                 reason=f"{where}: field '{exc.field}': {exc}", **base)
         except EndpointError:  # the endpoint cannot be used at all: the run stops, naming why
             raise
-        except Exception as exc:  # a fault of this metric on this row loses no other row's or metric's result
+        except Exception as exc:  # noqa: BLE001 - a fault of this metric on this row loses no other row's or metric's result
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
                                 reason=f"{self.name} failed on this row: {type(exc).__name__}: {exc}", **base)
         wrong = type(outcome).__name__ if not isinstance(outcome, (Measured, NotApplicable)) else \

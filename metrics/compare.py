@@ -338,7 +338,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     for name in undecidable:
         results[name].p_regression_holm = results[name].p_regression
         results[name].p_improvement_holm = results[name].p_improvement
-    for metric, row in results.items():
+    for row in results.values():
         if row.p_regression is None:
             continue
         if row.n < MIN_ROWS:

@@ -31,7 +31,7 @@ FIELD_LEVEL = ["questions", "responses", "retrieved_contexts", "references", "re
 #: always reach the step calling it; the ingestion's outputs come from one multi-asset.
 _FOLLOWERS = {"retriever": ["system_contexts"], "generator": ["system_responses"],
               "question_set": ["system_contexts", "system_responses", *FIELD_LEVEL],
-              **{field: FIELD_LEVEL for field in FIELD_LEVEL}}
+              **dict.fromkeys(FIELD_LEVEL, FIELD_LEVEL)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,7 +130,7 @@ def run_cost(results: list) -> dict[str, int]:
     for result in results:
         for event in result.get_asset_materialization_events():
             meta = event.materialization.metadata
-            value = lambda name: int(getattr(meta.get(name), "value", 0) or 0)  # noqa: E731
+            value = lambda name: int(getattr(meta.get(name), "value", 0) or 0)  # noqa: E731, B023 - called within this iteration
             key = event.asset_key.to_user_string()
             if key in ("system_contexts", "system_responses"):
                 cost["target_calls"] += value("target_calls")
@@ -173,7 +173,7 @@ def table_row(key: str, configuration, metrics: list[str], out: Path, instance, 
         values = ok["value"].to_numpy(float)
         row["metrics"][metric] = {"mean": round(float(values.mean()), 4) if len(values) else None,
                                   "ci95": bootstrap(values, np.mean) if len(values) else [None, None],
-                                  "measured": int(len(values)),
+                                  "measured": len(values),
                                   "total": int((results["metric"] == metric).sum()),
                                   "judge": (", ".join(sorted(set(ok["judge"].dropna()))) or None)
                                   if METRICS[metric].judgements else None}

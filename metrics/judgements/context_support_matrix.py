@@ -25,9 +25,9 @@ def request(statements: list[str], contexts: list[str]) -> Request:
               "context on its own, and each statement, give 1 if that context alone supports the statement (states "
               "it or directly implies it), else 0.")
     cell = {"type": "integer", "enum": [0, 1]}
-    row = {"type": "object", "properties": {k: cell for k in statement_keys}, "required": statement_keys,
+    row = {"type": "object", "properties": dict.fromkeys(statement_keys, cell), "required": statement_keys,
            "additionalProperties": False}
-    schema = {"type": "object", "properties": {k: row for k in context_keys}, "required": context_keys,
+    schema = {"type": "object", "properties": dict.fromkeys(context_keys, row), "required": context_keys,
               "additionalProperties": False}
 
     def validate(data):

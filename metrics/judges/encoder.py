@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import OrderedDict
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -126,7 +126,7 @@ class Tokenizer:
         return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _model(threads: int):
     """The USE model, loaded once per process on first use (1 s, 65 MB of weights) with its
     batch layout probed on this machine (``metrics.judges.batching``); its forward pass keeps

@@ -297,7 +297,7 @@ class LLMJudge(Judge):
         batches: list[tuple[int, list[str]]] = []
         size = 0
         for index, context in enumerate(contexts):
-            if not batches or size + len(context) > self.config.max_prompt_chars and batches[-1][1]:
+            if not batches or (size + len(context) > self.config.max_prompt_chars and batches[-1][1]):
                 batches.append((index, []))
                 size = 0
             batches[-1][1].append(context)

@@ -382,7 +382,7 @@ class OfflineJudge(Judge):
         return {"judge": self.name, "model": self.model, "version": self.version, "rule_version": self.version,
                 **rules}
 
-    def recipe(self, share: float = 1.0) -> Callable[[], "OfflineJudge"]:
+    def recipe(self, share: float = 1.0) -> Callable[[], OfflineJudge]:
         """A fresh judge with the same rules (its encoder loads in the worker)."""
         return functools.partial(OfflineJudge, rules=self.rules, threads=1)
 

@@ -46,7 +46,7 @@ def ids(prefix: str, count: int) -> list[str]:
 
 def keyed_schema(keys: list[str], item: dict[str, Any]) -> dict[str, Any]:
     """An object with exactly ``keys``, each an instance of ``item``."""
-    return {"type": "object", "properties": {k: item for k in keys}, "required": list(keys),
+    return {"type": "object", "properties": dict.fromkeys(keys, item), "required": list(keys),
             "additionalProperties": False}
 
 

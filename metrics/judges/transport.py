@@ -241,7 +241,7 @@ class Transport:
             limit = {"max_tokens": limits[-1]} if limits[-1] else {}
             completion = await self.send(request.kind, cfg.model, lambda: self.chat_client.chat.completions.create(
                 model=cfg.model, messages=messages, temperature=cfg.temperature, response_format=response_format,
-                **extra, **limit))
+                **extra, **limit))  # noqa: B023 - called within this iteration
             used = _count(completion.usage.completion_tokens) if completion.usage is not None else 0
             usage = current_usage.get()
             if usage is not None and completion.usage is not None:

@@ -79,7 +79,7 @@ def _deadline(fn: Callable[[], Any], timeout: float) -> Any:
     def work() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # handed to the caller below
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
             box["error"] = exc
 
     thread = threading.Thread(target=work, daemon=True)
@@ -327,7 +327,7 @@ def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
                                       retry=tenacity.retry_if_exception(_is_transient), reraise=True)(attempt)
         except TargetConfigError:
             raise
-        except Exception as exc:  # the row's target_error, with its cause
+        except Exception as exc:  # noqa: BLE001 - the row's target_error, with its cause
             kind = "timeout" if isinstance(exc, TransientError) and "timeout" in str(exc) else type(exc).__name__
             tries = f" after {outcome.calls} attempts" if outcome.calls > 1 else ""
             outcome.error = _redact(f"{kind}: {exc}{tries}", secrets)

@@ -161,7 +161,7 @@ def _read(path: Path) -> dict[str, Any]:
             data = yaml.safe_load(text)
         else:
             data = tomllib.loads(text)
-    except Exception as exc:  # tomllib.TOMLDecodeError, yaml.YAMLError: both name the line
+    except Exception as exc:  # noqa: BLE001 - tomllib.TOMLDecodeError, yaml.YAMLError: both name the line
         raise TargetConfigError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise TargetConfigError(f"{path}: expected a table of settings at the top")

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import random
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field

@@ -85,7 +85,7 @@ def test_malformed_then_valid_is_reasked_once(name, bad, good, value, server, ma
     server.script = lambda seen: Reply(content=(lambda r: r if isinstance(r, str) else json.dumps(r))(next(replies)))
     result = example(name).score(SAMPLE, make_judge())
     assert (result.status, result.value) == (Status.OK, value)
-    first, second = server.chat_requests()
+    _, second = server.chat_requests()
     assert "That answer is invalid" in second.body["messages"][-1]["content"]
     assert result.usage["chat_requests"] == 2
 

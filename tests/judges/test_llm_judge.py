@@ -285,7 +285,7 @@ def test_br21_thirty_contexts_one_request_one_verdict_each(server, tmp_path, mak
     server.script = oracle(lambda field, key: int(field not in ("useful", "noncommittal") or key == "C17"))
     results = score_sample(case["input"], ["context_precision", "context_recall", "faithfulness"],
                            judge=make_judge())
-    reference_request = [r for r in server.chat_requests() if r.kind == "reference_attribution"][0]
+    reference_request = next(r for r in server.chat_requests() if r.kind == "reference_attribution")
     assert len(reference_request.schema["properties"]["contexts"]["required"]) == case["expected"]["n_context_verdicts"]
     assert results["context_precision"].value == pytest.approx(case["expected"]["context_precision"], abs=1e-6)
     assert results["context_recall"].value == case["expected"]["context_recall"]

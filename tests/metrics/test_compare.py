@@ -137,7 +137,7 @@ def test_another_question_set_is_no_decision_but_rows_all_failing_are_a_failure(
     assert markdown_report(result).splitlines()[0] == (
         "## Regression gate: no decision: `new` shares no row id with baseline `fiqa`; nothing was compared")
     assert len(result.only_in_baseline) == len(result.only_in_candidate) == 12
-    failing = compare(frame("faithfulness", BASE), frame("faithfulness", BASE, status={s: "judge_error" for s in IDS}))
+    failing = compare(frame("faithfulness", BASE), frame("faithfulness", BASE, status=dict.fromkeys(IDS, "judge_error")))
     assert failing.metrics["faithfulness"].verdict == "not measured" and not failing.passed
 
 

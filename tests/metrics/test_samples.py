@@ -248,7 +248,7 @@ def br16_samples():
 
 
 def test_BR16_row0_faithfulness_is_input_error_naming_retrieved_contexts():
-    case, samples = br16_samples()
+    _, samples = br16_samples()
     result = Faithfulness().score(samples[0], ScriptedJudge())
     assert result.status is Status.INPUT_ERROR
     assert "'retrieved_contexts'" in result.reason

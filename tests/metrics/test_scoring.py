@@ -387,7 +387,7 @@ def test_a_metric_raising_on_its_rows_is_judge_error_and_the_other_metric_keeps_
     samples = [sample_from_dict({**FULL, "id": f"s{i}"}, row=i) for i in range(3)]
     tasks = [(Faithfulness(), samples, ScriptedJudge(support=[1, 1, 0, 1])),
              (AnswerRelevancy(), samples, ScriptedJudge(similarities=(), noncommittal=()))]
-    faithfulness, relevancy = (sum(results, []) for results in zip(*score_chunks(tasks, rows=2)))
+    faithfulness, relevancy = ([r for chunk in results for r in chunk] for results in zip(*score_chunks(tasks, rows=2)))
     assert [(r.sample_id, r.status, r.value) for r in faithfulness] == [(f"s{i}", Status.OK, 0.75) for i in range(3)]
     assert [(r.sample_id, r.status, r.value) for r in relevancy] == [(f"s{i}", Status.JUDGE_ERROR, None)
                                                                      for i in range(3)]
