@@ -19,8 +19,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from metrics.judgements.base import Judgement
-from metrics.judges.base import Judge, JudgeError, Usage, current_usage
+from metrics.judges.base import Judge, JudgeError
 from metrics.judges.endpoint import EndpointError
+from metrics.judges.usage import Usage, current_usage
 from metrics.results import Direction, MetricResult, Status, passes
 from metrics.samples import ALIASES, FIELDS, Sample, is_target_error
 from metrics.text import normalise_rag_text

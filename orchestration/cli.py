@@ -17,41 +17,9 @@ from pathlib import Path
 
 from orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                     end_of_startup, event_log_held_open, prepare_instance, start_judge_check)
+from orchestration.parsing import add_judge_arguments
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
-
-
-def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """The LLM judge's options (``--base-url``, ``--model``...; ``orchestration.parsing.judge_resource``
-    reads them), as a group of ``parser``; their defaults and choices are ``LLMConfig``'s."""
-    from dataclasses import fields
-
-    from metrics.judges.config import RESPONSE_FORMATS, LLMConfig
-
-    default = {f.name: f.default for f in fields(LLMConfig)}
-    judge = parser.add_argument_group("LLM judge (used when OPENAI_API_KEY or OPENAI_BASE_URL is set, or "
-                                      "--base-url is given; API keys are read from the environment only)")
-    judge.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    judge.add_argument("--model", help=f"chat model (default $OPENAI_MODEL or {default['model']})")
-    judge.add_argument("--embedding-model",
-                       help=f"embedding model (default $EMBEDDING_MODEL or {default['embedding_model']})")
-    judge.add_argument("--concurrency", type=int,
-                       help=f"requests in flight at most (default {default['concurrency']})")
-    judge.add_argument("--timeout", type=float, help=f"seconds per request (default {default['timeout']:g})")
-    judge.add_argument("--strictness", type=int,
-                       help=f"questions generated for answer_relevancy (default {default['strictness']})")
-    judge.add_argument("--temperature", type=float, help=f"sampling temperature (default {default['temperature']:g})")
-    judge.add_argument("--response-format", choices=RESPONSE_FORMATS,
-                       help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
-    judge.add_argument("--cache-path", help=f"judgement cache file (default {default['cache_path']})")
-    judge.add_argument("--cache-across-endpoints", action="store_true", default=None,
-                       help="reuse cached judgements of another endpoint serving the same model")
-    judge.add_argument("--max-row-requests", type=int,
-                       help=f"requests one row may send per metric, after the cache (default "
-                            f"{default['max_row_requests']}; 0 no limit); a row over it is judge_error, nothing sent")
-    judge.add_argument("--max-row-tokens", type=int, help="estimated tokens one row may send per metric "
-                       f"(default {default['max_row_tokens']}; 0 no limit)")
-    return judge
 
 
 def add_custom_metrics(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``testset`` subcommand's arguments."""
     from metrics.testset.documents import CHUNK_TOKENS
-    from orchestration.cli import add_judge_arguments
+    from orchestration.parsing import add_judge_arguments
 
     parser.add_argument("docs", help="folder of documents (.txt, .md, .html, .pdf; read recursively)")
     parser.add_argument("-n", "--questions", type=int, default=20, metavar="N", help="questions wanted (default 20)")

@@ -12,8 +12,7 @@ import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
-from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -57,23 +56,6 @@ def expect_count(items: list, expected: int, what: str) -> list:
     return items
 
 
-@dataclass
-class Usage:
-    """What judging one (sample, metric) pair cost: requests sent, tokens, cache hits."""
-
-    chat_requests: int = 0
-    embedding_requests: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache_hits: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        """The counters as a plain dict."""
-        return asdict(self)
-
-
-#: The usage record of the (sample, metric) being scored; set by ``Metric.ascore``.
-current_usage: ContextVar[Usage | None] = ContextVar("current_usage", default=None)
 T = TypeVar("T")
 I = TypeVar("I")
 O = TypeVar("O")

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from metrics.judges.encoder import DIMENSIONS
+#: Width of the model's sentence vectors.
+DIMENSIONS = 512
 
 #: Rows of a product at most (with its padding): the weight matrices are streamed once per
 #: product (the gain of batching), the working set stays a few MB, the probe ~0.4 s.

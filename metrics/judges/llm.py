@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from metrics.judges import prompts
-from metrics.judges.base import Judge, JudgeError, Usage, current_usage
+from metrics.judges.base import Judge, JudgeError
 from metrics.judges.cache import JudgementCache, Key, cache_key
 from metrics.judges.config import OPENAI_URL, PER_METRIC, LLMConfig
 from metrics.judges.endpoint import public_url
 from metrics.judges.plan import MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, record, reply_tokens
 from metrics.judges.transport import Transport
+from metrics.judges.usage import Usage, current_usage
 
 if TYPE_CHECKING:
     from metrics.judges.offline import OfflineJudge

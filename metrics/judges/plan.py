@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from metrics.judges.base import Usage, current_usage
+from metrics.judges.usage import Usage, current_usage
 
 #: Tokens of one reason or question the judge writes (one short sentence).
 REASON_TOKENS = 20

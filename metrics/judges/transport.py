@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from metrics.judges import prompts
-from metrics.judges.base import JudgeError, Usage, current_usage
+from metrics.judges.base import JudgeError
 from metrics.judges.config import LLMConfig
 from metrics.judges.endpoint import check_endpoint, connection_cause, public_url
 from metrics.judges.limit import AdaptiveLimit
+from metrics.judges.usage import Usage, current_usage
 
 if TYPE_CHECKING:
     import openai

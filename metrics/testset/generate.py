@@ -44,10 +44,11 @@ from typing import Any
 
 from metrics.judgements.question_critic import Candidate, question_critic
 from metrics.judgements.question_generation import Seed, question_generation
-from metrics.judges.base import Judge, JudgeError, Usage, current_usage
+from metrics.judges.base import Judge, JudgeError
 from metrics.judges.endpoint import EndpointError, public_url
 from metrics.judges.plan import Plan, record
 from metrics.judges.prompts import OutputError
+from metrics.judges.usage import Usage, current_usage
 from metrics.testset.documents import Chunk
 from metrics.testset.inverse_cloze import spread
 from metrics.text import content_tokens
