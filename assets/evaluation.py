@@ -4,8 +4,13 @@ is judged, ``assets.stored_results``, then stored in its table). The step reads 
 tables it depends on itself, chunk by chunk. The selected metrics of a run are judged
 together, every request of every metric under the judge's one concurrency limit (as
 ``metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
-and lineage (it depends on exactly the field assets it reads)."""
+and lineage (it depends on exactly the field assets it reads).
 
+The multi-asset and its run config are built from the registry when asked for
+(:func:`metric_assets`), after the caller loaded the custom and plugin metrics it wants
+(``metrics.registry.load_extensions``: ``orchestration.definitions`` and the CLI do)."""
+
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from types import UnionType
@@ -44,22 +49,24 @@ def _plain(annotation: Any) -> Any:
     return _plain(inner[0]) if inner and get_origin(annotation) in (Union, UnionType) else annotation
 
 
-#: Every metric option of the run config, with its type (``metrics.registry.option_types``: the
-#: threshold, the judge settings a metric may set for itself and its ``Options`` fields; checked by
-#: the metric itself when it is built; domains kept: strictness 0 is refused as the step starts).
-_OPTIONS = {option: kind for name in METRICS for option, kind in option_types(name).items()}
-#: Run configuration of a metric: its pass/fail threshold, its judging options (model,
-#: temperature, strictness with the LLM judge) and its ``Options`` (``mode``, ``k``...).
-MetricConfig = create_model("MetricConfig", __base__=dg.Config,
-                            **{name: (_plain(kind) | None, None) for name, kind in _OPTIONS.items()})
-METRIC_OPTIONS = tuple(name for name in _OPTIONS if name not in ("threshold", *PER_METRIC))
+def metrics_config() -> tuple[type[dg.Config], tuple[str, ...]]:
+    """The run configuration of the metric assets, one ``MetricConfig`` per registered metric
+    (e.g. ``{"ops": {"score_metrics": {"config": {"answer_relevancy": {"strictness": 5}}}}}``):
+    its pass/fail threshold, its judging options (model, temperature, strictness with the LLM
+    judge) and its ``Options`` (``mode``, ``k``...); and the names of those ``Options``.
+
+    Every option has its type (``metrics.registry.option_types``: the threshold, the judge
+    settings a metric may set for itself and its ``Options`` fields), checked by the metric
+    itself when it is built; domains kept: strictness 0 is refused as the step starts."""
+    options = {option: kind for name in METRICS for option, kind in option_types(name).items()}
+    metric_config = create_model("MetricConfig", __base__=dg.Config,
+                                 **{name: (_plain(kind) | None, None) for name, kind in options.items()})
+    config = type("MetricsConfig", (dg.Config,), {
+        "__annotations__": dict.fromkeys(METRICS, metric_config), **{name: metric_config() for name in METRICS},
+        "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
+    return config, tuple(name for name in options if name not in ("threshold", *PER_METRIC))
 
 
-#: Run configuration of the metric assets: one :class:`MetricConfig` per metric, e.g.
-#: ``{"ops": {"score_metrics": {"config": {"answer_relevancy": {"strictness": 5}}}}}``.
-MetricsConfig = type("MetricsConfig", (dg.Config,), {
-    "__annotations__": dict.fromkeys(METRICS, MetricConfig), **{name: MetricConfig() for name in METRICS},
-    "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"
 #: Each family's asset group (``metrics.base.Family``, declared there once): ``<family>_metrics``,
@@ -99,6 +106,7 @@ def build_metric_assets() -> dg.AssetsDefinition:
     metric's output reads only the field assets of the fields the metric needs."""
 
     judge_version = JudgeResource().code_version()  # once: building a resource takes ~10 ms
+    MetricsConfig, metric_options = metrics_config()
 
     @dg.multi_asset(
         name=METRICS_OP,
@@ -126,7 +134,7 @@ def build_metric_assets() -> dg.AssetsDefinition:
         every = FieldSamples.stored({_FIELD_OF[asset]: table for asset, table in tables.items()}, database.connection)
         tasks, by_fields = [], {}
         for name in names:
-            metric, metric_judge = _configured(name, getattr(config, name), scorer)
+            metric, metric_judge = _configured(name, getattr(config, name), metric_options, scorer)
             needs = METRICS[name].required_fields
             if needs not in by_fields:  # each metric sees only the fields it reads, as its own asset did
                 by_fields[needs] = every.only(needs)
@@ -211,11 +219,11 @@ class FieldSamples(Sequence[Sample]):
         return self._last[1]
 
 
-def _configured(name: str, config: MetricConfig, scorer):
-    """The metric ``name`` with its run configuration, and the judge it is judged with."""
+def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], scorer):
+    """The metric ``name`` with its run configuration (``metrics_config``), and the judge it is judged with."""
     from metrics.judges.llm import LLMJudge
 
-    options = {k: getattr(config, k) for k in METRIC_OPTIONS if getattr(config, k) is not None}
+    options = {k: getattr(config, k) for k in metric_options if getattr(config, k) is not None}
     try:
         metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None,
                                {name: options} if options else None)[0]
@@ -229,4 +237,12 @@ def _configured(name: str, config: MetricConfig, scorer):
     return metric, scorer
 
 
-metric_assets = [build_metric_assets()]
+def metric_assets() -> list[dg.AssetsDefinition]:
+    """``[build_metric_assets()]``, built once per set of registered metrics (the registry grows
+    when ``metrics.registry.load_extensions`` runs): the CLI asks for them more than once a command."""
+    return _metric_assets(tuple(METRICS.items()))
+
+
+@functools.cache
+def _metric_assets(registered: tuple) -> list[dg.AssetsDefinition]:
+    return [build_metric_assets()]

@@ -3,9 +3,11 @@
 ``eval_summary`` depends on every metric asset and reads the tables it describes. It describes the
 metrics the run selected (a run that selects only the summary describes every metric
 stored for the version, as results of earlier runs); results of other runs stay in
-their own tables of the DuckDB file, one per metric.
+their own tables of the DuckDB file, one per metric. Its deps and code version follow the
+registered metrics, so it is built when asked for (:func:`summary_asset`), as the metric assets are.
 """
 
+import functools
 import hashlib
 import json
 
@@ -19,7 +21,7 @@ from assets.resources import DatasetStore, JudgeResource, ReportStore
 from assets.stored_results import write_ragas_csv_by_chunks, write_results_parquet
 from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
 from metrics.formats import write_azure_jsonl
-from metrics.registry import METRICS
+from metrics.registry import METRICS, describe_judge
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
 LISTED_LINES = 20
@@ -77,24 +79,10 @@ def summary_code_version() -> str:
     return f"{SUMMARY_VERSION}-{metrics[:12]}"
 
 
-@dg.asset(
-    partitions_def=dataset_versions,
-    group_name="summary",
-    code_version=summary_code_version(),
-    kinds={"pandas"},
-    # Every metric asset and field asset is a dep: the summary reads the tables it describes itself, on
-    # demand over one connection (assets.resources.ResultsTables.stored; no input events per table); only
-    # the metrics the run selected are summarized. A version whose
-    # data changed shows its summary stale at once, like the metrics that read the changed field
-    # (Dagster does not carry staleness downstream).
-    deps=[*METRICS, "rejected_samples", *FIELD_ASSETS.values()],
-    metadata={"partition_expr": "version"},
-    description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
-                "azure_results.jsonl for the version.",
-)
 def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
                  dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
-    """Aggregate the run's metric results and write the version's report files."""
+    """Aggregate the run's metric results and write the version's report files (the body of the
+    ``eval_summary`` asset, :func:`summary_asset`)."""
     version = context.partition_key
     if config.scope not in ("run", "version"):
         raise dg.Failure(f"eval_summary scope must be 'run' or 'version', got {config.scope!r}")
@@ -120,7 +108,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
                                   ["row", "user_input", "retrieved_contexts", "response", "reference"],
                                   folder / "ragas_scores.csv")
     earlier = set(described) - set(selected)
-    summary = summarize(results, task_name=version, judge=judge.get_judge().describe(), scale=config.scale,
+    summary = summarize(results, task_name=version, judge=describe_judge(judge.get_judge()), scale=config.scale,
                         earlier=earlier)
     summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
                            "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
@@ -160,3 +148,32 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     internal = summary if config.scale == 1 else {**summarize(results, version, summary["judge"], earlier=earlier),
                                                    "rejected": summary["rejected"]}
     return dg.Output(summary_frame(internal, version, context.run_id), metadata=metadata)
+
+
+def build_summary_asset() -> dg.AssetsDefinition:
+    """The ``eval_summary`` asset (:func:`eval_summary`) over the registered metrics."""
+    return dg.asset(
+        partitions_def=dataset_versions,
+        group_name="summary",
+        code_version=summary_code_version(),
+        kinds={"pandas"},
+        # Every metric asset and field asset is a dep: the summary reads the tables it describes itself, on
+        # demand over one connection (assets.resources.ResultsTables.stored; no input events per table); only
+        # the metrics the run selected are summarized. A version whose
+        # data changed shows its summary stale at once, like the metrics that read the changed field
+        # (Dagster does not carry staleness downstream).
+        deps=[*METRICS, "rejected_samples", *FIELD_ASSETS.values()],
+        metadata={"partition_expr": "version"},
+        description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
+                    "azure_results.jsonl for the version.",
+    )(eval_summary)
+
+
+def summary_asset() -> dg.AssetsDefinition:
+    """``build_summary_asset()``, built once per set of registered metrics (as ``metric_assets``)."""
+    return _summary_asset(tuple(METRICS.items()))
+
+
+@functools.cache
+def _summary_asset(registered: tuple) -> dg.AssetsDefinition:
+    return build_summary_asset()

@@ -26,7 +26,7 @@ import pandas as pd
 
 from metrics.scoring import default_judge, score_all
 from metrics.judges.base import Judge
-from metrics.registry import build_metrics
+from metrics.registry import build_metrics, describe_judge
 from metrics.results import MetricResult
 from metrics.samples import sample_from_dict
 
@@ -224,7 +224,7 @@ def calibrate(labels: str | Path | Iterable[Mapping[str, Any]], judge: Judge | N
     Returns
     -------
     dict
-        ``{"judge": judge.describe(), "metrics": {name: report}}``. A pairwise report has
+        ``{"judge": describe_judge(judge), "metrics": {name: report}}``. A pairwise report has
         strict accuracy (the preferred sample must score strictly higher: ties and
         unscored pairs count as disagreements) with a bootstrap 95 % interval. A binary
         per-sample report has accuracy at the metric's threshold, AUROC, the confusion
@@ -242,7 +242,7 @@ def calibrate(labels: str | Path | Iterable[Mapping[str, Any]], judge: Judge | N
     """
     records = read_labels(labels)
     judge = judge or default_judge()
-    report: dict[str, Any] = {"judge": judge.describe(), "metrics": {}}
+    report: dict[str, Any] = {"judge": describe_judge(judge), "metrics": {}}
     for name in dict.fromkeys(r["metric"] for r in records):
         mine = [r for r in records if r["metric"] == name]
         [metric] = build_metrics([name])

@@ -11,7 +11,7 @@ import pandas as pd
 from metrics.aggregate import summarize
 from metrics.base import Metric
 from metrics.judges.base import Judge
-from metrics.registry import build_metrics
+from metrics.registry import build_metrics, describe_judge
 from metrics.results import MetricResult
 from metrics.samples import Sample, load_samples, sample_from_dict, unavailable
 from metrics.scoring import EvaluationResult, default_judge, results_frame, score_all
@@ -71,7 +71,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     for metric, why in unavailable(loaded, {m.name: m.required_fields for m in built}).items():
         warnings.warn(f"{metric} cannot run: {why}; its results are input_error", stacklevel=2)
     frame = results_frame(score_all(loaded, built, judge, progress))
-    return EvaluationResult(frame, summarize(frame, task_name, judge.describe(), scale), loaded)
+    return EvaluationResult(frame, summarize(frame, task_name, describe_judge(judge), scale), loaded)
 
 
 def score_sample(sample: Sample | Mapping[str, Any], metrics: Iterable[str | Metric] | None = None,

@@ -3,17 +3,23 @@
 Every ``Metric`` subclass with a ``name`` in a module of ``metrics.rag``, ``metrics.azure``
 or ``metrics.retrieval`` is registered: adding a metric is adding its module (and its
 test). The ones imported below are listed in the order reports show them; a module not
-listed here comes after them, in module order. After them come, in this order:
+listed here comes after them, in module order. The registry (:data:`METRICS`) is built on
+first use, not when ``metrics`` is imported.
 
-* the custom metrics of the file ``$RAG_EVAL_CUSTOM_METRICS`` names, or of
-  ``custom_metrics.yaml`` in the working directory when that variable is unset
-  (``metrics.custom``; the CLI's ``--custom-metrics FILE`` sets the variable), family ``custom``;
+:func:`load_extensions` adds, after them and in this order (an explicit call: the CLI makes
+it as a command starts, ``orchestration.definitions`` before it builds the asset graph, a
+Python API user when they want them; importing ``metrics`` never does):
+
+* the custom metrics of a file: the one given, else the one ``$RAG_EVAL_CUSTOM_METRICS``
+  names, else ``custom_metrics.yaml`` in the working directory when there is one
+  (``metrics.custom``; the CLI's ``--custom-metrics FILE`` sets the variable, so Dagster's
+  run workers read the same file), family ``custom``;
 * the metrics of installed plugins: every entry point of the group :data:`PLUGIN_GROUP`
   (``rag_eval.metrics``), a ``Metric`` subclass or a list of them (``metrics.base.Metric``
   documents the contract), by distribution and entry point name.
 
-The CLI, the Python API and the Dagster code location (the UI, the daemon, their run
-workers) all read this one registry when it is first imported, so they see the same metrics.
+So the CLI, the Dagster code location (the UI, the daemon, their run workers) and a Python
+caller that loads the extensions see the same metrics.
 """
 from __future__ import annotations
 
@@ -21,10 +27,10 @@ import importlib
 import inspect
 import os
 import pkgutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import metrics.azure
 import metrics.rag
@@ -51,6 +57,8 @@ from metrics.rag.noise_sensitivity import NoiseSensitivityIrrelevant, NoiseSensi
 from metrics.rag.nv_context_relevance import NVContextRelevance
 from metrics.retrieval.document_retrieval import DOCUMENT_RETRIEVAL_METRICS
 
+if TYPE_CHECKING:
+    from metrics.judges.base import Judge
 
 
 def _discovered() -> list[type[Metric]]:
@@ -105,7 +113,7 @@ def _plugin_points() -> list[tuple[str, type[Metric]]]:
             (f" of {point.dist.name} {point.dist.version}" if point.dist else "")
         try:
             loaded = point.load()
-        except Exception as exc:  # any failure of third-party code: say which plugin
+        except Exception as exc:  # noqa: BLE001 - any failure of third-party code: say which plugin
             raise ValueError(f"{where}: cannot be loaded: {type(exc).__name__}: {exc}") from None
         for cls in loaded if isinstance(loaded, (list, tuple)) else [loaded]:
             if not (isinstance(cls, type) and issubclass(cls, Metric)) or inspect.isabstract(cls):
@@ -139,28 +147,131 @@ def _with_extensions(builtin: list[type[Metric]], source: Path | None) -> dict[s
 
 _WHERE = f"--custom-metrics FILE, ${CUSTOM_METRICS_ENV} or ./{CUSTOM_METRICS_FILE}"
 _NO_FILE = f"no custom metrics file read ({_WHERE})"
-#: The custom metrics file the registry read (``None``: none).
-CUSTOM_METRICS_SOURCE: Path | None = custom_metrics_file()
-METRICS: dict[str, type[Metric]] = _with_extensions([
-    Faithfulness, AnswerRelevancy, ContextRelevancy, ContextRecall, ContextPrecision,
-    ContextUtilization, ContextEntityRecall, NoiseSensitivityRelevant, NoiseSensitivityIrrelevant,
-    NVContextRelevance, AnswerCorrectness, FactualCorrectness,
-    Groundedness, GroundednessPro, Relevance, Retrieval, ResponseCompleteness,
-    *DOCUMENT_RETRIEVAL_METRICS, *_discovered(),
-], CUSTOM_METRICS_SOURCE)
+
+
+def _builtin() -> list[type[Metric]]:
+    """The built-in metrics, in the order reports show them."""
+    return [Faithfulness, AnswerRelevancy, ContextRelevancy, ContextRecall, ContextPrecision,
+            ContextUtilization, ContextEntityRecall, NoiseSensitivityRelevant, NoiseSensitivityIrrelevant,
+            NVContextRelevance, AnswerCorrectness, FactualCorrectness,
+            Groundedness, GroundednessPro, Relevance, Retrieval, ResponseCompleteness,
+            *DOCUMENT_RETRIEVAL_METRICS, *_discovered()]
+
+
+class Registry(Mapping[str, type[Metric]]):
+    """The registered metric classes by name, in registry order (a read-only mapping): the
+    built-in ones, built on first use, then those :func:`load_extensions` adds.
+
+    ``extensions_loaded`` says whether :func:`load_extensions` ran in this process;
+    ``custom_source`` is the custom metrics file it read (``None``: none)."""
+
+    def __init__(self) -> None:
+        self._metrics: dict[str, type[Metric]] | None = None
+        self.extensions_loaded = False
+        self.custom_source: Path | None = None
+
+    def _built(self) -> dict[str, type[Metric]]:
+        if self._metrics is None:
+            self._metrics = {cls.name: cls for cls in _builtin()}
+        return self._metrics
+
+    def __getitem__(self, name: str) -> type[Metric]:
+        return self._built()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __repr__(self) -> str:
+        return f"Registry({', '.join(self)})"
+
+    def extend(self, source: Path | None) -> None:
+        """Add the custom metrics of ``source`` and the plugins' (see :func:`load_extensions`)."""
+        self._metrics = _with_extensions(list(self._built().values()), source)
+        self.extensions_loaded, self.custom_source = True, source
+
+
+#: The registered metric classes by name (:class:`Registry`), built on first use.
+METRICS = Registry()
+
+
+class _Family(Sequence[str]):
+    """The names of one family's metrics, in registry order, as they are at the time of use."""
+
+    def __init__(self, family: Family) -> None:
+        self._family = family
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(name for name, cls in METRICS.items() if cls.family is self._family)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
 #: Metric names by family (``metrics.base.Family``: core, ragas, azure, document_retrieval, custom,
 #: plugin), in registry order.
-FAMILIES: dict[str, tuple[str, ...]] = {family.value: tuple(name for name, cls in METRICS.items() if cls.family is family)
-                                        for family in Family}
+FAMILIES: dict[str, Sequence[str]] = {family.value: _Family(family) for family in Family}
 #: The five core metrics of the dingo RAG guide, in the order reports show them.
-CORE_METRICS: tuple[str, ...] = FAMILIES[Family.CORE.value]
+CORE_METRICS: Sequence[str] = FAMILIES[Family.CORE.value]
+
+
+def load_extensions(custom_metrics: str | os.PathLike[str] | None = None) -> Path | None:
+    """Add the custom metrics of a YAML file and the installed plugins' metrics to the registry.
+
+    Parameters
+    ----------
+    custom_metrics : path, optional
+        The custom metrics file (``metrics.custom``). Default: the file ``$RAG_EVAL_CUSTOM_METRICS``
+        names (which must exist), else ``./custom_metrics.yaml`` when there is one, else none.
+
+    Returns
+    -------
+    Path or None
+        The custom metrics file read. A second call reading the same file does nothing.
+
+    Raises
+    ------
+    ValueError
+        For an invalid custom metric (naming the file, the metric and the field), a plugin that
+        cannot be loaded or is refused (naming its entry point and distribution), a name taken
+        twice, or when this process loaded another custom metrics file already (its asset
+        graph and run workers were built with that one: a new process is needed).
+    OSError
+        For a custom metrics file that cannot be read.
+    """
+    source = Path(custom_metrics).resolve() if custom_metrics else custom_metrics_file()
+    if METRICS.extensions_loaded:
+        if source != METRICS.custom_source:
+            raise ValueError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
+                             f"{source or 'no file'} needs a new process")
+        return source
+    METRICS.extend(source)
+    return source
 
 
 def prompt_versions() -> dict[str, str]:
-    """The version of every LLM request kind the registered metrics' judgements send (the
-    LLM judge's ``describe()``)."""
+    """The version of every LLM request kind the registered metrics' judgements send."""
     return {kind: judgement.version for cls in METRICS.values() for judgement in cls.judgements
             for kind in judgement.requests}
+
+
+def describe_judge(judge: Judge) -> dict[str, Any]:
+    """What summaries and reports record of ``judge``: its ``describe()`` and, for the LLM judge,
+    ``prompt_versions`` (:func:`prompt_versions`), which decide its verdicts as much as its model."""
+    from metrics.judges.llm import LLMJudge
+
+    described = judge.describe()
+    if isinstance(judge, LLMJudge):
+        described["prompt_versions"] = prompt_versions()
+    return described
 
 
 def option_types(name: str) -> dict[str, Any]:
@@ -201,13 +312,17 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
         elif item in METRICS:
             chosen.add(item)
         else:
-            source = f"custom metrics read from {CUSTOM_METRICS_SOURCE}" if CUSTOM_METRICS_SOURCE else _NO_FILE
+            source = f"custom metrics read from {METRICS.custom_source}" if METRICS.custom_source else _NO_FILE \
+                if METRICS.extensions_loaded else "custom and plugin metrics not loaded (metrics.load_extensions())"
             raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
                            f"{', '.join(FAMILIES)}, all; {source}")
     names = [name for name in METRICS if name in chosen]
-    empty = {"custom": f"no custom metrics were read ({CUSTOM_METRICS_SOURCE} defines none)" if CUSTOM_METRICS_SOURCE
-             else f"no custom metrics were read (no custom metrics file found: {_WHERE})",
-             "plugin": f"no plugin metric is installed (entry point group {PLUGIN_GROUP})"}
+    source = METRICS.custom_source
+    empty = {"custom": f"no custom metrics were read ({source} defines none)" if source
+             else f"no custom metrics were read (no custom metrics file found: {_WHERE})"
+             if METRICS.extensions_loaded else "custom metrics not loaded (metrics.load_extensions())",
+             "plugin": f"no plugin metric is installed (entry point group {PLUGIN_GROUP})"
+             if METRICS.extensions_loaded else "plugin metrics not loaded (metrics.load_extensions())"}
     said = [empty[item] for item in dict.fromkeys(items) if item in empty and not FAMILIES[item]]
     if not names and said:
         raise ValueError(f"no metric selected: {'; '.join(said)}")

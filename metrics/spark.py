@@ -26,7 +26,7 @@ from typing import Any
 from metrics.aggregate import summarize
 from metrics.base import Metric
 from metrics.judges.base import Judge
-from metrics.registry import build_metrics
+from metrics.registry import build_metrics, describe_judge
 from metrics.results import MetricResult
 from metrics.samples import Sample, sample_from_dict
 from metrics.scoring import EvaluationResult, default_judge, results_frame, score_all
@@ -109,4 +109,4 @@ def evaluate_spark(data, metrics: Iterable[str | Metric] | None = None, judge: J
     results = indexed.mapPartitions(functools.partial(_score_partition, metrics=built, recipe=recipe,
                                                       fields=fields)).collect()
     frame = results_frame(_ordered(results, built))
-    return EvaluationResult(frame, summarize(frame, task_name, judge.describe(), scale), [])
+    return EvaluationResult(frame, summarize(frame, task_name, describe_judge(judge), scale), [])

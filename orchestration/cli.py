@@ -30,42 +30,45 @@ def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
 
 
 def use_custom_metrics(argv: list[str] | None) -> None:
-    """Point the metric registry at ``--custom-metrics`` (through ``$RAG_EVAL_CUSTOM_METRICS``,
-    so Dagster's run workers see the file too) and load it, before anything imports it.
+    """Load the custom metrics (``--custom-metrics``, else ``$RAG_EVAL_CUSTOM_METRICS``, else
+    ``./custom_metrics.yaml``) and the installed plugins into the metric registry
+    (``metrics.registry.load_extensions``), before the command reads it. A file named here is
+    also put in ``$RAG_EVAL_CUSTOM_METRICS``, so Dagster's run workers read it too.
 
     Raises
     ------
     ValueError
         For a file with an invalid definition (naming the file, the metric and the field;
-        for ``./custom_metrics.yaml`` found in the working directory, saying so), or when this
-        process already loaded the registry from another file.
+        for ``./custom_metrics.yaml`` found in the working directory, saying so), a plugin
+        that cannot be loaded, or when this process already loaded another file.
     OSError
         For a file that cannot be read.
     """
     import os
 
+    from metrics.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
+
     early = argparse.ArgumentParser(add_help=False)
     early.add_argument("--custom-metrics")
     named = early.parse_known_args(argv)[0].custom_metrics
-    variable = "RAG_EVAL_CUSTOM_METRICS"  # metrics.registry.CUSTOM_METRICS_ENV, set before the registry is imported
-    before = os.environ.get(variable)
+    before = os.environ.get(CUSTOM_METRICS_ENV)
     if named:
-        os.environ[variable] = str(Path(named).resolve())
+        os.environ[CUSTOM_METRICS_ENV] = str(Path(named).resolve())
+    if METRICS.extensions_loaded and custom_metrics_file() != METRICS.custom_source:
+        if before is None:  # as it was: the next command of this process is not refused too
+            os.environ.pop(CUSTOM_METRICS_ENV, None)
+        else:
+            os.environ[CUSTOM_METRICS_ENV] = before
+        raise ValueError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
+                         f"--custom-metrics {named} needs a new process")
     try:
-        from metrics.registry import CUSTOM_METRICS_SOURCE, custom_metrics_file
+        load_extensions()
     except (OSError, ValueError) as exc:
-        if named or before:
+        found = custom_metrics_file()
+        if named or before or found is None or not str(exc).startswith(str(found)):  # not the file found here
             raise
         raise type(exc)(f"{exc} (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is one: "
                         "fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
-
-    if custom_metrics_file() != CUSTOM_METRICS_SOURCE:
-        if before is None:  # as it was: the next command of this process is not refused too
-            os.environ.pop(variable, None)
-        else:
-            os.environ[variable] = before
-        raise ValueError(f"this process loaded the custom metrics of {CUSTOM_METRICS_SOURCE or 'no file'}; "
-                         f"--custom-metrics {named} needs a new process")
 
 
 def build_parser() -> argparse.ArgumentParser:

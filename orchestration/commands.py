@@ -160,14 +160,14 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
     from assets.evaluation import metric_assets, progress_listeners
     from assets.ingestion import ingest_dataset
     from assets.quality_check import quality_suite
-    from assets.summary import eval_summary
+    from assets.summary import summary_asset
 
     from orchestration.orphans import process_tags
     from orchestration.report import progress_display
 
     selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
     job = dg.Definitions(jobs=[dg.define_asset_job(EPHEMERAL_JOB_NAME, selection=selection)], resources=resources,
-                         assets=[ingest_dataset, quality_suite, *metric_assets, eval_summary]
+                         assets=[ingest_dataset, quality_suite, *metric_assets(), summary_asset()]
                          ).resolve_job_def(EPHEMERAL_JOB_NAME)
     run_id = str(uuid.uuid4())
     with progress_display() as listener, event_log_held_open(instance, run_id):
@@ -191,8 +191,8 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
 
     from assets.evaluation import metric_assets
     from assets.ingestion import ingest_dataset
-    from assets.summary import eval_summary
-    from metrics.registry import resolve_names
+    from assets.summary import summary_asset
+    from metrics.registry import describe_judge, resolve_names
 
     from orchestration.staleness import changed_since_ingestion, fresh, latest_record
 
@@ -207,7 +207,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
             (metadata["azure_rows"].value and not (folder / "azure_results.jsonl").is_file()):
         return None
     summary = json.loads(files[0].read_text(encoding="utf-8"))
-    judge = json.loads(json.dumps(judge_resource(args).get_judge().describe(), default=str))
+    judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge()), default=str))
     selected, built = resolve_names(args.metrics), resources(args)
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
@@ -219,7 +219,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     run = args.instance.get_run_by_id(record.run_id)
     if run is None or run.run_config != run_config:
         return None
-    assets = [ingest_dataset, *metric_assets, eval_summary]
+    assets = [ingest_dataset, *metric_assets(), summary_asset()]
     repository = dg.Definitions(assets=assets, resources=built).get_repository_def()
     ingestion = [key.to_user_string() for key in dg.AssetSelection.groups("ingestion").resolve(repository.asset_graph)]
     if not fresh(args.instance, repository, version, [*ingestion, *selected, "eval_summary"]):

@@ -10,7 +10,11 @@ from orchestration.staleness import latest_materialization, stale_assets
 
 NIGHTLY_CRON = os.environ.get("RAG_EVAL_CRON", "0 2 * * *")
 NIGHTLY_TIMEZONE = os.environ.get("RAG_EVAL_TIMEZONE", "UTC")
-EVALUATED = [*METRICS, "eval_summary"]
+
+
+def evaluated() -> list[str]:
+    """The assets the schedule keeps fresh: every registered metric and the summary."""
+    return [*METRICS, "eval_summary"]
 
 
 def nightly_requests(instance: dg.DagsterInstance, repository: dg.RepositoryDefinition,
@@ -25,7 +29,7 @@ def nightly_requests(instance: dg.DagsterInstance, repository: dg.RepositoryDefi
             requests.append(dg.RunRequest(run_key=f"{version}-{tick}", partition_key=version,
                                           tags={"rag_eval/reason": "not evaluated"}))
             continue
-        stale = stale_assets(instance, repository, version, EVALUATED)
+        stale = stale_assets(instance, repository, version, evaluated())
         if "eval_summary" in stale:  # a new summary (results.parquet) makes the comparison out of date
             stale["baseline_comparison"] = "its eval_summary is re-run"
         if stale:

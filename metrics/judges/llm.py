@@ -152,13 +152,12 @@ class LLMJudge(Judge):
         return functools.partial(_judge_from_environment, public)
 
     def describe(self) -> dict[str, Any]:
-        """Model, endpoints (without credentials), sampling and transport settings."""
+        """Model, endpoints (without credentials), sampling and transport settings (the prompts'
+        versions are the registry's to add: ``metrics.registry.describe_judge``)."""
         public = self.config.public()
         public["base_url"] = public_url(self.config.base_url)
         public["embedding_base_url"] = public_url(self.config.embedding_base_url)
-        from metrics.registry import prompt_versions
-
-        return {"judge": self.name, **public, "prompt_versions": prompt_versions(),
+        return {"judge": self.name, **public,
                 "embedding_fallback": self._shared.fallback,
                 "endpoint_check": self.transport.check_report(self.config.model)}
 

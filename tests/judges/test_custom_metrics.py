@@ -160,9 +160,11 @@ def test_a_bad_definition_names_the_file_the_metric_and_the_field(entry, message
     assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
 
 
-def test_an_unknown_name_says_which_custom_metrics_file_was_read():
-    from metrics.registry import resolve_names
+def test_an_unknown_name_says_which_custom_metrics_file_was_read(monkeypatch):
+    from metrics.registry import CUSTOM_METRICS_ENV, load_extensions, resolve_names
 
+    monkeypatch.delenv(CUSTOM_METRICS_ENV, raising=False)
+    assert load_extensions() is None  # no file in the working directory (the repository's root)
     with pytest.raises(KeyError, match=r"unknown metric 'helpfulness'; .*; no custom metrics file read "
                                        r"\(--custom-metrics FILE, \$RAG_EVAL_CUSTOM_METRICS or ./custom_metrics.yaml\)"):
         resolve_names("core,helpfulness")

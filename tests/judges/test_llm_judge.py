@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from metrics import Status, evaluate, score_sample
+from metrics.judgements.statement_support import statement_support
+from metrics.registry import describe_judge
 from tests.judge_server import Reply, build_answer, embedding_body, oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
@@ -276,8 +278,9 @@ def test_br18_reruns_are_identical_and_record_the_judge_config(server, tmp_path,
     second = score_sample(sample, ["faithfulness"], judge=judge)["faithfulness"]
     assert first.value == second.value == CASES["BR-18"]["expected"]["faithfulness"]
     assert server.chat_requests()[0].body["seed"] == 7 and server.chat_requests()[0].body["temperature"] == 0
-    described = judge.describe()
+    described = describe_judge(judge)
     assert {"model", "temperature", "seed", "prompt_versions"} <= set(described)
+    assert described["prompt_versions"]["statement_support"] == statement_support.version
 
 
 def test_br21_thirty_contexts_one_request_one_verdict_each(server, tmp_path, make_judge):

@@ -129,14 +129,14 @@ def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
     from assets.evaluation import METRICS_OP, metric_assets
     from assets.ingestion import ingest_dataset
     from assets.resources import build_resources
-    from assets.summary import eval_summary
+    from assets.summary import summary_asset
 
     folder = tmp_path / "datasets" / "v1"
     folder.mkdir(parents=True)
     (folder / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("dataset_version", ["v1"])
-        result = dg.materialize([ingest_dataset, *metric_assets, eval_summary], partition_key="v1", instance=instance,
+        result = dg.materialize([ingest_dataset, *metric_assets(), summary_asset()], partition_key="v1", instance=instance,
                                 resources=build_resources(tmp_path / "out", tmp_path / "datasets"))
         assert result.success
         with duckdb.connect(str(tmp_path / "out" / "rag_eval.duckdb"), read_only=True) as database:

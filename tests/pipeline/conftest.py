@@ -47,9 +47,9 @@ class Project:
         from assets.gate import baseline_comparison
         from assets.ingestion import ingest_dataset
         from assets.quality_check import quality_suite
-        from assets.summary import eval_summary
+        from assets.summary import summary_asset
 
-        return dg.materialize([ingest_dataset, quality_suite, *metric_assets, eval_summary, baseline_comparison], selection=selection,
+        return dg.materialize([ingest_dataset, quality_suite, *metric_assets(), summary_asset(), baseline_comparison], selection=selection,
                               partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:

@@ -72,6 +72,29 @@ def test_the_entry_point_is_discovered_from_its_dist_info(tmp_path, monkeypatch)
         ("language_match", "rag_eval_language", "plugin", ("user_input", "response"))
 
 
+GROUP = ("from orchestration.definitions import defs; import dagster as dg; "
+         "print(defs.resolve_asset_graph().get(dg.AssetKey('language_match')).group_name)")
+
+
+@pytest.mark.parametrize("code, printed", [
+    ("import rag_eval_language; print(rag_eval_language.LanguageMatch.name)", ["language_match"]),
+    # Importing metrics loads no plugin (it used to: "partially initialized module 'rag_eval_language'").
+    ("import rag_eval_language\nfrom metrics import METRICS, load_extensions\nfrom metrics.registry import resolve_names\n"
+     "try:\n    resolve_names('language_match')\nexcept KeyError as exc:\n    print(exc.args[0].rsplit('; ', 1)[1])\n"
+     "load_extensions(); print(METRICS['language_match'] is rag_eval_language.LanguageMatch)",
+     ["custom and plugin metrics not loaded (metrics.load_extensions())", "True"]),
+    ("import metrics, rag_eval_language; metrics.load_extensions(); print(list(metrics.registry.FAMILIES['plugin']))",
+     ["['language_match']"]),
+    (f"import rag_eval_language; {GROUP}", ["plugin_metrics"]),
+    (f"{GROUP}; import rag_eval_language; print(defs.resolve_asset_graph().get(dg.AssetKey('language_match')) "
+     "is not None)", ["plugin_metrics", "True"]),
+], ids=["alone", "then-the-registry", "after-metrics", "then-the-code-location", "after-the-code-location"])
+def test_the_plugin_module_imports_first_and_in_any_order(code, printed, user):
+    folder, env = user
+    done = rag_eval(code, cwd=folder, env=env, module="-c")
+    assert (done.returncode, done.stdout.splitlines()) == (0, printed), done.stderr
+
+
 def test_custom_and_plugin_metrics_through_rag_eval_run_the_code_location_and_the_api(user, server):
     # Every verdict 1, every rubric score 4, every label partial_answer, every number 0.2.
     decide = {"verdict": 1, "score": 4, "label": "partial_answer", "value": 0.2}

@@ -16,7 +16,7 @@ import metrics.text
 from assets.resources import JudgeResource
 from metrics.registry import CORE_METRICS
 from orchestration.definitions import defs
-from orchestration.schedules import EVALUATED, nightly_requests
+from orchestration.schedules import evaluated, nightly_requests
 from orchestration.staleness import stale_assets
 from tests.judge_server import JudgeServer
 from tests.pipeline.conftest import Project, materialized
@@ -427,11 +427,11 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
     project.write("20261101T000000Z-a", [dict(r, response=f"Regenerated: {r['response']}") for r in fiqa_rows])
     assert project.run("20261101T000000Z-a", job="ingestion_job").success
     # Dagster's own resolver: the metrics that read responses and the summary, for version a only.
-    stale = stale_assets(project.instance, repository, "20261101T000000Z-a", EVALUATED)
+    stale = stale_assets(project.instance, repository, "20261101T000000Z-a", evaluated())
     assert stale == {"faithfulness": "has a new dependency data version (responses)",
                      "answer_relevancy": "has a new dependency data version (responses)",
                      "eval_summary": "has a new dependency data version (responses)"}
-    assert stale_assets(project.instance, repository, "20261102T000000Z-b", EVALUATED) == {}
+    assert stale_assets(project.instance, repository, "20261102T000000Z-b", evaluated()) == {}
     from datetime import datetime, timezone
 
     schedule = defs.resolve_schedule_def("nightly_evaluation")
@@ -447,35 +447,28 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
     kinds = sorted(r.kind for r in project.server.chat_requests())
     assert kinds == ["answer_questions"] * 4 + ["statement_support"] * 4  # one of each per row, nothing else
     assert project.server.embedding_requests() == []  # the question and the scripted questions are cached
-    assert stale_assets(project.instance, repository, "20261101T000000Z-a", EVALUATED) == {}
+    assert stale_assets(project.instance, repository, "20261101T000000Z-a", evaluated()) == {}
     assert nightly_requests(project.instance, repository, "tick2") == []
 
 
 def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_rows, monkeypatch):
-    import importlib
-
-    import assets.summary
     from assets.evaluation import build_metric_assets
     from assets.ingestion import ingest_dataset
+    from assets.summary import build_summary_asset
     from metrics.registry import METRICS
 
     project.write("v1", fiqa_rows[:2])
     assert project.run("v1").success
-    assert stale_assets(project.instance, defs.get_repository_def(), "v1", EVALUATED) == {}
+    assert stale_assets(project.instance, defs.get_repository_def(), "v1", evaluated()) == {}
     # A developer changes faithfulness's formula and bumps its version: the code location reloads.
     monkeypatch.setattr(METRICS["faithfulness"], "version", METRICS["faithfulness"].version + "-next")
-    try:
-        summary = importlib.reload(assets.summary).eval_summary
-        reloaded = dg.Definitions(assets=[ingest_dataset, build_metric_assets(), summary],
-                                  resources=project.resources)
-        # Loading reads the defs state of the instance in context; an instance of its own makes that one
-        # live (in one CI run the ambient one was an earlier test's, whose folder was gone).
-        with dg.instance_for_test():
-            repository = reloaded.get_repository_def()
-        stale = stale_assets(project.instance, repository, "v1", EVALUATED)
-    finally:
-        monkeypatch.undo()
-        importlib.reload(assets.summary)
+    reloaded = dg.Definitions(assets=[ingest_dataset, build_metric_assets(), build_summary_asset()],
+                              resources=project.resources)
+    # Loading reads the defs state of the instance in context; an instance of its own makes that one
+    # live (in one CI run the ambient one was an earlier test's, whose folder was gone).
+    with dg.instance_for_test():
+        repository = reloaded.get_repository_def()
+    stale = stale_assets(project.instance, repository, "v1", evaluated())
     assert stale == {"faithfulness": "has a new code version", "eval_summary": "has a new code version"}
 
 

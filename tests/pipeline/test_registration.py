@@ -215,7 +215,7 @@ def test_a_run_launched_by_dagster_names_a_damaged_database_at_once(tmp_path):
     from assets.evaluation import metric_assets
     from assets.ingestion import ingest_dataset
     from assets.resources import build_resources
-    from assets.summary import eval_summary
+    from assets.summary import summary_asset
 
     write(tmp_path / "datasets" / "v1" / "samples.jsonl", FIQA_LINES[:1])
     database = tmp_path / "out" / "rag_eval.duckdb"
@@ -225,7 +225,7 @@ def test_a_run_launched_by_dagster_names_a_damaged_database_at_once(tmp_path):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("dataset_version", ["v1"])
         started = time.monotonic()
-        result = dg.materialize([ingest_dataset, *metric_assets, eval_summary], partition_key="v1", instance=instance,
+        result = dg.materialize([ingest_dataset, *metric_assets(), summary_asset()], partition_key="v1", instance=instance,
                                 resources=resources, selection=dg.AssetSelection.groups("ingestion"),
                                 raise_on_error=False)
         assert time.monotonic() - started < 30  # not dagster-duckdb's ~100 s of silent retries
