@@ -12,7 +12,7 @@ from pydantic import Field
 
 from metrics.judgements.base import Judgement, Model, item_schema
 from metrics.judges.base import is_noncommittal, restates
-from metrics.judges.prompts import OutputError, Request, check_keyed, ids, keyed_schema
+from metrics.judges.prompts import NonEmptyText, Reply, Request, ids, keyed, keyed_schema
 from metrics.text import answer_kind_missed, is_bare_span, qa_statement, split_sentences
 
 
@@ -35,10 +35,10 @@ class AnswerRelevance(Model):
     off_question: str = ""
 
 
-class QuestionItem(Model):
+class QuestionItem(Reply):
     """The reply for one question id."""
 
-    question: str
+    question: NonEmptyText
     noncommittal: Literal[0, 1] = Field(description="1 = the response is evasive or vague")
 
 
@@ -50,16 +50,9 @@ def request(response: str, strictness: int) -> Request:
               "the response is evasive, vague or declines to answer (for example \"I don't know\" or \"it depends\"), "
               "else 0.")
     schema = keyed_schema(keys, item_schema(QuestionItem))
-
-    def validate(data):
-        flags = check_keyed(data, keys, "noncommittal", (0, 1))
-        questions = [data[k].get("question") for k in keys]
-        empty = [k for k, q in zip(keys, questions) if not isinstance(q, str) or not q.strip()]
-        if empty:
-            raise OutputError(f"empty question for {', '.join(empty)}")
-        return {"questions": questions, "noncommittal": [flags[k] for k in keys]}
-
-    return Request("answer_questions", prompt, schema, validate)
+    return Request("answer_questions", prompt, schema, keyed(tuple(keys), QuestionItem),
+                   lambda reply: {"questions": [reply[k].question for k in keys],
+                                  "noncommittal": [reply[k].noncommittal for k in keys]})
 
 
 class AnswerQuestions(Judgement[QuestionAndResponse, AnswerRelevance]):

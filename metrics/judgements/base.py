@@ -40,8 +40,8 @@ class Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, arbitrary_types_allowed=True)
 
 
-#: The reason field of a reply item: "one short sentence".
-REASON = Field(description="one short sentence")
+#: The reason field of a reply item: "one short sentence" (``prompts.Reason``: a reply without one is kept).
+REASON = Field("", description="one short sentence")
 
 
 @functools.cache  # built once per model, not once per request (pydantic's schema is slow)

@@ -10,7 +10,7 @@ import asyncio
 from typing import Literal
 
 from metrics.judgements.base import Judgement, Model, item_schema
-from metrics.judges.prompts import Request, check_keyed, ids, keyed_schema, numbered
+from metrics.judges.prompts import Reply, Request, ids, keyed, keyed_schema, numbered
 from metrics.text import content_tokens
 
 Rating = Literal[0, 1, 2]
@@ -29,7 +29,7 @@ class ContextRatings(Model):
     ratings: list[tuple[Rating, Rating]]
 
 
-class RatingItem(Model):
+class RatingItem(Reply):
     """The reply for one context id."""
 
     rating: Rating
@@ -51,12 +51,8 @@ def request(wording: str, question: str, contexts: list[str]) -> Request:
     keys = ids("C", len(contexts))
     prompt = PROMPTS[wording].format(question=question, contexts=numbered("C", contexts))
     schema = keyed_schema(keys, item_schema(RatingItem))
-
-    def validate(data):
-        ratings = check_keyed(data, keys, "rating", (0, 1, 2))
-        return {"ratings": [ratings[k] for k in keys]}
-
-    return Request(wording, prompt, schema, validate)
+    return Request(wording, prompt, schema, keyed(tuple(keys), RatingItem),
+                   lambda reply: {"ratings": [reply[k].rating for k in keys]})
 
 
 def rate(value: float, cuts: tuple[float, float]) -> int:

@@ -9,7 +9,7 @@ from typing import Literal
 
 from metrics.judgements.base import Judgement, Model
 from metrics.judgements.statement_support import Statements
-from metrics.judges.prompts import OutputError, Request, ids, numbered
+from metrics.judges.prompts import Request, ids, keyed, numbered
 
 
 class SupportMatrix(Model):
@@ -30,19 +30,9 @@ def request(statements: list[str], contexts: list[str]) -> Request:
     schema = {"type": "object", "properties": dict.fromkeys(context_keys, row), "required": context_keys,
               "additionalProperties": False}
 
-    def validate(data):
-        if not isinstance(data, dict) or sorted(data) != sorted(context_keys):
-            raise OutputError(f"the reply must be an object keyed by {', '.join(context_keys)}")
-        columns = []
-        for key in context_keys:
-            values = data[key] if isinstance(data[key], dict) else None
-            if values is None or sorted(values) != sorted(statement_keys) or \
-                    any(type(values[s]) is not int or values[s] not in (0, 1) for s in statement_keys):
-                raise OutputError(f"{key} must map each of {', '.join(statement_keys)} to 0 or 1")
-            columns.append([values[s] for s in statement_keys])
-        return {"matrix": [[column[i] for column in columns] for i in range(len(statements))]}
-
-    return Request("context_support_matrix", prompt, schema, validate)
+    column = keyed(tuple(statement_keys), Literal[0, 1])  # one context: its verdict on each statement
+    return Request("context_support_matrix", prompt, schema, keyed(tuple(context_keys), column),
+                   lambda reply: {"matrix": [[getattr(reply[c], s) for c in context_keys] for s in statement_keys]})
 
 
 class ContextSupportMatrix(Judgement[Statements, SupportMatrix]):

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import create_model
+from pydantic import Field, create_model
 
 from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.prompts import OutputError, Request, numbered
+from metrics.judges.prompts import Reason, Reply, Request, numbered
 
 #: The fields a custom metric may read, with their default headings in the prompt.
 HEADINGS = {"user_input": "Question", "response": "Response", "retrieved_contexts": "Contexts",
@@ -99,11 +98,13 @@ class CustomJudgement(Judgement[CustomTexts, CustomVerdict]):
                  "levels": {str(k): v for k, v in sorted(self.levels.items())}, "labels": self.labels,
                  "bounds": bounds}
         self.version = hashlib.sha256(json.dumps(asked, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:12]
+        low, high = bounds or (None, None)
         answer = {"aspect_critic": (Literal[0, 1], ...), "rubric": (Literal[1, 2, 3, 4, 5], ...),
                   "discrete": (Literal[self.labels], ...) if self.labels else (str, ...),
-                  "numeric": (float, ...)}[kind]
-        self.schema = item_schema(create_model("Reply", __base__=Model, reason=(str, REASON),
-                                               **{ANSWER[kind]: answer}))
+                  "numeric": (Annotated[float, Field(ge=low, le=high, allow_inf_nan=False)], ...)}[kind]
+        #: The model of the reply: its reason and its answer, in the allowed set.
+        self.reply = create_model("Reply", __base__=Reply, reason=(Reason, REASON), **{ANSWER[kind]: answer})
+        self.schema = item_schema(self.reply)
         if bounds is not None:
             self.schema["properties"]["value"].update(minimum=bounds[0], maximum=bounds[1])
 
@@ -127,25 +128,7 @@ class CustomJudgement(Judgement[CustomTexts, CustomVerdict]):
             shown = numbered("C", value) if name == "retrieved_contexts" else value
             parts.append(f"{self.headings[name]}:\n{shown}")
         prompt = "\n\n".join([*parts, self.prompt.strip(), self.reply_line()])
-        field = ANSWER[self.shape]
-
-        def validate(data: Any) -> dict[str, Any]:
-            if not isinstance(data, dict):
-                raise OutputError("the reply must be an object with reason and " + field)
-            value = data.get(field)
-            if self.shape == "aspect_critic" and (type(value) is not int or value not in (0, 1)):
-                raise OutputError(f"verdict must be 0 or 1, got {value!r}")
-            if self.shape == "rubric" and (type(value) is not int or not 1 <= value <= 5):
-                raise OutputError(f"score must be an integer from 1 to 5, got {value!r}")
-            if self.shape == "discrete" and value not in self.labels:
-                raise OutputError(f"label must be one of {list(self.labels)}, got {value!r}")
-            if self.shape == "numeric":
-                low, high = self.bounds
-                if type(value) not in (int, float) or not math.isfinite(value) or not low <= value <= high:
-                    raise OutputError(f"value must be a number from {low:g} to {high:g}, got {value!r}")
-            return {field: value, "reason": str(data.get("reason", ""))}
-
-        return Request(self.kind, prompt, self.schema, validate)
+        return Request(self.kind, prompt, self.schema, self.reply, self.reply.model_dump)
 
     async def llm(self, judge, inputs: CustomTexts) -> CustomVerdict:
         """One request, cached under the fields it reads."""

@@ -7,7 +7,7 @@ text, which needs a word segmenter or an LLM (``entities`` is then ``None``).
 from __future__ import annotations
 
 from metrics.judgements.base import Judgement, Model
-from metrics.judges.prompts import OutputError, Request
+from metrics.judges.prompts import NonEmptyText, Reply, Request
 from metrics.text import has_cjk, names, numbers
 
 
@@ -23,20 +23,19 @@ class Entities(Model):
     entities: list[str] | None
 
 
+class EntitiesReply(Reply):
+    """The reply: the entities, each written as in the text."""
+
+    entities: list[NonEmptyText]
+
+
 def request(text: str) -> Request:
     """ContextEntityRecall: the named entities of a text."""
     prompt = (f"Text:\n{text}\n\nList the distinct named entities in the text (people, places, organisations, "
               "works, events, dates, numbers with their units), each written as in the text.")
     schema = {"type": "object", "properties": {"entities": {"type": "array", "items": {"type": "string"}}},
               "required": ["entities"], "additionalProperties": False}
-
-    def validate(data):
-        found = data.get("entities") if isinstance(data, dict) else None
-        if not isinstance(found, list) or not all(isinstance(e, str) and e.strip() for e in found):
-            raise OutputError("'entities' must be a list of non-empty strings")
-        return {"entities": found}
-
-    return Request("entities", prompt, schema, validate)
+    return Request("entities", prompt, schema, EntitiesReply, lambda reply: {"entities": list(reply.entities)})
 
 
 class EntityExtraction(Judgement[Text, Entities]):

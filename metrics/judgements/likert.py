@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.prompts import OutputError, Request, numbered
+from metrics.judges.prompts import Reason, Reply, Request, numbered
 
 
 class LikertTexts(Model):
@@ -30,10 +30,10 @@ class LikertScore(Model):
     reason: str
 
 
-class ScoreReply(Model):
+class ScoreReply(Reply):
     """The reply: the reason first, then the score."""
 
-    reason: str = REASON
+    reason: Reason = REASON
     score: Literal[1, 2, 3, 4, 5]
 
 
@@ -61,15 +61,7 @@ class Likert(Judgement[LikertTexts, LikertScore]):
             elif getattr(texts, name) is not None:
                 parts.append(f"{name.replace('_', ' ').capitalize()}:\n{getattr(texts, name)}")
         prompt = "\n\n".join(parts) + f"\n\n{self.rubric} Give the reason first."
-        schema = item_schema(ScoreReply)
-
-        def validate(data):
-            score = data.get("score") if isinstance(data, dict) else None
-            if type(score) is not int or not 1 <= score <= 5:
-                raise OutputError(f"score must be an integer from 1 to 5, got {score!r}")
-            return {"score": score, "reason": str(data.get("reason", ""))}
-
-        return Request(self.kind, prompt, schema, validate)
+        return Request(self.kind, prompt, item_schema(ScoreReply), ScoreReply, ScoreReply.model_dump)
 
     async def llm(self, judge, inputs: LikertTexts) -> LikertScore:
         """One request."""

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from metrics.judgements.base import REASON, Judgement, Model, item_schema
 from metrics.judges.base import JudgeError
-from metrics.judges.prompts import OutputError, Request, numbered
+from metrics.judges.prompts import Reason, Reply, Request, numbered
 
 
 class Candidate(Model):
@@ -38,10 +38,10 @@ class Critique(Model):
         return self.answerable and self.standalone
 
 
-class CritiqueReply(Model):
+class CritiqueReply(Reply):
     """The reply: the reason first, then the two verdicts."""
 
-    reason: str = REASON
+    reason: Reason = REASON
     answerable: Literal[0, 1] = Field(description="1 = the passages fully answer the question as the answer does")
     standalone: Literal[0, 1] = Field(description="1 = the question is clear without seeing the passages")
 
@@ -53,18 +53,9 @@ def request(candidate: Candidate) -> Request:
               "support the answer and the answer answers the question, else 0. standalone = 1 if a user who has "
               "not seen the passages understands the question (it does not refer to \"the passage\", \"the text\" "
               "or \"the above\" and names what it is about), else 0. Give the reason first.")
-
-    def validate(data):
-        if not isinstance(data, dict):
-            raise OutputError("the reply must be an object with reason, answerable and standalone")
-        problems = [f"{k} must be one of [0, 1], got {data.get(k)!r}" for k in ("answerable", "standalone")
-                    if type(data.get(k)) is not int or data.get(k) not in (0, 1)]
-        if problems:
-            raise OutputError("; ".join(problems))
-        return {"answerable": bool(data["answerable"]), "standalone": bool(data["standalone"]),
-                "reason": str(data.get("reason", ""))}
-
-    return Request("question_critic", prompt, item_schema(CritiqueReply), validate)
+    return Request("question_critic", prompt, item_schema(CritiqueReply), CritiqueReply,
+                   lambda reply: {"answerable": bool(reply.answerable), "standalone": bool(reply.standalone),
+                                  "reason": reply.reason})
 
 
 class QuestionCritic(Judgement[Candidate, Critique]):

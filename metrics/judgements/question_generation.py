@@ -19,7 +19,7 @@ from pydantic import Field
 
 from metrics.judgements.base import Judgement, Model, item_schema
 from metrics.judges.base import JudgeError
-from metrics.judges.prompts import OutputError, Request, numbered
+from metrics.judges.prompts import NonEmptyText, OutputError, Reply, Request, numbered
 from metrics.text import has_cjk
 
 Kind = Literal["single_hop", "multi_hop", "abstract"]
@@ -51,11 +51,11 @@ class GeneratedQuestion(Model):
     reference: str
 
 
-class QuestionReply(Model):
+class QuestionReply(Reply):
     """The reply: the question, then its answer."""
 
-    question: str = Field(description="the question, standalone, as a user would ask it")
-    answer: str = Field(description="the reference answer, from the passages only")
+    question: NonEmptyText = Field(description="the question, standalone, as a user would ask it")
+    answer: NonEmptyText = Field(description="the reference answer, from the passages only")
 
 
 def request(seed: Seed) -> Request:
@@ -66,19 +66,12 @@ def request(seed: Seed) -> Request:
               f"only. Write the question and the answer in {seed.language}.")
     cjk = seed.language in ("Chinese", "Japanese", "Korean")  # the passages' script (not one name in it)
 
-    def validate(data):
-        if not isinstance(data, dict):
-            raise OutputError("the reply must be an object with question and answer")
-        values = {k: data.get(k) for k in ("question", "answer")}
-        problems = [f"{k} must be a non-empty string, got {v!r}" for k, v in values.items()
-                    if not isinstance(v, str) or not v.strip()]
-        if not problems and cjk and not has_cjk(values["question"]):
-            problems.append(f"the question must be written in {seed.language}, the language of the passages")
-        if problems:
-            raise OutputError("; ".join(problems))
-        return {"user_input": values["question"].strip(), "reference": values["answer"].strip()}
+    def read(reply: QuestionReply) -> dict[str, str]:
+        if cjk and not has_cjk(reply.question):
+            raise OutputError(f"the question must be written in {seed.language}, the language of the passages")
+        return {"user_input": reply.question.strip(), "reference": reply.answer.strip()}
 
-    return Request("question_generation", prompt, item_schema(QuestionReply), validate)
+    return Request("question_generation", prompt, item_schema(QuestionReply), QuestionReply, read)
 
 
 class QuestionGeneration(Judgement[Seed, GeneratedQuestion]):

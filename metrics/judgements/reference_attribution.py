@@ -14,7 +14,7 @@ from pydantic import Field
 from metrics.judgements.base import REASON, Judgement, Model, item_schema
 from metrics.judgements.statement_support import Verdicts
 from metrics.judges.base import Verdict
-from metrics.judges.prompts import OutputError, Request, check_keyed, ids, keyed_schema, numbered, reasons
+from metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered, sections
 
 
 class ReferenceStatements(Model):
@@ -25,17 +25,17 @@ class ReferenceStatements(Model):
     contexts: list[str]
 
 
-class AttributedItem(Model):
+class AttributedItem(Reply):
     """The reply for one reference statement id."""
 
-    reason: str = REASON
+    reason: Reason = REASON
     attributed: Literal[0, 1] = Field(description="attributable")
 
 
-class UsefulItem(Model):
+class UsefulItem(Reply):
     """The reply for one context id."""
 
-    reason: str = REASON
+    reason: Reason = REASON
     useful: Literal[0, 1] = Field(description="useful")
 
 
@@ -50,18 +50,15 @@ def request(question: str, statements: list[str], contexts: list[str]) -> Reques
     schema = {"type": "object", "required": ["statements", "contexts"], "additionalProperties": False,
               "properties": {"statements": keyed_schema(statement_keys, item_schema(AttributedItem)),
                              "contexts": keyed_schema(context_keys, item_schema(UsefulItem))}}
+    reply = sections(("statements", keyed(tuple(statement_keys), AttributedItem)),
+                     ("contexts", keyed(tuple(context_keys), UsefulItem)))
 
-    def validate(data):
-        if not isinstance(data, dict):
-            raise OutputError("the reply must be an object with 'statements' and 'contexts'")
-        attributed = check_keyed(data.get("statements"), statement_keys, "attributed", (0, 1), "statements")
-        useful = check_keyed(data.get("contexts"), context_keys, "useful", (0, 1), "contexts")
-        return {"attributed": [attributed[k] for k in statement_keys],
-                "attribution_reasons": list(reasons(data["statements"], statement_keys).values()),
-                "useful": [useful[k] for k in context_keys],
-                "usefulness_reasons": list(reasons(data["contexts"], context_keys).values())}
+    def read(reply) -> dict[str, list[Any]]:
+        statements, used = [reply.statements[k] for k in statement_keys], [reply.contexts[k] for k in context_keys]
+        return {"attributed": [s.attributed for s in statements], "attribution_reasons": [s.reason for s in statements],
+                "useful": [c.useful for c in used], "usefulness_reasons": [c.reason for c in used]}
 
-    return Request("reference_attribution", prompt, schema, validate)
+    return Request("reference_attribution", prompt, schema, reply, read)
 
 
 async def ask_llm(judge, version: str, user_input: str, statements: list[str],

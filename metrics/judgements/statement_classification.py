@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.prompts import OutputError, Request, check_keyed, ids, keyed_schema, numbered
+from metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered, sections
 from metrics.text import is_bare_span, qa_statement, split_qa
 
 
@@ -31,17 +31,17 @@ class Classification(Model):
     covered: list[Literal[0, 1]]
 
 
-class SupportedItem(Model):
+class SupportedItem(Reply):
     """The reply for one response statement id."""
 
-    reason: str = REASON
+    reason: Reason = REASON
     supported: Literal[0, 1] = Field(description="1/0")
 
 
-class CoveredItem(Model):
+class CoveredItem(Reply):
     """The reply for one reference statement id."""
 
-    reason: str = REASON
+    reason: Reason = REASON
     covered: Literal[0, 1] = Field(description="1/0")
 
 
@@ -55,15 +55,11 @@ def request(response_statements: list[str], reference_statements: list[str]) -> 
     schema = {"type": "object", "required": ["response", "reference"], "additionalProperties": False,
               "properties": {"response": keyed_schema(response_keys, item_schema(SupportedItem)),
                              "reference": keyed_schema(reference_keys, item_schema(CoveredItem))}}
-
-    def validate(data):
-        if not isinstance(data, dict):
-            raise OutputError("the reply must be an object with 'response' and 'reference'")
-        supported = check_keyed(data.get("response"), response_keys, "supported", (0, 1), "response")
-        covered = check_keyed(data.get("reference"), reference_keys, "covered", (0, 1), "reference")
-        return {"supported": [supported[k] for k in response_keys], "covered": [covered[k] for k in reference_keys]}
-
-    return Request("statement_classification", prompt, schema, validate)
+    reply = sections(("response", keyed(tuple(response_keys), SupportedItem)),
+                     ("reference", keyed(tuple(reference_keys), CoveredItem)))
+    return Request("statement_classification", prompt, schema, reply,
+                   lambda reply: {"supported": [reply.response[k].supported for k in response_keys],
+                                  "covered": [reply.reference[k].covered for k in reference_keys]})
 
 
 class StatementClassification(Judgement[StatementLists, Classification]):

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from metrics.judgements.base import REASON, Judgement, Model, item_schema
 from metrics.judges.base import Judge, Verdict, expect_count
-from metrics.judges.prompts import Request, check_keyed, ids, keyed_schema, numbered, reasons
+from metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered
 
 
 class Statements(Model):
@@ -28,10 +28,10 @@ class Verdicts(Model):
     verdicts: list[Verdict]
 
 
-class SupportItem(Model):
+class SupportItem(Reply):
     """The reply for one statement id."""
 
-    reason: str = REASON
+    reason: Reason = REASON
     verdict: Literal[0, 1] = Field(description="1 = inferable from the contexts")
 
 
@@ -42,12 +42,8 @@ def request(statements: list[str], contexts: list[str]) -> Request:
               "For every statement id, give verdict 1 if the statement can be directly inferred from the contexts, "
               "and 0 if it cannot (not stated there, or contradicted). Give the reason first.")
     schema = keyed_schema(keys, item_schema(SupportItem))
-
-    def validate(data):
-        return {"verdicts": [check_keyed(data, keys, "verdict", (0, 1))[k] for k in keys],
-                "reasons": list(reasons(data, keys).values())}
-
-    return Request("statement_support", prompt, schema, validate)
+    return Request("statement_support", prompt, schema, keyed(tuple(keys), SupportItem),
+                   lambda reply: {"verdicts": [reply[k].verdict for k in keys], "reasons": [reply[k].reason for k in keys]})
 
 
 class StatementSupport(Judgement[Statements, Verdicts]):

@@ -11,13 +11,19 @@ import asyncio
 
 from metrics.judgements.base import Judgement, Model
 from metrics.judgements.context_relevance import QuestionAndContexts, Rating, context_relevance
-from metrics.judges.prompts import OutputError, Request
+from metrics.judges.prompts import Reply, Request
 
 
 class WholeContextRatings(Model):
     """The two judges' ratings of all contexts together."""
 
     ratings: tuple[Rating, Rating]
+
+
+class RatingReply(Reply):
+    """The reply: one rating of all the contexts."""
+
+    rating: Rating
 
 
 WORDINGS = {
@@ -33,14 +39,7 @@ def request(wording: str, question: str, contexts: list[str]) -> Request:
     prompt = f"Question:\n{question}\n\nContext:\n{chr(10).join(contexts)}\n\n{WORDINGS[wording]}"
     schema = {"type": "object", "properties": {"rating": {"type": "integer", "enum": [0, 1, 2]}},
               "required": ["rating"], "additionalProperties": False}
-
-    def validate(data):
-        rating = data.get("rating") if isinstance(data, dict) else None
-        if type(rating) is not int or rating not in (0, 1, 2):
-            raise OutputError(f"rating must be one of [0, 1, 2], got {rating!r}")
-        return {"rating": rating}
-
-    return Request(wording, prompt, schema, validate)
+    return Request(wording, prompt, schema, RatingReply, RatingReply.model_dump)
 
 
 class WholeContextRelevance(Judgement[QuestionAndContexts, WholeContextRatings]):

@@ -3,17 +3,21 @@
 The prompts themselves live with their judgements (``metrics.judgements``). Every
 judgement keys its items by id (``S1``, ``C1``, ``R1``...) and the schema requires
 exactly those keys, so a provider that honours ``json_schema`` cannot drop or
-add a verdict; the validator enforces the same for ``json_object`` endpoints. Prompts
-are our own wording of the judgements that RAGAS 0.4.3, dingo 2.5 and Azure AI
-Evaluation describe (see ``shared/docs/metric-spec.md``).
+add a verdict; the reply's pydantic model (:class:`Reply`, :func:`keyed`) enforces the same
+for ``json_object`` endpoints (:func:`parse_reply`). Prompts are our own wording of the
+judgements that RAGAS 0.4.3, dingo 2.5 and Azure AI Evaluation describe.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo, create_model, field_validator
+from pydantic_core import PydanticCustomError
 
 SYSTEM = ("You are a careful, impartial evaluator of retrieval-augmented generation. Judge only from the text "
           "you are given, never from outside knowledge. Write every reason and every question in the language of "
@@ -24,14 +28,134 @@ class OutputError(ValueError):
     """The judge's reply is not valid JSON of the requested shape (the message says why)."""
 
 
+class Reply(BaseModel):
+    """Base of the models of the judge's replies: strict (``"1"``, ``1.0`` or ``true`` is no 0/1
+    verdict, metric-spec fault 2), fields the schema does not ask for ignored."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _integers_are_integers(cls, value: Any, info: ValidationInfo) -> Any:
+        choices = _choices(cls.model_fields[info.field_name].annotation)
+        if choices and all(type(c) is int for c in choices) and type(value) is not int:
+            raise PydanticCustomError("literal_error", "not an integer")  # Literal[0, 1] alone takes True and 1.0
+        return value
+
+
+class _Keyed(Reply):
+    model_config = ConfigDict(extra="forbid")
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+
+@functools.cache  # one model per set of keys and item
+def keyed(keys: tuple[str, ...], item: Any) -> type[Reply]:
+    """The model of an object with exactly ``keys`` (``reply["S1"]``), each an ``item`` (a
+    :class:`Reply` model or a ``Literal``): the reply :func:`keyed_schema` describes."""
+    return create_model("Keyed", __base__=_Keyed, **dict.fromkeys(keys, (item, ...)))
+
+
+@functools.cache
+def sections(*named: tuple[str, Any]) -> type[Reply]:
+    """The model of an object with these ``(name, model)`` parts, e.g. two keyed replies."""
+    return create_model("Sections", __base__=Reply, **{name: (model, ...) for name, model in named})
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise PydanticCustomError("blank", "blank")
+    return text
+
+
+#: A string with something besides white space in it.
+NonEmptyText = Annotated[str, AfterValidator(_not_blank)]
+#: The reason of a verdict, whatever the judge wrote there (as text).
+Reason = Annotated[str, BeforeValidator(str)]
+
+
+def _choices(annotation: Any) -> tuple[Any, ...]:
+    return get_args(annotation) if get_origin(annotation) is Literal else ()
+
+
+def _expected(annotation: Any, metadata: list[Any]) -> str:
+    """What a field of a reply model takes, in words: ``one of [0, 1]``, ``an integer from 1 to 5``..."""
+    if get_origin(annotation) is Annotated:
+        annotation, *more = get_args(annotation)
+        metadata = [*metadata, *more]
+    choices = _choices(annotation)
+    if len(choices) > 3 and list(choices) == list(range(choices[0], choices[0] + len(choices))):
+        return f"an integer from {choices[0]} to {choices[-1]}"
+    if choices:
+        return f"one of {list(choices)}"
+    bounds = {type(m).__name__: m for m in metadata}
+    if "Ge" in bounds and "Le" in bounds:
+        return f"a number from {bounds['Ge'].ge:g} to {bounds['Le'].le:g}"
+    if annotation is str:
+        blank = any(getattr(m, "func", None) is _not_blank for m in metadata)
+        return "a non-empty string" if blank else "a string"
+    if get_origin(annotation) is list:
+        return "a list"
+    return f"a {getattr(annotation, '__name__', annotation)}"
+
+
+def _problem(model: type[BaseModel], error: Any) -> str:
+    """One validation error of ``model``: ``missing S2``, ``unexpected key S5``, ``S1.verdict must be
+    one of [0, 1], got 2``, ``the reply must be an object with S1, S2, got [1]``."""
+    where = ".".join(map(str, error["loc"]))
+    if error["type"] == "missing":
+        return f"missing {where}"
+    if error["type"] == "extra_forbidden":
+        return f"unexpected key {where}"
+    annotation, metadata = model, []
+    for part in error["loc"]:  # the type the error is about, through nested models and lists
+        if isinstance(part, int):
+            annotation, metadata = get_args(annotation)[0], []
+        else:
+            field = annotation.model_fields[part]
+            annotation, metadata = field.annotation, field.metadata
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return f"{where or 'the reply'} must be an object with {', '.join(annotation.model_fields)}, " \
+               f"got {error['input']!r}"
+    return f"{where} must be {_expected(annotation, metadata)}, got {error['input']!r}"
+
+
+def parse_reply(model: type[Reply], data: Any) -> Reply:
+    """``data`` (the reply's JSON) as ``model``.
+
+    Raises
+    ------
+    OutputError
+        Saying, for each problem, which key or field and what it takes (``missing S2``,
+        ``S1.verdict must be one of [0, 1], got '1'``).
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise OutputError("; ".join(dict.fromkeys(_problem(model, e) for e in exc.errors()))) from None
+
+
 @dataclass(frozen=True)
 class Request:
-    """One judgement to ask: its kind, prompt text, schema and validator."""
+    """One judgement to ask: its kind, prompt text and schema, the model of its reply and
+    what the judgement keeps of a valid reply (``read``, a JSON-able dict: it is cached)."""
 
     kind: str
     prompt: str
     schema: dict[str, Any]
-    validate: Callable[[Any], dict[str, Any]]
+    reply: type[Reply]
+    read: Callable[[Any], dict[str, Any]]
+
+    def validate(self, data: Any) -> dict[str, Any]:
+        """What is kept of the reply ``data`` (:func:`parse_reply`, then ``read``).
+
+        Raises
+        ------
+        OutputError
+            When ``data`` is not a valid reply (the judge re-asks once with the message).
+        """
+        return self.read(parse_reply(self.reply, data))
 
 
 def numbered(prefix: str, texts: list[str]) -> str:
@@ -110,36 +234,3 @@ def extract_json(text: str) -> Any:
             if isinstance(value, dict):
                 return value
     raise OutputError("the reply holds no JSON object")
-
-
-def check_keyed(data: Any, keys: list[str], field: str, allowed: tuple[int, ...], where: str = "") -> dict[str, int]:
-    """``{key: value of field}`` after checking one item per key and values in ``allowed``.
-
-    Raises
-    ------
-    OutputError
-        For a missing or extra key, a non-object item, or a value that is not one of
-        ``allowed`` (strings such as ``"1"`` and booleans are refused, metric-spec fault 2).
-    """
-    if not isinstance(data, dict):
-        raise OutputError(f"{where or 'the reply'} must be an object keyed by {', '.join(keys)}")
-    problems = [f"missing {k}" for k in keys if k not in data]
-    problems += [f"unexpected key {k}" for k in data if k not in keys]
-    values: dict[str, int] = {}
-    for key in keys:
-        item = data.get(key)
-        if key not in data:
-            continue
-        value = item.get(field) if isinstance(item, dict) else None
-        if type(value) is not int or value not in allowed:
-            problems.append(f"{key}.{field} must be one of {list(allowed)}, got {value!r}")
-        else:
-            values[key] = value
-    if problems:
-        raise OutputError(f"{where + ': ' if where else ''}{'; '.join(problems)}")
-    return values
-
-
-def reasons(data: dict[str, Any], keys: list[str]) -> dict[str, str]:
-    """``{key: reason}`` of a keyed reply (an item without a reason gives "")."""
-    return {k: str(data[k].get("reason", "")) if isinstance(data.get(k), dict) else "" for k in keys}

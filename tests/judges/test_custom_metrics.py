@@ -92,7 +92,7 @@ def test_malformed_then_valid_is_reasked_once(name, bad, good, value, server, ma
 
 # (metric, a reply outside the allowed set, the validator's message)
 OUTSIDE = [
-    ("helpfulness", {"reason": "x", "verdict": 2}, "verdict must be 0 or 1, got 2"),
+    ("helpfulness", {"reason": "x", "verdict": 2}, "verdict must be one of [0, 1], got 2"),
     ("politeness", {"reason": "x", "score": 2.5}, "score must be an integer from 1 to 5, got 2.5"),
     ("answer_kind", {"reason": "x", "label": "yes"}, "label must be one of ['direct_answer', 'partial_answer', "
                                                      "'refusal', 'off_topic'], got 'yes'"),
