@@ -21,6 +21,7 @@ from pydantic import PrivateAttr, create_model
 from assets.stored_results import ResultWriter, StoredTable, TableFile, TableFileHandler
 
 from metrics.base import Metric
+from metrics.extras import MissingExtra, require
 from metrics.scoring import Task, results_frame, score_chunks
 from metrics.judges import Judge, OfflineJudge
 from metrics.judges.llm import LLMConfig, LLMJudge
@@ -274,6 +275,10 @@ class ExecutionResource(dg.ConfigurableResource):
 
     def _session(self):
         if self._spark is None:
+            try:
+                require("pyspark", "spark", "Spark execution")
+            except MissingExtra as exc:
+                raise dg.Failure(str(exc), allow_retries=False) from None
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this interpreter
             from pyspark import SparkContext
             from pyspark.sql import SparkSession

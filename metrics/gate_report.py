@@ -3,7 +3,8 @@
 ``report.md`` puts the verdict first, then the metrics that moved, then the rows that
 regressed most with the judge's reasons, then coverage and the method, in that order, so
 its first lines are the decision. ``report.html`` is self-contained: every chart is an
-inline SVG drawn by matplotlib, no script, font or style is fetched at view time.
+inline SVG drawn by matplotlib (the ``report`` extra; without it the page has its tables and
+says how to get the charts), no script, font or style is fetched at view time.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pandas as pd
 
 from metrics.aggregate import USAGE_COLUMNS
 from metrics.compare import ALPHA, NO_DECISION_HINT, Comparison, MetricComparison, bootstrap_means
+from metrics.extras import MissingExtra, require
 from metrics.results import Status
 
 #: Rows listed under "Rows that regressed most".
@@ -139,6 +141,15 @@ def _short(label: str) -> str:
     return label if len(label) <= 18 else label[:8] + "…" + label[-8:]
 
 
+def missing_charts() -> str | None:
+    """Why report.html has no charts (matplotlib, the ``report`` extra, is not installed), else ``None``."""
+    try:
+        require("matplotlib", "report", "Drawing the charts of report.html")
+    except MissingExtra as exc:
+        return str(exc)
+    return None
+
+
 def _svg(figure) -> str:
     import matplotlib.pyplot as plt
 
@@ -226,6 +237,8 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
     e = html.escape
     metrics = [m for m in c.metrics if any(m in h["metrics"] for h in history)]
     label = "FAILED" if c.failures else "PASSED" if c.decided else "NO DECISION"
+    missing = missing_charts()  # the tables without the charts, saying how to get them
+    no_chart = f"<p class='small'>{e(missing or '')}</p>"
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(c.candidate)} vs {e(c.baseline)}</title>"
              f"<style>{_STYLE}</style></head><body>",
              f"<h1>Regression gate: <span class='verdict {label.split()[0].lower()}'>{label}</span></h1>",
@@ -233,7 +246,7 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
              f"{'' if c.decided else ': no row id in common, nothing was compared'}</p>"]
     parts += ["<ul>"] + [f"<li class='regressed'>{e(f)}</li>" for f in c.failures] + \
         [f"<li class='small'>{e(n)}</li>" for n in notes or []] + ["</ul>"]
-    parts += ["<h2>Trend per metric</h2>", trend_svg(history, metrics, c.baseline, c.candidate)]
+    parts += ["<h2>Trend per metric</h2>", no_chart if missing else trend_svg(history, metrics, c.baseline, c.candidate)]
     parts += ["<h2>Comparison</h2><table><tr><th>metric</th><th>baseline</th><th>candidate</th>"
               "<th>difference</th><th>95 % interval</th><th>n</th><th>margin</th><th>Holm p (regression)</th>"
               "<th>test-retest SD</th><th>verdict</th></tr>"]
@@ -261,7 +274,7 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
               + "</tr>" for h in history]
     parts.append("</table>")
     if any(h["cost"].get(c) for h in history for c in USAGE_COLUMNS[:4]):
-        parts.append(cost_svg(history))
+        parts.append(no_chart if missing else cost_svg(history))
     else:
         parts.append("<p class='small'>No request was sent for these versions (offline judge, or answers from the "
                      "judgement cache).</p>")

@@ -62,10 +62,11 @@ def _print_table(comparison) -> None:
 
 def _finish(comparison, notes: list[str], folder: Path, history) -> int:
     from metrics.gate import write_reports
+    from metrics.gate_report import missing_charts
     from orchestration.report import printable
 
     _print_table(comparison)
-    for note in notes:
+    for note in [*notes, *filter(None, [missing_charts()])]:
         print(f"note: {printable(note)}")
     paths = write_reports(comparison, notes, folder, history)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")

@@ -46,7 +46,8 @@ def run_config(args: argparse.Namespace) -> dict:
     Raises
     ------
     ValueError
-        For an unknown metric or option, or a value of the wrong type or out of range.
+        For an unknown metric or option, or a value of the wrong type or out of range;
+        ``--executor spark`` without pyspark (``metrics.extras.MissingExtra``, naming the extra).
     """
     from assets.evaluation import METRICS_OP
     from metrics.aggregate import is_ratio
@@ -54,6 +55,10 @@ def run_config(args: argparse.Namespace) -> dict:
     from metrics.registry import METRICS, option_types, resolve_names
 
     resolve_names(args.metrics)  # unknown names fail here, before anything is registered
+    if getattr(args, "executor", "local") == "spark":
+        from metrics.extras import require
+
+        require("pyspark", "spark", "Spark execution")  # without it: the extra to install, before anything runs
     if not 0 <= args.max_rejected_share <= 1:
         raise ValueError(f"--max-rejected-share {args.max_rejected_share:g}: give a share between 0 and 1")
     ops: dict = {"eval_summary": {"config": {"scale": args.scale, "dingo_layout": args.dingo_summary}},

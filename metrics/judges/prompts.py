@@ -85,7 +85,8 @@ def _expected(annotation: Any, metadata: list[Any]) -> str:
         annotation, *more = get_args(annotation)
         metadata = [*metadata, *more]
     choices = _choices(annotation)
-    if len(choices) > 3 and list(choices) == list(range(choices[0], choices[0] + len(choices))):
+    if len(choices) > 3 and all(type(c) is int for c in choices) and \
+            list(choices) == list(range(choices[0], choices[0] + len(choices))):
         return f"an integer from {choices[0]} to {choices[-1]}"
     if choices:
         return f"one of {list(choices)}"

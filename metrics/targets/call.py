@@ -40,6 +40,7 @@ from typing import Any
 
 import tenacity
 
+from metrics.extras import MissingExtra
 from metrics.judges.cache import JudgementCache, cache_key
 from metrics.targets.config import ENV_REFERENCE, CallSettings, Part, TargetConfigError, expand_env
 
@@ -302,7 +303,8 @@ def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
     (``"timeout: no answer within 2 s after 3 attempts"``), never an exception.
     ``wait`` overrides the backoff (tests). Raises nothing but
     :class:`~metrics.targets.config.TargetConfigError` for a part that cannot be called
-    at all (a callable that does not import), before any call.
+    at all (a callable that does not import), before any call, and
+    :class:`~metrics.extras.MissingExtra` when the part needs an extra that is not installed.
     """
     if part.kind == "callable":
         _import(part)
@@ -325,7 +327,7 @@ def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
         try:
             value = tenacity.Retrying(stop=tenacity.stop_after_attempt(settings.max_attempts), wait=wait,
                                       retry=tenacity.retry_if_exception(_is_transient), reraise=True)(attempt)
-        except TargetConfigError:
+        except (TargetConfigError, MissingExtra):  # the part cannot be called at all: stop, naming why
             raise
         except Exception as exc:  # noqa: BLE001 - the row's target_error, with its cause
             kind = "timeout" if isinstance(exc, TransientError) and "timeout" in str(exc) else type(exc).__name__

@@ -3,7 +3,7 @@
 Target callables (``metrics.targets``; the ``sweep.toml`` that ``rag-eval testset`` writes
 names them, and so does ``examples/rag_system``):
 
-* :func:`bm25`: Okapi BM25 (the ``bm25s`` package, English stop words removed; runs of
+* :func:`bm25`: Okapi BM25 (the ``bm25s`` package of the ``testset`` extra, English stop words removed; runs of
   Chinese, Japanese or Korean characters indexed as character bigrams, since they have no
   spaces) over a JSONL corpus of ``{"id", "text"}`` lines;
 * :func:`extractive`: the sentences of the retrieved passages sharing the most words with
@@ -17,6 +17,8 @@ import functools
 import json
 import re
 from pathlib import Path
+
+from metrics.extras import require
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]{2,}")
 
@@ -49,8 +51,7 @@ def load_corpus(corpus: str) -> tuple[list[str], list[str]]:
 
 @functools.cache
 def _index(corpus: str):
-    import bm25s
-
+    bm25s = require("bm25s", "testset", "The BM25 baseline retriever")
     index = bm25s.BM25()
     index.index(bm25s.tokenize([_bigrams(t) for t in load_corpus(corpus)[1]], stopwords="en", show_progress=False),
                 show_progress=False)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
+from metrics.extras import require
 from metrics.judges.plan import estimate_tokens
 from metrics.text import normalise_rag_text, split_sentences
 
@@ -100,12 +101,14 @@ def read_text(path: Path) -> str:
     Raises
     ------
     ValueError
-        For an unsupported suffix, text that is not UTF-8, or a PDF that cannot be read.
+        For an unsupported suffix, text that is not UTF-8, or a PDF that cannot be read (or
+        pypdf, the ``testset`` extra, is not installed: ``metrics.extras.MissingExtra``).
     """
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise ValueError(f"not a supported document type (one of {', '.join(sorted(SUFFIXES))})")
     if kind == "pdf":
+        require("pypdf", "testset", "Reading PDF documents")  # a MissingExtra is a ValueError: the file is skipped
         from pypdf.errors import PdfReadError
 
         try:

@@ -68,3 +68,9 @@ def test_the_schema_sent_and_the_model_that_reads_the_reply_agree():
                 likert_groundedness.request(LikertTexts(query="Q?", response="R.", contexts=["C."]))]
     for request in requests:
         assert request.validate(example_answer(request.schema)), request.kind
+
+
+def test_a_custom_label_outside_the_set_lists_the_labels():
+    judgement = CustomJudgement("kind", "discrete", ("response",), "Which kind?", labels=("a", "b", "c", "d"))
+    assert refused(judgement.request(CustomTexts(response="R.")), {"label": "e"}) == \
+        "label must be one of ['a', 'b', 'c', 'd'], got 'e'"

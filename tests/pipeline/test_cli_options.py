@@ -3,6 +3,7 @@ sent: by ``rag-eval run`` with status 2 naming the option, and by a Dagster run'
 the metric step starts (the review's ``answer_relevancy.strictness=0`` used to pass both and
 kill the step that judges every selected metric, losing faithfulness's results)."""
 import json
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -84,3 +85,23 @@ def test_a_version_over_the_rejected_share_exits_1_naming_its_lines_and_sends_no
     assert "line 2" in err and "no selected metric can use it" in err
     assert server.seen == []  # the endpoint check's GET only: no judgement requested
     assert not list((tmp_path / "out").glob("*/summary.json"))
+
+
+def test_spark_without_its_extra_names_the_extra_before_anything_runs(tmp_path, monkeypatch, capsys):
+    from assets.resources import ExecutionResource
+    from metrics import OfflineJudge, build_metrics, load_samples
+    from orchestration import cli
+
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as Python has it for a package not installed
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    message = "Spark execution needs the 'spark' extra: pip install 'rag-eval-pipeline[spark]'"
+    assert cli.main(["run", str(FIQA), "--executor", "spark"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == f"error: {message}" and "Traceback" not in err
+    assert not (tmp_path / "datasets").exists()  # nothing registered
+    # A run the UI or the daemon launches with the spark executor: its metric step fails, saying the same.
+    samples = load_samples(FIQA)[:1]
+    with pytest.raises(dg.Failure) as failed:
+        ExecutionResource(executor="spark").score([(build_metrics(["faithfulness"])[0], samples, OfflineJudge())], "v1")
+    assert failed.value.description == message

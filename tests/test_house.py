@@ -1,0 +1,90 @@
+"""The house: import cycles and wrong-way imports (``tools/import_cycles.py``), and the optional
+extras (``metrics.extras``), each missing one named with the command that installs it. A missing
+package is simulated as Python does for a module set to ``None`` in ``sys.modules``."""
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from metrics.extras import MissingExtra, require
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import import_cycles  # noqa: E402 - a script, not a package
+
+TREE = {
+    "metrics/__init__.py": "",
+    "metrics/a.py": "from metrics import b\n",
+    "metrics/b.py": "def later():\n    import metrics.a\n",  # a deferred import still makes a cycle
+    "metrics/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from metrics.a import X\n"
+                    "    from assets.x import Y\n",
+    "metrics/d.py": "import metrics.c\n",
+    "assets/__init__.py": "",
+    "assets/x.py": "from . import y\nimport orchestration.cli\n",
+    "assets/y.py": "from metrics.d import Z\n",
+    "orchestration/__init__.py": "",
+    "orchestration/cli.py": "import assets.x\n",
+}
+
+
+def test_the_script_prints_each_cycle_and_each_wrong_way_import_and_exits_1(tmp_path, capsys):
+    for name, text in TREE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert import_cycles.main([str(tmp_path)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "import cycle: assets.x (line 2) -> orchestration.cli (line 1) -> assets.x",
+        "import cycle: metrics.a (line 1) -> metrics.b (line 2) -> metrics.a",
+        # Only run-time imports make cycles (metrics.c's of metrics.a is under TYPE_CHECKING), but every
+        # import must point the right way.
+        "wrong-way import: assets.x:2 imports orchestration.cli (assets must not import orchestration)",
+        "wrong-way import: metrics.c:4 imports assets.x (metrics must not import assets)",
+        "10 modules, 9 imports: 4 problem(s)"]
+
+
+def test_the_project_has_no_cycle_and_no_wrong_way_import(capsys):
+    assert import_cycles.main([str(ROOT)]) == 0, capsys.readouterr().out
+
+
+def test_a_missing_extra_is_named_with_its_install_command_a_broken_one_is_not(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    with pytest.raises(MissingExtra) as caught:
+        require("pyspark", "spark", "Spark execution")
+    assert str(caught.value) == "Spark execution needs the 'spark' extra: pip install 'rag-eval-pipeline[spark]'"
+    assert isinstance(caught.value, ValueError)  # the CLI says `error: ...`, exit status 2
+    monkeypatch.setitem(sys.modules, "json.decoder", None)  # installed, but what it imports is broken
+    monkeypatch.delitem(sys.modules, "json")
+    with pytest.raises(ImportError) as broken:
+        require("json", "report", "JSON")
+    assert not isinstance(broken.value, MissingExtra)
+
+
+def test_without_pypdf_a_pdf_is_skipped_naming_the_extra(tmp_path, monkeypatch):
+    from metrics.testset import read_documents
+
+    monkeypatch.setitem(sys.modules, "pypdf", None)
+    (tmp_path / "manual.pdf").write_bytes(b"%PDF-1.4\n")
+    (tmp_path / "notes.md").write_text("Chains wear out and need replacing every few thousand km.\n", encoding="utf-8")
+    documents, skipped = read_documents(tmp_path)
+    assert [d.id for d in documents] == ["notes.md"]
+    assert skipped == {"manual.pdf": "Reading PDF documents needs the 'testset' extra: "
+                                     "pip install 'rag-eval-pipeline[testset]'"}
+
+
+def test_without_matplotlib_report_html_keeps_its_tables_and_says_how_to_get_the_charts(monkeypatch):
+    from metrics.compare import compare
+    from metrics.gate_report import html_report, version_stats
+
+    def frame(shift: float) -> pd.DataFrame:
+        return pd.DataFrame({"sample_id": [f"q{i}" for i in range(10)], "metric": "faithfulness", "status": "ok",
+                             "value": [0.1 * i - shift for i in range(10)], "reason": "", "chat_requests": 1,
+                             "embedding_requests": 0, "prompt_tokens": 9, "completion_tokens": 1, "cache_hits": 0})
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    comparison = compare(frame(0.0), frame(0.1), names=("a", "b"))
+    history = [version_stats(name, frame(shift), ["faithfulness"]) for name, shift in (("a", 0.0), ("b", 0.1))]
+    page = html_report(comparison, history)
+    assert "<svg" not in page and "<h2>Comparison</h2>" in page and "regressed" in page
+    assert page.count("<p class='small'>Drawing the charts of report.html needs the &#x27;report&#x27; extra: pip install "
+                      "&#x27;rag-eval-pipeline[report]&#x27;</p>") == 2  # trend and cost
