@@ -211,7 +211,7 @@ class Metric(ABC):
 
     name: ClassVar[str]
     required_fields: ClassVar[tuple[str, ...]]
-    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    value_range: tuple[float, float] = (0.0, 1.0)
     direction: ClassVar[Direction] = Direction.HIGHER
     default_threshold: ClassVar[float] = 0.5
     #: Bumped whenever the formula or the judgement it asks for changes.
@@ -298,8 +298,8 @@ class Metric(ABC):
         return result
 
     async def _score(self, sample: Sample, judge: Judge) -> MetricResult:
-        base = dict(metric=self.name, sample_id=sample.id, threshold=self.threshold,
-                    direction=self.direction, judge=judge.name)
+        base: dict[str, Any] = dict(metric=self.name, sample_id=sample.id, threshold=self.threshold,
+                                    direction=self.direction, judge=judge.name)
         where = f"line {sample.line} (id {sample.id})"
         if "row" in sample.problems:
             return MetricResult(status=Status.INPUT_ERROR, value=None, passed=None,

@@ -187,8 +187,8 @@ def _direction(metric: str, *frames: pd.DataFrame) -> str:
     if metric in METRICS:
         return METRICS[metric].direction.value
     for frame in frames:
-        values = frame.loc[frame["metric"] == metric, "direction"] if "direction" in frame else []
-        if len(values):
+        values = frame.loc[frame["metric"] == metric, "direction"] if "direction" in frame else None
+        if values is not None and len(values):
             return str(values.iloc[0])
     return Direction.HIGHER.value
 
@@ -288,7 +288,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     for metric in chosen:
         direction = _direction(metric, baseline, candidate)
         margin = float(margins.get(metric, default_margin(metric) if metric in METRICS else 0.02))
-        scale = tuple(METRICS[metric].value_range) if metric in METRICS else (float("nan"), float("nan"))
+        scale = METRICS[metric].value_range if metric in METRICS else (float("nan"), float("nan"))
         if metric in absent:
             side = names[0] if metric not in set(base["metric"]) else names[1]
             results[metric] = MetricComparison(metric, direction, scale, 0, None, None, None, None, None, margin,

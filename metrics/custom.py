@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
@@ -152,7 +153,7 @@ class CustomMetric(Metric):
     """
 
     family = Family.CUSTOM
-    definition: ClassVar[Definition]
+    definition: ClassVar[AspectCritic | Rubric | Discrete | Numeric]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         """One judgement of the fields the definition reads."""
@@ -162,12 +163,12 @@ class CustomMetric(Metric):
             verdict = await judge.ask(judgement, texts)
         except NeedsEndpoint as exc:
             return NotApplicable(str(exc))
-        answer, kind = verdict.answer, self.definition.kind
-        value = float(answer in self.definition.pass_labels) if kind == "discrete" else float(answer)
-        return Measured(value, verdict.reason, {ANSWER[kind]: answer})
+        answer, definition = verdict.answer, self.definition
+        value = float(answer in definition.pass_labels) if isinstance(definition, Discrete) else float(answer)
+        return Measured(value, verdict.reason, {ANSWER[definition.kind]: answer})
 
 
-def metric_class(definition: Definition) -> type[CustomMetric]:
+def metric_class(definition: AspectCritic | Rubric | Discrete | Numeric) -> type[CustomMetric]:
     """The :class:`CustomMetric` subclass of one definition; its ``version`` is a digest of
     the whole definition (threshold and direction too), its judgement's of what is asked."""
     kind = definition.kind
@@ -188,7 +189,7 @@ def metric_class(definition: Definition) -> type[CustomMetric]:
         "judgements": (judgement,), "definition": definition})
 
 
-def _problem(error: dict[str, Any]) -> str:
+def _problem(error: Mapping[str, Any]) -> str:
     """One pydantic error as ``field 'levels': message (got value)``; a check of the whole
     definition names its field first (``levels: ...``)."""
     loc = [str(part) for part in error["loc"] if part not in ("aspect_critic", "rubric", "discrete", "numeric")]

@@ -206,7 +206,7 @@ def with_repeats(results: pd.DataFrame, samples: list[Sample], judge: Judge, rep
 
     frames = [results[results["metric"].isin(metrics)].assign(repeat=0)]
     for repeat in range(1, repeats):
-        again = judge.with_options(repeat=repeat)
+        again = judge.with_options(repeat=repeat)  # type: ignore[attr-defined]  # repeats: the LLM judge's
         frames.append(results_frame(score_all(samples, build_metrics(metrics), again)).assign(repeat=repeat))
     return pd.concat(frames, ignore_index=True)
 

@@ -133,8 +133,9 @@ def _with_extensions(builtin: list[type[Metric]], source: Path | None) -> dict[s
     may be used once."""
     metrics = {cls.name: cls for cls in builtin}
     origin = {cls.name: f"a built-in metric ({cls.__module__}.{cls.__qualname__})" for cls in builtin}
-    extra = [(f"{source}: metric {cls.name!r}", f"the custom metric {cls.name!r} of {source}", cls)
-             for cls in (load_custom_metrics(source) if source else [])]
+    extra: list[tuple[str, str, type[Metric]]] = [
+        (f"{source}: metric {cls.name!r}", f"the custom metric {cls.name!r} of {source}", cls)
+        for cls in (load_custom_metrics(source) if source else [])]
     extra += [(f"{where}: {cls.__qualname__}", f"the plugin metric {cls.__module__}.{cls.__qualname__} ({where})", cls)
               for where, cls in _plugin_points()]
     for where, what, cls in extra:
@@ -206,7 +207,7 @@ class _Family(Sequence[str]):
     def _names(self) -> tuple[str, ...]:
         return tuple(name for name, cls in METRICS.items() if cls.family is self._family)
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         return self._names()[index]
 
     def __len__(self) -> int:
@@ -317,8 +318,8 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
             raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
                            f"{', '.join(FAMILIES)}, all; {source}")
     names = [name for name in METRICS if name in chosen]
-    source = METRICS.custom_source
-    empty = {"custom": f"no custom metrics were read ({source} defines none)" if source
+    read = METRICS.custom_source
+    empty = {"custom": f"no custom metrics were read ({read} defines none)" if read
              else f"no custom metrics were read (no custom metrics file found: {_WHERE})"
              if METRICS.extensions_loaded else "custom metrics not loaded (metrics.load_extensions())",
              "plugin": f"no plugin metric is installed (entry point group {PLUGIN_GROUP})"

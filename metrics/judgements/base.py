@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -73,9 +73,9 @@ class Judgement(ABC, Generic[I, O]):
         What is judged and the verdict.
     """
 
-    kind: ClassVar[str]
-    version: ClassVar[str] = "1"
-    requests: ClassVar[tuple[str, ...]] = ()
+    kind: str
+    version: str = "1"
+    requests: tuple[str, ...] = ()
     Input: ClassVar[type[BaseModel]]
     Output: ClassVar[type[BaseModel]]
 
@@ -96,7 +96,7 @@ class Judgement(ABC, Generic[I, O]):
         """The ``Output`` model of ``values``; a value of the wrong type or range (e.g. a
         scripted or LLM rating of 3 on a 0-2 scale) is a :class:`JudgeError`."""
         try:
-            return self.Output(**values)
+            return cast(O, self.Output(**values))
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}" for e in exc.errors())
             raise JudgeError(f"{self.kind}: invalid verdict: {problems}") from None

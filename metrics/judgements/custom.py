@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model
 
@@ -86,7 +87,7 @@ class CustomJudgement(Judgement[CustomTexts, CustomVerdict]):
     Input, Output = CustomTexts, CustomVerdict
 
     def __init__(self, name: str, kind: Literal["aspect_critic", "rubric", "discrete", "numeric"],
-                 fields: tuple[str, ...], prompt: str, headings: dict[str, str] | None = None,
+                 fields: tuple[str, ...], prompt: str, headings: Mapping[Any, str] | None = None,
                  levels: dict[int, str] | None = None, labels: tuple[str, ...] = (),
                  bounds: tuple[float, float] | None = None) -> None:
         self.kind = f"custom_{name}"
@@ -103,7 +104,8 @@ class CustomJudgement(Judgement[CustomTexts, CustomVerdict]):
                   "discrete": (Literal[self.labels], ...) if self.labels else (str, ...),
                   "numeric": (Annotated[float, Field(ge=low, le=high, allow_inf_nan=False)], ...)}[kind]
         #: The model of the reply: its reason and its answer, in the allowed set.
-        self.reply = create_model("Reply", __base__=Reply, reason=(Reason, REASON), **{ANSWER[kind]: answer})
+        parts: dict[str, Any] = {"reason": (Reason, REASON), ANSWER[kind]: answer}
+        self.reply = create_model("Reply", __base__=Reply, **parts)
         self.schema = item_schema(self.reply)
         if bounds is not None:
             self.schema["properties"]["value"].update(minimum=bounds[0], maximum=bounds[1])

@@ -62,7 +62,7 @@ class WholeContextRelevance(Judgement[QuestionAndContexts, WholeContextRatings])
         joined = QuestionAndContexts(user_input=inputs.user_input, contexts=["\n".join(inputs.contexts)])
         [pair] = (await context_relevance.offline(judge, joined)).ratings
         if judge.focus(inputs.user_input, inputs.contexts) < judge.rules.focus_floor:
-            pair = (max(pair[0] - 1, 0), max(pair[1] - 1, 0))
+            return self.verdict(ratings=(max(pair[0] - 1, 0), max(pair[1] - 1, 0)))
         return self.verdict(ratings=pair)
 
 

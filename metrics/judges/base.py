@@ -57,10 +57,12 @@ def expect_count(items: list, expected: int, what: str) -> list:
 
 
 T = TypeVar("T")
-I = TypeVar("I")
-O = TypeVar("O")
+I = TypeVar("I", bound="BaseModel")
+O = TypeVar("O", bound="BaseModel")
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from metrics.judgements.base import Judgement
 
 
@@ -144,8 +146,10 @@ class Judge(ABC):
         their metrics will ask and the inputs (``metrics.base.asked``): the judge may prepare them
         at once (the offline judge encodes their texts). Results never depend on it. Nothing here."""
 
-    #: Requests in flight at most across all workers (``None``: no limit, e.g. offline).
-    concurrency_limit: int | None = None
+    @property
+    def concurrency_limit(self) -> int | None:
+        """Requests in flight at most across all workers (``None``: no limit, e.g. offline)."""
+        return None
     #: What one (row, metric) may send (``metrics.judges.plan.Budget``); ``None``: nothing is sent.
     budget: Any = None
 

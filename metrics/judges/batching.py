@@ -115,7 +115,7 @@ class Model:
         """Whole texts together (in two orders, beside a copy, nothing cached) give the bits
         they get alone."""
         ids = self.tokenizer.ids(texts)
-        alone = []
+        alone: list[np.ndarray] = []
         for text in ids:
             self.forget()
             alone.append(self._encode([text]))
@@ -124,9 +124,9 @@ class Model:
         self.forget()
         backward = self._encode([*ids[::-1], ids[0]])
         self.forget()
-        alone = np.concatenate(alone)
-        return (np.array_equal(alone, forward) and np.array_equal(alone[::-1], backward[:-1])
-                and np.array_equal(alone[0], backward[-1]))
+        together = np.concatenate(alone)
+        return (np.array_equal(together, forward) and np.array_equal(together[::-1], backward[:-1])
+                and np.array_equal(together[0], backward[-1]))
 
     def _encode(self, ids: list[list[int]]) -> np.ndarray:
         b = self.backend
@@ -277,7 +277,7 @@ def _windows(tokens: np.ndarray, reach: int) -> np.ndarray:
 def _distinct(rows: np.ndarray) -> tuple[np.ndarray, dict[bytes, int]]:
     """The distinct rows (first seen first) and each one's index there, by its bytes."""
     index: dict[bytes, int] = {}
-    order = []
+    order: list[int] = []
     for i, r in enumerate(rows):
         if index.setdefault(r.tobytes(), len(order)) == len(order):
             order.append(i)

@@ -99,7 +99,7 @@ class LLMConfig:
                "model": os.environ.get("OPENAI_MODEL"), "embedding_model": os.environ.get("EMBEDDING_MODEL"),
                "embedding_base_url": os.environ.get("EMBEDDING_BASE_URL"),
                "embedding_api_key": os.environ.get("EMBEDDING_API_KEY")}
-        values = {k: v for k, v in env.items() if v not in (None, "")}
+        values: dict[str, Any] = {k: v for k, v in env.items() if v not in (None, "")}
         values.update({k: v for k, v in overrides.items() if v not in (None, "")})  # an unset override keeps the env's
         return cls(**values)
 

@@ -70,7 +70,8 @@ class Encoder:
         characters each, a longer text alone), so that later :meth:`encode` calls find them
         cached; at most half the capacity, the first ones, so none is evicted before use."""
         todo = [t for t in dict.fromkeys(texts) if t not in self._vectors][:self.capacity // 2]
-        batch, size = [], 0
+        batch: list[str] = []
+        size = 0
         for text in todo:
             if batch and size + len(text) > PREFETCH_CHARS:
                 self._store(batch)

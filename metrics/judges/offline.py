@@ -19,7 +19,8 @@ import ctypes
 import functools
 import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -78,14 +79,15 @@ _APPROXIMATION_WORDS = re.compile(r"\b(?:about|around|approximately|roughly|near
                                   re.IGNORECASE)
 
 
-def missing_quantities(stated: set[str], approximate: set[str], found: set[str], tolerance: float) -> set[str]:
+def missing_quantities(stated: AbstractSet[str], approximate: AbstractSet[str], found: AbstractSet[str],
+                       tolerance: float) -> set[str]:
     """The stated numbers and months no found one says (``metrics.text.same_number``: equal,
     rounded, or within ``tolerance`` when marked approximate)."""
     return {q for q in stated if q not in found
             and not any(same_number(q, f, q in approximate, tolerance) for f in found)}
 
 
-def span_tokens(text: str) -> set[str]:
+def span_tokens(text: str) -> AbstractSet[str]:
     """Content tokens of an answer span without its numbers (checked as quantities) and
     approximation words ("约21196公里" → {"公里"})."""
     return content_tokens(_APPROXIMATION_WORDS.sub(" ", text)) - numbers(text)
@@ -156,7 +158,7 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[^\W_][\w'’-]*", text)
 
 
-def common_tokens(text: str) -> set[str]:
+def common_tokens(text: str) -> AbstractSet[str]:
     """Content tokens of ``text``'s words outside names: lower-case words, and each sentence's
     first word ("Brothers" of "Band of Brothers" is no evidence for "brother")."""
     words = [w for sentence in split_sentences(text) for i, w in enumerate(_words(sentence)) if i == 0 or w.islower()]
@@ -418,7 +420,7 @@ class OfflineJudge(Judge):
         facts from unrelated sentences do not make a relation."""
         return list(self._spans(contexts, windows))
 
-    def _spans(self, contexts: list[str], windows: bool = False) -> dict[str, str]:
+    def _spans(self, contexts: Sequence[str], windows: bool = False) -> dict[str, str]:
         """Each passage of :meth:`units` with its neighbourhood: the passage and the sentence
         before and after it in its context (the short window of relation-level evidence)."""
         spans: dict[str, str] = {}
@@ -435,7 +437,7 @@ class OfflineJudge(Judge):
                     spans.setdefault(" ".join(span), " ".join(sentences[max(i - 1, 0): i + len(span) + 1]))
         return spans
 
-    def _passages(self, contexts: list[str], windows: bool = False) -> dict[str, Any]:
+    def _passages(self, contexts: Sequence[str], windows: bool = False) -> dict[str, Any]:
         """Passages of the contexts with their tokens, numbers and lower-cased text (their vectors:
         :meth:`cosines`, for the passages a rule reads)."""
         spans = self._spans(contexts, windows)

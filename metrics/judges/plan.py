@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +57,7 @@ class Planned:
     ``key`` that de-duplicates it, and estimated tokens."""
 
     kind: str
-    key: str
+    key: Hashable
     prompt_tokens: int
     completion_tokens: int = 0
 
@@ -71,7 +71,7 @@ class Plan:
     """The requests one (row, metric) would send, after the cache, each once (the run
     sends identical requests once too)."""
 
-    planned: dict[str, Planned] = field(default_factory=dict)
+    planned: dict[Hashable, Planned] = field(default_factory=dict)
     #: What the recorded coroutine returned, and the cache hits it counted.
     outcome: Any = None
     usage: Usage = field(default_factory=Usage)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -54,13 +54,15 @@ class _Keyed(Reply):
 def keyed(keys: tuple[str, ...], item: Any) -> type[Reply]:
     """The model of an object with exactly ``keys`` (``reply["S1"]``), each an ``item`` (a
     :class:`Reply` model or a ``Literal``): the reply :func:`keyed_schema` describes."""
-    return create_model("Keyed", __base__=_Keyed, **dict.fromkeys(keys, (item, ...)))
+    fields: dict[str, Any] = dict.fromkeys(keys, (item, ...))
+    return create_model("Keyed", __base__=_Keyed, **fields)
 
 
 @functools.cache
 def sections(*named: tuple[str, Any]) -> type[Reply]:
     """The model of an object with these ``(name, model)`` parts, e.g. two keyed replies."""
-    return create_model("Sections", __base__=Reply, **{name: (model, ...) for name, model in named})
+    fields: dict[str, Any] = {name: (model, ...) for name, model in named}
+    return create_model("Sections", __base__=Reply, **fields)
 
 
 def _not_blank(text: str) -> str:
@@ -101,7 +103,7 @@ def _expected(annotation: Any, metadata: list[Any]) -> str:
     return f"a {getattr(annotation, '__name__', annotation)}"
 
 
-def _problem(model: type[BaseModel], error: Any) -> str:
+def _problem(model: type[BaseModel], error: Mapping[str, Any]) -> str:
     """One validation error of ``model``: ``missing S2``, ``unexpected key S5``, ``S1.verdict must be
     one of [0, 1], got 2``, ``the reply must be an object with S1, S2, got [1]``."""
     where = ".".join(map(str, error["loc"]))
@@ -109,7 +111,8 @@ def _problem(model: type[BaseModel], error: Any) -> str:
         return f"missing {where}"
     if error["type"] == "extra_forbidden":
         return f"unexpected key {where}"
-    annotation, metadata = model, []
+    annotation: Any = model
+    metadata: list[Any] = []
     for part in error["loc"]:  # the type the error is about, through nested models and lists
         if isinstance(part, int):
             annotation, metadata = get_args(annotation)[0], []

@@ -240,7 +240,7 @@ class Transport:
         limits: list[int | None] = [None]  # the provider's default first, then larger explicit budgets
         while True:
             limit = {"max_tokens": limits[-1]} if limits[-1] else {}
-            completion = await self.send(request.kind, cfg.model, lambda: self.chat_client.chat.completions.create(
+            completion = await self.send(request.kind, cfg.model, lambda: self.chat_client.chat.completions.create(  # type: ignore[call-overload]  # plain dicts
                 model=cfg.model, messages=messages, temperature=cfg.temperature, response_format=response_format,
                 **extra, **limit))  # noqa: B023 - called within this iteration
             used = _count(completion.usage.completion_tokens) if completion.usage is not None else 0

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from metrics.base import Family, Measured, Metric, NotApplicable
-from metrics.judgements.answer_questions import answer_questions
+from metrics.judgements.answer_questions import QuestionAndResponse, answer_questions
 from metrics.judgements.base import Judgement
 from metrics.judges.base import Judge
 from metrics.samples import Sample
@@ -84,6 +84,6 @@ def _says_something(response: str) -> bool:
     return re.search(r"[^\W_]", response) is not None
 
 
-def _questions(sample: Sample) -> BaseModel:
+def _questions(sample: Sample) -> QuestionAndResponse:
     """The ``answer_questions`` input of ``sample``."""
     return answer_questions.Input(user_input=sample.user_input, response=sample.response)

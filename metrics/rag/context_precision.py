@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.base import Judgement
-from metrics.judgements.context_usefulness import context_usefulness
+from metrics.judgements.context_usefulness import AnswerAndContexts, context_usefulness
 from metrics.judges.base import Judge, expect_count
 from metrics.samples import Sample
 
@@ -79,7 +79,7 @@ class ContextPrecision(Metric):
         return Measured(value, f"{useful}/{len(contexts)} contexts useful for the {self.answer_field}; "
                         f"average precision {value:.2f}", {"contexts": items})
 
-    def _usefulness(self, sample: Sample) -> BaseModel:
+    def _usefulness(self, sample: Sample) -> AnswerAndContexts:
         """The ``context_usefulness`` input of ``sample``: its contexts for its :attr:`answer_field`."""
         return context_usefulness.Input(user_input=sample.user_input, answer=getattr(sample, self.answer_field),
                                         contexts=sample.retrieved_contexts)

@@ -5,7 +5,7 @@ from pydantic import BaseModel
 
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.base import Judgement
-from metrics.judgements.reference_attribution import reference_attribution
+from metrics.judgements.reference_attribution import ReferenceStatements, reference_attribution
 from metrics.judges.base import Judge, expect_count, statements as split_statements
 from metrics.rag.faithfulness import faithfulness_score
 from metrics.samples import Sample
@@ -50,7 +50,7 @@ class ContextRecall(Metric):
                         {"statements": items})
 
 
-def _attribution(sample: Sample, statements: list[str]) -> BaseModel:
+def _attribution(sample: Sample, statements: list[str]) -> ReferenceStatements:
     """The ``reference_attribution`` input of the reference's ``statements``."""
     return reference_attribution.Input(user_input=sample.user_input, statements=statements,
                                        contexts=sample.retrieved_contexts)

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.base import Judgement
-from metrics.judgements.context_relevance import context_relevance
+from metrics.judgements.context_relevance import QuestionAndContexts, context_relevance
 from metrics.judges.base import Judge, JudgeError, expect_count
 from metrics.samples import Sample
 
@@ -73,6 +73,6 @@ class ContextRelevancy(Metric):
         return Measured(value, f"{relevant}/{len(contexts)} contexts relevant to the question", {"contexts": items})
 
 
-def _relevance(sample: Sample) -> BaseModel:
+def _relevance(sample: Sample) -> QuestionAndContexts:
     """The ``context_relevance`` input of ``sample``."""
     return context_relevance.Input(user_input=sample.user_input, contexts=sample.retrieved_contexts)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from metrics.base import Family, Measured, Metric, NotApplicable, Options
+from metrics.base import Family, Measured, Metric, NotApplicable
+from metrics.base import Options as MetricOptions
 from metrics.judgements.statement_classification import statement_classification
 from metrics.judges.base import Judge, expect_count, statements
 from metrics.samples import Sample
@@ -66,10 +67,12 @@ class FactualCorrectness(Metric):
         For an unknown mode.
     """
 
-    class Options(Options):
+    class Options(MetricOptions):
         """``mode``: which of precision, recall or their F1 is the value."""
 
         mode: Literal["f1", "precision", "recall"] = "f1"
+
+    options: Options
 
     name = "factual_correctness"
     family = Family.RAGAS

@@ -172,6 +172,8 @@ class DocumentRetrievalMetric(Metric):
 
         label_max: int | None = None
 
+    options: RankingSettings
+
     family = Family.DOCUMENT_RETRIEVAL
     required_fields = ("retrieval_ground_truth", "retrieved_documents")
     #: True for a value on the label scale: its range is ``[label_min, label_max]`` and its

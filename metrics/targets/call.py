@@ -230,7 +230,7 @@ def _invoke(part: Part, inputs: dict[str, Any], timeout: float, secrets: list[st
         base_url = expand_env(part.spec["base_url"]) if part.spec.get("base_url") else None
         client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
         options = {k: v for k, v in part.parameters.items() if k in _API_OPTIONS}
-        messages = [{"role": "user", "content": _fill(part.spec["prompt"], values)}]
+        messages: list[Any] = [{"role": "user", "content": _fill(part.spec["prompt"], values)}]
         if part.spec.get("system"):
             messages.insert(0, {"role": "system", "content": _fill(part.spec["system"], values)})
         try:

@@ -140,7 +140,9 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
     root = Path(folder)
     if not root.is_dir():
         raise FileNotFoundError(f"documents folder not found: {root}")
-    documents, skipped, first = [], {}, {}
+    documents: list[Document] = []
+    skipped: dict[str, str] = {}
+    first: dict[bytes, str] = {}
     files = [p for p in root.rglob("*") if p.is_file()
              and not any(part.startswith(".") for part in p.relative_to(root).parts)]  # no .git/, .DS_Store
     for path in sorted(files):

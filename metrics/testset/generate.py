@@ -40,10 +40,10 @@ import itertools
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from metrics.judgements.question_critic import Candidate, question_critic
-from metrics.judgements.question_generation import Seed, question_generation
+from metrics.judgements.question_generation import Kind, Seed, question_generation
 from metrics.judges.base import Judge, JudgeError
 from metrics.judges.endpoint import EndpointError, public_url
 from metrics.judges.plan import Plan, record
@@ -120,7 +120,7 @@ def seeds(chunks: list[Chunk], seed: int = 0) -> dict[str, list[tuple[Chunk, ...
     by_document: dict[str, list[Chunk]] = defaultdict(list)
     for chunk in chunks:
         by_document[chunk.document_id].append(chunk)
-    neighbours = []
+    neighbours: list[tuple[Chunk, ...]] = []
     for chunk in ordered:
         siblings = by_document[chunk.document_id]
         at = siblings.index(chunk)
@@ -161,7 +161,7 @@ async def _counted(usage: Usage, coroutine):
 
 def _seed(kind: str, chunks: tuple[Chunk, ...]) -> Seed:
     texts = [c.text for c in chunks]
-    return Seed(kind=kind, contexts=texts, language=language_of(texts))
+    return Seed(kind=cast(Kind, kind), contexts=texts, language=language_of(texts))
 
 
 async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) -> Testset:
@@ -187,7 +187,7 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
                                 f"its {wanted[kind]} question(s) are single_hop")
             wanted["single_hop"] += wanted.pop(kind)
     queues = {kind: iter(pools[kind]) for kind in wanted}
-    kept = defaultdict(int)
+    kept: defaultdict[str, int] = defaultdict(int)
     generations = 0
     while generations < MAX_GENERATIONS * n:
         batch, short = [], 0
@@ -212,7 +212,7 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
             _fail_fast(judge, written)
         generations += len(batch)
         written += await _written(judge, result, batch[len(written):])
-        candidates = []
+        candidates: list[tuple[dict[str, Any], tuple[Chunk, ...]]] = []
         for (kind, chunks_), question in zip(batch, written):
             if isinstance(question, str):
                 result.dropped.append({**_record(kind, chunks_, {"user_input": None, "reference": None}),
@@ -260,9 +260,10 @@ def _fail_fast(judge: Judge, written: list) -> None:
     if len(causes) != 1 or None in causes:
         return
     hint = ""
-    if causes == {"bad_request"} and judge.config.response_format == "json_schema":
+    config = judge.config  # type: ignore[attr-defined]  # question generation asks an LLM judge only
+    if causes == {"bad_request"} and config.response_format == "json_schema":
         hint = "; an endpoint without json_schema answers 400 to every request: try --response-format json_object"
-    raise EndpointError(f"the judge endpoint {public_url(judge.config.base_url) or 'api.openai.com'} failed the "
+    raise EndpointError(f"the judge endpoint {public_url(config.base_url) or 'api.openai.com'} failed the "
                         f"first {len(written)} question_generation request(s) alike, stopped before sending more: "
                         f"{written[0].removeprefix('generation failed: ')}{hint}")
 

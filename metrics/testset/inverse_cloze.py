@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter, defaultdict
+from typing import Any
 
 from metrics.testset.documents import Chunk
 from metrics.text import content_tokens, has_cjk, split_sentences
@@ -99,7 +100,8 @@ def inverse_cloze(chunks: list[Chunk], n: int, seed: int = 0) -> tuple[list[dict
     rng = random.Random(seed)
     seen = Counter(s for chunk in chunks for s in set(split_sentences(chunk.text)))
     repeated = {s for s, count in seen.items() if count > 1}
-    questions, masked = [], {}
+    questions: list[dict[str, Any]] = []
+    masked: dict[str, str] = {}
     for chunk in spread(chunks, seed):
         if len(questions) == n:
             break
