@@ -1,4 +1,4 @@
-# Task runner. `make run` sets up and evaluates the FiQA example; `make test` runs the tests.
+# Task runner. `make run` sets up and evaluates the FiQA example; `make test` runs the linters, then the tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,12 +6,13 @@ DATASET ?= examples/fiqa/samples.jsonl
 # More options of `rag-eval run`, e.g. make run DATASET=mine.jsonl ARGS='--max-rejected-share 0.2'.
 ARGS ?=
 
-.PHONY: setup run test dev clean
+.PHONY: setup run lint test dev lock clean
 
-$(BIN)/rag-eval: pyproject.toml
+# The versions of requirements.lock (`make lock` writes it) with every extra the tests exercise (`.[dev]`).
+$(BIN)/rag-eval: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
 	@# The project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (containers often do), every
 	@# command would compile its ~100 modules again (~0.1 s of CPU); an edited module is compiled again as usual.
 	$(BIN)/python -m compileall -q metrics assets orchestration
@@ -22,8 +23,14 @@ setup: $(BIN)/rag-eval
 run: setup
 	$(BIN)/rag-eval run $(DATASET) $(ARGS)
 
+# Fast checks first: ruff, mypy on metrics/, import cycles and wrong-way imports (tools/import_cycles.py).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python tools/import_cycles.py
+
 # With the network off where user namespaces allow it, so an accidental download fails the tests.
-test: setup
+test: lint
 	@if unshare -rn true 2>/dev/null; then \
 		echo "running the tests with the network off (unshare -rn, loopback only)"; \
 		unshare -rn sh -c 'ip link set lo up 2>/dev/null; exec $(BIN)/python -m pytest'; \
@@ -33,6 +40,12 @@ test: setup
 
 dev: setup
 	DAGSTER_HOME=$(CURDIR)/dagster_home $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# After a change of pyproject.toml's dependencies: pins every package of every extra again (versions kept
+# where they still fit; `rm requirements.lock` first to take the newest ones).
+lock: setup
+	$(BIN)/python -m pip install --quiet uv==0.13.9
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --universal -o requirements.lock
 
 clean:
 	rm -rf out datasets .rag_eval_cache; find dagster_home -mindepth 1 ! -name dagster.yaml -delete
