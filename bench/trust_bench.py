@@ -166,8 +166,9 @@ def simulate(pool: Pool, ns=NS, rows: int = 2000, draws: int = 2000, seed: int =
     return out
 
 
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _halueval(data: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted((data / "halueval_qa").glob("*.jsonl"))
+            for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def fingerprint(judge: OfflineJudge, files: list[Path]) -> str:
@@ -180,16 +181,16 @@ def fingerprint(judge: OfflineJudge, files: list[Path]) -> str:
 
 def offline_scores(data: Path, cache: Path) -> dict[str, float]:
     """The offline judge's score of every answer of both sets, from the cache when there:
-    ``halueval-qa-NNN/right`` and ``/hallucinated`` (faithfulness), ``ragas/<file>/<i>``."""
+    ``halueval-qa-NNN/right`` and ``/hallucinated`` (faithfulness), ``ragas/<metric>/<i>``;
+    ``not_applicable`` is -1."""
     judge = OfflineJudge()
     files = sorted((data / "halueval_qa").glob("*.jsonl")) + [data / "ragas_annotated" / f for f in RAGAS_FILES]
     path = cache / f"offline-{fingerprint(judge, files)}.json"
     if path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
     start = time.perf_counter()
-    rows = [r for f in files[:-len(RAGAS_FILES)] for r in _lines(f)]
     pairs = [{"id": r["id"], "question": r["question"], "good": r["right_answer"], "bad": r["hallucinated_answer"],
-              "contexts": [r["knowledge"]]} for r in rows]
+              "contexts": [r["knowledge"]]} for r in _halueval(data)]
     scores = {}
     for p, (right, hallucinated) in zip(pairs, score_pairs(judge, pairs, ("faithfulness",))["faithfulness"]):
         scores[f"{p['id']}/right"], scores[f"{p['id']}/hallucinated"] = right, hallucinated
@@ -219,7 +220,7 @@ def _filled(values) -> np.ndarray:
 def pools(data: Path, scores: dict[str, float]) -> list[tuple[str, str, str, Pool]]:
     """(set, pool, judge, Pool) of every configuration the bench measures."""
     out = []
-    ids = [r["id"] for f in sorted((data / "halueval_qa").glob("*.jsonl")) for r in _lines(f)]
+    ids = [r["id"] for r in _halueval(data)]
     for name, keep in HALUEVAL_POOLS.items():
         chosen = [i for i in ids if keep(int(i.rsplit("-", 1)[1]))]
         right = _filled([scores[f"{i}/right"] for i in chosen])
