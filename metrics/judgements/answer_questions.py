@@ -11,9 +11,8 @@ from typing import Literal
 from pydantic import Field
 
 from metrics.judgements.base import Judgement, Model, item_schema
-from metrics.judges.base import is_noncommittal, restates
 from metrics.judges.prompts import OutputError, Request, check_keyed, ids, keyed_schema
-from metrics.text import answer_kind_missed, is_bare_span, qa_statement, split_sentences
+from metrics.text import answer_kind_missed, is_bare_span, is_noncommittal, qa_statement, restates, split_sentences
 
 
 class QuestionAndResponse(Model):

@@ -318,7 +318,7 @@ class OfflineJudge(Judge):
       the same neighbours ("a narrow gauge track" against "a standard gauge track",
       :func:`substitution`), or when it makes a universal claim ("all", "every", "only") that
       its passage does not make;
-    * a short answer with its question (``"Q: … A: …"``, see ``metrics.judges.base.statements``): one
+    * a short answer with its question (``"Q: … A: …"``, see ``metrics.text.statements``): one
       passage holds every content token and number of the answer (a lower-case word of it outside a
       name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`) and at least
       ``question_share`` of the question's content tokens. "yes" is supported when the

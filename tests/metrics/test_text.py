@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.judges.base import statements
-from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, names, normalise_number, numbers, quantities,
-                          split_sentences, stem)
+from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, names, normalise_number,
+                          numbers, quantities, split_sentences, statements, stem)
 
 
 # --------------------------------------------------------------------------- CJK segmentation
