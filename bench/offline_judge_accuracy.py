@@ -191,13 +191,14 @@ def robustness(judge: OfflineJudge, sets: dict[str, list[dict]]) -> None:
         changes = {
             "citation markers and literal \\n": [
                 dict(p, good=with_noise(p["good"], i), bad=with_noise(p["bad"], i + 1),
-                     contexts=[with_noise(c, i + j) for j, c in enumerate(p["contexts"])]) for i, p in enumerate(clean)],
+                     contexts=[with_noise(c, i + j) for j, c in enumerate(p["contexts"])])
+                for i, p in enumerate(clean)],
             "contexts broken into paragraphs": [
                 dict(p, contexts=[with_paragraphs(c) for c in p["contexts"]]) for p in clean]}
         means = {}
         for label, pairs in {"clean": clean, **changes}.items():
-            values = [v for g, b in score_pairs(judge, pairs, ("faithfulness",))["faithfulness"] for v in (g, b) if v >= 0]
-            means[label] = float(np.mean(values))
+            scores = score_pairs(judge, pairs, ("faithfulness",))["faithfulness"]
+            means[label] = float(np.mean([v for g, b in scores for v in (g, b) if v >= 0]))
         for label in changes:
             difference = means[label] - means["clean"]
             print(f"{name:<17} clean {means['clean']:.3f}  {label} {means[label]:.3f}  difference {difference:+.3f} "

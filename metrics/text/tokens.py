@@ -10,7 +10,7 @@ from metrics.text.memos import memo
 from metrics.text.sentences import _CJK_RUN, split_sentences
 
 _LATIN_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_WORD = re.compile(r"(?<!\w)[^\W_][\w'’-]*")  # a word, digits first included ("3E" is no "E")
 _NUMBER_WORDS = dict(zip("two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty sixty "
                          "seventy eighty ninety".split(), "2 3 4 5 6 7 8 9 10 11 12 20 30 40 50 60 70 80 90".split()))
 _MONTHS = frozenset("january february march april may june july august september october november december".split())

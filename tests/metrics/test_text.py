@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, names, normalise_number,
-                          numbers, quantities, split_sentences, statements, stem)
+from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, join_lines, names,
+                          normalise_number, numbers, quantities, split_sentences, statements, stem)
 
 
 # --------------------------------------------------------------------------- CJK segmentation
@@ -122,6 +122,19 @@ def test_names_skip_sentence_start_unless_followed_by_a_name():
     assert names("The tower is in Paris. Eiffel's design won.") == {"paris"}
     assert names("Malcolm Smith met Pogačar. I'll go.") == {"malcolm smith", "pogačar"}
     assert names("Mount Kilimanjaro is high.") == {"mount kilimanjaro"}
+
+
+def test_a_word_opening_with_a_digit_breaks_a_name_and_is_no_name_word():
+    # "3E" is one word (it was read as the name word "E", which no text holds as a word); GT3 keeps its digit.
+    assert names("The classes were GT3 cars and Group 3E Series Production Cars.") == {
+        "gt3", "group", "series production cars"}
+
+
+def test_join_lines_reads_a_sentence_across_its_line_breaks():
+    assert join_lines("Marie Curie was born\n\nin Warsaw.\n- Paris\n- Lyon") == (
+        "Marie Curie was born in Warsaw. Paris Lyon")
+    assert join_lines("长城\n很长。") == "长城很长。"
+    assert split_sentences(join_lines("It rose\nin 1889. It stands.")) == ["It rose in 1889.", "It stands."]
 
 
 def test_quantities_include_number_words_and_months():
