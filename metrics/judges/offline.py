@@ -96,17 +96,43 @@ def span_tokens(text: str) -> set[str]:
 _DEMONYM = re.compile(r"[a-z]+(?:ish|ese|ian|ean|can|ic)")
 
 
+def claim_text(question: str, subjects: set[str]) -> str:
+    """The claim of a yes/no question as a statement: its opening auxiliary put after the last of its
+    ``subjects`` (lower-cased names): "Are Pam Veasey and Jon Jost both American?" → "Pam Veasey and
+    Jon Jost are both American"; the question without its auxiliary when no subject is found in it."""
+    opening = re.match(r"\s*([A-Za-z']+)\s+", question)
+    body = question[opening.end():].rstrip("?？ ") if opening else question.rstrip("?？ ")
+    lowered, end = body.lower(), 0
+    for subject in subjects:
+        words = subject.split()
+        first = lowered.find(words[0])
+        last = lowered.find(words[-1], max(first, 0)) if first >= 0 else -1
+        end = max(end, last + len(words[-1]) if last >= 0 else 0)
+    return f"{body[:end]} {opening.group(1).lower()}{body[end:]}" if opening and end else body
+
+
+def same_root(token: str, known: frozenset[str] | set[str]) -> bool:
+    """Is ``token`` (a content token) among ``known``, or a word of the same root: one a prefix of the
+    other, the shorter of five letters or more ("direct" for "director", "produce" for "producer",
+    "write" for "writer")? What a yes/no question's predicate asks of a passage."""
+    return token in known or (len(token) >= 5 and any(
+        k.startswith(token) or (len(k) >= 5 and token.startswith(k)) for k in known))
+
+
 def _phrase_in(words: list[str], lowered_text: str) -> bool:
     pattern = r"\W+".join(re.escape(w) for w in words)
     return re.search(rf"(?<!\w){pattern}(?!\w)", lowered_text) is not None
 
 
 def predicate_words(name: str, lowered_text: str) -> set[str]:
-    """Trailing words of a name that the contexts write apart from it: "american" of
-    "spike slawson american" when they say "Spike Slawson is an American …" (a capitalised
-    adjective glued to the name). They belong to the claim, not to its subject."""
+    """Trailing nationality words of a name (:data:`_DEMONYM`) that the contexts write apart from
+    it: "american" of "spike slawson american" when they say "Spike Slawson is an American …" (a
+    capitalised adjective glued to the name). They belong to the claim, not to its subject; a
+    surname the contexts write after a middle name ("white" of "Patrick Victor Martindale White")
+    stays in the name."""
     words, extra = name.split(), set()
-    while len(words) > 1 and not _phrase_in(words, lowered_text) and _word_in(words[-1], lowered_text):
+    while (len(words) > 1 and _DEMONYM.fullmatch(words[-1]) and not _phrase_in(words, lowered_text)
+           and _word_in(words[-1], lowered_text)):
         extra.add(words.pop())
     return extra if extra and _phrase_in(words, lowered_text) else set()
 
@@ -331,10 +357,12 @@ class OfflineJudge(Judge):
     * a short answer with its question (``"Q: … A: …"``, see ``metrics.text.statements``): one
       passage holds every content token and number of the answer (a lower-case word of it outside a
       name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`) and at least
-      ``question_share`` of the question's content tokens. "yes" is supported when the
-      question's claim is: each of its names in a passage with the question's other words
-      (a nationality word or a name word the contexts write apart belongs to the claim);
-      "no" when it is not while the question's names are in the contexts; a sentence
+      ``question_share`` of the question's content tokens. A bare "yes" is judged on the claim
+      the question makes ("Are X and Y both American?" → "X and Y are both American"),
+      supported when each of its names stands in a passage with the question's other words
+      or words of the same root (a nationality word the contexts write apart from a name
+      belongs to the claim); "no", its negation, when the claim is not supported while the
+      question's names are in the contexts; a sentence
       opening with yes/no ("No, only X is …") needs its polarity right and its rest supported;
     * a context that is itself an answer (``"Q: … A: …"``, a bare-span reference in
       ``classify_statements``): the statement must say that answer.
@@ -549,30 +577,33 @@ class OfflineJudge(Judge):
         return Verdict(0, f"unsupported (similarity {hybrid:.2f} < {rules.support_threshold})", best)
 
     def _claim_of(self, question: str, passages: dict[str, Any]) -> Verdict:
-        """Does the context support the claim of a yes/no question? With names in it ("Are Pam
-        Veasey and Jon Jost both American?"), each name needs one passage holding it and every
-        other content word of the question (its predicate); without, the question is judged
-        as a sentence."""
+        """Does the context support the claim of a yes/no question (``evidence["claim"]``, the
+        question as a statement: "Pam Veasey and Jon Jost are both American")? With names in it,
+        each name needs one passage holding it and every other content word of the question (its
+        predicate; a word of the same root will do: "direct" in "director", :func:`same_root`);
+        without, the question is judged as a sentence."""
         subjects = {n for n in names(question) if not _DEMONYM.fullmatch(n)}
         if not subjects:
             return self._sentence(question, passages)
+        # A name's nationality word the contexts write apart ("american" of "kings of leon american")
+        # belongs to the predicate.
+        subjects = {" ".join(w for w in n.split() if w not in predicate_words(n, passages["all_lower"]))
+                    for n in subjects}
+        claim = {"claim": claim_text(question, subjects)}
         absent = sorted(n for n in subjects if not _name_in(n, passages["all_lower"]))
         if absent:
-            return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
-        # A name's words beyond the part the contexts write ("american" of "kings of leon
-        # american") belong to the predicate.
-        subject_tokens = set().union(*(content_tokens(" ".join(w for w in n.split() if w not in
-                                                               predicate_words(n, passages["all_lower"])))
-                                         for n in subjects))
+            return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent, **claim})
+        subject_tokens = set().union(*map(content_tokens, subjects))
         predicate = content_tokens(question) - subject_tokens - {"both", "same", "either"}
         shares = {}
         for subject in sorted(subjects):  # a tie names the same subject in every process
-            shares[subject] = max((sum(t in known for t in predicate) / len(predicate) if predicate else 1.0)
+            shares[subject] = max((sum(same_root(t, known) for t in predicate) / len(predicate) if predicate else 1.0)
                                   for known, lower in zip(passages["tokens"], passages["lower"])
                                   if _name_in(subject, lower)) if any(
                 _name_in(subject, lower) for lower in passages["lower"]) else 0.0
         weakest = min(shares, key=shares.get)
-        evidence = {"absent": [], "predicate": sorted(predicate), "shares": {k: round(v, 4) for k, v in shares.items()}}
+        evidence = {"absent": [], **claim, "predicate": sorted(predicate),
+                    "shares": {k: round(v, 4) for k, v in shares.items()}}
         if shares[weakest] >= self.rules.predicate_share:
             return Verdict(1, f"each of {', '.join(sorted(subjects))} is in a passage with the predicate", evidence)
         return Verdict(0, f"no passage holds {weakest} with {shares[weakest]:.0%} of the predicate "
@@ -590,8 +621,10 @@ class OfflineJudge(Judge):
             polarity = None  # "No Fences" answering "Which album …?"
         if polarity:
             claim = self._claim_of(question, passages)
+            said = f"the question's claim {claim.evidence['claim']!r}" if "claim" in claim.evidence else \
+                "the question's claim"
             if polarity == "yes":
-                verdict = Verdict(claim.verdict, f"yes: the question's claim is {'' if claim.verdict else 'not '}"
+                verdict = Verdict(claim.verdict, f"yes: {said} is {'' if claim.verdict else 'not '}"
                                                  f"supported ({claim.reason})", claim.evidence)
             else:
                 # "no" needs the question's subject in the contexts: its names, or without names
@@ -600,7 +633,7 @@ class OfflineJudge(Judge):
                 on_topic = (all(_name_in(n, passages["all_lower"]) for n in subjects) if subjects else max(
                     (len(tokens & known) / len(tokens) if tokens else 0.0) for known in passages["tokens"]) >= 0.5)
                 verdict = Verdict(int(not claim.verdict and on_topic),
-                                  f"no: the question's claim is {'' if claim.verdict else 'not '}supported "
+                                  f"no: {said} is {'' if claim.verdict else 'not '}supported "
                                   f"({claim.reason})", claim.evidence)
             rest = re.sub(r"^\W*\w+[\s.!,，。！]*", "", answer, count=1).strip()
             if not verdict.verdict or not content_tokens(rest):

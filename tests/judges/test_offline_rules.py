@@ -176,3 +176,32 @@ def test_paragraph_breaks_inserted_into_real_passages_change_no_verbatim_sentenc
             if scores != (1.0, 1.0):
                 changed.append((row["id"], sentence, scores))
     assert changed == []
+
+
+# ---------------------------------------------------------------- bare yes/no to a comparison question
+WRITERS = ("Patrick Victor Martindale White (1912-1990) was an Australian writer. Katherine Anne Porter (1890-1980) "
+           "was an American journalist and short story writer.")
+DIRECTORS = ("Carl Boese (1887-1958) was a German film director, screenwriter and producer. Franco Zeffirelli "
+             "(1923-2019) was an Italian director and producer of operas, films and television.")
+
+
+@pytest.mark.parametrize("question, context, claim, holds", [
+    # "White" is the surname the context writes after two middle names, not a word of the claim (it was
+    # taken for one, and no passage held Porter with "white": "yes" scored 0.0).
+    ("Are Patrick White and Katherine Anne Porter both writers?", WRITERS,
+     "Patrick White and Katherine Anne Porter are both writers", True),
+    ("Are Patrick White and Katherine Anne Porter both painters?", WRITERS,
+     "Patrick White and Katherine Anne Porter are both painters", False),
+    # "direct" and "produce" are said by "director" and "producer" (a third of the claim was found before).
+    ("Did both Carl Boese and Franco Zeffirelli direct and produce films?", DIRECTORS,
+     "both Carl Boese and Franco Zeffirelli did direct and produce films", True),
+    ("Did both Carl Boese and Franco Zeffirelli compose operas?", DIRECTORS,
+     "both Carl Boese and Franco Zeffirelli did compose operas", False),
+])
+def test_a_bare_yes_or_no_is_judged_on_the_claim_the_question_makes(judge, question, context, claim, holds):
+    for answer, expected in (("Yes.", float(holds)), ("No.", float(not holds))):
+        result = faithfulness(judge, answer, context, question)
+        [statement] = result.details["statements"]
+        assert (result.value, statement["claim"]) == (expected, claim)
+        assert statement["reason"].startswith(f"{answer[:-1].lower()}: the question's claim {claim!r} is "
+                                              f"{'' if holds else 'not '}supported")
