@@ -5,7 +5,7 @@ import re
 
 from metrics.text.memos import memo
 from metrics.text.sentences import _LETTER, has_cjk, split_sentences
-from metrics.text.tokens import content_tokens, names, numbers, quantities
+from metrics.text.tokens import _MONTHS, _WORD, STOPWORDS, content_tokens, names, numbers, quantities
 
 _AUXILIARIES = frozenset("is are was were be been being am has have had do does did will would can could shall "
                          "should may might must isn't aren't wasn't weren't doesn't didn't won't can't".split())
@@ -52,26 +52,59 @@ def is_polar_question(question: str) -> bool:
     return bool(re.search(r"吗[？?]?$|是否|是不是|有没有|对不对", question))
 
 
-_ASKS_NUMBER = re.compile(r"\b(?:how (?:many|much|long|old|far|tall|big|high)|what (?:year|percentage|number)"
-                          r"|in (?:what|which) year)\b|多少|几|哪一?年", re.IGNORECASE)
+# What a question asks for, from its wh-word or its head noun. A quantity: "How many/much/long/old/…",
+# "What year/percentage/number", or "what is the <noun> of" with a measured noun ("the boiling point
+# of ethanol", "the population of Paris"), "多少", "几", "哪年", a measured noun with "什么" ("沸点是什么").
+_MEASURED = ("population height length width depth weight mass temperature speed velocity distance area size "
+             "price cost rate age duration capacity volume density altitude elevation budget salary revenue "
+             "income gdp percentage proportion amount total score").split()
+_MEASURED_ZH = "沸点|熔点|冰点|温度|人口|高度|长度|宽度|深度|重量|面积|价格|速度|距离|年龄|数量|比例|票房|市值|营收|收入|海拔"
+_ASKS_NUMBER = re.compile(
+    r"\b(?:how (?:many|much|long|old|far|tall|big|high|large|deep|wide|heavy|fast|hot|cold|often)"
+    r"|what (?:year|percentage|number)|in (?:what|which) year"
+    r"|what(?:'s|\s+(?:is|was|are|were))?\s+(?:the|its|their|his|her|an?)?\s*(?:(?!of\b|in\b|for\b)[a-z-]+\s+){0,2}?"
+    rf"(?:{'|'.join(_MEASURED)}|(?:boiling|melting|freezing) point)s?)\b"
+    rf"|多少|几|哪一?年|多[长高远重大久深宽]|(?:{_MEASURED_ZH}).*什么", re.IGNORECASE)
 _ASKS_DATE = re.compile(r"^\s*when\b|\bwhat (?:date|day|month)\b|何时|什么时候|哪天", re.IGNORECASE)
 _ASKS_NAME = re.compile(r"^\s*(?:who|whom|whose)\b|\bby whom\b|谁", re.IGNORECASE)
+_ASKS_PLACE = re.compile(r"^\s*where\b|\bin (?:what|which) (?:city|country|state|town|place)\b|哪里|哪儿|在哪", re.IGNORECASE)
+_NUMERAL = re.compile(r"\d|[一二三四五六七八九十百千万亿]")
+
+
+def asked_kind(question: str) -> str | None:
+    """The kind of answer ``question`` asks for: ``"a number"`` (a quantity: "How many …?", "What is the
+    boiling point of …?", "多少"), ``"a date"`` ("When …?"), ``"a name"`` ("Who …?", "谁"), ``"a place"``
+    ("Where …?", "哪里"); ``None`` for a yes/no question or one of no set kind ("Which album …?")."""
+    question = question or ""
+    if is_polar_question(question):
+        return None
+    for kind, pattern in (("a number", _ASKS_NUMBER), ("a date", _ASKS_DATE), ("a name", _ASKS_NAME),
+                          ("a place", _ASKS_PLACE)):
+        if pattern.search(question):
+            return kind
+    return None
 
 
 def answer_kind_missed(question: str, span: str) -> str | None:
-    """The kind of answer ``question`` asks for that the bare span ``span`` is not, else ``None``:
-    "a number" ("How many …?", "多少") and "a date" ("When …?") need a digit, a number word or a
-    month; "a name" ("Who …?", "谁") a capitalised word or CJK text without digits. "Delhi" for "How many
-    majors …?" is off the question; a question of another kind, or a span ending like a sentence,
-    is never judged."""
-    kind = ("a number" if _ASKS_NUMBER.search(question or "") else "a date" if _ASKS_DATE.search(question or "")
-            else "a name" if _ASKS_NAME.search(question or "") else None)
-    if kind is None or not is_bare_span(span) or yes_no(span) or re.search(r"[.!?。！？]\s*$", span):
+    """The kind of answer ``question`` asks for (:func:`asked_kind`) that the short answer ``span`` is
+    not, by its form, else ``None``. A number and a date need a digit, a number word, a month or a
+    CJK numeral ("Marie Curie." and "Paris." are no boiling point); a name needs a capitalised word or
+    CJK text, and no digit ("1865年" is nobody); a place needs a word that is not a number or a month
+    ("1889" is nowhere). Only a bare span is judged ("Delhi", "Marie Curie.", "78.37 °C"), not a short
+    sentence ("The university offers many majors.", "Ethanol boils at 78.37 °C.": a lower-case content
+    word before its full stop), nor a yes/no."""
+    kind = asked_kind(question)
+    if kind is None or not is_bare_span(span) or yes_no(span):
         return None
+    if re.search(r"[.!?。！？]\s*$", span) and any(w.islower() and w not in STOPWORDS for w in _WORD.findall(span)):
+        return None  # a short sentence
     if kind == "a name":
         fits = not re.search(r"\d", span) and (has_cjk(span) or any(w[:1].isupper() for w in span.split()))
+    elif kind == "a place":  # a word left once numbers, numerals, months and 年/月/日 are taken out
+        fits = any(w.lower() not in STOPWORDS and w.lower() not in _MONTHS
+                   for w in _WORD.findall(re.sub(r"[\d一二三四五六七八九十百千万亿年月日号]", " ", span)))
     else:
-        fits = bool(quantities(span)) or bool(re.search(r"\d|[一二三四五六七八九十百千万亿]", span))
+        fits = bool(quantities(span)) or bool(_NUMERAL.search(span))
     return None if fits else kind
 
 

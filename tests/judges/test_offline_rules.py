@@ -95,6 +95,25 @@ def test_a_span_of_another_kind_is_off_the_question(judge, question, answer, val
                         judge=judge)["answer_relevancy"].value > 0.5
 
 
+@pytest.mark.parametrize("question, wrong, right", [
+    # A person and a place are no boiling point, whatever their cosine with the question (0.76 and 0.78
+    # before); the answer, bare or as a sentence, keeps its cosine (0.82 and 0.80 measured).
+    ("What is the boiling point of ethanol?", ("Marie Curie.", "Paris."), ("78.37 °C", "Ethanol boils at 78.37 °C.")),
+    ("乙醇的沸点是多少？", ("居里夫人。", "巴黎。"), ("78.37摄氏度", "乙醇的沸点是78.37摄氏度。")),
+    ("Where was Marie Curie born?", ("1867",), ("Warsaw",)),
+])
+def test_an_entity_of_the_wrong_type_scores_low_on_answer_relevancy(judge, question, wrong, right):
+    def relevancy(response):
+        return score_sample({"user_input": question, "response": response}, ["answer_relevancy"],
+                            judge=judge)["answer_relevancy"]
+
+    kind = "a place" if question.startswith("Where") else "a number"
+    for response in wrong:
+        assert (relevancy(response).value, relevancy(response).reason) == (
+            0.0, f"off the question: it asks for {kind}, the answer is not one")
+    assert all(relevancy(response).value > 0.6 for response in right)
+
+
 def test_azure_relevance_rates_a_span_of_another_kind_1(judge):
     result = score_sample({"user_input": "How many majors does the university offer?", "response": "Delhi"},
                           ["relevance"], judge=judge)["relevance"]

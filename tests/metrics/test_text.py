@@ -184,6 +184,21 @@ def test_stem_reads_irregular_past_forms(word, base):
     ("中国2019年人口出生率是多少", "武汉", "a number"),
     ("Which album was it on?", "85", None),                                 # a question of no set kind
     ("How many majors does the university offer?", "The university offers many majors.", None),  # a sentence
+    # a quantity asked by the head noun; a bare name, full stop or not, is none
+    ("What is the boiling point of ethanol?", "Marie Curie.", "a number"),
+    ("What is the boiling point of ethanol?", "Paris.", "a number"),
+    ("What is the boiling point of ethanol?", "78.37 °C", None),
+    ("What is the boiling point of ethanol?", "Ethanol boils at 78.37 °C.", None),
+    ("What was the population of Paris in 2020?", "Lyon", "a number"),
+    ("What is the capital of France?", "Paris.", None),                   # "capital" measures nothing
+    ("Is the boiling point of ethanol 78 °C?", "Paris.", None),           # a yes/no question
+    ("乙醇的沸点是什么？", "居里夫人。", "a number"),
+    ("乙醇的沸点是多少？", "78.37摄氏度", None),
+    # a place is a word that is not a number, a numeral or a month
+    ("Where was Marie Curie born?", "1867", "a place"),
+    ("Where was Marie Curie born?", "Warsaw", None),
+    ("居里夫人在哪里出生？", "1867年", "a place"),
+    ("居里夫人在哪里出生？", "华沙", None),
 ])
 def test_answer_kind_missed(question, span, missed):
     assert answer_kind_missed(question, span) == missed
