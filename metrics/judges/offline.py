@@ -8,9 +8,11 @@ in ``shared/docs/offline-models.md``.
 
 It is a heuristic, not a reader: it recognises text that is on-topic and shares the
 statement's words, numbers and names, and catches a changed magnitude, a negation against an
-affirmation and a word substituted between the same neighbours, but it cannot see reversed
-roles ("releases CO2, consumes O2") or a wrong name taken from the right sentence. Its results are labelled
-``offline-heuristic``; use the LLM judge for contradiction-level judgements.
+affirmation, a word substituted between the same neighbours, and a name given the role the
+context gives another ("directed by Robert Zemeckis and written by Neil Gaiman" against "Neil
+Gaiman directed it"), but it cannot see other reversed roles ("releases CO2, consumes O2") or
+most wrong names taken from the right sentence. Its results are labelled ``offline-heuristic``;
+use the LLM judge for contradiction-level judgements.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import numpy as np
 
 from metrics.judges.base import Judge, Verdict
 from metrics.judges.encoder import DIMENSIONS, Encoder
+from metrics.text.roles import agents, asked_verb, listed_names
 from metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, join_lines,
                           memo, names, numbers, quantities, same_number, split_qa, split_sentences, yes_no)
 
@@ -46,15 +49,17 @@ _TITLES = frozenset("mount mt lake river cape saint st sir dame dr mr mrs ms pro
 
 @memo  # asked per passage for each statement's names, by several metrics
 def _name_in(name: str, lowered_text: str) -> bool:
-    """A name is in a text when all its words are, a leading title aside; its first word may be
-    a short form of the text's ("Pam Veasey" in "Pamela Renea Veasey")."""
+    """A name is in a text when its words stand there in order, each within two words of the one
+    before ("Patrick White" in "Patrick Victor Martindale White"), a leading title aside; its first
+    word may be a short form of the text's ("Pam Veasey" in "Pamela Renea Veasey"). Its words
+    scattered are another name: "Panama City Air Force Base" is not in "Tyndall Air Force Base, east
+    of Panama City", nor "Day of Remembrance" in "Remembrance Day"."""
     words = name.split()
     if len(words) > 1 and words[0] in _TITLES:
         words = words[1:]
-    if all(_word_in(w, lowered_text) for w in words):
-        return True
-    return (len(words) > 1 and len(words[0]) >= 3 and all(_word_in(w, lowered_text) for w in words[1:])
-            and re.search(rf"(?<!\w){re.escape(words[0])}\w", lowered_text) is not None)
+    first = re.escape(words[0]) + (r"\w*" if len(words) > 1 and len(words[0]) >= 3 else "")
+    rest = "".join(rf"(?:\W+[\w'’-]+){{0,2}}?\W+{re.escape(w)}" for w in words[1:])
+    return re.search(rf"(?<!\w){first}{rest}(?!\w)", lowered_text) is not None
 
 
 def _word_in(word: str, lowered_text: str) -> bool:
@@ -228,6 +233,38 @@ def substitution(statement: str, known: set[str],
     return None
 
 
+def _same_agent(first: str, second: str) -> bool:
+    """Do two agents name the same one ("Kingsmen" and "The Kingsmen", "Dennis Publishing" and "Dennis
+    Publishing Ltd")?"""
+    first, second = first.lower(), second.lower()
+    return _name_in(first, second) or _name_in(second, first)
+
+
+def role_clash(claimed: list[tuple[str, ...]], about: str, sentences: list[str]) -> tuple[str, str, str] | None:
+    """A claimed ``(verb stem, agent)`` the contexts' ``sentences`` contradict: a sentence on the same
+    thing (sharing a name or a number of ``about`` other than the agent, or half its content words)
+    names the claimed agent in another role and another agent of that verb ("film directed by Robert
+    Zemeckis and written by Neil Gaiman" against "Neil Gaiman directed it"), and no sentence names the
+    claimed one its agent (``metrics.text.roles.agents``). Returns (agent, the verb as the contexts
+    write it, the agent they name), or None."""
+    for verb, agent, *_ in claimed:
+        named = [(other, sentence, written) for sentence in sentences for v, other, written in agents(sentence)
+                 if v == verb]
+        if not named or any(_same_agent(agent, other) for other, *_ in named):
+            continue
+        own = content_tokens(agent)
+        facts = {n for n in names(about) if not _same_agent(n, agent)}, quantities(about) - quantities(agent)
+        words = content_tokens(about) - own - {verb}
+        for other, sentence, written in named:
+            lower = sentence.lower()
+            if not _name_in(agent.lower(), lower):
+                continue
+            if (any(_name_in(n, lower) for n in facts[0]) or facts[1] & quantities(sentence)
+                    or (words and len(words & content_tokens(sentence)) >= 0.5 * len(words))):
+                return agent, written, other
+    return None
+
+
 @dataclass(frozen=True)
 class Rules:
     """Every threshold of the offline judge, in one place (recorded in ``describe()``).
@@ -306,6 +343,13 @@ def _sentences_of(context: str) -> tuple[str, ...]:
     return tuple(split_sentences(join_lines(context)))
 
 
+def _role_verdict(clash: tuple[str, str, str]) -> Verdict:
+    """The verdict on a statement whose agent the contexts contradict (:func:`role_clash`)."""
+    agent, verb, other = clash
+    return Verdict(0, f"contradicted: the contexts name {other} for {verb!r}, not {agent}",
+                   {"absent": [], "agent": agent, "verb": verb, "contexts_agent": other})
+
+
 def _question(pair: tuple[str, str]) -> str:
     """The question of a short answer's ``(question, answer)`` (``metrics.text.split_qa``), as judged."""
     return pair[0].rstrip("?？ ")
@@ -352,12 +396,18 @@ class OfflineJudge(Judge):
       ("did not win the Nobel Prize" against "won the Nobel Prize", :func:`polarity_clash`), when
       a word of it that no context has stands where a context has another content word between
       the same neighbours ("a narrow gauge track" against "a standard gauge track",
-      :func:`substitution`), or when it makes a universal claim ("all", "every", "only") that
-      its passage does not make;
+      :func:`substitution`), when it makes a universal claim ("all", "every", "only") that
+      its passage does not make, or when it names an agent the contexts give another role
+      while a sentence on the same thing names another agent of its verb ("The Kingsmen wrote
+      the song" against "a song written by Richard Berry … the hit version by The Kingsmen",
+      :func:`role_clash`);
     * a short answer with its question (``"Q: … A: …"``, see ``metrics.text.statements``): one
       passage holds every content token and number of the answer (a lower-case word of it outside a
-      name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`) and at least
-      ``question_share`` of the question's content tokens. A bare "yes" is judged on the claim
+      name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`; its names
+      written as names, in order: "Day of Remembrance" is not "Remembrance Day", :func:`_name_in`)
+      and at least ``question_share`` of the question's content tokens; when the question asks who
+      did something ("Who wrote …?", "… directed by whom?"), the answer is that agent and the
+      role check of sentences applies (:func:`role_clash`). A bare "yes" is judged on the claim
       the question makes ("Are X and Y both American?" → "X and Y are both American"),
       supported when each of its names stands in a passage with the question's other words
       or words of the same root (a nationality word the contexts write apart from a name
@@ -484,6 +534,7 @@ class OfflineJudge(Judge):
                 "quantities": [quantities(u) for u in units],
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
                 "all_tokens": set().union(*tokens),
+                "sentences": [s for c in contexts for s in _sentences_of(c)],
                 "neighbours": neighbours([s for c in contexts for s in _sentences_of(c)]),
                 # per passage, what the checks of ``_judge_passage`` read of its neighbourhood
                 "near": [content_tokens(spans[u]) for u in units],
@@ -500,6 +551,8 @@ class OfflineJudge(Judge):
                         | {n for n in statement_names if not _name_in(n, passages["all_lower"])})
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
+        if clash := role_clash(list(agents(statement)), statement, passages["sentences"]):
+            return _role_verdict(clash)
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
         if not has_cjk(statement) and (changed := substitution(statement, passages["all_tokens"],
                                                                 passages["neighbours"])):
@@ -619,6 +672,11 @@ class OfflineJudge(Judge):
                 return Verdict(0, f"{polarity!r} does not answer a question that is not a yes/no question",
                                {"absent": []})
             polarity = None  # "No Fences" answering "Which album …?"
+        if not polarity:  # the one who did what the question asks ("Who wrote …?") is the answer
+            verb = asked_verb(question)
+            claimed = [*((verb, name) for name in listed_names(answer) if verb), *agents(answer)]
+            if claimed and (clash := role_clash(claimed, f"{question} {answer}", passages["sentences"])):
+                return _role_verdict(clash)
         if polarity:
             claim = self._claim_of(question, passages)
             said = f"the question's claim {claim.evidence['claim']!r}" if "claim" in claim.evidence else \
@@ -649,14 +707,15 @@ class OfflineJudge(Judge):
         question_tokens = content_tokens(question) - answer_tokens
         # A common word of the answer is not said by a name holding it ("brother" by "Band of Brothers").
         common = content_tokens(" ".join(w for w in _words(core) if w.islower())) - answer_quantities
+        answer_names = names(core)  # each written as a name in the window ("Day of Remembrance" is no "Remembrance Day")
         shares = {}  # window -> share of the question's words in it, for the windows holding the answer
-        for i, (unit, known, found_quantities) in enumerate(zip(windows["units"], windows["tokens"],
-                                                                windows["quantities"])):
+        for i, (unit, known, found_quantities, lower) in enumerate(zip(windows["units"], windows["tokens"],
+                                                                       windows["quantities"], windows["lower"])):
             plain = common_tokens(unit) if common else known
             held = (sum((t in plain if t in common else t in known) or (has_cjk(t) and t in unit)
                         for t in answer_tokens) / len(answer_tokens) if answer_tokens else 1.0)
             if (missing_quantities(answer_quantities, approximate, found_quantities, self.rules.number_tolerance)
-                    or held < self.rules.answer_share):
+                    or held < self.rules.answer_share or not all(_name_in(n, lower) for n in answer_names)):
                 continue
             found = sum(t in known or (has_cjk(t) and t in unit) for t in question_tokens)
             shares[i] = found / len(question_tokens) if question_tokens else 1.0

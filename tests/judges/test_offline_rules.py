@@ -224,3 +224,51 @@ def test_a_bare_yes_or_no_is_judged_on_the_claim_the_question_makes(judge, quest
         assert (result.value, statement["claim"]) == (expected, claim)
         assert statement["reason"].startswith(f"{answer[:-1].lower()}: the question's claim {claim!r} is "
                                               f"{'' if holds else 'not '}supported")
+
+
+# ---------------------------------------------------------------- who did it, and names written as names
+BEOWULF = "Beowulf is a 2007 film directed by Robert Zemeckis and written by Neil Gaiman and Roger Avary."
+ALBUM = "When I Was Born for the 7th Time is an album by the band Cornershop, released on 8 September 1997 by Wiiija."
+INSTAGRAM = "Meta acquired Instagram in April 2012. Facebook bought Instagram for $1 billion in 2012."
+
+
+@pytest.mark.parametrize("question, answer, context, expected, reason", [
+    # The question asks who directed: the context names Zemeckis for it, and Gaiman, in the same sentence,
+    # for the writing (both answers were supported before).
+    ("Who directed the 2007 film Beowulf?", "Robert Zemeckis", BEOWULF, 1.0, None),
+    ("Who directed the 2007 film Beowulf?", "Neil Gaiman", BEOWULF, 0.0,
+     "contradicted: the contexts name Robert Zemeckis for 'directed', not Neil Gaiman"),
+    # "released on 8 September 1997 by Wiiija": the band of the same sentence did not release it.
+    ("Who released the album When I Was Born for the 7th Time?", "Wiiija", ALBUM, 1.0, None),
+    ("Who released the album When I Was Born for the 7th Time?", "Cornershop released the album.", ALBUM, 0.0,
+     "contradicted: the contexts name Wiiija for 'released', not Cornershop"),
+    # Meta is named for "acquired" in a sentence without Facebook: no clash (the context says it otherwise).
+    ("Who acquired Instagram?", "Facebook", INSTAGRAM, 1.0, None),
+])
+def test_an_answer_given_the_role_the_context_gives_another_is_contradicted(judge, question, answer, context,
+                                                                              expected, reason):
+    result = faithfulness(judge, answer, context, question)
+    assert result.value == expected
+    assert reason is None or result.details["statements"][0]["reason"] == reason
+
+
+def test_a_sentence_naming_the_wrong_agent_is_contradicted(judge):
+    wrong = verdict(judge, "Neil Gaiman directed the 2007 film Beowulf.", BEOWULF)
+    assert (wrong.verdict, wrong.evidence["agent"], wrong.evidence["contexts_agent"]) == (
+        0, "Neil Gaiman", "Robert Zemeckis")
+    assert verdict(judge, "Neil Gaiman wrote the 2007 film Beowulf.", BEOWULF).verdict == 1
+    assert verdict(judge, "Robert Zemeckis directed the 2007 film Beowulf.", BEOWULF).verdict == 1
+
+
+@pytest.mark.parametrize("question, answer, expected", [
+    # The answer's name must stand in the context as a name, its words in order: "Remembrance Day" and
+    # "Panama City" are not the answers' names (both scored 1.0 before, their words being there).
+    ("Which day is observed on 25 April each year?", "Anzac Day", 1.0),
+    ("Which day is observed on 25 April each year?", "The Day of Remembrance", 0.0),
+    ("Which air force base lies 12 mi east of Panama City?", "Tyndall Air Force Base", 1.0),
+    ("Which air force base lies 12 mi east of Panama City?", "Panama City Air Force Base", 0.0),
+])
+def test_a_short_answer_names_what_the_context_names(judge, question, answer, expected):
+    context = ('The phrase "Lest we forget" is spoken at services on Remembrance Day. Anzac Day is observed on '
+               "25 April each year. Tyndall Air Force Base is an air base 12 mi east of Panama City, Florida.")
+    assert faithfulness(judge, answer, context, question).value == expected

@@ -5,6 +5,7 @@ import pytest
 
 from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, join_lines, names,
                           normalise_number, numbers, quantities, split_sentences, statements, stem)
+from metrics.text.roles import agents, asked_verb
 
 
 # --------------------------------------------------------------------------- CJK segmentation
@@ -202,3 +203,31 @@ def test_stem_reads_irregular_past_forms(word, base):
 ])
 def test_answer_kind_missed(question, span, missed):
     assert answer_kind_missed(question, span) == missed
+
+
+@pytest.mark.parametrize("sentence, expected", [
+    ("Beowulf is a film directed by Robert Zemeckis and written by Neil Gaiman and Roger Avary.",
+     (("direct", "Robert Zemeckis", "directed"), ("write", "Neil Gaiman", "written"),
+      ("write", "Roger Avary", "written"))),
+    ("It was created, written, and directed by Ricky Gervais and Stephen Merchant.",
+     tuple((verb, name, word) for verb, word in (("direct", "directed"), ("write", "written"), ("creat", "created"))
+           for name in ("Ricky Gervais", "Stephen Merchant"))),
+    ("It is a song performed by American country pop artist Garth Brooks.",
+     (("perform", "American country pop artist Garth Brooks", "performed"),)),
+    ("It was released on 18 November 2016, by Syco Music.", (("releas", "Syco Music", "released"),)),
+    ("The Kingsmen also recorded the song.", (("record", "Kingsmen", "recorded"),)),
+    ("He contributed to The Nation.", ()),                                  # a pronoun is no agent
+    ("Beowulf was directed by him.", ()),                                   # nor a pronoun after "by"
+    ("The medals of the United States won at the 2010 Games.", ()),         # a participle, not an active verb
+])
+def test_agents(sentence, expected):
+    assert agents(sentence) == expected
+
+
+@pytest.mark.parametrize("question, verb", [
+    ("Who wrote the song?", "write"), ("Beowulf, directed by whom?", "direct"),
+    ("Which publishing company has published Bizarre?", "publish"), ("Which film directed by Zemeckis won?", None),
+    ("Who was the first president?", None),
+])
+def test_asked_verb(question, verb):
+    assert asked_verb(question) == verb
