@@ -31,7 +31,8 @@ from metrics.judges.base import Judge, Verdict
 from metrics.judges.encoder import DIMENSIONS, Encoder
 from metrics.text.roles import agents, asked_verb, listed_names
 from metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, join_lines,
-                          memo, names, numbers, quantities, same_number, split_qa, split_sentences, yes_no)
+                          memo, names, normalise_number, numbers, quantities, same_number, split_qa, split_sentences,
+                          yes_no)
 
 def is_fragment(statement: str) -> bool:
     """A short phrase rather than a sentence ("Delhi", "Province of Buenos Aires", "2006"):
@@ -233,6 +234,36 @@ def substitution(statement: str, known: set[str],
     return None
 
 
+_NUMBER_OR_WORD = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_][\w'’-]*")
+_MAGNITUDE_WORDS = frozenset("thousand million billion trillion bn 万 亿".split())
+
+
+@memo  # a context's sentences are indexed once per metric
+def number_slots(sentence: str) -> tuple[tuple[tuple[str, str], str], ...]:
+    """Each number of ``sentence`` (normalised) with the two words before it, lower-cased, one of them
+    at least a content word ("won the Heisman Trophy in 1952" → (("trophy", "in"), "1952")); a number
+    with a magnitude word after it ("5 million", checked as a quantity) is left out."""
+    words = [*_NUMBER_OR_WORD.findall(sentence), ""]
+    return tuple(((words[i - 2].lower(), words[i - 1].lower()), normalise_number(words[i]))
+                 for i in range(2, len(words) - 1) if words[i][0].isdigit() and not words[i - 1][0].isdigit()
+                 and not words[i - 2][0].isdigit() and words[i + 1].lower() not in _MAGNITUDE_WORDS
+                 and content_tokens(f"{words[i - 2]} {words[i - 1]}"))
+
+
+def changed_number(statement: str, slots: dict[tuple[str, str], set[str]], tolerance: float) -> tuple[str, str] | None:
+    """A number of the statement where the contexts write other numbers after the same two words and
+    never this one ("won the Heisman Trophy in 1953" against "won the Heisman Trophy in 1952" →
+    ("1953", "1952"); rounded, or within ``tolerance`` when marked approximate, it is the same:
+    ``metrics.text.same_number``): :func:`substitution` for numbers; or None. ``slots``: the
+    contexts' :func:`number_slots`, merged."""
+    approximate = approximate_numbers(statement)
+    for pair, number in number_slots(statement):
+        written = slots.get(pair)
+        if written and not any(same_number(number, other, number in approximate, tolerance) for other in written):
+            return number, sorted(written)[0]
+    return None
+
+
 def _same_agent(first: str, second: str) -> bool:
     """Do two agents name the same one ("Kingsmen" and "The Kingsmen", "Dennis Publishing" and "Dennis
     Publishing Ltd")?"""
@@ -396,7 +427,9 @@ class OfflineJudge(Judge):
       ("did not win the Nobel Prize" against "won the Nobel Prize", :func:`polarity_clash`), when
       a word of it that no context has stands where a context has another content word between
       the same neighbours ("a narrow gauge track" against "a standard gauge track",
-      :func:`substitution`), when it makes a universal claim ("all", "every", "only") that
+      :func:`substitution`; a number after the same two words as another number of the contexts,
+      never this one: "won the Heisman Trophy in 1953" against "… in 1952", :func:`changed_number`),
+      when it makes a universal claim ("all", "every", "only") that
       its passage does not make, or when it names an agent the contexts give another role
       while a sentence on the same thing names another agent of its verb ("The Kingsmen wrote
       the song" against "a song written by Richard Berry … the hit version by The Kingsmen",
@@ -527,6 +560,10 @@ class OfflineJudge(Judge):
         :meth:`cosines`, for the passages a rule reads)."""
         spans = self._spans(contexts, windows)
         units = list(spans)
+        sentences = [s for c in contexts for s in _sentences_of(c)]
+        slots: dict[tuple[str, str], set[str]] = {}
+        for pair, number in (slot for s in sentences for slot in number_slots(s)):
+            slots.setdefault(pair, set()).add(number)
         tokens = [content_tokens(u) for u in units]
         joined = "\n".join(contexts)
         return {"units": units, "tokens": tokens, "lower": [u.lower() for u in units],
@@ -534,8 +571,9 @@ class OfflineJudge(Judge):
                 "quantities": [quantities(u) for u in units],
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
                 "all_tokens": set().union(*tokens),
-                "sentences": [s for c in contexts for s in _sentences_of(c)],
-                "neighbours": neighbours([s for c in contexts for s in _sentences_of(c)]),
+                "sentences": sentences,
+                "number_slots": slots,
+                "neighbours": neighbours(sentences),
                 # per passage, what the checks of ``_judge_passage`` read of its neighbourhood
                 "near": [content_tokens(spans[u]) for u in units],
                 "universal": [claims_universally(spans[u]) for u in units]}
@@ -553,6 +591,9 @@ class OfflineJudge(Judge):
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
         if clash := role_clash(list(agents(statement)), statement, passages["sentences"]):
             return _role_verdict(clash)
+        if changed := changed_number(statement, passages["number_slots"], rules.number_tolerance):
+            return Verdict(0, f"contradicted: the contexts say {changed[1]} where the statement says {changed[0]}",
+                           {"absent": [], "substituted": list(changed)})
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
         if not has_cjk(statement) and (changed := substitution(statement, passages["all_tokens"],
                                                                 passages["neighbours"])):
@@ -707,7 +748,7 @@ class OfflineJudge(Judge):
         question_tokens = content_tokens(question) - answer_tokens
         # A common word of the answer is not said by a name holding it ("brother" by "Band of Brothers").
         common = content_tokens(" ".join(w for w in _words(core) if w.islower())) - answer_quantities
-        answer_names = names(core)  # each written as a name in the window ("Day of Remembrance" is no "Remembrance Day")
+        answer_names = names(core)  # each written as a name in its window: "Day of Remembrance" is no "Remembrance Day"
         shares = {}  # window -> share of the question's words in it, for the windows holding the answer
         for i, (unit, known, found_quantities, lower) in enumerate(zip(windows["units"], windows["tokens"],
                                                                        windows["quantities"], windows["lower"])):

@@ -59,6 +59,17 @@ def test_substituted_word_between_the_same_neighbours(judge):
     assert verdict(judge, "The Semmering railway was built with a standard gauge track.", SEMMERING).verdict == 1
 
 
+def test_a_number_changed_after_the_same_words(judge):
+    # "1953" stands in the context (the draft), but after "Heisman Trophy in" the context says 1952: the
+    # statement's number is another one in the same place (supported before: both numbers in one passage).
+    context = ("The first draft the Colts took part in was in 1953, when they picked halfback Billy Vessels. He "
+               "played for Oklahoma and won the Heisman Trophy in 1952.")
+    changed = verdict(judge, "Billy Vessels won the Heisman Trophy in 1953.", context)
+    assert (changed.verdict, changed.evidence["substituted"]) == (0, ["1953", "1952"])
+    assert verdict(judge, "Billy Vessels won the Heisman Trophy in 1952.", context).verdict == 1
+    assert verdict(judge, "The Colts took part in their first draft in 1953.", context).verdict == 1
+
+
 def test_universal_claim_needs_a_universal_passage(judge):
     # "all the songs": no passage says all/every/only; the song itself is supported.
     overclaim = verdict(judge, "Garth Brooks performed all the songs on the album No Fences.", BROOKS)
