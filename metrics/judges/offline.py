@@ -103,17 +103,25 @@ _DEMONYM = re.compile(r"[a-z]+(?:ish|ese|ian|ean|can|ic)")
 
 
 def claim_text(question: str, subjects: set[str]) -> str:
-    """The claim of a yes/no question as a statement: its opening auxiliary put after the last of its
-    ``subjects`` (lower-cased names): "Are Pam Veasey and Jon Jost both American?" → "Pam Veasey and
-    Jon Jost are both American"; the question without its auxiliary when no subject is found in it."""
+    """The claim of a yes/no question as a statement: its opening auxiliary put after its first subject
+    and the subjects joined to it by "and", "or" or a comma (``subjects``: lower-cased names): "Are Pam
+    Veasey and Jon Jost both American?" → "Pam Veasey and Jon Jost are both American", "Is X the same
+    length as Y?" → "X is the same length as Y"; the question without its auxiliary when no subject
+    is found in it."""
     opening = re.match(r"\s*([A-Za-z']+)\s+", question)
     body = question[opening.end():].rstrip("?？ ") if opening else question.rstrip("?？ ")
-    lowered, end = body.lower(), 0
+    lowered, found = body.lower(), []
     for subject in subjects:
         words = subject.split()
         first = lowered.find(words[0])
-        last = lowered.find(words[-1], max(first, 0)) if first >= 0 else -1
-        end = max(end, last + len(words[-1]) if last >= 0 else 0)
+        last = lowered.find(words[-1], first) if first >= 0 else -1
+        if last >= 0:
+            found.append((first, last + len(words[-1])))
+    end = 0
+    for start, stop in sorted(found):
+        if end and not re.fullmatch(r"\s*(?:,|and|or|&|, and)\s*", body[end:start]):
+            break
+        end = max(end, stop)
     return f"{body[:end]} {opening.group(1).lower()}{body[end:]}" if opening and end else body
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from metrics import OfflineJudge, score_sample
+from metrics.judges.offline import claim_text
 from metrics.text import normalise_rag_text, split_sentences
 
 pytestmark = pytest.mark.slow  # the offline encoder
@@ -283,3 +284,15 @@ def test_a_short_answer_names_what_the_context_names(judge, question, answer, ex
     context = ('The phrase "Lest we forget" is spoken at services on Remembrance Day. Anzac Day is observed on '
                "25 April each year. Tyndall Air Force Base is an air base 12 mi east of Panama City, Florida.")
     assert faithfulness(judge, answer, context, question).value == expected
+
+
+@pytest.mark.parametrize("question, subjects, claim", [
+    ("Are Pam Veasey and Jon Jost both American?", {"pam veasey", "jon jost"},
+     "Pam Veasey and Jon Jost are both American"),
+    ("Are the New Orleans Outfall Canals the same length as the Augusta Canal?",
+     {"new orleans outfall canals", "augusta canal"},
+     "the New Orleans Outfall Canals are the same length as the Augusta Canal"),
+    ("Is Paris in France?", set(), "Paris in France"),
+])
+def test_the_claim_of_a_yes_no_question(question, subjects, claim):
+    assert claim_text(question, subjects) == claim
