@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.statement_support import statement_support, support_verdicts
-from metrics.judges.base import Judge, statements as split_statements
+from metrics.judges.base import Judge
 from metrics.samples import Sample
+from metrics.text import statements as split_statements
 
 
 class GroundednessPro(Metric):

@@ -4,8 +4,9 @@ from __future__ import annotations
 from metrics.azure.likert import LikertMetric
 from metrics.base import Measured, NotApplicable
 from metrics.judgements.likert_response_completeness import likert_response_completeness
-from metrics.judges.base import Judge, statements
+from metrics.judges.base import Judge
 from metrics.samples import Sample
+from metrics.text import statements
 
 
 class ResponseCompleteness(LikertMetric):

@@ -11,9 +11,8 @@ from typing import Literal
 from pydantic import Field
 
 from metrics.judgements.base import Judgement, Model, item_schema
-from metrics.judges.base import is_noncommittal, restates
 from metrics.judges.prompts import NonEmptyText, Reply, Request, ids, keyed, keyed_schema
-from metrics.text import answer_kind_missed, is_bare_span, qa_statement, split_sentences
+from metrics.text import answer_kind_missed, is_bare_span, is_noncommittal, qa_statement, restates, split_sentences
 
 
 class QuestionAndResponse(Model):
@@ -76,7 +75,8 @@ class AnswerQuestions(Judgement[QuestionAndResponse, AnswerRelevance]):
         (``is_noncommittal``: refusals, "not provided", "无法回答") or only restates the
         question (``restates``). A bare span ("85", "Delhi") is read with its question
         (``"Q: … A: 85"``), as the LLM judge reads it: a span that answers is relevant, a span of
-        another kind than the question asks for ("Delhi" for "How many …?") is off the question
+        another type than the question asks for ("Delhi" for "How many …?", "Paris." for "What is the
+        boiling point of ethanol?", "1865年" for "谁…？") is off the question
         (``metrics.text.answer_kind_missed``)."""
         user_input, response = inputs.user_input, inputs.response
         sentences = [response.strip()] if is_bare_span(response) else split_sentences(response)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from metrics.judgements.base import Judgement, Model
 from metrics.judgements.reference_attribution import ask_llm, reference_attribution
 from metrics.judgements.statement_support import Verdicts
-from metrics.judges.base import Verdict, statements
+from metrics.judges.base import Verdict
+from metrics.text import statements
 
 
 class AnswerAndContexts(Model):

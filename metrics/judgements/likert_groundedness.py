@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from metrics.judgements.likert import Likert, LikertScore, LikertTexts
-from metrics.judges.base import statements
+from metrics.text import statements
 
 
 class LikertGroundedness(Likert):

@@ -16,7 +16,7 @@ from metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_sch
 
 
 class Statements(Model):
-    """Statements (``metrics.judges.base.statements``) and the contexts judging them."""
+    """Statements (``metrics.text.statements``) and the contexts judging them."""
 
     statements: list[str]
     contexts: list[str]

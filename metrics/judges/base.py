@@ -17,9 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from metrics.text import (content_tokens, is_bare_span, is_polar_question, memo, names, numbers, qa_statement,
-                          split_sentences, yes_no)
-
 
 class JudgeError(RuntimeError):
     """The judge failed after its retries, or its output stayed invalid.
@@ -64,52 +61,6 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from metrics.judgements.base import Judgement
-
-
-# Evasive or refusing sentences: they state nothing checkable (regression case BR-01).
-_NONCOMMITTAL = re.compile(
-    r"\b(i (?:do not|don't|cannot|can't|could not|couldn't) (?:know|find|answer|say|tell|help|determine|provide)"
-    r"|(?:could|can)(?: ?not|n't) (?:find|locate|determine|answer)|not (?:sure|certain)"
-    r"|no (?:relevant )?information|not (?:mentioned|provided|available|specified) in"
-    r"|unable to (?:find|answer|determine|provide)|i(?:'m| am) (?:sorry|afraid)"
-    r"|sorry|it depends|there is no way to know"
-    r"|(?:has|have|had|was|were|is|are) not been (?:provided|mentioned|specified|disclosed|given|stated|reported)"
-    r"|(?:is|are|was|were) not (?:provided|mentioned|specified|given|stated|disclosed|known|available)"
-    r"|(?:does|do|did) not (?:say|mention|specify|state|provide|contain|include)"
-    r"|(?:doesn't|don't|didn't) (?:say|mention|specify|state|provide|contain|include)"
-    r"|no (?:details?|mention|data) (?:is |are )?(?:given|provided|available|of))\b"
-    r"|无法(?:回答|确定|找到|提供|得知)|不知道|不清楚|没有(?:找到|相关|提供|提到|说明)(?:的)?(?:信息|资料)?|抱歉|对不起|不确定"
-    r"|(?:未|并未|没有)(?:提供|提及|提到|说明|给出|披露)|不得而知",
-    re.IGNORECASE,
-)
-
-
-def is_noncommittal(sentence: str) -> bool:
-    """True for an evasive or refusing sentence ("I don't know", "The date has not been
-    provided.", "抱歉，无法回答", "文中未提及")."""
-    return bool(_NONCOMMITTAL.search(sentence or ""))
-
-
-# Vague words that add nothing to a restated question ("… was completed at some point", "That is
-# a good question about …"), as content tokens.
-_VAGUE = frozenset("point good question thing something anything many people various certain time interesting "
-                   "topic matter regard aspect".split())
-
-
-def restates(question: str, response: str) -> bool:
-    """True when ``response`` only restates ``question``: no number or name the question lacks
-    and at least 80 % of its content tokens, vague words aside (``_VAGUE``: "at some point",
-    "a good question"), taken from the question ("The Eiffel Tower was completed." for "When
-    was the Eiffel Tower completed?"). Short spans, and any answer to a yes/no question (which
-    affirms or denies its claim: "The Eiffel Tower is made of iron." for "Is the Eiffel Tower
-    made of iron?"), never count."""
-    if is_bare_span(response) or is_polar_question(question):
-        return False
-    said, asked = content_tokens(response) - _VAGUE, content_tokens(question)
-    asked_words = set(re.findall(r"\w+", (question or "").lower()))
-    new_facts = (numbers(response) - numbers(question)) | {
-        n for n in names(response) if not set(re.findall(r"\w+", n)) <= asked_words}
-    return len(said) >= 2 and not new_facts and len(said & asked) >= 0.8 * len(said)
 
 
 class Judge(ABC):
@@ -192,32 +143,6 @@ class Judge(ABC):
         JudgeError
             When the texts cannot be embedded.
         """
-
-
-def statements(text: str, question: str | None = None) -> list[str]:
-    """Checkable statements of ``text``: its sentences minus evasive ones.
-
-    Deterministic segmentation (``metrics.text.split_sentences``), so the number of
-    statements never depends on a judge's mood (metric-spec fault 14). A bare span ("85",
-    "Delhi", "yes"; ``metrics.text.is_bare_span``) is one statement, judged together with
-    its ``question`` when there is one: ``"Q: <question> A: 85"``; a bare yes/no without a
-    question is none. A first sentence opening with yes/no that answers a yes/no question
-    ("No, only X is …") is judged with the question too.
-    """
-    return list(_statements(text, question))
-
-
-@memo  # every metric reading the response asks for its statements
-def _statements(text: str, question: str | None) -> tuple[str, ...]:
-    asked = bool(question and question.strip())
-    if is_bare_span(text) and not is_noncommittal(text):
-        if yes_no(text) and not asked:
-            return ()  # a bare "yes" or "no" says nothing checkable without its question
-        return (qa_statement(question, text) if asked else text.strip(),)
-    sentences = [s for s in split_sentences(text) if not is_noncommittal(s)]
-    if asked and sentences and yes_no(sentences[0]) and is_polar_question(question):
-        sentences[0] = qa_statement(question, sentences[0])  # "No, only X is …": the "no" answers the question
-    return tuple(sentences)
 
 
 async def similarity(judge: Judge, first: str, second: str) -> float:

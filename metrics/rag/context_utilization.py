@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from metrics.base import Family, Measured, NotApplicable
-from metrics.judges.base import Judge, statements
+from metrics.judges.base import Judge
 from metrics.rag.context_precision import ContextPrecision
 from metrics.samples import Sample
+from metrics.text import statements
 
 
 class ContextUtilization(ContextPrecision):

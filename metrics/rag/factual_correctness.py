@@ -6,8 +6,9 @@ from typing import Literal
 from metrics.base import Family, Measured, Metric, NotApplicable
 from metrics.base import Options as MetricOptions
 from metrics.judgements.statement_classification import statement_classification
-from metrics.judges.base import Judge, expect_count, statements
+from metrics.judges.base import Judge, expect_count
 from metrics.samples import Sample
+from metrics.text import statements
 
 
 def f_beta(tp: int, fp: int, fn: int, beta: float = 1.0) -> float:

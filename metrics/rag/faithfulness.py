@@ -8,8 +8,9 @@ from pydantic import BaseModel
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.base import Judgement
 from metrics.judgements.statement_support import Statements, statement_support, support_verdicts
-from metrics.judges.base import Judge, statements as split_statements
+from metrics.judges.base import Judge
 from metrics.samples import Sample
+from metrics.text import statements as split_statements
 
 
 def faithfulness_score(verdicts: Sequence[int]) -> float | None:

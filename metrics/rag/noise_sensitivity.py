@@ -8,9 +8,10 @@ from typing import ClassVar
 from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from metrics.judgements.context_support_matrix import context_support_matrix
 from metrics.judgements.statement_support import statement_support, support_verdicts
-from metrics.judges.base import Judge, JudgeError, expect_count, statements
+from metrics.judges.base import Judge, JudgeError, expect_count
 from metrics.results import Direction
 from metrics.samples import Sample
+from metrics.text import statements
 
 
 def noise_sensitivity_score(reference_support: Sequence[Sequence[int]], response_support: Sequence[Sequence[int]],

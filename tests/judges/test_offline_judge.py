@@ -90,11 +90,11 @@ def test_forget_empties_what_the_judge_remembers_and_changes_no_result():
            "retrieved_contexts": [EN_CONTEXT], "reference": "In 1987."}
     first = score_sample(row, ["faithfulness", "context_recall"], judge=judge)
     assert judge._encoder._vectors and judge._remembered_support.cache_info().currsize
-    assert sum(memo.cache_info().currsize for memo in metrics.text._MEMOS) > 0
+    assert sum(memo.cache_info().currsize for memo in metrics.text.memos._MEMOS) > 0
     judge.forget()
     assert not judge._encoder._vectors and not _model(judge.threads)._rows and not _model(judge.threads)._x
     assert judge._remembered_support.cache_info().currsize == 0
-    assert sum(memo.cache_info().currsize for memo in metrics.text._MEMOS) == 0
+    assert sum(memo.cache_info().currsize for memo in metrics.text.memos._MEMOS) == 0
     again = score_sample(row, ["faithfulness", "context_recall"], judge=judge)
     assert {n: (r.value, r.details) for n, r in again.items()} == {n: (r.value, r.details) for n, r in first.items()}
     assert first["faithfulness"].value == 1.0

@@ -4,11 +4,14 @@ another kind than the question asks for, and a restatement padded with vague wor
 answer_relevancy. Each case is worked by hand from the texts (the verdict and the word the reason
 names)."""
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 from metrics import OfflineJudge, score_sample
+from metrics.judges.offline import claim_text
+from metrics.text import normalise_rag_text, split_sentences
 
 pytestmark = pytest.mark.slow  # the offline encoder
 
@@ -57,6 +60,17 @@ def test_substituted_word_between_the_same_neighbours(judge):
     assert verdict(judge, "The Semmering railway was built with a standard gauge track.", SEMMERING).verdict == 1
 
 
+def test_a_number_changed_after_the_same_words(judge):
+    # "1953" stands in the context (the draft), but after "Heisman Trophy in" the context says 1952: the
+    # statement's number is another one in the same place (supported before: both numbers in one passage).
+    context = ("The first draft the Colts took part in was in 1953, when they picked halfback Billy Vessels. He "
+               "played for Oklahoma and won the Heisman Trophy in 1952.")
+    changed = verdict(judge, "Billy Vessels won the Heisman Trophy in 1953.", context)
+    assert (changed.verdict, changed.evidence["substituted"]) == (0, ["1953", "1952"])
+    assert verdict(judge, "Billy Vessels won the Heisman Trophy in 1952.", context).verdict == 1
+    assert verdict(judge, "The Colts took part in their first draft in 1953.", context).verdict == 1
+
+
 def test_universal_claim_needs_a_universal_passage(judge):
     # "all the songs": no passage says all/every/only; the song itself is supported.
     overclaim = verdict(judge, "Garth Brooks performed all the songs on the album No Fences.", BROOKS)
@@ -91,6 +105,25 @@ def test_a_span_of_another_kind_is_off_the_question(judge, question, answer, val
     right = "85" if "majors" in question else "约翰·威尔克斯·布斯"
     assert score_sample({"user_input": question, "response": right}, ["answer_relevancy"],
                         judge=judge)["answer_relevancy"].value > 0.5
+
+
+@pytest.mark.parametrize("question, wrong, right", [
+    # A person and a place are no boiling point, whatever their cosine with the question (0.76 and 0.78
+    # before); the answer, bare or as a sentence, keeps its cosine (0.82 and 0.80 measured).
+    ("What is the boiling point of ethanol?", ("Marie Curie.", "Paris."), ("78.37 °C", "Ethanol boils at 78.37 °C.")),
+    ("乙醇的沸点是多少？", ("居里夫人。", "巴黎。"), ("78.37摄氏度", "乙醇的沸点是78.37摄氏度。")),
+    ("Where was Marie Curie born?", ("1867",), ("Warsaw",)),
+])
+def test_an_entity_of_the_wrong_type_scores_low_on_answer_relevancy(judge, question, wrong, right):
+    def relevancy(response):
+        return score_sample({"user_input": question, "response": response}, ["answer_relevancy"],
+                            judge=judge)["answer_relevancy"]
+
+    kind = "a place" if question.startswith("Where") else "a number"
+    for response in wrong:
+        assert (relevancy(response).value, relevancy(response).reason) == (
+            0.0, f"off the question: it asks for {kind}, the answer is not one")
+    assert all(relevancy(response).value > 0.6 for response in right)
 
 
 def test_azure_relevance_rates_a_span_of_another_kind_1(judge):
@@ -135,3 +168,131 @@ def test_a_remembered_support_call_gives_each_caller_its_own_verdicts(judge):
     second = verdict(judge, "The company reported revenue of $5 billion in 2023.", REVENUE)
     assert (second.verdict, second.evidence["absent"]) == (0, ["5000000000"])
     assert second is not first
+
+
+# ---------------------------------------------------------------- a chunk's line breaks change no verdict
+EVEREST = ("The first ascent of Mount Everest was made by Edmund Hillary and Tenzing Norgay\n\non 29 May 1953 during "
+           "the ninth British expedition.")
+HALUEVAL = [json.loads(line) for line in
+            (Path(__file__).parents[1] / "data" / "halueval_qa" / "rows_000_029.jsonl").read_text().splitlines()]
+
+
+def faithfulness(judge, response, context, question="What happened?"):
+    return score_sample({"user_input": question, "response": response, "retrieved_contexts": [context]},
+                        ["faithfulness"], judge=judge)["faithfulness"]
+
+
+def test_a_sentence_copied_from_a_chunk_is_supported_across_its_paragraph_break(judge):
+    # The names stand in the first paragraph, the date in the second: one sentence of one chunk. Before, no
+    # passage held the names with "29 May 1953" ("never appear together in one passage": 0.0).
+    statement = " ".join(EVEREST.split())
+    assert faithfulness(judge, statement, EVEREST).value == 1.0
+    assert faithfulness(judge, statement, statement).value == 1.0
+
+
+def test_paragraph_breaks_inserted_into_real_passages_change_no_verbatim_sentence(judge):
+    # HaluEval knowledge passages (rows 0-29): each sentence copied word for word is judged against its
+    # passage as written and with blank lines put in at two seeded random spaces; its faithfulness is
+    # the same, and it is 1.0 (a verbatim sentence). Before, 25 of the 75 sentences changed with the breaks, and
+    # one ("Group 3E Series Production Cars": "3E" read as the name word "E") scored 0.0 as written.
+    rng = random.Random(26)
+    changed = []
+    for row in HALUEVAL:
+        passage = normalise_rag_text(row["knowledge"])
+        spaces = [i for i, ch in enumerate(passage) if ch == " "]
+        cuts = sorted(rng.sample(spaces, 2))
+        broken = "".join("\n\n" if i in cuts else ch for i, ch in enumerate(passage))
+        for sentence in split_sentences(passage):
+            scores = (faithfulness(judge, sentence, passage).value, faithfulness(judge, sentence, broken).value)
+            if scores != (1.0, 1.0):
+                changed.append((row["id"], sentence, scores))
+    assert changed == []
+
+
+# ---------------------------------------------------------------- bare yes/no to a comparison question
+WRITERS = ("Patrick Victor Martindale White (1912-1990) was an Australian writer. Katherine Anne Porter (1890-1980) "
+           "was an American journalist and short story writer.")
+DIRECTORS = ("Carl Boese (1887-1958) was a German film director, screenwriter and producer. Franco Zeffirelli "
+             "(1923-2019) was an Italian director and producer of operas, films and television.")
+
+
+@pytest.mark.parametrize("question, context, claim, holds", [
+    # "White" is the surname the context writes after two middle names, not a word of the claim (it was
+    # taken for one, and no passage held Porter with "white": "yes" scored 0.0).
+    ("Are Patrick White and Katherine Anne Porter both writers?", WRITERS,
+     "Patrick White and Katherine Anne Porter are both writers", True),
+    ("Are Patrick White and Katherine Anne Porter both painters?", WRITERS,
+     "Patrick White and Katherine Anne Porter are both painters", False),
+    # "direct" and "produce" are said by "director" and "producer" (a third of the claim was found before).
+    ("Did both Carl Boese and Franco Zeffirelli direct and produce films?", DIRECTORS,
+     "both Carl Boese and Franco Zeffirelli did direct and produce films", True),
+    ("Did both Carl Boese and Franco Zeffirelli compose operas?", DIRECTORS,
+     "both Carl Boese and Franco Zeffirelli did compose operas", False),
+])
+def test_a_bare_yes_or_no_is_judged_on_the_claim_the_question_makes(judge, question, context, claim, holds):
+    for answer, expected in (("Yes.", float(holds)), ("No.", float(not holds))):
+        result = faithfulness(judge, answer, context, question)
+        [statement] = result.details["statements"]
+        assert (result.value, statement["claim"]) == (expected, claim)
+        assert statement["reason"].startswith(f"{answer[:-1].lower()}: the question's claim {claim!r} is "
+                                              f"{'' if holds else 'not '}supported")
+
+
+# ---------------------------------------------------------------- who did it, and names written as names
+BEOWULF = "Beowulf is a 2007 film directed by Robert Zemeckis and written by Neil Gaiman and Roger Avary."
+ALBUM = "When I Was Born for the 7th Time is an album by the band Cornershop, released on 8 September 1997 by Wiiija."
+INSTAGRAM = "Meta acquired Instagram in April 2012. Facebook bought Instagram for $1 billion in 2012."
+
+
+@pytest.mark.parametrize("question, answer, context, expected, reason", [
+    # The question asks who directed: the context names Zemeckis for it, and Gaiman, in the same sentence,
+    # for the writing (both answers were supported before).
+    ("Who directed the 2007 film Beowulf?", "Robert Zemeckis", BEOWULF, 1.0, None),
+    ("Who directed the 2007 film Beowulf?", "Neil Gaiman", BEOWULF, 0.0,
+     "contradicted: the contexts name Robert Zemeckis for 'directed', not Neil Gaiman"),
+    # "released on 8 September 1997 by Wiiija": the band of the same sentence did not release it.
+    ("Who released the album When I Was Born for the 7th Time?", "Wiiija", ALBUM, 1.0, None),
+    ("Who released the album When I Was Born for the 7th Time?", "Cornershop released the album.", ALBUM, 0.0,
+     "contradicted: the contexts name Wiiija for 'released', not Cornershop"),
+    # Meta is named for "acquired" in a sentence without Facebook: no clash (the context says it otherwise).
+    ("Who acquired Instagram?", "Facebook", INSTAGRAM, 1.0, None),
+])
+def test_an_answer_given_the_role_the_context_gives_another_is_contradicted(judge, question, answer, context,
+                                                                              expected, reason):
+    result = faithfulness(judge, answer, context, question)
+    assert result.value == expected
+    assert reason is None or result.details["statements"][0]["reason"] == reason
+
+
+def test_a_sentence_naming_the_wrong_agent_is_contradicted(judge):
+    wrong = verdict(judge, "Neil Gaiman directed the 2007 film Beowulf.", BEOWULF)
+    assert (wrong.verdict, wrong.evidence["agent"], wrong.evidence["contexts_agent"]) == (
+        0, "Neil Gaiman", "Robert Zemeckis")
+    assert verdict(judge, "Neil Gaiman wrote the 2007 film Beowulf.", BEOWULF).verdict == 1
+    assert verdict(judge, "Robert Zemeckis directed the 2007 film Beowulf.", BEOWULF).verdict == 1
+
+
+@pytest.mark.parametrize("question, answer, expected", [
+    # The answer's name must stand in the context as a name, its words in order: "Remembrance Day" and
+    # "Panama City" are not the answers' names (both scored 1.0 before, their words being there).
+    ("Which day is observed on 25 April each year?", "Anzac Day", 1.0),
+    ("Which day is observed on 25 April each year?", "The Day of Remembrance", 0.0),
+    ("Which air force base lies 12 mi east of Panama City?", "Tyndall Air Force Base", 1.0),
+    ("Which air force base lies 12 mi east of Panama City?", "Panama City Air Force Base", 0.0),
+])
+def test_a_short_answer_names_what_the_context_names(judge, question, answer, expected):
+    context = ('The phrase "Lest we forget" is spoken at services on Remembrance Day. Anzac Day is observed on '
+               "25 April each year. Tyndall Air Force Base is an air base 12 mi east of Panama City, Florida.")
+    assert faithfulness(judge, answer, context, question).value == expected
+
+
+@pytest.mark.parametrize("question, subjects, claim", [
+    ("Are Pam Veasey and Jon Jost both American?", {"pam veasey", "jon jost"},
+     "Pam Veasey and Jon Jost are both American"),
+    ("Are the New Orleans Outfall Canals the same length as the Augusta Canal?",
+     {"new orleans outfall canals", "augusta canal"},
+     "the New Orleans Outfall Canals are the same length as the Augusta Canal"),
+    ("Is Paris in France?", set(), "Paris in France"),
+])
+def test_the_claim_of_a_yes_no_question(question, subjects, claim):
+    assert claim_text(question, subjects) == claim

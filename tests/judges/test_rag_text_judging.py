@@ -145,7 +145,7 @@ def test_summary_names_the_judge_and_its_rule_version(judge):
     summary = evaluate([{"user_input": "Where is the Louvre?", "response": "In Paris [1].",
                          "retrieved_contexts": [LOUVRE]}], ["faithfulness"], judge=judge).summary
     assert summary["judge"]["judge"] == "offline-heuristic"
-    assert summary["judge"]["rule_version"] == judge.version == "7"
+    assert summary["judge"]["rule_version"] == judge.version == "8"
     assert summary["judge"]["question_share"] == judge.rules.question_share
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.judges.base import statements
-from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, names, normalise_number, numbers, quantities,
-                          split_sentences, stem)
+from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, join_lines, names,
+                          normalise_number, numbers, quantities, split_sentences, statements, stem)
+from metrics.text.roles import agents, asked_verb
 
 
 # --------------------------------------------------------------------------- CJK segmentation
@@ -125,6 +125,19 @@ def test_names_skip_sentence_start_unless_followed_by_a_name():
     assert names("Mount Kilimanjaro is high.") == {"mount kilimanjaro"}
 
 
+def test_a_word_opening_with_a_digit_breaks_a_name_and_is_no_name_word():
+    # "3E" is one word (it was read as the name word "E", which no text holds as a word); GT3 keeps its digit.
+    assert names("The classes were GT3 cars and Group 3E Series Production Cars.") == {
+        "gt3", "group", "series production cars"}
+
+
+def test_join_lines_reads_a_sentence_across_its_line_breaks():
+    assert join_lines("Marie Curie was born\n\nin Warsaw.\n- Paris\n- Lyon") == (
+        "Marie Curie was born in Warsaw. Paris Lyon")
+    assert join_lines("长城\n很长。") == "长城很长。"
+    assert split_sentences(join_lines("It rose\nin 1889. It stands.")) == ["It rose in 1889.", "It stands."]
+
+
 def test_quantities_include_number_words_and_months():
     assert quantities("Born on May 5, 2020, one of twelve.") == {"5", "2020", "may", "12"}
     assert quantities("It may rain in march") == set()
@@ -172,6 +185,49 @@ def test_stem_reads_irregular_past_forms(word, base):
     ("中国2019年人口出生率是多少", "武汉", "a number"),
     ("Which album was it on?", "85", None),                                 # a question of no set kind
     ("How many majors does the university offer?", "The university offers many majors.", None),  # a sentence
+    # a quantity asked by the head noun; a bare name, full stop or not, is none
+    ("What is the boiling point of ethanol?", "Marie Curie.", "a number"),
+    ("What is the boiling point of ethanol?", "Paris.", "a number"),
+    ("What is the boiling point of ethanol?", "78.37 °C", None),
+    ("What is the boiling point of ethanol?", "Ethanol boils at 78.37 °C.", None),
+    ("What was the population of Paris in 2020?", "Lyon", "a number"),
+    ("What is the capital of France?", "Paris.", None),                   # "capital" measures nothing
+    ("Is the boiling point of ethanol 78 °C?", "Paris.", None),           # a yes/no question
+    ("乙醇的沸点是什么？", "居里夫人。", "a number"),
+    ("乙醇的沸点是多少？", "78.37摄氏度", None),
+    # a place is a word that is not a number, a numeral or a month
+    ("Where was Marie Curie born?", "1867", "a place"),
+    ("Where was Marie Curie born?", "Warsaw", None),
+    ("居里夫人在哪里出生？", "1867年", "a place"),
+    ("居里夫人在哪里出生？", "华沙", None),
 ])
 def test_answer_kind_missed(question, span, missed):
     assert answer_kind_missed(question, span) == missed
+
+
+@pytest.mark.parametrize("sentence, expected", [
+    ("Beowulf is a film directed by Robert Zemeckis and written by Neil Gaiman and Roger Avary.",
+     (("direct", "Robert Zemeckis", "directed"), ("write", "Neil Gaiman", "written"),
+      ("write", "Roger Avary", "written"))),
+    ("It was created, written, and directed by Ricky Gervais and Stephen Merchant.",
+     tuple((verb, name, word) for verb, word in (("direct", "directed"), ("write", "written"), ("creat", "created"))
+           for name in ("Ricky Gervais", "Stephen Merchant"))),
+    ("It is a song performed by American country pop artist Garth Brooks.",
+     (("perform", "American country pop artist Garth Brooks", "performed"),)),
+    ("It was released on 18 November 2016, by Syco Music.", (("releas", "Syco Music", "released"),)),
+    ("The Kingsmen also recorded the song.", (("record", "Kingsmen", "recorded"),)),
+    ("He contributed to The Nation.", ()),                                  # a pronoun is no agent
+    ("Beowulf was directed by him.", ()),                                   # nor a pronoun after "by"
+    ("The medals of the United States won at the 2010 Games.", ()),         # a participle, not an active verb
+])
+def test_agents(sentence, expected):
+    assert agents(sentence) == expected
+
+
+@pytest.mark.parametrize("question, verb", [
+    ("Who wrote the song?", "write"), ("Beowulf, directed by whom?", "direct"),
+    ("Which publishing company has published Bizarre?", "publish"), ("Which film directed by Zemeckis won?", None),
+    ("Who was the first president?", None),
+])
+def test_asked_verb(question, verb):
+    assert asked_verb(question) == verb

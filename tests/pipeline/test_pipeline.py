@@ -60,7 +60,7 @@ def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows
     table = project.query("select metric, mean from eval.eval_summary where version = 'v1' order by metric")
     assert dict(zip(table["metric"], table["mean"])) == {m: summary["metrics"][m]["mean"] for m in CORE_METRICS}
     # The metric step let go of the offline judge's memos as it ended (``Judge.forget``: the summary has the memory).
-    assert sum(memo.cache_info().currsize for memo in metrics.text._MEMOS) == 0
+    assert sum(memo.cache_info().currsize for memo in metrics.text.memos._MEMOS) == 0
 
 
 def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa_rows):
