@@ -4,6 +4,7 @@ import dagster as dg
 from assets.evaluation import metric_assets
 from assets.gate import baseline_comparison
 from assets.ingestion import ingest_dataset
+from assets.labels import human_labels, label_estimates
 from assets.quality_check import quality_suite
 from assets.resources import build_resources
 from assets.summary import eval_summary
@@ -13,7 +14,8 @@ from orchestration.schedules import nightly_evaluation
 from orchestration.sensors import new_dataset_versions
 
 defs = dg.Definitions(
-    assets=[*target_assets, ingest_dataset, quality_suite, *metric_assets, eval_summary, baseline_comparison],
+    assets=[*target_assets, ingest_dataset, quality_suite, *metric_assets, eval_summary, human_labels, label_estimates,
+            baseline_comparison],
     jobs=JOBS,
     schedules=[nightly_evaluation],
     sensors=[new_dataset_versions],
