@@ -22,7 +22,7 @@ from assets.partitions import dataset_versions
 from assets.registration import sha256_of
 from assets.resources import DatasetStore, ReportStore
 from metrics.estimates import add_estimates
-from metrics.labels import LABELS_FILE, STORED_KEYS, read_records, validate
+from metrics.labels import LABELS_FILE, STORED_KEYS, labels_frame
 from metrics.registry import METRICS
 
 _LABEL_COLUMNS = {"version": "string", **{k: "string" for k in STORED_KEYS}, "line": "int64", "label": "float64"}
@@ -57,11 +57,10 @@ def human_labels(context: dg.AssetExecutionContext, dataset_store: DatasetStore)
         if "questions" not in found:
             raise dg.Failure(f"version {version} has not been ingested: its rows are unknown")
         ids = dict(connection.execute(f"select row, id from ({found['questions'].query})").fetchall())
-    labels, problems, blank = validate(read_records(path), ids, version) if path.exists() else ([], [], 0)
+    labels, problems = labels_frame(path.parent, ids, version)
     for problem in problems[:20]:
         context.log.warning(f"{version}: label refused: {problem}")
-    frame = pd.DataFrame([{**r, "version": version} for r in labels], columns=list(_LABEL_COLUMNS))
-    frame = frame.astype(_LABEL_COLUMNS)
+    frame = labels.assign(version=version)[list(_LABEL_COLUMNS)].astype(_LABEL_COLUMNS)
     metadata = {"num_rows": len(frame), "labels_sha256": sha256_of(path) if path.exists() else "",
                 "refused": dg.MetadataValue.json([str(p) for p in problems[:50]]), "refused_rows": len(problems),
                 "per_metric": dg.MetadataValue.json(frame["metric"].value_counts().to_dict())}

@@ -308,3 +308,15 @@ def write_stored(folder: str | Path, labels: list[dict[str, Any]]) -> Path:
                               for r in labels), encoding="utf-8")
     os.replace(staged, path)
     return path
+
+
+
+def labels_frame(folder: str | Path, ids: Mapping[int, str], version: str | None = None) -> tuple[Any, list[LabelProblem]]:
+    """A version's stored labels (``<folder>/labels.jsonl``), checked again against its rows
+    (``ids``: ``{row: sample id}``), as a DataFrame of :data:`FRAME_COLUMNS`, with the problems of
+    the lines refused (a file edited by hand); an empty frame without the file. Columns: :data:`STORED_KEYS`."""
+    import pandas as pd
+
+    path = Path(folder) / LABELS_FILE
+    labels, problems, _ = validate(read_records(path), ids, version) if path.exists() else ([], [], 0)
+    return pd.DataFrame(labels, columns=list(STORED_KEYS)).astype({"line": "int64", "label": "float64"}), problems
