@@ -119,7 +119,7 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]
             if not text.strip():
                 continue
             try:
-                record = json.loads(text)
+                record = json.loads(text.rstrip("\r\n"))
             except json.JSONDecodeError as exc:
                 yield number, f"{path.name} line {number}", f"not valid JSON: {exc.msg} (column {exc.colno})"
                 continue

@@ -102,9 +102,9 @@ def print_estimates(summary: dict, console) -> None:
     labelled = {m: row for m, row in summary["metrics"].items() if "labels" in row}
     if not labelled:
         return
-    print("corrected by human labels (prediction-powered estimate, 95 % interval; agreement on the labelled rows):")
-    table = Table(pad_edge=False)
-    for column in ("metric", "judge", "estimate [95 % CI]", "labels", "acc", "κ/ρ", "AUROC"):
+    print("human labels: prediction-powered estimate, 95 % interval; agreement on labelled rows")
+    table = Table(pad_edge=False, box=None)  # no borders: two spaces between columns, the names on one line
+    for column in ("metric", "judge", "estimate [95 % CI]", "labelled", "acc", "κ/ρ", "AUROC"):
         table.add_column(column, justify="left" if column == "metric" else "right", overflow="fold",
                          no_wrap=column != "metric")
     for metric, row in labelled.items():
