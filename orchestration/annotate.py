@@ -82,6 +82,7 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
                          jobs=[dg.define_asset_job("label_job", selection=LABEL_ASSETS)]).resolve_job_def("label_job")
     with only_run_of(version, Path(args.out)):
         result = job.execute_in_process(instance=args.instance, partition_key=version, raise_on_error=False,
+                                        asset_selection=[dg.AssetKey(a) for a in LABEL_ASSETS],  # on the run record
                                         run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
     if not result.success:
         print_run_failure(result)

@@ -48,15 +48,16 @@ def _print_table(comparison) -> None:
     from orchestration.report import printable
 
     table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
-    for column in ("metric", "base", "cand", "diff", "95 % CI", "basis", "verdict"):
-        # Numbers never wrap; a long basis or verdict ("not in baseline …") wraps rather than being cut at 80 columns.
-        table.add_column(column, justify="left" if column in ("metric", "basis", "verdict") else "right",
-                         no_wrap=column not in ("basis", "verdict"), overflow="fold")
+    for column in ("metric", "base", "cand", "diff", "95 % CI", "n", "verdict"):
+        # Numbers never wrap; a long verdict ("not in baseline …") wraps rather than being cut at 80 columns.
+        table.add_column(column, justify="left" if column in ("metric", "verdict") else "right",
+                         no_wrap=column != "verdict", overflow="fold")
     for m in comparison.metrics.values():
         verdict = m.verdict.replace(" detected", "") + ("" if m.metric in comparison.gated else " (info)")
-        basis = f"judge (n={m.n})" if m.basis == "judge" else m.basis
+        # A metric decided on human labels says so: its means and interval are the PPI estimates'.
         table.add_row(m.metric, _num(m.baseline_mean), _num(m.candidate_mean), _num(m.difference, sign=True),
-                      f"{_num(m.low, sign=True)}..{_num(m.high, sign=True)}", basis, verdict)
+                      f"{_num(m.low, sign=True)}..{_num(m.high, sign=True)}", str(m.n),
+                      verdict if m.basis == "judge" else f"{verdict} on {m.basis}")
     print(printable(f"{comparison.candidate} vs baseline {comparison.baseline}"))
     Console().print(table)
 

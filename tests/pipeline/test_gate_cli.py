@@ -134,3 +134,50 @@ def test_a_long_verdict_is_wrapped_not_cut_at_80_columns(versions):
     assert max(len(line) for line in table) <= 80 and "…" not in done.stdout  # before: "not in candidate-w…"
     verdict = "".join("".join(line[65:].split()) for line in table)
     assert "notincandidate-without-context-recall.parquet" in verdict  # folded over lines, all of it
+
+
+def test_versions_labelled_by_people_are_gated_on_their_ppi_estimates(versions):
+    # The judge scores every row 0.5 in both versions (no change, paired differences 0); people accept 8 of 10
+    # labelled rows of a and 3 of 10 of b. A constant judge gets lam 0: each estimate is its labels' mean, se
+    # sqrt(p(1-p)/10): 0.8 (0.126491), 0.3 (0.144914). Difference -0.5, se sqrt(0.016 + 0.021) = 0.192354,
+    # interval -0.5 ± 0.377007 = [-0.877, -0.123], below -0.02: regressed, p = Phi(-0.48 / 0.192354) = 0.0063.
+    flat = results()
+    flat["value"] = 0.5
+    for key, accepted in ((A, 8), (B, 3)):
+        flat.to_parquet(versions / "out" / key / "results.parquet")
+        folder = versions / "datasets" / key
+        folder.mkdir(parents=True)
+        (folder / "labels.jsonl").write_text("".join(
+            json.dumps({"id": IDS[i], "line": i + 1, "metric": "faithfulness", "label": int(i < accepted)}) + "\n"
+            for i in range(10)), encoding="utf-8")
+    gate = rag_eval(versions, "gate", B, "--config", "gate.toml")
+    assert gate.returncode == 4, gate.stderr
+    assert ("gate failed: faithfulness regressed: -0.500 [-0.877, -0.123] lies below -0.02 "
+            "(ppi (n=10/20 vs 10/20), Holm p=0.0063)") in gate.stderr
+    [row] = [line for line in gate.stdout.splitlines() if line.strip().startswith("faithfulness")]
+    assert re.search(r"0\.800 +0\.300 +-0\.500 +-0\.877\.\.-0\.123", row)
+    assert "regressed on ppi (n=10/20 vs 10/20) context_recall" in " ".join(gate.stdout.split())  # folded verdict
+    body = json.loads((versions / "out" / B / "comparison.json").read_text())
+    assert body["metrics"]["faithfulness"]["basis"] == "ppi (n=10/20 vs 10/20)"
+    assert body["metrics"]["context_recall"]["basis"] == "judge"
+    assert "Human labels" in (versions / "out" / B / "report.html").read_text()
+    # Without the candidate's labels the judge decides: nothing moved.
+    (versions / "datasets" / B / "labels.jsonl").unlink()
+    judged = rag_eval(versions, "gate", B, "--config", "gate.toml")
+    assert judged.returncode == 0 and "gate passed" in judged.stdout
+    assert json.loads((versions / "out" / B / "comparison.json").read_text())["metrics"]["faithfulness"]["basis"] == "judge"
+
+
+def test_a_reference_free_file_gated_against_itself_passes_naming_the_metrics_not_applicable(tmp_path):
+    # Issue 27 item 4: context_recall and context_precision need a reference; neither file has one.
+    lines = [json.loads(line) for line in (ROOT / "examples" / "fiqa" / "samples.jsonl").read_text().splitlines()[:12]]
+    for name in ("before.jsonl", "after.jsonl"):
+        (tmp_path / name).write_text("".join(json.dumps({k: v for k, v in r.items() if k != "reference"}) + "\n"
+                                             for r in lines), encoding="utf-8")
+    gate = rag_eval(tmp_path, "gate", "after.jsonl", "--baseline", "before.jsonl", "--offline", "--report-dir", "r")
+    assert gate.returncode == 0, gate.stderr
+    assert ("gate passed (context_recall, context_precision: not applicable, no row scored ok in either version)"
+            in gate.stdout)
+    body = json.loads((tmp_path / "r" / "comparison.json").read_text())
+    assert body["metrics"]["context_recall"]["verdict"] == "not applicable" and body["failures"] == []
+    assert body["metrics"]["faithfulness"]["verdict"] == "no change detected"
