@@ -1,8 +1,8 @@
 """metrics.estimates and metrics.agreement: a version's labels against its judge, worked out by hand.
 
-The labelled and unlabelled scores are those of tests/metrics/test_ppi.py, whose PPI++ figures
-were computed with ppi-python 0.2.3: joined from a results frame with rows the judge could not
-score, the estimate must be exactly those figures.
+The labelled and unlabelled scores are those of tests/metrics/test_ppi.py (checked there against
+ppi-python 0.2.3 and by hand): joined from a results frame with rows the judge could not score,
+exactly those labels, scores and unlabelled scores must reach ``metrics.ppi.ppi_mean``.
 """
 import io
 import math
@@ -13,6 +13,7 @@ import pytest
 
 from metrics.agreement import accuracy, cohen_kappa
 from metrics.estimates import add_estimates, metric_estimate
+from metrics.ppi import ppi_mean
 from tests.metrics.test_ppi import PPI_PY, UNLABELLED, Y, YHAT
 
 
@@ -34,10 +35,12 @@ FRAME = results([*YHAT, *UNLABELLED, 0.0, 0.0, 0.0], {25: "judge_error", 26: "no
 LABELS = labels([*((row, f"s{row}", y) for row, y in enumerate(Y)), (25, "s25", 1), (12, "elsewhere", 0)])
 
 
-def test_the_estimate_is_ppi_python_s_on_the_rows_scored_ok_and_other_rows_are_counted_not_scored():
+def test_the_estimate_is_of_the_rows_scored_ok_and_other_rows_are_counted_not_scored():
     labelled = metric_estimate(FRAME, LABELS, "faithfulness")
     e = labelled.estimate
-    assert (e.estimate, e.ci_low, e.ci_high) == pytest.approx(PPI_PY[None], abs=1e-7)
+    assert e == ppi_mean(Y, YHAT, UNLABELLED)  # the 10 labels, their 10 scores and the 15 unlabelled ones
+    # Wider than ppi-python's plain PPI++ (0.6815 [0.4525, 0.9105]): the Agresti-Coull pseudo-rows (metrics.ppi).
+    assert e.ci_high - e.ci_low > PPI_PY[None][2] - PPI_PY[None][1] and e.lam == pytest.approx(25 / 36)
     assert (e.n, e.N, labelled.rows) == (10, 15, 25)  # the judge_error, not_applicable, input_error rows: neither
     assert labelled.not_scored == {"judge_error": 1} and labelled.unmatched == 1
     # Raw mean over the 25 ok rows: (6.0 + 8.6) / 25.
@@ -54,9 +57,10 @@ def test_below_ten_labels_no_interval_and_every_row_labelled_the_labels_own_mean
     assert few.estimate is None and few.note == "9 labelled row(s) scored ok: an interval needs 10" and few.n == 9
     assert few.basis == "judge" and few.agreement["accuracy"] == pytest.approx(7 / 9, abs=1e-4)
     every = metric_estimate(results(YHAT), labels((row, f"s{row}", y) for row, y in enumerate(Y)), "faithfulness")
-    # Mean 0.7; population SD sqrt(0.21), se sqrt(0.21 / 10).
-    assert (every.estimate.method, every.estimate.estimate) == ("classical", pytest.approx(0.7))
-    assert every.estimate.se == pytest.approx(math.sqrt(0.021))
+    # Agresti-Coull: 7 of 10 passes, n~ = 10 + z², p~ = (7 + z²/2) / n~ = 0.644493, [0.392325, 0.896662].
+    z2 = 1.959963984540054 ** 2
+    assert (every.estimate.method, every.estimate.estimate) == ("classical", pytest.approx((7 + z2 / 2) / (10 + z2)))
+    assert (every.estimate.ci_low, every.estimate.ci_high) == pytest.approx((0.392325, 0.896662), abs=1e-6)
 
 
 def test_grades_on_a_likert_scale_use_spearman_and_the_threshold_of_the_metric():
@@ -78,8 +82,9 @@ def test_the_summary_gets_the_blocks_on_its_own_scale():
     summary = {"scale": "0-10", "metrics": {"faithfulness": {"mean": 5.84}, "answer_relevancy": {"mean": 5.0}}}
     add_estimates(summary, FRAME, LABELS)
     row = summary["metrics"]["faithfulness"]
-    assert row["ppi"]["estimate"] == pytest.approx(10 * PPI_PY[None][0], abs=1e-5)
-    assert row["ppi"]["ci_high"] == pytest.approx(10 * PPI_PY[None][2], abs=1e-5) and row["ppi"]["n"] == 10
+    expected = ppi_mean(Y, YHAT, UNLABELLED)
+    assert row["ppi"]["estimate"] == pytest.approx(10 * expected.estimate, abs=1e-5)
+    assert row["ppi"]["ci_high"] == pytest.approx(10 * expected.ci_high, abs=1e-5) and row["ppi"]["n"] == 10
     assert row["raw_mean"] == pytest.approx(5.84) and row["labels"]["not_scored"] == {"judge_error": 1}
     assert "ppi" not in summary["metrics"]["answer_relevancy"]  # no label of it
     assert summary["labels"] == {"rows": 12, "labels": 12, "metrics": {"faithfulness": 10}, "min_labels": 10}

@@ -137,13 +137,14 @@ def test_a_long_verdict_is_wrapped_not_cut_at_80_columns(versions):
 
 
 def test_versions_labelled_by_people_are_gated_on_their_ppi_estimates(versions):
-    # The judge scores every row 0.5 in both versions (no change, paired differences 0); people accept 8 of 10
-    # labelled rows of a and 3 of 10 of b. A constant judge gets lam 0: each estimate is its labels' mean, se
-    # sqrt(p(1-p)/10): 0.8 (0.126491), 0.3 (0.144914). Difference -0.5, se sqrt(0.016 + 0.021) = 0.192354,
-    # interval -0.5 ± 0.377007 = [-0.877, -0.123], below -0.02: regressed, p = Phi(-0.48 / 0.192354) = 0.0063.
+    # The judge scores every row 0.5 in both versions (no change, paired differences 0); people accept 9 of 10
+    # labelled rows of a and 2 of 10 of b. A constant judge gets lam 0: each estimate is its labels' Agresti-Coull
+    # interval (metrics.ppi's pseudo-rows): n~ = 10 + z² = 13.8415, p~ = (9 + z²/2) / n~ = 0.788987 (se
+    # sqrt(p~(1 - p~) / n~) = 0.109673) and (2 + z²/2) / n~ = 0.283260 (0.121111). Difference -0.505727, se
+    # 0.163389, interval [-0.825963, -0.185491], below -0.02: regressed, p = Phi(-0.485727 / 0.163389) = 0.0015.
     flat = results()
     flat["value"] = 0.5
-    for key, accepted in ((A, 8), (B, 3)):
+    for key, accepted in ((A, 9), (B, 2)):
         flat.to_parquet(versions / "out" / key / "results.parquet")
         folder = versions / "datasets" / key
         folder.mkdir(parents=True)
@@ -152,10 +153,10 @@ def test_versions_labelled_by_people_are_gated_on_their_ppi_estimates(versions):
             for i in range(10)), encoding="utf-8")
     gate = rag_eval(versions, "gate", B, "--config", "gate.toml")
     assert gate.returncode == 4, gate.stderr
-    assert ("gate failed: faithfulness regressed: -0.500 [-0.877, -0.123] lies below -0.02 "
-            "(ppi (n=10/20 vs 10/20), Holm p=0.0063)") in gate.stderr
+    assert ("gate failed: faithfulness regressed: -0.506 [-0.826, -0.185] lies below -0.02 "
+            "(ppi (n=10/20 vs 10/20), Holm p=0.0015)") in gate.stderr
     [row] = [line for line in gate.stdout.splitlines() if line.strip().startswith("faithfulness")]
-    assert re.search(r"0\.800 +0\.300 +-0\.500 +-0\.877\.\.-0\.123", row)
+    assert re.search(r"0\.789 +0\.283 +-0\.506 +-0\.826\.\.-0\.185", row)
     assert "regressed on ppi (n=10/20 vs 10/20) context_recall" in " ".join(gate.stdout.split())  # folded verdict
     body = json.loads((versions / "out" / B / "comparison.json").read_text())
     assert body["metrics"]["faithfulness"]["basis"] == "ppi (n=10/20 vs 10/20)"
