@@ -120,3 +120,23 @@ def test_the_estimates_table_stays_within_80_columns():
     assert any("context_precision" in line and "0.612 [0.365, 0.857]" in line and "150/10000" in line
                and "κ -0.25" in line for line in lines)
     assert any("groundedness" in line and "needs 10 labels" in line and "ρ 0.88" in line for line in lines)
+
+
+def test_evaluate_takes_a_labels_file_and_refuses_a_bad_line(tmp_path):
+    from metrics import evaluate
+    from tests.conftest import ScriptedJudge
+
+    rows = [{"id": f"r{i}", "user_input": "Where is the Louvre?", "retrieved_contexts": ["The Louvre is in Paris."],
+             "response": "The Louvre is in Paris." if i % 3 else "The Louvre is in Rome."} for i in range(14)]
+    judge = ScriptedJudge(support=lambda statement: int("Paris" in str(statement)))
+    people = [int(i % 3 != 0 or i == 3) for i in range(10)]  # they pass the judge's passes, and row 3 too
+    sheet = tmp_path / "labels.csv"
+    sheet.write_text("id,metric,label\n" + "".join(f"r{i},faithfulness,{y}\n" for i, y in enumerate(people)),
+                     encoding="utf-8")
+    result = evaluate(rows, metrics=["faithfulness"], judge=judge, labels=sheet)
+    scores = [float(i % 3 != 0) for i in range(14)]
+    assert result.summary["metrics"]["faithfulness"]["ppi"] == ppi_mean(people, scores[:10], scores[10:]).to_dict()
+    assert result.summary["metrics"]["faithfulness"]["agreement"]["accuracy"] == 0.9
+    sheet.write_text("id,metric,label\nr1,faithfulness,maybe\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"labels.csv line 2: field 'label': 'maybe' is not a label of faithfulness"):
+        evaluate(rows, metrics=["faithfulness"], judge=judge, labels=sheet)
