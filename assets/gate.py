@@ -53,7 +53,9 @@ def comparison_frame(comparison, version: str) -> pd.DataFrame:
     group_name="gate",
     code_version="1",
     kinds={"pandas"},
-    deps=["eval_summary"],  # reads the results.parquet that eval_summary writes, of this version and the baseline
+    # Reads the results.parquet that eval_summary writes and the labels.jsonl that human_labels reads, of this
+    # version and the baseline: new labels re-run the comparison too.
+    deps=["eval_summary", "label_estimates"],
     metadata={"partition_expr": "version"},
     check_specs=[dg.AssetCheckSpec(CHECK, asset="baseline_comparison", blocking=True, partitions_def=dataset_versions,
                                    description="No gated metric regressed beyond its margin against the baseline, "
@@ -95,12 +97,13 @@ def baseline_comparison(context: dg.AssetExecutionContext, config: GateAssetConf
                       "failures": dg.MetadataValue.json(comparison.failures), "notes": dg.MetadataValue.json(notes)}
     for m in comparison.metrics.values():
         metadata[f"{m.metric}_n"] = dg.MetadataValue.int(m.n)
+        metadata[f"{m.metric}_basis"] = m.basis  # "judge", or "ppi (n=…/… vs …/…)": decided on human labels
         for name in ("difference", "low", "high"):
             if getattr(m, name) is not None:
                 metadata[f"{m.metric}_{name}"] = dg.MetadataValue.float(float(getattr(m, name)))
     yield dg.Output(comparison_frame(comparison, version), metadata=metadata)
     yield dg.AssetCheckResult(check_name=CHECK, passed=comparison.passed, severity=severity,
-                              description="; ".join(comparison.failures) or (None if comparison.decided
-                                                                               else comparison.verdict),
+                              description="; ".join(comparison.failures) or (
+                                  None if comparison.decided and not comparison.not_applicable else comparison.verdict),
                               metadata={k: v for k, v in metadata.items() if k != "report_html"})
 

@@ -38,7 +38,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from offline_judge_accuracy import bow_score, default_data, load_pairs  # noqa: E402
 
 from metrics import OfflineJudge, calibrate  # noqa: E402
-from metrics.calibrate import auroc, bootstrap, print_report  # noqa: E402
+from metrics.agreement import auroc, bootstrap  # noqa: E402
+from metrics.calibrate import print_report  # noqa: E402
 from metrics.evaluate import default_judge  # noqa: E402
 from metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 

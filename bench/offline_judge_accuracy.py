@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from metrics import OfflineJudge, build_metrics, load_samples
-from metrics.calibrate import bootstrap
+from metrics.agreement import bootstrap
 from metrics.scoring import score_all
 from metrics.text import has_cjk, split_sentences
 

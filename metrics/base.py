@@ -72,7 +72,7 @@ NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
 ASSET_NAMES = frozenset({
     "questions", "references", "responses", "retrieved_contexts", "retrieved_documents", "retrieval_ground_truth",
     "rejected_samples", "eval_summary", "question_set", "baseline_comparison", "retriever", "generator",
-    "system_contexts", "system_responses"})
+    "system_contexts", "system_responses", "human_labels", "label_estimates"})
 #: The code location's resources (``assets.resources.build_resources``): a metric of that name is an input of
 #: ``eval_summary`` under the name of one of its resource parameters; a test checks these are its resources.
 RESOURCE_NAMES = frozenset({"dataset_store", "report_store", "judge", "execution", "io_manager"})

@@ -24,14 +24,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from metrics.agreement import auroc, bootstrap, kendall, spearman
+from metrics.labels import VERDICTS, read_records
 from metrics.scoring import default_judge, score_all
 from metrics.judges.base import Judge
 from metrics.registry import build_metrics, describe_judge
 from metrics.results import MetricResult
 from metrics.samples import sample_from_dict
 
-_ACCEPT = {True: 1, False: 0, "accept": 1, "accepted": 1, "reject": 0, "rejected": 0, "yes": 1, "no": 0,
-           "pass": 1, "fail": 0}
+_ACCEPT: dict[Any, int] = {True: 1, False: 0, **{word: int(passes) for word, passes in VERDICTS.items()}}
 
 
 def _label_type(records: list[dict[str, Any]]) -> str:
@@ -59,7 +60,7 @@ def _as_label(value: Any, kind: str, line: int) -> float:
 
 
 def read_labels(source: str | Path | Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Label records from a JSONL file or an iterable of dicts, each with its ``line`` (from 1).
+    """Label records from a JSONL (or CSV) file or an iterable of dicts, each with its ``line`` (from 1).
 
     Raises
     ------
@@ -67,15 +68,12 @@ def read_labels(source: str | Path | Iterable[Mapping[str, Any]]) -> list[dict[s
         Naming the line and the field, for a line that is not JSON, lacks ``metric``, or is
         neither pairwise (``a``, ``b``, ``preferred``) nor per-sample (``sample``, ``label``).
     """
+    raw: list[tuple[int, Any]] = []
     if isinstance(source, (str, Path)):
-        lines = Path(source).read_text(encoding="utf-8").splitlines()
-        raw = []
-        for number, text in enumerate(lines, start=1):
-            if text.strip():
-                try:
-                    raw.append((number, json.loads(text)))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"line {number}: not valid JSON: {exc.msg}") from exc
+        for number, _, record in read_records(source):  # the one reader of label files (metrics.labels)
+            if isinstance(record, str):
+                raise ValueError(f"line {number}: {record}")
+            raw.append((number, record))
     else:
         raw = list(enumerate(source, start=1))
     records = []
@@ -89,44 +87,6 @@ def read_labels(source: str | Path | Iterable[Mapping[str, Any]]) -> list[dict[s
             raise ValueError(f"line {number}: neither pairwise (a, b, preferred) nor per-sample (sample, label)")
         records.append({**record, "line": number})
     return records
-
-
-def bootstrap(values: np.ndarray, statistic, rounds: int = 1000, seed: int = 0) -> list[float]:
-    """A percentile bootstrap 95 % interval of ``statistic`` over the rows of ``values``
-    (Efron & Tibshirani 1993); ``[nan, nan]`` for fewer than two rows."""
-    if len(values) < 2:
-        return [math.nan, math.nan]
-    rng = np.random.default_rng(seed)
-    stats = [statistic(values[rng.integers(0, len(values), len(values))]) for _ in range(rounds)]
-    low, high = np.nanpercentile(np.array(stats, dtype=float), [2.5, 97.5])
-    return [round(float(low), 4), round(float(high), 4)]
-
-
-def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Area under the ROC curve (Mann-Whitney: chance that a positive outscores a negative,
-    ties half); NaN without both classes. 0.5 is chance, 1 perfect."""
-    positive, negative = scores[labels == 1], scores[labels == 0]
-    if not len(positive) or not len(negative):
-        return math.nan
-    wins = (positive[:, None] > negative[None, :]).sum() + 0.5 * (positive[:, None] == negative[None, :]).sum()
-    return float(wins / (len(positive) * len(negative)))
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's rank correlation (Pearson of average ranks); NaN when one side is constant."""
-    rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
-    if rx.std() == 0 or ry.std() == 0:
-        return math.nan
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def kendall(x: np.ndarray, y: np.ndarray) -> float:
-    """Kendall's tau-b (ties corrected); NaN when one side is constant."""
-    dx, dy = np.sign(x[:, None] - x[None, :]), np.sign(y[:, None] - y[None, :])
-    upper = np.triu_indices(len(x), 1)
-    dx, dy = dx[upper], dy[upper]
-    denominator = math.sqrt(float((dx != 0).sum()) * float((dy != 0).sum()))
-    return float((dx * dy).sum() / denominator) if denominator else math.nan
 
 
 def _why(result: MetricResult) -> str:

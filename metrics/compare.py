@@ -35,6 +35,17 @@ Method
   coverage as one that fails does; the gate fails when the candidate's share exceeds the
   baseline's by more than ``max_coverage_drop``.
 
+* **Human labels** (``estimates``): where both versions have a prediction-powered estimate of a
+  metric (``metrics.estimates``: PPI++ from their human labels), that metric is decided on
+  the difference of the two estimates (``metrics.ppi.difference``: independent samples, the
+  normal interval of ``sqrt(se_b² + se_c²)``; conservative when the versions share rows, whose
+  labels then correlate positively) instead of the judge's paired rows, with the normal
+  one-sided p-values ``Φ((d + margin) / se)`` and ``Φ((margin - d) / se)`` in Holm's family; its
+  ``basis`` says ``ppi (n=…/… vs …/…)`` (labelled / ok rows of each version), others ``judge``.
+* **Not applicable**: a metric no row of either version scored ``ok`` (e.g. ``context_recall``
+  on data without references) cannot be measured on either side: its verdict is ``not
+  applicable`` and it decides nothing (no failure, no hypothesis in Holm's family).
+
 Default margins (:func:`default_margin`): 0.02 of the scale's range on bounded scales
 (0.02 on [0, 1], 0.08 on a 1-5 Likert scale or a 0-4 label scale, 2 on XDCG's 0-100), and
 half a document on the count metrics.
@@ -46,11 +57,13 @@ import math
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from metrics.ppi import MeanEstimate, difference
 from metrics.registry import METRICS
 from metrics.results import Direction, Status
 
@@ -62,6 +75,8 @@ MIN_ROWS = 10
 ALPHA = 0.05
 #: A metric's verdict when the two versions share no row id (another question set): no decision, no failure.
 NO_ROWS_IN_COMMON = "no rows in common"
+#: A metric's verdict when no row of either version is scored ``ok``: it cannot be measured, it decides nothing.
+NOT_APPLICABLE = "not applicable"
 #: What to do about a gate that compared nothing (printed by the CLI, written in report.md).
 NO_DECISION_HINT = 'compare versions of the same questions: baseline = "tag:NAME" or a version key per dataset'
 ERROR_STATUSES = (Status.JUDGE_ERROR.value, Status.INPUT_ERROR.value, Status.TARGET_ERROR.value)
@@ -105,6 +120,8 @@ class MetricComparison:
     verdict: str = "not measured"
     repeats: dict[str, int] = field(default_factory=dict)
     retest_sd: dict[str, float | None] = field(default_factory=dict)
+    basis: str = "judge"
+    estimates: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -131,9 +148,16 @@ class Comparison:
 
     @property
     def decided(self) -> bool:
-        """False when no gated metric has a row id in both versions (another question set):
-        nothing was compared, so :attr:`passed` is no evidence of anything."""
-        return not self.gated or any(self.metrics[m].verdict != NO_ROWS_IN_COMMON for m in self.gated)
+        """False when no gated metric has a row id in both versions (another question set), or none
+        of those that have can be measured: nothing was compared, so :attr:`passed` is no evidence
+        of anything."""
+        return not self.gated or any(self.metrics[m].verdict not in (NO_ROWS_IN_COMMON, NOT_APPLICABLE)
+                                     for m in self.gated)
+
+    @property
+    def not_applicable(self) -> list[str]:
+        """The gated metrics no row of either version was scored ``ok`` on: they decided nothing."""
+        return [m for m in self.gated if self.metrics[m].verdict == NOT_APPLICABLE]
 
     @property
     def verdict(self) -> str:
@@ -142,9 +166,13 @@ class Comparison:
         compared`` (not a failure: a new question set must not fail its blocking check)."""
         if self.failures:
             return "gate failed"
-        if not self.decided:
+        if not self.decided and not self.not_applicable:
             return f"no decision: the candidate shares no row id with baseline {self.baseline}; nothing was compared"
-        return "gate passed"
+        if not self.decided:
+            return f"no decision: no gated metric can be measured ({', '.join(self.not_applicable)}: not applicable)"
+        skipped = f" ({', '.join(self.not_applicable)}: not applicable, no row scored ok in either version)" \
+            if self.not_applicable else ""
+        return "gate passed" + skipped
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict: verdict, settings, per-metric rows and the row lists."""
@@ -230,7 +258,8 @@ def _coverage(rows: pd.DataFrame) -> dict[str, Any]:
 def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[str] | None = None,
             margins: Mapping[str, float] | None = None, gated: Iterable[str] | None = None,
             max_coverage_drop: float = 0.05, seed: int = 0, resamples: int = RESAMPLES,
-            names: tuple[str, str] = ("baseline", "candidate")) -> Comparison:
+            names: tuple[str, str] = ("baseline", "candidate"),
+            estimates: tuple[Mapping[str, MeanEstimate], Mapping[str, MeanEstimate]] | None = None) -> Comparison:
     """Compare ``candidate`` with ``baseline``, metric by metric, rows matched by id.
 
     Parameters
@@ -253,6 +282,10 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         The bootstrap's seed and number of draws.
     names : (str, str)
         Labels of the two versions (version keys or file names) for the report.
+    estimates : (mapping, mapping), optional
+        ``{metric: MeanEstimate}`` of the baseline and of the candidate (prediction-powered
+        estimates from their human labels, ``metrics.estimates``): a metric estimated in both is
+        decided on their difference (module notes), its ``basis`` saying so.
 
     Returns
     -------
@@ -300,6 +333,10 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         coverage[metric] = {"baseline": _coverage(b), "candidate": _coverage(c)}
         coverage[metric]["drop"] = round(coverage[metric]["candidate"]["unscored_share"]
                                          - coverage[metric]["baseline"]["unscored_share"], 6)
+        if not (b["status"] == Status.OK.value).any() and not (c["status"] == Status.OK.value).any():
+            results[metric] = MetricComparison(metric, direction, scale, 0, None, None, None, None, None, margin,
+                                               None, None, verdict=NOT_APPLICABLE)
+            continue  # measured on neither side (no reference in either file...): nothing to decide
         changed = both[both["status_b"] != both["status_c"]]
         status_changes[metric] = [{"id": r.sample_id_c, "baseline": r.status_b, "candidate": r.status_c,
                                    "reason": r.reason_c} for r in changed.itertuples()]
@@ -316,10 +353,13 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
             row.difference = float(diffs.mean())
             row.low, row.high, row.p_regression, row.p_improvement = _bootstrap(diffs, margin, seed, metric,
                                                                                 resamples)
+        baseline_estimate, candidate_estimate = (side.get(metric) for side in estimates or ({}, {}))
+        if len(diffs) and baseline_estimate is not None and candidate_estimate is not None:
+            _on_estimates(row, baseline_estimate, candidate_estimate, sign)
         if both.empty:  # another question set: nothing to pair, no decision (not a failure)
             row.verdict = NO_ROWS_IN_COMMON
             del coverage[metric]  # error shares of two unrelated question sets say nothing of a change
-        elif len(diffs) < MIN_ROWS or (np.ptp(diffs) == 0 and diffs[0] >= -margin and diffs[0] <= margin):
+        elif row.basis == "judge" and (len(diffs) < MIN_ROWS or (np.ptp(diffs) == 0 and -margin <= diffs[0] <= margin)):
             undecidable.add(metric)
         results[metric] = row
         order = np.argsort(diffs, kind="stable")
@@ -341,7 +381,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     for row in results.values():
         if row.p_regression is None:
             continue
-        if row.n < MIN_ROWS:
+        if row.n < MIN_ROWS and row.basis == "judge":
             row.verdict = "too few rows"
         elif row.p_regression_holm < ALPHA / 2:
             row.verdict = "regressed"
@@ -353,7 +393,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         row = results[metric]
         if row.verdict == "regressed":
             failures.append(f"{metric} regressed: {_fmt(row.difference)} [{_fmt(row.low)}, {_fmt(row.high)}] "
-                            f"lies below -{row.margin:g} (n={row.n}, Holm p={row.p_regression_holm:.4f})")
+                            f"lies below -{row.margin:g} ({row.basis if row.basis != 'judge' else f'n={row.n}'}, "
+                            f"Holm p={row.p_regression_holm:.4f})")
         elif row.verdict == "not measured" or row.verdict.startswith("not in"):
             failures.append(f"{metric}: {row.verdict} (no row scored ok in both versions)")
         if metric in coverage and coverage[metric]["drop"] > max_coverage_drop:
@@ -368,6 +409,24 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
                       settings={"alpha": ALPHA, "interval": "95 % paired percentile bootstrap", "resamples": resamples,
                                 "seed": seed, "correction": "Holm", "min_rows": MIN_ROWS,
                                 "max_coverage_drop": max_coverage_drop})
+
+
+def _on_estimates(row: MetricComparison, baseline: MeanEstimate, candidate: MeanEstimate, sign: float) -> None:
+    """Decide ``row`` on the difference of two versions' prediction-powered estimates (turned by
+    ``sign`` so that + is better): the interval of :func:`metrics.ppi.difference` and the normal
+    one-sided p-values of a drop beyond ``-margin`` and a rise beyond ``+margin``."""
+    diff = difference(baseline, candidate)
+    value, low, high = sign * diff.estimate, *sorted((sign * diff.ci_low, sign * diff.ci_high))
+    normal = NormalDist()
+    row.baseline_mean, row.candidate_mean = baseline.estimate, candidate.estimate
+    row.difference, row.low, row.high = value, low, high
+    if diff.se > 0:
+        row.p_regression = normal.cdf((value + row.margin) / diff.se)
+        row.p_improvement = normal.cdf((row.margin - value) / diff.se)
+    else:  # every label of both versions alike: the difference is what it is
+        row.p_regression, row.p_improvement = float(value >= -row.margin), float(value <= row.margin)
+    row.basis = f"ppi (n={baseline.n}/{baseline.n + baseline.N} vs {candidate.n}/{candidate.n + candidate.N})"
+    row.estimates = {"baseline": baseline.to_dict(), "candidate": candidate.to_dict()}
 
 
 def _retest(rows: pd.DataFrame) -> float | None:

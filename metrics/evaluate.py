@@ -24,7 +24,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
              metrics: Iterable[str | Metric] | None = None, judge: Judge | None = None,
              fields: Mapping[str, str] | None = None, thresholds: Mapping[str, float] | None = None,
              task_name: str = "rag_eval", scale: int = 1,
-             progress: Callable[[int], None] | None = None) -> EvaluationResult:
+             progress: Callable[[int], None] | None = None, labels: str | Path | None = None) -> EvaluationResult:
     """Evaluate a RAG dataset with the given metrics and judge.
 
     Parameters
@@ -46,6 +46,10 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         Passed to :func:`metrics.aggregate.summarize`.
     progress : callable, optional
         Called with 1 after each (sample, metric) pair.
+    labels : path, optional
+        Human labels of these rows (a CSV, JSONL or Label Studio file, ``metrics.labels``): each
+        labelled metric of the summary gets its prediction-powered estimate beside the raw mean
+        (``metrics.estimates.add_estimates``); a label line that cannot be used raises.
 
     Returns
     -------
@@ -58,7 +62,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     ------
     FileNotFoundError, ValueError, KeyError
         For a missing file, an unsupported format or field mapping, no sample, no or an
-        unknown metric.
+        unknown metric, a label line that cannot be used (naming its line and field).
     """
     if is_spark_data(samples):
         return evaluate_spark(samples, metrics, judge, dict(fields or {}), dict(thresholds or {}), task_name, scale)
@@ -71,7 +75,16 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     for metric, why in unavailable(loaded, {m.name: m.required_fields for m in built}).items():
         warnings.warn(f"{metric} cannot run: {why}; its results are input_error", stacklevel=2)
     frame = results_frame(score_all(loaded, built, judge, progress))
-    return EvaluationResult(frame, summarize(frame, task_name, describe_judge(judge), scale), loaded)
+    summary = summarize(frame, task_name, describe_judge(judge), scale)
+    if labels is not None:
+        from metrics.estimates import add_estimates
+        from metrics.labels import read_records, validate
+
+        found, problems, _ = validate(read_records(labels), {s.row: s.id for s in loaded})
+        if problems:
+            raise problems[0]
+        add_estimates(summary, frame, pd.DataFrame(found, columns=["line", "id", "metric", "label"]))
+    return EvaluationResult(frame, summary, loaded)
 
 
 def score_sample(sample: Sample | Mapping[str, Any], metrics: Iterable[str | Metric] | None = None,

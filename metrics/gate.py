@@ -214,17 +214,43 @@ def with_repeats(results: pd.DataFrame, samples: list[Sample], judge: Judge, rep
 @dataclass
 class Version:
     """One side of a comparison: its name (version key or file), per-row results and, when
-    known, its samples file (needed to judge repeats)."""
+    known, its samples file (needed to judge repeats) and the folder of its human labels
+    (``labels.jsonl``, ``metrics.labels``)."""
 
     name: str
     results: pd.DataFrame
     samples_path: Path | None = None
+    labels_folder: Path | None = None
+
+    def estimates(self) -> tuple[dict[str, Any], list[str]]:
+        """``({metric: MeanEstimate}, notes)``: the prediction-powered estimate of each metric with
+        enough labels (``metrics.estimates``), and a note per labelled metric without one or per
+        label line refused."""
+        from metrics.estimates import metric_estimate
+        from metrics.labels import labels_frame
+
+        if self.labels_folder is None or "row" not in self.results:
+            return {}, []
+        first = self.results[self.results["repeat"] == 0] if "repeat" in self.results else self.results
+        ids = dict(zip(first["row"].astype(int), first["sample_id"].astype(str)))
+        labels, problems = labels_frame(self.labels_folder, ids)
+        notes = [f"{self.name}: label refused: {p}" for p in problems[:5]]
+        estimates = {}
+        for metric in dict.fromkeys(labels["metric"]):
+            if metric in set(first["metric"]):
+                labelled = metric_estimate(first, labels, metric)
+                if labelled.estimate is None:
+                    notes.append(f"{self.name}: {metric} judged on the judge's scores: {labelled.note}")
+                else:
+                    estimates[metric] = labelled.estimate
+        return estimates, notes
 
 
 def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge, metrics: list[str]) -> Version:
-    """A comparison side from ``spec``: a version key (``<out>/<key>/results.parquet``), a
-    results file (``.parquet``), a folder holding ``results.parquet``, or a dataset
-    (``.jsonl``, or a folder holding ``samples.jsonl``) evaluated now with ``judge`` on ``metrics``.
+    """A comparison side from ``spec``: a version key (``<out>/<key>/results.parquet``, its labels
+    in ``<datasets>/<key>/``), a results file (``.parquet``), a folder holding ``results.parquet``,
+    or a dataset (``.jsonl``, or a folder holding ``samples.jsonl``) evaluated now with ``judge``
+    on ``metrics`` (a folder's ``labels.jsonl`` is its labels).
 
     Raises
     ------
@@ -238,15 +264,16 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
     stored = Path(out) / spec / "results.parquet"
     if not path.exists() and stored.exists():
         samples = Path(datasets) / spec / "samples.jsonl"
-        return Version(spec, pd.read_parquet(stored), samples if samples.exists() else None)
+        return Version(spec, pd.read_parquet(stored), samples if samples.exists() else None, Path(datasets) / spec)
     if path.is_dir() and (path / "results.parquet").exists():
         samples = path / "samples.jsonl"
-        return Version(name, pd.read_parquet(path / "results.parquet"), samples if samples.exists() else None)
+        return Version(name, pd.read_parquet(path / "results.parquet"), samples if samples.exists() else None, path)
     if path.suffix == ".parquet" and path.is_file():
         return Version(name, pd.read_parquet(path))
     samples = path / "samples.jsonl" if path.is_dir() else path
     if samples.is_file():
-        return Version(name, evaluate(samples, metrics=metrics, judge=judge).results, samples)
+        return Version(name, evaluate(samples, metrics=metrics, judge=judge).results, samples,
+                       path if path.is_dir() else None)
     raise FileNotFoundError(f"{spec}: not a version with results under {out}/, a results .parquet file, or a dataset "
                             "(.jsonl, or a folder holding samples.jsonl or results.parquet)")
 
@@ -275,9 +302,15 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
                      "resamples rows of per-row means, so it holds row sampling and judge noise")
     shared = set(sides[0]["metric"]) & set(sides[1]["metric"])
     others = [m for m in dict.fromkeys(sides[1]["metric"]) if m in shared and m not in config.metrics]
+    (base_estimates, base_notes), (cand_estimates, cand_notes) = baseline.estimates(), candidate.estimates()
+    notes += base_notes + cand_notes
     comparison = compare(sides[0], sides[1], metrics=[*config.metrics, *others], margins=config.margins,
                          gated=config.metrics, max_coverage_drop=config.max_coverage_drop, seed=seed,
-                         names=(baseline.name, candidate.name))
+                         names=(baseline.name, candidate.name), estimates=(base_estimates, cand_estimates))
+    corrected = [f"{m.metric} {m.basis}" for m in comparison.metrics.values() if m.basis != "judge"]
+    if corrected:
+        notes.append("decided on the versions' human labels (prediction-powered estimates, difference of two "
+                     f"independent intervals): {', '.join(corrected)}; the other metrics on the judge's paired rows")
     comparison.settings.update({"repeats": repeats, "judge": judge.name, "baseline_rule": config.baseline})
     return comparison, notes
 

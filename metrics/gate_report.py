@@ -75,14 +75,16 @@ def _cell(text: Any, width: int = 160) -> str:
 def _row(m: MetricComparison) -> str:
     interval = f"{_num(m.difference, sign=True)} [{_num(m.low, sign=True)}, {_num(m.high, sign=True)}]"
     return (f"| {m.metric} | {_num(m.baseline_mean)} | {_num(m.candidate_mean)} | {interval} | {m.n} | "
-            f"±{m.margin:g} | {m.verdict} |")
+            f"{m.basis} | ±{m.margin:g} | {m.verdict} |")
 
 
 def comparison_table(comparison: Comparison) -> str:
-    """Every compared metric: means over the paired rows, the difference with its interval, n,
-    margin, verdict (differences are candidate − baseline, turned so that + is better)."""
-    lines = ["| metric | baseline | candidate | difference [95 % CI] | n | margin | verdict |",
-             "|---|---|---|---|---|---|---|"]
+    """Every compared metric: means (over the paired rows, or the prediction-powered estimates
+    from human labels), the difference with its interval, n (paired rows), basis (``judge`` or
+    ``ppi (n=…/… vs …/…)``), margin, verdict (differences are candidate − baseline, turned so that
+    + is better)."""
+    lines = ["| metric | baseline | candidate | difference [95 % CI] | n | basis | margin | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
     return "\n".join(lines + [_row(m) for m in comparison.metrics.values()])
 
 
@@ -95,15 +97,20 @@ def worst_rows(comparison: Comparison, limit: int = LISTED_ROWS) -> list[dict[st
 def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> str:
     """report.md: verdict, failures, metrics that moved, worst rows with reasons, coverage, method."""
     c = comparison
-    if not c.decided:
+    if not c.decided and not c.not_applicable:
         lines = [f"## Regression gate: no decision: `{c.candidate}` shares no row id with baseline `{c.baseline}`; "
                  "nothing was compared", "",
                  f"- another question set? {_cell(NO_DECISION_HINT)}"]
+    elif not c.decided:
+        lines = [f"## Regression gate: {_cell(c.verdict, 400)}: `{c.candidate}` vs baseline `{c.baseline}`", ""]
     else:
         verdict = "PASSED" if c.passed else "FAILED"
         lines = [f"## Regression gate {verdict}: `{c.candidate}` vs baseline `{c.baseline}`", ""]
+        decided = [m for m in c.gated if m not in c.not_applicable]
         lines += [f"- **{_cell(f, 400)}**" for f in c.failures] or \
-            [f"- no gated metric regressed beyond its margin ({', '.join(c.gated)})"]
+            [f"- no gated metric regressed beyond its margin ({', '.join(decided)})"]
+        if c.not_applicable:
+            lines.append(f"- not applicable, no row scored ok in either version: {', '.join(c.not_applicable)}")
     moved = [m for m in c.metrics.values() if m.verdict in ("regressed", "improved")]
     lines += ["", "### Metrics that moved", ""]
     if moved:
@@ -131,6 +138,9 @@ def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> s
     lines += [f"- method: {s['interval']} ({s['resamples']} draws, seed {s['seed']}) of the paired differences over "
               f"rows `ok` in both; regressed when the interval lies below −margin, Holm-adjusted across the "
               f"{len(c.gated)} gated metrics; coverage limit +{s['max_coverage_drop']:.0%}"]
+    if any(m.basis != "judge" for m in c.metrics.values()):
+        lines.append("- basis `ppi`: the metric is decided on the two versions' prediction-powered estimates from "
+                     "their human labels (labelled / ok rows of each), the normal interval of their difference")
     lines += [f"- {_cell(n, 400)}" for n in notes or []]
     lines += ["", "</details>", ""]
     return "\n".join(lines)
@@ -231,6 +241,25 @@ td.text{text-align:left;max-width:520px}.regressed{color:#d62728;font-weight:600
 .small{color:#666;font-size:12px}svg{max-width:100%;height:auto}"""
 
 
+def _labels_section(c: Comparison) -> list[str]:
+    """The metrics decided on human labels: each version's estimate, interval and labels."""
+    labelled = [m for m in c.metrics.values() if m.estimates]
+    if not labelled:
+        return []
+    parts = ["<h2>Human labels</h2><table><tr><th>metric</th><th>version</th><th>estimate</th>"
+             "<th>95 % interval</th><th>labelled</th><th>unlabelled ok rows</th><th>λ (PPI++)</th></tr>"]
+    for m in labelled:
+        for side, name in (("baseline", c.baseline), ("candidate", c.candidate)):
+            est = m.estimates[side]
+            parts.append(f"<tr><td>{html.escape(m.metric)}</td><td>{html.escape(name)}</td><td>{_num(est['estimate'])}"
+                         f"</td><td>[{_num(est['ci_low'])}, {_num(est['ci_high'])}]</td><td>{est['n']}</td>"
+                         f"<td>{est['N']}</td><td>{_num(est['lam'], 2)}</td></tr>")
+    parts.append("</table><p class='small'>The mean human label over the rows the judge scored ok, estimated from "
+                 "the judge's scores of every row corrected by the labelled ones (PPI++, Angelopoulos et al. 2023); "
+                 "valid when the labelled rows are a uniform random sample (rag-eval annotate export).</p>")
+    return parts
+
+
 def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: list[str] | None = None) -> str:
     """report.html: verdict, trend charts, comparison table, coverage, cost, worst rows."""
     c = comparison
@@ -243,24 +272,28 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
              f"<style>{_STYLE}</style></head><body>",
              f"<h1>Regression gate: <span class='verdict {label.split()[0].lower()}'>{label}</span></h1>",
              f"<p>candidate <b>{e(c.candidate)}</b> vs baseline <b>{e(c.baseline)}</b>"
-             f"{'' if c.decided else ': no row id in common, nothing was compared'}</p>"]
+             f"{'' if c.decided else ': ' + e(c.verdict.removeprefix('no decision: '))}</p>"]
     parts += ["<ul>"] + [f"<li class='regressed'>{e(f)}</li>" for f in c.failures] + \
         [f"<li class='small'>{e(n)}</li>" for n in notes or []] + ["</ul>"]
     parts += ["<h2>Trend per metric</h2>", no_chart if missing else trend_svg(history, metrics, c.baseline, c.candidate)]
     parts += ["<h2>Comparison</h2><table><tr><th>metric</th><th>baseline</th><th>candidate</th>"
-              "<th>difference</th><th>95 % interval</th><th>n</th><th>margin</th><th>Holm p (regression)</th>"
-              "<th>test-retest SD</th><th>verdict</th></tr>"]
+              "<th>difference</th><th>95 % interval</th><th>n</th><th>basis</th><th>margin</th>"
+              "<th>Holm p (regression)</th><th>test-retest SD</th><th>verdict</th></tr>"]
     for m in c.metrics.values():
         sd = m.retest_sd.get("candidate")
         parts.append(f"<tr><td>{e(m.metric)}</td><td>{_num(m.baseline_mean)}</td><td>{_num(m.candidate_mean)}</td>"
                      f"<td>{_num(m.difference, sign=True)}</td><td>[{_num(m.low, sign=True)}, "
-                     f"{_num(m.high, sign=True)}]</td><td>{m.n}</td><td>±{m.margin:g}</td>"
+                     f"{_num(m.high, sign=True)}]</td><td>{m.n}</td><td class='text'>{e(m.basis)}</td>"
+                     f"<td>±{m.margin:g}</td>"
                      f"<td>{_num(m.p_regression_holm, 4)}</td><td>{'—' if sd is None else f'{sd:.3f}'}</td>"
                      f"<td class='{m.verdict.split()[0]}'>{e(m.verdict)}</td></tr>")
     parts.append("</table><p class='small'>Differences are candidate − baseline over the rows scored ok in both, "
                  "turned so that + is better, on each metric's own scale; "
                  f"{e(c.settings['interval'])}, {c.settings['resamples']} draws, seed {c.settings['seed']}, "
-                 "Holm-adjusted across the gated metrics.</p>")
+                 "Holm-adjusted across the gated metrics. Basis <i>ppi</i>: the two versions' prediction-powered "
+                 "estimates from their human labels (labelled / ok rows of each) and the normal interval of their "
+                 "difference, instead of the judge's paired rows.</p>")
+    parts += _labels_section(c)
     parts += ["<h2>Coverage</h2><table><tr><th>version</th>" + "".join(f"<th>{e(m)}</th>" for m in metrics)
               + "</tr>"]
     for h in history:

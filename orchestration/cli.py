@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     from orchestration.gate_cli import add_gate_commands
 
     add_gate_commands(sub)  # compare, gate, tag (the regression gate)
+    from orchestration.annotate import add_annotate_commands
+
+    add_annotate_commands(sub)  # annotate export | import (human labels)
     return parser
 
 

@@ -146,9 +146,11 @@ def event_log_held_open(instance, run_id: str | None = None):
                     Path(storage.path_for_shard(run_id) + suffix).unlink(missing_ok=True)
 
 
-def execute_with_progress(metrics: list[str], version: str, run_config: dict, resources: dict, instance):
+def execute_with_progress(metrics: list[str], version: str, run_config: dict, resources: dict, instance,
+                          labels: bool = False):
     """Materialize ingestion, ``metrics`` and the summary in-process for ``version`` on
-    ``instance``, showing each metric's progress (bars on a terminal, plain lines otherwise).
+    ``instance`` (with ``labels``, the human labels and the estimates they correct too), showing
+    each metric's progress (bars on a terminal, plain lines otherwise).
     ``dg.materialize``'s own job (its name, selection and checks), given a run ID up front so
     that the run's event-log file is held open (:func:`event_log_held_open`; ``orchestration.cli``
     holds the index open for the whole command)."""
@@ -159,6 +161,7 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
 
     from assets.evaluation import metric_assets, progress_listeners
     from assets.ingestion import ingest_dataset
+    from assets.labels import human_labels, label_estimates
     from assets.quality_check import quality_suite
     from assets.summary import summary_asset
 
@@ -166,9 +169,11 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
     from orchestration.report import progress_display
 
     selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
+    if labels:
+        selection = selection | dg.AssetSelection.groups("labels")
     job = dg.Definitions(jobs=[dg.define_asset_job(EPHEMERAL_JOB_NAME, selection=selection)], resources=resources,
-                         assets=[ingest_dataset, quality_suite, *metric_assets(), summary_asset()]
-                         ).resolve_job_def(EPHEMERAL_JOB_NAME)
+                         assets=[ingest_dataset, quality_suite, *metric_assets(), summary_asset(), human_labels,
+                                 label_estimates]).resolve_job_def(EPHEMERAL_JOB_NAME)
     run_id = str(uuid.uuid4())
     with progress_display() as listener, event_log_held_open(instance, run_id):
         progress_listeners.append(listener)
@@ -265,8 +270,11 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     # Read line by line up to the first line with every field usable: no copy of the version is held.
     print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
                                  {m: METRICS[m].required_fields for m in selected}))
+
+    built = resources(args)
     with only_run_of(version, Path(args.out)):
-        result = execute_with_progress(selected, version, run_config, resources(args), args.instance)
+        result = execute_with_progress(selected, version, run_config, built, args.instance,
+                                       has_labels(args.instance, built["dataset_store"], version))
     limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
     print_failed_checks(result, limit)
     if not result.success:
@@ -297,7 +305,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         with only_run_of(version, Path(args.out)):
             last = up_to_date(version, args, config)
         if last is not None:
-            return show_up_to_date(version, args, *last)
+            from orchestration.annotate import labels_changed, refresh_labels
+
+            # New labels of a version otherwise up to date: only the label assets run (no judge request).
+            why = labels_changed(args.instance, resources(args), version)
+            return refresh_labels(version, args, why) if why else show_up_to_date(version, args, *last)
     summary = evaluate_version(version, args, config)
     if summary is None:
         if new:  # a version this run registered and could not evaluate is not left behind
@@ -406,3 +418,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
     return 0
+
+
+def has_labels(instance, dataset_store, version: str) -> bool:
+    """Whether a run of ``version`` includes the label assets: it has a labels file, or had one."""
+    from assets.labels import labels_path
+    from orchestration.staleness import latest_materialization
+
+    return labels_path(dataset_store, version).exists() or \
+        latest_materialization(instance, "human_labels", version) is not None

@@ -2,7 +2,8 @@
 import dagster as dg
 
 INGESTION = dg.AssetSelection.groups("ingestion")
-SUMMARY = dg.AssetSelection.assets("eval_summary")
+# The summary, and the human labels with the estimates they correct (nothing without a labels.jsonl).
+SUMMARY = dg.AssetSelection.assets("eval_summary") | dg.AssetSelection.groups("labels")
 GATE = dg.AssetSelection.groups("gate")  # baseline_comparison and its check no_regression_vs_baseline
 
 evaluation_job = dg.define_asset_job(

@@ -79,6 +79,7 @@ def print_table(summary: dict, width: int | None = None) -> None:
         table.add_row(metric, _fmt(row["mean"]), rate, f"{sign} {row['threshold']:g}",
                       f"{row['measured']}/{row['total']}")
     console.print(table)
+    print_estimates(summary, console)
     print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
           f"unmeasured: {summary['num_unmeasured']}")
     if summary.get("overall_average") is not None:
@@ -90,6 +91,31 @@ def print_table(summary: dict, width: int | None = None) -> None:
               f"{usage['cache_hits']} judgements reused from the cache (paid by earlier runs)")
     if summary["judge"].get("embedding_fallback"):
         print(f"note: {printable(summary['judge']['embedding_fallback'])}")
+
+
+def print_estimates(summary: dict, console) -> None:
+    """For each metric with human labels: the judge's raw mean, the prediction-powered estimate
+    with its 95 % interval, labelled/scored rows and the agreement on them (kappa for binary
+    labels, Spearman's rho for a scale), on the ``console`` of :func:`print_table`."""
+    from rich.table import Table
+
+    labelled = {m: row for m, row in summary["metrics"].items() if "labels" in row}
+    if not labelled:
+        return
+    print("human labels: prediction-powered estimate, 95 % interval; agreement on labelled rows")
+    table = Table(pad_edge=False, box=None)  # no borders: two spaces between columns, the names on one line
+    for column in ("metric", "judge", "estimate [95 % CI]", "labelled", "acc", "κ/ρ", "AUROC"):
+        table.add_column(column, justify="left" if column == "metric" else "right", overflow="fold",
+                         no_wrap=column != "metric")
+    for metric, row in labelled.items():
+        ppi, agreement = row["ppi"], row["agreement"]
+        shown = f"{ppi['estimate']:.3f} [{ppi['ci_low']:.3f}, {ppi['ci_high']:.3f}]" if ppi else \
+            f"needs {summary.get('labels', {}).get('min_labels', '?')} labels"
+        second = f"κ {_fmt(agreement['cohen_kappa'], '.2f')}" if "cohen_kappa" in agreement else \
+            f"ρ {_fmt(agreement.get('spearman'), '.2f')}" if agreement else "—"
+        table.add_row(metric, _fmt(row["raw_mean"], ".3f"), shown, f"{row['labels']['n']}/{row['labels']['rows_ok']}",
+                      _fmt(agreement.get("accuracy"), ".2f"), second, _fmt(agreement.get("auroc"), ".2f"))
+    console.print(table)
 
 
 def print_cannot_run(cannot_run: dict[str, str], stream: TextIO | None = None) -> None:

@@ -32,6 +32,7 @@ def nightly_requests(instance: dg.DagsterInstance, repository: dg.RepositoryDefi
         stale = stale_assets(instance, repository, version, evaluated())
         if "eval_summary" in stale:  # a new summary (results.parquet) makes the comparison out of date
             stale["baseline_comparison"] = "its eval_summary is re-run"
+            stale["label_estimates"] = "its eval_summary is re-run"  # they go into the summary.json it rewrites
         if stale:
             # The summary of a partial re-run still describes the whole version (scope "version").
             config = {"ops": {"eval_summary": {"config": {"scope": "version"}}}} if "eval_summary" in stale else None

@@ -159,11 +159,11 @@ def rank(rows: list[dict], metrics: list[str]) -> list[dict]:
 
 def table_row(key: str, configuration, metrics: list[str], out: Path, instance, cost: dict) -> dict:
     """One configuration's line: mean and bootstrap 95 % interval per metric (over its ``ok``
-    rows, ``metrics.calibrate.bootstrap``) and the judge its rows name (None for a metric
+    rows, ``metrics.agreement.bootstrap``) and the judge its rows name (None for a metric
     asking no judgement), target errors and cost."""
     import pandas as pd
 
-    from metrics.calibrate import bootstrap
+    from metrics.agreement import bootstrap
     from metrics.registry import METRICS
 
     results = pd.read_parquet(out / key / "results.parquet")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field

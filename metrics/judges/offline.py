@@ -747,8 +747,8 @@ class OfflineJudge(Judge):
             rest = re.sub(r"^\W*\w+[\s.!,，。！]*", "", answer, count=1).strip()
             if not verdict.verdict or not content_tokens(rest):
                 return verdict
-            said = self._sentence(rest, passages)  # "No, only X is …": the rest too
-            return Verdict(said.verdict, f"{verdict.reason}; the rest: {said.reason}", said.evidence)
+            rest_said = self._sentence(rest, passages)  # "No, only X is …": the rest too
+            return Verdict(rest_said.verdict, f"{verdict.reason}; the rest: {rest_said.reason}", rest_said.evidence)
         # A transliterated CJK name is known by its last part ("乔·拜登" as "拜登").
         core = answer.split("·")[-1] if has_cjk(answer) and "·" in answer else answer
         answer_quantities, approximate = quantities(answer), approximate_numbers(answer)

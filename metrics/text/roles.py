@@ -35,7 +35,8 @@ def _names_at(tokens: list[str], start: int) -> list[str]:
     Columbia Records"), each ending at punctuation, a function word or a verb, a leading "the"
     dropped ("American country pop artist Garth Brooks", "First Lady of the United States Hillary
     Rodham Clinton", "Richard Berry" of "Richard Berry in 1955")."""
-    found, current = [], []
+    found: list[list[str]] = []
+    current: list[str] = []
     for i in range(start, min(len(tokens), start + 12)):
         token, following = tokens[i], tokens[i + 1] if i + 1 < len(tokens) else ""
         if token in (",", "and") and current and _NAME_WORD.fullmatch(following):

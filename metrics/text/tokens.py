@@ -164,8 +164,8 @@ def quantities(text: str) -> set[str]:
     the tens, as digits) plus capitalised month names, lower-cased: the tokens whose change
     turns a true statement into a false one ("$5 billion" is not "$5 million")."""
     scaled = {value for match, value in _values(text) if match.group(1) or match.group(2)}
-    plain = {n for n in numbers(_NUMBER_WITH_MAGNITUDE.sub(lambda m: " " if m.group(1) or m.group(2) else m.group(),
-                                                            text or ""))}
+    plain = set(numbers(_NUMBER_WITH_MAGNITUDE.sub(lambda m: " " if m.group(1) or m.group(2) else m.group(),
+                                                            text or "")))
     return (plain | scaled | {_NUMBER_WORDS[w.lower()] for w in _NUMBER_WORD.findall(text or "")}
             | {w.lower() for w in _MONTH.findall(text or "")})
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from metrics import OfflineJudge, calibrate
-from metrics.calibrate import auroc, kendall, read_labels, spearman
+from metrics.agreement import auroc, kendall, spearman
+from metrics.calibrate import read_labels
 from orchestration.cli import main
 from tests.judge_server import oracle
 

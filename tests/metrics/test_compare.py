@@ -177,3 +177,62 @@ def test_gate_settings_refuse_values_that_would_switch_the_gate_off_or_crash_it(
 
     with pytest.raises(ValueError, match="gate config"):
         GateConfig(**bad)
+
+
+def test_a_metric_labelled_in_both_versions_is_decided_on_their_ppi_estimates_and_says_so():
+    from metrics.ppi import MeanEstimate
+
+    # The judge finds every row 0.1 worse (a paired interval of exactly -0.1: regressed); people's labels say
+    # 0.70 (se 0.05) then 0.55 (se 0.05): difference -0.15, se sqrt(0.05² + 0.05²) = 0.070711, interval
+    # -0.15 ± 1.959964 x 0.070711 = [-0.288590, -0.011410], whose top lies above -0.02: no regression.
+    # One-sided p of a drop beyond the margin: Phi((-0.15 + 0.02) / 0.070711) = Phi(-1.838478) = 0.032996.
+    def estimate(value, se=0.05, n=20):
+        return MeanEstimate(value, value - 1.959964 * se, value + 1.959964 * se, se, n, 10, 0.5, "ppi++", 0.95)
+
+    worse = {sid: BASE[sid] - 0.1 for sid in IDS}
+    judge_only = compare(frame("faithfulness", BASE), frame("faithfulness", worse))
+    assert judge_only.metrics["faithfulness"].verdict == "regressed" and not judge_only.passed
+    result = compare(frame("faithfulness", BASE), frame("faithfulness", worse),
+                     estimates=({"faithfulness": estimate(0.70)}, {"faithfulness": estimate(0.55, n=18)}))
+    row = result.metrics["faithfulness"]
+    assert (row.baseline_mean, row.candidate_mean, row.difference) == (0.70, 0.55, pytest.approx(-0.15))
+    assert (row.low, row.high) == (pytest.approx(-0.288590, abs=1e-6), pytest.approx(-0.011410, abs=1e-6))
+    assert row.p_regression == pytest.approx(0.032996, abs=1e-6) and row.verdict == "no change detected"
+    assert row.basis == "ppi (n=20/30 vs 18/28)" and result.passed
+    assert row.estimates["candidate"]["estimate"] == 0.55
+    # 0.70 then 0.50: -0.20 [-0.338590, -0.061410] lies below -0.02, p = Phi(-0.18 / 0.070711) = Phi(-2.545584).
+    regressed = compare(frame("faithfulness", BASE), frame("faithfulness", BASE),
+                        estimates=({"faithfulness": estimate(0.70)}, {"faithfulness": estimate(0.50)}))
+    row = regressed.metrics["faithfulness"]
+    assert row.verdict == "regressed" and row.p_regression == pytest.approx(0.005455, abs=1e-6)
+    assert regressed.failures == ["faithfulness regressed: -0.200 [-0.339, -0.061] lies below -0.02 "
+                                  "(ppi (n=20/30 vs 20/30), Holm p=0.0055)"]
+    # Lower is better: a rise of the estimate is the drop. Only one version labelled: the judge decides.
+    noisy = compare(frame("noise_sensitivity_relevant", BASE), frame("noise_sensitivity_relevant", BASE),
+                    estimates=({"noise_sensitivity_relevant": estimate(0.30)}, {"noise_sensitivity_relevant": estimate(0.50)}))
+    assert noisy.metrics["noise_sensitivity_relevant"].difference == pytest.approx(-0.20)
+    assert noisy.metrics["noise_sensitivity_relevant"].verdict == "regressed"
+    one_side = compare(frame("faithfulness", BASE), frame("faithfulness", BASE),
+                       estimates=({"faithfulness": estimate(0.70)}, {}))
+    assert one_side.metrics["faithfulness"].basis == "judge"
+
+
+def test_a_metric_scored_on_neither_side_is_not_applicable_and_decides_nothing():
+    from metrics.gate_report import markdown_report
+
+    no_reference = dict.fromkeys(IDS, "input_error")
+    base = pd.concat([frame("faithfulness", BASE), frame("context_recall", BASE, no_reference)])
+    result = compare(base, base.copy(), names=("a.jsonl", "b.jsonl"))
+    recall = result.metrics["context_recall"]
+    assert (recall.verdict, recall.p_regression, recall.p_regression_holm) == ("not applicable", None, None)
+    assert result.passed and result.decided and result.not_applicable == ["context_recall"]
+    assert result.verdict == ("gate passed (context_recall: not applicable, no row scored ok in either version)")
+    assert "- not applicable, no row scored ok in either version: context_recall" in markdown_report(result)
+    # Measured in the baseline, in neither row of the candidate: still a failure.
+    lost = compare(base, pd.concat([frame("faithfulness", BASE, dict.fromkeys(IDS, "judge_error")),
+                                    frame("context_recall", BASE, no_reference)]))
+    assert lost.metrics["faithfulness"].verdict == "not measured" and not lost.passed
+    # Every gated metric not applicable: no decision, not a pass of anything.
+    alone = compare(frame("context_recall", BASE, no_reference), frame("context_recall", BASE, no_reference))
+    assert (alone.passed, alone.decided) == (True, False)
+    assert alone.verdict == "no decision: no gated metric can be measured (context_recall: not applicable)"

@@ -46,10 +46,12 @@ class Project:
         from assets.evaluation import metric_assets
         from assets.gate import baseline_comparison
         from assets.ingestion import ingest_dataset
+        from assets.labels import human_labels, label_estimates
         from assets.quality_check import quality_suite
         from assets.summary import summary_asset
 
-        return dg.materialize([ingest_dataset, quality_suite, *metric_assets(), summary_asset(), baseline_comparison], selection=selection,
+        return dg.materialize([ingest_dataset, quality_suite, *metric_assets(), summary_asset(), human_labels,
+                               label_estimates, baseline_comparison], selection=selection,
                               partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:

@@ -244,7 +244,8 @@ def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
         assert deployment.stale(b) == deployment.stale(c) == dict.fromkeys([*CORE, "eval_summary"], "FRESH")
         [planned] = deployment.schedule_dry_run()["runRequests"]
         assert planned["runKey"].startswith(a)
-        rerun = sorted([*changed, "baseline_comparison"])  # a re-run summary re-runs the regression gate
+        # A re-run summary re-runs the regression gate and the label estimates it holds.
+        rerun = sorted([*changed, "baseline_comparison", "label_estimates"])
         assert sorted(k["path"][0] for k in planned["assetSelection"]) == rerun
 
         # 4. The schedule ticks (cron every minute in this test) and the daemon runs the request.

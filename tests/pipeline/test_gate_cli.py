@@ -134,3 +134,51 @@ def test_a_long_verdict_is_wrapped_not_cut_at_80_columns(versions):
     assert max(len(line) for line in table) <= 80 and "…" not in done.stdout  # before: "not in candidate-w…"
     verdict = "".join("".join(line[65:].split()) for line in table)
     assert "notincandidate-without-context-recall.parquet" in verdict  # folded over lines, all of it
+
+
+def test_versions_labelled_by_people_are_gated_on_their_ppi_estimates(versions):
+    # The judge scores every row 0.5 in both versions (no change, paired differences 0); people accept 9 of 10
+    # labelled rows of a and 2 of 10 of b. A constant judge gets lam 0: each estimate is its labels' Agresti-Coull
+    # interval (metrics.ppi's pseudo-rows): n~ = 10 + z² = 13.8415, p~ = (9 + z²/2) / n~ = 0.788987 (se
+    # sqrt(p~(1 - p~) / n~) = 0.109673) and (2 + z²/2) / n~ = 0.283260 (0.121111). Difference -0.505727, se
+    # 0.163389, interval [-0.825963, -0.185491], below -0.02: regressed, p = Phi(-0.485727 / 0.163389) = 0.0015.
+    flat = results()
+    flat["value"] = 0.5
+    for key, accepted in ((A, 9), (B, 2)):
+        flat.to_parquet(versions / "out" / key / "results.parquet")
+        folder = versions / "datasets" / key
+        folder.mkdir(parents=True)
+        (folder / "labels.jsonl").write_text("".join(
+            json.dumps({"id": IDS[i], "line": i + 1, "metric": "faithfulness", "label": int(i < accepted)}) + "\n"
+            for i in range(10)), encoding="utf-8")
+    gate = rag_eval(versions, "gate", B, "--config", "gate.toml")
+    assert gate.returncode == 4, gate.stderr
+    assert ("gate failed: faithfulness regressed: -0.506 [-0.826, -0.185] lies below -0.02 "
+            "(ppi (n=10/20 vs 10/20), Holm p=0.0015)") in gate.stderr
+    [row] = [line for line in gate.stdout.splitlines() if line.strip().startswith("faithfulness")]
+    assert re.search(r"0\.789 +0\.283 +-0\.506 +-0\.826\.\.-0\.185", row)
+    assert "regressed on ppi (n=10/20 vs 10/20) context_recall" in " ".join(gate.stdout.split())  # folded verdict
+    body = json.loads((versions / "out" / B / "comparison.json").read_text())
+    assert body["metrics"]["faithfulness"]["basis"] == "ppi (n=10/20 vs 10/20)"
+    assert body["metrics"]["context_recall"]["basis"] == "judge"
+    assert "Human labels" in (versions / "out" / B / "report.html").read_text()
+    # Without the candidate's labels the judge decides: nothing moved.
+    (versions / "datasets" / B / "labels.jsonl").unlink()
+    judged = rag_eval(versions, "gate", B, "--config", "gate.toml")
+    assert judged.returncode == 0 and "gate passed" in judged.stdout
+    assert json.loads((versions / "out" / B / "comparison.json").read_text())["metrics"]["faithfulness"]["basis"] == "judge"
+
+
+def test_a_reference_free_file_gated_against_itself_passes_naming_the_metrics_not_applicable(tmp_path):
+    # Issue 27 item 4: context_recall and context_precision need a reference; neither file has one.
+    lines = [json.loads(line) for line in (ROOT / "examples" / "fiqa" / "samples.jsonl").read_text().splitlines()[:12]]
+    for name in ("before.jsonl", "after.jsonl"):
+        (tmp_path / name).write_text("".join(json.dumps({k: v for k, v in r.items() if k != "reference"}) + "\n"
+                                             for r in lines), encoding="utf-8")
+    gate = rag_eval(tmp_path, "gate", "after.jsonl", "--baseline", "before.jsonl", "--offline", "--report-dir", "r")
+    assert gate.returncode == 0, gate.stderr
+    assert ("gate passed (context_recall, context_precision: not applicable, no row scored ok in either version)"
+            in gate.stdout)
+    body = json.loads((tmp_path / "r" / "comparison.json").read_text())
+    assert body["metrics"]["context_recall"]["verdict"] == "not applicable" and body["failures"] == []
+    assert body["metrics"]["faithfulness"]["verdict"] == "no change detected"

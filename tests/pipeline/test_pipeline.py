@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
 FIELD_ASSETS = {"questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                 "retrieved_documents", "rejected_samples"}
-ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary", "baseline_comparison"}
+ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary", "human_labels", "label_estimates", "baseline_comparison"}
 
 
 @pytest.fixture
@@ -253,7 +253,8 @@ def test_the_response_job_does_not_require_references(project, fiqa_rows):
     project.write("v1", [{k: v for k, v in row.items() if k != "reference"} for row in fiqa_rows])
     result = project.run("v1", job="response_metrics_job")
     assert result.success
-    assert materialized(result) == FIELD_ASSETS | {"faithfulness", "answer_relevancy", "eval_summary"}
+    assert materialized(result) == FIELD_ASSETS | {"faithfulness", "answer_relevancy", "eval_summary", "human_labels",
+                                                   "label_estimates"}
 
 
 def test_sensor_registers_a_new_version_and_its_run_materializes_it(project, fiqa_rows):
@@ -439,11 +440,12 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
                                                    scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=timezone.utc)))
     assert request.run_key == "20261101T000000Z-a-20261201T0200" and request.partition_key == "20261101T000000Z-a"
     assert {k.to_user_string() for k in request.asset_selection} == {"faithfulness", "answer_relevancy",
-                                                                     "eval_summary", "baseline_comparison"}
+                                                                     "eval_summary", "label_estimates",
+                                                                     "baseline_comparison"}
     project.server.seen = []
     result = project.materialize("20261101T000000Z-a", request.asset_selection)
     assert result.success and materialized(result) == {"faithfulness", "answer_relevancy", "eval_summary",
-                                                       "baseline_comparison"}
+                                                       "label_estimates", "baseline_comparison"}
     kinds = sorted(r.kind for r in project.server.chat_requests())
     assert kinds == ["answer_questions"] * 4 + ["statement_support"] * 4  # one of each per row, nothing else
     assert project.server.embedding_requests() == []  # the question and the scripted questions are cached

@@ -1,0 +1,210 @@
+"""``rag-eval annotate export|import``, and what ``rag-eval run`` does when only labels changed.
+
+``export`` writes a random sample of a version's rows for people to label (``metrics.annotate``:
+a CSV sheet, Label Studio tasks and config); ``import`` reads the filled files back, checks them
+(``metrics.labels``) and stores them with the version (``<datasets>/<version>/labels.jsonl``).
+``rag-eval run`` of a version otherwise up to date whose labels changed materializes only
+``human_labels`` and ``label_estimates`` (:func:`refresh_labels`): nothing is judged again.
+
+Exit status of ``import``: 0 every label line stored; 1 some lines refused (each named with its
+line and field; the others stored); 2 bad arguments or a file that cannot be read.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+LABEL_ASSETS = ["human_labels", "label_estimates"]
+
+
+def _store(args: argparse.Namespace):
+    from assets.resources import DatasetStore
+
+    return DatasetStore(root=str(Path(args.datasets).resolve()))
+
+
+def labels_changed(instance, resources: dict, version: str) -> str | None:
+    """Why ``version``'s label assets must run again, or ``None``: its ``labels.jsonl`` is not the
+    file ``human_labels`` last read (new, edited or removed: Dagster does not see the file), or
+    Dagster reports ``human_labels`` or ``label_estimates`` missing or stale while the version has
+    labels (e.g. ``eval_summary`` re-run alone)."""
+    import dagster as dg
+
+    from assets.evaluation import metric_assets
+    from assets.ingestion import ingest_dataset
+    from assets.labels import human_labels, label_estimates, labels_path
+    from assets.registration import sha256_of
+    from assets.summary import eval_summary
+    from orchestration.staleness import fresh, latest_materialization
+
+    path = labels_path(resources["dataset_store"], version)
+    read = latest_materialization(instance, "human_labels", version)
+    recorded = read.metadata["labels_sha256"].value if read else ""
+    current = sha256_of(path) if path.exists() else ""
+    if current != recorded:
+        return f"{path.name} is {'new' if not recorded else 'removed' if not current else 'changed'}"
+    if current:
+        repository = dg.Definitions(assets=[ingest_dataset, *metric_assets, eval_summary, human_labels,
+                                            label_estimates], resources=resources).get_repository_def()
+        if not fresh(instance, repository, version, LABEL_ASSETS):
+            return "the label estimates are out of date"
+    return None
+
+
+def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
+    """Materialize ``human_labels`` and ``label_estimates`` of ``version`` (no metric, no judge
+    request) and print the summary with its estimates; 1 if the run failed."""
+    import json
+
+    import dagster as dg
+
+    from assets.labels import human_labels, label_estimates
+    from orchestration.commands import end_of_startup, only_run_of
+    from orchestration.parsing import resources
+    from orchestration.report import print_run_failure, print_table
+
+    end_of_startup()
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Output(data_version=...), as evaluate_version
+    print(f"dataset version {version}: its metrics are up to date, but {why}: re-estimating from the labels "
+          "(human_labels, label_estimates); no metric is judged again", file=sys.stderr)
+    job = dg.Definitions(assets=[human_labels, label_estimates], resources=resources(args),
+                         jobs=[dg.define_asset_job("label_job", selection=LABEL_ASSETS)]).resolve_job_def("label_job")
+    with only_run_of(version, Path(args.out)):
+        result = job.execute_in_process(instance=args.instance, partition_key=version, raise_on_error=False,
+                                        asset_selection=[dg.AssetKey(a) for a in LABEL_ASSETS],  # on the run record
+                                        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+    if not result.success:
+        print_run_failure(result)
+        return 1
+    summary = json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
+    print_table({**summary, "usage": {}})
+    return 0
+
+
+def _version(args: argparse.Namespace) -> str:
+    """The version named by ``args.dataset``: a registered key, or a file registered now (same rule as ``run``)."""
+    from assets.registration import register_version
+
+    store = _store(args)
+    if not Path(args.dataset).exists() and store.samples_path(args.dataset).exists():
+        return args.dataset
+    version, new = register_version(args.instance, store, Path(args.dataset))
+    if new:
+        print(f"registered dataset version {version}", file=sys.stderr)
+    return version
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a seeded random sample of a version's rows to a CSV sheet and Label Studio tasks."""
+    import pandas as pd
+
+    from metrics.annotate import draw, tasks, write_label_studio, write_sheet
+    from metrics.labels import read_stored
+    from metrics.registry import METRICS
+    from metrics.samples import load_samples
+
+    version = _version(args)
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown or not metrics:
+        raise ValueError(f"--metrics: unknown metric(s) {unknown}" if unknown else "--metrics: name a metric")
+    store = _store(args)
+    samples = [s for s in load_samples(store.samples_path(version)) if "row" not in s.problems]
+    results = Path(args.out) / version / "results.parquet"
+    needed = args.stratify or args.show_judge
+    if needed and not results.exists():
+        raise ValueError(f"{'--stratify' if args.stratify else '--show-judge'} needs the judge's results: evaluate "
+                         f"the version first (rag-eval run {args.dataset}); {results} does not exist")
+    frame = pd.read_parquet(results, columns=["row", "metric", "status", "value", "passed", "reason"]) if needed \
+        else None
+    strata = None
+    if args.stratify:
+        if args.stratify not in METRICS:
+            raise ValueError(f"--stratify {args.stratify}: not a metric")
+        mine = frame[frame["metric"] == args.stratify]
+        strata = {int(r): ("pass" if p else "fail") if s == "ok" else s
+                  for r, s, p in zip(mine["row"], mine["status"], mine["passed"])}
+    rows = draw([s.row for s in samples], args.n, args.seed, strata)
+    by_row = {s.row: s for s in samples}
+    labelled = {(r["line"] - 1, r["metric"]) for r in read_stored(store.samples_path(version).parent)}
+    judged = {(int(r), m): (None if pd.isna(v) else float(v), reason) for r, m, v, reason in
+              zip(frame["row"], frame["metric"], frame["value"], frame["reason"])} if args.show_judge else None
+    records = [r for r in tasks([by_row[row] for row in rows], metrics, version, judged)
+               if (r["line"] - 1, r["metric"]) not in labelled
+               and all(by_row[r["line"] - 1].missing(f) is None for f in METRICS[r["metric"]].required_fields)]
+    folder = Path(args.out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    sheet = write_sheet(records, folder / f"{version}.csv")
+    label_studio, config = write_label_studio(records, metrics, folder, version)
+    how = f"stratified by the judge's verdict on {args.stratify}, proportional allocation" if args.stratify \
+        else "uniform; its first rows are a uniform sample too: label from the top"
+    print(f"drew {len(rows)} of {len(samples)} rows of {version} (seed {args.seed}, {how}): {len(records)} to label "
+          f"({', '.join(metrics)}; rows already labelled and rows lacking a field a metric reads left out)")
+    print(f"wrote {sheet} (fill the label column: pass/fail, or a number on the metric's scale), {label_studio} and "
+          f"{config} (Label Studio: import the tasks into a project with this labeling config, export as JSON)")
+    print(f"then: rag-eval annotate import {sheet}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Read filled label files, check them, store them with their version (newest label wins)."""
+    from metrics.labels import merge, read_records, read_stored, validate, write_stored
+    from metrics.samples import iter_samples
+    from orchestration.report import printable
+
+    store = _store(args)
+    records = [record for path in args.files for record in read_records(path)]
+    named = {str(r[2]["version"]).strip() for r in records if isinstance(r[2], dict) and r[2].get("version")}
+    version = args.dataset_version or (named.pop() if len(named) == 1 else None)
+    if version is None:
+        raise ValueError("say which dataset version the labels are for: --dataset-version KEY" +
+                         (f" (the files name {sorted(named)})" if named else ""))
+    if not store.samples_path(version).exists():
+        raise ValueError(f"dataset version {version} is not registered under {args.datasets}/")
+    ids = {s.row: s.id for s in iter_samples(store.samples_path(version))}
+    labels, problems, blank = validate(records, ids, version)
+    for problem in problems:
+        print(f"refused: {printable(problem)}", file=sys.stderr)
+    folder = store.samples_path(version).parent
+    stored = read_stored(folder)
+    before = {(r["line"], r["metric"]) for r in stored}
+    merged = merge(stored, labels)
+    path = write_stored(folder, merged) if labels else folder / "labels.jsonl"
+    replaced = len({(r["line"], r["metric"]) for r in labels} & before)
+    counts = {}
+    for record in merged:
+        counts[record["metric"]] = counts.get(record["metric"], 0) + 1
+    print(f"{version}: stored {len(labels)} label(s) in {path} ({replaced} replacing earlier ones); "
+          f"{blank} row(s) left blank, {len(problems)} line(s) refused; labels now: "
+          f"{', '.join(f'{m} {n}' for m, n in sorted(counts.items())) or 'none'}")
+    if labels:
+        print(f"then: rag-eval run {Path(args.datasets) / version} (re-estimates from the labels; nothing is "
+              "judged again when the metrics are up to date)")
+    return 1 if problems else 0
+
+
+def add_annotate_commands(sub) -> None:
+    """Add ``annotate export`` and ``annotate import`` to the ``rag-eval`` subcommands ``sub``."""
+    annotate = sub.add_parser("annotate", help="human labels: export rows to label, import the labels")
+    which = annotate.add_subparsers(dest="annotate_command", required=True)
+    export = which.add_parser("export", help="write a random sample of a version's rows to label (CSV, Label Studio)")
+    export.add_argument("dataset", help="a version key, or a dataset file (registered as `rag-eval run` does)")
+    export.add_argument("-n", type=int, default=30, help="rows to draw (default 30)")
+    export.add_argument("--metrics", default="faithfulness",
+                        help="metrics to label, comma-separated (default faithfulness)")
+    export.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0; a larger -n extends it)")
+    export.add_argument("--stratify", metavar="METRIC",
+                        help="stratify by the judge's verdict on METRIC (proportional allocation; needs results)")
+    export.add_argument("--show-judge", action="store_true",
+                        help="add the judge's score and reason (annotators are blind to them by default)")
+    export.add_argument("--out-dir", default="annotate", help="where the files go (default annotate/)")
+    export.set_defaults(handler=cmd_export, uses_instance=True)
+    load = which.add_parser("import", help="read filled label files (CSV, JSONL, Label Studio JSON) into a version")
+    load.add_argument("files", nargs="+", help="label files (.csv, .jsonl, Label Studio's .json export)")
+    load.add_argument("--dataset-version", help="the version (default: the version column of the files)")
+    load.set_defaults(handler=cmd_import, uses_instance=False)
+    for p in (export, load):
+        p.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
+        p.add_argument("--out", default="out", help="folder of evaluated versions (default out/)")
