@@ -4,7 +4,7 @@ import dagster as dg
 from assets.evaluation import metric_assets
 from assets.gate import baseline_comparison
 from assets.ingestion import ingest_dataset
-from assets.quality_check import quality_suite
+from assets.quality_check import great_expectations_suite
 from assets.resources import build_resources
 from assets.summary import eval_summary
 from assets.targets import target_assets
@@ -13,7 +13,7 @@ from orchestration.schedules import nightly_evaluation
 from orchestration.sensors import new_dataset_versions
 
 defs = dg.Definitions(
-    assets=[*target_assets, ingest_dataset, quality_suite, *metric_assets, eval_summary, baseline_comparison],
+    assets=[*target_assets, ingest_dataset, great_expectations_suite, *metric_assets, eval_summary, baseline_comparison],
     jobs=JOBS,
     schedules=[nightly_evaluation],
     sensors=[new_dataset_versions],

@@ -46,11 +46,12 @@ class Project:
         from assets.evaluation import metric_assets
         from assets.gate import baseline_comparison
         from assets.ingestion import ingest_dataset
-        from assets.quality_check import quality_suite
+        from assets.quality_check import great_expectations_suite
         from assets.summary import eval_summary
 
-        return dg.materialize([ingest_dataset, quality_suite, *metric_assets, eval_summary, baseline_comparison], selection=selection,
-                              partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
+        everything = [ingest_dataset, great_expectations_suite, *metric_assets, eval_summary, baseline_comparison]
+        return dg.materialize(everything, selection=selection, partition_key=version, instance=self.instance,
+                              resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:
         # The same connection settings as the IO manager: DuckDB refuses a second configuration in one process.
