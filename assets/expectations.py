@@ -222,6 +222,8 @@ def suite(frame: pd.DataFrame, fields: Iterable[str], labels: list[int]) -> list
 SUITE = "rag_eval_samples"
 #: Failing lines GE lists per expectation (the count is always whole).
 LISTED = 20
+#: Validation results the Data Docs index lists, the latest first (each run reads them again; older pages stay).
+INDEXED = 100
 
 
 def _context(site: Path):
@@ -239,7 +241,7 @@ def _context(site: Path):
                                  "store_backend": {"class_name": "TupleFilesystemStoreBackend",
                                                    "base_directory": str(site)},
                                  "site_index_builder": {"class_name": "DefaultSiteIndexBuilder",
-                                                        "validation_results_limit": 500}}}))
+                                                        "validation_results_limit": INDEXED}}}))
 
 
 def _plain(value: Any) -> Any:
