@@ -277,6 +277,7 @@ def validate(frame: pd.DataFrame, expectations: list, version: str, run_id: str,
     gx = great_expectations()
     from great_expectations.core.run_identifier import RunIdentifier
 
+    site = site.resolve()  # GE's file stores take absolute folders only (the code location's out/ is relative)
     site.mkdir(parents=True, exist_ok=True)
     with open(site / ".lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the site's index and result files, written by one process at a time

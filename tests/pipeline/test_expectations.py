@@ -134,13 +134,15 @@ def test_relevance_labels_off_the_metrics_scale_fail_naming_the_line(tmp_path):
         "line 2 retrieval_ground_truth: labels [7, '2'], allowed 0 to 10"]  # "2" is a string, not a label
 
 
-def test_the_data_docs_site_lists_every_version_and_run(tmp_path):
-    # One site for every version: the second validation adds its page and keeps the first one's.
+def test_the_data_docs_site_lists_every_version_and_run(tmp_path, monkeypatch):
+    # One site for every version: the second validation adds its page and keeps the first one's. The site's folder
+    # is relative, as the code location's out/ is (GE's stores take absolute folders only).
     path = _write(tmp_path / "samples.jsonl", [{"user_input": "q?", "response": "r", "retrieved_contexts": ["c"],
                                                 "reference": "x"}])
     frame = profile(path, CORE)
-    _, first = validate(frame, suite(frame, CORE, [0]), "v1", "run-1", tmp_path / "data_docs")
-    _, second = validate(frame, suite(frame, CORE, [0]), "v2", "run-2", tmp_path / "data_docs")
+    monkeypatch.chdir(tmp_path)
+    _, first = validate(frame, suite(frame, CORE, [0]), "v1", "run-1", Path("data_docs"))
+    _, second = validate(frame, suite(frame, CORE, [0]), "v2", "run-2", Path("data_docs"))
     assert first.is_file() and second.is_file() and first != second
     index = (tmp_path / "data_docs" / "index.html").read_text(encoding="utf-8")
     for page in (first, second):
