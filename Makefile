@@ -38,8 +38,12 @@ test: lint
 		$(BIN)/python -m pytest; \
 	fi
 
+# The UI on :3000, and great-expectations' Data Docs (out/data_docs/) on :3001 for the UI's links to them.
 dev: setup
-	DAGSTER_HOME=$(CURDIR)/dagster_home $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	mkdir -p out/data_docs
+	$(BIN)/python -m http.server 3001 --bind 127.0.0.1 --directory out/data_docs >/dev/null 2>&1 & trap "kill $$!" EXIT; \
+	RAG_EVAL_DATA_DOCS_URL=http://127.0.0.1:3001 DAGSTER_HOME=$(CURDIR)/dagster_home \
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # After a change of pyproject.toml's dependencies: pins every package of every extra again (versions kept
 # where they still fit; `rm requirements.lock` first to take the newest ones).

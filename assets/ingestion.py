@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from assets.partitions import dataset_versions
-from assets.quality import Validation, settle
+from assets.quality import Validation
 from assets.registration import sha256_of
 from assets.resources import DatasetStore
 from assets.stored_results import TableWriter
@@ -136,8 +136,6 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
         if not lines:
             raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
         report = validation.report()
-        if len(report["rejected"]) / lines <= config.max_rejected_share:  # else the suite's check is skipped
-            settle(validation.frame(), required, path.parent / ".quality", context.run.run_id)
         for metric, why in cannot_run.items():
             context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
         context.log.info(f"{version}: {lines} lines, {len(report['rejected'])} rejected, "
@@ -154,8 +152,7 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
                             metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": lines,
                                       "input_error_rows": len(report["input_errors"]), "source_sha256": source_sha256,
                                       "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
-                                      "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version)),
-                                      "duplicate_ids": dg.MetadataValue.json(report["duplicate_ids"][:50])})
+                                      "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version))})
     finally:
         for writer in writers.values():  # a file not stored (the step failed or stopped) goes too
             writer.discard()

@@ -25,7 +25,7 @@ from metrics.estimates import add_estimates
 from metrics.labels import LABELS_FILE, STORED_KEYS, labels_frame
 from metrics.registry import METRICS
 
-_LABEL_COLUMNS = {"version": "string", **{k: "string" for k in STORED_KEYS}, "line": "int64", "label": "float64"}
+_LABEL_COLUMNS = {"version": "string", **dict.fromkeys(STORED_KEYS, "string"), "line": "int64", "label": "float64"}
 _ESTIMATE_COLUMNS = {"version": "string", "metric": "string", "basis": "string", "raw_mean": "float64",
                      "estimate": "float64", "ci_low": "float64", "ci_high": "float64", "se": "float64", "n": "int64",
                      "N": "int64", "lam": "float64", "method": "string", "accuracy": "float64",

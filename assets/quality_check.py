@@ -1,51 +1,77 @@
-"""The great-expectations suite of a version (``assets.quality``) as a non-blocking asset check.
+"""great-expectations' suite of a version (``assets.expectations``) as Dagster asset checks.
 
-``quality_suite`` checks ``rejected_samples`` against the version's stored field assets: GE's
-verdicts on the suite for the run's selected metrics, severity WARN. It is not blocking:
-what blocks a version is ``rejected_share_within_limit`` (``assets.ingestion``), decided by
-the sample model's own rules, the rules the suite's expectations state; so the metrics never
-wait for GE (its import takes ~4 s of CPU). Its step runs last among the steps ready
-(``dagster/priority`` -1): in ``rag-eval run`` after the summary, by when the worker started
-with the command has given the verdicts the ingestion asked for (``assets.quality.settle``).
-A version whose blocking check fails has no verdict of it (its step is skipped with the metrics).
+One step, ``great_expectations_suite``, after the version's ingestion: it profiles the
+version's file, validates the profile under the suite for the fields the run's selected
+metrics read, adds the result to the Data Docs site (``<out>/data_docs/``) and reports each
+of :data:`assets.expectations.CHECKS` that has expectations for those fields as an asset
+check on the ingested asset it concerns (with its severity; the others, e.g.
+``relevance_labels_allowed`` when no document-retrieval metric is selected, have no
+result). A failing check names the first failing lines (from 1) and fields, and counts them;
+every check links its Data Docs page. None is blocking: ``rejected_share_within_limit``
+(``assets.ingestion``) is, and when it fails this step is skipped with the metrics. The step
+runs last among the steps ready (``dagster/priority`` -1): the metrics and the summary do not
+wait for great-expectations' import.
 """
 import dagster as dg
-import pandas as pd
 
-from assets.evaluation import FieldSamples
-from assets.ingestion import FIELD_ASSETS, selected_metrics
+from assets.evaluation import METRICS_OP
+from assets.expectations import CHECKS, profile, suite, validate
+from assets.ingestion import selected_metrics
 from assets.partitions import dataset_versions
-from assets.quality import settled, suite_verdicts, validation_frame
-from metrics.scoring import CHUNK_ROWS
+from assets.resources import DatasetStore, ReportStore
+from metrics.base import Family
+from metrics.registry import METRICS
+from metrics.retrieval.document_retrieval import RankingSettings
+
+#: Failing lines told in a check's ``failures`` (all are counted; GE's page lists more).
+SHOWN = 5
 
 
-@dg.asset_check(
-    asset="rejected_samples", name="quality_suite", blocking=False, partitions_def=dataset_versions,
-    required_resource_keys={"io_manager", "dataset_store"}, op_tags={"dagster/priority": "-1"},
-    additional_deps=list(dict.fromkeys(FIELD_ASSETS.values())),
-    description="great-expectations' suite on the version's fields for the selected metrics: every line usable, "
-                "each field read present, typed, non-empty and within bounds, unique ids (WARN, not blocking).",
+def relevance_labels(metrics: list[str], run_config: dict) -> list[int]:
+    """The relevance labels the selected document-retrieval ``metrics`` take: each one's scale
+    ``[label_min, label_max]`` from the run config of the metric step (its defaults, Azure's
+    0-4, else), all of them together."""
+    options = (run_config.get("ops", {}).get(METRICS_OP) or {}).get("config") or {}
+    labels: set[int] = set()
+    for metric in metrics:
+        if METRICS[metric].family == Family.DOCUMENT_RETRIEVAL:
+            given = options.get(metric) or {}
+            scale = RankingSettings(**{k: given[k] for k in ("label_min", "label_max") if given.get(k) is not None})
+            labels.update(range(scale.label_min, scale.label_max + 1))
+    return sorted(labels) or list(range(RankingSettings().label_min, RankingSettings().label_max + 1))
+
+
+@dg.multi_asset_check(
+    specs=[dg.AssetCheckSpec(check.name, asset=check.asset, description=check.description,
+                             partitions_def=dataset_versions) for check in CHECKS.values()],
+    can_subset=True,  # a check without expectations for the run's fields has no result
+    op_tags={"dagster/priority": "-1"},
+    description="great-expectations' suite on the version's lines, one asset check per group of expectations.",
 )
-def quality_suite(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    """GE's verdicts on the version's stored fields (read a chunk of rows at a time)."""
+def great_expectations_suite(context: dg.AssetCheckExecutionContext, dataset_store: DatasetStore,
+                             report_store: ReportStore):
+    """Validate the version's profile under the suite; one result per check with expectations."""
     version = context.partition_key
     required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
     fields = list(dict.fromkeys(f for needs in required.values() for f in needs))
-    database = context.resources.io_manager
-    with database.connection() as connection:
-        tables = database.stored(connection, version, [FIELD_ASSETS[f] for f in fields])
-    if missing := [f for f in fields if FIELD_ASSETS[f] not in tables]:
-        raise dg.Failure(f"version {version} has no {', '.join(FIELD_ASSETS[f] for f in missing)} rows: "
-                         "materialize ingest_dataset for it first", allow_retries=False)
-    keep = context.resources.dataset_store.samples_path(version).parent / ".quality"
-    verdicts = settled(context.run.run_id, keep)  # asked for by this run's ingestion
-    if verdicts is None:
-        samples = FieldSamples.stored({f: tables[FIELD_ASSETS[f]] for f in fields}, database.connection)
-        frame = pd.concat([validation_frame(samples[start:start + CHUNK_ROWS], required)
-                           for start in range(0, len(samples), CHUNK_ROWS)], ignore_index=True)
-        verdicts = suite_verdicts(frame, required, keep)
-    return dg.AssetCheckResult(passed=not verdicts["failed"], severity=dg.AssetCheckSeverity.WARN,
-                               metadata={**{k: v for k, v in verdicts["statistics"].items() if k != "failed_expectations"},
-                                         "failed_expectations": dg.MetadataValue.json(
-                                             verdicts["statistics"]["failed_expectations"]),
-                                         "metrics": list(required)})
+    frame = profile(dataset_store.samples_path(version), fields)
+    expectations = suite(frame, fields, relevance_labels(list(required), context.run.run_config))
+    outcomes, page = validate(frame, expectations, version, context.run.run_id, report_store.data_docs())
+    docs = {"data_docs": dg.MetadataValue.url(report_store.link(page)),
+            "data_docs_path": dg.MetadataValue.path(str(page))}
+    selected = {key.name for key in context.selected_asset_check_keys}
+    for name, check in CHECKS.items():
+        mine = [o for o in outcomes if o["check"] == name]
+        if not mine or name not in selected:
+            continue
+        failed = [o for o in mine if not o["success"]]
+        failing = [f for o in failed for f in o["failing"]]
+        count = sum(o["unexpected_count"] for o in failed)
+        told = [f["message"] for f in failing[:SHOWN]] + ([f"… {count - SHOWN} more"] if count > SHOWN else [])
+        yield dg.AssetCheckResult(
+            asset_key=check.asset, check_name=name, passed=not failed, severity=dg.AssetCheckSeverity(check.severity),
+            description="; ".join(told) or None,
+            metadata={"failing_lines": count, "failures": dg.MetadataValue.json(failing),
+                      "expectations": dg.MetadataValue.json([{k: o[k] for k in (
+                          "expectation", "column", "field", "success", "unexpected_count")} for o in mine]),
+                      "metrics": list(required), **docs})

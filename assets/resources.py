@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
 import duckdb
@@ -153,9 +154,25 @@ class _StepConnection(DuckDbClient):
 
 
 class ReportStore(dg.ConfigurableResource):
-    """Where each version's report files (``summary.json``, ``results.parquet``...) are written: ``<root>/<version>/``."""
+    """Where each version's report files (``summary.json``, ``results.parquet``...) are written:
+    ``<root>/<version>/``; and great-expectations' Data Docs site of every version,
+    ``<root>/data_docs/``, served at ``data_docs_url`` when it is set (``make dev`` serves it
+    and sets ``RAG_EVAL_DATA_DOCS_URL``)."""
 
     root: str = "out"
+    data_docs_url: str = ""
+
+    def data_docs(self) -> Path:
+        """The folder of the Data Docs site (``index.html``)."""
+        return Path(self.root) / "data_docs"
+
+    def link(self, page: Path) -> str:
+        """The URL of a page of the Data Docs site: under ``data_docs_url`` when set, else a
+        ``file://`` URL (browsers do not open those from a web page such as the Dagster UI)."""
+        if not self.data_docs_url:
+            return page.resolve().as_uri()
+        relative = page.resolve().relative_to(self.data_docs().resolve()).as_posix()
+        return f"{self.data_docs_url.rstrip('/')}/{quote(relative)}"
 
     def folder(self, version: str) -> Path:
         """The report folder of ``version``, created if needed."""
@@ -353,9 +370,11 @@ def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", 
                     execution: ExecutionResource | None = None) -> dict[str, Any]:
     """The resources of the evaluation graph, the one place they are wired (the code
     location's ``Definitions``, ``rag-eval`` and the tests): dataset versions under
-    ``datasets``, reports and ``rag_eval.duckdb`` (schema ``eval``, one table per asset)
-    under ``out``, the ``judge`` and where metrics are scored (``execution``; ``local`` by
-    default, ``spark`` scores each metric's samples in Spark tasks)."""
-    return {"dataset_store": DatasetStore(root=str(datasets)), "report_store": ReportStore(root=str(out)),
+    ``datasets``, reports, ``rag_eval.duckdb`` (schema ``eval``, one table per asset) and
+    the Data Docs site under ``out`` (served at ``$RAG_EVAL_DATA_DOCS_URL`` when set), the
+    ``judge`` and where metrics are scored (``execution``; ``local`` by default, ``spark``
+    scores each metric's samples in Spark tasks)."""
+    return {"dataset_store": DatasetStore(root=str(datasets)),
+            "report_store": ReportStore(root=str(out), data_docs_url=os.environ.get("RAG_EVAL_DATA_DOCS_URL", "")),
             "judge": judge or JudgeResource(), "execution": execution or ExecutionResource(),
             "io_manager": ResultsDatabase(database=str(Path(out) / "rag_eval.duckdb"), schema="eval")}

@@ -12,8 +12,7 @@ latency by default) it measures, as rows/s and as a share of the ceiling:
 * ``re-run``: ``rag-eval run`` again on the same cache (zero requests expected), its wall
   time and that time beyond a bare ``python -c pass``;
 * ``offline``: ``rag-eval run`` without an endpoint at each ``--offline-rows`` size: rows/s,
-  the CPU seconds of its whole process tree (``rag-eval`` and its children: the
-  great-expectations worker) and the tree's peak memory (the
+  the CPU seconds of its whole process tree (``rag-eval`` and any children) and the tree's peak memory (the
   summed proportional set size of its processes at its peak, and the summed RSS, an upper
   bound; sampled from /proc, see :func:`timed`), beside the peak RSS of the ``rag-eval``
   process alone (its ``VmHWM``; not ``os.wait4``'s ``ru_maxrss``, which counts the pages the
@@ -152,19 +151,19 @@ def _pss(pid: int) -> float:
                if line.startswith(b"Pss:")) / 1024
 
 
-#: The children of a ``rag-eval`` process told apart in the CPU figures, by their command line.
-_ROLES = {"great-expectations": b"assets.expectations"}
+#: The children of a ``rag-eval`` process told apart in the CPU figures, by their command line (none
+#: since great-expectations runs in the check's own step: ``assets.expectations``).
+_ROLES: dict[str, bytes] = {}
 
 
 def timed(command: list[str], env: dict | None = None, timeout: float = 7200) -> dict:
     """Run ``command``; its wall time, exit status, peak RSS (MB, that process alone: its
     ``VmHWM`` at the last sample), the tail of stderr, and, over the whole process tree (the
-    command and every process under it: the great-expectations worker) sampled every 0.25 s:
+    command and every process under it) sampled every 0.25 s:
     its CPU seconds (``cpu_s``: each process's last sample), the peak of its summed RSS
     (``tree_rss_mb``: pages its processes share counted once per process, an upper bound) and
     its summed PSS at the highest of those samples (``tree_mb``, read at most every 2 s); the
-    CPU seconds by kind of process (``cpu_by``: the command, the
-    great-expectations worker, any other)."""
+    CPU seconds by kind of process (``cpu_by``: the command, any other)."""
     start = time.perf_counter()
     rss_peak, pss_peak, pss_read, cpu, roles, own_peak = 0.0, 0.0, 0.0, {}, {}, 0.0
     with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
@@ -387,7 +386,7 @@ def main() -> None:
         if args.offline_rows:
             print("\n| offline rows | rows/s | wall s | CPU s, whole tree | rows per CPU s | peak MB, whole tree "
                   "(PSS) | peak MB, whole tree (RSS summed) | peak MB, rag-eval alone (RSS) | CPU s: rag-eval / "
-                  "great-expectations / other | load |\n|---|---|---|---|---|---|---|---|---|---|",
+                  "other | load |\n|---|---|---|---|---|---|---|---|---|---|",
                   flush=True)
             offline_section(args, Path(scratch))
     load = os.getloadavg()

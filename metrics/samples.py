@@ -198,6 +198,14 @@ def stable_id(fields: Mapping[str, Any]) -> str:
     return hashlib.sha256(payload.encode("ascii")).hexdigest()[:16]
 
 
+def given_keys(raw: Mapping[str, Any], name: str, fields: Mapping[str, str] | None = None) -> list[str]:
+    """The keys of record ``raw`` that give field ``name`` a value (not null), in the order they
+    are tried: the user's column of ``fields`` when it names one, else ``name`` then its
+    :data:`ALIASES`. :func:`sample_from_dict` reads the first."""
+    candidates = (fields[name],) if fields and name in fields else (name, *ALIASES[name])
+    return [c for c in candidates if c in raw and not _is_null(raw[c])]
+
+
 def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str] | None = None) -> Sample:
     """Build a :class:`Sample` from one input record.
 
@@ -222,8 +230,7 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
     values: dict[str, Any] = {}
     problems: dict[str, str] = {}
     for name in FIELDS:
-        candidates = (fields[name],) if name in fields else (name, *ALIASES[name])
-        given = [c for c in candidates if c in raw and not _is_null(raw[c])]
+        given = given_keys(raw, name, fields)
         if not given:
             values[name] = None
             continue
@@ -287,20 +294,33 @@ def _unreadable(row: int, reason: str, source: str | None) -> Sample:
 
 
 def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> Iterator[Sample]:
-    """The samples of a JSONL file, read line by line; the row of a record is its line number minus one.
+    """The samples of a JSONL file, read line by line (:func:`iter_jsonl_records` without the records)."""
+    return (sample for sample, _ in iter_jsonl_records(path, fields))
+
+
+def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
+                       ) -> Iterator[tuple[Sample, dict[str, Any] | None]]:
+    """The samples of a JSONL file, read line by line, each with the JSON object of its line
+    as read (``None`` for an unreadable line); the row of a record is its line number minus
+    one, blank lines are skipped.
 
     Each line is decoded on its own, so a line that is not UTF-8, not JSON, not an
     object or nested more than :data:`MAX_DEPTH` levels becomes a sample whose
     ``problems['row']`` says why, and the others still load.
+
+    Raises
+    ------
+    OSError
+        When the file cannot be read.
     """
-    with path.open("rb") as handle:
+    with Path(path).open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             row = line_no - 1
             try:
                 line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 yield _unreadable(row, f"not valid UTF-8 (byte {exc.start})",
-                                  raw.decode("utf-8", errors="backslashreplace").rstrip("\r\n"))
+                                  raw.decode("utf-8", errors="backslashreplace").rstrip("\r\n")), None
                 continue
             if not line.strip():
                 continue
@@ -308,20 +328,20 @@ def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> Iterator[Sample
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line)
+                yield _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line), None
                 continue
             except RecursionError:
-                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)
+                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line), None
                 continue
             if not isinstance(record, dict):
-                yield _unreadable(row, f"a JSON {type(record).__name__}, not an object", line)
+                yield _unreadable(row, f"a JSON {type(record).__name__}, not an object", line), None
                 continue
             if _too_deep(record):
-                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line)
+                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line), None
                 continue
             sample = sample_from_dict(record, row, fields)
             sample.source = _clip(line)
-            yield sample
+            yield sample, record
 
 
 def _read_table(path: Path, suffix: str) -> list[Any]:

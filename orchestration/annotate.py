@@ -36,7 +36,7 @@ def labels_changed(instance, resources: dict, version: str) -> str | None:
     from assets.ingestion import ingest_dataset
     from assets.labels import human_labels, label_estimates, labels_path
     from assets.registration import sha256_of
-    from assets.summary import eval_summary
+    from assets.summary import summary_asset
     from orchestration.staleness import fresh, latest_materialization
 
     path = labels_path(resources["dataset_store"], version)
@@ -46,7 +46,7 @@ def labels_changed(instance, resources: dict, version: str) -> str | None:
     if current != recorded:
         return f"{path.name} is {'new' if not recorded else 'removed' if not current else 'changed'}"
     if current:
-        repository = dg.Definitions(assets=[ingest_dataset, *metric_assets, eval_summary, human_labels,
+        repository = dg.Definitions(assets=[ingest_dataset, *metric_assets(), summary_asset(), human_labels,
                                             label_estimates], resources=resources).get_repository_def()
         if not fresh(instance, repository, version, LABEL_ASSETS):
             return "the label estimates are out of date"

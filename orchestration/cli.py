@@ -156,33 +156,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def start_quality_worker(argv: list[str]) -> None:
-    """Start the great-expectations worker (``assets.expectations``) for ``backfill`` and for a
-    ``run`` whose file is not a registered version yet (a re-run finds its verdicts kept), so
-    GE imports on the other core while this process starts up. A guess from the raw
-    arguments: when wrong, the validation starts the worker itself, or it idles."""
-    early = argparse.ArgumentParser(add_help=False)
-    early.add_argument("command", nargs="?")
-    early.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET))
-    early.add_argument("--datasets", default="datasets")
-    early.add_argument("--dry-run", action="store_true")
-    early.error = lambda message: None  # bad arguments: the real parser says what is wrong
-    if {"-h", "--help"} & set(argv):
-        return
-    known = early.parse_known_args(argv)[0]
-    if known is None or known.command not in ("run", "backfill") or known.dry_run:
-        return
-    if known.command == "run" and Path(known.dataset).is_file():
-        import filecmp  # sizes first, then block by block: the file is never whole in memory
-
-        filecmp.clear_cache()  # its cache answers on size and mtime: an in-process caller may have rewritten it
-        if any(filecmp.cmp(p, known.dataset, shallow=False) for p in Path(known.datasets).glob("*/samples.jsonl")):
-            return
-    from assets.expectations import start_worker
-
-    start_worker()
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
     blocking check); 2 bad arguments or input; 3 done, but some results are judge errors; 4 the
@@ -202,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    start_quality_worker(sys.argv[1:] if argv is None else argv)
     try:
         use_custom_metrics(argv)
     except (OSError, ValueError) as exc:

@@ -162,7 +162,7 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
     from assets.evaluation import metric_assets, progress_listeners
     from assets.ingestion import ingest_dataset
     from assets.labels import human_labels, label_estimates
-    from assets.quality_check import quality_suite
+    from assets.quality_check import great_expectations_suite
     from assets.summary import summary_asset
 
     from orchestration.orphans import process_tags
@@ -172,7 +172,7 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
     if labels:
         selection = selection | dg.AssetSelection.groups("labels")
     job = dg.Definitions(jobs=[dg.define_asset_job(EPHEMERAL_JOB_NAME, selection=selection)], resources=resources,
-                         assets=[ingest_dataset, quality_suite, *metric_assets(), summary_asset(), human_labels,
+                         assets=[ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(), human_labels,
                                  label_estimates]).resolve_job_def(EPHEMERAL_JOB_NAME)
     run_id = str(uuid.uuid4())
     with progress_display() as listener, event_log_held_open(instance, run_id):

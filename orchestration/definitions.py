@@ -5,7 +5,7 @@ from assets.evaluation import metric_assets
 from assets.gate import baseline_comparison
 from assets.ingestion import ingest_dataset
 from assets.labels import human_labels, label_estimates
-from assets.quality_check import quality_suite
+from assets.quality_check import great_expectations_suite
 from assets.resources import build_resources
 from assets.summary import summary_asset
 from assets.targets import target_assets
@@ -27,7 +27,7 @@ def build_definitions() -> dg.Definitions:
     """
     load_extensions()
     return dg.Definitions(
-        assets=[*target_assets, ingest_dataset, quality_suite, *metric_assets(), summary_asset(), human_labels,
+        assets=[*target_assets, ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(), human_labels,
                 label_estimates, baseline_comparison],
         jobs=JOBS,
         schedules=[nightly_evaluation],

@@ -174,12 +174,13 @@ def print_input_errors(errors: list[dict], count: int, stream: TextIO | None = N
 
 
 def print_failed_checks(result, limit: float, stream: TextIO | None = None) -> None:
-    """The blocking quality check of a run (``dagster.ExecuteInProcessResult``) if it
-    failed: the share of rejected lines against ``limit``, then the lines (GE's suite,
-    ``quality_suite``, warns in the UI only: what it finds is printed as rejected lines and
-    input errors)."""
+    """The failed quality checks of a run (``dagster.ExecuteInProcessResult``): the blocking
+    one, the share of rejected lines against ``limit``, then the lines; then the
+    great-expectations checks that failed (none blocks), each with its first failing lines,
+    and their Data Docs page."""
     stream = stream or sys.stderr
-    for check in result.get_asset_check_evaluations():
+    evaluations = result.get_asset_check_evaluations()
+    for check in evaluations:
         if not check.passed and check.check_name == "rejected_share_within_limit":
             meta = check.metadata
             print(f"quality check {check.check_name} failed: {meta['rejected_share'].value:.1%} of the lines "
@@ -188,6 +189,18 @@ def print_failed_checks(result, limit: float, stream: TextIO | None = None) -> N
             print_rejected(meta["rejected"].value, meta["rejected_rows"].value, meta["total_rows"].value, limit,
                            stream)
             print_input_errors(meta["input_errors"].value, meta["input_error_rows"].value, stream)
+    suite = [check for check in evaluations if "data_docs_path" in check.metadata]
+    if failed := [check for check in suite if not check.passed]:
+        print(f"great-expectations: {len(failed)} of {len(suite)} checks failed, none blocking (Data Docs: "
+              f"{printable(failed[0].metadata['data_docs_path'].value)})", file=stream)
+    for check in failed:
+        count = check.metadata["failing_lines"].value
+        print(f"  {check.check_name} ({check.severity.value} on {check.asset_key.to_user_string()}): "
+              f"{count} line(s)", file=stream)
+        for failure in check.metadata["failures"].value[:SHOWN]:
+            print(f"    {printable(failure['message'])}", file=stream)
+        if count > SHOWN:
+            print(f"    … and {count - SHOWN} more", file=stream)
 
 
 def _lines(message: str) -> str:

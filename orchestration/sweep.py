@@ -85,7 +85,7 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
 
     from assets.evaluation import METRICS_OP, metric_assets
     from assets.ingestion import ingest_dataset
-    from assets.quality_check import quality_suite
+    from assets.quality_check import great_expectations_suite
     from assets.summary import summary_asset
     from assets.targets import target_assets
     from orchestration.definitions import defs
@@ -94,7 +94,7 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
     repository = defs.get_repository_def()
     levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL,
               metrics, ["eval_summary"]]
-    everything = [*target_assets, ingest_dataset, quality_suite, *metric_assets(), summary_asset()]
+    everything = [*target_assets, ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset()]
     results, done = [], set()
     for depth, level in enumerate(levels):
         if depth == 0:

@@ -47,10 +47,10 @@ class Project:
         from assets.gate import baseline_comparison
         from assets.ingestion import ingest_dataset
         from assets.labels import human_labels, label_estimates
-        from assets.quality_check import quality_suite
+        from assets.quality_check import great_expectations_suite
         from assets.summary import summary_asset
 
-        return dg.materialize([ingest_dataset, quality_suite, *metric_assets(), summary_asset(), human_labels,
+        return dg.materialize([ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(), human_labels,
                                label_estimates, baseline_comparison], selection=selection,
                               partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
 

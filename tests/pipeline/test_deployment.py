@@ -6,21 +6,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_quality_suite_runs_where_main_has_no_file():
+def test_the_suite_runs_where_main_has_no_file(tmp_path):
     """Dagster's run workers (multiprocessing spawn) and `python -c` have a __main__ without a
     file; great-expectations imports pyspark.sql.connect, which then exited the process with
     status 0 ("Skipping doctests") unless pyspark's connect requirements are installed."""
-    code = ("from assets.quality import suite_verdicts, validation_frame; from metrics.samples import load_samples; "
-            f"samples = load_samples({str(ROOT / 'examples' / 'fiqa' / 'samples.jsonl')!r}); "
-            "required = {'answer_relevancy': ('user_input', 'response')}; "
-            "report = suite_verdicts(validation_frame(samples, required), required); "
-            "print('validated', len(samples), report['statistics']['success_percent'], len(report['failed']))")
+    fiqa = ROOT / "examples" / "fiqa" / "samples.jsonl"
+    code = ("from pathlib import Path; from assets.expectations import profile, suite, validate; "
+            "fields = ['user_input', 'response']; "
+            f"frame = profile({str(fiqa)!r}, fields); "
+            f"outcomes, page = validate(frame, suite(frame, fields, [0]), 'v1', 'run-1', Path({str(tmp_path)!r})); "
+            "print('validated', len(frame), sum(not o['success'] for o in outcomes), page.is_file())")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert "Skipping doctests" not in done.stderr
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("validated")]
-    rows = sum(1 for line in (ROOT / "examples" / "fiqa" / "samples.jsonl").read_text().splitlines() if line.strip())
-    assert lines == [f"validated {rows} 100.0 0"]
+    rows = sum(1 for line in fiqa.read_text(encoding="utf-8").splitlines() if line.strip())
+    assert lines == [f"validated {rows} 0 True"]  # FiQA's questions and responses pass every expectation
 
 
 # --- The deployment: `dagster dev` (webserver, daemon, code server) on 127.0.0.1 -------------
@@ -59,7 +60,8 @@ def _reset_signals() -> None:
 
 class Deployment:
     """A project folder (workspace.yaml, datasets/), a DAGSTER_HOME with the project's
-    dagster.yaml, and `dagster dev` started in its own process group."""
+    dagster.yaml, and what `make dev` starts: `dagster dev` in its own process group and the
+    Data Docs site served over HTTP (its URL in RAG_EVAL_DATA_DOCS_URL)."""
 
     def __init__(self, root: Path, judge_url: str) -> None:
         self.root, self.home = root / "project", root / "home"
@@ -67,12 +69,14 @@ class Deployment:
         self.home.mkdir()
         shutil.copyfile(ROOT / "workspace.yaml", self.root / "workspace.yaml")
         shutil.copyfile(ROOT / "dagster_home" / "dagster.yaml", self.home / "dagster.yaml")
-        self.port = _free_port()
+        self.port, self.docs_port = _free_port(), _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DAGSTER_", "RAG_EVAL_"))}
         self.env.update(DAGSTER_HOME=str(self.home), RAG_EVAL_CRON="* * * * *", RAG_EVAL_SENSOR_INTERVAL="5",
+                        RAG_EVAL_DATA_DOCS_URL=f"http://127.0.0.1:{self.docs_port}",
                         OPENAI_BASE_URL=judge_url, OPENAI_API_KEY="sk-deployment-test", OPENAI_MODEL="judge-test")
         self.server: subprocess.Popen | None = None
+        self.docs: subprocess.Popen | None = None
 
     def cli(self, *args: str, timeout: float = 240) -> str:
         """Run a command of the venv in the project folder, as a user would."""
@@ -82,12 +86,19 @@ class Deployment:
         return done.stdout
 
     def start(self) -> None:
+        (self.root / "out" / "data_docs").mkdir(parents=True)  # as `make dev` serves it
+        self.docs = subprocess.Popen([sys.executable, "-m", "http.server", str(self.docs_port), "--bind", "127.0.0.1",
+                                      "--directory", str(self.root / "out" / "data_docs")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.log = open(self.root / "dagster-dev.log", "w")
         self.server = subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
                                         "-p", str(self.port)], cwd=self.root, env=self.env, stdout=self.log,
                                        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_reset_signals)
 
     def stop(self) -> None:
+        if self.docs is not None:
+            self.docs.terminate()
+            self.docs.wait(timeout=30)
         if self.server is None:
             return
         group = self.server.pid  # its own session: the group id is its pid
@@ -163,6 +174,16 @@ class Deployment:
         return {e["partition"]: (e["status"], (e["evaluation"] or {}).get("success"))
                 for e in data["assetCheckExecutions"]}
 
+    def data_docs(self, version: str) -> tuple[str, str]:
+        """The UI's record of ids_unique for ``version``: its Data Docs link, and the page it opens."""
+        data = self.graphql("query($k: AssetKeyInput!) { assetCheckExecutions(assetKey: $k, checkName: \"ids_unique\", "
+                            "limit: 20) { partition evaluation { success metadataEntries { label "
+                            "... on UrlMetadataEntry { url } } } } }", k={"path": ["rejected_samples"]})
+        [link] = [m["url"] for e in data["assetCheckExecutions"] if e["partition"] == version
+                  for m in e["evaluation"]["metadataEntries"] if m["label"] == "data_docs"]
+        with urllib.request.urlopen(link, timeout=60) as response:
+            return link, response.read().decode("utf-8")
+
     def schedule_dry_run(self) -> dict:
         data = self.graphql(
             "mutation($s: ScheduleSelector!, $t: Float) { scheduleDryRun(selectorData: $s, timestamp: $t) { "
@@ -224,6 +245,12 @@ def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
         # The regression gate's check ran in both runs and shows in the UI: passed (4 rows are too few to decide,
         # and b may have run before a had results).
         assert deployment.gate_checks() == {a: ("SUCCEEDED", True), b: ("SUCCEEDED", True)}
+        # great-expectations' checks ran in both runs; the UI's Data Docs link opens the version's page.
+        link, page = deployment.data_docs(a)
+        assert link.startswith(f"http://127.0.0.1:{deployment.docs_port}/validations/rag_eval_samples/") and \
+            link.endswith(f"-{a}.html")
+        assert "Evaluated Expectations 16 Successful Expectations 16" in " ".join(
+            re.sub(r"<[^>]+>", " ", page).split())
 
         # 2. The sensor: a new version folder (renamed to a key that sorts by time), new responses for a.
         os.utime(_write(deployment.root / "datasets" / "c", rows[:2]), (1793664000, 1793664000))  # 2026-11-03 UTC

@@ -2,9 +2,11 @@
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import time
+from html import unescape
 from pathlib import Path
 
 import dagster as dg
@@ -15,6 +17,7 @@ import pytest
 import metrics.text
 from assets.resources import JudgeResource
 from metrics.registry import CORE_METRICS
+from metrics.samples import sample_from_dict
 from orchestration.definitions import defs
 from orchestration.schedules import evaluated, nightly_requests
 from orchestration.staleness import stale_assets
@@ -83,86 +86,67 @@ def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa
     assert all(summary["coverage"][m]["input_error"] == 1 for m in CORE_METRICS)
 
 
-def test_the_great_expectations_suite_warns_after_the_metrics_and_never_blocks_them(project, fiqa_rows):
-    # A duplicate id (line 5 repeats line 1's) is reported, not rejected: the blocking check passes, every
-    # metric runs, and GE's suite (its own step, after the metrics) fails one expectation of the ten
-    # for the five core metrics (usable, unique id, and per field read ok and size: 2 + 2 x 4), as WARN.
-    project.write("v1", fiqa_rows + [dict(fiqa_rows[0])])
+def test_the_great_expectations_checks_name_line_and_field_and_link_their_data_docs(project, fiqa_rows):
+    # Worked out by hand. Lines 1-4 are FiQA's (no ids: stable ids from question and reference); line 5 repeats
+    # line 1 (its id too); line 6 has a number for a response and no context. Nothing is rejected (line 6 feeds the
+    # context metrics), so the blocking check passes and every metric runs; GE's step runs after the summary and
+    # fails 4 of the 12 checks the core metrics' fields have (16 expectations: 3 on lines, 2 per field read, a
+    # length per text, contexts per row, language mix); the document-retrieval checks
+    # (fields not read) have no result.
+    bad = {"id": "bad-response", "user_input": "Is a Roth IRA taxed?", "response": 42, "retrieved_contexts": [],
+           "reference": "Withdrawals are tax-free."}
+    project.write("v1", fiqa_rows + [dict(fiqa_rows[0]), bad])
     result = project.run("v1")
     assert result.success and materialized(result) == ALL_ASSETS
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
-    assert checks["rejected_share_within_limit"].passed
-    suite = checks["quality_suite"]
-    assert not suite.passed and suite.severity == dg.AssetCheckSeverity.WARN and suite.partition == "v1"
-    assert {k: suite.metadata[k].value for k in ("evaluated_expectations", "successful_expectations",
-                                                 "success_percent", "failed_expectations")} == {
-        "evaluated_expectations": 10, "successful_expectations": 9, "success_percent": 90.0,
-        "failed_expectations": ["expect_column_values_to_be_unique[id]"]}
+    assert checks.pop("rejected_share_within_limit").passed
+    checks.pop("no_regression_vs_baseline")
+    assert len(checks) == 12 and all(c.partition == "v1" for c in checks.values())
+    assert sum(len(c.metadata["expectations"].value) for c in checks.values()) == 16
+    failed = {name: (c.asset_key.to_user_string(), c.severity.value, c.metadata["failing_lines"].value, c.description)
+              for name, c in checks.items() if not c.passed}
+    first = sample_from_dict(fiqa_rows[0], 0).id  # its stable id
+    assert failed == {
+        "ids_unique": ("rejected_samples", "ERROR", 2, f"line 1 id: {first!r} is also another line's id; "
+                                                        f"line 5 id: {first!r} is also another line's id"),
+        "no_duplicate_samples": ("rejected_samples", "WARN", 2,
+                                 "line 1 user_input, response, retrieved_contexts, reference: the same as another "
+                                 "line; line 5 user_input, response, retrieved_contexts, reference: the same as "
+                                 "another line"),
+        "response_typed": ("responses", "ERROR", 1, "line 6 response: type number, expected string"),
+        "contexts_per_row": ("retrieved_contexts", "WARN", 1,
+                             "line 6 retrieved_contexts: 0 contexts, expected 1 to 200"),
+    }
+    assert checks["response_typed"].metadata["failures"].value == [
+        {"line": 6, "value": "number", "message": "line 6 response: type number, expected string"}]
+    # Every check links the version's page of the Data Docs site (a file URL without RAG_EVAL_DATA_DOCS_URL).
+    [link] = {c.metadata["data_docs"].value for c in checks.values()}
+    page = Path(checks["ids_unique"].metadata["data_docs_path"].value)
+    assert link == page.as_uri() and page.is_relative_to(project.out / "data_docs") and result.run_id in page.parts
+    html = page.read_text(encoding="utf-8")
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+    assert "Evaluated Expectations 16 Successful Expectations 12 Unsuccessful Expectations 4" in text
+    headings = re.findall(r"<h5[^>]*>\s*(\w+)\s*</h5>", html)  # the overview, then a section per column
+    assert headings[0] == "Overview" and sorted(headings[1:]) == sorted([
+        "record", "id", "sample_digest", "user_input_type", "user_input_chars", "user_input_script", "response_type",
+        "response_chars", "retrieved_contexts_type", "retrieved_contexts_count", "reference_type", "reference_chars"])
+    assert "values must be unique" in text and "values must belong to this set: string list of strings" in text
+    index = (project.out / "data_docs" / "index.html").read_text(encoding="utf-8")
+    assert page.relative_to(project.out / "data_docs").as_posix() in index  # the site's index lists it
     started = [e.step_key for e in result.all_events if e.event_type_value == "STEP_START"]
     assert started.index("score_metrics") < started.index("eval_summary") < started.index(
-        "rejected_samples_quality_suite")  # the metrics never waited for great-expectations
-    summary = json.loads((project.out / "v1" / "summary.json").read_text())
-    assert summary["total"] == 5 and summary["rejected"]["rows"] == 0
+        "great_expectations_suite")  # the metrics never wait for great-expectations
 
 
-def test_a_long_versions_suite_is_settled_as_it_is_ingested_and_its_worker_stopped(project, fiqa_rows, monkeypatch):
-    # From assets.quality.LONG_VERSION_LINES lines (here 1), GE judges the version's frame as its ingestion ends
-    # and the worker is stopped (no ~300 MB beside the judging); the check at the end takes those verdicts, the
-    # same as the test above's, without rebuilding the frame or asking a worker again (which would start one).
-    from assets import expectations, quality
-
-    monkeypatch.setattr(quality, "LONG_VERSION_LINES", 1)
-    monkeypatch.setattr("assets.quality_check.validation_frame", lambda *a, **k: 1 / 0)  # the check takes them as they are
-    project.write("v1", fiqa_rows + [dict(fiqa_rows[0])])
-    result = project.run("v1")
-    assert result.success
-    suite = {c.check_name: c for c in result.get_asset_check_evaluations()}["quality_suite"]
-    assert (suite.passed, suite.metadata["evaluated_expectations"].value, suite.metadata["failed_expectations"].value) \
-        == (False, 10, ["expect_column_values_to_be_unique[id]"])
-    assert expectations._worker is None
-    assert len(list((project.datasets / "v1" / ".quality").glob("*.json"))) == 1
-
-
-def test_with_the_worker_started_the_suite_is_asked_for_as_the_ingestion_ends(project, fiqa_rows, monkeypatch):
-    # rag-eval run starts the worker as it starts: the ingestion then has GE's verdicts worked out in the
-    # background while the metrics are judged, and the check takes them: it rebuilds no frame from the stored
-    # fields (made to fail here) and finds the same verdicts as the tests above.
-    from assets import expectations, quality_check
-
-    def rebuilt(*args, **kwargs):
-        raise AssertionError("the check rebuilt the validation frame")
-
-    monkeypatch.setattr(quality_check, "validation_frame", rebuilt)
-    project.write("v1", fiqa_rows + [dict(fiqa_rows[0])])
-    expectations.start_worker()
-    try:
-        result = project.run("v1")
-        assert result.success
-        suite = {c.check_name: c for c in result.get_asset_check_evaluations()}["quality_suite"]
-        assert (suite.passed, suite.metadata["evaluated_expectations"].value,
-                suite.metadata["failed_expectations"].value) == (False, 10, ["expect_column_values_to_be_unique[id]"])
-        assert expectations.running()  # a short version's worker is left to the command
-        assert len(list((project.datasets / "v1" / ".quality").glob("*.json"))) == 1
-    finally:
-        expectations.stop_worker()
-
-
-def test_a_version_failing_its_blocking_check_asks_great_expectations_nothing(project, fiqa_rows):
-    # Its quality_suite step is skipped, so nothing is asked for it as its ingestion ends: no thread left
-    # waiting for an answer nobody reads, nothing written beside the version (which rag-eval then removes).
-    from assets import expectations, quality
-
+def test_a_version_failing_its_blocking_check_is_not_validated_by_great_expectations(project, fiqa_rows):
+    # Its great_expectations_suite step is skipped with the metrics: no check result, no Data Docs page.
     project.write("v1", fiqa_rows + [{"id": "nothing-usable", "user_input": "What is an ETF?"}])
-    expectations.start_worker()
-    try:
-        result = project.run("v1")  # 20 % rejected > 5 %
-        assert not result.success
-        assert "rejected_samples_quality_suite" not in {e.step_key for e in result.all_events
-                                                          if e.event_type_value == "STEP_START"}
-        assert quality._settling == {}
-        assert not (project.datasets / "v1" / ".quality").exists()
-    finally:
-        expectations.stop_worker()
+    result = project.run("v1")  # 20 % rejected > 5 %
+    assert not result.success
+    assert "great_expectations_suite" not in {e.step_key for e in result.all_events
+                                              if e.event_type_value == "STEP_START"}
+    assert [c.check_name for c in result.get_asset_check_evaluations()] == ["rejected_share_within_limit"]
+    assert not (project.out / "data_docs").exists()
 
 
 def test_a_file_without_reference_runs_the_metrics_that_do_not_need_it(project):
@@ -362,6 +346,31 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     assert "tiny-v1" in capsys.readouterr().out
     shutil.copyfile(FIQA, dataset)
     assert cli.main(["register", str(dataset), "--dataset-version", "tiny-v1"]) == 2
+
+
+def test_cli_run_prints_the_great_expectations_checks_that_failed(tmp_path, monkeypatch, capsys):
+    # Three FiQA lines and line 1 again as line 4: the run succeeds (nothing blocks), and the console names the two
+    # failed checks of the twelve, their lines and fields, and the Data Docs page.
+    from orchestration import cli
+
+    lines = FIQA.read_text(encoding="utf-8").splitlines()[:3]
+    dataset = tmp_path / "twice.jsonl"
+    dataset.write_text("\n".join([*lines, lines[0]]) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(dataset), "--dataset-version", "twice-v1"]) == 0
+    err = capsys.readouterr().err
+    first = sample_from_dict(json.loads(lines[0]), 0).id
+    [page] = (tmp_path / "out" / "data_docs" / "validations").rglob("*-twice-v1.html")
+    fields = "user_input, response, retrieved_contexts, reference"
+    assert f"""great-expectations: 2 of 12 checks failed, none blocking (Data Docs: {page})
+  ids_unique (ERROR on rejected_samples): 2 line(s)
+    line 1 id: '{first}' is also another line's id
+    line 4 id: '{first}' is also another line's id
+  no_duplicate_samples (WARN on rejected_samples): 2 line(s)
+    line 1 {fields}: the same as another line
+    line 4 {fields}: the same as another line
+""" in err
 
 
 def test_a_file_replaced_under_its_key_is_evaluated_again_not_reported_up_to_date(tmp_path, monkeypatch, capsys):
