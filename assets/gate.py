@@ -54,7 +54,6 @@ def comparison_frame(comparison, version: str) -> pd.DataFrame:
     code_version="1",
     kinds={"pandas"},
     deps=["eval_summary"],  # reads the results.parquet that eval_summary writes, of this version and the baseline
-    metadata={"partition_expr": "version"},
     check_specs=[dg.AssetCheckSpec(CHECK, asset="baseline_comparison", blocking=True, partitions_def=dataset_versions,
                                    description="No gated metric regressed beyond its margin against the baseline, "
                                                "and coverage did not drop beyond the limit. A baseline sharing no "
