@@ -8,16 +8,17 @@ from assets.quality_check import quality_suite
 from assets.resources import build_resources
 from assets.summary import eval_summary
 from assets.targets import target_assets
+from orchestration.automation import automated, nightly_evaluation
 from orchestration.jobs import JOBS
-from orchestration.schedules import nightly_evaluation
 from orchestration.sensors import new_dataset_versions
 
 defs = dg.Definitions(
-    assets=[*target_assets, ingest_dataset, quality_suite, *metric_assets, eval_summary, baseline_comparison],
+    # Each asset with its automation condition (orchestration/automation.py: the nightly evaluation).
+    assets=[*target_assets, *automated([ingest_dataset, *metric_assets, eval_summary, baseline_comparison]),
+            quality_suite],
     jobs=JOBS,
-    schedules=[nightly_evaluation],
-    sensors=[new_dataset_versions],
-    # datasets/ and out/ (rag_eval.duckdb: one table per asset, rows keyed by `version`); the
+    sensors=[new_dataset_versions, nightly_evaluation],
+    # datasets/ and out/ (tables/<asset>/<version>.parquet and the views of rag_eval.duckdb); the
     # judge the environment configures; `local` execution (`spark`: see the README).
     resources=build_resources(),
     # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).
