@@ -11,7 +11,7 @@ ARGS ?=
 $(BIN)/rag-eval: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres]'
 	@# The project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (containers often do), every
 	@# command would compile its ~100 modules again (~0.1 s of CPU); an edited module is compiled again as usual.
 	$(BIN)/python -m compileall -q metrics assets orchestration
@@ -22,9 +22,13 @@ setup: $(BIN)/rag-eval
 run: setup
 	$(BIN)/rag-eval run $(DATASET) $(ARGS)
 
-# With the network off where user namespaces allow it, so an accidental download fails the tests.
+# With the network off where namespaces allow it, so an accidental download fails the tests: as root a network
+# namespace alone (the PostgreSQL tests start their server as the `postgres` user), else in a user namespace.
 test: setup
-	@if unshare -rn true 2>/dev/null; then \
+	@if unshare -n true 2>/dev/null; then \
+		echo "running the tests with the network off (unshare -n, loopback only)"; \
+		unshare -n sh -c 'ip link set lo up 2>/dev/null; exec $(BIN)/python -m pytest'; \
+	elif unshare -rn true 2>/dev/null; then \
 		echo "running the tests with the network off (unshare -rn, loopback only)"; \
 		unshare -rn sh -c 'ip link set lo up 2>/dev/null; exec $(BIN)/python -m pytest'; \
 	else \
