@@ -216,3 +216,31 @@ def test_two_runs_of_one_version_at_once_give_a_clear_message(home):
     assert "Traceback" not in errors and "IntegrityError" not in errors, errors[-3000:]
     assert codes == [0, 2], errors[-3000:]
     assert "is being evaluated right now by another rag-eval run (PID" in errors
+
+
+def test_two_versions_judged_at_once_both_complete_and_lose_nothing(home):
+    """Each run stores its versions' tables in files of its own: neither waits for the other
+    (no "held by PID"), and every row of both versions is stored and queryable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DAGSTER_"))}
+    env["DAGSTER_HOME"] = str(home / "home")
+    files = {version: write(home / f"{version}.jsonl", lines) for version, lines in
+             (("v-first", FIQA_LINES[:6]), ("v-second", FIQA_LINES[6:10]))}
+    for version, path in files.items():  # the instance exists before the runs (two creating it at once collide)
+        assert cli.main(["register", str(path), "--dataset-version", version]) == 0
+    runs = [subprocess.Popen([sys.executable, "-m", "orchestration.cli", "run", str(path), "--dataset-version",
+                              version], cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True) for version, path in files.items()]
+    try:
+        outputs = [run.communicate(timeout=600) for run in runs]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+    errors = "\n".join(err for _, err in outputs)
+    assert [run.returncode for run in runs] == [0, 0], errors[-3000:]
+    assert "held by" not in errors and "Traceback" not in errors
+    with duckdb.connect(str(home / "out" / "rag_eval.duckdb"), read_only=True) as connection:
+        for table in ("faithfulness", "context_precision", "questions", "eval_summary"):
+            counts = connection.sql(f"select version, count(*) from eval.{table} group by 1 order by 1").fetchall()
+            assert counts == ([("v-first", 5), ("v-second", 5)] if table == "eval_summary"
+                              else [("v-first", 6), ("v-second", 4)]), table
