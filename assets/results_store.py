@@ -194,8 +194,9 @@ def refresh_views(root: Path, say: Callable[[str], None]) -> bool:
                 time.sleep(0.2)
                 continue
             why = f"is held by PID {holder[2]} ({holder[1]})" if holder else f"cannot be opened ({exc})"
+            then = "" if holder else " once the file is moved away"
             say(f"results database {database} {why}: its views of the tables are not updated (the results are "
-                f"stored in {root / TABLES}/; the next run updates them{'' if holder else ' once the file is moved away'})")
+                f"stored in {root / TABLES}/; the next run updates them{then})")
             return False
 
 

@@ -85,7 +85,9 @@ def automated(assets: list) -> list:
 
 nightly_evaluation = dg.AutomationConditionSensorDefinition(
     "nightly_evaluation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
-    run_tags={SCOPE_TAG: "version"},
+    # Runs, not an asset backfill: one run per version holding every asset the night requests for it
+    # (a backfill ran the gate in a run of its own after the summary's).
+    emit_backfills=False, run_tags={SCOPE_TAG: "version"},
     description=f"Evaluates the assets' automation conditions (orchestration/automation.py): at each tick of "
                 f"{NIGHTLY_CRON} ({NIGHTLY_TIMEZONE}; RAG_EVAL_CRON, RAG_EVAL_TIMEZONE), evaluates the versions "
                 "never evaluated and re-runs what changed (Dagster's Unsynced).")

@@ -285,7 +285,10 @@ def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
 
         # 4. The next night re-runs exactly what changed: a's response metrics, its summary and its gate.
         runs = deployment.wait_until("the automation's run", lambda: deployment.finished(5), 600)
-        [nightly] = [r for r in runs if r["tags"].get("dagster/sensor_name") == "nightly_evaluation"]
+        nightly = [r for r in runs if r["tags"].get("dagster/sensor_name") == "nightly_evaluation"]
+        assert len(nightly) == 1, [(r["jobName"], r["tags"].get("dagster/partition"), r["assets"], r["status"])
+                                   for r in runs]
+        [nightly] = nightly
         assert (nightly["tags"]["dagster/partition"], nightly["status"]) == (a, "SUCCESS")
         assert nightly["assets"] == ["answer_relevancy", "baseline_comparison", "eval_summary", "faithfulness"]
         assert nightly["tags"]["rag_eval/summary_scope"] == "version"
@@ -307,7 +310,8 @@ def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
         if password:  # the production instance's password is read from the environment, never written
             written = [p for p in (*deployment.root.rglob("*"), *deployment.home.rglob("*")) if p.is_file()]
             assert not [p for p in written if password.encode() in p.read_bytes()]
-        print(f"judge requests: backfill of 2 versions {backfill_requests}, sensor and nightly {len(judge.seen) - before}")
+        print(f"judge requests: backfill of 2 versions {backfill_requests}, "
+              f"sensor and nightly {len(judge.seen) - before}")
     finally:
         deployment.stop()
         judge.stop()

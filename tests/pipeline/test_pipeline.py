@@ -412,7 +412,8 @@ def test_llm_judge_in_the_graph_keeps_the_key_out_of_everything(llm_project, fiq
     everything = (json.dumps(summary) + "".join(metadata)
                   + "".join(r.message for r in project.instance.all_logs(result.run_id))
                   + (project.out / "v1" / "results.parquet").read_bytes().decode("latin-1")
-                  + "".join(t.decode("latin-1") for p in (project.out / "tables").rglob("*.parquet") for t in readable(p))
+                  + "".join(t.decode("latin-1") for path in (project.out / "tables").rglob("*.parquet")
+                            for t in readable(path))
                   + capsys.readouterr().out + caplog.text)
     assert project.secret not in everything
 

@@ -198,21 +198,26 @@ def test_sensor_gives_a_dropped_folder_a_key_that_sorts_by_time(tmp_path):
     assert store.versions() == [key] and store.samples_path(key).read_bytes() == content
 
 
-def test_two_runs_of_one_version_at_once_give_a_clear_message(home):
-    dataset = write(home / "same.jsonl", FIQA_LINES[:3])
-    env = {**os.environ, "DAGSTER_HOME": str(home / "home")}
-    command = [sys.executable, "-m", "orchestration.cli", "run", str(dataset), "--dataset-version", "v-same",
-               "--metrics", "faithfulness"]
-    runs = [subprocess.Popen(command, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True) for _ in range(2)]
+def at_once(home: Path, env: dict, *arguments: list[str]) -> tuple[list[int], str]:
+    """``rag-eval`` with each of ``arguments`` in ``home``, all started at once: their exit statuses and stderr."""
+    runs = [subprocess.Popen([sys.executable, "-m", "orchestration.cli", *args], cwd=home, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            for args in arguments]
     try:
-        outputs = [run.communicate(timeout=300) for run in runs]
+        outputs = [run.communicate(timeout=600) for run in runs]
     finally:
         for run in runs:
             if run.poll() is None:
                 os.killpg(run.pid, signal.SIGKILL)
-    codes = sorted(run.returncode for run in runs)
-    errors = "\n".join(err for _, err in outputs)
+    return [run.returncode for run in runs], "\n".join(err for _, err in outputs)
+
+
+def test_two_runs_of_one_version_at_once_give_a_clear_message(home):
+    dataset = write(home / "same.jsonl", FIQA_LINES[:3])
+    env = {**os.environ, "DAGSTER_HOME": str(home / "home")}
+    run = ["run", str(dataset), "--dataset-version", "v-same", "--metrics", "faithfulness"]
+    codes, errors = at_once(home, env, run, run)
+    codes = sorted(codes)
     assert "Traceback" not in errors and "IntegrityError" not in errors, errors[-3000:]
     assert codes == [0, 2], errors[-3000:]
     assert "is being evaluated right now by another rag-eval run (PID" in errors
@@ -227,17 +232,8 @@ def test_two_versions_judged_at_once_both_complete_and_lose_nothing(home):
              (("v-first", FIQA_LINES[:6]), ("v-second", FIQA_LINES[6:10]))}
     for version, path in files.items():  # the instance exists before the runs (two creating it at once collide)
         assert cli.main(["register", str(path), "--dataset-version", version]) == 0
-    runs = [subprocess.Popen([sys.executable, "-m", "orchestration.cli", "run", str(path), "--dataset-version",
-                              version], cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True) for version, path in files.items()]
-    try:
-        outputs = [run.communicate(timeout=600) for run in runs]
-    finally:
-        for run in runs:
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGKILL)
-    errors = "\n".join(err for _, err in outputs)
-    assert [run.returncode for run in runs] == [0, 0], errors[-3000:]
+    codes, errors = at_once(home, env, *(["run", str(path), "--dataset-version", v] for v, path in files.items()))
+    assert codes == [0, 0], errors[-3000:]
     assert "held by" not in errors and "Traceback" not in errors
     with duckdb.connect(str(home / "out" / "rag_eval.duckdb"), read_only=True) as connection:
         for table in ("faithfulness", "context_precision", "questions", "eval_summary"):
