@@ -14,8 +14,11 @@ sensor requests, per dataset version, one run of:
 * the summary when one of its metrics or fields is re-run or changed, the regression gate
   when its summary is.
 
-What Dagster's UI shows as "Unsynced" is what the next night re-runs; nothing changed,
-nothing is requested. The sensor's runs are tagged ``rag_eval/summary_scope=version``: a
+What Dagster's UI shows as "Unsynced" is what the next night re-runs, for what changed since
+the sensor's first tick (the sensor keeps what it saw in its cursor: a change made before it
+ever ran shows as Unsynced but waits for the next change or a materialization in the UI);
+nothing changed, nothing is requested. Other assets (time-partitioned ones too) take these
+conditions from :func:`nightly`, :func:`changed` and :func:`ready`. The sensor's runs are tagged ``rag_eval/summary_scope=version``: a
 re-run of some metrics still summarizes the whole version (``assets.summary``).
 """
 import os
