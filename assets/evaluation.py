@@ -97,7 +97,7 @@ def _metric_out(name: str, judge: str) -> dg.AssetOut:
     cls = METRICS[name]
     return dg.AssetOut(group_name=GROUPS[cls.family], code_version=metric_code_version(name, judge), kinds={"pandas"},
                        description=(cls.__doc__ or name).strip().splitlines()[0], is_required=False,
-                       metadata={"partition_expr": "version", "reads": list(cls.required_fields),
+                       metadata={"reads": list(cls.required_fields),
                                  "direction": cls.direction.value, "range": list(cls.value_range)})
 
 
@@ -149,15 +149,14 @@ def build_metric_assets() -> dg.AssetsDefinition:
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
         try:
-            with database.writing():  # every metric table over one connection
-                for (metric, _, metric_judge), results in zip(tasks, stored):
-                    frame = results.frame(["status", "value", "passed", *USAGE_COLUMNS])  # what the metadata reads
-                    metadata = metric_metadata(frame)
-                    metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
-                    metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
-                    for column in USAGE_COLUMNS:
-                        metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
-                    yield dg.Output(results, output_name=metric.name, metadata=metadata)  # stored, then deleted
+            for (metric, _, metric_judge), results in zip(tasks, stored):
+                frame = results.frame(["status", "value", "passed", *USAGE_COLUMNS])  # what the metadata reads
+                metadata = metric_metadata(frame)
+                metadata["judge"] = dg.MetadataValue.text(metric_judge.name)
+                metadata["threshold"] = dg.MetadataValue.float(metric.threshold)
+                for column in USAGE_COLUMNS:
+                    metadata[column] = dg.MetadataValue.int(int(frame[column].sum()))
+                yield dg.Output(results, output_name=metric.name, metadata=metadata)  # its file moved into place
         except BaseException:  # an output not stored (the step stopped): its file goes too
             for results in stored:
                 results.path.unlink(missing_ok=True)

@@ -56,7 +56,6 @@ def comparison_frame(comparison, version: str) -> pd.DataFrame:
     # Reads the results.parquet that eval_summary writes and the labels.jsonl that human_labels reads, of this
     # version and the baseline: new labels re-run the comparison too.
     deps=["eval_summary", "label_estimates"],
-    metadata={"partition_expr": "version"},
     check_specs=[dg.AssetCheckSpec(CHECK, asset="baseline_comparison", blocking=True, partitions_def=dataset_versions,
                                    description="No gated metric regressed beyond its margin against the baseline, "
                                                "and coverage did not drop beyond the limit. A baseline sharing no "

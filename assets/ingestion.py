@@ -89,11 +89,11 @@ READ_LINES = 2_000
     # versions never materialize these, and their ingestion does not need them.
     deps=["question_set", "system_contexts", "system_responses"],
     outs={
-        **{asset: dg.AssetOut(code_version="2", kinds={"pandas"}, metadata={"partition_expr": "version"},
+        **{asset: dg.AssetOut(code_version="2", kinds={"pandas"},
                               description=f"The {field} of every line of the version (id, row, {field}, "
                                           "problem: why it is unusable, unreadable: why the line is).")
            for field, asset in FIELD_ASSETS.items()},
-        "rejected_samples": dg.AssetOut(code_version="2", kinds={"pandas"}, metadata={"partition_expr": "version"},
+        "rejected_samples": dg.AssetOut(code_version="2", kinds={"pandas"},
                                         description="Lines no selected metric can use: row, line, id, reason and "
                                                     "the line as read."),
     },
@@ -140,19 +140,18 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
             context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
         context.log.info(f"{version}: {lines} lines, {len(report['rejected'])} rejected, "
                          f"{len(report['input_errors'])} with input errors, metrics {list(required)}")
-        with context.resources.io_manager.writing():  # the seven tables over one connection
-            for asset, writer in writers.items():  # each file copied into its table, then deleted
-                yield dg.Output(writer.close(), output_name=asset, metadata={"num_rows": lines},
-                                data_version=digests[asset].version())
-            rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
-                version=version, sample=lambda f: [sources[r] for r in f["row"]])
-            share = len(rejected) / lines
-            source_sha256 = sha256_of(path)
-            yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
-                            metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": lines,
-                                      "input_error_rows": len(report["input_errors"]), "source_sha256": source_sha256,
-                                      "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
-                                      "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version))})
+        for asset, writer in writers.items():  # each file moved into its place by the results store
+            yield dg.Output(writer.close(), output_name=asset, metadata={"num_rows": lines},
+                            data_version=digests[asset].version())
+        rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
+            version=version, sample=lambda f: [sources[r] for r in f["row"]])
+        share = len(rejected) / lines
+        source_sha256 = sha256_of(path)
+        yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
+                        metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": lines,
+                                  "input_error_rows": len(report["input_errors"]), "source_sha256": source_sha256,
+                                  "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
+                                  "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version))})
     finally:
         for writer in writers.values():  # a file not stored (the step failed or stopped) goes too
             writer.discard()

@@ -43,7 +43,6 @@ def labels_path(dataset_store: DatasetStore, version: str) -> Path:
     code_version="1",
     kinds={"pandas"},
     deps=["questions"],  # the rows the labels name: their ids
-    metadata={"partition_expr": "version"},
     description="People's labels of the version's rows, per (line, metric), from its labels.jsonl "
                 "(rag-eval annotate import); lines that cannot be used are listed in the metadata.",
 )
@@ -100,7 +99,6 @@ def markdown_estimates(estimates: dict) -> str:
     kinds={"pandas"},
     # Reads the labels and the metric tables itself, and adds to the summary.json that eval_summary wrote.
     deps=["human_labels", "eval_summary", *METRICS],
-    metadata={"partition_expr": "version"},
     description="Each labelled metric corrected by the labels: the prediction-powered (PPI++) estimate with its "
                 "95 % interval beside the judge's raw mean, and judge-human agreement; added to summary.json.",
 )

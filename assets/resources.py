@@ -2,24 +2,18 @@
 
 import json
 import os
-import re
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
 import dagster as dg
-import duckdb
-from dagster_duckdb.io_manager import DbIOManager, DuckDbClient
-from dagster_duckdb_pandas import DuckDBPandasIOManager, DuckDBPandasTypeHandler
 from pydantic import PrivateAttr, create_model
 
-from assets.stored_results import ResultWriter, StoredTable, TableFile, TableFileHandler
+from assets.results_store import ResultsStore
+from assets.stored_results import ResultWriter, TableFile
 
 from metrics.base import Metric
 from metrics.extras import MissingExtra, require
@@ -57,102 +51,6 @@ class DatasetStore(dg.ConfigurableResource):
                       if not p.parent.name.startswith(".")) if root.exists() else []
 
 
-class DatabaseUnavailable(OSError):
-    """The results database cannot be opened: held by another process past the wait, damaged or read-only."""
-
-
-def check_database(path: str | Path, wait: float = 60.0, say: Callable[[str], None] = print,
-                   config: dict | None = None) -> None:
-    """Open the DuckDB file ``path`` once (with the IO manager's connection ``config``),
-    before a run writes to it.
-
-    A file locked by another process is named with its holder at once (``say``), waited
-    for up to ``wait`` seconds, then refused naming the holder; a damaged, read-only or
-    otherwise unopenable file is refused at once (dagster-duckdb would retry it silently
-    for about 100 s). A file that does not exist yet passes.
-
-    Raises
-    ------
-    DatabaseUnavailable
-        With the file, the cause and, for a lock, the holding program and PID.
-    """
-    if not Path(path).exists():
-        return
-    deadline, told = time.monotonic() + wait, False
-    while True:
-        try:
-            duckdb.connect(str(path), config={"custom_user_agent": "dagster", **(config or {})}).close()
-            return
-        except duckdb.Error as exc:
-            holder = re.search(r"lock is held in (.*?) \(PID (\d+)\)", str(exc))
-            if holder is None:
-                raise DatabaseUnavailable(f"results database {path} cannot be opened: {exc}; move it away (a new one "
-                                          "is created) or pass another --out") from None
-            who = f"PID {holder[2]} ({holder[1]})"
-            if time.monotonic() >= deadline:
-                raise DatabaseUnavailable(f"results database {path} is still held by {who} after {wait:g} s; stop that "
-                                          "process (a DuckDB shell or notebook, another run) and try again") from None
-            if not told:
-                say(f"results database {path} is held by {who}; waiting up to {wait:g} s for it")
-                told = True
-            time.sleep(0.5)
-
-
-class ResultsDatabase(DuckDBPandasIOManager):
-    """The DuckDB IO manager of the asset tables (``<out>/rag_eval.duckdb``, schema ``eval``,
-    one table per asset, rows keyed by ``version``). When a run's resources start, it creates
-    the database's folder (a run launched by the daemon or the UI in a fresh clone has no
-    ``out/`` yet, and DuckDB cannot create a file there) and checks the file with
-    :func:`check_database` (held by another process: named, waited for ``lock_wait`` s).
-    Besides frames it stores the files steps write their rows to (``assets.stored_results``). The IO
-    manager it creates also finds, over a connection a step holds, the partitions of a
-    version of the tables an asset depends on (:meth:`ResultsTables.stored`: the metric
-    assets and the summary read their upstream tables so, chunk by chunk, with no input
-    events)."""
-
-    lock_wait: float = 60.0
-    # DuckDB's own default is 80 % of the machine's memory: it kept a version's texts cached as it copied them
-    # into their tables (+700 MB at 100,000 of the bench's lines); within this it evicts and spills instead
-    # (peak 680 MB for that ingestion, no slower).
-    connection_config: dict[str, Any] = {"memory_limit": "128MB"}
-
-    @staticmethod
-    def type_handlers():
-        return [DuckDBPandasTypeHandler(), TableFileHandler()]
-
-    def create_io_manager(self, context):
-        """Create the folder of ``database``, check the file, then create the IO manager."""
-        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
-
-        def say(message: str) -> None:  # in the run's log (the UI) and on stderr (the CLI shows no log)
-            if context.log:
-                context.log.warning(message)
-            print(message, file=sys.stderr)
-
-        check_database(self.database, self.lock_wait, say, self.connection_config)
-        client = _StepConnection()
-        return ResultsTables(DbIOManager(db_client=client, database=self.database, schema=self.schema_,
-                                         type_handlers=self.type_handlers(), default_load_type=self.default_load_type(),
-                                         io_manager_name="DuckDBIOManager"),
-                             client, self.database, self.schema_ or "public", self.connection_config)
-
-
-class _StepConnection(DuckDbClient):
-    """dagster-duckdb's client, on the connection a step holds for its outputs
-    (:meth:`ResultsTables.writing`) when there is one, else on a connection of its own."""
-
-    def __init__(self) -> None:
-        self.held = None
-
-    @contextmanager
-    def connect(self, context, table_slice):
-        if self.held is not None:
-            yield self.held
-        else:
-            with DuckDbClient.connect(context, table_slice) as connection:
-                yield connection
-
-
 class ReportStore(dg.ConfigurableResource):
     """Where each version's report files (``summary.json``, ``results.parquet``...) are written:
     ``<root>/<version>/``; and great-expectations' Data Docs site of every version,
@@ -179,55 +77,6 @@ class ReportStore(dg.ConfigurableResource):
         path = Path(self.root) / version
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-
-class ResultsTables(dg.IOManager):
-    """The run's IO manager (dagster-duckdb's, which it delegates to), plus :meth:`connection`,
-    :meth:`stored` and :meth:`writing`: one connection for what a step reads or writes, not
-    one per table (each DuckDB connection opens the file and checkpoints it on close, ~15-60 ms)."""
-
-    def __init__(self, inner: dg.IOManager, client: _StepConnection, database: str, schema: str,
-                 config: dict[str, Any]) -> None:
-        self.inner, self.client, self.schema = inner, client, schema
-        self.settings = SimpleNamespace(resource_config={"database": database, "connection_config": config})
-
-    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        self.inner.handle_output(context, obj)
-
-    def load_input(self, context: dg.InputContext) -> Any:
-        return self.inner.load_input(context)
-
-    @contextmanager
-    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection to the results database (dagster-duckdb's, retrying a file another
-        process holds), closed when the block ends."""
-        with DuckDbClient.connect(self.settings, None) as connection:
-            yield connection
-
-    @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Around an asset's ``yield`` of its outputs: they are written over one connection,
-        closed when the block ends (the file is not held while the step computes)."""
-        with self.connection() as connection:
-            self.client.held = connection
-            try:
-                yield
-            finally:
-                self.client.held = None
-
-    def stored(self, connection: duckdb.DuckDBPyConnection, version: str, tables: list[str]) -> dict[str, StoredTable]:
-        """``{table: its partition version}`` for each of ``tables`` holding rows of ``version``
-        (a metric never computed for it, or no rejected line, is left out), counted over
-        ``connection``; nothing else is read yet (:class:`assets.stored_results.StoredTable`)."""
-        present = {t for (t,) in connection.execute("select table_name from information_schema.tables "
-                                                    "where table_schema = ?", [self.schema]).fetchall()}
-        found: dict[str, StoredTable] = {}
-        for table in tables:
-            if table in present:
-                query = f"""select * from {self.schema}."{table}" where version = '{version.replace("'", "''")}'"""
-                if rows := connection.execute(f"select count(*) from ({query})").fetchone()[0]:
-                    found[table] = StoredTable(query, rows)
-        return found
 
 
 class ExecutionResource(dg.ConfigurableResource):
@@ -370,11 +219,11 @@ def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", 
                     execution: ExecutionResource | None = None) -> dict[str, Any]:
     """The resources of the evaluation graph, the one place they are wired (the code
     location's ``Definitions``, ``rag-eval`` and the tests): dataset versions under
-    ``datasets``, reports, ``rag_eval.duckdb`` (schema ``eval``, one table per asset) and
-    the Data Docs site under ``out`` (served at ``$RAG_EVAL_DATA_DOCS_URL`` when set), the
-    ``judge`` and where metrics are scored (``execution``; ``local`` by default, ``spark``
-    scores each metric's samples in Spark tasks)."""
+    ``datasets``, reports, the asset tables (``tables/<asset>/<version>.parquet``) and the
+    views of ``rag_eval.duckdb`` and the Data Docs site under ``out`` (served at
+    ``$RAG_EVAL_DATA_DOCS_URL`` when set), the ``judge`` and where metrics are scored (``execution``; ``local`` by
+    default, ``spark`` scores each metric's samples in Spark tasks)."""
     return {"dataset_store": DatasetStore(root=str(datasets)),
             "report_store": ReportStore(root=str(out), data_docs_url=os.environ.get("RAG_EVAL_DATA_DOCS_URL", "")),
             "judge": judge or JudgeResource(), "execution": execution or ExecutionResource(),
-            "io_manager": ResultsDatabase(database=str(Path(out) / "rag_eval.duckdb"), schema="eval")}
+            "io_manager": ResultsStore(root=str(out))}

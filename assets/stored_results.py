@@ -3,12 +3,12 @@
 Ingestion writes each chunk of lines it reads to one Parquet file per field asset, and
 the metric assets each chunk of judged rows to a file per metric, as it is judged
 (:class:`TableWriter`, :class:`ResultWriter`); each outputs a :class:`TableFile` naming
-its file, which the results database (``assets.resources.ResultsDatabase``) copies into
-the asset's table and deletes (:class:`TableFileHandler`). The metric assets read the field
-tables they depend on, and the summary each metric's table, as a :class:`StoredTable`,
-a query over the table read in bounded chunks over a connection the step holds. Memory
-stays flat as a version grows: Dagster keeps every output value of an in-process run until
-the run ends, and here that value is a file name, not the version's lines or results.
+its file, which the results store (``assets.results_store``) moves into the place of the
+asset partition. The metric assets read the field tables they depend on, and the summary
+each metric's table, as a :class:`StoredTable`, a query over the stored partition read in
+bounded chunks over a connection the step holds. Memory stays flat as a version grows:
+Dagster keeps every output value of an in-process run until the run ends, and here that
+value is a file name, not the version's lines or results.
 """
 from __future__ import annotations
 
@@ -19,13 +19,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import dagster as dg
 import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster._core.definitions.metadata import TableMetadataSet
-from dagster._core.storage.db_io_manager import DbTypeHandler, TableSlice
 
 from metrics.aggregate import USAGE_COLUMNS
 from metrics.formats import ragas_table
@@ -60,7 +57,7 @@ class TableFile:
         Raises
         ------
         FileNotFoundError
-            Once the results database has taken the file in.
+            Once the results store has moved the file into its place.
         """
         return pd.read_parquet(self.path, columns=list(columns) if columns else None)
 
@@ -234,36 +231,3 @@ def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd
                 part = frame if part is None else part.merge(frame, on="row", how="outer")
             table = ragas_table(results[results["row"].isin(part["row"])], part[list(columns)])
             table.to_csv(handle, index=False, header=start == 0, lineterminator="\r\n")
-
-
-class TableFileHandler(DbTypeHandler[TableFile]):
-    """Stores a :class:`TableFile` in DuckDB (``create table ... as`` or ``insert``, as
-    ``DuckDBPandasTypeHandler`` does a frame, with the same output metadata) and deletes
-    the file. Nothing loads a :class:`TableFile`: an input of an asset stored so loads its
-    rows as a DataFrame (the IO manager's default type)."""
-
-    def handle_output(self, context: dg.OutputContext, table_slice: TableSlice, obj: TableFile, connection):
-        table = f"{table_slice.schema}.{table_slice.table}"
-        source = f"read_parquet('{obj.path.as_posix()}')"
-        try:
-            if obj.rows:
-                connection.execute(f"create table if not exists {table} as select * from {source}")
-                if not connection.fetchall():  # no row count back: the table existed, so append
-                    connection.execute(f"insert into {table} select * from {source}")
-            else:
-                context.log.warning("Skipping DuckDB write for empty DataFrame. An empty table will not be created.")
-        finally:
-            obj.path.unlink(missing_ok=True)
-        context.add_output_metadata({
-            **(TableMetadataSet(partition_row_count=obj.rows, storage_kind="duckdb") if context.has_partition_key
-               else TableMetadataSet(row_count=obj.rows, storage_kind="duckdb")),
-            "dataframe_columns": dg.MetadataValue.table_schema(dg.TableSchema(
-                columns=[dg.TableColumn(name=name, type=dtype) for name, dtype in obj.dtypes]))})
-
-    def load_input(self, context: dg.InputContext, table_slice: TableSlice, connection):
-        raise TypeError(f"{context.asset_key.to_user_string()}: its rows are loaded as a DataFrame "
-                        "(the file they were written to is deleted once stored)")
-
-    @property
-    def supported_types(self):
-        return [TableFile]

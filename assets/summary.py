@@ -28,16 +28,21 @@ LISTED_LINES = 20
 _TABLE_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 
 
+#: The run tag giving the summary's scope when its config does not (the nightly evaluation's runs: ``version``).
+SCOPE_TAG = "rag_eval/summary_scope"
+
+
 class SummaryConfig(dg.Config):
     """``scale``: 1 keeps [0, 1]; 10 presents the [0, 1] metrics on dingo's 0-10 scale.
     ``dingo_layout``: also write ``summary_dingo.json`` in dingo 2.5's exact layout.
-    ``scope``: ``run`` (default) describes the metrics this run selected; ``version`` every
-    metric stored for the version, those of earlier runs marked so (the nightly schedule's
-    re-run of stale metrics refreshes the whole version's summary this way)."""
+    ``scope``: ``run`` describes the metrics this run selected; ``version`` every metric
+    stored for the version, those of earlier runs marked so (the nightly evaluation's re-run
+    of changed metrics refreshes the whole version's summary this way); unset, the run's tag
+    :data:`SCOPE_TAG`, else ``run``."""
 
     scale: int = 1
     dingo_layout: bool = False
-    scope: str = "run"
+    scope: str | None = None
 
 
 def markdown_table(summary: dict) -> str:
@@ -84,8 +89,9 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     """Aggregate the run's metric results and write the version's report files (the body of the
     ``eval_summary`` asset, :func:`summary_asset`)."""
     version = context.partition_key
-    if config.scope not in ("run", "version"):
-        raise dg.Failure(f"eval_summary scope must be 'run' or 'version', got {config.scope!r}")
+    scope = config.scope or context.run.tags.get(SCOPE_TAG, "run")
+    if scope not in ("run", "version"):
+        raise dg.Failure(f"eval_summary scope must be 'run' or 'version', got {scope!r}")
     database = context.resources.io_manager
     # Held for the reads and the files written from the tables only: another process waits for the file meanwhile.
     with database.connection() as connection:
@@ -95,7 +101,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
         selected = [m for m in _selected_metrics(context) if m in stored]
         if not stored:
             raise dg.Failure(f"no metric has been computed for version {version}")
-        described = selected if selected and config.scope == "run" else list(stored)
+        described = selected if selected and scope == "run" else list(stored)
         azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
         # Every column but the evidence, which only input errors are described from (the Azure rows read it all).
         results = pd.concat([stored[m].frame(connection, compact=not azure) for m in described], ignore_index=True) \
@@ -158,12 +164,11 @@ def build_summary_asset() -> dg.AssetsDefinition:
         code_version=summary_code_version(),
         kinds={"pandas"},
         # Every metric asset and field asset is a dep: the summary reads the tables it describes itself, on
-        # demand over one connection (assets.resources.ResultsTables.stored; no input events per table); only
+        # demand over one connection (assets.results_store.PartitionFiles.stored; no input events per table); only
         # the metrics the run selected are summarized. A version whose
         # data changed shows its summary stale at once, like the metrics that read the changed field
         # (Dagster does not carry staleness downstream).
         deps=[*METRICS, "rejected_samples", *FIELD_ASSETS.values()],
-        metadata={"partition_expr": "version"},
         description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
                     "azure_results.jsonl for the version.",
     )(eval_summary)

@@ -101,7 +101,7 @@ def _cache(configuration: Configuration) -> JudgementCache:
 
 def _part_asset(role: str) -> dg.AssetsDefinition:
     @dg.asset(name=role, partitions_def=dataset_versions, group_name=GROUP, code_version=CALLING_VERSION,
-              kinds={"pandas"}, metadata={"partition_expr": "version"},
+              kinds={"pandas"},
               description=f"The {role} of the target run: kind, what it calls, declared version, parameters; "
                           "its data version is the part's version hash.")
     def _part(context: dg.AssetExecutionContext, dataset_store: DatasetStore) -> dg.Output[pd.DataFrame]:
@@ -121,7 +121,6 @@ retriever, generator = _part_asset("retriever"), _part_asset("generator")
 
 
 @dg.asset(partitions_def=dataset_versions, group_name=GROUP, code_version=CALLING_VERSION, kinds={"pandas"},
-          metadata={"partition_expr": "version"},
           description="The question set of the target run: id, row, user_input, reference, retrieval_ground_truth, "
                       "problem (why user_input is unusable).")
 def question_set(context: dg.AssetExecutionContext, dataset_store: DatasetStore) -> dg.Output[pd.DataFrame]:
@@ -190,7 +189,7 @@ def _call(context: dg.AssetExecutionContext, configuration: Configuration, role:
 
 
 @dg.asset(partitions_def=dataset_versions, group_name=GROUP, code_version=CALLING_VERSION, kinds={"pandas"},
-          deps=[retriever], metadata={"partition_expr": "version"},
+          deps=[retriever],
           description="retrieved_contexts and retrieved_documents (ids and scores when the retriever gives them) "
                       "per question, with status (ok, target_error with its cause) and the call's cost.")
 def system_contexts(context: dg.AssetExecutionContext, dataset_store: DatasetStore,
@@ -211,7 +210,7 @@ def system_contexts(context: dg.AssetExecutionContext, dataset_store: DatasetSto
 
 
 @dg.asset(partitions_def=dataset_versions, group_name=GROUP, code_version=CALLING_VERSION, kinds={"pandas"},
-          deps=[generator], metadata={"partition_expr": "version"},
+          deps=[generator],
           description="The response per question from the generator given the question and its retrieved "
                       "contexts, with status and cost; writes the run's samples.jsonl for ingest_dataset.")
 def system_responses(context: dg.AssetExecutionContext, dataset_store: DatasetStore, question_set: pd.DataFrame,

@@ -37,18 +37,18 @@ def labels_changed(instance, resources: dict, version: str) -> str | None:
     from assets.labels import human_labels, label_estimates, labels_path
     from assets.registration import sha256_of
     from assets.summary import summary_asset
-    from orchestration.staleness import fresh, latest_materialization
+    from orchestration.records import latest_record, out_of_date
 
     path = labels_path(resources["dataset_store"], version)
-    read = latest_materialization(instance, "human_labels", version)
-    recorded = read.metadata["labels_sha256"].value if read else ""
+    read = latest_record(instance, "human_labels", version)
+    recorded = read.asset_materialization.metadata["labels_sha256"].value if read else ""
     current = sha256_of(path) if path.exists() else ""
     if current != recorded:
         return f"{path.name} is {'new' if not recorded else 'removed' if not current else 'changed'}"
     if current:
-        repository = dg.Definitions(assets=[ingest_dataset, *metric_assets(), summary_asset(), human_labels,
-                                            label_estimates], resources=resources).get_repository_def()
-        if not fresh(instance, repository, version, LABEL_ASSETS):
+        definitions = dg.Definitions(assets=[ingest_dataset, *metric_assets(), summary_asset(), human_labels,
+                                             label_estimates], resources=resources)
+        if out_of_date(instance, definitions, version, LABEL_ASSETS):
             return "the label estimates are out of date"
     return None
 

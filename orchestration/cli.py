@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                    end_of_startup, event_log_held_open, prepare_instance, start_judge_check)
+                                    end_of_startup, prepare_instance, start_judge_check)
 from orchestration.parsing import add_judge_arguments
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
@@ -189,7 +189,7 @@ def _main(argv: list[str] | None) -> int:
         return run_handler(args)
     # Entered, so loading definitions reads this instance's defs state, not an ambient one that
     # another instance left behind (Dagster does not reset it; in-process callers: its folder may be gone).
-    with prepare_instance() as args.instance, event_log_held_open(args.instance):
+    with prepare_instance() as args.instance:
         if args.command != "convert-trec":
             from orchestration.orphans import fail_orphaned_runs
 

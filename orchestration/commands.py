@@ -82,14 +82,10 @@ def register(args: argparse.Namespace) -> tuple[str, bool]:
 
 
 def check_out(args: argparse.Namespace) -> None:
-    """Refuse an ``--out`` that is not a folder, or whose results database cannot be used,
-    before anything is registered."""
-    from assets.resources import check_database
-
+    """Refuse an ``--out`` that is not a folder, before anything is registered."""
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file: pass a folder for the reports and rag_eval.duckdb")
-    check_database(out / "rag_eval.duckdb", say=lambda message: print(message, file=sys.stderr))
+        raise ValueError(f"--out {out} is a file: pass a folder for the reports and the results tables")
 
 
 @contextmanager
@@ -112,52 +108,12 @@ def only_run_of(version: str, out: Path):
         yield
 
 
-@contextmanager
-def event_log_held_open(instance, run_id: str | None = None):
-    """Keep a file of the instance's SQLite event log open while the block runs: its index, or
-    with ``run_id`` that run's own file (created here by Dagster, as for the run's first event;
-    removed again if no such run was made).
-
-    Dagster's SQLite event log opens a connection for each read or write and closes it after,
-    and the last connection to close a database in WAL mode checkpoints it and deletes its WAL:
-    every event written and every query paid for a checkpoint and a new WAL (the 76 events of a
-    200-row run took 3.8-4.3 s to store against 1.9-2.7 s with the files held; a zero-request
-    re-run's staleness check 0.88 s against 0.64 s). One more connection, idle (no transaction
-    open), leaves checkpoints to SQLite's own rule (every 1,000 pages): the same storage, files
-    and rows. Nothing is done for another storage (Postgres)."""
-    import sqlite3
-
-    from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
-
-    storage = instance.event_log_storage
-    connection = None
-    try:
-        if isinstance(storage, SqliteEventLogStorage):
-            if run_id:
-                instance.all_logs(run_id)  # Dagster creates the run's file: its tables, in WAL mode
-            connection = sqlite3.connect(storage.path_for_shard(run_id or INDEX_SHARD_NAME), timeout=30)
-            connection.execute("select count(*) from sqlite_master").fetchall()  # opened; no transaction kept
-        yield
-    finally:
-        if connection is not None:
-            connection.close()
-            if run_id and instance.get_run_by_id(run_id) is None:
-                for suffix in ("", "-wal", "-shm"):
-                    Path(storage.path_for_shard(run_id) + suffix).unlink(missing_ok=True)
-
-
 def execute_with_progress(metrics: list[str], version: str, run_config: dict, resources: dict, instance,
                           labels: bool = False):
     """Materialize ingestion, ``metrics`` and the summary in-process for ``version`` on
-    ``instance`` (with ``labels``, the human labels and the estimates they correct too), showing
-    each metric's progress (bars on a terminal, plain lines otherwise).
-    ``dg.materialize``'s own job (its name, selection and checks), given a run ID up front so
-    that the run's event-log file is held open (:func:`event_log_held_open`; ``orchestration.cli``
-    holds the index open for the whole command)."""
-    import uuid
-
+    ``instance`` (``dg.materialize``; with ``labels``, the human labels and the estimates they
+    correct too), showing each metric's progress (bars on a terminal, plain lines otherwise)."""
     import dagster as dg
-    from dagster._core.definitions.materialize import EPHEMERAL_JOB_NAME
 
     from assets.evaluation import metric_assets, progress_listeners
     from assets.ingestion import ingest_dataset
@@ -171,39 +127,40 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
     selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
     if labels:
         selection = selection | dg.AssetSelection.groups("labels")
-    job = dg.Definitions(jobs=[dg.define_asset_job(EPHEMERAL_JOB_NAME, selection=selection)], resources=resources,
-                         assets=[ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(), human_labels,
-                                 label_estimates]).resolve_job_def(EPHEMERAL_JOB_NAME)
-    run_id = str(uuid.uuid4())
-    with progress_display() as listener, event_log_held_open(instance, run_id):
+    with progress_display() as listener:
         progress_listeners.append(listener)
         try:
-            return job.execute_in_process(run_config=run_config, instance=instance, partition_key=version,
-                                          raise_on_error=False, tags=process_tags(), run_id=run_id)
+            return dg.materialize([ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(),
+                                   human_labels, label_estimates], selection=selection,
+                                  run_config=run_config, instance=instance, resources=resources,
+                                  partition_key=version, raise_on_error=False, tags=process_tags())
         finally:
             progress_listeners.remove(listener)
 
 
 def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tuple[str, dict] | None:
     """``(run_id, summary)`` of the run that evaluated ``version`` when running it again would
-    redo that run: Dagster reports the ingestion, every selected metric and the summary
-    materialized and not stale (its own staleness: code versions and data versions, as the
-    UI's "Unsynced"); the summary's run had the same run config, its summary the same metrics
-    and judge settings and no judge error (a new run would ask again); its files and
-    database are where this run would write them. Else ``None`` (the run goes ahead; it
-    writes again whatever is missing)."""
+    redo that run: the ingestion, every selected metric and the summary materialized and not
+    stale (``orchestration.records.out_of_date``: code versions and data versions, as the UI's
+    "Unsynced"); the summary's run had the same run config, its summary the same metrics and
+    judge settings and no judge error (a new run would ask again); its files and tables are
+    where this run would write them. Else ``None`` (the run goes ahead; it writes again
+    whatever is missing)."""
     import dagster as dg
 
     from assets.evaluation import metric_assets
     from assets.ingestion import ingest_dataset
+    from assets.results_store import table_file
     from assets.summary import summary_asset
     from metrics.registry import describe_judge, resolve_names
 
-    from orchestration.staleness import changed_since_ingestion, fresh, latest_record
+    from orchestration.records import changed_since_ingestion, latest_record, out_of_date
 
     folder = Path(args.out).resolve() / version
+    selected = resolve_names(args.metrics)
     files = [folder / "summary.json", folder / "results.parquet", folder / "ragas_scores.csv",
-             Path(args.out) / "rag_eval.duckdb", *([folder / "summary_dingo.json"] if args.dingo_summary else [])]
+             *([folder / "summary_dingo.json"] if args.dingo_summary else []),
+             *(table_file(args.out, asset, version) for asset in [*selected, "eval_summary"])]
     record = latest_record(args.instance, "eval_summary", version)
     if record is None or not all(f.is_file() for f in files):
         return None
@@ -213,39 +170,22 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
         return None
     summary = json.loads(files[0].read_text(encoding="utf-8"))
     judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge()), default=str))
-    selected, built = resolve_names(args.metrics), resources(args)
+    built = resources(args)
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
-            summary["dataset_meta"] != built["dataset_store"].meta(version) or \
-            not stored_in_database(files[3], version, [*selected, "eval_summary"]):
+            summary["dataset_meta"] != built["dataset_store"].meta(version):
         return None
     if changed_since_ingestion(args.instance, built["dataset_store"].samples_path(version), version):
         return None  # its file was replaced since it was ingested (Dagster does not see the file)
     run = args.instance.get_run_by_id(record.run_id)
     if run is None or run.run_config != run_config:
         return None
-    assets = [ingest_dataset, *metric_assets(), summary_asset()]
-    repository = dg.Definitions(assets=assets, resources=built).get_repository_def()
-    ingestion = [key.to_user_string() for key in dg.AssetSelection.groups("ingestion").resolve(repository.asset_graph)]
-    if not fresh(args.instance, repository, version, [*ingestion, *selected, "eval_summary"]):
+    definitions = dg.Definitions(assets=[ingest_dataset, *metric_assets(), summary_asset()], resources=built)
+    ingestion = [spec.key.to_user_string() for spec in definitions.resolve_all_asset_specs()
+                 if spec.group_name == "ingestion"]
+    if out_of_date(args.instance, definitions, version, [*ingestion, *selected, "eval_summary"]):
         return None
     return record.run_id, summary
-
-
-def stored_in_database(database: Path, version: str, tables: list[str]) -> bool:
-    """Whether every one of ``tables`` of the results database (schema ``eval``) holds rows of
-    ``version``; ``False`` also when the database cannot be read now (another run writes it)."""
-    import duckdb
-
-    try:
-        with duckdb.connect(str(database), read_only=True) as connection:
-            present = {t for (t,) in connection.execute(
-                "select table_name from information_schema.tables where table_schema = 'eval'").fetchall()}
-            return all(table in present and connection.execute(
-                f'select count(*) from eval."{table}" where version = ?', [version]).fetchone()[0]
-                for table in tables)
-    except duckdb.Error:
-        return False
 
 
 def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
@@ -329,7 +269,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     folder = Path(args.out) / version
     # This run's files only: a gate report left by an earlier `rag-eval gate` is not this run's.
     written = [p.name for p in sorted(folder.iterdir()) if p.is_file() and p.stat().st_mtime >= started - 0.5]
-    print(f"wrote {', '.join(written)} in {folder}/ and the tables of {Path(args.out) / 'rag_eval.duckdb'}")
+    print(f"wrote {', '.join(written)} in {folder}/ and its tables in {Path(args.out) / 'tables'}/ "
+          f"(SQL: {Path(args.out) / 'rag_eval.duckdb'})")
     if failed:
         print(f"warning: {failed} of {total} results are judge_error (the judge failed; reasons in results.parquet)",
               file=sys.stderr)
@@ -342,7 +283,7 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
     from orchestration.report import print_cannot_run, print_input_errors, print_rejected, print_table, print_unmeasured
 
     folder = Path(args.out) / version
-    print(f"dataset version {version} is up to date: Dagster reports its ingestion, {', '.join(summary['metrics'])} "
+    print(f"dataset version {version} is up to date: Dagster records its ingestion, {', '.join(summary['metrics'])} "
           f"and eval_summary materialized and not stale, by run {run_id} with the same options and judge; nothing "
           f"was run or sent. Its reports in {folder}/ are that run's; --force evaluates the version again",
           file=sys.stderr)
@@ -423,7 +364,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def has_labels(instance, dataset_store, version: str) -> bool:
     """Whether a run of ``version`` includes the label assets: it has a labels file, or had one."""
     from assets.labels import labels_path
-    from orchestration.staleness import latest_materialization
+    from orchestration.records import latest_record
 
     return labels_path(dataset_store, version).exists() or \
-        latest_materialization(instance, "human_labels", version) is not None
+        latest_record(instance, "human_labels", version) is not None

@@ -10,8 +10,8 @@ from assets.resources import build_resources
 from assets.summary import summary_asset
 from assets.targets import target_assets
 from metrics.registry import load_extensions
+from orchestration.automation import automated, nightly_evaluation
 from orchestration.jobs import JOBS
-from orchestration.schedules import nightly_evaluation
 from orchestration.sensors import new_dataset_versions
 
 
@@ -27,12 +27,12 @@ def build_definitions() -> dg.Definitions:
     """
     load_extensions()
     return dg.Definitions(
-        assets=[*target_assets, ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(), human_labels,
-                label_estimates, baseline_comparison],
+        # Each asset with its automation condition (orchestration/automation.py: the nightly evaluation).
+        assets=[*target_assets, *automated([ingest_dataset, *metric_assets(), summary_asset(), baseline_comparison,
+                                            label_estimates]), great_expectations_suite, human_labels],
         jobs=JOBS,
-        schedules=[nightly_evaluation],
-        sensors=[new_dataset_versions],
-        # datasets/ and out/ (rag_eval.duckdb: one table per asset, rows keyed by `version`); the
+        sensors=[new_dataset_versions, nightly_evaluation],
+        # datasets/ and out/ (tables/<asset>/<version>.parquet and the views of rag_eval.duckdb); the
         # judge the environment configures; `local` execution (`spark`: see the README).
         resources=build_resources(),
         # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).

@@ -1,7 +1,7 @@
 """The sensor: a new folder under datasets/ becomes a partition (renamed to a key that
 sorts by time by ``assets.registration``, the rule of ``rag-eval register``) and is
-evaluated; a changed samples.jsonl of a known version is re-ingested (its metrics then
-turn stale)."""
+evaluated; a changed samples.jsonl of a known version is re-ingested (the metrics that read
+what changed are then re-run by the nightly evaluation, ``orchestration.automation``)."""
 import os
 
 import dagster as dg
@@ -10,7 +10,7 @@ from assets.partitions import dataset_versions
 from assets.registration import adopt_folder
 from assets.resources import DatasetStore
 from orchestration.jobs import evaluation_job, ingestion_job
-from orchestration.staleness import changed_since_ingestion
+from orchestration.records import changed_since_ingestion
 
 #: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
 SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))

@@ -2,9 +2,9 @@
 
 Each configuration becomes a target run (a partition, ``assets/targets.py``). For each,
 the graph is materialized level by level — parts and question set, retrieval, generation,
-ingestion, metrics, summary — and at each level only the assets Dagster reports stale or
-missing for the partition run (the resolver behind the UI's "Unsynced";
-``orchestration/staleness.py``): an unchanged configuration runs nothing, a new generator
+ingestion, metrics, summary — and at each level only the assets stale or missing for the
+partition run (the rule of the UI's "Unsynced" on the versions Dagster recorded,
+``orchestration.records.out_of_date``): an unchanged configuration runs nothing, a new generator
 runs generation and the metrics whose fields changed, a new ``top_k`` retrieval and what
 its new contexts change. The parts and the question set, which Dagster cannot watch
 (they are files), run when their version hash or content differs from the last
@@ -51,10 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _recorded(instance, asset: str, key: str, field: str):
-    from orchestration.staleness import latest_materialization
+    from orchestration.records import latest_record
 
-    record = latest_materialization(instance, asset, key)
-    value = record.metadata.get(field) if record else None
+    record = latest_record(instance, asset, key)
+    value = record.asset_materialization.metadata.get(field) if record else None
     return getattr(value, "value", value)
 
 
@@ -89,9 +89,8 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
     from assets.summary import summary_asset
     from assets.targets import target_assets
     from orchestration.definitions import defs
-    from orchestration.staleness import latest_materialization, stale_assets
+    from orchestration.records import latest_record, out_of_date
 
-    repository = defs.get_repository_def()
     levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL,
               metrics, ["eval_summary"]]
     everything = [*target_assets, ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset()]
@@ -100,15 +99,14 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
         if depth == 0:
             todo = set(_first_level(instance, resources["dataset_store"], key))
         else:
-            todo = {a for a in level if a not in done and latest_materialization(instance, a, key) is None}
-            todo |= set(stale_assets(instance, repository, key, [a for a in level if a not in done]))
+            todo = set(out_of_date(instance, defs, key, [a for a in level if a not in done]))
         if not todo:
             continue
         for asset in list(todo):  # what is certain to turn stale next runs in the same run
             todo |= set(_FOLLOWERS.get(asset, ()))
         if todo & set(metrics):
             todo.add("eval_summary")
-        below = {a for later in levels[depth + 1:] for a in later if latest_materialization(instance, a, key) is None}
+        below = {a for later in levels[depth + 1:] for a in later if latest_record(instance, a, key) is None}
         selection = sorted(todo | below)
         ops = {op: c for op, c in run_config.get("ops", {}).items()  # Dagster refuses config of unselected ops
                if op in selection or (op == "ingest_dataset" and "questions" in selection)

@@ -1,8 +1,10 @@
 """The pipeline tests' temporary project; every test here runs Dagster (marked ``pipeline``, ``slow``)."""
+import functools
 import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -11,6 +13,7 @@ import pandas as pd
 import pytest
 
 from assets.resources import JudgeResource, build_resources
+from assets.summary import SCOPE_TAG
 from orchestration.definitions import defs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,10 +58,40 @@ class Project:
                               partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:
-        # The same connection settings as the IO manager: DuckDB refuses a second configuration in one process.
-        with duckdb.connect(str(self.database), config={"custom_user_agent": "dagster",
-                                                        "arrow_large_buffer_size": True}) as connection:
+        """``sql`` on the views of the results database, as a user runs it."""
+        with duckdb.connect(str(self.database), read_only=True) as connection:
             return connection.sql(sql).df()
+
+
+class Nights:
+    """The daemon's automation condition sensor, evaluated just after each night's tick of the
+    default cron (``0 2 * * *`` UTC), from tomorrow on: :meth:`next` gives what the night
+    requests, :meth:`run` runs it as the sensor's run would (tagged summary scope ``version``)."""
+
+    def __init__(self, instance: dg.DagsterInstance) -> None:
+        self.instance, self.cursor = instance, None
+        self.night = datetime.now(timezone.utc).replace(hour=2, minute=0, second=30, microsecond=0)
+
+    def next(self, definitions: dg.Definitions = defs) -> dict[str, set[str]]:
+        """``{version: assets requested}`` by the next night's evaluation of ``definitions``' conditions."""
+        self.night += timedelta(days=1)
+        # Dagster's tester writes its cursor reading the dynamic partitions again for each subset (4,000 queries,
+        # ~50 s here; the daemon's sensor reads them once a tick): read once for the evaluation, as the sensor does.
+        self.instance.get_dynamic_partitions = functools.cache(type(self.instance).get_dynamic_partitions.__get__(
+            self.instance))
+        try:
+            result = dg.evaluate_automation_conditions(defs=definitions, instance=self.instance, cursor=self.cursor,
+                                                       evaluation_time=self.night)
+        finally:
+            del self.instance.get_dynamic_partitions
+        self.cursor, requested = result.cursor, {}
+        for spec in definitions.resolve_all_asset_specs():
+            for version in result.get_requested_partitions(spec.key):
+                requested.setdefault(version, set()).add(spec.key.to_user_string())
+        return requested
+
+    def run(self, project: "Project", version: str, assets: set[str]):
+        return project.materialize(version, sorted(assets), tags={SCOPE_TAG: "version"}, raise_on_error=False)
 
 
 def materialized(result) -> set[str]:

@@ -35,6 +35,8 @@ import socket  # noqa: E402
 import time  # noqa: E402
 import urllib.request  # noqa: E402
 
+import duckdb  # noqa: E402
+
 import pytest  # noqa: E402
 
 from tests.judge_server import JudgeServer  # noqa: E402
@@ -59,22 +61,25 @@ def _reset_signals() -> None:
 
 
 class Deployment:
-    """A project folder (workspace.yaml, datasets/), a DAGSTER_HOME with the project's
-    dagster.yaml, and what `make dev` starts: `dagster dev` in its own process group and the
-    Data Docs site served over HTTP (its URL in RAG_EVAL_DATA_DOCS_URL)."""
+    """A project folder (workspace.yaml, datasets/), a DAGSTER_HOME with the instance's
+    dagster.yaml (the project's SQLite one, or ``deploy/postgres/``'s with ``DAGSTER_POSTGRES_URL``
+    in ``env``), and what `make dev` starts: `dagster dev` in its own process group and the Data
+    Docs site served over HTTP (its URL in RAG_EVAL_DATA_DOCS_URL)."""
 
-    def __init__(self, root: Path, judge_url: str) -> None:
+    def __init__(self, root: Path, judge_url: str, instance: Path = ROOT / "dagster_home" / "dagster.yaml",
+                 env: dict | None = None) -> None:
         self.root, self.home = root / "project", root / "home"
         self.root.mkdir()
         self.home.mkdir()
         shutil.copyfile(ROOT / "workspace.yaml", self.root / "workspace.yaml")
-        shutil.copyfile(ROOT / "dagster_home" / "dagster.yaml", self.home / "dagster.yaml")
+        shutil.copyfile(instance, self.home / "dagster.yaml")
         self.port, self.docs_port = _free_port(), _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DAGSTER_", "RAG_EVAL_"))}
         self.env.update(DAGSTER_HOME=str(self.home), RAG_EVAL_CRON="* * * * *", RAG_EVAL_SENSOR_INTERVAL="5",
                         RAG_EVAL_DATA_DOCS_URL=f"http://127.0.0.1:{self.docs_port}",
-                        OPENAI_BASE_URL=judge_url, OPENAI_API_KEY="sk-deployment-test", OPENAI_MODEL="judge-test")
+                        OPENAI_BASE_URL=judge_url, OPENAI_API_KEY="sk-deployment-test", OPENAI_MODEL="judge-test",
+                        **(env or {}))
         self.server: subprocess.Popen | None = None
         self.docs: subprocess.Popen | None = None
 
@@ -184,14 +189,22 @@ class Deployment:
         with urllib.request.urlopen(link, timeout=60) as response:
             return link, response.read().decode("utf-8")
 
-    def schedule_dry_run(self) -> dict:
-        data = self.graphql(
-            "mutation($s: ScheduleSelector!, $t: Float) { scheduleDryRun(selectorData: $s, timestamp: $t) { "
-            "... on DryRunInstigationTick { evaluationResult { skipReason error { message } "
-            "runRequests { runKey assetSelection { path } } } } ... on PythonError { message } } }",
-            s={"repositoryLocationName": "rag_eval", "repositoryName": "__repository__",
-               "scheduleName": "nightly_evaluation"}, t=time.time())
-        return data["scheduleDryRun"]["evaluationResult"]
+    def ticks(self, sensor: str) -> list[dict]:
+        """The sensor's ticks, oldest first: ``timestamp``, ``status``, ``runIds``."""
+        data = self.graphql("query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { "
+                            "sensorState { ticks(limit: 100) { timestamp status runIds error { message } } } } } }",
+                            s={"repositoryLocationName": "rag_eval", "repositoryName": "__repository__",
+                               "sensorName": sensor})
+        ticks = sorted(data["sensorOrError"]["sensorState"]["ticks"], key=lambda t: t["timestamp"])
+        assert not [t["error"] for t in ticks if t["error"]], ticks
+        return ticks
+
+    def night_passed(self, since: float) -> list[dict] | None:
+        """The automation sensor's ticks once one was evaluated after a tick of its cron (every minute
+        here) that came after ``since`` (seconds since the epoch): that night's requests are in."""
+        ticks = self.ticks("nightly_evaluation")
+        night = (int(since) // 60 + 1) * 60
+        return ticks if any(t["timestamp"] > night for t in ticks) else None
 
 
 def _most_at_once(runs: list[dict]) -> int:
@@ -211,37 +224,62 @@ def _write(folder: Path, rows: list[dict]) -> Path:
     return path
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def instance(request) -> tuple[Path, dict]:
+    """The instance the deployment runs on: the project's SQLite one, or the production one
+    (deploy/postgres/dagster.yaml) on a PostgreSQL server of the test's own."""
+    if request.param == "sqlite":
+        yield ROOT / "dagster_home" / "dagster.yaml", {}
+        return
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer().start()
+    try:
+        yield ROOT / "deploy" / "postgres" / "dagster.yaml", {"DAGSTER_POSTGRES_URL": server.url,
+                                                              "password": server.password}
+    finally:
+        server.stop()
+
+
 @pytest.mark.deployment
-def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
-    """What a user does after `make dev`: register two versions, backfill them from the CLI,
-    drop a new version folder for the sensor, let the schedule tick; every run the daemon
-    launches succeeds and writes its summary, and the schedule re-runs exactly what the UI
-    shows as Unsynced."""
+def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
+    """What a user does after `make dev`: register two versions, backfill them from the CLI (both
+    judged at once), drop a new version folder and change another for the sensor, let the nightly
+    automation tick; every run the daemon launches succeeds and writes its results, and the
+    automation re-runs exactly what the UI shows as Unsynced, then nothing."""
     rows = [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()[:4]]
+    dagster_yaml, env = instance
+    password = env.pop("password", None)
     judge = JudgeServer().start()
-    deployment = Deployment(tmp_path, judge.url)
+    deployment = Deployment(tmp_path, judge.url, dagster_yaml, env)
     a, b = "20261101T000000Z-a", "20261102T000000Z-b"
     try:
         # Two versions sharing their questions, contexts and references; b has other responses. Registered
-        # before `dagster dev` starts: two processes creating a new SQLite instance at once collide.
+        # before `dagster dev` starts: two processes creating a new SQLite instance at once collide. The
+        # automation sensor (running by default) is stopped until the backfill is done.
         staging = tmp_path / "staging"
         deployment.cli("rag-eval", "register", str(_write(staging / "a", rows)), "--dataset-version", a)
         deployment.cli("rag-eval", "register", str(_write(staging / "b", [dict(r, response=r["response"][:400])
                                                                            for r in rows])), "--dataset-version", b)
+        deployment.cli("dagster", "sensor", "stop", "nightly_evaluation", "-w", "workspace.yaml")
         deployment.start()
         deployment.wait_until("the code location", deployment.loaded, 300)
 
-        # 1. The README's backfill command; the daemon dequeues and runs both partitions.
+        # 1. The README's backfill command; the daemon dequeues both partitions and runs them at once, each
+        #    storing its results in files of its own: both complete, nothing lost.
         deployment.cli("dagster", "job", "backfill", "-w", "workspace.yaml", "-l", "rag_eval", "-j", "evaluation_job",
                        "--partitions", f"{a},{b}", "--noprompt")
         runs = deployment.wait_until("the backfill's runs", lambda: deployment.finished(2), 600)
         assert sorted((r["tags"]["dagster/partition"], r["status"]) for r in runs) == [(a, "SUCCESS"), (b, "SUCCESS")]
+        assert _most_at_once(runs) == 2
         backfill_requests = len(judge.seen)
+        with duckdb.connect(str(deployment.root / "out" / "rag_eval.duckdb"), read_only=True) as connection:
+            stored = connection.sql("select version, count(*) from eval.faithfulness group by 1 order by 1").fetchall()
+        assert stored == [(a, 4), (b, 4)]
         for version in (a, b):
             summary = json.loads((deployment.root / "out" / version / "summary.json").read_text())
             assert sorted(summary["metrics"]) == sorted(CORE) and summary["total"] == 4
             assert deployment.stale(version) == dict.fromkeys([*CORE, "eval_summary"], "FRESH")
-        assert deployment.schedule_dry_run()["skipReason"] == "every version is evaluated and fresh"
         # The regression gate's check ran in both runs and shows in the UI: passed (4 rows are too few to decide,
         # and b may have run before a had results).
         assert deployment.gate_checks() == {a: ("SUCCEEDED", True), b: ("SUCCEEDED", True)}
@@ -252,52 +290,55 @@ def test_daemon_runs_backfill_sensor_and_schedule(tmp_path):
         assert "Evaluated Expectations 16 Successful Expectations 16" in " ".join(
             re.sub(r"<[^>]+>", " ", page).split())
 
-        # 2. The sensor: a new version folder (renamed to a key that sorts by time), new responses for a.
+        # 2. The nightly automation on: its first night finds everything evaluated and fresh, and requests nothing.
+        started = time.time()
+        deployment.cli("dagster", "sensor", "start", "nightly_evaluation", "-w", "workspace.yaml")
+        deployment.wait_until("a night of the automation", lambda: deployment.night_passed(started), 300)
+        assert len(deployment.runs()) == 2
+
+        # 3. The sensor: a new version folder (renamed to a key that sorts by time), new responses for a.
         os.utime(_write(deployment.root / "datasets" / "c", rows[:2]), (1793664000, 1793664000))  # 2026-11-03 UTC
         _write(deployment.root / "datasets" / a, [dict(r, response=f"Regenerated: {r['response']}") for r in rows])
+        before = len(judge.seen)
         deployment.cli("dagster", "sensor", "start", "new_dataset_versions", "-w", "workspace.yaml")
         runs = deployment.wait_until("the sensor's runs", lambda: deployment.finished(4), 600)
         deployment.cli("dagster", "sensor", "stop", "new_dataset_versions", "-w", "workspace.yaml")
         sensed = sorted((r["jobName"], r["tags"]["dagster/partition"], r["status"]) for r in runs
-                        if "dagster/sensor_name" in r["tags"])
+                        if r["tags"].get("dagster/sensor_name") == "new_dataset_versions")
         c = sensed[0][1]
         assert re.fullmatch(r"\d{8}T\d{6}Z-c-[0-9a-f]{8}", c)  # assets.registration: <UTC time>-<name>-<hash>
         assert sensed == [("evaluation_job", c, "SUCCESS"), ("ingestion_job", a, "SUCCESS")]
         assert (deployment.root / "out" / c / "summary.json").exists() and (deployment.root / "datasets" / c).is_dir()
 
-        # 3. What the UI shows as Unsynced is what the schedule requests: a's response metrics and summary.
-        changed = {"faithfulness": "STALE", "answer_relevancy": "STALE", "eval_summary": "STALE"}
-        assert deployment.stale(a) == {**dict.fromkeys(CORE, "FRESH"), **changed}
-        assert deployment.stale(b) == deployment.stale(c) == dict.fromkeys([*CORE, "eval_summary"], "FRESH")
-        [planned] = deployment.schedule_dry_run()["runRequests"]
-        assert planned["runKey"].startswith(a)
-        # A re-run summary re-runs the regression gate and the label estimates it holds.
-        rerun = sorted([*changed, "baseline_comparison", "label_estimates"])
-        assert sorted(k["path"][0] for k in planned["assetSelection"]) == rerun
-
-        # 4. The schedule ticks (cron every minute in this test) and the daemon runs the request.
-        before = len(judge.seen)
-        deployment.cli("dagster", "schedule", "start", "nightly_evaluation", "-w", "workspace.yaml")
-        deployment.wait_until("the schedule's run", lambda: any(
-            "dagster/schedule_name" in r["tags"] for r in deployment.runs()), 180)
-        deployment.cli("dagster", "schedule", "stop", "nightly_evaluation", "-w", "workspace.yaml")
-        runs = deployment.wait_until("the schedule's run to finish", lambda: deployment.finished(5), 300)
-        [scheduled] = [r for r in runs if "dagster/schedule_name" in r["tags"]]
-        assert (scheduled["tags"]["dagster/partition"], scheduled["status"]) == (a, "SUCCESS")
-        assert scheduled["assets"] == rerun
+        # 4. The next night re-runs exactly what changed: a's response metrics, its summary and its gate.
+        runs = deployment.wait_until("the automation's run", lambda: deployment.finished(5), 600)
+        nightly = [r for r in runs if r["tags"].get("dagster/sensor_name") == "nightly_evaluation"]
+        assert len(nightly) == 1, [(r["jobName"], r["tags"].get("dagster/partition"), r["assets"], r["status"])
+                                   for r in runs]
+        [nightly] = nightly
+        assert (nightly["tags"]["dagster/partition"], nightly["status"]) == (a, "SUCCESS")
+        assert nightly["assets"] == ["answer_relevancy", "baseline_comparison", "eval_summary", "faithfulness"]
+        assert nightly["tags"]["rag_eval/summary_scope"] == "version"
         kinds = sorted(s.kind for s in judge.seen[before:] if s.path.endswith("/chat/completions"))
+        # c's rows are a's first two, answered from the cache: what is sent is a's re-run, one of each per row.
         assert kinds == ["answer_questions"] * 4 + ["statement_support"] * 4
         summary = json.loads((deployment.root / "out" / a / "summary.json").read_text())
         assert summary["total"] == 4 and sorted(summary["metrics"]) == sorted(CORE)
-        # The next night: nothing is stale, nothing is requested.
-        assert deployment.stale(a) == dict.fromkeys([*CORE, "eval_summary"], "FRESH")
-        assert deployment.schedule_dry_run()["skipReason"] == "every version is evaluated and fresh"
+        for version in (a, b, c):
+            assert deployment.stale(version) == dict.fromkeys([*CORE, "eval_summary"], "FRESH")
+        # The night after: nothing is stale, nothing is requested.
+        finished = max(r["endTime"] for r in runs)
+        deployment.wait_until("another night", lambda: deployment.night_passed(finished), 300)
         runs = deployment.runs()
-        assert all(r["status"] == "SUCCESS" for r in runs)
+        assert len(runs) == 5 and all(r["status"] == "SUCCESS" for r in runs)
         # The run queue of dagster.yaml: two runs at most at any time, never two of one version.
         assert _most_at_once(runs) <= 2
         assert all(_most_at_once([r for r in runs if r["tags"]["dagster/partition"] == v]) == 1 for v in (a, b, c))
-        print(f"judge requests: backfill of 2 versions {backfill_requests}, schedule re-run {len(judge.seen) - before}")
+        if password:  # the production instance's password is read from the environment, never written
+            written = [p for p in (*deployment.root.rglob("*"), *deployment.home.rglob("*")) if p.is_file()]
+            assert not [p for p in written if password.encode() in p.read_bytes()]
+        print(f"judge requests: backfill of 2 versions {backfill_requests}, "
+              f"sensor and nightly {len(judge.seen) - before}")
     finally:
         deployment.stop()
         judge.stop()

@@ -19,16 +19,18 @@ from assets.resources import JudgeResource
 from metrics.registry import CORE_METRICS
 from metrics.samples import sample_from_dict
 from orchestration.definitions import defs
-from orchestration.schedules import evaluated, nightly_requests
-from orchestration.staleness import stale_assets
+from orchestration.records import out_of_date
+from tests.conftest import readable
 from tests.judge_server import JudgeServer
-from tests.pipeline.conftest import Project, materialized
+from tests.pipeline.conftest import Nights, Project, materialized
 
 ROOT = Path(__file__).resolve().parents[2]
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
 FIELD_ASSETS = {"questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                 "retrieved_documents", "rejected_samples"}
-ALL_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary", "human_labels", "label_estimates", "baseline_comparison"}
+NIGHTLY_ASSETS = FIELD_ASSETS | set(CORE_METRICS) | {"eval_summary", "baseline_comparison"}  # a new version's night
+ALL_ASSETS = NIGHTLY_ASSETS | {"human_labels", "label_estimates"}
+EVALUATED = [*CORE_METRICS, "eval_summary"]
 
 
 @pytest.fixture
@@ -315,7 +317,7 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     written = (tmp_path / "out" / "tiny-v1" / "summary.json").stat().st_mtime_ns
     assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--scale", "10"]) == 0
     printed = capsys.readouterr()
-    assert "dataset version tiny-v1 is up to date: Dagster reports its ingestion, faithfulness" in printed.err
+    assert "dataset version tiny-v1 is up to date: Dagster records its ingestion, faithfulness" in printed.err
     assert "--force evaluates the version again" in printed.err and "3/3" in printed.out
     assert "wrote " not in printed.out and len(dg.DagsterInstance.get().get_runs()) == 1
     assert (tmp_path / "out" / "tiny-v1" / "summary.json").stat().st_mtime_ns == written
@@ -330,15 +332,14 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
     assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1"]) == 0
     assert "is up to date" not in capsys.readouterr().err and len(dg.DagsterInstance.get().get_runs()) == 3
     assert json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())["scale"] == "0-1"
-    # The same options, but the version's meta changed, then its rows gone from the database: it runs, twice.
+    # The same options, but the version's meta changed, then its summary's table file gone: it runs, twice.
     meta = tmp_path / "meta.json"
     meta.write_text('{"retriever": "bm25-v2"}', encoding="utf-8")
     assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--meta", str(meta)]) == 0
     assert "is up to date" not in capsys.readouterr().err
     assert json.loads((tmp_path / "out" / "tiny-v1" / "summary.json").read_text())["dataset_meta"] == \
         {"retriever": "bm25-v2"}
-    with duckdb.connect(str(tmp_path / "out" / "rag_eval.duckdb")) as connection:
-        connection.execute("delete from eval.eval_summary where version = 'tiny-v1'")
+    (tmp_path / "out" / "tables" / "eval_summary" / "tiny-v1.parquet").unlink()
     assert cli.main(["run", str(dataset), "--dataset-version", "tiny-v1", "--meta", str(meta)]) == 0
     assert "is up to date" not in capsys.readouterr().err and len(dg.DagsterInstance.get().get_runs()) == 5
     # Registering the same content again reuses its version; other content under the key is refused.
@@ -422,7 +423,9 @@ def test_llm_judge_in_the_graph_keeps_the_key_out_of_everything(llm_project, fiq
     everything = (json.dumps(summary) + "".join(metadata)
                   + "".join(r.message for r in project.instance.all_logs(result.run_id))
                   + (project.out / "v1" / "results.parquet").read_bytes().decode("latin-1")
-                  + project.database.read_bytes().decode("latin-1") + capsys.readouterr().out + caplog.text)
+                  + "".join(t.decode("latin-1") for path in (project.out / "tables").rglob("*.parquet")
+                            for t in readable(path))
+                  + capsys.readouterr().out + caplog.text)
     assert project.secret not in everything
 
 
@@ -432,55 +435,57 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
     project.write("20261102T000000Z-b", fiqa_rows[:2])
     assert project.run("20261101T000000Z-a").success and project.run("20261102T000000Z-b").success
     assert len(project.server.chat_requests()) == 4 * 5 and len(project.server.embedding_requests()) == 4
-    repository = defs.get_repository_def()
-    assert nightly_requests(project.instance, repository, "tick0") == []
+    nights = Nights(project.instance)
+    assert nights.next() == {}  # the automation sensor's first evaluation
+    assert nights.next() == {}  # nothing changed: nothing is requested
     project.write("20261101T000000Z-a", [dict(r, response=f"Regenerated: {r['response']}") for r in fiqa_rows])
     assert project.run("20261101T000000Z-a", job="ingestion_job").success
-    # Dagster's own resolver: the metrics that read responses and the summary, for version a only.
-    stale = stale_assets(project.instance, repository, "20261101T000000Z-a", evaluated())
+    # What the UI shows as Unsynced: the metrics that read responses and the summary, for version a only.
+    stale = out_of_date(project.instance, defs, "20261101T000000Z-a", EVALUATED)
     assert stale == {"faithfulness": "has a new dependency data version (responses)",
                      "answer_relevancy": "has a new dependency data version (responses)",
                      "eval_summary": "has a new dependency data version (responses)"}
-    assert stale_assets(project.instance, repository, "20261102T000000Z-b", evaluated()) == {}
-    from datetime import datetime, timezone
-
-    schedule = defs.resolve_schedule_def("nightly_evaluation")
-    [request] = schedule(dg.build_schedule_context(instance=project.instance, repository_def=repository,
-                                                   scheduled_execution_time=datetime(2026, 12, 1, 2, tzinfo=timezone.utc)))
-    assert request.run_key == "20261101T000000Z-a-20261201T0200" and request.partition_key == "20261101T000000Z-a"
-    assert {k.to_user_string() for k in request.asset_selection} == {"faithfulness", "answer_relevancy",
-                                                                     "eval_summary", "label_estimates",
-                                                                     "baseline_comparison"}
+    assert out_of_date(project.instance, defs, "20261102T000000Z-b", EVALUATED) == {}
+    # The next night's automation requests exactly those, and the regression gate after the summary.
+    [(version, selection)] = nights.next().items()
+    # label_estimates too: it was materialized (with no labels) and its summary is re-run.
+    assert (version, selection) == ("20261101T000000Z-a", {"faithfulness", "answer_relevancy", "eval_summary",
+                                                           "baseline_comparison", "label_estimates"})
     project.server.seen = []
-    result = project.materialize("20261101T000000Z-a", request.asset_selection)
-    assert result.success and materialized(result) == {"faithfulness", "answer_relevancy", "eval_summary",
-                                                       "label_estimates", "baseline_comparison"}
+    result = nights.run(project, version, selection)
+    assert result.success and materialized(result) == selection
     kinds = sorted(r.kind for r in project.server.chat_requests())
     assert kinds == ["answer_questions"] * 4 + ["statement_support"] * 4  # one of each per row, nothing else
     assert project.server.embedding_requests() == []  # the question and the scripted questions are cached
-    assert stale_assets(project.instance, repository, "20261101T000000Z-a", evaluated()) == {}
-    assert nightly_requests(project.instance, repository, "tick2") == []
+    # The run's summary describes the whole version (the sensor's runs are tagged summary scope "version").
+    summary = json.loads((project.out / version / "summary.json").read_text())
+    assert sorted(summary["metrics"]) == sorted(CORE_METRICS) and summary["total"] == 4
+    assert out_of_date(project.instance, defs, "20261101T000000Z-a", EVALUATED) == {}
+    assert nights.next() == {}
 
 
-def test_a_new_metric_code_version_makes_it_and_the_summary_stale(project, fiqa_rows, monkeypatch):
+def test_a_new_metric_code_version_makes_it_and_the_summary_stale_and_rerun_the_next_night(project, fiqa_rows,
+                                                                                          monkeypatch):
     from assets.evaluation import build_metric_assets
+    from assets.gate import baseline_comparison
     from assets.ingestion import ingest_dataset
     from assets.summary import build_summary_asset
     from metrics.registry import METRICS
+    from orchestration.automation import automated
 
     project.write("v1", fiqa_rows[:2])
     assert project.run("v1").success
-    assert stale_assets(project.instance, defs.get_repository_def(), "v1", evaluated()) == {}
+    assert out_of_date(project.instance, defs, "v1", EVALUATED) == {}
+    nights = Nights(project.instance)
+    assert nights.next() == {} and nights.next() == {}
     # A developer changes faithfulness's formula and bumps its version: the code location reloads.
     monkeypatch.setattr(METRICS["faithfulness"], "version", METRICS["faithfulness"].version + "-next")
-    reloaded = dg.Definitions(assets=[ingest_dataset, build_metric_assets(), build_summary_asset()],
-                              resources=project.resources)
-    # Loading reads the defs state of the instance in context; an instance of its own makes that one
-    # live (in one CI run the ambient one was an earlier test's, whose folder was gone).
-    with dg.instance_for_test():
-        repository = reloaded.get_repository_def()
-    stale = stale_assets(project.instance, repository, "v1", evaluated())
+    reloaded = dg.Definitions(assets=automated([ingest_dataset, build_metric_assets(), build_summary_asset(),
+                                                baseline_comparison]), resources=project.resources)
+    stale = out_of_date(project.instance, reloaded, "v1", EVALUATED)
+    requested = nights.next(reloaded)
     assert stale == {"faithfulness": "has a new code version", "eval_summary": "has a new code version"}
+    assert requested == {"v1": {"faithfulness", "eval_summary", "baseline_comparison"}}
 
 
 def test_a_new_version_pays_only_for_what_changed(llm_project, fiqa_rows):
@@ -504,13 +509,30 @@ def test_a_new_version_pays_only_for_what_changed(llm_project, fiqa_rows):
     assert summary["chat"].tolist() == [20, 8, len(project.server.chat_requests())]
 
 
-def test_nightly_schedule_requests_versions_never_evaluated(project, fiqa_rows):
+def test_the_next_night_evaluates_versions_never_evaluated_and_retries_failed_ones_only(project, fiqa_rows, tmp_path):
     project.write("20261101T000000Z-a", fiqa_rows[:2])
     project.write("20261102T000000Z-b", fiqa_rows[2:])
+    project.write("20261103T000000Z-c", [{"id": "x", "user_input": "What is an ETF?"}] * 3)  # nothing usable
+    project.write("20261104T000000Z-d", fiqa_rows[:1])
     assert project.run("20261101T000000Z-a").success
-    [request] = nightly_requests(project.instance, defs.get_repository_def(), "t")
-    assert (request.partition_key, request.asset_selection) == ("20261102T000000Z-b", None)
-    assert request.tags["rag_eval/reason"] == "not evaluated"
+    # d's run meets a dead endpoint: ingested, its blocking check passed, no metric judged.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    failed = Project(tmp_path, project.instance, JudgeResource(base_url=dead, model="judge-test")).run(
+        "20261104T000000Z-d")
+    assert not failed.success and materialized(failed) == FIELD_ASSETS | {"human_labels"}  # labels need no judge
+    nights = Nights(project.instance)
+    assert nights.next() == {}  # the sensor's first evaluation starts its memory: nothing is due yet
+    requested = nights.next()
+    assert requested == {"20261102T000000Z-b": NIGHTLY_ASSETS, "20261103T000000Z-c": NIGHTLY_ASSETS,
+                         "20261104T000000Z-d": NIGHTLY_ASSETS - FIELD_ASSETS}
+    for version in requested:
+        nights.run(project, version, requested[version])
+    # c's blocking check failed: its metrics are neither run nor retried; b and d are done; nothing is due.
+    assert nights.next() == {}
+    assert out_of_date(project.instance, defs, "20261103T000000Z-c", ["faithfulness"]) == {"faithfulness": "missing"}
+    assert out_of_date(project.instance, defs, "20261104T000000Z-d", EVALUATED) == {}
 
 
 def test_text_and_retrieval_datasets_share_one_database(project, fiqa_rows):
@@ -610,28 +632,3 @@ def test_a_dagster_run_against_a_dead_endpoint_fails_the_metric_step_naming_the_
     failures = {e.step_key: e.event_specific_data.error.message for e in result.all_events if e.is_step_failure}
     assert set(failures) == {"score_metrics"}  # the one step judging every selected metric
     assert all(f"the judge endpoint {url} cannot be reached: connection refused" in m for m in failures.values())
-
-
-def test_the_event_log_file_held_open_for_a_run_is_the_runs_and_goes_if_no_run_was_made(tmp_path):
-    """``rag-eval run`` holds its run's SQLite event-log file open from before the run: the events
-    Dagster writes are read back from it, and a file held for a run that was never made is removed."""
-    from orchestration.commands import event_log_held_open
-
-    with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
-        never = Path(instance.event_log_storage.path_for_shard("never-made"))
-        with event_log_held_open(instance, "never-made"):
-            assert never.is_file()  # created by Dagster, so its own writes find its tables
-        assert not never.exists()
-
-        @dg.asset
-        def one() -> int:
-            return 1
-
-        job = dg.Definitions(assets=[one], jobs=[dg.define_asset_job("j")]).resolve_job_def("j")
-        made = "0b5b6e1e-6c2a-4d49-9a53-3c2f7f0a1b2c"
-        with event_log_held_open(instance), event_log_held_open(instance, made):
-            assert job.execute_in_process(instance=instance, run_id=made).success
-        assert Path(instance.event_log_storage.path_for_shard(made)).is_file()
-        assert [e.dagster_event.event_type_value for e in
-                instance.all_logs(made, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)] == ["ASSET_MATERIALIZATION"]
-        assert instance.get_latest_materialization_event(dg.AssetKey("one")).run_id == made

@@ -15,6 +15,7 @@ import pytest
 import pyarrow.parquet as pq
 
 from assets.evaluation import FieldSamples
+from assets.results_store import PartitionFiles, table_file, write_frame
 from assets.ingestion import ContentDigest, content_version, samples_from_fields
 from assets.stored_results import (READ_ROWS, ResultWriter, StoredTable, write_ragas_csv_by_chunks,
                                    write_results_parquet)
@@ -37,20 +38,22 @@ def results(metric: str, rows: int, unjudged: int = 0) -> pd.DataFrame:
         columns=RESULT_COLUMNS)
 
 
-def stored(database, name: str, frame: pd.DataFrame) -> StoredTable:
-    """``frame`` stored as the DuckDB pandas IO manager stores it (schema ``eval``, partition ``v1``)."""
-    with duckdb.connect(str(database)) as connection:
-        connection.execute("create schema if not exists eval")
-        connection.execute(f"create table eval.{name} as select * from frame")
-    return StoredTable(f"select * from eval.{name} where version = 'v1'", len(frame))
+def stored(root: Path, name: str, frame: pd.DataFrame) -> StoredTable:
+    """``frame`` stored as the results store stores a DataFrame (partition ``v1`` of table ``name`` under
+    ``root``), as the store finds it."""
+    path = table_file(root, name, "v1")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_frame(frame, path)
+    with duckdb.connect() as connection:
+        return PartitionFiles(root).stored(connection, "v1", [name])[name]
 
 
 def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
     # the rows cross read chunks; the second metric has rows without pass/fail (boolean, not bool)
     first = results("faithfulness", READ_ROWS + 4_520).assign(version="v1")
     second = results("context_recall", 3, unjudged=1).assign(version="v1")
-    tables = [stored(tmp_path / "db.duckdb", "faithfulness", first), stored(tmp_path / "db.duckdb", "recall", second)]
-    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+    tables = [stored(tmp_path, "faithfulness", first), stored(tmp_path, "recall", second)]
+    with duckdb.connect() as connection:
         whole = pd.concat([t.frame(connection) for t in tables], ignore_index=True).drop(columns="version")
         whole.to_parquet(tmp_path / "whole.parquet", index=False)
         write_results_parquet(connection, tables, tmp_path / "chunks.parquet")
@@ -62,8 +65,8 @@ def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
 
 def test_compact_results_keep_details_of_input_errors_and_reasons_of_unscored_rows_only(tmp_path):
     frame = results("faithfulness", 3).assign(version="v1", status=["ok", "input_error", "ok"])
-    table = stored(tmp_path / "db.duckdb", "faithfulness", frame)
-    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+    table = stored(tmp_path, "faithfulness", frame)
+    with duckdb.connect() as connection:
         compact = table.frame(connection, compact=True)
     assert list(compact.columns) == [*RESULT_COLUMNS, "version"]
     assert list(compact["details"]) == [None, '{"i": 1}', None]
@@ -74,8 +77,8 @@ def test_compact_results_read_by_chunks_are_the_whole_table_with_each_repeated_t
     # two read chunks, pass/fail missing in the second only: the whole table's dtypes (passed: boolean)
     first = results("faithfulness", READ_ROWS + 10, unjudged=2).assign(version="v1")
     second = results("context_recall", 5).assign(version="v1")
-    tables = [stored(tmp_path / "db.duckdb", "faithfulness", first), stored(tmp_path / "db.duckdb", "recall", second)]
-    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+    tables = [stored(tmp_path, "faithfulness", first), stored(tmp_path, "recall", second)]
+    with duckdb.connect() as connection:
         whole, compact = tables[0].frame(connection), tables[0].frame(connection, compact=True)
         other = tables[1].frame(connection, compact=True)
     expected = whole.assign(reason=whole["reason"].where(whole["status"] != "ok", None), details=None)
@@ -107,9 +110,9 @@ def test_field_samples_by_slices_are_the_whole_versions_samples(tmp_path):
     contexts = pd.DataFrame({"id": [f"q{r}" for r in rows], "row": rows,
                              "retrieved_contexts": [f'["context {r}"]' for r in rows], "problem": None,
                              "unreadable": None, "version": "v1"})
-    fields = FieldSamples.stored({"user_input": stored(tmp_path / "db.duckdb", "questions", questions),
-                                  "retrieved_contexts": stored(tmp_path / "db.duckdb", "contexts", contexts)},
-                                 lambda: duckdb.connect(str(tmp_path / "db.duckdb")))
+    fields = FieldSamples.stored({"user_input": stored(tmp_path, "questions", questions),
+                                  "retrieved_contexts": stored(tmp_path, "contexts", contexts)},
+                                 duckdb.connect)
     whole = samples_from_fields({"user_input": questions, "retrieved_contexts": contexts})
     assert [s.row for s in whole] == [0, 1, 3, 5]
     assert len(fields) == 4 and fields[0:2] + fields[2:4] == whole and list(fields) == whole
@@ -132,8 +135,8 @@ def test_ragas_csv_written_by_chunks_is_the_whole_tables_file(tmp_path):
     for f in ("response", "retrieved_contexts", "reference"):
         merged = merged.merge(texts[f][["row", f]], on="row", how="outer")
     write_ragas_csv(ragas_table(scored, merged[columns]), tmp_path / "whole.csv")
-    tables = {f: stored(tmp_path / "db.duckdb", f, frame) for f, frame in texts.items()}
-    with duckdb.connect(str(tmp_path / "db.duckdb")) as connection:
+    tables = {f: stored(tmp_path, f, frame) for f, frame in texts.items()}
+    with duckdb.connect() as connection:
         write_ragas_csv_by_chunks(connection, scored, tables, columns, tmp_path / "chunks.csv")
     whole = (tmp_path / "whole.csv").read_bytes()
     assert whole.count(b"\r\n") == lines + 1 and (tmp_path / "chunks.csv").read_bytes() == whole
@@ -144,12 +147,9 @@ def test_a_version_replaced_while_it_is_judged_fails_the_step_naming_the_change(
     # (3 lines replaced by 2) must stop it, not judge a mix of the two contents or lose a line
     questions = pd.DataFrame({"id": ["a", "b", "c"], "row": [0, 1, 2], "user_input": ["q0", "q1", "q2"],
                               "problem": None, "unreadable": None, "version": "v1"})
-    database = tmp_path / "db.duckdb"
-    fields = FieldSamples.stored({"user_input": stored(database, "questions", questions)},
-                                 lambda: duckdb.connect(str(database)))
+    fields = FieldSamples.stored({"user_input": stored(tmp_path, "questions", questions)}, duckdb.connect)
     assert [s.user_input for s in fields[0:1]] == ["q0"]
-    with duckdb.connect(str(database)) as connection:
-        connection.execute("delete from eval.questions where row = 2")
+    stored(tmp_path, "questions", questions[questions["row"] != 2])  # its file replaced, as a new ingestion does
     with pytest.raises(dg.Failure, match=r"changed while it was being evaluated \(user_input: 3 rows at the start, "
                                          r"2 now; was it registered again\?\)"):
         fields[1:3]
@@ -171,8 +171,7 @@ def test_ingestion_by_chunks_stores_every_line_and_each_bad_line_with_its_reason
     # read two lines at a time: an unreadable line, a line lacking its response, a blank line (no row) and a
     # line no metric can use fall in different chunks; the tables and data versions are those of one chunk
     import assets.ingestion
-    from dagster._core.definitions.data_version import extract_data_version_from_entry
-
+    from orchestration.records import DATA_VERSION_TAG, latest_record
     from tests.pipeline.conftest import Project
 
     good = [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()[:3]]
@@ -191,8 +190,8 @@ def test_ingestion_by_chunks_stores_every_line_and_each_bad_line_with_its_reason
             assert result.success
             tables[version] = {t: project.query(f"select * exclude (version) from eval.{t} where version = '{version}' "
                                                 "order by row") for t in [*fields, "rejected_samples"]}
-            versions[version] = {t: extract_data_version_from_entry(instance.get_latest_data_version_record(
-                dg.AssetKey(t), partition_key=version).event_log_entry) for t in fields}
+            versions[version] = {t: latest_record(instance, t, version).asset_materialization.tags[DATA_VERSION_TAG]
+                                 for t in fields}
     chunked = tables["chunks"]
     for table in fields:
         assert chunked[table]["row"].tolist() == [0, 1, 2, 4, 5] and chunked[table].equals(tables["whole"][table])
