@@ -11,7 +11,7 @@ ARGS ?=
 $(BIN)/rag-eval: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,traces]'
 	@# The project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (containers often do), every
 	@# command would compile its ~100 modules again (~0.1 s of CPU); an edited module is compiled again as usual.
 	$(BIN)/python -m compileall -q metrics assets orchestration
