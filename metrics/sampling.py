@@ -22,10 +22,11 @@ trace without scores).
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -173,9 +174,9 @@ def judging_cost(samples: Sequence, metrics: Sequence, judge, price: tuple[float
     plans it (``metrics.cost.estimate_cost``) with ``judge`` *without* its judgement cache,
     at ``price`` (per million prompt and completion tokens). Nothing is sent."""
     from metrics.cost import estimate_cost
-    from metrics.judges.llm import LLMJudge
 
-    planner = LLMJudge(replace(judge.config, cache_path=None)) if isinstance(judge, LLMJudge) else judge
+    planner = copy.copy(judge)  # the same client and limits (planning sends nothing), no cache
+    planner.cache = None
 
     def cost_of(i: int) -> float:
         return estimate_cost([samples[i]], metrics, planner).cost(*price)

@@ -167,7 +167,9 @@ def _finish(trace_id: str, pending: _Pending) -> Trace | TraceProblem:
                 and "retrieved_documents" not in trace.problems:
             trace.retrieved_documents = [{"document_id": str(d["id"]), "relevance_score": d["score"]}
                                          for d in documents]
-    trace.prompt_tokens, trace.completion_tokens, trace.total_tokens = pending.tokens
+    # A count that could not be read leaves its total unknown (never a sum that silently lacks it).
+    trace.prompt_tokens, trace.completion_tokens, trace.total_tokens = (
+        None if key in pending.problems else count for key, count in zip(_TOKENS, pending.tokens))
     for name in ("user_input", "response"):
         value = getattr(trace, name)
         if value is not None and not isinstance(value, str):
