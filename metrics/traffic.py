@@ -150,12 +150,16 @@ class TrafficConfig:
 def file_hours(path: Path, format: str, mapping: dict[str, str] | None = None) -> Counter:
     """``{hour: spans or traces}`` of a trace file, ``hour`` counted since the epoch (UTC):
     every span's start for OTLP (``metrics.traces.otlp.span_times``: no JSON parsing), every
-    trace's start for the other formats."""
+    trace's start for the other formats. A file with no readable start at all is
+    ``{the hour it was last modified: 0}``: the partition of that hour reads it and reports
+    why none of its lines could be placed (never skipped silently)."""
     if format == "otlp":
         from metrics.traces.otlp import span_times
 
-        return Counter(t // HOUR_NS for t in span_times(path))
-    return Counter(t.start_ns // HOUR_NS for t in read_traces(path, format, mapping) if isinstance(t, Trace))
+        hours = Counter(t // HOUR_NS for t in span_times(path))
+    else:
+        hours = Counter(t.start_ns // HOUR_NS for t in read_traces(path, format, mapping) if isinstance(t, Trace))
+    return hours or Counter({path.stat().st_mtime_ns // HOUR_NS: 0})
 
 
 class TraceIndex:
