@@ -23,6 +23,8 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from assets.evaluation import metric_code_version
 from assets.partitions import traffic_config, traffic_windows
@@ -31,7 +33,7 @@ from metrics.drift import DROP, drift
 from metrics.registry import build_metrics
 from metrics.sampling import Budget, judging_cost, select
 from metrics.scoring import results_frame, score_all
-from metrics.traces import frame_traces, problems_frame, to_sample, traces_frame
+from metrics.traces import problems_frame, table_traces, to_sample, traces_table
 from metrics.traffic import HOUR_NS, TrafficConfig, TraceIndex, read_window, write_traces
 from metrics.traffic_report import partition_summary, read_summaries, traffic_html
 
@@ -189,7 +191,7 @@ def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfi
     """Select the partition's sample (``metrics.sampling.select``)."""
     settings = traffic_store.settings()
     folder = traffic_store.folder(context.partition_key)
-    traces = frame_traces(pd.read_parquet(folder / "traces.parquet"))
+    traces = table_traces(pq.read_table(folder / "traces.parquet"))
     rows = settings.budget_rows if config.budget_rows is None else config.budget_rows
     cost = settings.budget_cost if config.budget_cost is None else config.budget_cost
     seed = settings.seed if config.seed is None else config.seed
@@ -202,10 +204,11 @@ def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfi
         samples = [to_sample(t, i) for i, t in enumerate(traces)]
         cost_of = judging_cost(samples, build_metrics(traffic_config.metrics), judge.get_judge(), budget.price)
     selection = select(traces, budget, seed, settings.strata, cost_of)
-    frame = traces_frame([traces[i] for i in selection.rows]).assign(
-        stratum=pd.Series(selection.stratum, dtype="string"), estimated_cost=pd.Series(selection.costs, dtype=float))
+    table = traces_table([traces[i] for i in selection.rows]).append_column(
+        "stratum", pa.array(selection.stratum, pa.string())).append_column(
+        "estimated_cost", pa.array(selection.costs, pa.float64()))
     partial, final = _atomic(folder, "sample.parquet")
-    frame.to_parquet(partial, index=False)
+    pq.write_table(table, partial)
     partial.replace(final)
     drawn = {"rows": rows, "cost": budget.cost, "price": list(budget.price), "seed": seed, "strata": settings.strata,
              "estimated_cost": selection.total_cost, "per_stratum": selection.strata}
@@ -213,7 +216,8 @@ def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfi
     context.log.info(f"{context.partition_key}: {len(selection.rows)} of {len(traces)} traces sampled "
                      f"(budget: {rows} rows, cost {budget.cost if budget.cost is not None else 'unlimited'})")
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(hashlib.sha256(" ".join(frame["trace_id"]).encode()).hexdigest()[:16]),
+        data_version=dg.DataVersion(hashlib.sha256(" ".join(traces[i].trace_id for i in selection.rows).encode())
+                                    .hexdigest()[:16]),
         metadata={"traces": len(traces), "sampled": len(selection.rows), "budget_rows": rows,
                   "budget_cost": budget.cost if budget.cost is not None else -1.0,
                   "estimated_cost": float(selection.total_cost), "seed": seed,
@@ -237,7 +241,7 @@ def traffic_scores(context: dg.AssetExecutionContext, traffic_store: TrafficStor
                    judge: JudgeResource) -> dg.MaterializeResult:
     """Judge the sample (``metrics.scoring.score_all``; the judge's cache answers what was judged before)."""
     folder = traffic_store.folder(context.partition_key)
-    traces = frame_traces(pd.read_parquet(folder / "sample.parquet"))
+    traces = table_traces(pq.read_table(folder / "sample.parquet"))
     samples = [to_sample(t, i) for i, t in enumerate(traces)]
     scorer = judge.get_judge()
     metrics = build_metrics(traffic_config.metrics)

@@ -249,24 +249,19 @@ WRITE_TRACES = 10_000
 
 
 def write_traces(items: Iterator[Trace | TraceProblem], path: Path) -> WrittenTraces:
-    """Write the traces of ``items`` to the Parquet file ``path`` (``metrics.traces.traces_frame``'s
-    columns), :data:`WRITE_TRACES` at a time, and keep the problems: a stream of any length in
+    """Write the traces of ``items`` to the Parquet file ``path`` (``metrics.traces.TRACE_SCHEMA``), :data:`WRITE_TRACES` at a time, and keep the problems: a stream of any length in
     bounded memory (the problems and one latency a trace excepted)."""
-    import dataclasses
-
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from metrics.traces import traces_frame
+    from metrics.traces import TRACE_SCHEMA, traces_table
 
     written, digest, chunk, writer = WrittenTraces(), hashlib.sha256(), [], None
 
     def flush() -> None:
         nonlocal writer
-        table = pa.Table.from_pandas(traces_frame(chunk), preserve_index=False)
         if writer is None:
-            writer = pq.ParquetWriter(path, table.schema)
-        writer.write_table(table)
+            writer = pq.ParquetWriter(path, TRACE_SCHEMA)
+        writer.write_table(traces_table(chunk))
         chunk.clear()
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -281,7 +276,6 @@ def write_traces(items: Iterator[Trace | TraceProblem], path: Path) -> WrittenTr
             written.routes[item.route or "-"] += 1
             for name in TOKEN_FIELDS:
                 written.tokens[name] += getattr(item, name) or 0
-            digest.update(json.dumps(dataclasses.astuple(item), default=str, ensure_ascii=False).encode())
             if len(chunk) >= WRITE_TRACES:
                 flush()
         if chunk or writer is None:
@@ -289,5 +283,8 @@ def write_traces(items: Iterator[Trace | TraceProblem], path: Path) -> WrittenTr
     finally:
         if writer is not None:
             writer.close()
+    with open(path, "rb") as handle:  # the file's bytes: the same traces give the same file
+        while block := handle.read(1 << 20):
+            digest.update(block)
     written.digest = digest.hexdigest()[:16]
     return written

@@ -28,14 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from metrics.samples import Sample, sample_from_dict
 
 FORMATS = ("otlp", "langfuse", "table", "sql")
-#: Columns of a samples frame (:func:`traces_frame`), in order.
-TRACE_COLUMNS = ["trace_id", "start", "end", "latency_ms", "user_input", "response", "retrieved_contexts",
-                 "retrieved_documents", "prompt_tokens", "completion_tokens", "total_tokens", "route",
-                 "session_id", "user_id", "problems", "source"]
 #: Columns of a problems frame (:func:`problems_frame`), in order.
 PROBLEM_COLUMNS = ["file", "line", "field", "reason", "trace_id", "time"]
 
@@ -190,50 +187,44 @@ def to_sample(trace: Trace, row: int) -> Sample:
     return sample
 
 
-def traces_frame(traces: list[Trace]) -> pd.DataFrame:
-    """One row per trace, :data:`TRACE_COLUMNS` (``start``/``end`` UTC timestamps; lists and
-    ``problems`` as JSON text, so the frame writes to Parquet and DuckDB as it is)."""
-    rows = [{"trace_id": t.trace_id, "start": t.start_ns, "end": t.end_ns, "latency_ms": t.latency_ms,
-             "user_input": t.user_input, "response": t.response,
-             "retrieved_contexts": None if t.retrieved_contexts is None else json.dumps(t.retrieved_contexts,
-                                                                                         ensure_ascii=False),
-             "retrieved_documents": None if t.retrieved_documents is None else json.dumps(t.retrieved_documents,
-                                                                                           ensure_ascii=False),
-             "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
-             "total_tokens": t.total_tokens, "route": t.route, "session_id": t.session_id, "user_id": t.user_id,
-             "problems": json.dumps(t.problems, ensure_ascii=False) if t.problems else None, "source": t.source}
-            for t in traces]
-    frame = pd.DataFrame(rows, columns=TRACE_COLUMNS)
-    for column in ("start", "end"):
-        frame[column] = pd.to_datetime(frame[column].astype("int64"), unit="ns", utc=True)
-    for column in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        frame[column] = frame[column].astype("Int64")
-    frame["latency_ms"] = frame["latency_ms"].astype("float64")
-    for column in ("trace_id", "user_input", "response", "retrieved_contexts", "retrieved_documents", "route",
-                   "session_id", "user_id", "problems", "source"):
-        frame[column] = frame[column].astype("string")
-    return frame
+#: The Parquet schema of traces (:func:`traces_table`): times in UTC, lists as lists, ``problems`` as JSON text.
+TRACE_SCHEMA = pa.schema([
+    ("trace_id", pa.string()), ("start", pa.timestamp("ns", tz="UTC")), ("end", pa.timestamp("ns", tz="UTC")),
+    ("latency_ms", pa.float64()), ("user_input", pa.string()), ("response", pa.string()),
+    ("retrieved_contexts", pa.list_(pa.string())),
+    ("retrieved_documents", pa.list_(pa.struct([("document_id", pa.string()), ("relevance_score", pa.float64())]))),
+    ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("total_tokens", pa.int64()),
+    ("route", pa.string()), ("session_id", pa.string()), ("user_id", pa.string()), ("problems", pa.string()),
+    ("source", pa.string())])
 
 
-def frame_traces(frame: pd.DataFrame) -> list[Trace]:
-    """The traces of a frame written by :func:`traces_frame` (its inverse)."""
-    def text(value: Any) -> Any:
-        return None if value is None or value is pd.NA or (isinstance(value, float) and value != value) else value
+def traces_table(traces: list[Trace]) -> pa.Table:
+    """The traces as an Arrow table of :data:`TRACE_SCHEMA` (built column by column: no pandas)."""
+    columns = {
+        "trace_id": [t.trace_id for t in traces], "start": [t.start_ns for t in traces],
+        "end": [t.end_ns for t in traces], "latency_ms": [t.latency_ms for t in traces],
+        "user_input": [t.user_input for t in traces], "response": [t.response for t in traces],
+        "retrieved_contexts": [t.retrieved_contexts for t in traces],
+        "retrieved_documents": [t.retrieved_documents for t in traces],
+        "prompt_tokens": [t.prompt_tokens for t in traces], "completion_tokens": [t.completion_tokens for t in traces],
+        "total_tokens": [t.total_tokens for t in traces], "route": [t.route for t in traces],
+        "session_id": [t.session_id for t in traces], "user_id": [t.user_id for t in traces],
+        "problems": [json.dumps(t.problems, ensure_ascii=False) if t.problems else None for t in traces],
+        "source": [t.source for t in traces]}
+    return pa.Table.from_arrays([pa.array(columns[f.name], type=f.type) for f in TRACE_SCHEMA], schema=TRACE_SCHEMA)
 
-    def count(value: Any) -> int | None:
-        return None if text(value) is None else int(value)
 
+def table_traces(table: pa.Table) -> list[Trace]:
+    """The traces of a table written by :func:`traces_table` (its inverse; extra columns ignored)."""
+    table = table.select(TRACE_SCHEMA.names)
+    rows = table.drop_columns(["start", "end"]).to_pylist()
+    starts = table.column("start").cast(pa.int64()).to_pylist()
+    ends = table.column("end").cast(pa.int64()).to_pylist()
     traces = []
-    for r in frame.to_dict("records"):
-        contexts, documents, problems = (text(r[c]) for c in ("retrieved_contexts", "retrieved_documents", "problems"))
-        traces.append(Trace(
-            trace_id=r["trace_id"], start_ns=pd.Timestamp(r["start"]).value, end_ns=pd.Timestamp(r["end"]).value,
-            user_input=text(r["user_input"]), response=text(r["response"]),
-            retrieved_contexts=None if contexts is None else json.loads(contexts),
-            retrieved_documents=None if documents is None else json.loads(documents),
-            prompt_tokens=count(r["prompt_tokens"]), completion_tokens=count(r["completion_tokens"]),
-            total_tokens=count(r["total_tokens"]), route=text(r["route"]), session_id=text(r["session_id"]),
-            user_id=text(r["user_id"]), problems=json.loads(problems) if problems else {}, source=r["source"]))
+    for row, start, end in zip(rows, starts, ends):
+        del row["latency_ms"]
+        problems = row.pop("problems")
+        traces.append(Trace(**row, start_ns=start, end_ns=end, problems=json.loads(problems) if problems else {}))
     return traces
 
 

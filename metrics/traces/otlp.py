@@ -81,7 +81,7 @@ def hex_id(value: Any, length: int) -> str | None:
         return None
     text = value.lower()
     if len(text) == length and _HEX.fullmatch(text):
-        return None if set(text) == {"0"} else text
+        return text if text.strip("0") else None
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
@@ -185,29 +185,28 @@ class _Reader:
         self.pending: dict[str, _Pending] = {}
         self.done: set[str] = set()
 
-    def span(self, span: Any, where: str, service: str | None) -> Iterator[Trace | TraceProblem]:
-        file, line = where.rsplit(":", 1)
+    def span(self, span: Any, file: str, line: int, service: str | None) -> list[Trace | TraceProblem]:
+        """What reading one span gives: its problems, and its trace when it is the root."""
         if not isinstance(span, dict):
-            yield TraceProblem(file, int(line), "spans", f"a span is a JSON {type(span).__name__}, not an object")
-            return
+            return [TraceProblem(file, line, "spans", f"a span is a JSON {type(span).__name__}, not an object")]
         start = _time(span.get("startTimeUnixNano"))
         trace_id = hex_id(span.get("traceId"), 32)
         if trace_id is None:
-            yield TraceProblem(file, int(line), "traceId", f"missing or not a 16-byte id: {span.get('traceId')!r} "
-                               f"(span {span.get('name')!r})", None, start)
-            return
+            return [TraceProblem(file, line, "traceId", f"missing or not a 16-byte id: {span.get('traceId')!r} "
+                                 f"(span {span.get('name')!r})", None, start)]
         if trace_id in self.done:
-            yield TraceProblem(file, int(line), "spanId", f"span {span.get('name')!r} arrived after its trace's root "
-                               "span was read: it is not part of the trace's sample", trace_id, start)
-            return
+            return [TraceProblem(file, line, "spanId", f"span {span.get('name')!r} arrived after its trace's root "
+                                 "span was read: it is not part of the trace's sample", trace_id, start)]
+        out: list[Trace | TraceProblem] = []
+        where = f"{file}:{line}"
         pending = self.pending.get(trace_id)
         if pending is None:
             pending = self.pending[trace_id] = _Pending(where)
         end = _time(span.get("endTimeUnixNano"))
         for name, value in (("startTimeUnixNano", start), ("endTimeUnixNano", end)):
             if value is None:
-                yield TraceProblem(file, int(line), name, f"missing or not a number of nanoseconds: "
-                                   f"{span.get(name)!r} (span {span.get('name')!r})", trace_id)
+                out.append(TraceProblem(file, line, name, f"missing or not a number of nanoseconds: "
+                                        f"{span.get(name)!r} (span {span.get('name')!r})", trace_id))
         if start is not None and (pending.start is None or start < pending.start):
             pending.start = start
         if end is not None and (pending.end is None or end > pending.end):
@@ -218,28 +217,33 @@ class _Reader:
         documents: dict[int, dict[str, Any]] = {}
         messages: dict[int, dict[str, Any]] = {}
         for attribute in span.get("attributes") or ():
-            key = attribute.get("key") if isinstance(attribute, dict) else None
-            if not isinstance(key, str):
-                continue
-            if key in _WANTED:
-                target, slot = found, key
-            elif key.startswith(_DOCUMENTS):
-                rank, _, slot = key[len(_DOCUMENTS):].partition(".document.")
-                if not rank.isdigit() or slot not in ("content", "id", "score"):
+            try:
+                key, value = attribute["key"], attribute["value"]
+                if key in _WANTED:
+                    target, slot = found, key
+                elif key.startswith(_DOCUMENTS):
+                    rank, _, slot = key[20:].partition(".document.")  # 20: len(_DOCUMENTS)
+                    if not rank.isdigit() or slot not in ("content", "id", "score"):
+                        continue
+                    target = documents.setdefault(int(rank), {})
+                elif key.startswith(_INPUT_MESSAGES):
+                    index, _, slot = key[19:].partition(".message.")  # 19: len(_INPUT_MESSAGES)
+                    if not index.isdigit() or slot not in ("role", "content"):
+                        continue
+                    target = messages.setdefault(int(index), {})
+                else:
                     continue
-                target = documents.setdefault(int(rank), {})
-            elif key.startswith(_INPUT_MESSAGES):
-                index, _, slot = key[len(_INPUT_MESSAGES):].partition(".message.")
-                if not index.isdigit() or slot not in ("role", "content"):
-                    continue
-                target = messages.setdefault(int(index), {})
-            else:
+            except (TypeError, KeyError, AttributeError):
+                continue  # not an attribute object: nothing the conventions name
+            text = value.get("stringValue") if isinstance(value, dict) else None
+            if text is not None:
+                target[slot] = text
                 continue
             try:
-                target[slot] = any_value(attribute.get("value") or {})
-            except (ValueError, TypeError) as exc:
+                target[slot] = any_value(value)
+            except (ValueError, TypeError, AttributeError) as exc:
                 pending.problems.setdefault(_field_of(key), f"{where}: {key}: {exc}")
-                yield TraceProblem(file, int(line), key, f"unreadable value: {exc}", trace_id, start)
+                out.append(TraceProblem(file, line, key, f"unreadable value: {exc}", trace_id, start))
         kind = found.get("openinference.span.kind")
         kind = kind.upper() if isinstance(kind, str) else None
         if kind in ("CHAIN", "AGENT") and ("input.value" in found or "output.value" in found):
@@ -250,7 +254,7 @@ class _Reader:
             docs, problems = _documents(documents)
             for name, key, reason in problems:
                 pending.problems.setdefault(name, f"{where}: {key}: {reason}")
-                yield TraceProblem(file, int(line), key, reason, trace_id, start)
+                out.append(TraceProblem(file, line, key, reason, trace_id, start))
             pending.retrievals.append((start or 0, docs))
             if "input.value" in found:
                 pending.queries.append((start or 0, _member(found["input.value"], found.get("input.mime_type"),
@@ -266,7 +270,8 @@ class _Reader:
                     continue
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     pending.problems.setdefault(key, f"{where}: {key}: expected a whole number, got {value!r}")
-                    yield TraceProblem(file, int(line), key, f"expected a whole number, got {value!r}", trace_id, start)
+                    out.append(TraceProblem(file, line, key, f"expected a whole number, got {value!r}", trace_id,
+                                            start))
                     continue
                 pending.tokens[i] = (pending.tokens[i] or 0) + value
         for attribute, slot in (("session.id", "session"), ("user.id", "user")):
@@ -277,7 +282,8 @@ class _Reader:
             pending.route = route
         if not span.get("parentSpanId"):  # the root: the last span of its trace to end
             self.done.add(trace_id)
-            yield _finish(trace_id, self.pending.pop(trace_id))
+            out.append(_finish(trace_id, self.pending.pop(trace_id)))
+        return out
 
     def finish(self) -> Iterator[Trace | TraceProblem]:
         """The traces whose root span never came, in the order their first span was read."""
@@ -343,7 +349,7 @@ def read_otlp(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
                     yield TraceProblem(str(path), number, "resourceSpans",
                                        "missing: not an OTLP ExportTraceServiceRequest line")
                     continue
-                where = f"{path}:{number}"
+                file = str(path)
                 for resource_spans in resources:
                     if not isinstance(resource_spans, dict):
                         yield TraceProblem(str(path), number, "resourceSpans", "an item is not an object")
@@ -355,7 +361,9 @@ def read_otlp(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
                     for scope in resource_spans.get("scopeSpans") or resource_spans.get("instrumentationLibrarySpans") \
                             or ():
                         for span in (scope.get("spans") or ()) if isinstance(scope, dict) else ():
-                            yield from reader.span(span, where, service)
+                            found = reader.span(span, file, number, service)
+                            if found:
+                                yield from found
     yield from reader.finish()
 
 

@@ -27,6 +27,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from metrics.samples import sample_from_dict
 from metrics.traces import Trace, TraceProblem
 from metrics.traces.langfuse import iso_ns
 
@@ -129,7 +130,12 @@ def trace_from_row(row: Mapping[str, Any], columns: dict[str, tuple[str, ...]], 
     documents = _list(values.get("retrieved_documents"))
     ids, scores = _list(values.get("document_ids")), _list(values.get("document_scores"))
     if documents is not None:
-        trace.retrieved_documents = documents  # validated as Azure's field by metrics.samples
+        checked = sample_from_dict({"retrieved_documents": documents}, 0)  # Azure's field, as a sample takes it
+        if "retrieved_documents" in checked.problems:
+            problems.append(("retrieved_documents", named["retrieved_documents"],
+                             checked.problems["retrieved_documents"]))
+        else:
+            trace.retrieved_documents = checked.retrieved_documents
     elif ids is not None:
         if isinstance(ids, list) and (scores is None or (isinstance(scores, list) and len(scores) == len(ids))):
             trace.retrieved_documents = [{"document_id": str(d), "relevance_score": s}

@@ -6,10 +6,10 @@ import json
 import pandas as pd
 import pytest
 
-from metrics.traces import Trace, TraceProblem, frame_traces, read_traces, to_sample, traces_frame
+from metrics.traces import Trace, TraceProblem, read_traces, table_traces, to_sample, traces_table
 from metrics.traces.otlp import hex_id, span_times
 
-T0 = 1_793_577_600_000_000_000  # 2026-11-01T00:00:00Z in ns
+T0 = 1_793_491_200_000_000_000  # 2026-11-01T00:00:00Z in ns
 MS = 1_000_000
 
 
@@ -72,7 +72,7 @@ def test_an_openinference_trace_becomes_one_sample(tmp_path):
     assert (sample.id, sample.user_input, sample.retrieved_contexts, sample.problems) == \
         ("a" * 32, "What is BM25?", ["BM25 is a ranking function.", "It weighs terms."], {})
     # The samples frame holds the trace as it was read (session and user ids are metadata columns).
-    assert frame_traces(traces_frame([trace])) == [trace]
+    assert table_traces(traces_table([trace])) == [trace]
 
 
 def test_without_a_chain_span_the_retriever_query_and_llm_output_are_used(tmp_path):
