@@ -1,7 +1,7 @@
 """Production traffic, one time partition at a time: traces in, a judged sample, drift caught.
 
 ``traffic_samples`` reads the traces that started in the partition's window
-(``metrics.traffic.read_window``: OTLP/OpenInference span files, a Langfuse export, a table
+(``metrics.traffic.write_window``: OTLP/OpenInference span files, a Langfuse export, a table
 or a SQL query) into ``traces.parquet`` and keeps what could not be read in
 ``problems.parquet``; its check ``traffic_arrived`` fails when no traffic arrived (fewer
 than ``min_traces`` traces). ``traffic_sample`` draws the seeded, stratified sample within
@@ -33,8 +33,9 @@ from metrics.drift import DROP, drift
 from metrics.registry import build_metrics
 from metrics.sampling import Budget, judging_cost, select
 from metrics.scoring import results_frame, score_all
-from metrics.traces import problems_frame, table_traces, to_sample, traces_table
-from metrics.traffic import HOUR_NS, TrafficConfig, TraceIndex, read_window, write_traces
+from metrics.traces import problems_frame, to_sample
+from metrics.traces.parquet import table_traces, traces_table
+from metrics.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
 from metrics.traffic_report import partition_summary, read_summaries, traffic_html
 
 ARRIVED = "traffic_arrived"
@@ -145,7 +146,7 @@ def traffic_samples(context: dg.AssetExecutionContext, traffic_store: TrafficSto
     folder = traffic_store.folder(context.partition_key)
     partial, final = _atomic(folder, "traces.parquet")
     try:
-        written = write_traces(read_window(settings, traffic_store.index(settings), start, end), partial)
+        written = write_window(settings, traffic_store.index(settings), start, end, partial)
     except (OSError, ValueError) as exc:
         partial.unlink(missing_ok=True)
         raise dg.Failure(f"traffic source {settings.format}: {exc}", allow_retries=False) from exc

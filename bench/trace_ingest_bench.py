@@ -6,13 +6,15 @@ RETRIEVER span with three documents, an LLM span) into ``--files`` OTLP/JSON fil
 spans a line (the batch span processor's batch). Then, each in a process of its own, in the
 same run:
 
-* ours: ``metrics.traces.read_traces`` → ``metrics.traffic.write_traces`` (the samples as
-  Parquet, what ``traffic_samples`` does for a partition), streaming;
+* ours: ``metrics.traces.read_traces`` → ``metrics.traces.parquet.write_traces`` (the samples
+  as Parquet, what ``traffic_samples`` does for a partition), streaming, in one thread;
 * DuckDB: ``CREATE TABLE spans AS SELECT * FROM read_json('<files>')`` (the lines loaded as
   rows of nested structs, nothing turned into samples).
 
 Each process reports its wall time and its own peak resident memory (``VmHWM`` of
-/proc/self/status). The bounds: ours under 2x DuckDB's time, under 1.5 GB peak.
+/proc/self/status), ours with its reader processes' peaks added (``RUSAGE_CHILDREN``'s
+``ru_maxrss`` is the largest child only: each reader prints its own). The bounds: ours under
+2x DuckDB's time, under 1.5 GB peak.
 
     .venv/bin/python bench/trace_ingest_bench.py                 # 1,000,000 spans
     .venv/bin/python bench/trace_ingest_bench.py --spans 100000  # a quick look
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -118,7 +121,7 @@ def child(kind: str, folder: Path) -> None:
     started = time.perf_counter()
     if kind == "ours":
         from metrics.traces import read_traces
-        from metrics.traffic import write_traces
+        from metrics.traces.parquet import write_traces
 
         written = write_traces(read_traces(folder), folder / "samples.parquet")
         rows, problems = written.traces, len(written.problems)
@@ -129,8 +132,8 @@ def child(kind: str, folder: Path) -> None:
             connection.execute(f"create table spans as select * from read_json('{folder}/spans-*.jsonl', "
                                "format = 'newline_delimited')")
             rows, problems = connection.execute("select count(*) from spans").fetchone()[0], 0
-    print(json.dumps({"kind": kind, "seconds": time.perf_counter() - started, "peak_mb": _peak_mb(), "rows": rows,
-                      "problems": problems}))
+    print(json.dumps({"kind": kind, "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time(),
+                      "peak_mb": _peak_mb(), "rows": rows, "problems": problems}))
 
 
 def main() -> int:
@@ -163,9 +166,13 @@ def main() -> int:
                                   capture_output=True, text=True, check=True)
             figures[kind] = json.loads(done.stdout.strip().splitlines()[-1])
             f = figures[kind]
-            print(f"{kind:>6}: {f['seconds']:.1f} s, peak {f['peak_mb']:,.0f} MB, {f['rows']:,} rows")
+            print(f"{kind:>6}: {f['seconds']:.1f} s ({f['cpu_seconds']:.1f} s of CPU), peak {f['peak_mb']:,.0f} MB, "
+                  f"{f['rows']:,} rows")
         ratio = figures["ours"]["seconds"] / figures["duckdb"]["seconds"]
-        print(f"ours / DuckDB time: {ratio:.2f} (bound 2.00); ours peak {figures['ours']['peak_mb']:,.0f} MB "
+        cpu = figures["ours"]["cpu_seconds"] / figures["duckdb"]["cpu_seconds"]
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"ours / DuckDB time: {ratio:.2f} (bound 2.00), CPU time {cpu:.2f}; ours peak "
+              f"{figures['ours']['peak_mb']:,.0f} MB "
               f"(bound 1,536 MB); {figures['ours']['rows']:,} samples from {args.spans:,} spans, "
               f"{figures['ours']['problems']} problems")
     return 0

@@ -43,6 +43,7 @@ from typing import Any
 from metrics.registry import METRICS
 from metrics.sampling import STRATA, Budget
 from metrics.traces import FORMATS, Trace, TraceProblem, read_traces, source_files
+from metrics.traces.parquet import WrittenTraces, within, write_traces
 
 HOUR_NS = 3600 * 10 ** 9
 #: Fields production traffic does not have: a metric reading one of them is refused.
@@ -209,6 +210,12 @@ def window_query(query: str, mapping: dict[str, str] | None) -> tuple[str, str]:
             quoted)
 
 
+def write_window(config: TrafficConfig, index: TraceIndex, start_ns: int, end_ns: int, path: Path) -> WrittenTraces:
+    """The traces starting in [start, end) written to the Parquet file ``path``
+    (``metrics.traces.parquet.write_traces``), streaming, and the problems met."""
+    return write_traces(read_window(config, index, start_ns, end_ns), path)
+
+
 def read_window(config: TrafficConfig, index: TraceIndex, start_ns: int,
                 end_ns: int) -> Iterator[Trace | TraceProblem]:
     """The traces starting in [start, end) and the problems met reading them (a problem
@@ -223,68 +230,4 @@ def read_window(config: TrafficConfig, index: TraceIndex, start_ns: int,
     else:
         items = read_traces(config.source, config.format, config.mapping,
                             files=window_files(index, config.source, start_ns, end_ns))
-    for item in items:
-        time = item.start_ns if isinstance(item, Trace) else item.time_ns
-        if time is None or start_ns <= time < end_ns:
-            yield item
-
-
-@dataclass
-class WrittenTraces:
-    """What :func:`write_traces` wrote: ``traces`` and ``problems`` counts, the problems
-    themselves, a ``digest`` of the traces' content (their data version), per-trace
-    latencies (ms), summed token counts and traces per route."""
-
-    traces: int = 0
-    problems: list[TraceProblem] = field(default_factory=list)
-    digest: str = ""
-    latencies: list[float] = field(default_factory=list)
-    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_FIELDS, 0))
-    routes: Counter = field(default_factory=Counter)
-
-
-TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
-#: Traces converted and written at a time.
-WRITE_TRACES = 10_000
-
-
-def write_traces(items: Iterator[Trace | TraceProblem], path: Path) -> WrittenTraces:
-    """Write the traces of ``items`` to the Parquet file ``path`` (``metrics.traces.TRACE_SCHEMA``), :data:`WRITE_TRACES` at a time, and keep the problems: a stream of any length in
-    bounded memory (the problems and one latency a trace excepted)."""
-    import pyarrow.parquet as pq
-
-    from metrics.traces import TRACE_SCHEMA, traces_table
-
-    written, digest, chunk, writer = WrittenTraces(), hashlib.sha256(), [], None
-
-    def flush() -> None:
-        nonlocal writer
-        if writer is None:
-            writer = pq.ParquetWriter(path, TRACE_SCHEMA)
-        writer.write_table(traces_table(chunk))
-        chunk.clear()
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        for item in items:
-            if isinstance(item, TraceProblem):
-                written.problems.append(item)
-                continue
-            chunk.append(item)
-            written.traces += 1
-            written.latencies.append(item.latency_ms)
-            written.routes[item.route or "-"] += 1
-            for name in TOKEN_FIELDS:
-                written.tokens[name] += getattr(item, name) or 0
-            if len(chunk) >= WRITE_TRACES:
-                flush()
-        if chunk or writer is None:
-            flush()
-    finally:
-        if writer is not None:
-            writer.close()
-    with open(path, "rb") as handle:  # the file's bytes: the same traces give the same file
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    written.digest = digest.hexdigest()[:16]
-    return written
+    return within(items, start_ns, end_ns)

@@ -25,12 +25,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
 
-from metrics.samples import Sample, sample_from_dict
+if TYPE_CHECKING:  # the readers import neither (their worker processes start faster)
+    import pandas as pd
+
+    from metrics.samples import Sample
 
 FORMATS = ("otlp", "langfuse", "table", "sql")
 #: Columns of a problems frame (:func:`problems_frame`), in order.
@@ -177,6 +178,8 @@ def source_files(source: str | Path, format: str) -> list[Path]:
 def to_sample(trace: Trace, row: int) -> Sample:
     """The :class:`metrics.samples.Sample` of ``trace`` (id: the trace id), the trace's own
     problems kept as the fields' problems."""
+    from metrics.samples import sample_from_dict
+
     sample = sample_from_dict({"id": trace.trace_id, "user_input": trace.user_input, "response": trace.response,
                                "retrieved_contexts": trace.retrieved_contexts,
                                "retrieved_documents": trace.retrieved_documents}, row)
@@ -187,49 +190,10 @@ def to_sample(trace: Trace, row: int) -> Sample:
     return sample
 
 
-#: The Parquet schema of traces (:func:`traces_table`): times in UTC, lists as lists, ``problems`` as JSON text.
-TRACE_SCHEMA = pa.schema([
-    ("trace_id", pa.string()), ("start", pa.timestamp("ns", tz="UTC")), ("end", pa.timestamp("ns", tz="UTC")),
-    ("latency_ms", pa.float64()), ("user_input", pa.string()), ("response", pa.string()),
-    ("retrieved_contexts", pa.list_(pa.string())),
-    ("retrieved_documents", pa.list_(pa.struct([("document_id", pa.string()), ("relevance_score", pa.float64())]))),
-    ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("total_tokens", pa.int64()),
-    ("route", pa.string()), ("session_id", pa.string()), ("user_id", pa.string()), ("problems", pa.string()),
-    ("source", pa.string())])
-
-
-def traces_table(traces: list[Trace]) -> pa.Table:
-    """The traces as an Arrow table of :data:`TRACE_SCHEMA` (built column by column: no pandas)."""
-    columns = {
-        "trace_id": [t.trace_id for t in traces], "start": [t.start_ns for t in traces],
-        "end": [t.end_ns for t in traces], "latency_ms": [t.latency_ms for t in traces],
-        "user_input": [t.user_input for t in traces], "response": [t.response for t in traces],
-        "retrieved_contexts": [t.retrieved_contexts for t in traces],
-        "retrieved_documents": [t.retrieved_documents for t in traces],
-        "prompt_tokens": [t.prompt_tokens for t in traces], "completion_tokens": [t.completion_tokens for t in traces],
-        "total_tokens": [t.total_tokens for t in traces], "route": [t.route for t in traces],
-        "session_id": [t.session_id for t in traces], "user_id": [t.user_id for t in traces],
-        "problems": [json.dumps(t.problems, ensure_ascii=False) if t.problems else None for t in traces],
-        "source": [t.source for t in traces]}
-    return pa.Table.from_arrays([pa.array(columns[f.name], type=f.type) for f in TRACE_SCHEMA], schema=TRACE_SCHEMA)
-
-
-def table_traces(table: pa.Table) -> list[Trace]:
-    """The traces of a table written by :func:`traces_table` (its inverse; extra columns ignored)."""
-    table = table.select(TRACE_SCHEMA.names)
-    rows = table.drop_columns(["start", "end"]).to_pylist()
-    starts = table.column("start").cast(pa.int64()).to_pylist()
-    ends = table.column("end").cast(pa.int64()).to_pylist()
-    traces = []
-    for row, start, end in zip(rows, starts, ends):
-        del row["latency_ms"]
-        problems = row.pop("problems")
-        traces.append(Trace(**row, start_ns=start, end_ns=end, problems=json.loads(problems) if problems else {}))
-    return traces
-
-
 def problems_frame(problems: list[TraceProblem]) -> pd.DataFrame:
     """One row per problem, :data:`PROBLEM_COLUMNS` (``time``: UTC timestamp, or missing)."""
+    import pandas as pd
+
     frame = pd.DataFrame([{"file": p.file, "line": p.line, "field": p.field, "reason": p.reason,
                            "trace_id": p.trace_id, "time": p.time_ns} for p in problems], columns=PROBLEM_COLUMNS)
     frame["time"] = pd.to_datetime(frame["time"].astype("Int64"), unit="ns", utc=True)

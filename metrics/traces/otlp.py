@@ -213,39 +213,28 @@ class _Reader:
             pending.end = end
         if service is not None:
             pending.service = service
+        raw = span.get("attributes") or ()
+        try:
+            attributes = {a["key"]: a["value"] for a in raw}
+        except (TypeError, KeyError):  # not every item an attribute object: the ones that are
+            attributes = {a["key"]: a["value"] for a in raw if isinstance(a, dict) and "key" in a and "value" in a}
         found: dict[str, Any] = {}
-        documents: dict[int, dict[str, Any]] = {}
-        messages: dict[int, dict[str, Any]] = {}
-        for attribute in span.get("attributes") or ():
-            try:
-                key, value = attribute["key"], attribute["value"]
-                if key in _WANTED:
-                    target, slot = found, key
-                elif key.startswith(_DOCUMENTS):
-                    rank, _, slot = key[20:].partition(".document.")  # 20: len(_DOCUMENTS)
-                    if not rank.isdigit() or slot not in ("content", "id", "score"):
-                        continue
-                    target = documents.setdefault(int(rank), {})
-                elif key.startswith(_INPUT_MESSAGES):
-                    index, _, slot = key[19:].partition(".message.")  # 19: len(_INPUT_MESSAGES)
-                    if not index.isdigit() or slot not in ("role", "content"):
-                        continue
-                    target = messages.setdefault(int(index), {})
-                else:
-                    continue
-            except (TypeError, KeyError, AttributeError):
-                continue  # not an attribute object: nothing the conventions name
-            text = value.get("stringValue") if isinstance(value, dict) else None
-            if text is not None:
-                target[slot] = text
-                continue
-            try:
-                target[slot] = any_value(value)
-            except (ValueError, TypeError, AttributeError) as exc:
-                pending.problems.setdefault(_field_of(key), f"{where}: {key}: {exc}")
-                out.append(TraceProblem(file, line, key, f"unreadable value: {exc}", trace_id, start))
+        errors: list[tuple[str, Exception]] = []
+        for key in attributes.keys() & _WANTED:
+            _take(attributes, key, found, key, errors)
         kind = found.get("openinference.span.kind")
         kind = kind.upper() if isinstance(kind, str) else None
+        documents: dict[int, dict[str, Any]] = {}
+        messages: dict[int, dict[str, Any]] = {}
+        prefix = _DOCUMENTS if kind == "RETRIEVER" else _INPUT_MESSAGES if kind == "LLM" else None
+        for key in [k for k in attributes if k.startswith(prefix)] if prefix else ():
+            index, _, slot = key[len(prefix):].partition(".document." if kind == "RETRIEVER" else ".message.")
+            if index.isdigit() and slot in (("content", "id", "score") if kind == "RETRIEVER" else ("role", "content")):
+                _take(attributes, key, (documents if kind == "RETRIEVER" else messages).setdefault(int(index), {}),
+                      slot, errors)
+        for key, exc in errors:
+            pending.problems.setdefault(_field_of(key), f"{where}: {key}: {exc}")
+            out.append(TraceProblem(file, line, key, f"unreadable value: {exc}", trace_id, start))
         if kind in ("CHAIN", "AGENT") and ("input.value" in found or "output.value" in found):
             pending.chains.append((start or 0, _member(found.get("input.value"), found.get("input.mime_type"),
                                                        _QUESTION_KEYS),
@@ -274,12 +263,13 @@ class _Reader:
                                             start))
                     continue
                 pending.tokens[i] = (pending.tokens[i] or 0) + value
-        for attribute, slot in (("session.id", "session"), ("user.id", "user")):
-            if isinstance(found.get(attribute), str | int) and getattr(pending, slot) is None:
-                setattr(pending, slot, str(found[attribute]))
-        route = found.get("http.route") or _route(found.get("metadata"))
-        if isinstance(route, str) and route and pending.route is None:
-            pending.route = route
+        if len(found) > 1:  # more than the span's kind: ids and the route, when a span carries them
+            for attribute, slot in (("session.id", "session"), ("user.id", "user")):
+                if isinstance(found.get(attribute), str | int) and getattr(pending, slot) is None:
+                    setattr(pending, slot, str(found[attribute]))
+            route = found.get("http.route") or _route(found.get("metadata"))
+            if isinstance(route, str) and route and pending.route is None:
+                pending.route = route
         if not span.get("parentSpanId"):  # the root: the last span of its trace to end
             self.done.add(trace_id)
             out.append(_finish(trace_id, self.pending.pop(trace_id)))
@@ -290,6 +280,19 @@ class _Reader:
         for trace_id, pending in self.pending.items():
             yield _finish(trace_id, pending)
         self.pending.clear()
+
+
+def _take(attributes: dict, key: str, target: dict, slot: str, errors: list) -> None:
+    """``target[slot]`` = the value of attribute ``key``; an unreadable value is added to ``errors``."""
+    value = attributes[key]
+    text = value.get("stringValue") if isinstance(value, dict) else None
+    if text is not None:
+        target[slot] = text
+        return
+    try:
+        target[slot] = any_value(value)
+    except (ValueError, TypeError, AttributeError) as exc:
+        errors.append((key, exc))
 
 
 def _field_of(key: str) -> str:

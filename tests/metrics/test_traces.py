@@ -6,7 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from metrics.traces import Trace, TraceProblem, read_traces, table_traces, to_sample, traces_table
+from metrics.traces import Trace, TraceProblem, read_traces, to_sample
+from metrics.traces.parquet import table_traces, traces_table
 from metrics.traces.otlp import hex_id, span_times
 
 T0 = 1_793_491_200_000_000_000  # 2026-11-01T00:00:00Z in ns
