@@ -33,7 +33,6 @@ import hashlib
 import json
 import math
 import os
-import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from metrics.registry import METRICS
+from metrics.settings import tool_section
 from metrics.sampling import STRATA, Budget
 from metrics.traces import FORMATS, Trace, TraceProblem, read_traces, source_files
 from metrics.traces.parquet import WrittenTraces, within, write_traces
@@ -128,20 +128,7 @@ class TrafficConfig:
         ValueError
             For a file that is not TOML, an unknown key (named with the file), or a bad value.
         """
-        source = Path(path) if path else Path("pyproject.toml")
-        values: dict[str, Any] = {}
-        if path or source.exists():
-            try:
-                document = tomllib.loads(source.read_text(encoding="utf-8"))
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"{source}: not valid TOML: {exc}") from exc
-            values = document.get("tool", {}).get("rag_eval", {}).get("traffic", {})
-            if path and not values:
-                values = {k: v for k, v in document.items() if k != "tool"}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"{source}: unknown traffic setting(s) {unknown}; known: {sorted(known)}")
+        values = tool_section(path, "traffic", {f.name for f in fields(cls)})
         if os.environ.get("RAG_EVAL_TRAFFIC_SOURCE"):
             values["source"] = os.environ["RAG_EVAL_TRAFFIC_SOURCE"]
         values.update({k: v for k, v in overrides.items() if v is not None})

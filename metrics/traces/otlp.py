@@ -36,6 +36,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from metrics.traces import Trace, TraceProblem
 
 _DOCUMENTS = "retrieval.documents."
@@ -87,6 +89,74 @@ def hex_id(value: Any, length: int) -> str | None:
     except (binascii.Error, ValueError):
         return None
     return raw.hex() if len(raw) * 2 == length and any(raw) else None
+
+
+class _Value(msgspec.Struct, frozen=True):
+    """An OTLP ``AnyValue``: one of its members is set (numbers may come as strings)."""
+
+    stringValue: str | None = None
+    intValue: int | str | None = None
+    doubleValue: float | str | None = None
+    boolValue: bool | None = None
+    arrayValue: Any = None
+    kvlistValue: Any = None
+    bytesValue: str | None = None
+
+
+class _Attribute(msgspec.Struct):
+    key: str
+    value: _Value = _Value()
+
+
+class _Span(msgspec.Struct):
+    """The members of a span the conventions use (the others are skipped as the line is decoded)."""
+
+    traceId: Any = None
+    parentSpanId: Any = None
+    name: Any = None
+    startTimeUnixNano: Any = None
+    endTimeUnixNano: Any = None
+    attributes: list[_Attribute] = []
+
+
+class _Scope(msgspec.Struct):
+    spans: list[_Span] = []
+
+
+class _Resource(msgspec.Struct, frozen=True):
+    attributes: tuple[_Attribute, ...] = ()
+
+
+class _ResourceSpans(msgspec.Struct):
+    resource: _Resource = _Resource()
+    scopeSpans: list[_Scope] = []
+    instrumentationLibrarySpans: list[_Scope] = []
+
+
+class _Request(msgspec.Struct):
+    resourceSpans: list[_ResourceSpans]
+
+
+#: Decodes a whole line into the structs above in one pass (msgspec, in C): the common case. A line it
+#: refuses (a member of another type somewhere) is read again leniently, span by span, to name the problem.
+_DECODE = msgspec.json.Decoder(_Request).decode
+
+
+def _value(value: _Value) -> Any:
+    """The Python value of an OTLP ``AnyValue`` (see :func:`any_value`)."""
+    if value.stringValue is not None:
+        return value.stringValue
+    if value.intValue is not None:
+        return int(value.intValue)
+    if value.doubleValue is not None:
+        return float(value.doubleValue)
+    if value.boolValue is not None:
+        return value.boolValue
+    if value.arrayValue is not None:
+        return any_value({"arrayValue": value.arrayValue})
+    if value.kvlistValue is not None:
+        return any_value({"kvlistValue": value.kvlistValue})
+    return value.bytesValue
 
 
 class _Pending:
@@ -185,39 +255,33 @@ class _Reader:
         self.pending: dict[str, _Pending] = {}
         self.done: set[str] = set()
 
-    def span(self, span: Any, file: str, line: int, service: str | None) -> list[Trace | TraceProblem]:
+    def span(self, span: _Span, file: str, line: int, service: str | None) -> list[Trace | TraceProblem]:
         """What reading one span gives: its problems, and its trace when it is the root."""
-        if not isinstance(span, dict):
-            return [TraceProblem(file, line, "spans", f"a span is a JSON {type(span).__name__}, not an object")]
-        start = _time(span.get("startTimeUnixNano"))
-        trace_id = hex_id(span.get("traceId"), 32)
+        start = _time(span.startTimeUnixNano)
+        trace_id = hex_id(span.traceId, 32)
         if trace_id is None:
-            return [TraceProblem(file, line, "traceId", f"missing or not a 16-byte id: {span.get('traceId')!r} "
-                                 f"(span {span.get('name')!r})", None, start)]
+            return [TraceProblem(file, line, "traceId", f"missing or not a 16-byte id: {span.traceId!r} "
+                                 f"(span {span.name!r})", None, start)]
         if trace_id in self.done:
-            return [TraceProblem(file, line, "spanId", f"span {span.get('name')!r} arrived after its trace's root "
+            return [TraceProblem(file, line, "spanId", f"span {span.name!r} arrived after its trace's root "
                                  "span was read: it is not part of the trace's sample", trace_id, start)]
         out: list[Trace | TraceProblem] = []
         where = f"{file}:{line}"
         pending = self.pending.get(trace_id)
         if pending is None:
             pending = self.pending[trace_id] = _Pending(where)
-        end = _time(span.get("endTimeUnixNano"))
+        end = _time(span.endTimeUnixNano)
         for name, value in (("startTimeUnixNano", start), ("endTimeUnixNano", end)):
             if value is None:
                 out.append(TraceProblem(file, line, name, f"missing or not a number of nanoseconds: "
-                                        f"{span.get(name)!r} (span {span.get('name')!r})", trace_id))
+                                        f"{getattr(span, name)!r} (span {span.name!r})", trace_id))
         if start is not None and (pending.start is None or start < pending.start):
             pending.start = start
         if end is not None and (pending.end is None or end > pending.end):
             pending.end = end
         if service is not None:
             pending.service = service
-        raw = span.get("attributes") or ()
-        try:
-            attributes = {a["key"]: a["value"] for a in raw}
-        except (TypeError, KeyError):  # not every item an attribute object: the ones that are
-            attributes = {a["key"]: a["value"] for a in raw if isinstance(a, dict) and "key" in a and "value" in a}
+        attributes = {a.key: a.value for a in span.attributes}
         found: dict[str, Any] = {}
         errors: list[tuple[str, Exception]] = []
         for key in attributes.keys() & _WANTED:
@@ -270,7 +334,7 @@ class _Reader:
             route = found.get("http.route") or _route(found.get("metadata"))
             if isinstance(route, str) and route and pending.route is None:
                 pending.route = route
-        if not span.get("parentSpanId"):  # the root: the last span of its trace to end
+        if not span.parentSpanId:  # the root: the last span of its trace to end
             self.done.add(trace_id)
             out.append(_finish(trace_id, self.pending.pop(trace_id)))
         return out
@@ -285,12 +349,11 @@ class _Reader:
 def _take(attributes: dict, key: str, target: dict, slot: str, errors: list) -> None:
     """``target[slot]`` = the value of attribute ``key``; an unreadable value is added to ``errors``."""
     value = attributes[key]
-    text = value.get("stringValue") if isinstance(value, dict) else None
-    if text is not None:
-        target[slot] = text
+    if value.stringValue is not None:
+        target[slot] = value.stringValue
         return
     try:
-        target[slot] = any_value(value)
+        target[slot] = _value(value)
     except (ValueError, TypeError, AttributeError) as exc:
         errors.append((key, exc))
 
@@ -332,42 +395,67 @@ def read_otlp(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
     each field is read from."""
     reader = _Reader()
     for path in paths:
+        file = str(path)
         with open(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):
                 if not raw.strip():
                     continue
                 try:
-                    record = json.loads(raw)
-                except UnicodeDecodeError as exc:
-                    yield TraceProblem(str(path), number, "line", f"not valid UTF-8 (byte {exc.start})")
-                    continue
-                except json.JSONDecodeError as exc:
-                    yield TraceProblem(str(path), number, "line", f"not valid JSON: {exc.msg} (column {exc.colno})")
-                    continue
-                except RecursionError:
-                    yield TraceProblem(str(path), number, "line", "nested too deep")
-                    continue
-                resources = record.get("resourceSpans") if isinstance(record, dict) else None
-                if not isinstance(resources, list):
-                    yield TraceProblem(str(path), number, "resourceSpans",
-                                       "missing: not an OTLP ExportTraceServiceRequest line")
-                    continue
-                file = str(path)
-                for resource_spans in resources:
-                    if not isinstance(resource_spans, dict):
-                        yield TraceProblem(str(path), number, "resourceSpans", "an item is not an object")
-                        continue
-                    service = None
-                    for attribute in ((resource_spans.get("resource") or {}).get("attributes") or ()):
-                        if isinstance(attribute, dict) and attribute.get("key") == "service.name":
-                            service = (attribute.get("value") or {}).get("stringValue")
-                    for scope in resource_spans.get("scopeSpans") or resource_spans.get("instrumentationLibrarySpans") \
-                            or ():
-                        for span in (scope.get("spans") or ()) if isinstance(scope, dict) else ():
+                    request, problems = _DECODE(raw), []
+                except (msgspec.DecodeError, RecursionError):
+                    request, problems = _lenient(raw, file, number)
+                yield from problems
+                for resource_spans in request.resourceSpans if request is not None else ():
+                    service = next((a.value.stringValue for a in resource_spans.resource.attributes
+                                    if a.key == "service.name"), None)
+                    for scope in resource_spans.scopeSpans or resource_spans.instrumentationLibrarySpans:
+                        for span in scope.spans:
                             found = reader.span(span, file, number, service)
                             if found:
                                 yield from found
     yield from reader.finish()
+
+
+def _lenient(raw: bytes, file: str, line: int) -> tuple[_Request | None, list[TraceProblem]]:
+    """A line the one-pass decoding refused, read with the standard JSON parser: the spans that
+    can be read, and a problem naming the line and field of each thing that cannot."""
+    try:
+        record = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        return None, [TraceProblem(file, line, "line", f"not valid UTF-8 (byte {exc.start})")]
+    except json.JSONDecodeError as exc:
+        return None, [TraceProblem(file, line, "line", f"not valid JSON: {exc.msg} (column {exc.colno})")]
+    except RecursionError:
+        return None, [TraceProblem(file, line, "line", "nested too deep")]
+    resources = record.get("resourceSpans") if isinstance(record, dict) else None
+    if not isinstance(resources, list):
+        return None, [TraceProblem(file, line, "resourceSpans", "missing: not an OTLP ExportTraceServiceRequest line")]
+    problems, kept = [], []
+    for item in resources:
+        if not isinstance(item, dict):
+            problems.append(TraceProblem(file, line, "resourceSpans", "an item is not an object"))
+            continue
+        try:
+            resource = msgspec.convert(item.get("resource") or {}, _Resource)
+        except msgspec.ValidationError:
+            resource = _Resource()  # no service name: the route comes from the spans, or is unknown
+        scopes = []
+        for scope in item.get("scopeSpans") or item.get("instrumentationLibrarySpans") or ():
+            spans = []
+            for span in (scope.get("spans") or ()) if isinstance(scope, dict) else ():
+                try:
+                    spans.append(msgspec.convert(span, _Span))
+                except msgspec.ValidationError as exc:
+                    at = re.search(r"at `\$\.?(.*)`", str(exc))
+                    trace = hex_id(span.get("traceId"), 32) if isinstance(span, dict) else None
+                    name = span.get("name") if isinstance(span, dict) else None
+                    problems.append(TraceProblem(file, line, at[1] if at and at[1] else "spans",
+                                                 f"{str(exc).split(' - at ')[0]} (span {name!r})", trace,
+                                                 _time(span.get("startTimeUnixNano")) if isinstance(span, dict)
+                                                 else None))
+            scopes.append(_Scope(spans))
+        kept.append(_ResourceSpans(resource, scopes))
+    return _Request(kept), problems
 
 
 #: A span's start time in an OTLP/JSON line (what :func:`span_times` finds without parsing the JSON).

@@ -121,6 +121,20 @@ def test_bad_lines_and_spans_are_named_with_file_line_and_field(tmp_path):
     assert traces["c" * 32].prompt_tokens is None  # the unreadable count is not summed as 0
 
 
+def test_a_span_of_another_shape_is_named_and_its_neighbours_read(tmp_path):
+    """The one-pass decoding refuses the line; read again span by span, only the bad span is lost."""
+    good = rag_trace()
+    bad = span("b" * 32, "0000000000000005", None, T0, T0 + MS)
+    bad["attributes"] = [{"key": 7, "value": {"stringValue": "x"}}]
+    path = tmp_path / "spans.jsonl"
+    path.write_text(line(bad, *good) + "\n", encoding="utf-8")
+    items = list(read_traces(path))
+    [problem] = [p for p in items if isinstance(p, TraceProblem)]
+    assert (problem.line, problem.field, problem.reason, problem.trace_id) == \
+        (1, "attributes[0].key", "Expected `str`, got `int` (span 's5')", "b" * 32)
+    assert [t.trace_id for t in items if isinstance(t, Trace)] == ["a" * 32]
+
+
 def test_spans_of_a_trace_across_files_and_a_late_span(tmp_path):
     retriever, llm, root = rag_trace()
     (tmp_path / "1.jsonl").write_text(line(retriever) + "\n", encoding="utf-8")
