@@ -91,7 +91,7 @@ def hex_id(value: Any, length: int) -> str | None:
     return raw.hex() if len(raw) * 2 == length and any(raw) else None
 
 
-class _Value(msgspec.Struct, frozen=True):
+class _Value(msgspec.Struct, frozen=True, gc=False):
     """An OTLP ``AnyValue``: one of its members is set (numbers may come as strings)."""
 
     stringValue: str | None = None
@@ -103,12 +103,12 @@ class _Value(msgspec.Struct, frozen=True):
     bytesValue: str | None = None
 
 
-class _Attribute(msgspec.Struct):
+class _Attribute(msgspec.Struct, gc=False):
     key: str
     value: _Value = _Value()
 
 
-class _Span(msgspec.Struct):
+class _Span(msgspec.Struct, gc=False):
     """The members of a span the conventions use (the others are skipped as the line is decoded)."""
 
     traceId: Any = None
@@ -119,21 +119,21 @@ class _Span(msgspec.Struct):
     attributes: list[_Attribute] = []
 
 
-class _Scope(msgspec.Struct):
+class _Scope(msgspec.Struct, gc=False):
     spans: list[_Span] = []
 
 
-class _Resource(msgspec.Struct, frozen=True):
+class _Resource(msgspec.Struct, frozen=True, gc=False):
     attributes: tuple[_Attribute, ...] = ()
 
 
-class _ResourceSpans(msgspec.Struct):
+class _ResourceSpans(msgspec.Struct, gc=False):
     resource: _Resource = _Resource()
     scopeSpans: list[_Scope] = []
     instrumentationLibrarySpans: list[_Scope] = []
 
 
-class _Request(msgspec.Struct):
+class _Request(msgspec.Struct, gc=False):
     resourceSpans: list[_ResourceSpans]
 
 
