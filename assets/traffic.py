@@ -159,7 +159,8 @@ def traffic_samples(context: dg.AssetExecutionContext, traffic_store: TrafficSto
     yield dg.MaterializeResult(
         data_version=dg.DataVersion(written.digest),
         metadata={"traces": written.traces, "problems": len(written.problems), "path": str(final),
-                  "latency_p50_ms": float(np.percentile(latency, 50)), "latency_p95_ms": float(np.percentile(latency, 95)),
+                  "latency_p50_ms": float(np.percentile(latency, 50)),
+                  "latency_p95_ms": float(np.percentile(latency, 95)),
                   **{name: int(value) for name, value in written.tokens.items()},
                   "routes": dg.MetadataValue.json(dict(written.routes.most_common(50))),
                   "first_problems": dg.MetadataValue.json(listed)})

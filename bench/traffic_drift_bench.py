@@ -12,6 +12,9 @@ default margins, Holm across the metrics) — what ``traffic_summary``'s checks 
 * Detection: for each ``--degraded-share`` in turn, ``--degraded-days`` days whose answers are
   degraded with that probability (answered from a passage not retrieved), each checked against
   the last ``--window`` undegraded days.
+* Budgets: the first day's traces sampled within ``--budget`` rows, and within cost budgets at
+  gpt-4o-mini's prices (0.15 and 0.60 per million tokens) as the LLM judge's dry run plans each
+  trace's requests (planning only: nothing is sent).
 
 Needs the ``[traces]`` extra (the OpenTelemetry SDK).
 
@@ -46,6 +49,29 @@ def judged_day(path: Path, budget: int, seed: int, judge):
     return results_frame(score_all(samples, build_metrics(METRICS), judge))
 
 
+def budgets(path: Path, rows: int, seed: int, price: tuple[float, float] = (0.15, 0.60)) -> None:
+    """Print the traces sampled within ``rows``, and within three cost budgets (LLM judge, planned)."""
+    from metrics.judges.llm import LLMConfig, LLMJudge
+    from metrics.registry import build_metrics
+    from metrics.sampling import Budget, judging_cost, select
+    from metrics.traces import Trace, read_traces, to_sample
+
+    traces = [t for t in read_traces(path) if isinstance(t, Trace)]
+    chosen = select(traces, Budget(rows=rows), seed)
+    print(f"rows budget {rows}: {len(chosen.rows)} of {len(traces)} traces sampled; per stratum "
+          + ", ".join(f"{k} {v['sampled']}/{v['traces']}" for k, v in chosen.strata.items()))
+    judge = LLMJudge(LLMConfig(base_url="http://127.0.0.1:9/v1", api_key="sk-plan-only", model="gpt-4o-mini",
+                               cache_path=None))
+    samples = [to_sample(t, i) for i, t in enumerate(traces)]
+    cost_of = judging_cost(samples, build_metrics(METRICS), judge, price)
+    costs = [cost_of(i) for i in range(len(traces))]
+    print(f"planned judging cost: {sum(costs) / len(costs):.6f} a trace ({len(METRICS)} metrics, gpt-4o-mini prices)")
+    for budget in (0.005, 0.01, 0.02):
+        chosen = select(traces, Budget(cost=budget, price=price), seed, cost_of=costs.__getitem__)
+        print(f"cost budget {budget}: {len(chosen.rows)} traces sampled, planned cost {chosen.total_cost:.5f}")
+    judge.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=20, help="undegraded days")
@@ -70,6 +96,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         days = simulate(folder / "normal", args.days, args.per_day, first.isoformat(), seed=args.seed)
+        budgets(days[0], args.budget, args.seed)
         results = [judged_day(p, args.budget, args.seed, judge) for p in days]
         alarms = []
         for d in range(1, len(results)):

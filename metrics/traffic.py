@@ -104,7 +104,8 @@ class TrafficConfig:
             raise ValueError(f"traffic config: blocking is true or false, got {self.blocking!r}")
         if len(self.price) != 2 or any(not isinstance(p, int | float) or p < 0 for p in self.price):
             raise ValueError(f"traffic config: price is [prompt, completion] per million tokens, got {self.price!r}")
-        for name, value in {"budget_cost": self.budget_cost, **{f"margins.{m}": v for m, v in self.margins.items()}}.items():
+        numbers = {"budget_cost": self.budget_cost, **{f"margins.{m}": v for m, v in self.margins.items()}}
+        for name, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or \
                     (value < 0 and name != "budget_cost"):
                 raise ValueError(f"traffic config: {name} must be a finite number, got {value!r}")

@@ -94,7 +94,8 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     sample = {k: v for k, v in (("budget_rows", args.budget_rows), ("budget_cost", args.budget_cost),
                                 ("seed", args.seed)) if v is not None}
     # The run's log stays in the instance (the UI shows it); the console gets the summaries below.
-    config = {"ops": {"traffic_sample": {"config": sample}}, "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    config = {"ops": {"traffic_sample": {"config": sample}},
+              "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     job = dg.Definitions(assets=traffic_assets, jobs=[traffic_job],
                          resources={"traffic_store": store, "judge": JudgeResource()}).resolve_job_def("traffic_job")
     drifted = failed = 0
@@ -111,7 +112,8 @@ def cmd_traffic(args: argparse.Namespace) -> int:
             print(f"{key}: {'; '.join(c.description or c.check_name for c in checks if not c.passed)}")
             continue
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        means = ", ".join(f"{m} {s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}]" for m, s in summary["metrics"].items())
+        means = ", ".join(f"{m} {s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}]"
+                          for m, s in summary["metrics"].items())
         print(f"{key}: {summary['traces']} traces, {summary['sampled']} judged, {summary['problems']} unreadable; "
               f"{means}")
         for check in checks:

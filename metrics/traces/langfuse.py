@@ -143,7 +143,8 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
         if not isinstance(usage, dict):
             continue
         for slot, keys in (("prompt_tokens", ("input", "promptTokens")),
-                           ("completion_tokens", ("output", "completionTokens")), ("total_tokens", ("total", "totalTokens"))):
+                           ("completion_tokens", ("output", "completionTokens")),
+                           ("total_tokens", ("total", "totalTokens"))):
             value = next((usage[k] for k in keys if isinstance(usage.get(k), int) and not isinstance(usage[k], bool)),
                          None)
             if value is not None:

@@ -70,7 +70,8 @@ def any_value(value: dict) -> Any:
     if "arrayValue" in value:
         return [any_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
     if "kvlistValue" in value:
-        return {kv.get("key"): any_value(kv.get("value") or {}) for kv in (value["kvlistValue"] or {}).get("values", [])}
+        items = (value["kvlistValue"] or {}).get("values", [])
+        return {kv.get("key"): any_value(kv.get("value") or {}) for kv in items}
     if "bytesValue" in value:
         return value["bytesValue"]
     return None

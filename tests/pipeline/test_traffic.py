@@ -43,8 +43,9 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
     source = tmp_path / "traces"
     source.mkdir()
     store = TrafficStore(root=str(tmp_path / "out"), source=str(source))
-    (source / "a.jsonl").write_text(line(*rag_trace("a" * 32)) + "\n" + line(*rag_trace("b" * 32, T0 + 5 * 3600 * 10 ** 9))
-                                    + "\n", encoding="utf-8")
+    later = T0 + 5 * 3600 * 10 ** 9
+    (source / "a.jsonl").write_text(line(*rag_trace("a" * 32)) + "\n" + line(*rag_trace("b" * 32, later)) + "\n",
+                                    encoding="utf-8")
     with dg.instance_for_test() as instance:
         first = _sensor(store, instance, None)
         assert [(r.partition_key, r.tags["rag_eval/spans"]) for r in first.run_requests] == [("2026-11-01", "6")]
@@ -88,7 +89,8 @@ def test_the_example_traffic_drifts_on_its_degraded_day(example_traces, tmp_path
     drawn = json.loads((folder / "2026-11-02" / "sample.json").read_text())
     assert sum(s["sampled"] for s in drawn["per_stratum"].values()) == 60 and drawn["rows"] == 60
     # No session or user id leaves the traces file: not in the summary, the page or the results.
-    for path in (folder / "2026-11-02" / "summary.json", folder / "report.html", folder / "2026-11-02" / "results.parquet"):
+    for path in (folder / "2026-11-02" / "summary.json", folder / "report.html",
+                 folder / "2026-11-02" / "results.parquet"):
         data = path.read_bytes()
         assert b"session-" not in data and b"user-" not in data, path
     assert pd.read_parquet(folder / "2026-11-02" / "traces.parquet")["session_id"].str.startswith("session-").all()

@@ -17,7 +17,7 @@ def test_the_daemon_materializes_the_partitions_the_sensor_requests(tmp_path):
     deployment = Deployment(tmp_path, judge.url)
     traces = deployment.root / "traces"  # [tool.rag_eval.traffic]'s default source, in the project folder
     traces.mkdir()
-    spans = [line(*rag_trace(f"{i:032x}", T0 + i * 3600 * 10 ** 9 + d * DAY, question=f"Question {i} of day {d}?"))
+    spans = [line(*rag_trace(f"{d + 1}{i:031x}", T0 + i * 3600 * 10 ** 9 + d * DAY, question=f"Question {i}, day {d}?"))
              for d in range(2) for i in range(1, 4)]
     (traces / "spans.jsonl").write_text("\n".join(spans) + "\n", encoding="utf-8")
     try:
