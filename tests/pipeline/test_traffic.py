@@ -60,6 +60,13 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
         third = _sensor(store, instance, second.cursor)
         assert [r.partition_key for r in third.run_requests] == ["2026-11-01"]
         assert json.loads(third.cursor) == {"2026-11-01": 9, "2026-11-02": 3}
+        # Materialized again, the day holds its late trace too.
+        from assets.traffic import traffic_samples
+
+        dg.materialize([traffic_samples], partition_key="2026-11-01", instance=instance,
+                       resources={"traffic_store": store})
+        day = pd.read_parquet(tmp_path / "out" / "2026-11-01" / "traces.parquet")
+        assert sorted(day["trace_id"]) == ["a" * 32, "b" * 32, "d" * 32]
         # A day still running is not a partition yet: today's spans wait for its end.
         now = (pd.Timestamp.now(tz="UTC").value // DAY) * DAY
         (source / "d.jsonl").write_text(line(*rag_trace("e" * 32, now + MS)) + "\n", encoding="utf-8")
