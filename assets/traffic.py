@@ -42,9 +42,10 @@ ARRIVED = "traffic_arrived"
 #: Problems listed in a check's metadata and the run's log (all are in problems.parquet).
 LISTED = 20
 GROUP = "traffic"
-#: Judging and summarizing follow their upstream (the latest partition; the sensor requests the others), and the
-#: judging of the trailing window is redone when a metric or the judge changes (its code version).
-FOLLOWS = dg.AutomationCondition.eager()
+#: The sample, its scores and the summary follow their upstream in every partition (eager's own condition keeps
+#: the latest only: a day re-read for its late spans is judged again too), and the judging of the trailing
+#: window is redone when a metric or the judge changes (its code version).
+FOLLOWS = dg.AutomationCondition.eager().without(dg.AutomationCondition.in_latest_time_window())
 JUDGED = FOLLOWS | (dg.AutomationCondition.code_version_changed()
                     & dg.AutomationCondition.in_latest_time_window(timedelta(days=traffic_config.window))
                     & ~dg.AutomationCondition.any_deps_missing())

@@ -63,10 +63,18 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
         # Materialized again, the day holds its late trace too.
         from assets.traffic import traffic_samples
 
+        defs = dg.Definitions(assets=traffic_assets, resources={"traffic_store": store, "judge": JudgeResource()})
+        before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        assert before.total_requested == 0
         dg.materialize([traffic_samples], partition_key="2026-11-01", instance=instance,
                        resources={"traffic_store": store})
         day = pd.read_parquet(tmp_path / "out" / "2026-11-01" / "traces.parquet")
         assert sorted(day["trace_id"]) == ["a" * 32, "b" * 32, "d" * 32]
+        # Declarative automation: the day's sample, scores and summary follow its re-read traces, that day only.
+        evaluated = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=before.cursor)
+        for asset in ("traffic_sample", "traffic_scores", "traffic_summary"):
+            assert evaluated.get_requested_partitions(dg.AssetKey(asset)) == {"2026-11-01"}
+        assert evaluated.total_requested == 3
         # A day still running is not a partition yet: today's spans wait for its end.
         now = (pd.Timestamp.now(tz="UTC").value // DAY) * DAY
         (source / "d.jsonl").write_text(line(*rag_trace("e" * 32, now + MS)) + "\n", encoding="utf-8")
