@@ -30,6 +30,7 @@ only the files that concern them.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -189,13 +190,14 @@ def window_files(index: TraceIndex, source: str | Path, start_ns: int, end_ns: i
     return [path for path, hours in index.counts(source).items() if any(first <= h <= last for h in hours)]
 
 
-def window_query(query: str, mapping: dict[str, str] | None) -> tuple[str, str]:
-    """``query`` limited to a window (bound parameters ``:window_start`` and ``:window_end``)
-    on its start column (``mapping["start"]``, default ``start``), and that column."""
+def window_queries(query: str, mapping: dict[str, str] | None) -> tuple[str, str]:
+    """``query`` limited to a window (bound parameters ``:window_start`` and ``:window_end``) on its
+    start column (``mapping["start"]``, default ``start``), and ``query`` limited to the rows
+    without a start (no window holds them: each window reports them as problems)."""
     column = (mapping or {}).get("start", "start")
     quoted = '"' + column.replace('"', '""') + '"'
     return (f"select * from ({query}) as traffic where {quoted} >= :window_start and {quoted} < :window_end",
-            quoted)
+            f"select * from ({query}) as traffic where {quoted} is null")
 
 
 def write_window(config: TrafficConfig, index: TraceIndex, start_ns: int, end_ns: int, path: Path) -> WrittenTraces:
@@ -207,14 +209,17 @@ def write_window(config: TrafficConfig, index: TraceIndex, start_ns: int, end_ns
 def read_window(config: TrafficConfig, index: TraceIndex, start_ns: int,
                 end_ns: int) -> Iterator[Trace | TraceProblem]:
     """The traces starting in [start, end) and the problems met reading them (a problem
-    without a time is given by every window reading its file), streaming."""
+    without a time — a row without a start, a file's unreadable line — is given by every
+    window reading its file or query; such a SQL row is named by its trace id, its row number
+    being its place among the rows without a start), streaming."""
     if config.format == "sql":
-        from metrics.traces.tables import read_sql
         from metrics.traces import utc
+        from metrics.traces.tables import read_sql
 
-        query, _ = window_query(config.query, config.mapping)
-        items = read_sql(config.source, query, config.mapping,
-                         {"window_start": utc(start_ns), "window_end": utc(end_ns)})
+        windowed, undated = window_queries(config.query, config.mapping)
+        items = itertools.chain(read_sql(config.source, windowed, config.mapping,
+                                         {"window_start": utc(start_ns), "window_end": utc(end_ns)}),
+                                read_sql(config.source, undated, config.mapping))
     else:
         items = read_traces(config.source, config.format, config.mapping,
                             files=window_files(index, config.source, start_ns, end_ns))

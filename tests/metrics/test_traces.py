@@ -219,7 +219,7 @@ def test_a_table_with_a_column_mapping_jsonl_and_parquet(tmp_path):
 def test_a_sql_query_on_a_real_postgresql_server(postgres):
     import sqlalchemy
 
-    from metrics.traffic import window_query
+    from metrics.traffic import window_queries
     from metrics.traces.tables import read_sql, sql_times
 
     engine = sqlalchemy.create_engine(postgres.url)
@@ -248,11 +248,20 @@ def test_a_sql_query_on_a_real_postgresql_server(postgres):
     # The sensor's look (the start column only) and a window of one day (bound parameters).
     assert sorted(sql_times(postgres.url, query, "created_at")) == [1_793_523_600_000_000_000,
                                                                     1_793_610_000_000_000_000]
-    windowed, _ = window_query(query, mapping)
+    windowed, _ = window_queries(query, mapping)
     from datetime import datetime, timezone
     day = {"window_start": datetime(2026, 11, 2, tzinfo=timezone.utc),
            "window_end": datetime(2026, 11, 3, tzinfo=timezone.utc)}
     assert [t.trace_id for t in read_sql(postgres.url, windowed, mapping, day) if isinstance(t, Trace)] == ["q3"]
+    # What a traffic partition reads: the rows of its window only.
+    from metrics.traffic import TraceIndex, TrafficConfig, read_window
+
+    config = TrafficConfig(source=postgres.url, format="sql", query=query, mapping=mapping)
+    window = list(read_window(config, TraceIndex("unused", "sql"), T0, T0 + 86_400 * 10 ** 9))
+    assert [t.trace_id for t in window if isinstance(t, Trace)] == ["q1"]
+    # The row without a start belongs to no window: every window reports it (never skipped silently).
+    assert [(p.line, p.field, p.reason) for p in window if isinstance(p, TraceProblem)] == \
+        [(1, "created_at", "missing")]
 
 
 def test_a_database_error_names_the_database_without_its_password(postgres):
