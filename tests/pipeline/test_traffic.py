@@ -158,3 +158,15 @@ def test_a_partition_without_traffic_fails_traffic_arrived(tmp_path):
     # Blocking: nothing downstream was materialized for the empty day.
     assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {"traffic_samples"}
     shutil.rmtree(tmp_path / "out")
+
+
+def test_hourly_partitions(tmp_path):
+    """partition = "hourly": one partition an hour from start, keys as Dagster writes them."""
+    from assets.partitions import traffic_partitions
+    from metrics.traffic import TrafficConfig
+
+    hourly = traffic_partitions(TrafficConfig(partition="hourly", start="2026-11-01"))
+    assert hourly.get_partition_key_for_timestamp(T0 / 1e9 + 13 * 3600 + 5) == "2026-11-01-13:00"
+    window = hourly.time_window_for_partition_key("2026-11-01-13:00")
+    assert (window.end - window.start).total_seconds() == 3600
+    assert TrafficStore(root=str(tmp_path)).folder("2026-11-01-13:00") == tmp_path / "2026-11-01-1300"
