@@ -22,7 +22,6 @@ import json
 import math
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from metrics.judges.base import Judge
 from metrics.judges.llm import LLMJudge
 from metrics.registry import FAMILIES, METRICS, build_metrics
 from metrics.samples import Sample
+from metrics.settings import tool_section
 
 TAGS_FILE = "tags.json"
 
@@ -87,20 +87,7 @@ class GateConfig:
         ValueError
             For a file that is not TOML, an unknown key (named with the file), or a bad value.
         """
-        source = Path(path) if path else Path("pyproject.toml")
-        values: dict[str, Any] = {}
-        if path or source.exists():
-            try:
-                document = tomllib.loads(source.read_text(encoding="utf-8"))
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(f"{source}: not valid TOML: {exc}") from exc
-            values = document.get("tool", {}).get("rag_eval", {}).get("gate", {})
-            if path and not values:
-                values = {k: v for k, v in document.items() if k != "tool"}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"{source}: unknown gate setting(s) {unknown}; known: {sorted(known)}")
+        values = tool_section(path, "gate", {f.name for f in fields(cls)})
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

@@ -147,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     from orchestration.testset import add_arguments as add_testset_arguments
 
     add_testset_arguments(sub.add_parser("testset", help="write a test set from a folder of documents"))
+    from orchestration.traffic import add_arguments as add_traffic_arguments
+
+    add_traffic_arguments(sub.add_parser("traffic", help="evaluate production traffic: traces in, a judged sample "
+                                                         "per day, drift against the trailing days"))
     from orchestration.gate_cli import add_gate_commands
 
     add_gate_commands(sub)  # compare, gate, tag (the regression gate)

@@ -9,10 +9,12 @@ from assets.quality_check import great_expectations_suite
 from assets.resources import build_resources
 from assets.summary import summary_asset
 from assets.targets import target_assets
+from assets.traffic import TrafficStore, traffic_assets
 from metrics.registry import load_extensions
 from orchestration.automation import automated, nightly_evaluation
 from orchestration.jobs import JOBS
 from orchestration.sensors import new_dataset_versions
+from orchestration.traffic import new_traffic, traffic_job
 
 
 def build_definitions() -> dg.Definitions:
@@ -29,12 +31,14 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         # Each asset with its automation condition (orchestration/automation.py: the nightly evaluation).
         assets=[*target_assets, *automated([ingest_dataset, *metric_assets(), summary_asset(), baseline_comparison,
-                                            label_estimates]), great_expectations_suite, human_labels],
-        jobs=JOBS,
-        sensors=[new_dataset_versions, nightly_evaluation],
+                                            label_estimates]), great_expectations_suite, human_labels,
+                *traffic_assets],
+        jobs=[*JOBS, traffic_job],
+        sensors=[new_dataset_versions, nightly_evaluation, new_traffic],
         # datasets/ and out/ (tables/<asset>/<version>.parquet and the views of rag_eval.duckdb); the
         # judge the environment configures; `local` execution (`spark`: see the README).
-        resources=build_resources(),
+        # out/traffic/ (one folder per traffic partition) and the traffic settings of ./pyproject.toml.
+        resources={**build_resources(), "traffic_store": TrafficStore()},
         # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).
         executor=dg.in_process_executor,
     )

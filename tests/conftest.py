@@ -159,8 +159,8 @@ class ScriptedJudge(Judge):
         return np.array([[1.0, 0.0]] + [other] * (len(texts) - 1))
 
 
-#: Fixtures that make a test slow: the test server, a Spark session.
-SLOW_FIXTURES = {"server": (), "make_judge": (), "spark": ("spark",)}
+#: Fixtures that make a test slow: the test server, a Spark session, a PostgreSQL server.
+SLOW_FIXTURES = {"server": (), "make_judge": (), "spark": ("spark",), "postgres": ()}
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -191,6 +191,21 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """A private PostgreSQL server on 127.0.0.1 for the session (``tests.postgres``): ``.url``
+    (SQLAlchemy form, database ``postgres``, user ``postgres``, no password); skipped where
+    PostgreSQL is not installed."""
+    from tests.postgres import PostgresServer, available
+
+    why = available()
+    if why:
+        pytest.skip(why)
+    running = PostgresServer(tmp_path_factory.mktemp("postgres")).start()
+    yield running
+    running.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,160 @@
+"""Simulated production traffic of the example RAG system, traced with OpenTelemetry and OpenInference.
+
+Users ask the questions of questions.jsonl (drawn at random, at random times of each day);
+each request is answered by the BM25 retriever and the extractive generator of
+rag_example.py and traced with the OpenTelemetry SDK using the OpenInference semantic
+conventions, as Phoenix's instrumentations would: a CHAIN span (the request: ``input.value``,
+``output.value``, ``session.id``, ``user.id``, ``metadata`` with the route) over a RETRIEVER
+span (``retrieval.documents.{i}.document.id/content/score``) and an LLM span (messages,
+output, token counts). Spans go to OTLP/JSON files through OpenTelemetry's own file exporter
+(``opentelemetry-exporter-otlp-json-file``), one file per day. From ``--degrade-from`` on,
+a share of the answers is degraded: the generator answers from a passage that was not
+retrieved (an off-topic, ungrounded answer).
+
+    pip install -e '.[traces]'
+    python examples/rag_system/traffic.py traces --days 2 --per-day 100 --degrade-from 2
+
+Trace and span ids come from a seeded generator: the same arguments write the same traces.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+ROUTES = {"chat": 0.7, "search": 0.3}
+
+
+def _tracer_provider(path: Path, seed: int):
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+    class SeededIds(IdGenerator):
+        """Random ids from a seeded generator (the SDK's own are not reproducible)."""
+
+        def __init__(self) -> None:
+            self.random = random.Random(seed)
+
+        def generate_span_id(self) -> int:
+            return self.random.getrandbits(64) or 1
+
+        def generate_trace_id(self) -> int:
+            return self.random.getrandbits(128) or 1
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "fiqa-rag"}), id_generator=SeededIds())
+    provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(path)))
+    return provider
+
+
+def answer(question: str, passages: list[dict], degraded: bool, rng: random.Random) -> str:
+    """The extractive answer from the retrieved passages, or, degraded, from an unrelated passage."""
+    from metrics.testset.baseline import extractive, load_corpus
+
+    import rag_example
+
+    if degraded:
+        ids, texts = load_corpus(str(rag_example.CORPUS))
+        retrieved = {p["id"] for p in passages}
+        other = rng.choice([t for i, t in zip(ids, texts) if i not in retrieved])
+        return extractive(other, [other], sentences=2)
+    return extractive(question, [p["text"] for p in passages], sentences=2)
+
+
+def simulate(out: Path, days: int = 2, per_day: int = 100, start: str = "2026-11-01", degrade_from: int | None = None,
+             degraded_share: float = 0.5, seed: int = 0, top_k: int = 3) -> list[Path]:
+    """Write ``per_day`` traced requests for each of ``days`` days from ``start`` (UTC) under
+    ``out``, one ``traces-<day>.jsonl`` a day; from day ``degrade_from`` (1 = the first) on, each
+    answer is degraded with probability ``degraded_share``. The files written."""
+    from openinference.semconv.trace import OpenInferenceSpanKindValues as Kind
+    from openinference.semconv.trace import SpanAttributes as A
+    from opentelemetry import trace
+
+    import rag_example
+
+    questions = [json.loads(line)["user_input"] for line in (HERE / "questions.jsonl").read_text("utf-8").splitlines()
+                 if line.strip()]
+    rng = random.Random(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    first = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+    written = []
+    for day in range(days):
+        begin = first + timedelta(days=day)
+        path = out / f"traces-{begin:%Y-%m-%d}.jsonl"
+        path.unlink(missing_ok=True)
+        provider = _tracer_provider(path, seed * 1000 + day)
+        tracer = provider.get_tracer("rag_example")
+        times = sorted(rng.uniform(0, 86_000) for _ in range(per_day))
+        for n, offset in enumerate(times):
+            question = rng.choice(questions)
+            route = rng.choices(list(ROUTES), weights=list(ROUTES.values()))[0]
+            degraded = degrade_from is not None and day + 1 >= degrade_from and rng.random() < degraded_share
+            t0 = int((begin + timedelta(seconds=offset)).timestamp() * 1e9)
+            root = tracer.start_span("rag.query", start_time=t0)
+            parent = trace.set_span_in_context(root)
+            t1 = t0 + rng.randint(2, 8) * 1_000_000
+            retriever = tracer.start_span("bm25.retrieve", context=parent, start_time=t1)
+            passages = rag_example.bm25(question, top_k)
+            retriever.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.RETRIEVER.value)
+            retriever.set_attribute(A.INPUT_VALUE, question)
+            for i, passage in enumerate(passages):
+                prefix = f"{A.RETRIEVAL_DOCUMENTS}.{i}."
+                retriever.set_attribute(prefix + "document.id", passage["id"])
+                retriever.set_attribute(prefix + "document.content", passage["text"])
+                retriever.set_attribute(prefix + "document.score", passage["score"])
+            t2 = t1 + rng.randint(10, 40) * 1_000_000
+            retriever.end(end_time=t2)
+            llm = tracer.start_span("extractive.generate", context=parent, start_time=t2)
+            response = answer(question, passages, degraded, rng)
+            prompt = "Answer from the passages.\n\n" + "\n\n".join(p["text"] for p in passages)
+            llm.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.LLM.value)
+            llm.set_attribute("llm.input_messages.0.message.role", "system")
+            llm.set_attribute("llm.input_messages.0.message.content", prompt)
+            llm.set_attribute("llm.input_messages.1.message.role", "user")
+            llm.set_attribute("llm.input_messages.1.message.content", question)
+            llm.set_attribute(A.OUTPUT_VALUE, response)
+            llm.set_attribute(A.LLM_MODEL_NAME, "extractive")
+            prompt_tokens, completion_tokens = len((prompt + question).split()), len(response.split())
+            llm.set_attribute(A.LLM_TOKEN_COUNT_PROMPT, prompt_tokens)
+            llm.set_attribute(A.LLM_TOKEN_COUNT_COMPLETION, completion_tokens)
+            llm.set_attribute(A.LLM_TOKEN_COUNT_TOTAL, prompt_tokens + completion_tokens)
+            t3 = t2 + rng.randint(200, 1500) * 1_000_000
+            llm.end(end_time=t3)
+            root.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.CHAIN.value)
+            root.set_attribute(A.INPUT_VALUE, question)
+            root.set_attribute(A.OUTPUT_VALUE, response)
+            root.set_attribute(A.SESSION_ID, f"session-{rng.randrange(per_day // 3 + 1)}")
+            root.set_attribute(A.USER_ID, f"user-{rng.randrange(per_day // 2 + 1)}")
+            root.set_attribute(A.METADATA, json.dumps({"route": route, "request": n}))
+            root.end(end_time=t3 + rng.randint(1, 5) * 1_000_000)
+        provider.shutdown()  # flushes the batch processor into the file
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="folder of the OTLP/JSON span files")
+    parser.add_argument("--days", type=int, default=2)
+    parser.add_argument("--per-day", type=int, default=100)
+    parser.add_argument("--start", default="2026-11-01", help="first day (UTC), YYYY-MM-DD")
+    parser.add_argument("--degrade-from", type=int, help="first degraded day (1: the first day); default none")
+    parser.add_argument("--degraded-share", type=float, default=0.5, help="share of answers degraded on those days")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for path in simulate(args.out, args.days, args.per_day, args.start, args.degrade_from, args.degraded_share,
+                         args.seed):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

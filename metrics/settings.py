@@ -1,0 +1,34 @@
+"""Settings files: a ``[tool.rag_eval.<section>]`` table of ``pyproject.toml``, or a TOML file of the same keys."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+
+def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict[str, Any]:
+    """The settings of ``[tool.rag_eval.<section>]`` of ``path`` (default ``pyproject.toml`` in the
+    working folder; absent, or without the table: ``{}``); a file given as ``path`` may also hold
+    the keys at its top level.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` is given and does not exist.
+    ValueError
+        For a file that is not TOML, or a key not in ``known`` (named with the file).
+    """
+    source = Path(path) if path else Path("pyproject.toml")
+    values: dict[str, Any] = {}
+    if path or source.exists():
+        try:
+            document = tomllib.loads(source.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{source}: not valid TOML: {exc}") from exc
+        values = document.get("tool", {}).get("rag_eval", {}).get(section, {})
+        if path and not values:
+            values = {k: v for k, v in document.items() if k != "tool"}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{source}: unknown {section} setting(s) {unknown}; known: {sorted(known)}")
+    return dict(values)

@@ -1,0 +1,124 @@
+"""Production traffic: its job, the sensor that notices new traces, and ``rag-eval traffic``.
+
+The sensor ``new_traffic`` counts the spans (or rows) of the trace source per partition
+(``assets.traffic.partition_counts``: the trace index for files, the query's start column
+for SQL) and requests ``traffic_job`` for exactly the partitions whose count changed since
+it last requested them: a new day, or an earlier day whose late spans arrived in a new
+file. A partition that has not ended yet (today, with daily partitions) is requested once
+it has. ``rag-eval traffic`` does the same in-process for users who do not run the daemon.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dagster as dg
+
+from assets.partitions import traffic_windows
+from assets.traffic import TrafficStore, partition_counts
+
+#: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
+SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
+
+traffic_job = dg.define_asset_job(
+    "traffic_job", selection=dg.AssetSelection.groups("traffic"), partitions_def=traffic_windows,
+    description="A partition of production traffic: read its traces, sample them within the budget, judge the "
+                "sample, summarize it and check it for drift against the trailing window.")
+
+
+def new_partitions(counts: dict[str, int], requested: dict[str, int], now: float) -> list[str]:
+    """The partitions whose count differs from the one last requested, among those that have
+    ended by ``now`` (seconds since the epoch), in key order."""
+    ended = set(traffic_windows.get_partition_keys(current_time=datetime.fromtimestamp(now, tz=timezone.utc)))
+    return [key for key, count in counts.items() if requested.get(key) != count and key in ended]
+
+
+@dg.sensor(job=traffic_job, minimum_interval_seconds=SENSOR_INTERVAL, default_status=dg.DefaultSensorStatus.STOPPED,
+           description="Requests traffic_job for exactly the partitions with new traces (a new day, or late spans "
+                       "of an earlier one), once the partition has ended. Interval: RAG_EVAL_SENSOR_INTERVAL.")
+def new_traffic(context: dg.SensorEvaluationContext, traffic_store: TrafficStore):
+    """Compare the source's spans per partition with what the cursor says was requested."""
+    settings = traffic_store.settings()
+    try:
+        counts = partition_counts(traffic_store, settings)
+    except FileNotFoundError as exc:
+        return dg.SkipReason(str(exc))
+    requested = json.loads(context.cursor) if context.cursor else {}
+    keys = new_partitions(counts, requested, time.time())
+    if not keys:
+        return dg.SkipReason("no new traces")
+    stamp = int(time.time())
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(partition_key=key, run_key=f"traffic-{key}-{counts[key]}-{stamp}",
+                                    tags={"rag_eval/spans": str(counts[key])}) for key in keys],
+        cursor=json.dumps({**requested, **{key: counts[key] for key in keys}}, sort_keys=True))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``rag-eval traffic``."""
+    parser.add_argument("source", nargs="?", help="folder or file of traces, or a database URL (default: "
+                        "[tool.rag_eval.traffic] source of ./pyproject.toml)")
+    parser.add_argument("--config", help="TOML file of the traffic settings (default ./pyproject.toml)")
+    parser.add_argument("--from", dest="start", help="first partition (default: the first with traces)")
+    parser.add_argument("--to", dest="end", help="last partition (default: the last ended with traces)")
+    parser.add_argument("--out", default="out", help="folder of the results (default out/: out/traffic/)")
+    parser.add_argument("--budget-rows", type=int, help="traces judged per partition at most")
+    parser.add_argument("--budget-cost", type=float, help="estimated judging cost per partition at most")
+    parser.add_argument("--seed", type=int, help="the sample's seed")
+    parser.set_defaults(handler=cmd_traffic)
+
+
+def cmd_traffic(args: argparse.Namespace) -> int:
+    """Materialize ``traffic_job`` in-process for each ended partition with traces between
+    ``--from`` and ``--to``, in key order; print each one's volume, means and drift verdicts.
+    Exit 1 when a partition could not be summarized (no traffic arrived, a step failed), else 4
+    when a drift check failed, else 0."""
+    from assets.resources import JudgeResource
+    from assets.traffic import traffic_assets
+
+    from orchestration.commands import end_of_startup
+
+    store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
+    settings = store.settings()
+    counts = partition_counts(store, settings)
+    keys = [k for k in new_partitions(counts, {}, time.time())
+            if (not args.start or k >= args.start) and (not args.end or k <= args.end)]
+    if not keys:
+        raise ValueError(f"no ended partition with traces in {settings.source} between {args.start or 'the first'} "
+                         f"and {args.end or 'the last'} (partitions with traces: {', '.join(counts) or 'none'})")
+    end_of_startup()
+    sample = {k: v for k, v in (("budget_rows", args.budget_rows), ("budget_cost", args.budget_cost),
+                                ("seed", args.seed)) if v is not None}
+    # The run's log stays in the instance (the UI shows it); the console gets the summaries below.
+    config = {"ops": {"traffic_sample": {"config": sample}},
+              "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    job = dg.Definitions(assets=traffic_assets, jobs=[traffic_job],
+                         resources={"traffic_store": store, "judge": JudgeResource()}).resolve_job_def("traffic_job")
+    drifted = failed = 0
+    for key in keys:
+        result = job.execute_in_process(partition_key=key, instance=args.instance, raise_on_error=False,
+                                        run_config=config)
+        checks = result.get_asset_check_evaluations()
+        drops = [c for c in checks if c.check_name.endswith("_drift") and not c.passed]
+        summarized = dg.AssetKey("traffic_summary") in {e.asset_key for e in result.get_asset_materialization_events()}
+        if not summarized:  # traffic_arrived blocked it (no traffic), or a step failed
+            failed += 1
+            why = "; ".join(c.description or c.check_name for c in checks if not c.passed) or \
+                f"the run failed (its log: run {result.run_id} in the Dagster UI)"
+            print(f"{key}: {why}", file=sys.stderr)
+            continue
+        summary = json.loads((store.folder(key) / "summary.json").read_text(encoding="utf-8"))
+        means = ", ".join(f"{m} {s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}]"
+                          for m, s in summary["metrics"].items())
+        print(f"{key}: {summary['traces']} traces, {summary['sampled']} judged, {summary['problems']} unreadable; "
+              f"{means}")
+        drifted += len(drops)  # with blocking = true a drop also fails the run: still a drift, not a failure
+        for check in drops:
+            print(f"  DRIFT {check.description}")
+    print(f"wrote {Path(store.root) / 'report.html'}")
+    return 1 if failed else 4 if drifted else 0

@@ -1,0 +1,172 @@
+"""Production traffic through Dagster: the sensor requests exactly the partitions with new spans;
+the example RAG system's traced traffic is sampled, judged offline and its degraded day fails
+its drift check; with the LLM judge a re-run sends nothing."""
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.resources import JudgeResource
+from assets.traffic import TrafficStore, traffic_assets
+from orchestration.traffic import new_traffic, traffic_job
+from tests.conftest import TEST_KEY
+from tests.metrics.test_traces import MS, T0, line, rag_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+DAY = 86_400 * 10 ** 9
+
+
+@pytest.fixture(scope="module")
+def example_traces(tmp_path_factory):
+    """200 questions over two days from examples/rag_system, half the answers of day 2 degraded."""
+    sys.path.insert(0, str(ROOT / "examples" / "rag_system"))
+    try:
+        from traffic import simulate
+    finally:
+        sys.path.pop(0)
+    folder = tmp_path_factory.mktemp("example") / "traces"
+    simulate(folder, days=2, per_day=100, start="2026-11-01", degrade_from=2, degraded_share=0.5, seed=0)
+    return folder
+
+
+def _sensor(store: TrafficStore, instance, cursor: str | None):
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"traffic_store": store})
+    return new_traffic(context)
+
+
+def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
+    source = tmp_path / "traces"
+    source.mkdir()
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(source))
+    later = T0 + 5 * 3600 * 10 ** 9
+    (source / "a.jsonl").write_text(line(*rag_trace("a" * 32)) + "\n" + line(*rag_trace("b" * 32, later)) + "\n",
+                                    encoding="utf-8")
+    with dg.instance_for_test() as instance:
+        first = _sensor(store, instance, None)
+        assert [(r.partition_key, r.tags["rag_eval/spans"]) for r in first.run_requests] == [("2026-11-01", "6")]
+        again = _sensor(store, instance, first.cursor)
+        assert isinstance(again, dg.SkipReason) and again.skip_message == "no new traces"
+        # A new day, then late spans of the first day in a file of their own: each asks for its day only.
+        (source / "b.jsonl").write_text(line(*rag_trace("c" * 32, T0 + DAY)) + "\n", encoding="utf-8")
+        second = _sensor(store, instance, first.cursor)
+        assert [r.partition_key for r in second.run_requests] == ["2026-11-02"]
+        late = [s for s in rag_trace("d" * 32, T0 + 7 * 3600 * 10 ** 9)]
+        (source / "c.jsonl").write_text(line(*late) + "\n", encoding="utf-8")
+        third = _sensor(store, instance, second.cursor)
+        assert [r.partition_key for r in third.run_requests] == ["2026-11-01"]
+        assert json.loads(third.cursor) == {"2026-11-01": 9, "2026-11-02": 3}
+        # Materialized again, the day holds its late trace too.
+        from assets.traffic import traffic_samples
+
+        defs = dg.Definitions(assets=traffic_assets, resources={"traffic_store": store, "judge": JudgeResource()})
+        before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        assert before.total_requested == 0
+        dg.materialize([traffic_samples], partition_key="2026-11-01", instance=instance,
+                       resources={"traffic_store": store})
+        day = pd.read_parquet(tmp_path / "out" / "2026-11-01" / "traces.parquet")
+        assert sorted(day["trace_id"]) == ["a" * 32, "b" * 32, "d" * 32]
+        # Declarative automation: the day's sample, scores and summary follow its re-read traces, that day only.
+        evaluated = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=before.cursor)
+        for asset in ("traffic_sample", "traffic_scores", "traffic_summary"):
+            assert evaluated.get_requested_partitions(dg.AssetKey(asset)) == {"2026-11-01"}
+        assert evaluated.total_requested == 3
+        # A day still running is not a partition yet: today's spans wait for its end.
+        now = (pd.Timestamp.now(tz="UTC").value // DAY) * DAY
+        (source / "d.jsonl").write_text(line(*rag_trace("e" * 32, now + MS)) + "\n", encoding="utf-8")
+        assert isinstance(_sensor(store, instance, third.cursor), dg.SkipReason)
+
+
+def test_the_example_traffic_drifts_on_its_degraded_day(example_traces, tmp_path, monkeypatch, capsys):
+    """rag-eval traffic (the in-process path of the daemon's job): two partitions, sampled within the
+    budget, judged offline; day 2's faithfulness drift check fails with its difference and interval."""
+    from orchestration import cli
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(ROOT)  # the project's [tool.rag_eval.traffic]
+    status = cli.main(["traffic", str(example_traces), "--out", str(tmp_path / "out"), "--budget-rows", "60"])
+    printed = capsys.readouterr().out
+    assert status == 4, printed
+    folder = tmp_path / "out" / "traffic"
+    first, second = (json.loads((folder / d / "summary.json").read_text()) for d in ("2026-11-01", "2026-11-02"))
+    assert (first["traces"], first["sampled"], second["traces"], second["sampled"]) == (100, 60, 100, 60)
+    assert first["drift"]["faithfulness"]["verdict"] == "no trailing window"
+    drop = second["drift"]["faithfulness"]
+    assert drop["verdict"] == "drop" and drop["high"] < -drop["margin"] and second["window"] == ["2026-11-01"]
+    assert f"DRIFT faithfulness: drop: {drop['difference']:+.3f} [{drop['low']:+.3f}, {drop['high']:+.3f}]" in printed
+    # The sample is stratified by route and score band within the budget, and recorded.
+    drawn = json.loads((folder / "2026-11-02" / "sample.json").read_text())
+    assert sum(s["sampled"] for s in drawn["per_stratum"].values()) == 60 and drawn["rows"] == 60
+    # No session or user id leaves the traces file: not in the summary, the page or the results.
+    for path in (folder / "2026-11-02" / "summary.json", folder / "report.html",
+                 folder / "2026-11-02" / "results.parquet"):
+        data = path.read_bytes()
+        assert b"session-" not in data and b"user-" not in data, path
+    assert pd.read_parquet(folder / "2026-11-02" / "traces.parquet")["session_id"].str.startswith("session-").all()
+    page = (folder / "report.html").read_text()
+    assert "DRIFT" in page and "Worst rows of 2026-11-02" in page and page.count("<svg") >= 2
+
+
+def test_an_llm_judged_partition_rerun_sends_nothing(example_traces, tmp_path, server, monkeypatch):
+    """With the LLM judge (the test server), the second run of a partition draws the same sample
+    and the judgement cache answers every request."""
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(example_traces))
+    judge = JudgeResource(base_url=server.url, model="judge-test", embedding_model="embed-test",
+                          cache_path=str(tmp_path / "cache.sqlite"))
+    job = dg.Definitions(assets=traffic_assets, jobs=[traffic_job],
+                         resources={"traffic_store": store, "judge": judge}).resolve_job_def("traffic_job")
+    config = {"ops": {"traffic_sample": {"config": {"budget_rows": 20}}}}
+    with dg.instance_for_test() as instance:
+        runs = [job.execute_in_process(partition_key="2026-11-01", instance=instance, run_config=config)
+                for _ in range(2)]
+        requests = []
+        for run in runs:
+            [scores] = [e for e in run.get_asset_materialization_events()
+                        if e.asset_key == dg.AssetKey("traffic_scores")]
+            requests.append(scores.materialization.metadata["requests"].value)
+    sent = len(server.seen)
+    assert requests[0] == sent > 0 and requests[1] == 0
+    assert len(pd.read_parquet(tmp_path / "out" / "2026-11-01" / "sample.parquet")) == 20
+    print(f"LLM judge: {sent} requests for 20 sampled rows ({sent / 20:.2f} a row), re-run 0")
+
+
+def test_a_partition_without_traffic_fails_traffic_arrived(tmp_path):
+    source = tmp_path / "traces"
+    source.mkdir()
+    (source / "spans.jsonl").write_text("not json\n", encoding="utf-8")
+    # No line can be placed in time: the file belongs to the partition of its modification time.
+    os.utime(source / "spans.jsonl", (T0 / 1e9 + 2 * DAY / 1e9 + 3600,) * 2)  # 2026-11-03T01:00Z
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(source))
+    job = dg.Definitions(assets=traffic_assets, jobs=[traffic_job],
+                         resources={"traffic_store": store, "judge": JudgeResource()}).resolve_job_def("traffic_job")
+    with dg.instance_for_test() as instance:
+        result = job.execute_in_process(partition_key="2026-11-03", instance=instance, raise_on_error=False)
+    [arrived] = [c for c in result.get_asset_check_evaluations() if c.check_name == "traffic_arrived"]
+    assert not arrived.passed
+    assert arrived.description == ("no traffic arrived: 0 traces in 2026-11-03 (at least 1 expected; "
+                                   "1 unreadable spans or rows)")
+    problems = pd.read_parquet(tmp_path / "out" / "2026-11-03" / "problems.parquet")
+    assert problems[["line", "field"]].values.tolist() == [[1, "line"]]
+    assert problems["reason"][0].startswith("not valid JSON")
+    # Blocking: nothing downstream was materialized for the empty day.
+    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {"traffic_samples"}
+    shutil.rmtree(tmp_path / "out")
+
+
+def test_hourly_partitions(tmp_path):
+    """partition = "hourly": one partition an hour from start, keys as Dagster writes them."""
+    from assets.partitions import traffic_partitions
+    from metrics.traffic import TrafficConfig
+
+    hourly = traffic_partitions(TrafficConfig(partition="hourly", start="2026-11-01"))
+    assert hourly.get_partition_key_for_timestamp(T0 / 1e9 + 13 * 3600 + 5) == "2026-11-01-13:00"
+    window = hourly.time_window_for_partition_key("2026-11-01-13:00")
+    assert (window.end - window.start).total_seconds() == 3600
+    assert TrafficStore(root=str(tmp_path)).folder("2026-11-01-13:00") == tmp_path / "2026-11-01-1300"
