@@ -19,6 +19,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 from orchestration.parsing import judge_resource, resources, run_config
 
@@ -243,6 +244,13 @@ def stored_in_database(database: Path, version: str, tables: list[str]) -> bool:
         return False
 
 
+def interrupted(result) -> bool:
+    """Whether a run (``dagster.ExecuteInProcessResult``) was stopped by a signal Dagster caught."""
+    return any("DagsterExecutionInterruptedError" in (getattr(event.event_specific_data, "error", None) or
+                                                      SimpleNamespace(cls_name="")).cls_name
+               for event in result.all_events if event.is_step_failure or event.is_run_failure)
+
+
 def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
     """Materialize the selected metrics for ``version``; the summary, or ``None`` on failure.
     Says first which selected metrics no line can feed, and last which lines were rejected
@@ -267,6 +275,8 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
                                  {m: METRICS[m].required_fields for m in selected}))
     with only_run_of(version, Path(args.out)):
         result = execute_with_progress(selected, version, run_config, resources(args), args.instance)
+    if interrupted(result):
+        raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
     limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
     print_failed_checks(result, limit)
     if not result.success:
