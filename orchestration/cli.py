@@ -243,14 +243,37 @@ def _main(argv: list[str] | None) -> int:
         return run_handler(args)
     # Entered, so loading definitions reads this instance's defs state, not an ambient one that
     # another instance left behind (Dagster does not reset it; in-process callers: its folder may be gone).
-    with prepare_instance() as args.instance, event_log_held_open(args.instance):
-        if args.command != "convert-trec":
-            from orchestration.orphans import fail_orphaned_runs
+    import sqlite3
 
-            for run_id in fail_orphaned_runs(args.instance):
-                print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
-                      file=sys.stderr)
-        return run_handler(args)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with prepare_instance() as args.instance, event_log_held_open(args.instance):
+            if args.command != "convert-trec":
+                from orchestration.orphans import fail_orphaned_runs
+
+                for run_id in fail_orphaned_runs(args.instance):
+                    print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
+                          file=sys.stderr)
+            return run_handler(args)
+    except (OSError, sqlite3.Error, SQLAlchemyError) as exc:  # the instance's storage (run_handler says the rest)
+        print(instance_unusable(exc), file=sys.stderr)
+        return 2
+
+
+def instance_unusable(error: BaseException) -> str:
+    """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
+    import os
+
+    from metrics.judges.cache import disk_problem
+
+    home = os.environ.get("DAGSTER_HOME", "dagster_home")
+    cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]
+    advice = "a file of it is damaged: move the folder aside (its run history and registered versions go with it; " \
+             "`rag-eval register` adds a version again)" if "malformed" in cause or "not a database" in cause \
+        else "free space or make it writable, then run the same command again"
+    return f"error: the Dagster instance in DAGSTER_HOME={home} cannot be used: {cause}; {advice}; every judgement " \
+           "already answered is kept in the judgement cache"
 
 
 def run_handler(args: argparse.Namespace) -> int:

@@ -207,7 +207,10 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     if metadata["summary_path"].value != str(files[0]) or \
             (metadata["azure_rows"].value and not (folder / "azure_results.jsonl").is_file()):
         return None
-    summary = json.loads(files[0].read_text(encoding="utf-8"))
+    try:
+        summary = json.loads(files[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # damaged (a crash, a full disk): the run goes ahead and writes it again
     judge = json.loads(json.dumps(judge_resource(args).get_judge().describe(), default=str))
     selected, built = resolve_names(args.metrics), resources(args)
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \

@@ -92,6 +92,21 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def disk_problem(folder: str | Path, error: BaseException) -> str:
+    """``error`` in the user's words where the file system of ``folder`` tells what is wrong
+    (SQLite says "disk I/O error" for a write the disk refused): ``read-only file system
+    (...)``, ``no space left on the disk (...)``, else the error as it is."""
+    try:
+        disk = os.statvfs(folder)
+    except OSError:
+        return str(error)
+    if disk.f_flag & os.ST_RDONLY:
+        return f"read-only file system ({error})"
+    if disk.f_bavail == 0 or getattr(error, "sqlite_errorname", "") == "SQLITE_FULL":
+        return f"no space left on the disk ({error})"
+    return str(error)
+
+
 def _failure(error: BaseException) -> str:
     """``damaged``, ``locked`` or ``unwritable`` (full, read-only, I/O error, cannot be opened)."""
     name = getattr(error, "sqlite_errorname", "") or ""
@@ -246,16 +261,7 @@ class JudgementCache:
             warnings.warn(f"judgement cache {self.path}: {message}", CacheWarning, stacklevel=4)
 
     def _cause(self, error: BaseException) -> str:
-        """What is wrong, in the user's words where the file system tells (full, read-only)."""
-        try:
-            disk = os.statvfs(Path(self.path).parent)
-        except OSError:
-            return str(error)
-        if disk.f_flag & os.ST_RDONLY:
-            return f"read-only file system ({error})"
-        if disk.f_bavail == 0 or getattr(error, "sqlite_errorname", "") == "SQLITE_FULL":
-            return f"no space left on the disk ({error})"
-        return str(error)
+        return disk_problem(Path(self.path).parent, error)
 
     def _unwritable(self, error: BaseException) -> None:
         if time.monotonic() >= self._retry_at:  # the next attempt: in RETRY_SECONDS, not later
