@@ -93,6 +93,10 @@ def check_out(args: argparse.Namespace) -> None:
     check_database(out / "rag_eval.duckdb", say=lambda message: print(message, file=sys.stderr))
 
 
+class VersionBusy(ValueError):
+    """The version is being evaluated by another ``rag-eval`` process (its PID in the message)."""
+
+
 @contextmanager
 def only_run_of(version: str, out: Path):
     """Hold the version for this process: a second ``rag-eval`` evaluating the same
@@ -105,7 +109,7 @@ def only_run_of(version: str, out: Path):
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
-            raise ValueError(f"dataset version {version} is being evaluated right now by another rag-eval run "
+            raise VersionBusy(f"dataset version {version} is being evaluated right now by another rag-eval run "
                              f"({lock.read().strip() or 'PID unknown'}); wait for it to finish") from None
         lock.truncate(0)
         lock.write(f"PID {os.getpid()}")
@@ -371,7 +375,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         raise ValueError(f"no registered version between {args.start or 'the first'} and {args.end or 'the last'}")
     failed = []
     for version in chosen:
-        summary = evaluate_version(version, args, config)
+        try:
+            summary = evaluate_version(version, args, config)
+        except VersionBusy as exc:  # that process evaluates it: the backfill goes on with the others
+            print(f"{version}: skipped: {exc}", file=sys.stderr)
+            continue
         if summary is None:
             failed.append(version)
             continue
