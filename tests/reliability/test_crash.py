@@ -147,7 +147,7 @@ class Killer:
 
     def __init__(self, server, signum: int = signal.SIGKILL) -> None:
         self.server, self.signum, self.run = server, signum, None
-        self.phase = self.in_flight = self.requests = None
+        self.phase = self.in_flight = self.requests = self.unanswered = None
         self.done = threading.Event()
         self._lock = threading.Lock()
 
@@ -169,7 +169,8 @@ class Killer:
                 return
             now = time.monotonic()
             self.phase = self.observed()
-            self.in_flight = self.server.in_flight + sum(now - t < RECENT for t in self.server.replied)
+            self.unanswered = self.server.in_flight
+            self.in_flight = self.unanswered + sum(now - t < RECENT for t in self.server.replied)
             self.requests = len(self.server.seen)
             (os.killpg if self.signum == signal.SIGINT else os.kill)(self.run.process.pid, self.signum)
             self.done.set()
@@ -291,9 +292,10 @@ def test_killed_at_any_point_and_run_again_the_outputs_are_the_undisturbed_runs(
                 continue
             assert status == -signal.SIGKILL
             # Requests the server got after the kill were sent before it: in flight too.
-            landed = killer.in_flight + len(slow_server.seen) - killer.requests
+            after = len(slow_server.seen) - killer.requests
+            landed = killer.in_flight + after
             in_flight += landed
-            kills.append((chain, phase, killer.phase, killer.requests - before, landed))
+            kills.append((chain, phase, killer.phase, killer.requests - before, killer.unanswered + after, landed))
         slow_server.script = base
         status, err = Run(project, slow_server.url).finish()
         assert status == 0 and "Traceback" not in err, err[-3000:]
@@ -302,7 +304,8 @@ def test_killed_at_any_point_and_run_again_the_outputs_are_the_undisturbed_runs(
               f"{in_flight} in flight at its kills")
         assert duplicates <= in_flight
         assert outputs(project) == undisturbed["outputs"]
-    print("chain, phase aimed, phase observed, requests of the killed run received at the kill, in flight")
+    print("chain, phase aimed, phase observed, requests of the killed run received at the kill, unanswered or "
+          "received after it, in flight (with the answers of the last 0.5 s)")
     for kill in kills:
         print(*kill, sep="\t")
     assert len(kills) >= 20
