@@ -47,16 +47,18 @@ RAGAS_FILES = {"edited_chain_runs.json": "answer_correctness", "annotated_data.j
 
 
 def ragas_labels(folder: Path) -> list[dict]:
-    """Per-sample binary labels from the ragas annotated files (see the module docstring)."""
+    """Per-sample binary labels from the ragas annotated files (see the module docstring), with the
+    LLM judge's recorded ``verdict`` and the metric's name in ragas (``ragas_metric``)."""
     labels = []
     for filename, metric in RAGAS_FILES.items():
-        for records in json.loads((folder / filename).read_text(encoding="utf-8")).values():
+        for name, records in json.loads((folder / filename).read_text(encoding="utf-8")).items():
             for record in records:
                 sample = dict(record["metric_input"])
                 if metric == "faithfulness":
                     sample["retrieved_contexts"] = [sample["user_input"]]
                 human = record["metric_output"] if record["is_accepted"] else 1 - record["metric_output"]
-                labels.append({"metric": metric, "sample": sample, "label": bool(human), "label_type": "binary"})
+                labels.append({"metric": metric, "sample": sample, "label": bool(human), "label_type": "binary",
+                               "verdict": record["metric_output"], "ragas_metric": name})
     return labels
 
 
