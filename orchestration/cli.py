@@ -193,14 +193,37 @@ def _main(argv: list[str] | None) -> int:
         return run_handler(args)
     # Entered, so loading definitions reads this instance's defs state, not an ambient one that
     # another instance left behind (Dagster does not reset it; in-process callers: its folder may be gone).
-    with prepare_instance() as args.instance:
-        if args.command != "convert-trec":
-            from orchestration.orphans import fail_orphaned_runs
+    import sqlite3
 
-            for run_id in fail_orphaned_runs(args.instance):
-                print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
-                      file=sys.stderr)
-        return run_handler(args)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with prepare_instance() as args.instance:
+            if args.command != "convert-trec":
+                from orchestration.orphans import fail_orphaned_runs
+
+                for run_id in fail_orphaned_runs(args.instance):
+                    print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
+                          file=sys.stderr)
+            return run_handler(args)
+    except (OSError, sqlite3.Error, SQLAlchemyError) as exc:  # the instance's storage (run_handler says the rest)
+        print(instance_unusable(exc), file=sys.stderr)
+        return 2
+
+
+def instance_unusable(error: BaseException) -> str:
+    """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
+    import os
+
+    from metrics.judges.cache import disk_problem
+
+    home = os.environ.get("DAGSTER_HOME", "dagster_home")
+    cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]
+    advice = "a file of it is damaged: move the folder aside (its run history and registered versions go with it; " \
+             "`rag-eval register` adds a version again)" if "malformed" in cause or "not a database" in cause \
+        else "free space or make it writable, then run the same command again"
+    return f"error: the Dagster instance in DAGSTER_HOME={home} cannot be used: {cause}; {advice}; every judgement " \
+           "already answered is kept in the judgement cache"
 
 
 def run_handler(args: argparse.Namespace) -> int:
@@ -212,8 +235,56 @@ def run_handler(args: argparse.Namespace) -> int:
         return 2
 
 
+def _stop(signum: int, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _relay_ctrl_c(wake: int) -> None:
+    """Take Ctrl-C in this process only. A terminal sends SIGINT to its whole foreground process
+    group, so Dagster's log-mirroring helpers and the great-expectations worker would each die
+    printing a traceback. SIGINT is blocked in this thread before any other thread or child
+    exists (both inherit the mask, so the children never see it); a thread of its own takes it
+    (``sigwait``), notes it on ``wake`` and interrupts the main thread with SIGUSR1, whose handler
+    is SIGINT's current one (:func:`_stop`, or Dagster's while it runs a step): a blocking wait
+    of the main thread is interrupted as by SIGINT itself."""
+    import os
+    import signal
+    import threading
+
+    def as_sigint(signum: int, frame) -> None:
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    def relay(main: int) -> None:
+        while True:
+            signal.sigwait({signal.SIGINT})
+            os.write(wake, bytes([signal.SIGINT]))
+            signal.pthread_kill(main, signal.SIGUSR1)
+
+    signal.signal(signal.SIGUSR1, as_sigint)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    threading.Thread(target=relay, args=(threading.main_thread().ident,), daemon=True, name="ctrl-c").start()
+
+
+def stopped(signals: bytes) -> int:
+    """Say in one line that the command was stopped (``signals``: the numbers of the signals
+    received, as the wake-up pipe got them) and what is kept; the shell's status for the signal
+    (130 for SIGINT, 143 for SIGTERM)."""
+    import signal
+
+    signum = next((s for s in signals if s in (signal.SIGINT, signal.SIGTERM)), signal.SIGINT)
+    name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
+    print(f"rag-eval: stopped by {name}; every judgement already answered is kept in the judgement cache and "
+          "nothing half-written was kept: run the same command again to finish (it sends only what is left)",
+          file=sys.stderr)
+    return 128 + signum
+
+
 def entry() -> None:
     """The ``rag-eval`` program: :func:`main`, then the process ends at once with its status.
+    SIGINT (Ctrl-C) and SIGTERM stop it cleanly: one line (:func:`stopped`), no traceback.
 
     Its outputs are written and its databases committed when ``main`` returns; what is left
     is the interpreter's teardown, where a native library's threads (pyarrow's jemalloc
@@ -221,8 +292,25 @@ def entry() -> None:
     without an active exception", status -6 after a run that succeeded; seen once in CI with
     two runs at once). ``os._exit`` skips that teardown, after flushing what was printed."""
     import os
+    import signal
 
-    status = main()
+    # Dagster takes SIGINT and SIGTERM over while it executes a run (its own handler, then an error in the
+    # step): every signal's number also reaches this pipe, so the one that stopped the command is known.
+    received, wake = os.pipe()
+    for end in (received, wake):
+        os.set_blocking(end, False)
+    signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop)
+    _relay_ctrl_c(wake)
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        try:
+            signals = os.read(received, 64)
+        except BlockingIOError:
+            signals = b""
+        status = stopped(signals)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

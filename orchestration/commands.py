@@ -19,6 +19,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 from orchestration.parsing import judge_resource, resources, run_config
 
@@ -88,6 +89,10 @@ def check_out(args: argparse.Namespace) -> None:
         raise ValueError(f"--out {out} is a file: pass a folder for the reports and the results tables")
 
 
+class VersionBusy(ValueError):
+    """The version is being evaluated by another ``rag-eval`` process (its PID in the message)."""
+
+
 @contextmanager
 def only_run_of(version: str, out: Path):
     """Hold the version for this process: a second ``rag-eval`` evaluating the same
@@ -100,7 +105,7 @@ def only_run_of(version: str, out: Path):
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
-            raise ValueError(f"dataset version {version} is being evaluated right now by another rag-eval run "
+            raise VersionBusy(f"dataset version {version} is being evaluated right now by another rag-eval run "
                              f"({lock.read().strip() or 'PID unknown'}); wait for it to finish") from None
         lock.truncate(0)
         lock.write(f"PID {os.getpid()}")
@@ -168,7 +173,10 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     if metadata["summary_path"].value != str(files[0]) or \
             (metadata["azure_rows"].value and not (folder / "azure_results.jsonl").is_file()):
         return None
-    summary = json.loads(files[0].read_text(encoding="utf-8"))
+    try:
+        summary = json.loads(files[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # damaged (a crash, a full disk): the run goes ahead and writes it again
     judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge()), default=str))
     built = resources(args)
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
@@ -186,6 +194,13 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     if out_of_date(args.instance, definitions, version, [*ingestion, *selected, "eval_summary"]):
         return None
     return record.run_id, summary
+
+
+def interrupted(result) -> bool:
+    """Whether a run (``dagster.ExecuteInProcessResult``) was stopped by a signal Dagster caught."""
+    return any("DagsterExecutionInterruptedError" in (getattr(event.event_specific_data, "error", None) or
+                                                      SimpleNamespace(cls_name="")).cls_name
+               for event in result.all_events if event.is_step_failure or event.is_run_failure)
 
 
 def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
@@ -215,6 +230,8 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     with only_run_of(version, Path(args.out)):
         result = execute_with_progress(selected, version, run_config, built, args.instance,
                                        has_labels(args.instance, built["dataset_store"], version))
+    if interrupted(result):
+        raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
     limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
     print_failed_checks(result, limit)
     if not result.success:
@@ -311,7 +328,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         raise ValueError(f"no registered version between {args.start or 'the first'} and {args.end or 'the last'}")
     failed = []
     for version in chosen:
-        summary = evaluate_version(version, args, config)
+        try:
+            summary = evaluate_version(version, args, config)
+        except VersionBusy as exc:  # that process evaluates it: the backfill goes on with the others
+            print(f"{version}: skipped: {exc}", file=sys.stderr)
+            continue
         if summary is None:
             failed.append(version)
             continue

@@ -203,20 +203,22 @@ def print_failed_checks(result, limit: float, stream: TextIO | None = None) -> N
             print(f"    … and {count - SHOWN} more", file=stream)
 
 
-def _lines(message: str) -> str:
-    """A multi-line message printed line by line (indented), each line's control characters escaped."""
-    return "\n    ".join(printable(line) for line in message.strip().splitlines())
+def _one_line(message: str) -> str:
+    """A multi-line message on one line, each line's control characters escaped."""
+    return " ".join(printable(line.strip()) for line in message.strip().splitlines())
 
 
 def print_run_failure(result, stream: TextIO | None = None) -> None:
-    """Each failed step of a run (or the run itself, e.g. a resource that failed), with the
-    chain of causes down to the root one."""
+    """Each failed step of a run, or the run itself when no step failed (e.g. a resource that
+    failed), in one line: the root cause, then in brackets what Dagster was doing when it came
+    (the outermost error of the chain) when that is another error."""
     stream = stream or sys.stderr
-    for event in result.all_events:
-        error = getattr(event.event_specific_data, "error", None)
-        if event.is_step_failure or (event.is_run_failure and error is not None):  # e.g. a resource that failed
-            print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {_lines(error.message)}",
-                  file=stream)
-            while error.cause is not None:  # the chain down to the root cause
-                error = error.cause
-                print(f"  caused by: {_lines(error.message)}", file=stream)
+    failures = [event for event in result.all_events if event.is_step_failure] or \
+        [event for event in result.all_events if event.is_run_failure
+         and getattr(event.event_specific_data, "error", None) is not None]
+    for event in failures:
+        error = root = event.event_specific_data.error
+        while root.cause is not None:  # the chain down to the root cause
+            root = root.cause
+        line = _one_line(root.message) + (f" [{_one_line(error.message.splitlines()[0])}]" if root is not error else "")
+        print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {line}", file=stream)

@@ -178,6 +178,12 @@ class LLMJudge(Judge):
             return None
         return self.run(self.transport.checked(self.config.model))
 
+    def forget(self) -> None:
+        """The version's scoring is done: the answers the cache kept in memory (its file was full
+        or read-only) are written if the file takes them now."""
+        if self.cache is not None:
+            self.cache.flush()
+
     def close(self) -> None:
         """Close the HTTP connections, stop the judge's event loop and close its cache."""
         self.transport.close()
