@@ -1,7 +1,7 @@
 """The metrics the pipeline knows, by the name the peers use.
 
-Every ``Metric`` subclass with a ``name`` in a module of ``metrics.rag``, ``metrics.azure``
-or ``metrics.retrieval`` is registered: adding a metric is adding its module (and its
+Every ``Metric`` subclass with a ``name`` in a module of ``metrics.rag``, ``metrics.azure``,
+``metrics.retrieval`` or ``metrics.diagnostics`` is registered: adding a metric is adding its module (and its
 test). The ones imported below are listed in the order reports show them; a module not
 listed here comes after them, in module order. After them come, in this order:
 
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import metrics.azure
+import metrics.diagnostics
 import metrics.rag
 import metrics.retrieval
 
@@ -56,7 +57,7 @@ from metrics.retrieval.document_retrieval import DOCUMENT_RETRIEVAL_METRICS
 def _discovered() -> list[type[Metric]]:
     """Every named ``Metric`` subclass of the metric packages' modules, in module order."""
     found: list[type[Metric]] = []
-    for package in (metrics.rag, metrics.azure, metrics.retrieval):
+    for package in (metrics.rag, metrics.azure, metrics.retrieval, metrics.diagnostics):
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             module = importlib.import_module(f"{package.__name__}.{info.name}")
             found += [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, Metric)
@@ -150,7 +151,8 @@ METRICS: dict[str, type[Metric]] = _with_extensions([
 ], CUSTOM_METRICS_SOURCE)
 #: Metric names by family (``metrics.base.Family``: core, ragas, azure, document_retrieval, custom,
 #: plugin), in registry order.
-FAMILIES: dict[str, tuple[str, ...]] = {family.value: tuple(name for name, cls in METRICS.items() if cls.family is family)
+FAMILIES: dict[str, tuple[str, ...]] = {family.value: tuple(name for name, cls in METRICS.items()
+                                                           if cls.family is family or family in cls.also_in)
                                         for family in Family}
 #: The five core metrics of the dingo RAG guide, in the order reports show them.
 CORE_METRICS: tuple[str, ...] = FAMILIES[Family.CORE.value]
