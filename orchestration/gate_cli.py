@@ -58,6 +58,11 @@ def _print_table(comparison) -> None:
                       f"{_num(m.low, sign=True)}..{_num(m.high, sign=True)}", str(m.n), verdict)
     print(printable(f"{comparison.candidate} vs baseline {comparison.baseline}"))
     Console().print(table)
+    if comparison.diagnosis:  # RAGChecker's diagnostics: which moved, and the candidate's reading
+        from metrics.diagnosis import moved_line
+
+        print(printable(f"diagnostics moved: {moved_line(comparison.diagnosis['moved'])}"))
+        print(printable(f"diagnosis of the candidate: {comparison.diagnosis['candidate']['reading']}"))
 
 
 def _finish(comparison, notes: list[str], folder: Path, history) -> int:

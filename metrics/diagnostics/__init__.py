@@ -12,6 +12,6 @@ metric is computed from one matrix of claim × premise entailment verdicts per r
   self-knowledge, faithfulness, and RAGAS's noise sensitivity in relevant and irrelevant chunks
   (``metrics.rag.noise_sensitivity``: RAGAS took RAGChecker's formula; one metric, in both selections).
 
-:mod:`~metrics.diagnostics.diagnosis` reads a version's results as a diagnosis: the groups, the largest
+``metrics.diagnosis`` reads a version's results as a diagnosis: the groups, the largest
 problem in one line, and the worst rows with the claims that failed.
 """

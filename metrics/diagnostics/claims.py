@@ -188,7 +188,7 @@ def chunk_label(k: int, chunk: str) -> str:
 
 
 class Diagnostic:
-    """What a diagnosis says of a metric (``metrics.diagnostics.diagnosis``), declared on the metric.
+    """What a diagnosis says of a metric (``metrics.diagnosis``), declared on the metric.
 
     Attributes
     ----------
