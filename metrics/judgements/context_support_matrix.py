@@ -68,5 +68,9 @@ class ContextSupportMatrix(Judgement[Statements, SupportMatrix]):
         columns = [await judge.support(inputs.statements, [context]) for context in inputs.contexts]
         return self.verdict(matrix=[[column[i].verdict for column in columns] for i in range(len(inputs.statements))])
 
+    def offline_texts(self, judge, inputs: Statements) -> list[str]:
+        """What those calls embed (``support_texts`` of each context)."""
+        return [text for context in inputs.contexts for text in judge.support_texts(inputs.statements, [context])]
+
 
 context_support_matrix = ContextSupportMatrix()
