@@ -55,8 +55,8 @@ class GeneratorContextUtilization(ClaimMetric):
             return NotApplicable("no reference claim is in the retrieved chunks: nothing to utilize "
                                  "(a retrieval problem, see claim_recall)")
         used = recalled & checked.reference_covered
-        claims = [{"claim": c, "in_chunks": int(r), "stated": int(s)}
-                  for c, r, s in zip(checked.reference_claims, recalled, checked.reference_covered)]
+        claims = [{"claim": c, "in_chunks": [k + 1 for k, v in enumerate(row) if v], "stated": int(s)}
+                  for c, row, s in zip(checked.reference_claims, checked.reference_in_chunks, checked.reference_covered)]
         return Measured(float(used.sum() / recalled.sum()),
                         f"{int(used.sum())}/{int(recalled.sum())} reference claims found in the chunks are stated "
                         "by the response",

@@ -91,13 +91,13 @@ class NoiseSensitivity(ClaimMetric):
                                             checked.response_correct.astype(int).tolist(), self.mode)
         except ValueError as exc:
             raise JudgeError(str(exc)) from exc
-        relevant = checked.relevant
-        by = [(row & relevant).any() if self.mode == "relevant" else (row & ~relevant).any() and not
-              (row & relevant).any() for row in checked.response_in_chunks]
+        relevant, support = checked.relevant, checked.response_in_chunks
+        by_relevant = (support & relevant).any(axis=1)
+        by = by_relevant if self.mode == "relevant" else (support & ~relevant).any(axis=1) & ~by_relevant
         details = {"relevant_contexts": [bool(r) for r in relevant], "response_statements": [
             {"statement": s, "correct": int(c), "supported_by_contexts": [int(v) for v in row]}
-            for s, c, row in zip(checked.response_claims, checked.response_correct, checked.response_in_chunks)],
-            "failed": [s for s, c, b in zip(checked.response_claims, checked.response_correct, by) if b and not c]}
+            for s, c, row in zip(checked.response_claims, checked.response_correct, support)],
+            "failed": [s for s, wrong in zip(checked.response_claims, by & ~checked.response_correct) if wrong]}
         return Measured(value, f"{value:.2f} of the response statements are wrong claims supported by "
                                f"{self.mode} contexts", details)
 
