@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from metrics.diagnostics.claims import Diagnostic
@@ -56,7 +57,7 @@ def _entry(metric: str, frame: pd.DataFrame, failed_of: FailedOf | None, scale: 
     cls = METRICS[metric]
     ok = frame[frame["status"] == Status.OK.value]
     threshold = float(frame["threshold"].iloc[0]) if "threshold" in frame else cls.default_threshold
-    failing = ok[[not passes(float(v), threshold, cls.direction) for v in ok["value"]]]
+    failing = ok.loc[np.array([not passes(float(v), threshold, cls.direction) for v in ok["value"]], dtype=bool)]
     worst = failing.sort_values("value", ascending=cls.direction is Direction.HIGHER, kind="stable").head(WORST_ROWS)
     rows = [int(r) for r in worst["row"]] if "row" in worst else [None] * len(worst)
     claims = dict(failed_of(metric, rows)) if failed_of and rows and None not in rows else {}

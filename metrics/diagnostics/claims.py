@@ -15,7 +15,7 @@ RAGChecker            claims                 premises             judgement (req
 Together they are one (|G| + |A|) × (N + 2) matrix per row. A metric asks only the checks it needs
 (:attr:`ClaimMetric.checks`), always with the same inputs, so the judge answers each once per row —
 the LLM judge from its cache or the identical request in flight, the offline judge from its
-``support`` memo: all eleven diagnostics cost 3 chat requests per row (2 with nothing retrieved, when
+``support`` memo: all eleven diagnostics cost 3 chat requests per row (1 with nothing retrieved, when
 no matrix is asked), whatever the number of chunks (one more per batch of chunks past
 ``max_prompt_chars``), and none beside ``noise_sensitivity_*``, ``factual_correctness`` and
 ``answer_correctness``, which ask the same checks.

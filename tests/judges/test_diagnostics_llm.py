@@ -86,3 +86,11 @@ def test_chunks_past_the_prompt_budget_one_request_per_batch_same_values(server,
     assert {name: values[name] for name in EXPECTED} == pytest.approx(EXPECTED)
     kinds = sorted(r.kind for r in server.chat_requests())
     assert kinds == ["context_support_matrix"] * 6 + ["statement_classification"]  # 2 claim sets x 3 batches
+
+
+def test_nothing_retrieved_one_request_the_claims_against_each_other(server, make_judge):
+    server.script = claims_script(MATRIX, CHUNKS, CORRECT, STATED)
+    result = evaluate([dict(ROW, retrieved_contexts=[])], ["diagnostics"], judge=make_judge())
+    assert [r.kind for r in server.chat_requests()] == ["statement_classification"]
+    values = result.results.set_index("metric")["value"]
+    assert values["claim_recall"] == 0.0 and values["hallucination"] == pytest.approx(3 / 5)

@@ -59,6 +59,11 @@ def test_a_tie_goes_to_the_retriever_and_nothing_failing_is_said():
     assert diagnose(healthy)["lead"] is None
     assert diagnose(healthy)["reading"] == "no diagnostic fails its threshold on any row"
     assert diagnose(results({"faithfulness": [1.0]})) is None
+    unmeasured = diagnose(results({"generator_context_utilization": [None, None], "claim_recall": [None]}))
+    assert unmeasured["reading"] == "no diagnostic measured a row (see each metric's coverage)"
+    assert unmeasured["groups"]["retriever"]["claim_recall"] == {
+        "mean": None, "measured": 0, "total": 1, "threshold": 0.5, "direction": "higher_is_better",
+        "failing_share": None, "problem": "the retrieved chunks miss claims the reference needs", "worst_rows": []}
 
 
 def test_the_users_threshold_decides_what_fails_and_the_scale_is_the_summarys():
