@@ -12,6 +12,7 @@ value is a file name, not the version's lines or results.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -172,6 +173,15 @@ class StoredTable:
                 part[name] = [sys.intern(v) if isinstance(v, str) else v for v in part[name]]
             parts.append(part)
         return pd.concat(parts, ignore_index=True)
+
+    def failed_at(self, connection: duckdb.DuckDBPyConnection, rows: list[int]) -> dict[int, list[str]]:
+        """What counts against the metric on the results at ``rows`` (``row`` values): their details'
+        ``failed`` list (a diagnostic's failed claims, ``metrics.diagnosis``), ``[]`` when there is none."""
+        if not rows:
+            return {}
+        found = connection.execute(f"select row, details from ({self.query}) where row in "
+                                   f"({', '.join(str(int(r)) for r in rows)})").fetchall()
+        return {int(row): json.loads(details or "{}").get("failed", []) for row, details in found}
 
     def rows_at(self, connection: duckdb.DuckDBPyConnection, start: int, stop: int) -> pd.DataFrame:
         """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order, as :meth:`frame` gives them.

@@ -57,6 +57,8 @@ class Family(str, Enum):
     CUSTOM = "custom"
     #: From an installed plugin package (``metrics.registry.PLUGIN_GROUP``).
     PLUGIN = "plugin"
+    #: RAGChecker's claim-level diagnostics of the retriever and the generator (``metrics.diagnostics``).
+    DIAGNOSTICS = "diagnostics"
 
 
 def nothing_retrieved(contexts: list[str]) -> bool:
@@ -220,6 +222,9 @@ class Metric(ABC):
     judgements: ClassVar[tuple[Judgement, ...]] = ()
     #: Where the metric comes from (:class:`Family`).
     family: ClassVar[Family]
+    #: Other families whose selection (``--metrics <family>``) includes it: RAGAS's noise sensitivity
+    #: is also one of RAGChecker's diagnostics. Its asset group stays its own family's.
+    also_in: ClassVar[tuple[Family, ...]] = ()
     #: The metric's options (:class:`Options` or a subclass).
     Options: ClassVar[type[Options]] = Options
 

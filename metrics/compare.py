@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from metrics.diagnosis import diagnose, diagnostics_in, moved
 from metrics.ppi import MeanEstimate, difference
 from metrics.registry import METRICS
 from metrics.results import Direction, Status
@@ -140,6 +141,9 @@ class Comparison:
     worst_rows: dict[str, list[dict[str, Any]]]
     failures: list[str]
     settings: dict[str, Any]
+    #: RAGChecker's diagnostics when compared: ``moved`` (``metrics.diagnosis.moved``) and the candidate's
+    #: diagnosis (``metrics.diagnosis.diagnose``).
+    diagnosis: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -406,6 +410,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     return Comparison(baseline=names[0], candidate=names[1], metrics=results, gated=gated,
                       only_in_baseline=sorted(base_keys - cand_keys), only_in_candidate=sorted(cand_keys - base_keys),
                       status_changes=status_changes, coverage=coverage, worst_rows=worst, failures=failures,
+                      diagnosis=_diagnosis(results, candidate),
                       settings={"alpha": ALPHA, "interval": "95 % paired percentile bootstrap", "resamples": resamples,
                                 "seed": seed, "correction": "Holm", "min_rows": MIN_ROWS,
                                 "max_coverage_drop": max_coverage_drop})
@@ -427,6 +432,14 @@ def _on_estimates(row: MetricComparison, baseline: MeanEstimate, candidate: Mean
         row.p_regression, row.p_improvement = float(value >= -row.margin), float(value <= row.margin)
     row.basis = f"ppi (n={baseline.n}/{baseline.n + baseline.N} vs {candidate.n}/{candidate.n + candidate.N})"
     row.estimates = {"baseline": baseline.to_dict(), "candidate": candidate.to_dict()}
+
+
+def _diagnosis(compared: dict[str, MetricComparison], candidate: pd.DataFrame) -> dict[str, Any]:
+    """Which diagnostics moved, and the candidate's diagnosis (its first repeat), when any was compared."""
+    if not diagnostics_in(compared):
+        return {}
+    first = candidate[candidate["repeat"] == 0] if "repeat" in candidate else candidate
+    return {"moved": moved(compared), "candidate": diagnose(first[first["metric"].isin(compared)])}
 
 
 def _retest(rows: pd.DataFrame) -> float | None:

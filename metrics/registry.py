@@ -1,7 +1,7 @@
 """The metrics the pipeline knows, by the name the peers use.
 
-Every ``Metric`` subclass with a ``name`` in a module of ``metrics.rag``, ``metrics.azure``
-or ``metrics.retrieval`` is registered: adding a metric is adding its module (and its
+Every ``Metric`` subclass with a ``name`` in a module of ``metrics.rag``, ``metrics.azure``,
+``metrics.retrieval`` or ``metrics.diagnostics`` is registered: adding a metric is adding its module (and its
 test). The ones imported below are listed in the order reports show them; a module not
 listed here comes after them, in module order. The registry (:data:`METRICS`) is built on
 first use, not when ``metrics`` is imported.
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import metrics.azure
+import metrics.diagnostics
 import metrics.rag
 import metrics.retrieval
 
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
 def _discovered() -> list[type[Metric]]:
     """Every named ``Metric`` subclass of the metric packages' modules, in module order."""
     found: list[type[Metric]] = []
-    for package in (metrics.rag, metrics.azure, metrics.retrieval):
+    for package in (metrics.rag, metrics.azure, metrics.retrieval, metrics.diagnostics):
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             module = importlib.import_module(f"{package.__name__}.{info.name}")
             found += [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, Metric)
@@ -205,7 +206,7 @@ class _Family(Sequence[str]):
         self._family = family
 
     def _names(self) -> tuple[str, ...]:
-        return tuple(name for name, cls in METRICS.items() if cls.family is self._family)
+        return tuple(name for name, cls in METRICS.items() if cls.family is self._family or self._family in cls.also_in)
 
     def __getitem__(self, index):
         return self._names()[index]

@@ -60,6 +60,11 @@ def _print_table(comparison) -> None:
                       verdict if m.basis == "judge" else f"{verdict} on {m.basis}")
     print(printable(f"{comparison.candidate} vs baseline {comparison.baseline}"))
     Console().print(table)
+    if comparison.diagnosis:  # RAGChecker's diagnostics: which moved, and the candidate's reading
+        from metrics.diagnosis import moved_line
+
+        print(printable(f"diagnostics moved: {moved_line(comparison.diagnosis['moved'])}"))
+        print(printable(f"diagnosis of the candidate: {comparison.diagnosis['candidate']['reading']}"))
 
 
 def _finish(comparison, notes: list[str], folder: Path, history) -> int:

@@ -163,8 +163,21 @@ def _value(value: _Value) -> Any:
 class _Pending:
     """What the spans of one unfinished trace gave so far."""
 
-    __slots__ = ("source", "start", "end", "chains", "retrievals", "queries", "llms", "tokens", "session", "user",
-                 "route", "service", "problems")
+    __slots__ = (
+        "chains",
+        "end",
+        "llms",
+        "problems",
+        "queries",
+        "retrievals",
+        "route",
+        "service",
+        "session",
+        "source",
+        "start",
+        "tokens",
+        "user",
+    )
 
     def __init__(self, source: str) -> None:
         self.source, self.start, self.end = source, None, None

@@ -28,7 +28,8 @@ FULL = {"id": "c1", "user_input": "Where was Marie Curie born?",
         "retrieved_documents": [{"document_id": "d2", "relevance_score": 0.9},
                                 {"document_id": "d3", "relevance_score": 0.5}]}
 #: What the scripted judge returns for the judgements that need a shape of their own.
-SCRIPT = dict(matrix=[[1, 0], [0, 1], [1, 0], [0, 1]], entities=["Marie Curie", "Warsaw"], likert=(4, "scripted"))
+SCRIPT = dict(matrix={"Marie Curie was born in Warsaw.": [1, 0], "She won the Nobel Prize twice.": [0, 1],
+                      "She won two Nobel Prizes.": [0, 1]}, entities=["Marie Curie", "Warsaw"], likert=(4, "scripted"))
 
 
 def full_sample(**changes):

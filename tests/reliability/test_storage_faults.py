@@ -153,7 +153,7 @@ def damage_a_leaf(path: Path) -> None:
 def test_a_damaged_cache_is_set_aside_and_what_can_be_read_is_carried_over(make_judge, server, tmp_path):
     cache = tmp_path / "cache.sqlite"
     many = [{**ROWS[0], "id": f"m{i}", "response": f"Person {i} was born in Ulm."} for i in range(60)]
-    evaluate(many, metrics=["faithfulness"], judge=make_judge(cache_path=str(cache))).results
+    evaluate(many, metrics=["faithfulness"], judge=make_judge(cache_path=str(cache)))  # pays for every judgement
     with sqlite3.connect(cache) as db:
         paid = db.execute("select count(*) from answers").fetchone()[0]
     assert paid == len(server.seen) == 60  # one statement_support request a row
