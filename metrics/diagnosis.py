@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.diagnostics.claims import Diagnostic
+from metrics.diagnostics.claims import ClaimMetric, Diagnostic
 from metrics.registry import METRICS
 from metrics.results import Direction, Status, passes
 
@@ -35,11 +35,18 @@ CLAIM_CHARS = 200
 FailedOf = Callable[[str, list[int]], Mapping[int, Sequence[str]]]
 
 
+def _diagnostic(metric: str) -> type[ClaimMetric]:
+    """The registered class of ``metric``, a diagnostic."""
+    cls = METRICS[metric]
+    assert issubclass(cls, ClaimMetric)
+    return cls
+
+
 def diagnostics_in(metrics: Iterable[str]) -> dict[str, list[str]]:
     """``{group: [metric, ...]}`` of the diagnostics among ``metrics`` (in their order), groups in
     :data:`GROUPS` order, empty groups left out."""
     found = [m for m in metrics if isinstance(METRICS.get(m), type) and issubclass(METRICS[m], Diagnostic)]
-    return {g: members for g in GROUPS if (members := [m for m in found if METRICS[m].group == g])}
+    return {g: members for g in GROUPS if (members := [m for m in found if _diagnostic(m).group == g])}
 
 
 def _failed_in(details: Any) -> list[str] | None:
@@ -54,13 +61,14 @@ def _cut(claim: str) -> str:
 
 
 def _entry(metric: str, frame: pd.DataFrame, failed_of: FailedOf | None, scale: int) -> dict[str, Any]:
-    cls = METRICS[metric]
+    cls = _diagnostic(metric)
     ok = frame[frame["status"] == Status.OK.value]
     threshold = float(frame["threshold"].iloc[0]) if "threshold" in frame else cls.default_threshold
-    failing = ok.loc[np.array([not passes(float(v), threshold, cls.direction) for v in ok["value"]], dtype=bool)]
+    failing = ok.loc[np.array([not passes(float(v), threshold, cls.direction) for v in ok["value"]], dtype=np.bool_)]
     worst = failing.sort_values("value", ascending=cls.direction is Direction.HIGHER, kind="stable").head(WORST_ROWS)
-    rows = [int(r) for r in worst["row"]] if "row" in worst else [None] * len(worst)
-    claims = dict(failed_of(metric, rows)) if failed_of and rows and None not in rows else {}
+    rows: list[int | None] = [int(r) for r in worst["row"]] if "row" in worst else [None] * len(worst)
+    known = [r for r in rows if r is not None]
+    claims = dict(failed_of(metric, known)) if failed_of and rows and len(known) == len(rows) else {}
     listed = []
     for row, sample_id, value, details in zip(rows, worst["sample_id"], worst["value"],
                                               worst["details"] if "details" in worst else [None] * len(rows)):
@@ -79,7 +87,7 @@ def reading(groups: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> tuple[str 
     """The leading diagnostic failing most rows and the one-line reading, or ``(None, why there is none)``."""
     candidates = [(entry["failing_share"], -GROUPS.index(group), -i, metric)
                   for group, members in groups.items() for i, (metric, entry) in enumerate(members.items())
-                  if METRICS[metric].leads and entry["failing_share"]]
+                  if _diagnostic(metric).leads and entry["failing_share"]]
     if not candidates:
         measured = any(e["measured"] for members in groups.values() for e in members.values())
         return None, ("no diagnostic fails its threshold on any row" if measured
@@ -88,7 +96,7 @@ def reading(groups: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> tuple[str 
     entry = next(members[metric] for members in groups.values() if metric in members)
     sign = "<" if entry["direction"] == Direction.HIGHER.value else ">"
     return metric, (f"{entry['problem']} in {share * 100:.0f} % of rows ({metric} {sign} {entry['threshold']:g}): "
-                    f"{METRICS[metric].advice}")
+                    f"{_diagnostic(metric).advice}")
 
 
 def diagnose(results: pd.DataFrame, failed_of: FailedOf | None = None, scale: int = 1) -> dict[str, Any] | None:
@@ -115,7 +123,7 @@ def diagnose(results: pd.DataFrame, failed_of: FailedOf | None = None, scale: in
     groups = diagnostics_in(dict.fromkeys(results["metric"]))
     if not groups:
         return None
-    by_metric = dict(results.groupby("metric", sort=False))
+    by_metric = dict(iter(results.groupby("metric", sort=False)))  # (a GroupBy has a `keys` attribute: not a mapping)
     entries = {g: {m: _entry(m, by_metric[m], failed_of, scale) for m in members} for g, members in groups.items()}
     lead, text = reading(entries)
     return {"groups": entries, "lead": lead, "reading": text}

@@ -57,7 +57,7 @@ RESPONSE_IN_CHUNKS = "response_in_chunks"
 #: (``answer2response`` and ``response2answer``, one judgement).
 CORRECTNESS = "correctness"
 CHECKS = (REFERENCE_IN_CHUNKS, RESPONSE_IN_CHUNKS, CORRECTNESS)
-_JUDGEMENT = {REFERENCE_IN_CHUNKS: context_support_matrix, RESPONSE_IN_CHUNKS: context_support_matrix,
+_JUDGEMENT: dict[str, Judgement] = {REFERENCE_IN_CHUNKS: context_support_matrix, RESPONSE_IN_CHUNKS: context_support_matrix,
               CORRECTNESS: statement_classification}
 NO_RESPONSE_CLAIM = "no_factual_statements: the response makes no checkable claim"
 NO_REFERENCE_CLAIM = "the reference has no claim to check against"
@@ -125,17 +125,17 @@ class ClaimChecks:
     @property
     def recalled(self) -> np.ndarray:
         """Per reference claim: some chunk supports it (``np.max(retrieved2answer, axis=1)``)."""
-        return self.reference_in_chunks.any(axis=1)
+        return np.asarray(self.reference_in_chunks.any(axis=1))
 
     @property
     def relevant(self) -> np.ndarray:
         """Per chunk: it supports some reference claim (``np.max(retrieved2answer, axis=0)``)."""
-        return self.reference_in_chunks.any(axis=0)
+        return np.asarray(self.reference_in_chunks.any(axis=0))
 
     @property
     def faithful(self) -> np.ndarray:
         """Per response claim: some chunk supports it (``np.max(retrieved2response, axis=1)``)."""
-        return self.response_in_chunks.any(axis=1)
+        return np.asarray(self.response_in_chunks.any(axis=1))
 
 
 def _matrix(answer: Any, claims: list[str], chunks: list[str]) -> np.ndarray:

@@ -2,6 +2,8 @@
 (noise sensitivity is RAGAS's ``metrics.rag.noise_sensitivity``, the same formula)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from metrics.base import Measured, NotApplicable
@@ -14,7 +16,7 @@ ALL_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 
 def response_claims(checked: ClaimChecks) -> list[dict]:
     """Each response claim with the chunks supporting it and, when checked, whether the reference does."""
-    items = [{"claim": c, "in_chunks": [k + 1 for k, v in enumerate(row) if v]}
+    items: list[dict[str, Any]] = [{"claim": c, "in_chunks": [k + 1 for k, v in enumerate(row) if v]}
              for c, row in zip(checked.response_claims, checked.response_in_chunks)]
     if checked.response_correct is not None:
         for item, correct in zip(items, checked.response_correct):
