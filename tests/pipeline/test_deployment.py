@@ -11,7 +11,7 @@ def test_the_suite_runs_where_main_has_no_file(tmp_path):
     file; great-expectations imports pyspark.sql.connect, which then exited the process with
     status 0 ("Skipping doctests") unless pyspark's connect requirements are installed."""
     fiqa = ROOT / "examples" / "fiqa" / "samples.jsonl"
-    code = ("from pathlib import Path; from assets.expectations import profile, suite, validate; "
+    code = ("from pathlib import Path; from rag_eval.assets.expectations import profile, suite, validate; "
             "fields = ['user_input', 'response']; "
             f"frame = profile({str(fiqa)!r}, fields); "
             f"outcomes, page = validate(frame, suite(frame, fields, [0]), 'v1', 'run-1', Path({str(tmp_path)!r})); "
@@ -306,7 +306,7 @@ def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
         sensed = sorted((r["jobName"], r["tags"]["dagster/partition"], r["status"]) for r in runs
                         if r["tags"].get("dagster/sensor_name") == "new_dataset_versions")
         c = sensed[0][1]
-        assert re.fullmatch(r"\d{8}T\d{6}Z-c-[0-9a-f]{8}", c)  # assets.registration: <UTC time>-<name>-<hash>
+        assert re.fullmatch(r"\d{8}T\d{6}Z-c-[0-9a-f]{8}", c)  # rag_eval.assets.registration: <UTC time>-<name>-<hash>
         assert sensed == [("evaluation_job", c, "SUCCESS"), ("ingestion_job", a, "SUCCESS")]
         assert (deployment.root / "out" / c / "summary.json").exists() and (deployment.root / "datasets" / c).is_dir()
 
@@ -349,7 +349,7 @@ def test_a_killed_rag_eval_run_is_marked_failed_by_the_next_command(tmp_path, mo
     STARTED forever. The next rag-eval command marks it FAILURE, with the reason."""
     import dagster as dg
 
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     dataset = _write(tmp_path / "in", [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DAGSTER_"))}
