@@ -315,16 +315,16 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
             chosen.add(item)
         else:
             source = f"custom metrics read from {METRICS.custom_source}" if METRICS.custom_source else _NO_FILE \
-                if METRICS.extensions_loaded else "custom and plugin metrics not loaded (metrics.load_extensions())"
+                if METRICS.extensions_loaded else "custom and plugin metrics not loaded (rag_eval.metrics.load_extensions())"
             raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
                            f"{', '.join(FAMILIES)}, all; {source}")
     names = [name for name in METRICS if name in chosen]
     read = METRICS.custom_source
     empty = {"custom": f"no custom metrics were read ({read} defines none)" if read
              else f"no custom metrics were read (no custom metrics file found: {_WHERE})"
-             if METRICS.extensions_loaded else "custom metrics not loaded (metrics.load_extensions())",
+             if METRICS.extensions_loaded else "custom metrics not loaded (rag_eval.metrics.load_extensions())",
              "plugin": f"no plugin metric is installed (entry point group {PLUGIN_GROUP})"
-             if METRICS.extensions_loaded else "plugin metrics not loaded (metrics.load_extensions())"}
+             if METRICS.extensions_loaded else "plugin metrics not loaded (rag_eval.metrics.load_extensions())"}
     said = [empty[item] for item in dict.fromkeys(items) if item in empty and not FAMILIES[item]]
     if not names and said:
         raise ValueError(f"no metric selected: {'; '.join(said)}")

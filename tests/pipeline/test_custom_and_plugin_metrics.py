@@ -79,11 +79,11 @@ GROUP = ("from rag_eval.orchestration.definitions import defs; import dagster as
 @pytest.mark.parametrize("code, printed", [
     ("import rag_eval_language; print(rag_eval_language.LanguageMatch.name)", ["language_match"]),
     # Importing metrics loads no plugin (it used to: "partially initialized module 'rag_eval_language'").
-    ("import rag_eval_language\nfrom metrics import METRICS, load_extensions\nfrom rag_eval.metrics.registry import resolve_names\n"
+    ("import rag_eval_language\nfrom rag_eval.metrics import METRICS, load_extensions\nfrom rag_eval.metrics.registry import resolve_names\n"
      "try:\n    resolve_names('language_match')\nexcept KeyError as exc:\n    print(exc.args[0].rsplit('; ', 1)[1])\n"
      "load_extensions(); print(METRICS['language_match'] is rag_eval_language.LanguageMatch)",
-     ["custom and plugin metrics not loaded (metrics.load_extensions())", "True"]),
-    ("import metrics, rag_eval_language; metrics.load_extensions(); print(list(rag_eval.metrics.registry.FAMILIES['plugin']))",
+     ["custom and plugin metrics not loaded (rag_eval.metrics.load_extensions())", "True"]),
+    ("import rag_eval.metrics, rag_eval_language; rag_eval.metrics.load_extensions(); print(list(rag_eval.metrics.registry.FAMILIES['plugin']))",
      ["['language_match']"]),
     (f"import rag_eval_language; {GROUP}", ["plugin_metrics"]),
     (f"{GROUP}; import rag_eval_language; print(defs.resolve_asset_graph().get(dg.AssetKey('language_match')) "
@@ -109,7 +109,7 @@ def test_custom_and_plugin_metrics_through_rag_eval_run_the_code_location_and_th
             "status = main(['run', 'samples.jsonl', '--dataset-version', 'v1', '--metrics', "
             "'faithfulness,custom,plugin']); "
             "from rag_eval.orchestration.definitions import defs; g = defs.resolve_asset_graph(); "
-            "from metrics import OfflineJudge, evaluate; "
+            "from rag_eval.metrics import OfflineJudge, evaluate; "
             "api = evaluate('samples.jsonl', metrics=['language_match'], judge=OfflineJudge()); "
             "print(json.dumps({'status': status, 'api': list(api.results['value']), **{k: [g.get(dg.AssetKey(k))"
             ".group_name, sorted(p.to_user_string() for p in g.get(dg.AssetKey(k)).parent_keys), "
