@@ -317,7 +317,9 @@ def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
                                    for r in runs]
         [nightly] = nightly
         assert (nightly["tags"]["dagster/partition"], nightly["status"]) == (a, "SUCCESS")
-        assert nightly["assets"] == ["answer_relevancy", "baseline_comparison", "eval_summary", "faithfulness"]
+        # label_estimates too: the backfill materialized it (no labels), and its summary is re-run.
+        assert nightly["assets"] == ["answer_relevancy", "baseline_comparison", "eval_summary", "faithfulness",
+                                     "label_estimates"]
         assert nightly["tags"]["rag_eval/summary_scope"] == "version"
         kinds = sorted(s.kind for s in judge.seen[before:] if s.path.endswith("/chat/completions"))
         # c's rows are a's first two, answered from the cache: what is sent is a's re-run, one of each per row.
