@@ -105,7 +105,7 @@ def build_metric_assets() -> dg.AssetsDefinition:
     """The multi-asset computing the selected metrics on the version's samples; each
     metric's output reads only the field assets of the fields the metric needs."""
 
-    judge_version = JudgeResource().code_version()  # once: building a resource takes ~10 ms
+    judge_version = JudgeResource().code_version()  # once: building a resource is not free
     MetricsConfig, metric_options = metrics_config()
 
     @dg.multi_asset(

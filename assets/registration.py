@@ -40,7 +40,7 @@ def default_key(name: str, digest: str, now: datetime | None = None) -> str:
 
 
 #: Bytes read at a time when a version's file is hashed, copied or compared: a version's
-#: file is never whole in memory (450 MB at the bench's 100,000 rows).
+#: file is never whole in memory (docs/performance.md, Memory).
 BLOCK = 1 << 20
 
 

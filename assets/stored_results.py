@@ -80,8 +80,8 @@ def _remove_orphans(folder: Path) -> None:
 
 
 #: Threads converting a frame to Arrow (``pyarrow.Table.from_pandas``): the frames written here have
-#: 2,048 rows at most, and Arrow's pool for their columns cost 3.3 ms a frame against 0.6 ms on one
-#: thread (1,000 rows of six columns), in a step whose judging or summary runs beside it.
+#: 2,048 rows at most, and Arrow's thread pool for their columns cost more than one thread does
+#: (docs/performance.md), in a step whose judging or summary runs beside it.
 ARROW_THREADS = 1
 
 

@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
     Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.commands.end_of_startup`:
-    what start-up builds stays alive, and collecting it over and over as it grew took ~0.5 s
-    of a 4 s zero-request re-run. The caller's setting is restored on return."""
+    what start-up builds stays alive, and collecting it over and over as it grew took a large share
+    of a zero-request re-run (docs/performance.md). The caller's setting is restored on return."""
     collecting = gc.isenabled()
     gc.disable()
     try:

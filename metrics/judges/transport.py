@@ -41,7 +41,7 @@ def _count(tokens: Any) -> int:
 
 
 def _retryable(exc: BaseException) -> bool:
-    import openai  # imported when a request is made: 1-4 s
+    import openai  # imported when a request is made: its import is slow
     if isinstance(exc, openai.APIStatusError):
         hinted = _retry_after(exc)
         if hinted is not None and hinted > _MAX_RETRY_AFTER:
@@ -139,7 +139,7 @@ class Transport:
     # ----------------------------------------------------------------- connections
     def _connect(self) -> None:
         # Created on the transport's loop, on first use.
-        import openai  # imported when a request is made: 1-4 s
+        import openai  # imported when a request is made: its import is slow
         if self.chat_client is None:
             cfg = self.config
             key = cfg.api_key or "not-needed"
@@ -187,7 +187,7 @@ class Transport:
         """Send one request (``call``) with retries under the shared limit, after ``model``'s
         endpoint check; count every attempt in the current usage. Failures are a
         :class:`JudgeError` naming the cause, redacted."""
-        import openai  # imported when a request is made: 1-4 s
+        import openai  # imported when a request is made: its import is slow
         await self.checked(model, kind)
         self._connect()
         usage = current_usage.get() or Usage()

@@ -42,7 +42,7 @@ def sweep_text(corpus: Path, metrics: list[str]) -> str:
     the retriever's version carries the corpus's SHA-256 (12 hex digits), so a changed corpus re-runs retrieval."""
     digest = hashlib.sha256(corpus.read_bytes()).hexdigest()[:12]
     return (f"# The baseline RAG system on this test set (written by rag-eval testset): rag-eval sweep this file.\n"
-            "# Put your own [retriever.NAME] / [generator.NAME] beside or instead of these (README: targets).\n"
+            "# Put your own [retriever.NAME] / [generator.NAME] beside or instead of these (docs/tutorials/sweeps.md).\n"
             f"questions = \"questions.jsonl\"\nmetrics = {json.dumps(metrics)}\n"
             "metric_options = { ndcg = { k = 10 } }   # NDCG@10\n\n"
             "[retriever.bm25]\ncallable = \"rag_eval.metrics.testset.baseline:bm25\"\n"

@@ -265,7 +265,7 @@ def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
         deployment.start()
         deployment.wait_until("the code location", deployment.loaded, 300)
 
-        # 1. The README's backfill command; the daemon dequeues both partitions and runs them at once, each
+        # 1. The backfill command of docs/tutorials/nightly-dagster.md; the daemon dequeues both partitions and runs them at once, each
         #    storing its results in files of its own: both complete, nothing lost.
         deployment.cli("dagster", "job", "backfill", "-w", "workspace.yaml", "-l", "rag_eval", "-j", "evaluation_job",
                        "--partitions", f"{a},{b}", "--noprompt")

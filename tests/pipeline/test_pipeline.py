@@ -284,14 +284,14 @@ def test_backfill_over_three_versions_materializes_all_three(tmp_path, monkeypat
     assert versions.tolist() == ["20261101T000000Z-a", "20261102T000000Z-b", "20261103T000000Z-c"]
 
 
-def test_readme_queries_run_on_the_results_database(project, fiqa_rows):
+def test_the_docs_queries_run_on_the_results_database(project, fiqa_rows):
     project.write("20261101T000000Z-a", fiqa_rows)
     project.write("20261102T000000Z-b", [dict(r, response=r["response"] + " It is guaranteed by law.")
                                          for r in fiqa_rows])
     for version in ("20261101T000000Z-a", "20261102T000000Z-b"):
         assert project.run(version).success
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    queries = [block.split("```", 1)[0] for block in readme.split("```sql\n")[1:]]
+    page = (ROOT / "docs" / "how-to" / "sql.md").read_text(encoding="utf-8")
+    queries = [block.split("```", 1)[0] for block in page.split("```sql\n")[1:]]
     assert len(queries) == 3
     trend, changed, cost = (project.query(q) for q in queries)
     assert trend["version"].tolist() == ["20261101T000000Z-a", "20261102T000000Z-b"]

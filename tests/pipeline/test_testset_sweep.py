@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_inverse_cloze_set_of_the_example_folder_scores_the_bm25_baseline(tmp_path):
-    # The README's offline command: offline even with an endpoint configured (here a dead one, never asked).
+    # The test-set tutorial's offline command: offline even with an endpoint configured (here a dead one, never asked).
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
     env.update(OPENAI_API_KEY="sk-test-unused", OPENAI_BASE_URL="http://127.0.0.1:9/v1", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", "testset", str(ROOT / "examples/testset/docs"),

@@ -97,7 +97,7 @@ def test_jsonl_every_line_loads_or_says_why(tmp_path_factory, lines):
 
 
 def is_a_line(raw: bytes, row: int) -> bool:
-    """Whether a JSONL line is a record (README "Input"): anything but a blank line, not-UTF-8 included."""
+    """Whether a JSONL line is a record (docs/tutorials/own-data.md, "The input file"): anything but a blank line, not-UTF-8 included."""
     try:
         return bool(raw.decode("utf-8-sig" if row == 0 else "utf-8").strip())
     except UnicodeDecodeError:
