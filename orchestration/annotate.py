@@ -61,7 +61,7 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
     import dagster as dg
 
     from assets.labels import human_labels, label_estimates
-    from orchestration.commands import end_of_startup, only_run_of
+    from orchestration.runs import end_of_startup, only_run_of
     from orchestration.parsing import resources
     from orchestration.report import print_run_failure, print_table
 

@@ -81,7 +81,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     from assets.resources import JudgeResource
     from assets.traffic import traffic_assets
 
-    from orchestration.commands import end_of_startup
+    from orchestration.runs import end_of_startup
 
     store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
     settings = store.settings()

@@ -55,7 +55,7 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
         (source / "b.jsonl").write_text(line(*rag_trace("c" * 32, T0 + DAY)) + "\n", encoding="utf-8")
         second = _sensor(store, instance, first.cursor)
         assert [r.partition_key for r in second.run_requests] == ["2026-11-02"]
-        late = [s for s in rag_trace("d" * 32, T0 + 7 * 3600 * 10 ** 9)]
+        late = list(rag_trace("d" * 32, T0 + 7 * 3600 * 10 ** 9))
         (source / "c.jsonl").write_text(line(*late) + "\n", encoding="utf-8")
         third = _sensor(store, instance, second.cursor)
         assert [r.partition_key for r in third.run_requests] == ["2026-11-01"]
