@@ -227,18 +227,13 @@ def _write(folder: Path, rows: list[dict]) -> Path:
 @pytest.fixture(params=["sqlite", "postgres"])
 def instance(request) -> tuple[Path, dict]:
     """The instance the deployment runs on: the project's SQLite one, or the production one
-    (deploy/postgres/dagster.yaml) on a PostgreSQL server of the test's own."""
+    (deploy/postgres/dagster.yaml) on a database of its own, with a password, of the tests'
+    PostgreSQL server (the ``postgres`` fixture)."""
     if request.param == "sqlite":
-        yield ROOT / "dagster_home" / "dagster.yaml", {}
-        return
-    from tests.postgres_server import PostgresServer
-
-    server = PostgresServer().start()
-    try:
-        yield ROOT / "deploy" / "postgres" / "dagster.yaml", {"DAGSTER_POSTGRES_URL": server.url,
-                                                              "password": server.password}
-    finally:
-        server.stop()
+        return ROOT / "dagster_home" / "dagster.yaml", {}
+    database = request.getfixturevalue("postgres").database()
+    return ROOT / "deploy" / "postgres" / "dagster.yaml", {"DAGSTER_POSTGRES_URL": database.url,
+                                                           "password": database.password}
 
 
 @pytest.mark.deployment
