@@ -1,6 +1,8 @@
-"""The house: import cycles and wrong-way imports (``tools/import_cycles.py``), and the optional
-extras (``metrics.extras``), each missing one named with the command that installs it. A missing
-package is simulated as Python does for a module set to ``None`` in ``sys.modules``."""
+"""The house: import cycles and wrong-way imports (``tools/import_cycles.py``), no state made at
+import, and the optional extras (``metrics.extras``), each missing one named with the command that
+installs it. A missing package is simulated as Python does for a module set to ``None`` in ``sys.modules``."""
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,6 +43,33 @@ def test_the_script_prints_each_cycle_and_each_wrong_way_import_and_exits_1(tmp_
         "wrong-way import: assets.x:2 imports orchestration.cli (assets must not import orchestration)",
         "wrong-way import: metrics.c:4 imports assets.x (metrics must not import assets)",
         "10 modules, 9 imports: 4 problem(s)"]
+
+
+#: Run in a fresh interpreter: records every TOML file opened and refuses to build the metric registry.
+NO_STATE = """
+import sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" and
+                 str(args[0]).endswith(".toml") else None)
+import metrics.registry
+
+def built():
+    raise AssertionError("the metric registry was built at import")
+
+metrics.registry._builtin = built
+import assets.traffic, orchestration.traffic
+print(opened)
+"""
+
+
+def test_importing_the_traffic_room_reads_no_file_and_builds_no_registry(tmp_path):
+    # Where the working folder's pyproject.toml is not even TOML, the modules import all the same:
+    # the settings are read, and the assets built, by build_definitions() and `rag-eval traffic`.
+    (tmp_path / "pyproject.toml").write_text("[tool.rag_eval.traffic\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", NO_STATE], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]"]
 
 
 def test_a_missing_extra_is_named_with_its_install_command_a_broken_one_is_not(monkeypatch):
