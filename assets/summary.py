@@ -14,14 +14,15 @@ import json
 import dagster as dg
 import pandas as pd
 
-from assets.evaluation import metric_code_version
-from assets.ingestion import FIELD_ASSETS
-from assets.partitions import dataset_versions
-from assets.resources import DatasetStore, JudgeResource, ReportStore
-from assets.stored_results import write_ragas_csv_by_chunks, write_results_parquet
-from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
-from metrics.formats import write_azure_jsonl
-from metrics.registry import METRICS, describe_judge
+from rag_eval.assets.evaluation import metric_code_version
+from rag_eval.assets.ingestion import FIELD_ASSETS
+from rag_eval.assets.partitions import dataset_versions
+from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
+from rag_eval.assets.stored_results import write_ragas_csv_by_chunks, write_results_parquet
+from rag_eval.metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
+from rag_eval.metrics.formats import write_azure_jsonl
+from rag_eval.metrics.gate_report import diagnosis_markdown
+from rag_eval.metrics.registry import METRICS, describe_judge
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
 LISTED_LINES = 20
@@ -114,8 +115,9 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
                                   ["row", "user_input", "retrieved_contexts", "response", "reference"],
                                   folder / "ragas_scores.csv")
     earlier = set(described) - set(selected)
-    summary = summarize(results, task_name=version, judge=describe_judge(judge.get_judge()), scale=config.scale,
-                        earlier=earlier)
+    with database.connection() as connection:  # the failed claims of the diagnosis' worst rows, read on demand
+        summary = summarize(results, task_name=version, judge=describe_judge(judge.get_judge()), scale=config.scale,
+                            earlier=earlier, failed_of=lambda metric, rows: stored[metric].failed_at(connection, rows))
     summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
                            "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
                            "lines": rejected.sort_values("row")[["line", "id", "reason"]]
@@ -149,6 +151,8 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
     usage = summary["usage"]
     metadata["requests"] = int(usage.get("chat_requests", 0) + usage.get("embedding_requests", 0))
     metadata["cache_hits"] = int(usage.get("cache_hits", 0))
+    if summary.get("diagnosis"):  # RAGChecker's diagnostics: the reading, the groups, the worst rows
+        metadata["diagnosis"] = dg.MetadataValue.md("\n".join(diagnosis_markdown(summary["diagnosis"])))
     context.log.info("\n" + markdown_table(summary))
     # The SQL table keeps the internal [0, 1] scale whatever the presentation of summary.json.
     internal = summary if config.scale == 1 else {**summarize(results, version, summary["judge"], earlier=earlier),
@@ -164,7 +168,7 @@ def build_summary_asset() -> dg.AssetsDefinition:
         code_version=summary_code_version(),
         kinds={"pandas"},
         # Every metric asset and field asset is a dep: the summary reads the tables it describes itself, on
-        # demand over one connection (assets.results_store.PartitionFiles.stored; no input events per table); only
+        # demand over one connection (rag_eval.assets.results_store.PartitionFiles.stored; no input events per table); only
         # the metrics the run selected are summarized. A version whose
         # data changed shows its summary stale at once, like the metrics that read the changed field
         # (Dagster does not carry staleness downstream).

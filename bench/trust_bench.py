@@ -1,4 +1,4 @@
-"""Trust bench: does the prediction-powered interval (``metrics.ppi``) cover the truth, and how
+"""Trust bench: does the prediction-powered interval (``rag_eval.metrics.ppi``) cover the truth, and how
 much narrower is it than the interval from the human labels alone?
 
 A known truth needs an estimand known exactly, so every draw builds a *version*: ``N`` rows
@@ -8,7 +8,7 @@ labelled without replacement and compared with its own mean would over-cover by 
 finite-population correction). ``n`` of the ``N`` rows get their human label (the first
 ``n``: the rows are i.i.d., so these are a uniformly random sample); the judge's scores of
 the other ``N - n`` are the unlabelled part. Each gives three 95 % intervals of
-``metrics.ppi``: ``ppi_mean`` as the product computes it (PPI++, power-tuned, with the
+``rag_eval.metrics.ppi``: ``ppi_mean`` as the product computes it (PPI++, power-tuned, with the
 Agresti-Coull pseudo-rows), plain PPI++ (``pseudo=0``: ppi-python's interval, shown for
 comparison) and ``classical_mean`` (the ``n`` labels alone: Agresti-Coull). Per (set, judge,
 n), over ``--draws`` versions (default 2,000; Monte-Carlo standard error of a 95 % coverage
@@ -68,9 +68,9 @@ sys.path.insert(0, str(REPO / "bench"))
 from calibrate_judges import RAGAS_FILES, ragas_labels  # noqa: E402
 from offline_judge_accuracy import score_pairs  # noqa: E402
 
-from metrics import OfflineJudge, build_metrics, load_samples  # noqa: E402
-from metrics.ppi import classical_mean, ppi_mean  # noqa: E402
-from metrics.scoring import score_all  # noqa: E402
+from rag_eval.metrics import OfflineJudge, build_metrics, load_samples  # noqa: E402
+from rag_eval.metrics.ppi import classical_mean, ppi_mean  # noqa: E402
+from rag_eval.metrics.scoring import score_all  # noqa: E402
 
 NS = (25, 50, 100, 200)
 PROPORTIONS = (0.7, 0.4)
@@ -127,7 +127,7 @@ def lenient(pool: Pool, share: float = LENIENT_SHARE) -> Pool:
 
 
 def simulate(pool: Pool, ns=NS, rows: int = 2000, draws: int = 2000, seed: int = 0) -> dict[int, dict]:
-    """Coverage and widths of the 95 % intervals of ``metrics.ppi`` over ``draws`` versions of
+    """Coverage and widths of the 95 % intervals of ``rag_eval.metrics.ppi`` over ``draws`` versions of
     ``rows`` rows drawn from ``pool``, the first ``n`` labelled (see the module docstring):
     ``ppi_mean`` as the product computes it, plain PPI++ (``pseudo=0``, ppi-python's
     interval) and ``classical_mean`` (the labels alone).

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.aggregate import USAGE_COLUMNS
-from metrics.compare import ALPHA, NO_DECISION_HINT, Comparison, MetricComparison, bootstrap_means
-from metrics.extras import MissingExtra, require
-from metrics.results import Status
+from rag_eval.metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.compare import ALPHA, NO_DECISION_HINT, Comparison, MetricComparison, bootstrap_means
+from rag_eval.metrics.diagnosis import moved_line
+from rag_eval.metrics.extras import MissingExtra, require
+from rag_eval.metrics.results import Status
 
 #: Rows listed under "Rows that regressed most".
 LISTED_ROWS = 5
@@ -28,7 +29,7 @@ LISTED_ROWS = 5
 def version_stats(version: str, results: pd.DataFrame, metrics: list[str], resamples: int = 2000,
                   seed: int = 0) -> dict[str, Any]:
     """One version's point on the trend charts: per metric the mean of its ``ok`` rows with a
-    95 % percentile bootstrap interval (seeded like :mod:`metrics.compare`), the share of rows
+    95 % percentile bootstrap interval (seeded like :mod:`rag_eval.metrics.compare`), the share of rows
     ``ok``, and the version's cost (requests and tokens in ``results``)."""
     stats: dict[str, Any] = {"version": version, "metrics": {}, "coverage": {}}
     for metric in metrics:
@@ -94,6 +95,23 @@ def worst_rows(comparison: Comparison, limit: int = LISTED_ROWS) -> list[dict[st
     return sorted(rows, key=lambda r: r["difference"])[:limit]
 
 
+def diagnosis_markdown(diagnosis: dict[str, Any]) -> list[str]:
+    """A version's diagnosis (``rag_eval.metrics.diagnosis``) as Markdown lines: the reading, each group's
+    diagnostics with the share of rows failing them, and the worst rows of the leading one with what
+    failed (data text inert, as in :func:`_cell`)."""
+    lines = [f"**{_cell(diagnosis['reading'], 400)}**", "", "| group | diagnostic | mean | rows failing |",
+             "|---|---|---|---|"]
+    lines += [f"| {group} | {metric} | {_num(e['mean'])} | {_share(e['failing_share'])} |"
+              for group, members in diagnosis["groups"].items() for metric, e in members.items()]
+    lead = next((members[diagnosis["lead"]] for members in diagnosis["groups"].values()
+                 if diagnosis.get("lead") in members), None)
+    if lead and lead["worst_rows"]:
+        lines += ["", f"Worst rows for {diagnosis['lead']}:", "", "| line | id | value | what failed |", "|---|---|---|---|"]
+        lines += [f"| {r['line']} | {_cell(r['id'], 40)} | {r['value']:.3g} | {_cell('; '.join(r['failed']), 400)} |"
+                  for r in lead["worst_rows"]]
+    return lines
+
+
 def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> str:
     """report.md: verdict, failures, metrics that moved, worst rows with reasons, coverage, method."""
     c = comparison
@@ -117,6 +135,9 @@ def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> s
         lines += comparison_table(c).splitlines()[:2] + [_row(m) for m in moved]
     else:
         lines.append("None: no metric regressed or improved after the Holm adjustment (see the method below).")
+    if c.diagnosis:
+        lines += ["", "### Diagnosis", "", f"Diagnostics that moved: {_cell(moved_line(c.diagnosis['moved']), 400)}",
+                  "", f"The candidate: {_cell(c.diagnosis['candidate']['reading'], 400)}"]
     worst = worst_rows(c)
     if worst:
         lines += ["", "### Rows that regressed most", "", "| metric | id | baseline → candidate | judge's reason |",
@@ -311,6 +332,8 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
     else:
         parts.append("<p class='small'>No request was sent for these versions (offline judge, or answers from the "
                      "judgement cache).</p>")
+    if c.diagnosis:
+        parts += diagnosis_html(c.diagnosis)
     worst = worst_rows(c, 10)
     parts.append("<h2>Rows that regressed most</h2>")
     if worst:
@@ -324,3 +347,32 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
         parts.append("<p>No row scored lower than in the baseline.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def diagnosis_html(diagnosis: dict[str, Any]) -> list[str]:
+    """The report's diagnosis section: which diagnostics moved, the candidate's reading, its diagnostics
+    by group (retriever, generator, overall) and, for each failing diagnostic, its worst rows with what failed."""
+    e = html.escape
+    candidate = diagnosis["candidate"]
+    parts = ["<h2>Diagnosis (RAGChecker's claim-level metrics)</h2>",
+             f"<p>Diagnostics that moved: <b>{e(moved_line(diagnosis['moved']))}</b></p>",
+             f"<p>The candidate: <b>{e(candidate['reading'])}</b></p>",
+             "<table><tr><th>group</th><th>diagnostic</th><th>mean</th><th>rows failing</th><th>threshold</th>"
+             "<th>what a failing row shows</th></tr>"]
+    parts += [f"<tr><td>{e(group)}</td><td>{e(metric)}</td><td>{_num(x['mean'])}</td><td>{_share(x['failing_share'])}"
+              f"</td><td>{'≥' if x['direction'] == 'higher_is_better' else '≤'} {x['threshold']:g}</td>"
+              f"<td class='text'>{e(x['problem'])}</td></tr>"
+              for group, members in candidate["groups"].items() for metric, x in members.items()]
+    parts.append("</table>")
+    for members in candidate["groups"].values():
+        for metric, x in members.items():
+            if not x["worst_rows"]:
+                continue
+            parts.append(f"<p class='small'>Worst rows for {e(metric)} (the candidate):</p><table><tr><th>line</th>"
+                         "<th>id</th><th>value</th><th>what failed</th></tr>")
+            for r in x["worst_rows"]:
+                more = f" (+{r['more_failed']} more)" if r["more_failed"] else ""
+                parts.append(f"<tr><td>{r['line']}</td><td class='text'>{e(str(r['id']))}</td><td>{r['value']:.3g}</td>"
+                             f"<td class='text'>{'<br>'.join(e(c) for c in r['failed'])}{more}</td></tr>")
+            parts.append("</table>")
+    return parts

@@ -244,7 +244,7 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
         if problem:
             problems[name] = problem
     errors = raw.get("target_error")
-    if isinstance(errors, Mapping):  # fields the RAG system failed to produce (metrics.targets)
+    if isinstance(errors, Mapping):  # fields the RAG system failed to produce (rag_eval.metrics.targets)
         for name, cause in errors.items():
             if name in FIELDS:
                 values[name], problems[name] = None, f"{TARGET_ERROR}: {cause}"
@@ -353,7 +353,11 @@ def _read_table(path: Path, suffix: str) -> list[Any]:
             return data
         raise ValueError(f"{path}: expected a list of records or a dict of columns")
     if suffix == ".csv":
-        return pd.read_csv(path, dtype=str).to_dict("records")  # no type guessing: "8" stays text
+        try:
+            # No type guessing ("8" stays text); a line of spaces is a record (pandas would drop it as blank).
+            return pd.read_csv(path, dtype=str, skip_blank_lines=False).to_dict("records")
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path}: no CSV table in it (empty, or blank lines only)") from None
     if suffix == ".parquet":
         return pd.read_parquet(path).to_dict("records")
     raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
@@ -372,7 +376,7 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
     FileNotFoundError
         If ``source`` is a path that does not exist.
     ValueError
-        For an unsupported file type or an unknown field in ``fields``.
+        For an unsupported file type, a CSV file without a table, or an unknown field in ``fields``.
     """
     return list(iter_samples(source, fields))
 

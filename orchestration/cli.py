@@ -5,8 +5,8 @@ version (a dynamic partition), runs ``evaluation_job`` for it in-process against
 project-local Dagster instance (``DAGSTER_HOME``, default ``dagster_home/``), shows
 progress, prints the summary table and writes ``summary.json`` and
 ``results.parquet`` under ``out/<version>/``. The arguments are declared here; what they
-mean is ``orchestration.parsing``, what the commands do ``orchestration.commands`` and
-what they print ``orchestration.report``.
+mean is ``rag_eval.orchestration.parsing``, what the commands do ``rag_eval.orchestration.commands`` and
+what they print ``rag_eval.orchestration.report``.
 """
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ import gc
 import sys
 from pathlib import Path
 
-from orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                    prepare_instance, start_judge_check)
-from orchestration.parsing import add_judge_arguments
-from orchestration.runs import end_of_startup
+from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
+                                             prepare_instance, start_judge_check)
+from rag_eval.orchestration.parsing import add_judge_arguments
+from rag_eval.orchestration.runs import end_of_startup
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
 
 def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
-    """The ``--custom-metrics FILE`` option (``metrics.custom``)."""
+    """The ``--custom-metrics FILE`` option (``rag_eval.metrics.custom``)."""
     parser.add_argument("--custom-metrics", metavar="FILE",
                         help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
                              "when present); the Dagster UI and daemon read the same variable and file")
@@ -33,7 +33,7 @@ def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
 def use_custom_metrics(argv: list[str] | None) -> None:
     """Load the custom metrics (``--custom-metrics``, else ``$RAG_EVAL_CUSTOM_METRICS``, else
     ``./custom_metrics.yaml``) and the installed plugins into the metric registry
-    (``metrics.registry.load_extensions``), before the command reads it. A file named here is
+    (``rag_eval.metrics.registry.load_extensions``), before the command reads it. A file named here is
     also put in ``$RAG_EVAL_CUSTOM_METRICS``, so Dagster's run workers read it too.
 
     Raises
@@ -47,7 +47,7 @@ def use_custom_metrics(argv: list[str] | None) -> None:
     """
     import os
 
-    from metrics.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
+    from rag_eval.metrics.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
 
     early = argparse.ArgumentParser(add_help=False)
     early.add_argument("--custom-metrics")
@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
     add_custom_metrics(calibrate)
     calibrate.set_defaults(handler=cmd_calibrate)
-    from orchestration.sweep import add_arguments
+    from rag_eval.orchestration.sweep import add_arguments
 
     sweep = sub.add_parser("sweep", help="run and rank the configurations of a RAG system (a target file)")
     add_arguments(sweep)
@@ -145,17 +145,17 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
     convert.add_argument("-o", "--output", required=True, help="JSONL file to write")
     convert.set_defaults(handler=cmd_convert_trec)
-    from orchestration.testset import add_arguments as add_testset_arguments
+    from rag_eval.orchestration.testset import add_arguments as add_testset_arguments
 
     add_testset_arguments(sub.add_parser("testset", help="write a test set from a folder of documents"))
-    from orchestration.traffic import add_arguments as add_traffic_arguments
+    from rag_eval.orchestration.traffic import add_arguments as add_traffic_arguments
 
     add_traffic_arguments(sub.add_parser("traffic", help="evaluate production traffic: traces in, a judged sample "
                                                          "per day, drift against the trailing days"))
-    from orchestration.gate_cli import add_gate_commands
+    from rag_eval.orchestration.gate_cli import add_gate_commands
 
     add_gate_commands(sub)  # compare, gate, tag (the regression gate)
-    from orchestration.annotate import add_annotate_commands
+    from rag_eval.orchestration.annotate import add_annotate_commands
 
     add_annotate_commands(sub)  # annotate export | import (human labels)
     return parser
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     regression gate failed (``rag-eval compare|gate``).
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
-    Dagster instance, ``run``'s up-to-date check), up to :func:`orchestration.runs.end_of_startup`:
+    Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.runs.end_of_startup`:
     what start-up builds stays alive, and collecting it over and over as it grew took ~0.5 s
     of a 4 s zero-request re-run. The caller's setting is restored on return."""
     collecting = gc.isenabled()
@@ -194,14 +194,37 @@ def _main(argv: list[str] | None) -> int:
         return run_handler(args)
     # Entered, so loading definitions reads this instance's defs state, not an ambient one that
     # another instance left behind (Dagster does not reset it; in-process callers: its folder may be gone).
-    with prepare_instance() as args.instance:
-        if args.command != "convert-trec":
-            from orchestration.orphans import fail_orphaned_runs
+    import sqlite3
 
-            for run_id in fail_orphaned_runs(args.instance):
-                print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
-                      file=sys.stderr)
-        return run_handler(args)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with prepare_instance() as args.instance:
+            if args.command != "convert-trec":
+                from rag_eval.orchestration.orphans import fail_orphaned_runs
+
+                for run_id in fail_orphaned_runs(args.instance):
+                    print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
+                          file=sys.stderr)
+            return run_handler(args)
+    except (OSError, sqlite3.Error, SQLAlchemyError) as exc:  # the instance's storage (run_handler says the rest)
+        print(instance_unusable(exc), file=sys.stderr)
+        return 2
+
+
+def instance_unusable(error: BaseException) -> str:
+    """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
+    import os
+
+    from rag_eval.metrics.judges.cache import disk_problem
+
+    home = os.environ.get("DAGSTER_HOME", "dagster_home")
+    cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]
+    advice = "a file of it is damaged: move the folder aside (its run history and registered versions go with it; " \
+             "`rag-eval register` adds a version again)" if "malformed" in cause or "not a database" in cause \
+        else "free space or make it writable, then run the same command again"
+    return f"error: the Dagster instance in DAGSTER_HOME={home} cannot be used: {cause}; {advice}; every judgement " \
+           "already answered is kept in the judgement cache"
 
 
 def run_handler(args: argparse.Namespace) -> int:
@@ -213,8 +236,56 @@ def run_handler(args: argparse.Namespace) -> int:
         return 2
 
 
+def _stop(signum: int, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _relay_ctrl_c(wake: int) -> None:
+    """Take Ctrl-C in this process only. A terminal sends SIGINT to its whole foreground process
+    group, so Dagster's log-mirroring helpers and the great-expectations worker would each die
+    printing a traceback. SIGINT is blocked in this thread before any other thread or child
+    exists (both inherit the mask, so the children never see it); a thread of its own takes it
+    (``sigwait``), notes it on ``wake`` and interrupts the main thread with SIGUSR1, whose handler
+    is SIGINT's current one (:func:`_stop`, or Dagster's while it runs a step): a blocking wait
+    of the main thread is interrupted as by SIGINT itself."""
+    import os
+    import signal
+    import threading
+
+    def as_sigint(signum: int, frame) -> None:
+        handler = signal.getsignal(signal.SIGINT)
+        if not callable(handler):
+            raise KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+
+    def relay(main: int) -> None:
+        while True:
+            signal.sigwait({signal.SIGINT})
+            os.write(wake, bytes([signal.SIGINT]))
+            signal.pthread_kill(main, signal.SIGUSR1)
+
+    signal.signal(signal.SIGUSR1, as_sigint)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    threading.Thread(target=relay, args=(threading.main_thread().ident,), daemon=True, name="ctrl-c").start()
+
+
+def stopped(signals: bytes) -> int:
+    """Say in one line that the command was stopped (``signals``: the numbers of the signals
+    received, as the wake-up pipe got them) and what is kept; the shell's status for the signal
+    (130 for SIGINT, 143 for SIGTERM)."""
+    import signal
+
+    signum = next((s for s in signals if s in (signal.SIGINT, signal.SIGTERM)), signal.SIGINT)
+    name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
+    print(f"rag-eval: stopped by {name}; every judgement already answered is kept in the judgement cache and "
+          "nothing half-written was kept: run the same command again to finish (it sends only what is left)",
+          file=sys.stderr)
+    return 128 + signum
+
+
 def entry() -> None:
     """The ``rag-eval`` program: :func:`main`, then the process ends at once with its status.
+    SIGINT (Ctrl-C) and SIGTERM stop it cleanly: one line (:func:`stopped`), no traceback.
 
     Its outputs are written and its databases committed when ``main`` returns; what is left
     is the interpreter's teardown, where a native library's threads (pyarrow's jemalloc
@@ -222,8 +293,25 @@ def entry() -> None:
     without an active exception", status -6 after a run that succeeded; seen once in CI with
     two runs at once). ``os._exit`` skips that teardown, after flushing what was printed."""
     import os
+    import signal
 
-    status = main()
+    # Dagster takes SIGINT and SIGTERM over while it executes a run (its own handler, then an error in the
+    # step): every signal's number also reaches this pipe, so the one that stopped the command is known.
+    received, wake = os.pipe()
+    for end in (received, wake):
+        os.set_blocking(end, False)
+    signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop)
+    _relay_ctrl_c(wake)
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        try:
+            signals = os.read(received, 64)
+        except BlockingIOError:
+            signals = b""
+        status = stopped(signals)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

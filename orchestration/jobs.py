@@ -12,8 +12,16 @@ evaluation_job = dg.define_asset_job(
                 "version with its baseline (the regression gate).")
 full_evaluation_job = dg.define_asset_job(
     "full_evaluation_job",
-    selection=INGESTION | dg.AssetSelection.groups("core_metrics", "ragas_metrics", "azure_metrics") | SUMMARY | GATE,
-    description="Every RAG metric (core, RAGAS, Azure); document retrieval metrics have their own job.")
+    selection=INGESTION | dg.AssetSelection.groups("core_metrics", "ragas_metrics", "azure_metrics",
+                                                   "diagnostics_metrics") | SUMMARY | GATE,
+    description="Every RAG metric (core, RAGAS, Azure, RAGChecker's diagnostics); document retrieval metrics have "
+                "their own job.")
+diagnostics_job = dg.define_asset_job(
+    "diagnostics_job",
+    selection=INGESTION | dg.AssetSelection.groups("diagnostics_metrics")
+    | dg.AssetSelection.assets("noise_sensitivity_relevant", "noise_sensitivity_irrelevant") | SUMMARY,
+    description="RAGChecker's claim-level diagnostics of the retriever and the generator (noise sensitivity, "
+                "RAGAS's asset, among them) and the summary with the version's diagnosis.")
 response_metrics_job = dg.define_asset_job(
     "response_metrics_job", selection=INGESTION | dg.AssetSelection.assets("faithfulness", "answer_relevancy") | SUMMARY,
     description="The metrics that read the responses: faithfulness and answer relevancy (no reference needed).")
@@ -31,5 +39,5 @@ target_evaluation_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("target", "ingestion", "core_metrics", "retrieval_metrics") | SUMMARY,
     description="A target run (rag-eval sweep): call the retriever and the generator, ingest, score, summarize. "
                 "Backfill it over the partitions of a sweep.")
-JOBS = [evaluation_job, target_evaluation_job, full_evaluation_job, response_metrics_job, retrieval_metrics_job,
-        document_retrieval_job, ingestion_job]
+JOBS = [evaluation_job, target_evaluation_job, full_evaluation_job, diagnostics_job, response_metrics_job,
+        retrieval_metrics_job, document_retrieval_job, ingestion_job]

@@ -73,11 +73,16 @@ def print_table(summary: dict, width: int | None = None) -> None:
     for column in ("metric", "mean", "pass", "threshold", "measured"):
         table.add_column(column, justify="left" if column == "metric" else "right",
                          overflow="fold", no_wrap=column != "metric")
-    for metric, row in summary["metrics"].items():
-        sign = "≥" if row["direction"] == "higher_is_better" else "≤"
-        rate = "—" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
-        table.add_row(metric, _fmt(row["mean"]), rate, f"{sign} {row['threshold']:g}",
-                      f"{row['measured']}/{row['total']}")
+    for group, names in _sections(summary):
+        if group:  # RAGChecker's diagnostics under their group's name
+            table.add_section()
+            table.add_row(f"{group}:", "", "", "", "", style="bold")
+        for metric in names:
+            row = summary["metrics"][metric]
+            sign = "≥" if row["direction"] == "higher_is_better" else "≤"
+            rate = "—" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
+            table.add_row(f"  {metric}" if group else metric, _fmt(row["mean"]), rate,
+                          f"{sign} {row['threshold']:g}", f"{row['measured']}/{row['total']}")
     console.print(table)
     print_estimates(summary, console)
     print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
@@ -91,6 +96,36 @@ def print_table(summary: dict, width: int | None = None) -> None:
               f"{usage['cache_hits']} judgements reused from the cache (paid by earlier runs)")
     if summary["judge"].get("embedding_fallback"):
         print(f"note: {printable(summary['judge']['embedding_fallback'])}")
+    if summary.get("diagnosis"):
+        print_diagnosis(summary["diagnosis"])
+
+
+def _sections(summary: dict) -> list[tuple[str | None, list[str]]]:
+    """The table's metrics: those outside the diagnosis first, then each diagnosis group's."""
+    groups = [(group, list(members)) for group, members in (summary.get("diagnosis") or {}).get("groups", {}).items()]
+    grouped = {metric for _, members in groups for metric in members}
+    return [(None, [m for m in summary["metrics"] if m not in grouped]), *groups]
+
+
+#: Characters of a failed claim printed (summary.json keeps 200).
+CLAIM_SHOWN = 70
+
+
+def print_diagnosis(diagnosis: dict, stream: TextIO | None = None) -> None:
+    """The one-line diagnosis, then the worst rows of its leading diagnostic with the claims that failed
+    (``rag_eval.metrics.diagnosis``; every diagnostic's worst rows are in summary.json)."""
+    stream = stream or sys.stdout
+    print(f"diagnosis: {printable(diagnosis['reading'])}", file=stream)
+    lead = diagnosis.get("lead")
+    entry = next((members[lead] for members in diagnosis["groups"].values() if lead in members), None)
+    if not entry or not entry["worst_rows"]:
+        return
+    print(f"  worst rows for {lead} (what failed):", file=stream)
+    for row in entry["worst_rows"]:
+        failed = [f'"{c if len(c) <= CLAIM_SHOWN else c[:CLAIM_SHOWN - 1] + "…"}"' for c in row["failed"][:2]]
+        more = len(row["failed"]) - len(failed) + row.get("more_failed", 0)
+        print(printable(f"    line {row['line']} (id {row['id']}): {row['value']:g}: {'; '.join(failed) or '—'}"
+                        + (f" (+{more} more)" if more else "")), file=stream)
 
 
 def print_estimates(summary: dict, console) -> None:
@@ -203,20 +238,22 @@ def print_failed_checks(result, limit: float, stream: TextIO | None = None) -> N
             print(f"    … and {count - SHOWN} more", file=stream)
 
 
-def _lines(message: str) -> str:
-    """A multi-line message printed line by line (indented), each line's control characters escaped."""
-    return "\n    ".join(printable(line) for line in message.strip().splitlines())
+def _one_line(message: str) -> str:
+    """A multi-line message on one line, each line's control characters escaped."""
+    return " ".join(printable(line.strip()) for line in message.strip().splitlines())
 
 
 def print_run_failure(result, stream: TextIO | None = None) -> None:
-    """Each failed step of a run (or the run itself, e.g. a resource that failed), with the
-    chain of causes down to the root one."""
+    """Each failed step of a run, or the run itself when no step failed (e.g. a resource that
+    failed), in one line: the root cause, then in brackets what Dagster was doing when it came
+    (the outermost error of the chain) when that is another error."""
     stream = stream or sys.stderr
-    for event in result.all_events:
-        error = getattr(event.event_specific_data, "error", None)
-        if event.is_step_failure or (event.is_run_failure and error is not None):  # e.g. a resource that failed
-            print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {_lines(error.message)}",
-                  file=stream)
-            while error.cause is not None:  # the chain down to the root cause
-                error = error.cause
-                print(f"  caused by: {_lines(error.message)}", file=stream)
+    failures = [event for event in result.all_events if event.is_step_failure] or \
+        [event for event in result.all_events if event.is_run_failure
+         and getattr(event.event_specific_data, "error", None) is not None]
+    for event in failures:
+        error = root = event.event_specific_data.error
+        while root.cause is not None:  # the chain down to the root cause
+            root = root.cause
+        line = _one_line(root.message) + (f" [{_one_line(error.message.splitlines()[0])}]" if root is not error else "")
+        print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {line}", file=stream)

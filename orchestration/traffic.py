@@ -1,7 +1,7 @@
 """Production traffic: its job, the sensor that notices new traces, and ``rag-eval traffic``.
 
 The sensor ``new_traffic`` counts the spans (or rows) of the trace source per partition
-(``assets.traffic.partition_counts``: the trace index for files, the query's start column
+(``rag_eval.assets.traffic.partition_counts``: the trace index for files, the query's start column
 for SQL) and requests ``traffic_job`` for exactly the partitions whose count changed since
 it last requested them: a new day, or an earlier day whose late spans arrived in a new
 file. A partition that has not ended yet (today, with daily partitions) is requested once
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.partitions import traffic_partitions
-from assets.traffic import TrafficStore, partition_counts, traffic_assets
-from metrics.traffic import TrafficConfig
+from rag_eval.assets.partitions import traffic_partitions
+from rag_eval.assets.traffic import TrafficStore, partition_counts, traffic_assets
+from rag_eval.metrics.traffic import TrafficConfig
 
 #: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
 SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
@@ -31,7 +31,7 @@ SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
 
 def traffic_job(config: TrafficConfig):
     """``traffic_job`` (``dagster.define_asset_job``): the ``traffic`` group in ``config``'s partitions
-    (``metrics.traffic.TrafficConfig``)."""
+    (``rag_eval.metrics.traffic.TrafficConfig``)."""
     return dg.define_asset_job(
         "traffic_job", selection=dg.AssetSelection.groups("traffic"), partitions_def=traffic_partitions(config),
         description="A partition of production traffic: read its traces, sample them within the budget, judge the "
@@ -93,9 +93,9 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     ``--from`` and ``--to``, in key order; print each one's volume, means and drift verdicts.
     Exit 1 when a partition could not be summarized (no traffic arrived, a step failed), else 4
     when a drift check failed, else 0."""
-    from assets.resources import JudgeResource
+    from rag_eval.assets.resources import JudgeResource
 
-    from orchestration.runs import end_of_startup
+    from rag_eval.orchestration.runs import end_of_startup
 
     store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
     settings = store.settings()

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from metrics.judges.base import Judge, JudgeError, Verdict
-from metrics.judges.llm import LLMConfig, LLMJudge
-from metrics.judges.prompts import example_answer
+from rag_eval.metrics.judges.base import Judge, JudgeError, Verdict
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics.judges.prompts import example_answer
 from tests.judge_server import JudgeServer
 
 TEST_KEY = "sk-test-SECRET-0123456789abcdef"
@@ -83,11 +83,12 @@ class ScriptedJudge(Judge):
     ``support`` (statement support, reference attribution) and ``usefulness`` are lists of
     0/1, one per item, or a callable ``(item) -> int``; by default every item gets 1.
     ``similarities``/``noncommittal`` are answer_questions' verdict; ``ratings`` the
-    per-context (a, b) ratings (default (2, 2) each); ``matrix``, ``classify`` ((supported,
+    per-context (a, b) ratings (default (2, 2) each); ``matrix`` (the rows, or ``{statement: row}``),
+    ``classify`` ((supported,
     covered); default all 1), ``entities``, ``whole`` and ``likert`` ((score, reason)) the
     verdicts of those judgements; ``similarity`` the cosine of any two embedded texts. Any
     other judgement is answered through its LLM side with every verdict 1
-    (``metrics.judges.prompts.example_answer``), so a new judgement needs no script here.
+    (``rag_eval.metrics.judges.prompts.example_answer``), so a new judgement needs no script here.
     ``raise_error`` makes every request fail with a JudgeError. ``calls`` lists the kinds
     asked (and ``embeddings``). Statement segmentation is the deterministic one.
     """
@@ -126,8 +127,10 @@ class ScriptedJudge(Judge):
         if kind == "context_relevance":
             ratings = s["ratings"] if s["ratings"] is not None else [(2, 2)] * len(inputs.contexts)
             return judgement.verdict(ratings=[tuple(r) for r in ratings])
-        if kind == "context_support_matrix":
-            return judgement.verdict(matrix=s["matrix"])
+        if kind == "context_support_matrix":  # a dict: each statement's row, whichever statements are asked
+            matrix = s["matrix"]
+            return judgement.verdict(matrix=[matrix[t] for t in inputs.statements] if isinstance(matrix, dict)
+                                     else matrix)
         if kind == "statement_classification":
             supported, covered = s["classify"] or ([1] * len(inputs.response_statements),
                                                    [1] * len(inputs.reference_statements))

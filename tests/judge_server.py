@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import zlib
 import time
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics.judges.prompts import example_answer as build_answer
+from rag_eval.metrics.judges.prompts import example_answer as build_answer
 
 BINARY_FIELDS = ("verdict", "attributed", "useful", "noncommittal")
 
@@ -104,6 +105,13 @@ def provider_error(status: int, message: str, code: str) -> Reply:
     return Reply(status=status, body={"error": {"message": message, "type": "invalid_request_error", "code": code}})
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return  # the client went away mid-request (killed): nothing to report
+        super().handle_error(request, client_address)
+
+
 class JudgeServer:
     """Start with :meth:`start`; ``url`` is the ``/v1`` base URL; ``seen`` lists POST
     requests, ``probes`` the GET requests (the judge's endpoint check).
@@ -123,6 +131,8 @@ class JudgeServer:
         self.model_route = True
         self.in_flight = 0
         self.peak = 0
+        #: When each reply was written (``time.monotonic()``), in order.
+        self.replied: list[float] = []
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         server = self
@@ -180,10 +190,12 @@ class JudgeServer:
                     self.send_header("content-length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
+                    if seen is not None:
+                        server.replied.append(time.monotonic())
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
 
     def refusal(self, headers: Any, model: str | None) -> Reply | None:

@@ -1,15 +1,17 @@
 """``context_support_matrix``: per statement, one 0/1 per context: does that context alone support it? (NoiseSensitivity).
 
-One LLM request for every (statement, context) pair (RAGAS: 2 per context); offline, one
-statement-support call per context.
+One LLM request for every (statement, context) pair (RAGAS: 2 per context; one per batch of contexts
+past ``max_prompt_chars``); offline, one statement-support call per context. RAGChecker's claim ×
+chunk checks (``rag_eval.metrics.diagnostics.claims``).
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Literal
 
-from metrics.judgements.base import Judgement, Model
-from metrics.judgements.statement_support import Statements
-from metrics.judges.prompts import Request, ids, keyed, numbered
+from rag_eval.metrics.judgements.base import Judgement, Model
+from rag_eval.metrics.judgements.statement_support import Statements
+from rag_eval.metrics.judges.prompts import Request, ids, keyed, numbered
 
 
 class SupportMatrix(Model):
@@ -42,15 +44,23 @@ class ContextSupportMatrix(Judgement[Statements, SupportMatrix]):
     Input, Output = Statements, SupportMatrix
 
     async def llm(self, judge, inputs: Statements) -> SupportMatrix:
-        """One request for every (statement, context) pair."""
-        answer = await judge.ask_request(self.version, request(inputs.statements, inputs.contexts),
-                                         {"statements": inputs.statements, "contexts": inputs.contexts})
-        return self.verdict(matrix=answer["matrix"])
+        """One request for every (statement, context) pair; one per batch of contexts past the size
+        budget (``LLMJudge.batches``), their columns side by side."""
+        answers = await asyncio.gather(*(
+            judge.ask_request(self.version, request(inputs.statements, batch),
+                              {"statements": inputs.statements, "contexts": batch})
+            for _, batch in judge.batches(inputs.contexts)))
+        return self.verdict(matrix=[[cell for answer in answers for cell in answer["matrix"][i]]
+                                    for i in range(len(inputs.statements))])
 
     async def offline(self, judge, inputs: Statements) -> SupportMatrix:
         """One ``OfflineJudge.support`` call per context."""
         columns = [await judge.support(inputs.statements, [context]) for context in inputs.contexts]
         return self.verdict(matrix=[[column[i].verdict for column in columns] for i in range(len(inputs.statements))])
+
+    def offline_texts(self, judge, inputs: Statements) -> list[str]:
+        """What those calls embed (``support_texts`` of each context)."""
+        return [text for context in inputs.contexts for text in judge.support_texts(inputs.statements, [context])]
 
 
 context_support_matrix = ContextSupportMatrix()

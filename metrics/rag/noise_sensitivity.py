@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
-from metrics.judgements.context_support_matrix import context_support_matrix
-from metrics.judgements.statement_support import statement_support, support_verdicts
-from metrics.judges.base import Judge, JudgeError, expect_count
-from metrics.results import Direction
-from metrics.samples import Sample
-from metrics.text import statements
+from rag_eval.metrics.base import Family, Measured, NotApplicable, nothing_retrieved
+from rag_eval.metrics.diagnostics.claims import CHECKS, ClaimChecks, ClaimMetric
+from rag_eval.metrics.judges.base import Judge, JudgeError
+from rag_eval.metrics.results import Direction
+from rag_eval.metrics.samples import Sample
 
 
 def noise_sensitivity_score(reference_support: Sequence[Sequence[int]], response_support: Sequence[Sequence[int]],
@@ -59,44 +57,47 @@ def noise_sensitivity_score(reference_support: Sequence[Sequence[int]], response
     return sum(hits) / len(hits)
 
 
-class NoiseSensitivity(Metric):
-    """NoiseSensitivity in one mode, [0, 1], lower is better (RAGAS ``noise_sensitivity``).
+class NoiseSensitivity(ClaimMetric):
+    """NoiseSensitivity in one mode, [0, 1], lower is better (RAGAS ``noise_sensitivity``, which took
+    RAGChecker's ``noise_sensitivity_in_relevant`` / ``_in_irrelevant``: the same formula).
 
-    Statements of the response and of the reference come from deterministic segmentation;
-    one judgement gives the support of every statement by every context on its own, one
-    more the correctness of each response statement against the reference (RAGAS: 2N + 3
-    requests). A response or reference without statements is ``not_applicable`` (RAGAS
-    returns NaN or crashes), as is an empty context list (nothing retrieved to be
-    sensitive to).
+    Read from the row's claim matrix (``rag_eval.metrics.diagnostics.claims``: the reference's and the response's
+    claims against each chunk alone, and the response's against the reference), the checks RAGChecker's
+    diagnostics ask too: 3 requests per row with an LLM judge, shared by both modes, the diagnostics,
+    factual_correctness and answer_correctness (RAGAS: 2N + 3). A response or reference without claims
+    is ``not_applicable`` (RAGAS returns NaN or crashes, RAGChecker 0), as is an empty context list
+    (nothing retrieved to be sensitive to). Also selected by ``--metrics diagnostics`` (generator).
     """
 
     family = Family.RAGAS
+    also_in = (Family.DIAGNOSTICS,)
+    version = "2"
     required_fields = ("user_input", "response", "retrieved_contexts", "reference")
     direction = Direction.LOWER
-    judgements = (context_support_matrix, statement_support)
+    checks = CHECKS
+    group = "generator"
+    leads = True
     mode: ClassVar[str]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        answer, reference = statements(sample.response), statements(sample.reference)
-        if not answer:
-            return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if not reference:
-            return NotApplicable("the reference has no statement to tell relevant contexts from noise")
-        contexts = sample.retrieved_contexts
-        if nothing_retrieved(contexts):
+        if nothing_retrieved(sample.retrieved_contexts):
             return NotApplicable("no context retrieved: nothing to be sensitive to")
-        matrix = expect_count((await judge.ask(context_support_matrix, context_support_matrix.Input(
-            statements=reference + answer, contexts=contexts))).matrix, len(reference + answer), "rows")
-        correct = await support_verdicts(judge, answer, [sample.reference])
+        return await super().measure(sample, judge)
+
+    def assess(self, checked: ClaimChecks) -> Measured:
         try:
-            value = noise_sensitivity_score(matrix[:len(reference)], matrix[len(reference):],
-                                            [v.verdict for v in correct], self.mode)
+            value = noise_sensitivity_score(checked.reference_in_chunks.astype(int).tolist(),
+                                            checked.response_in_chunks.astype(int).tolist(),
+                                            checked.response_correct.astype(int).tolist(), self.mode)
         except ValueError as exc:
             raise JudgeError(str(exc)) from exc
-        relevant = [any(row[k] for row in matrix[:len(reference)]) for k in range(len(contexts))]
-        details = {"relevant_contexts": relevant, "response_statements": [
-            {"statement": s, "correct": c.verdict, "supported_by_contexts": row}
-            for s, c, row in zip(answer, correct, matrix[len(reference):])]}
+        relevant, support = checked.relevant, checked.response_in_chunks
+        by_relevant = (support & relevant).any(axis=1)
+        by = by_relevant if self.mode == "relevant" else (support & ~relevant).any(axis=1) & ~by_relevant
+        details = {"relevant_contexts": [bool(r) for r in relevant], "response_statements": [
+            {"statement": s, "correct": int(c), "supported_by_contexts": [int(v) for v in row]}
+            for s, c, row in zip(checked.response_claims, checked.response_correct, support)],
+            "failed": [s for s, wrong in zip(checked.response_claims, by & ~checked.response_correct) if wrong]}
         return Measured(value, f"{value:.2f} of the response statements are wrong claims supported by "
                                f"{self.mode} contexts", details)
 
@@ -107,6 +108,8 @@ class NoiseSensitivityRelevant(NoiseSensitivity):
 
     name = "noise_sensitivity_relevant"
     mode = "relevant"
+    problem = "the response repeats wrong claims found in relevant chunks"
+    advice = "the generator is misled by what stands beside the answer in relevant chunks"
 
 
 class NoiseSensitivityIrrelevant(NoiseSensitivity):
@@ -115,3 +118,5 @@ class NoiseSensitivityIrrelevant(NoiseSensitivity):
 
     name = "noise_sensitivity_irrelevant"
     mode = "irrelevant"
+    problem = "the response takes wrong claims from irrelevant chunks"
+    advice = "the generator is distracted by noise: retrieve fewer or better-ranked chunks, or filter them"

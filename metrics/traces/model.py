@@ -1,7 +1,7 @@
 """The records every trace reader gives: :class:`Trace` (one traced interaction) and
 :class:`TraceProblem` (what could not be read), and :func:`utc`. The readers
-(:mod:`metrics.traces.otlp`, :mod:`~metrics.traces.langfuse`, :mod:`~metrics.traces.tables`)
-and :mod:`metrics.traces` itself import them from here; :mod:`metrics.traces` re-exports them."""
+(:mod:`rag_eval.metrics.traces.otlp`, :mod:`~rag_eval.metrics.traces.langfuse`, :mod:`~rag_eval.metrics.traces.tables`)
+and :mod:`rag_eval.metrics.traces` itself import them from here; :mod:`rag_eval.metrics.traces` re-exports them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from metrics import Status, evaluate
-from metrics.judges.cache import CacheWarning, JudgementCache, cache_key
-from metrics.judges.endpoint import EndpointError
-from metrics.judges.llm import LLMJudge
+from rag_eval.metrics import Status, evaluate
+from rag_eval.metrics.judges.cache import CacheWarning, JudgementCache, cache_key
+from rag_eval.metrics.judges.endpoint import EndpointError
+from rag_eval.metrics.judges.llm import LLMJudge
 from tests.judge_server import JudgeServer
 
 ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
          "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
         for i in range(3)]
-PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (metrics.judges.llm)
+PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (rag_eval.metrics.judges.llm)
 
 
 @pytest.fixture
@@ -60,23 +60,27 @@ def stored(path: Path) -> set[str]:
     return {key for (key,) in sqlite3.connect(path).execute("SELECT key FROM answers")}
 
 
-def test_a_full_disk_mid_run_loses_no_answer(server, tmp_path, judges):
+def test_a_full_disk_mid_run_loses_no_answer_and_keeps_the_file(server, tmp_path, judges):
     run(judges(server.url, tmp_path / "clean" / "cache.sqlite"))
     expected = stored(tmp_path / "clean" / "cache.sqlite")
     server.seen.clear()
     cache = tmp_path / "cache.sqlite"
     judge = judges(server.url, cache)
     assert run(judge, ROWS[:1])[0] == [Status.OK.value] * 5
-    # SQLite's own "database or disk is full" (SQLITE_FULL), as on a full disk: no page may be added.
+    paid = stored(cache)
+    # SQLite's own "database or disk is full" (SQLITE_FULL), as on a full disk: no page may be added
+    # (tests/reliability/test_storage_faults.py fills a real tmpfs).
     judge.cache._db.execute("PRAGMA max_page_count = 1")
     statuses, caught = run(judge, ROWS)
     assert statuses == [Status.OK.value] * 5 * len(ROWS)
     assert len(caught) == 1 and "full" in str(caught[0].message) and str(cache) in str(caught[0].message)
     assert len(server.seen) == PER_ROW * len(ROWS)  # row 1 from the cache, rows 2 and 3 asked once
-    # Every paid answer is on disk: before the failure in the file set aside, after it in the rebuilt one.
-    files = [cache, *tmp_path.glob("cache.sqlite.unusable-*")]
-    assert len(files) == 2
-    assert stored(files[0]) | stored(files[1]) == expected and stored(cache)
+    # A full disk is not a damaged file: nothing set aside, the answers paid for before are still the cache's,
+    # and the answers of the full disk are written as soon as it takes them.
+    assert not list(tmp_path.glob("cache.sqlite.unusable-*")) and paid <= stored(cache) < expected
+    judge.cache._db.execute("PRAGMA max_page_count = 1000000")
+    judge.cache.flush()
+    assert stored(cache) == expected
 
 
 def test_a_damaged_file_mid_run_is_set_aside_and_rebuilt(server, tmp_path, judges):
@@ -89,7 +93,7 @@ def test_a_damaged_file_mid_run_is_set_aside_and_rebuilt(server, tmp_path, judge
     statuses, caught = run(judge, ROWS)
     assert statuses == [Status.OK.value] * 5 * len(ROWS)
     assert len(caught) == 1 and str(cache) in str(caught[0].message)
-    assert len(list(tmp_path.glob("cache.sqlite.unusable-*"))) == 1
+    assert len(list(tmp_path.glob("cache.sqlite.unusable-*Z"))) == 1
 
 
 def dead_url() -> str:

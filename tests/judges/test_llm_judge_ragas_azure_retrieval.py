@@ -9,9 +9,10 @@ import math
 
 import pytest
 
-from metrics import Status, evaluate, score_sample
-from metrics.rag.factual_correctness import FactualCorrectness
+from rag_eval.metrics import Status, evaluate, score_sample
+from rag_eval.metrics.rag.factual_correctness import FactualCorrectness
 from tests.judge_server import Reply, build_answer, embedding_body, oracle
+from tests.judges.test_diagnostics_llm import claims_script
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 
@@ -22,28 +23,21 @@ def kinds(server):
 
 # --------------------------------------------------------------------------- NoiseSensitivity
 
-# Spec §1.6 example: reference statements G1, G2 then response statements A1..A4 are S1..S6
-# of the matrix; C1 supports G1 (relevant), nothing supports G2, C2 is irrelevant.
+# Spec §1.6 example: reference claims G1, G2, response claims A1..A4; C1 supports G1 (relevant), nothing
+# supports G2, C2 is irrelevant. Rows of the claim x chunk matrix by claim.
 NS_ROW = {"id": "ns", "user_input": "Tell me about the tower.",
           "response": "The tower is in Paris. It opened in 1900. It is 500 m tall. It is made of gold.",
           "reference": "The tower is in Paris. It opened in 1889.",
           "retrieved_contexts": ["The Eiffel Tower is in Paris.", "A tower of gold, 500 m tall, opened in 1900."]}
-NS_MATRIX = {"S1": {"C1": 1, "C2": 0}, "S2": {"C1": 0, "C2": 0},   # G1, G2
-             "S3": {"C1": 1, "C2": 0}, "S4": {"C1": 1, "C2": 0},   # A1 correct, A2 incorrect
-             "S5": {"C1": 0, "C2": 1}, "S6": {"C1": 1, "C2": 1}}   # A3, A4 incorrect
-NS_CORRECT = {"S1": 1, "S2": 0, "S3": 0, "S4": 0}
+NS_MATRIX = {"The tower is in Paris.": [1, 0], "The tower stands in Paris.": [1, 0],  # G1 = A1 (correct)
+             "It opened in 1889.": [0, 0],                                             # G2
+             "It opened in 1900.": [1, 0], "It is 500 m tall.": [0, 1], "It is made of gold.": [1, 1]}  # A2-A4
+NS_CORRECT = [1, 0, 0, 0]  # the reference supports A1 only
+NS_STATED = [1, 0]
 
 
-def ns_decide(matrix, correct):
-    def decide(field, key):
-        if field == "verdict":  # statement_support: response statement against the reference
-            return correct[key]
-        return matrix[field][key]  # context_support_matrix cell (statement field, context key)
-    return decide
-
-
-def test_noise_sensitivity_both_modes_two_requests_per_row(server, tmp_path, make_judge):
-    server.script = oracle(ns_decide(NS_MATRIX, NS_CORRECT))
+def test_noise_sensitivity_both_modes_three_requests_per_row(server, tmp_path, make_judge):
+    server.script = claims_script(NS_MATRIX, NS_ROW["retrieved_contexts"], NS_CORRECT, NS_STATED)
     rows = [NS_ROW, dict(NS_ROW, id="ns2", response=NS_ROW["response"].replace("is in Paris", "stands in Paris"))]
     result = evaluate(rows, ["noise_sensitivity_relevant", "noise_sensitivity_irrelevant"],
                       judge=make_judge())
@@ -51,13 +45,14 @@ def test_noise_sensitivity_both_modes_two_requests_per_row(server, tmp_path, mak
     for row in ("ns", "ns2"):
         assert by[(row, "noise_sensitivity_relevant")] == 0.5
         assert by[(row, "noise_sensitivity_irrelevant")] == 0.25
-    assert len(server.chat_requests()) == 2 * 2  # matrix + correctness per row, shared by both modes
-    assert kinds(server) == ["context_support_matrix"] * 2 + ["statement_support"] * 2
-    matrix = next(r for r in server.chat_requests() if r.kind == "context_support_matrix")
-    assert matrix.schema["required"] == ["C1", "C2"]
-    assert matrix.schema["properties"]["C1"]["required"] == ["S1", "S2", "S3", "S4", "S5", "S6"]
+    # The reference's claims x chunks (the same for both rows: asked once), the response's, and the
+    # claims' correctness, shared by both modes (and by the diagnostics).
+    assert kinds(server) == ["context_support_matrix"] * 3 + ["statement_classification"] * 2
+    matrices = [r for r in server.chat_requests() if r.kind == "context_support_matrix"]
+    assert all(m.schema["required"] == ["C1", "C2"] for m in matrices)
+    assert sorted(len(m.schema["properties"]["C1"]["required"]) for m in matrices) == [2, 4, 4]
     usage = result.results.groupby("metric")["chat_requests"].sum()
-    assert usage.sum() == 4 and result.results["cache_hits"].sum() == 4
+    assert usage.sum() == 5 and result.results["cache_hits"].sum() == 12 - 5
 
 
 def test_noise_sensitivity_chinese_statements(server, tmp_path, make_judge):
@@ -65,24 +60,22 @@ def test_noise_sensitivity_chinese_statements(server, tmp_path, make_judge):
            "reference": "长城位于中国北方。它主要建于明朝。",
            "retrieved_contexts": ["长城位于中国北方，主要建于明朝。", "长城总长约两万公里。"]}
     # G1, G2 by C1 (relevant); A1, A2 by C1 and correct; A3 by C2 only (irrelevant) and incorrect.
-    matrix = {"S1": {"C1": 1, "C2": 0}, "S2": {"C1": 1, "C2": 0}, "S3": {"C1": 1, "C2": 0},
-              "S4": {"C1": 1, "C2": 0}, "S5": {"C1": 0, "C2": 1}}
-    server.script = oracle(ns_decide(matrix, {"S1": 1, "S2": 1, "S3": 0}))
+    matrix = {"长城位于中国北方。": [1, 0], "它主要建于明朝。": [1, 0], "长城在中国。": [1, 0], "长城建于明朝。": [1, 0],
+              "长城长两万公里。": [0, 1]}
+    server.script = claims_script(matrix, row["retrieved_contexts"], [1, 1, 0], [1, 1])
     results = score_sample(row, ["noise_sensitivity_relevant", "noise_sensitivity_irrelevant"],
                            judge=make_judge())
     assert results["noise_sensitivity_relevant"].value == 0.0
     assert results["noise_sensitivity_irrelevant"].value == pytest.approx(1 / 3)
-    matrix_request = next(r for r in server.chat_requests() if r.kind == "context_support_matrix")
-    assert matrix_request.schema["properties"]["C2"]["required"] == ["S1", "S2", "S3", "S4", "S5"]  # 2 + 3
-    support_request = next(r for r in server.chat_requests() if r.kind == "statement_support")
-    assert support_request.schema["required"] == ["S1", "S2", "S3"]
-    assert "[S3] 长城长两万公里。" in support_request.prompt
-    assert len(server.chat_requests()) == 2
+    classification = next(r for r in server.chat_requests() if r.kind == "statement_classification")
+    assert classification.schema["properties"]["response"]["required"] == ["S1", "S2", "S3"]
+    assert "[S3] 长城长两万公里。" in classification.prompt
+    assert len(server.chat_requests()) == 3
 
 
 def test_noise_sensitivity_invalid_matrix_cell_is_reasked_then_judge_error(server, tmp_path, make_judge):
     def script(seen):
-        if seen.kind == "context_support_matrix":
+        if seen.kind == "context_support_matrix" and "It is made of gold." in seen.prompt:
             return Reply(content=json.dumps(build_answer(seen.schema, lambda field, key: 2)))
         return oracle()(seen)
 
@@ -90,7 +83,8 @@ def test_noise_sensitivity_invalid_matrix_cell_is_reasked_then_judge_error(serve
     result = score_sample(NS_ROW, ["noise_sensitivity_relevant"], judge=make_judge())
     assert result["noise_sensitivity_relevant"].status is Status.JUDGE_ERROR
     assert "invalid judge output after one re-ask" in result["noise_sensitivity_relevant"].reason
-    assert kinds(server).count("context_support_matrix") == 2
+    assert sum(r.kind == "context_support_matrix" and "It is made of gold." in r.prompt
+               for r in server.chat_requests()) == 2
 
 
 # --------------------------------------------------------------------------- Answer/FactualCorrectness

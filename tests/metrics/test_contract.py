@@ -10,11 +10,11 @@ import re
 import dagster as dg
 import pytest
 
-from metrics import evaluate
-from metrics.judges.offline import OfflineJudge
-from metrics.registry import METRICS
-from metrics.results import Direction, Status
-from metrics.samples import sample_from_dict
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.judges.offline import OfflineJudge
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction, Status
+from rag_eval.metrics.samples import sample_from_dict
 from tests.conftest import ScriptedJudge
 
 NAMES = list(METRICS)
@@ -28,7 +28,8 @@ FULL = {"id": "c1", "user_input": "Where was Marie Curie born?",
         "retrieved_documents": [{"document_id": "d2", "relevance_score": 0.9},
                                 {"document_id": "d3", "relevance_score": 0.5}]}
 #: What the scripted judge returns for the judgements that need a shape of their own.
-SCRIPT = dict(matrix=[[1, 0], [0, 1], [1, 0], [0, 1]], entities=["Marie Curie", "Warsaw"], likert=(4, "scripted"))
+SCRIPT = dict(matrix={"Marie Curie was born in Warsaw.": [1, 0], "She won the Nobel Prize twice.": [0, 1],
+                      "She won two Nobel Prizes.": [0, 1]}, entities=["Marie Curie", "Warsaw"], likert=(4, "scripted"))
 
 
 def full_sample(**changes):
@@ -126,10 +127,10 @@ def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
 
     import duckdb
 
-    from assets.evaluation import METRICS_OP, metric_assets
-    from assets.ingestion import ingest_dataset
-    from assets.resources import build_resources
-    from assets.summary import summary_asset
+    from rag_eval.assets.evaluation import METRICS_OP, metric_assets
+    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.resources import build_resources
+    from rag_eval.assets.summary import summary_asset
 
     folder = tmp_path / "datasets" / "v1"
     folder.mkdir(parents=True)

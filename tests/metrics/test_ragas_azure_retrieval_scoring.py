@@ -11,27 +11,27 @@ import math
 import pandas as pd
 import pytest
 
-from metrics import evaluate
-from metrics.aggregate import summarize
-from metrics.azure.groundedness import Groundedness
-from metrics.azure.groundedness_pro import GroundednessPro
-from metrics.azure.relevance import Relevance
-from metrics.azure.response_completeness import ResponseCompleteness
-from metrics.azure.retrieval import Retrieval
-from metrics.evaluate import results_frame
-from metrics.formats import azure_rows, ragas_table
-from metrics.judges.offline import OfflineJudge
-from metrics.rag.answer_correctness import AnswerCorrectness, answer_correctness_score
-from metrics.rag.context_entity_recall import ContextEntityRecall, normalise_entity
-from metrics.rag.context_utilization import ContextUtilization
-from metrics.rag.factual_correctness import FactualCorrectness, f_beta
-from metrics.rag.noise_sensitivity import (NoiseSensitivityIrrelevant, NoiseSensitivityRelevant,
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.aggregate import summarize
+from rag_eval.metrics.azure.groundedness import Groundedness
+from rag_eval.metrics.azure.groundedness_pro import GroundednessPro
+from rag_eval.metrics.azure.relevance import Relevance
+from rag_eval.metrics.azure.response_completeness import ResponseCompleteness
+from rag_eval.metrics.azure.retrieval import Retrieval
+from rag_eval.metrics.evaluate import results_frame
+from rag_eval.metrics.formats import azure_rows, ragas_table
+from rag_eval.metrics.judges.offline import OfflineJudge
+from rag_eval.metrics.rag.answer_correctness import AnswerCorrectness, answer_correctness_score
+from rag_eval.metrics.rag.context_entity_recall import ContextEntityRecall, normalise_entity
+from rag_eval.metrics.rag.context_utilization import ContextUtilization
+from rag_eval.metrics.rag.factual_correctness import FactualCorrectness, f_beta
+from rag_eval.metrics.rag.noise_sensitivity import (NoiseSensitivityIrrelevant, NoiseSensitivityRelevant,
                                            noise_sensitivity_score)
-from metrics.rag.nv_context_relevance import NVContextRelevance, nv_context_relevance_score
-from metrics.registry import build_metrics
-from metrics.results import Direction, MetricResult, Status
-from metrics.retrieval.document_retrieval import RankingSettings, document_retrieval
-from metrics.samples import sample_from_dict
+from rag_eval.metrics.rag.nv_context_relevance import NVContextRelevance, nv_context_relevance_score
+from rag_eval.metrics.registry import build_metrics
+from rag_eval.metrics.results import Direction, MetricResult, Status
+from rag_eval.metrics.retrieval.document_retrieval import RankingSettings, document_retrieval
+from rag_eval.metrics.samples import sample_from_dict
 
 from tests.conftest import ScriptedJudge, regression_case
 
@@ -79,10 +79,14 @@ NS_FIELDS = dict(
     reference="The tower is in Paris. It opened in 1889.",
     retrieved_contexts=["The Eiffel Tower is in Paris.", "A tower of gold, 500 m tall, opened in 1900."],
 )
+# Each claim's row of the claim x chunk matrix: G1 = A1 "The tower is in Paris.", G2, then A2-A4.
+NS_MATRIX = dict(zip(["The tower is in Paris.", "It opened in 1889.", "It opened in 1900.", "It is 500 m tall.",
+                      "It is made of gold."], [*REFERENCE_SUPPORT, *A1_A4_SUPPORT[1:]]))
+NS_CLASSIFY = (A1_A4_CORRECT, [1, 0])  # response claims the reference supports; reference claims the response states
 
 
 def test_noise_sensitivity_metrics_spec_example_both_modes():
-    judge = ScriptedJudge(matrix=REFERENCE_SUPPORT + A1_A4_SUPPORT, support=A1_A4_CORRECT)
+    judge = ScriptedJudge(matrix=NS_MATRIX, classify=NS_CLASSIFY)
     relevant = NoiseSensitivityRelevant().score(sample(**NS_FIELDS), judge)
     irrelevant = NoiseSensitivityIrrelevant().score(sample(**NS_FIELDS), judge)
     assert (relevant.status, relevant.value) == (Status.OK, 0.5)
@@ -90,23 +94,28 @@ def test_noise_sensitivity_metrics_spec_example_both_modes():
     # Lower is better, threshold 0.5: 0.5 passes, 0.25 passes.
     assert relevant.direction is Direction.LOWER and relevant.passed is True and irrelevant.passed is True
     assert relevant.details["relevant_contexts"] == [True, False]
+    # Wrong claims by a relevant chunk (A2, A4); by an irrelevant one only (A3).
+    assert relevant.details["failed"] == ["It opened in 1900.", "It is made of gold."]
+    assert irrelevant.details["failed"] == ["It is 500 m tall."]
+    # The reference's claims and the response's against the chunks, and their correctness: three judgements.
+    assert sorted(judge.calls) == ["context_support_matrix"] * 4 + ["statement_classification"] * 2
 
 
 def test_noise_sensitivity_reference_without_statements_is_not_applicable():
-    judge = ScriptedJudge(matrix=REFERENCE_SUPPORT + A1_A4_SUPPORT, support=A1_A4_CORRECT)
+    judge = ScriptedJudge(matrix=NS_MATRIX, classify=NS_CLASSIFY)
     result = NoiseSensitivityRelevant().score(sample(**{**NS_FIELDS, "reference": "I don't know."}), judge)
     assert result.status is Status.NOT_APPLICABLE and result.value is None
-    assert "reference has no statement" in result.reason
+    assert "reference has no claim" in result.reason
     assert judge.calls == []
 
 
 def test_noise_sensitivity_malformed_matrix_is_judge_error_not_a_crash():
-    ragged = REFERENCE_SUPPORT + [[1, 0], [1], [0, 1], [1, 1]]
-    result = NoiseSensitivityRelevant().score(sample(**NS_FIELDS), ScriptedJudge(matrix=ragged, support=A1_A4_CORRECT))
-    assert result.status is Status.JUDGE_ERROR and "one verdict per context" in result.reason
+    ragged = {**NS_MATRIX, "It opened in 1900.": [1]}
+    result = NoiseSensitivityRelevant().score(sample(**NS_FIELDS), ScriptedJudge(matrix=ragged, classify=NS_CLASSIFY))
+    assert result.status is Status.JUDGE_ERROR and "one verdict per chunk" in result.reason
     short = NoiseSensitivityIrrelevant().score(sample(**NS_FIELDS),
-                                               ScriptedJudge(matrix=REFERENCE_SUPPORT, support=A1_A4_CORRECT))
-    assert short.status is Status.JUDGE_ERROR and "2 rows for 6 items" in short.reason
+                                               ScriptedJudge(matrix=REFERENCE_SUPPORT, classify=NS_CLASSIFY))
+    assert short.status is Status.JUDGE_ERROR and "2 matrix rows for 4 items" in short.reason
 
 
 # --------------------------------------------------------------------------- NVIDIA ContextRelevance

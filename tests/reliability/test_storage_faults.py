@@ -1,0 +1,327 @@
+"""Storage faults: the judgement cache, ``out/``, the DuckDB results file and ``DAGSTER_HOME``,
+each full, read-only and damaged, through the public entry points (``rag_eval.metrics.evaluate`` with an
+LLM judge on the counting test server; ``rag-eval run`` with its ``--out``, ``--cache-path``
+options and ``DAGSTER_HOME``).
+
+Full and read-only are real: a tmpfs of a few megabytes in a private mount namespace
+(``tests/small_disk.py``: ``unshare -m`` as root, CI's root inside ``unshare -rn`` included;
+``unshare -rm`` otherwise), filled to the last byte or remounted read-only; where no tmpfs can
+be mounted these tests are skipped, saying why, and ``tests/judges/test_judgement_cache.py``
+still emulates a full cache with SQLite's ``max_page_count``. Damaged is bytes overwritten.
+
+For each fault: what the user sees (one clear line, no traceback), what is kept, and that no
+judgement paid for earlier is lost or made unusable (counted as requests the server receives).
+"""
+import json
+import os
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rag_eval.metrics import Status, evaluate
+from tests.conftest import FIQA
+from tests.small_disk import SmallDisk
+
+pytestmark = pytest.mark.slow  # the test server, Dagster runs
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
+         "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
+        for i in range(6)]
+PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (rag_eval.metrics.judges.llm)
+# One evaluation through the Python API, in the small disk's namespace: statuses and cache warnings as
+# JSON; with a go file, the judge is closed (its cache flushed) only once that file exists.
+CHILD = """
+import json, sys, time, warnings
+from pathlib import Path
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.judges.cache import CacheWarning
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
+url, cache, rows, go = sys.argv[1:]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    judge = LLMJudge(LLMConfig(base_url=url, api_key="sk-test-disk", model="judge-test", embedding_model="embed-test",
+                               cache_path=cache, timeout=30, max_retry_wait=0.05))
+    statuses = evaluate(json.loads(rows), judge=judge).results["status"].tolist()
+    print(json.dumps(statuses), flush=True)
+    while go and not Path(go).exists():
+        time.sleep(0.05)
+    judge.close()
+    print(json.dumps([str(w.message) for w in caught if issubclass(w.category, CacheWarning)]), flush=True)
+"""
+COUNT = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from answers').fetchone()[0])"
+
+
+@pytest.fixture
+def disk(tmp_path):
+    mounted = SmallDisk(tmp_path / "disk", "16m")
+    yield mounted
+    mounted.stop()
+
+
+def child_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_", "RAG_EVAL_"))}
+    return {**env, "PYTHONPATH": str(ROOT)}
+
+
+def judged(disk: SmallDisk, server, rows: list[dict], go: Path | None = None) -> tuple[list[str], list[str]]:
+    """Statuses and cache warnings of evaluating ``rows`` with the cache on the small disk."""
+    done = disk.run([sys.executable, "-c", CHILD, server.url, str(disk.root / "cache.sqlite"), json.dumps(rows),
+                     str(go or "")], cwd=ROOT, env=child_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    statuses, warned = (json.loads(line) for line in done.stdout.strip().splitlines()[-2:])
+    return statuses, warned
+
+
+def answers(disk: SmallDisk) -> int:
+    done = disk.run([sys.executable, "-c", COUNT, str(disk.root / "cache.sqlite")], cwd=ROOT, env=child_env())
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+def test_a_full_cache_stays_the_cache_and_is_used_again_once_space_returns(disk, server, tmp_path):
+    statuses, warned = judged(disk, server, ROWS[:3])
+    assert statuses == [Status.OK.value] * 5 * 3 and warned == []
+    paid = answers(disk)
+    assert len(server.seen) == PER_ROW * 3 and paid > 0
+    disk.fill()
+    server.seen.clear()
+    # On the full disk: rows 0-2 come from the cache, rows 3-5 are asked once and kept in memory; one line says so.
+    go = tmp_path / "space-returned"
+
+    def space_returns() -> None:  # once the run has asked for rows 3-5, before its judge is closed
+        wait_for_requests(server, PER_ROW * 3)
+        disk.free()
+        go.touch()
+
+    freeing = threading.Thread(target=space_returns)
+    freeing.start()
+    statuses, warned = judged(disk, server, ROWS, go)
+    freeing.join()
+    assert statuses == [Status.OK.value] * 5 * 6
+    assert len(server.seen) == PER_ROW * 3  # nothing paid for earlier was asked again
+    assert len(warned) == 1 and "no space left on the disk" in warned[0] and "kept as it is" in warned[0]
+    assert not list(disk.view(disk.root).glob("cache.sqlite.unusable-*"))  # a full disk is not a damaged file
+    # Space came back before the judge closed: the answers kept in memory are in the file now.
+    assert answers(disk) > paid
+    server.seen.clear()
+    statuses, warned = judged(disk, server, ROWS)
+    assert statuses == [Status.OK.value] * 5 * 6 and warned == [] and server.seen == []
+
+
+def wait_for_requests(server, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while len(server.seen) < count:
+        assert time.monotonic() < deadline, f"{len(server.seen)} requests, waited for {count}"
+        time.sleep(0.05)
+
+
+def test_a_read_only_cache_is_read_and_left_as_it_is(disk, server):
+    judged(disk, server, ROWS[:3])
+    paid = answers(disk)
+    before = disk.view(disk.root / "cache.sqlite").read_bytes()
+    disk.read_only()
+    server.seen.clear()
+    statuses, warned = judged(disk, server, ROWS)
+    assert statuses == [Status.OK.value] * 5 * 6
+    assert len(server.seen) == PER_ROW * 3  # rows 0-2 read from the read-only cache
+    assert len(warned) == 1 and "read-only file system" in warned[0] and "kept as it is" in warned[0]
+    assert disk.view(disk.root / "cache.sqlite").read_bytes() == before
+    disk.writable()
+    server.seen.clear()
+    judged(disk, server, ROWS)
+    assert len(server.seen) == PER_ROW * 3 and answers(disk) > paid  # the cache took this run's answers again
+
+
+def damage_a_leaf(path: Path) -> None:
+    """Overwrite with garbage a leaf page in the middle of the ``answers`` table of the SQLite file ``path``."""
+    with sqlite3.connect(path) as db:
+        db.execute("pragma wal_checkpoint(truncate)")
+        size = db.execute("pragma page_size").fetchone()[0]
+        leaves = [p for (p,) in db.execute("select pageno from dbstat where name = 'answers' and pagetype = 'leaf' "
+                                           "order by pageno")]
+    assert len(leaves) >= 3
+    with open(path, "r+b") as handle:
+        handle.seek((leaves[len(leaves) // 2] - 1) * size)
+        handle.write(b"\xa5" * size)
+
+
+def test_a_damaged_cache_is_set_aside_and_what_can_be_read_is_carried_over(make_judge, server, tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    many = [{**ROWS[0], "id": f"m{i}", "response": f"Person {i} was born in Ulm."} for i in range(60)]
+    evaluate(many, metrics=["faithfulness"], judge=make_judge(cache_path=str(cache)))  # pays for every judgement
+    with sqlite3.connect(cache) as db:
+        paid = db.execute("select count(*) from answers").fetchone()[0]
+    assert paid == len(server.seen) == 60  # one statement_support request a row
+    damage_a_leaf(cache)  # the rows on that page are lost, no others
+    server.seen.clear()
+    with pytest.warns(UserWarning) as caught:
+        results = evaluate(many, metrics=["faithfulness"], judge=make_judge(cache_path=str(cache))).results
+    assert results["status"].tolist() == [Status.OK.value] * 60
+    [aside] = tmp_path.glob("cache.sqlite.unusable-*Z")
+    [message] = [str(w.message) for w in caught if "judgement cache" in str(w.message)]
+    carried = int(message.split(" answers that could still be read")[0].rsplit(" ", 1)[1])
+    assert f"set aside as {aside}" in message and 0 < carried < paid
+    assert len(server.seen) == paid - carried  # only the answers on the damaged page were asked again
+    with sqlite3.connect(cache) as db:
+        assert db.execute("select count(*) from answers").fetchone()[0] == paid
+
+
+# ------------------------------------------------------------------ rag-eval run: out/, DuckDB, DAGSTER_HOME
+class Project:
+    """``rag-eval run`` with the LLM judge on the test server (by environment), ``--out`` and
+    ``DAGSTER_HOME`` where the test puts them, the judgement cache beside; run in the small disk's namespace."""
+
+    def __init__(self, root: Path, disk: SmallDisk, server, out: Path, home: Path) -> None:
+        self.root, self.disk, self.server, self.out, self.home = root, disk, server, out, home
+        lines = FIQA.read_text(encoding="utf-8").splitlines(True)
+        for name, part in (("a.jsonl", lines[:3]), ("b.jsonl", lines[3:6])):
+            (root / name).write_text("".join(part), encoding="utf-8")
+
+    def run(self, dataset: str, version: str) -> tuple[int, str]:
+        env = {**child_env(), "DAGSTER_HOME": str(self.home), "OPENAI_BASE_URL": self.server.url,
+               "OPENAI_API_KEY": "sk-test-disk", "OPENAI_MODEL": "judge-test", "EMBEDDING_MODEL": "embed-test"}
+        done = self.disk.run([sys.executable, "-m", "rag_eval.orchestration.cli", "run", dataset, "--dataset-version", version,
+                              "--out", str(self.out), "--cache-path", str(self.root / "cache.sqlite")],
+                             cwd=self.root, env=env)
+        assert "Traceback" not in done.stderr, done.stderr[-3000:]
+        return done.returncode, done.stderr
+
+    def read(self, path: Path) -> bytes:
+        return self.disk.view(path).read_bytes() if str(path).startswith(str(self.disk.root)) else path.read_bytes()
+
+
+def errors(stderr: str) -> list[str]:
+    """The lines saying what failed (progress and notes left out)."""
+    return [line for line in stderr.splitlines() if line.startswith(("error:", "step ", "run failed"))]
+
+
+@pytest.fixture
+def on_disk(tmp_path, disk, server):
+    """``--out`` on the small disk, DAGSTER_HOME beside the project."""
+    return Project(tmp_path, disk, server, disk.root / "out", tmp_path / "home")
+
+
+@pytest.fixture
+def home_on_disk(tmp_path, disk, server):
+    """DAGSTER_HOME on the small disk, ``--out`` beside the project."""
+    return Project(tmp_path, disk, server, tmp_path / "out", disk.root / "home")
+
+
+def fill_at_request(server, disk: SmallDisk, count: int) -> None:
+    """The disk fills up as the server receives its request ``count``: judging is over, the results are not stored."""
+    answer = server.script
+
+    def script(seen):
+        if len(server.seen) == count:
+            disk.fill()
+        return answer(seen)
+
+    server.script = script
+
+
+def test_out_and_its_database_full_or_read_only_lose_nothing(on_disk, disk, server):
+    status, _ = on_disk.run("a.jsonl", "v1")
+    assert status == 0 and len(server.seen) == PER_ROW * 3
+    kept = {name: on_disk.read(on_disk.out / "v1" / name) for name in ("summary.json", "results.parquet")}
+    disk.read_only()  # refused before anything is registered or sent, in one line
+    status, stderr = on_disk.run("b.jsonl", "v2")
+    assert status == 2 and len(server.seen) == PER_ROW * 3
+    assert errors(stderr) == [line for line in stderr.splitlines() if "Read-only file system" in line]
+    assert len(errors(stderr)) == 1
+    disk.writable()
+    fill_at_request(server, disk, PER_ROW * 6)  # out/ fills up as v2's judging ends
+    status, stderr = on_disk.run("b.jsonl", "v2")
+    assert status == 1 and len(server.seen) == PER_ROW * 6
+    [failed] = errors(stderr)
+    assert "No space left on device" in failed and "rag_eval.duckdb" in failed
+    assert {name: on_disk.read(on_disk.out / "v1" / name) for name in kept} == kept  # v1's reports untouched
+    disk.free()
+    status, stderr = on_disk.run("b.jsonl", "v2")
+    assert status == 0, stderr[-3000:]
+    assert len(server.seen) == PER_ROW * 6  # every judgement paid for on the full disk was kept
+    with duckdb_copy(on_disk, disk) as db:
+        assert db.sql("select version, count(*) from eval.faithfulness group by version order by version"
+                      ).fetchall() == [("v1", 3), ("v2", 3)]
+
+
+class duckdb_copy:
+    """The results database of a project on the small disk, copied out and opened read-only."""
+
+    def __init__(self, project: Project, disk: SmallDisk) -> None:
+        self.copy = project.root / "copy.duckdb"
+        self.copy.write_bytes(disk.view(project.out / "rag_eval.duckdb").read_bytes())
+
+    def __enter__(self):
+        import duckdb
+
+        self.db = duckdb.connect(str(self.copy), read_only=True)
+        return self.db
+
+    def __exit__(self, *exc) -> None:
+        self.db.close()
+
+
+def test_a_damaged_report_file_is_written_again(on_disk, disk, server):
+    assert on_disk.run("a.jsonl", "v1")[0] == 0
+    summary = disk.view(on_disk.out / "v1" / "summary.json")
+    whole = summary.read_text(encoding="utf-8")
+    summary.write_text(whole[:100], encoding="utf-8")  # cut short (a crash, a full disk)
+    server.seen.clear()
+    status, stderr = on_disk.run("a.jsonl", "v1")
+    assert status == 0 and errors(stderr) == [] and server.seen == []  # evaluated again from the cache
+    means = [{m: (r["mean"], r["pass_rate"], r["measured"]) for m, r in json.loads(text)["metrics"].items()}
+             for text in (summary.read_text(encoding="utf-8"), whole)]
+    assert means[0] == means[1]
+
+
+def damage_duckdb(on_disk, disk) -> None:
+    database = disk.view(on_disk.out / "rag_eval.duckdb")
+    data = bytearray(database.read_bytes())
+    data[:4096] = b"\xa5" * 4096  # its header
+    database.write_bytes(bytes(data))
+
+
+def test_a_damaged_results_database_is_named_in_one_line_before_anything_is_sent(on_disk, disk, server):
+    assert on_disk.run("a.jsonl", "v1")[0] == 0
+    damage_duckdb(on_disk, disk)
+    status, stderr = on_disk.run("b.jsonl", "v2")
+    assert status == 2 and len(server.seen) == PER_ROW * 3
+    [line] = errors(stderr)
+    assert "rag_eval.duckdb" in line and "not a valid DuckDB database file" in line
+
+
+@pytest.mark.xfail(strict=True, reason="the results store (out/rag_eval.duckdb) refuses a damaged file and leaves it to "
+                                       "the user; setting it aside and carrying over what it holds belongs to the store "
+                                       "that replaces it (branch automation)")
+def test_a_damaged_results_database_is_set_aside_and_what_can_be_read_is_carried_over(on_disk, disk, server):
+    assert on_disk.run("a.jsonl", "v1")[0] == 0
+    damage_duckdb(on_disk, disk)
+    status, _ = on_disk.run("b.jsonl", "v2")
+    assert status == 0 and list(disk.view(on_disk.out).glob("rag_eval.duckdb.unusable-*"))
+
+
+def test_dagster_home_full_read_only_or_damaged_is_one_line_and_loses_no_judgement(home_on_disk, disk, server):
+    assert home_on_disk.run("a.jsonl", "v1")[0] == 0
+    disk.read_only()
+    status, stderr = home_on_disk.run("b.jsonl", "v2")
+    [line] = errors(stderr)
+    assert status == 2 and "DAGSTER_HOME" in line and "read-only file system" in line and len(server.seen) == 18
+    disk.writable()
+    fill_at_request(server, disk, PER_ROW * 6)  # the instance's disk fills up as v2's judging ends
+    status, stderr = home_on_disk.run("b.jsonl", "v2")
+    [line] = errors(stderr)
+    assert status == 2 and "no space left on the disk" in line and "kept in the judgement cache" in line
+    disk.free()
+    status, stderr = home_on_disk.run("b.jsonl", "v2")
+    assert status == 0 and len(server.seen) == PER_ROW * 6  # nothing paid for was asked again
+    assert "was left STARTED by a rag-eval process that is gone; marked failed" in stderr
+    runs = disk.view(home_on_disk.home / "history" / "runs.db")
+    runs.write_bytes(b"not a database" * 512)
+    status, stderr = home_on_disk.run("a.jsonl", "v1")
+    [line] = errors(stderr)
+    assert status == 2 and "not a database" in line and "move the folder aside" in line
