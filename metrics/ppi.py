@@ -20,30 +20,32 @@ rows to show the judge's errors. A judge that disagrees with people on 5 % of th
 shows no disagreement at all in 25 labels 28 % of the time; the rectifier's variance is then
 estimated near 0 and the interval, centred on the judge's biased mean, misses: on HaluEval
 with the offline judge (``bench/trust_bench.py``) plain PPI++ covered 78 % at n = 25 and
-85 % at n = 50 instead of 95 %. So the labelled rows are joined by four pseudo-rows: a label
-at either end of the scale paired with a judge score at either end of the judge's observed
-range, each of weight
+85 % at n = 50 instead of 95 %. As Agresti & Coull (1998) do for a proportion (z²/2
+pseudo-successes and as many pseudo-failures) and Agresti & Min (2005) for matched pairs
+(a pseudo-count in each cell of the 2×2 table), the labelled rows are joined by four
+pseudo-rows of weight z²/4 each: a label at either end of the scale paired with a judge score
+at either end of the judge's observed range. The rectifier's mean and variance are taken
+over the ``n + z²`` weighted rows; with ``lam = 0`` this is exactly the Agresti–Coull
+interval. ``pseudo=0`` gives plain PPI++, the formulas of ``ppi_py.ppi_mean_ci`` and
+``ppi_mean_pointestimate`` (ppi-python 0.2.3, the authors' package) for a one-dimensional
+mean with unit weights; the tests check this module against figures computed with that
+package; ``pseudo=0.5`` at ``lam = 1`` is Agresti & Min's "Wald+2" interval for the
+difference of matched proportions (*Statistics in Medicine* 24:729, 2005).
 
-    k(lam) = (1 - lam) * z²/4 + lam * 1/2,
-
-and the rectifier's mean and variance are taken over the ``n + 4k`` weighted rows. The two
-ends are published adjustments of the Wald interval: at ``lam = 0`` the rectifier is the
-label, a single proportion, and the pseudo-rows are Agresti & Coull's (1998) z²/2
-pseudo-successes and as many pseudo-failures (this is exactly their interval, and
-:func:`classical_mean`'s); at ``lam = 1`` with binary labels and verdicts it is the paired
-difference ``mean(Y) - mean(f)``, and the pseudo-rows are the ½ added to each cell of the
-2×2 (label, verdict) table by Agresti & Min's (2005, *Statistics in Medicine* 24:729) "Wald+2"
-interval for matched proportions. In between, the weight is interpolated linearly in
-``lam``. The rule was chosen on the trust bench's *tuned* HaluEval cells only, among
-z²/4 throughout (Agresti–Coull's weight, which over-covered up to 99.8 % with a
-near-perfect judge), ½ throughout (92.8 % with a lenient judge at n = 25), ¼, and a t
-quantile; the README's Trust section gives the held-out and RAGAS figures. ``pseudo`` given
-as a number fixes the weight instead; ``pseudo=0`` gives plain PPI++, the formulas of
-``ppi_py.ppi_mean_ci`` and ``ppi_mean_pointestimate`` (ppi-python 0.2.3, the authors'
-package) for a one-dimensional mean with unit weights; the tests check this module against
-figures computed with that package. The price: 25 labels cannot tell a judge that never errs
-from one wrong on 2-5 % of the rows (both most often show no error), and the interval is
-sized for the second, so with a near-perfect judge and few labels it over-covers (98-99 %).
+**Why z²/4, and the over-coverage it costs.** With a near-perfect judge and few labels the
+interval over-covers (98-99 % at n = 25). This is the price of staying valid for a judge
+with rare one-sided errors, not a slack to tune away: when ``n`` labels happen to show none
+of its errors, a judge wrong on a share ``e`` of the rows gives the same data as a perfect
+judge of a population whose mean is higher by ``e``, so the interval drawn from those data
+must reach ``e`` for the first to be covered, and is then far wider than the second needs.
+A lighter weight was tried on the trust bench's *tuned* HaluEval cells and checked on the
+held-out and RAGAS cells: Agresti–Min's ½ per row, and ½ at ``lam = 1`` moving linearly to
+z²/4 at ``lam = 0``. Both brought the near-perfect judges closer to 95 % (the offline judge
+on tuned HaluEval rows at n = 50: 97.4 % instead of 98.8 %) but let a judge that accepts 30 %
+of what people reject fall to 92.8 % (tuned HaluEval, n = 50) and 89.2 % (RAGAS
+answer_correctness, n = 25): a rule that gains on one set and loses on another is not kept.
+``bench/trust_bench.py --sweep`` shows the trade-off over the error rate ``e`` of a binary
+judge with one-sided errors.
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def classical_mean(labels: Any, confidence: float = 0.95, pseudo: float | None =
     confidence : float
         Two-sided coverage of the interval, in (0, 1).
     pseudo : float, optional
-        Weight of each pseudo-row (see :func:`ppi_mean`); ``None`` is z²/4 (``lam = 0``), 0 none.
+        Weight of each pseudo-row (see :func:`ppi_mean`); ``None`` is z²/4, 0 none.
     scale : (low, high)
         The labels' scale (the metric's value range), widened to the labels seen.
 
@@ -123,18 +125,14 @@ def classical_mean(labels: Any, confidence: float = 0.95, pseudo: float | None =
     if len(y) < 2:
         raise ValueError(f"an interval needs at least 2 labels, got {len(y)}")
     z = _z(confidence)
-    mean, variance, weight = _rectifier(y, np.zeros_like(y), 0.0, _pseudo(pseudo, z, 0.0), scale, (0.0, 0.0))
+    mean, variance, weight = _rectifier(y, np.zeros_like(y), 0.0, _pseudo(pseudo, z), scale, (0.0, 0.0))
     se = math.sqrt(variance / weight)
     return MeanEstimate(mean, mean - z * se, mean + z * se, se, len(y), 0, 0.0, "classical", confidence)
 
 
-def _pseudo(pseudo: float | None, z: float, lam: float) -> float:
-    """Each pseudo-row's weight: ``pseudo``, or by default Agresti–Coull's z²/4 at ``lam = 0``
-    and Agresti–Min's 1/2 at ``lam = 1``, linear in between (the module docstring says why);
-    a ``lam`` given outside [0, 1] takes the nearer end's weight."""
+def _pseudo(pseudo: float | None, z: float) -> float:
     if pseudo is None:
-        share = min(max(lam, 0.0), 1.0)
-        return (1.0 - share) * z * z / 4.0 + share / 2.0
+        return z * z / 4.0
     if not pseudo >= 0.0:
         raise ValueError(f"pseudo must be a weight >= 0, got {pseudo}")
     return float(pseudo)
@@ -196,9 +194,8 @@ def ppi_mean(labels: Any, judged: Any, unlabelled: Any, confidence: float = 0.95
     lam : float, optional
         The power-tuning parameter; ``None`` picks it from the data (:func:`power_tuning`).
     pseudo : float, optional
-        Weight of each pseudo-row: ``None`` is ``(1 - lam) z²/4 + lam/2`` (the
-        Agresti–Coull interval at ``lam = 0``, Agresti–Min's Wald+2 at ``lam = 1``), 0 plain
-        PPI++ (ppi-python's interval).
+        Weight of each pseudo-row: ``None`` is z²/4 (the Agresti–Coull interval at
+        ``lam = 0``), 0 plain PPI++ (ppi-python's interval).
     scale : (low, high)
         The labels' scale (the metric's value range, (0, 1) by default), widened to the
         labels seen: the pseudo-rows' labels.
@@ -226,7 +223,7 @@ def ppi_mean(labels: Any, judged: Any, unlabelled: Any, confidence: float = 0.95
         lam = power_tuning(y, f, f_unlabelled)
     z = _z(confidence)
     judge_range = (float(min(f.min(), f_unlabelled.min())), float(max(f.max(), f_unlabelled.max())))
-    mean, variance, weight = _rectifier(y, f, lam, _pseudo(pseudo, z, lam), scale, judge_range)
+    mean, variance, weight = _rectifier(y, f, lam, _pseudo(pseudo, z), scale, judge_range)
     estimate = float(lam * f_unlabelled.mean() + mean)
     se = math.sqrt(float((lam * f_unlabelled).std()) ** 2 / len(f_unlabelled) + variance / weight)
     return MeanEstimate(estimate, estimate - z * se, estimate + z * se, se, len(y), len(f_unlabelled),
