@@ -26,6 +26,7 @@ run: setup
 # Fast checks first: ruff, mypy on metrics/, import cycles and wrong-way imports (tools/import_cycles.py).
 lint: setup
 	$(BIN)/ruff check .
+	mkdir -p .mypy_src/rag_eval && ln -sfn ../../metrics .mypy_src/rag_eval/metrics
 	$(BIN)/mypy
 	$(BIN)/python tools/import_cycles.py
 

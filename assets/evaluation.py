@@ -1,14 +1,14 @@
 """The metric assets: one subsettable multi-asset with one output per registered metric,
 the per-row results of the version's samples (each written to a file chunk by chunk as it
-is judged, ``assets.stored_results``, then stored in its table). The step reads the field
+is judged, ``rag_eval.assets.stored_results``, then stored in its table). The step reads the field
 tables it depends on itself, chunk by chunk. The selected metrics of a run are judged
 together, every request of every metric under the judge's one concurrency limit (as
-``metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
+``rag_eval.metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
 and lineage (it depends on exactly the field assets it reads).
 
 The multi-asset and its run config are built from the registry when asked for
 (:func:`metric_assets`), after the caller loaded the custom and plugin metrics it wants
-(``metrics.registry.load_extensions``: ``orchestration.definitions`` and the CLI do)."""
+(``rag_eval.metrics.registry.load_extensions``: ``rag_eval.orchestration.definitions`` and the CLI do)."""
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
@@ -21,18 +21,18 @@ import duckdb
 import pandas as pd
 from pydantic import create_model
 
-from assets.ingestion import FIELD_ASSETS, only_fields, samples_from_fields
-from assets.partitions import dataset_versions
-from assets.resources import ExecutionResource, JudgeResource
-from assets.stored_results import StoredTable
-from metrics.aggregate import USAGE_COLUMNS
-from metrics.base import Family
-from metrics.judges.config import PER_METRIC
-from metrics.judges.endpoint import EndpointError
-from metrics.registry import METRICS, build_metrics, option_types
-from metrics.results import Status
-from metrics.scoring import CHUNK_ROWS
-from metrics.samples import Sample
+from rag_eval.assets.ingestion import FIELD_ASSETS, only_fields, samples_from_fields
+from rag_eval.assets.partitions import dataset_versions
+from rag_eval.assets.resources import ExecutionResource, JudgeResource
+from rag_eval.assets.stored_results import StoredTable
+from rag_eval.metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.base import Family
+from rag_eval.metrics.judges.config import PER_METRIC
+from rag_eval.metrics.judges.endpoint import EndpointError
+from rag_eval.metrics.registry import METRICS, build_metrics, option_types
+from rag_eval.metrics.results import Status
+from rag_eval.metrics.scoring import CHUNK_ROWS
+from rag_eval.metrics.samples import Sample
 
 
 #: Callables ``(metric, done, total)`` told after each scored sample, in the process that
@@ -55,7 +55,7 @@ def metrics_config() -> tuple[type[dg.Config], tuple[str, ...]]:
     its pass/fail threshold, its judging options (model, temperature, strictness with the LLM
     judge) and its ``Options`` (``mode``, ``k``...); and the names of those ``Options``.
 
-    Every option has its type (``metrics.registry.option_types``: the threshold, the judge
+    Every option has its type (``rag_eval.metrics.registry.option_types``: the threshold, the judge
     settings a metric may set for itself and its ``Options`` fields), checked by the metric
     itself when it is built; domains kept: strictness 0 is refused as the step starts."""
     options = {option: kind for name in METRICS for option, kind in option_types(name).items()}
@@ -69,7 +69,7 @@ def metrics_config() -> tuple[type[dg.Config], tuple[str, ...]]:
 
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"
-#: Each family's asset group (``metrics.base.Family``, declared there once): ``<family>_metrics``,
+#: Each family's asset group (``rag_eval.metrics.base.Family``, declared there once): ``<family>_metrics``,
 #: ``retrieval_metrics`` for document_retrieval.
 GROUPS = {family.value: f"{family.value.removeprefix('document_')}_metrics" for family in Family}
 _FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}
@@ -180,7 +180,7 @@ class FieldSamples(Sequence[Sample]):
     def stored(cls, fields: dict[str, StoredTable],
                connect: Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]) -> "FieldSamples":
         """The samples of field assets (``{field: stored partition}``, every field holding every
-        line): ``assets.ingestion.samples_from_fields`` on a slice's rows of every field,
+        line): ``rag_eval.assets.ingestion.samples_from_fields`` on a slice's rows of every field,
         read over one connection ``connect()`` opens."""
         def build(start: int, stop: int) -> list[Sample]:
             with connect() as connection:
@@ -197,7 +197,7 @@ class FieldSamples(Sequence[Sample]):
         return cls(len(next(iter(fields.values()))), build)
 
     def only(self, fields: tuple[str, ...]) -> "FieldSamples":
-        """These samples as ``fields`` alone would build them (``assets.ingestion.only_fields``),
+        """These samples as ``fields`` alone would build them (``rag_eval.assets.ingestion.only_fields``),
         from the slices built here: the fields are read and the samples built once for both."""
         return FieldSamples(self._rows, lambda start, stop: only_fields(self[start:stop], fields))
 
@@ -220,7 +220,7 @@ class FieldSamples(Sequence[Sample]):
 
 def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], scorer):
     """The metric ``name`` with its run configuration (``metrics_config``), and the judge it is judged with."""
-    from metrics.judges.llm import LLMJudge
+    from rag_eval.metrics.judges.llm import LLMJudge
 
     options = {k: getattr(config, k) for k in metric_options if getattr(config, k) is not None}
     try:
@@ -238,7 +238,7 @@ def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], s
 
 def metric_assets() -> list[dg.AssetsDefinition]:
     """``[build_metric_assets()]``, built once per set of registered metrics (the registry grows
-    when ``metrics.registry.load_extensions`` runs): the CLI asks for them more than once a command."""
+    when ``rag_eval.metrics.registry.load_extensions`` runs): the CLI asks for them more than once a command."""
     return _metric_assets(tuple(METRICS.items()))
 
 

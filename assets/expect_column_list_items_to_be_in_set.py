@@ -2,9 +2,9 @@
 expectation): every item of the list in each cell of a column is in a set.
 
 GE 1.x has no expectation on the items of list-valued cells (its set and length
-expectations treat a list as one value). The suite (``assets.expectations``) states the
+expectations treat a list as one value). The suite (``rag_eval.assets.expectations``) states the
 allowed relevance labels of ``retrieval_ground_truth`` with it. Importing this module
-imports great-expectations and registers the expectation: ``assets.expectations``
+imports great-expectations and registers the expectation: ``rag_eval.assets.expectations``
 imports it where the suite runs, never at the code location's load.
 """
 from typing import Any

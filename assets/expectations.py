@@ -14,7 +14,7 @@ field unusable to the metrics reading it (a line that is no JSON object, a field
 or of the wrong type, a relevance label off the scale, an id two lines share: the gate and
 ``rag-eval compare`` match two versions' rows by id). WARN: what is scored as it is but deserves a look (empty or overlong texts,
 no or too many contexts, a line repeated, questions in another script than most). None
-blocks: the blocking check is ``rejected_share_within_limit`` (``assets.ingestion``).
+blocks: the blocking check is ``rejected_share_within_limit`` (``rag_eval.assets.ingestion``).
 
 great-expectations takes seconds to import (its expectation registry, scipy, altair), so
 it is imported by :func:`suite` and :func:`validate` only, in the check's step, never when
@@ -35,8 +35,8 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
-from assets.ingestion import FIELD_ASSETS
-from metrics.samples import FIELDS, MAX_CHARS, MAX_CONTEXTS, given_keys, iter_jsonl_records
+from rag_eval.assets.ingestion import FIELD_ASSETS
+from rag_eval.metrics.samples import FIELDS, MAX_CHARS, MAX_CONTEXTS, given_keys, iter_jsonl_records
 
 #: What :func:`profile` says of a line that is a JSON object (else why it is unreadable).
 READABLE = "JSON object"
@@ -118,7 +118,7 @@ def profile(path: str | Path, fields: Iterable[str]) -> pd.DataFrame:
     """The profile of the version's file at ``path`` the suite validates: one row per line
     (blank lines skipped) with ``line`` (from 1), ``id`` (the sample's), ``record``
     (:data:`READABLE` or why the line is unreadable), ``<field>_type`` (:func:`json_type` of
-    each field of ``metrics.samples.FIELDS``, under its name or an alias), ``<text>_chars``
+    each field of ``rag_eval.metrics.samples.FIELDS``, under its name or an alias), ``<text>_chars``
     (characters, surrounding space not counted), ``retrieved_contexts_count``,
     ``user_input_script`` (:func:`script_of`), ``relevance_labels`` (the
     ``query_relevance_label`` of each ground-truth document) and ``sample_digest`` (of
@@ -175,7 +175,7 @@ def suite(frame: pd.DataFrame, fields: Iterable[str], labels: list[int]) -> list
     ``meta`` names its check (:data:`CHECKS`), the field it concerns and how a failing line is
     told (``failure``, formatted with the line's ``value``); its severity is its check's."""
     gx = great_expectations()
-    from assets.expect_column_list_items_to_be_in_set import ExpectColumnListItemsToBeInSet
+    from rag_eval.assets.expect_column_list_items_to_be_in_set import ExpectColumnListItemsToBeInSet
 
     expect = gx.expectations
     fields = list(fields)

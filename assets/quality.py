@@ -1,16 +1,16 @@
 """The lines of a version the selected metrics cannot use, by the sample model's own rules.
 
-:class:`Validation` is the ingestion's account (``assets.ingestion``): the rejected lines
+:class:`Validation` is the ingestion's account (``rag_eval.assets.ingestion``): the rejected lines
 (no selected metric can use them; their share is the blocking check
 ``rejected_share_within_limit``) and the lines lacking a field some selected metric reads
 (those metrics report ``input_error`` for them). great-expectations' suite, the non-blocking
-checks on the ingested assets, is ``assets.expectations``.
+checks on the ingested assets, is ``rag_eval.assets.expectations``.
 """
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from metrics.samples import Sample, field_problems, unusable
+from rag_eval.metrics.samples import Sample, field_problems, unusable
 
 
 class Validation:

@@ -1,27 +1,27 @@
-"""great-expectations' suite of a version (``assets.expectations``) as Dagster asset checks.
+"""great-expectations' suite of a version (``rag_eval.assets.expectations``) as Dagster asset checks.
 
 One step, ``great_expectations_suite``, after the version's ingestion: it profiles the
 version's file, validates the profile under the suite for the fields the run's selected
 metrics read, adds the result to the Data Docs site (``<out>/data_docs/``) and reports each
-of :data:`assets.expectations.CHECKS` that has expectations for those fields as an asset
+of :data:`rag_eval.assets.expectations.CHECKS` that has expectations for those fields as an asset
 check on the ingested asset it concerns (with its severity; the others, e.g.
 ``relevance_labels_allowed`` when no document-retrieval metric is selected, have no
 result). A failing check names the first failing lines (from 1) and fields, and counts them;
 every check links its Data Docs page. None is blocking: ``rejected_share_within_limit``
-(``assets.ingestion``) is, and when it fails this step is skipped with the metrics. The step
+(``rag_eval.assets.ingestion``) is, and when it fails this step is skipped with the metrics. The step
 runs last among the steps ready (``dagster/priority`` -1): the metrics and the summary do not
 wait for great-expectations' import.
 """
 import dagster as dg
 
-from assets.evaluation import METRICS_OP
-from assets.expectations import CHECKS, profile, suite, validate
-from assets.ingestion import selected_metrics
-from assets.partitions import dataset_versions
-from assets.resources import DatasetStore, ReportStore
-from metrics.base import Family
-from metrics.registry import METRICS
-from metrics.retrieval.document_retrieval import RankingSettings
+from rag_eval.assets.evaluation import METRICS_OP
+from rag_eval.assets.expectations import CHECKS, profile, suite, validate
+from rag_eval.assets.ingestion import selected_metrics
+from rag_eval.assets.partitions import dataset_versions
+from rag_eval.assets.resources import DatasetStore, ReportStore
+from rag_eval.metrics.base import Family
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.retrieval.document_retrieval import RankingSettings
 
 #: Failing lines told in a check's ``failures`` (all are counted; GE's page lists more).
 SHOWN = 5

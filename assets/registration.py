@@ -22,8 +22,8 @@ from pathlib import Path
 import dagster as dg
 from sqlalchemy.exc import IntegrityError
 
-from assets.partitions import dataset_versions
-from assets.resources import DatasetStore
+from rag_eval.assets.partitions import dataset_versions
+from rag_eval.assets.resources import DatasetStore
 
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _TIMED_KEY = re.compile(r"\d{8}T\d{6}Z-.+")

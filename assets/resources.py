@@ -12,14 +12,14 @@ from urllib.parse import quote
 import dagster as dg
 from pydantic import PrivateAttr, create_model
 
-from assets.results_store import ResultsStore
-from assets.stored_results import ResultWriter, TableFile
+from rag_eval.assets.results_store import ResultsStore
+from rag_eval.assets.stored_results import ResultWriter, TableFile
 
-from metrics.base import Metric
-from metrics.extras import MissingExtra, require
-from metrics.scoring import Task, results_frame, score_chunks
-from metrics.judges import Judge, OfflineJudge
-from metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics.base import Metric
+from rag_eval.metrics.extras import MissingExtra, require
+from rag_eval.metrics.scoring import Task, results_frame, score_chunks
+from rag_eval.metrics.judges import Judge, OfflineJudge
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 
 
 class DatasetStore(dg.ConfigurableResource):
@@ -96,7 +96,7 @@ class ExecutionResource(dg.ConfigurableResource):
 
     def score(self, tasks: list[Task], version: str,
               progress: Callable[[str, int, int], None] | None = None) -> list[TableFile]:
-        """Per-row results (``metrics.evaluate.results_frame``, with ``version`` first) of
+        """Per-row results (``rag_eval.metrics.evaluate.results_frame``, with ``version`` first) of
         each ``(metric, samples, judge)`` task, every metric of the call judged together,
         wherever it runs, each written to its file chunk by chunk as it is judged;
         ``progress(metric, done, total)`` after each scored sample.
@@ -123,7 +123,7 @@ class ExecutionResource(dg.ConfigurableResource):
                     for writer, results in zip(writers, part):
                         writer.write(results_frame(results))
             else:
-                from metrics.spark import score_on_spark
+                from rag_eval.metrics.spark import score_on_spark
 
                 for writer, (metric, samples, judge) in zip(writers, tasks):
                     results = score_on_spark(self._session(), samples, [metric], judge, self.parallelism)
@@ -176,7 +176,7 @@ JudgeSettings = create_model("JudgeSettings", **{
 
 
 class JudgeResource(dg.ConfigurableResource, JudgeSettings):
-    """The judge behind every metric asset, a plain judge object from ``metrics.judges``.
+    """The judge behind every metric asset, a plain judge object from ``rag_eval.metrics.judges``.
 
     With an OpenAI-compatible endpoint configured (``OPENAI_API_KEY`` and/or
     ``OPENAI_BASE_URL`` in the environment, or ``base_url`` here) this is the LLM judge;
@@ -187,7 +187,7 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
     are ``LLMConfig``'s public ones (:data:`JudgeSettings`): unset, they take the
     environment's value, then ``LLMConfig``'s default; ``max_row_requests`` and
     ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
-    ``support_threshold`` is the offline judge's (``metrics.judges.offline.Rules``).
+    ``support_threshold`` is the offline judge's (``rag_eval.metrics.judges.offline.Rules``).
     """
 
     support_threshold: float | None = None

@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assets.stored_results import StoredTable, TableFile
+from rag_eval.assets.stored_results import StoredTable, TableFile
 
 TABLES = "tables"
 DATABASE = "rag_eval.duckdb"
@@ -119,7 +119,7 @@ class PartitionFiles(dg.UPathIOManager):
     def stored(self, connection: duckdb.DuckDBPyConnection, version: str, tables: list[str]) -> dict[str, StoredTable]:
         """``{table: its partition version}`` for each of ``tables`` holding rows of ``version``
         (a metric never computed for it, or no rejected line, is left out), counted over
-        ``connection``; nothing else is read yet (:class:`assets.stored_results.StoredTable`)."""
+        ``connection``; nothing else is read yet (:class:`rag_eval.assets.stored_results.StoredTable`)."""
         found: dict[str, StoredTable] = {}
         for table in tables:
             path = table_file(self.root, table, version)

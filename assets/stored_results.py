@@ -3,7 +3,7 @@
 Ingestion writes each chunk of lines it reads to one Parquet file per field asset, and
 the metric assets each chunk of judged rows to a file per metric, as it is judged
 (:class:`TableWriter`, :class:`ResultWriter`); each outputs a :class:`TableFile` naming
-its file, which the results store (``assets.results_store``) moves into the place of the
+its file, which the results store (``rag_eval.assets.results_store``) moves into the place of the
 asset partition. The metric assets read the field tables they depend on, and the summary
 each metric's table, as a :class:`StoredTable`, a query over the stored partition read in
 bounded chunks over a connection the step holds. Memory stays flat as a version grows:
@@ -25,11 +25,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from metrics.aggregate import USAGE_COLUMNS
-from metrics.formats import ragas_table
-from metrics.results import Status
+from rag_eval.metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.formats import ragas_table
+from rag_eval.metrics.results import Status
 
-#: The columns of a metric's table (``metrics.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
+#: The columns of a metric's table (``rag_eval.metrics.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
 SCHEMA = pa.schema([("version", pa.string()), ("sample_id", pa.string()), ("row", pa.int64()),
                     ("metric", pa.string()), ("status", pa.string()), ("value", pa.float64()),
                     ("passed", pa.bool_()), ("threshold", pa.float64()), ("direction", pa.string()),
@@ -126,7 +126,7 @@ _EMPTY = {pa.string(): "object", pa.int64(): "int64", pa.float64(): "float64", p
 
 
 class ResultWriter(TableWriter):
-    """A :class:`TableWriter` of a metric's per-row results frames (``metrics.scoring.results_frame``)
+    """A :class:`TableWriter` of a metric's per-row results frames (``rag_eval.metrics.scoring.results_frame``)
     of the partition ``version`` (:data:`SCHEMA`: ``version`` is put first)."""
 
     def __init__(self, version: str) -> None:
@@ -134,7 +134,7 @@ class ResultWriter(TableWriter):
         self.version = version
 
     def write(self, frame: pd.DataFrame) -> None:
-        """Append ``frame`` (the columns of ``metrics.scoring.RESULT_COLUMNS``)."""
+        """Append ``frame`` (the columns of ``rag_eval.metrics.scoring.RESULT_COLUMNS``)."""
         frame = frame.copy(deep=False)
         frame.insert(0, "version", self.version)
         super().write(frame)
@@ -176,7 +176,7 @@ class StoredTable:
 
     def failed_at(self, connection: duckdb.DuckDBPyConnection, rows: list[int]) -> dict[int, list[str]]:
         """What counts against the metric on the results at ``rows`` (``row`` values): their details'
-        ``failed`` list (a diagnostic's failed claims, ``metrics.diagnosis``), ``[]`` when there is none."""
+        ``failed`` list (a diagnostic's failed claims, ``rag_eval.metrics.diagnosis``), ``[]`` when there is none."""
         if not rows:
             return {}
         found = connection.execute(f"select row, details from ({self.query}) where row in "
@@ -230,7 +230,7 @@ def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd
                               fields: dict[str, StoredTable], columns: Sequence[str], path: Path) -> None:
     """``ragas_scores.csv`` of ``results`` and the text ``fields`` (``{field: stored partition}``,
     every one holding every line, read over ``connection``), :data:`READ_ROWS` lines at a time: the file
-    ``metrics.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
+    ``rag_eval.metrics.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
     ``merged`` being the fields merged on ``row``, without the version's texts in memory at once."""
     rows = len(next(iter(fields.values())))
     with open(path, "w", encoding="utf-8", newline="") as handle:

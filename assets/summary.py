@@ -14,15 +14,15 @@ import json
 import dagster as dg
 import pandas as pd
 
-from assets.evaluation import metric_code_version
-from assets.ingestion import FIELD_ASSETS
-from assets.partitions import dataset_versions
-from assets.resources import DatasetStore, JudgeResource, ReportStore
-from assets.stored_results import write_ragas_csv_by_chunks, write_results_parquet
-from metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
-from metrics.formats import write_azure_jsonl
-from metrics.gate_report import diagnosis_markdown
-from metrics.registry import METRICS, describe_judge
+from rag_eval.assets.evaluation import metric_code_version
+from rag_eval.assets.ingestion import FIELD_ASSETS
+from rag_eval.assets.partitions import dataset_versions
+from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
+from rag_eval.assets.stored_results import write_ragas_csv_by_chunks, write_results_parquet
+from rag_eval.metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
+from rag_eval.metrics.formats import write_azure_jsonl
+from rag_eval.metrics.gate_report import diagnosis_markdown
+from rag_eval.metrics.registry import METRICS, describe_judge
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
 LISTED_LINES = 20
@@ -168,7 +168,7 @@ def build_summary_asset() -> dg.AssetsDefinition:
         code_version=summary_code_version(),
         kinds={"pandas"},
         # Every metric asset and field asset is a dep: the summary reads the tables it describes itself, on
-        # demand over one connection (assets.results_store.PartitionFiles.stored; no input events per table); only
+        # demand over one connection (rag_eval.assets.results_store.PartitionFiles.stored; no input events per table); only
         # the metrics the run selected are summarized. A version whose
         # data changed shows its summary stale at once, like the metrics that read the changed field
         # (Dagster does not carry staleness downstream).

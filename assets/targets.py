@@ -1,7 +1,7 @@
 """The RAG system under evaluation as assets: retriever → retrieval → generator → generation.
 
 A *target run* is a partition of ``dataset_version`` whose folder holds ``target.json``
-(one configuration of ``metrics.targets.config``) and ``questions.jsonl`` (the question
+(one configuration of ``rag_eval.metrics.targets.config``) and ``questions.jsonl`` (the question
 set) instead of a samples file brought by the user. Its assets (group ``target``):
 
 * ``question_set``: the questions (data version: their content hash);
@@ -29,14 +29,14 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from assets.ingestion import as_text, content_version
-from assets.partitions import dataset_versions
-from assets.registration import RegistrationError, _add_partition
-from assets.resources import DatasetStore
-from metrics.judges.cache import JudgementCache
-from metrics.samples import ALIASES, load_samples
-from metrics.targets.call import Outcome, call_part
-from metrics.targets.config import Configuration, SweepConfig, TargetConfigError
+from rag_eval.assets.ingestion import as_text, content_version
+from rag_eval.assets.partitions import dataset_versions
+from rag_eval.assets.registration import RegistrationError, _add_partition
+from rag_eval.assets.resources import DatasetStore
+from rag_eval.metrics.judges.cache import JudgementCache
+from rag_eval.metrics.samples import ALIASES, load_samples
+from rag_eval.metrics.targets.call import Outcome, call_part
+from rag_eval.metrics.targets.config import Configuration, SweepConfig, TargetConfigError
 
 GROUP = "target"
 CALLING_VERSION = "1"
@@ -69,7 +69,7 @@ def register_target_run(instance: dg.DagsterInstance, store: DatasetStore, sweep
     RegistrationError
         If the question set is missing or empty, or the key is too long.
     """
-    from assets.registration import dataset_file
+    from rag_eval.assets.registration import dataset_file
 
     try:
         source = dataset_file(sweep.questions)

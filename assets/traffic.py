@@ -1,14 +1,14 @@
 """Production traffic, one time partition at a time: traces in, a judged sample, drift caught.
 
 ``traffic_samples`` reads the traces that started in the partition's window
-(``metrics.traffic.write_window``: OTLP/OpenInference span files, a Langfuse export, a table
+(``rag_eval.metrics.traffic.write_window``: OTLP/OpenInference span files, a Langfuse export, a table
 or a SQL query) into ``traces.parquet`` and keeps what could not be read in
 ``problems.parquet``; its check ``traffic_arrived`` fails when no traffic arrived (fewer
 than ``min_traces`` traces). ``traffic_sample`` draws the seeded, stratified sample within
-the partition's budget (``metrics.sampling``); ``traffic_scores`` judges it with the
+the partition's budget (``rag_eval.metrics.sampling``); ``traffic_scores`` judges it with the
 reference-free metrics (the judge resource, its judgement cache); ``traffic_summary``
 writes ``summary.json`` and the traffic page ``report.html``, and its checks
-``<metric>_drift`` compare the partition with its trailing window (``metrics.drift``).
+``<metric>_drift`` compare the partition with its trailing window (``rag_eval.metrics.drift``).
 
 Each partition's files live in ``<root>/<partition>/`` (``TrafficStore``): runs of
 different partitions never write the same file. The assets return no value (no IO
@@ -26,17 +26,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assets.evaluation import metric_code_version
-from assets.partitions import traffic_config, traffic_windows
-from assets.resources import JudgeResource
-from metrics.drift import DROP, drift
-from metrics.registry import build_metrics
-from metrics.sampling import Budget, judging_cost, select
-from metrics.scoring import results_frame, score_all
-from metrics.traces import problems_frame, to_sample
-from metrics.traces.parquet import table_traces, traces_table
-from metrics.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
-from metrics.traffic_report import partition_summary, read_summaries, traffic_html
+from rag_eval.assets.evaluation import metric_code_version
+from rag_eval.assets.partitions import traffic_config, traffic_windows
+from rag_eval.assets.resources import JudgeResource
+from rag_eval.metrics.drift import DROP, drift
+from rag_eval.metrics.registry import build_metrics
+from rag_eval.metrics.sampling import Budget, judging_cost, select
+from rag_eval.metrics.scoring import results_frame, score_all
+from rag_eval.metrics.traces import problems_frame, to_sample
+from rag_eval.metrics.traces.parquet import table_traces, traces_table
+from rag_eval.metrics.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
+from rag_eval.metrics.traffic_report import partition_summary, read_summaries, traffic_html
 
 ARRIVED = "traffic_arrived"
 #: Problems listed in a check's metadata and the run's log (all are in problems.parquet).
@@ -64,7 +64,7 @@ class TrafficStore(dg.ConfigurableResource):
     source: str | None = None
 
     def settings(self) -> TrafficConfig:
-        """The traffic settings (``metrics.traffic.TrafficConfig``).
+        """The traffic settings (``rag_eval.metrics.traffic.TrafficConfig``).
 
         Raises
         ------
@@ -83,7 +83,7 @@ class TrafficStore(dg.ConfigurableResource):
         return path
 
     def index(self, settings: TrafficConfig) -> TraceIndex:
-        """The index of which hours each trace file touches (``metrics.traffic.TraceIndex``)."""
+        """The index of which hours each trace file touches (``rag_eval.metrics.traffic.TraceIndex``)."""
         return TraceIndex(self.root, settings.format, settings.mapping)
 
 
@@ -97,7 +97,7 @@ def partition_counts(store: TrafficStore, settings: TrafficConfig) -> dict[str, 
     """``{partition: spans or traces}`` of the whole source, from the trace index (files) or
     the query's start column (SQL); hours before the first partition are left out."""
     if settings.format == "sql":
-        from metrics.traces.tables import sql_times
+        from rag_eval.metrics.traces.tables import sql_times
 
         hours: dict[int, int] = {}
         for ns in sql_times(settings.source, settings.query, settings.mapping.get("start", "start")):
@@ -191,7 +191,7 @@ class TrafficSampleConfig(dg.Config):
 )
 def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfig, traffic_store: TrafficStore,
                    judge: JudgeResource) -> dg.MaterializeResult:
-    """Select the partition's sample (``metrics.sampling.select``)."""
+    """Select the partition's sample (``rag_eval.metrics.sampling.select``)."""
     settings = traffic_store.settings()
     folder = traffic_store.folder(context.partition_key)
     traces = table_traces(pq.read_table(folder / "traces.parquet"))
@@ -242,7 +242,7 @@ def scores_code_version() -> str:
 )
 def traffic_scores(context: dg.AssetExecutionContext, traffic_store: TrafficStore,
                    judge: JudgeResource) -> dg.MaterializeResult:
-    """Judge the sample (``metrics.scoring.score_all``; the judge's cache answers what was judged before)."""
+    """Judge the sample (``rag_eval.metrics.scoring.score_all``; the judge's cache answers what was judged before)."""
     folder = traffic_store.folder(context.partition_key)
     traces = table_traces(pq.read_table(folder / "sample.parquet"))
     samples = [to_sample(t, i) for i, t in enumerate(traces)]

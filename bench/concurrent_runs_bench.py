@@ -44,7 +44,7 @@ def project(folder: Path, repo: Path, rows: int) -> tuple[dict, list[Path]]:
 
 
 def command(path: Path, version: str, verb: str = "run") -> list[str]:
-    return [sys.executable, "-m", "orchestration.cli", verb, str(path), "--dataset-version", version]
+    return [sys.executable, "-m", "rag_eval.orchestration.cli", verb, str(path), "--dataset-version", version]
 
 
 def stored(folder: Path) -> dict[str, dict[str, int]]:

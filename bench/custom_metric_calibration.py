@@ -67,7 +67,7 @@ def calibrate(base_url: str | None, folder: Path) -> tuple[dict, float]:
         env["OPENAI_BASE_URL"] = base_url
         env.setdefault("OPENAI_MODEL", "judge-sim")
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "orchestration.cli", "calibrate", str(EXAMPLE / "labels.jsonl"),
+    done = subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", "calibrate", str(EXAMPLE / "labels.jsonl"),
                            "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml"), "--json", str(folder / "report.json")],
                           cwd=folder, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
     if done.returncode:

@@ -1,4 +1,4 @@
-"""Meta-evaluation of RAGChecker's diagnostics (``metrics.diagnostics``): agreement with labels known by
+"""Meta-evaluation of RAGChecker's diagnostics (``rag_eval.metrics.diagnostics``): agreement with labels known by
 construction, offline judge, on a tuning and a held-out part of each labelled set; and what the
 diagnostics send to an LLM judge (the project's test server, ``tests/judge_server.py``).
 
@@ -66,13 +66,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from metrics import evaluate  # noqa: E402
-from metrics.calibrate import bootstrap  # noqa: E402
-from metrics.diagnosis import diagnostics_in  # noqa: E402
-from metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
-from metrics.judges.offline import OfflineJudge  # noqa: E402
-from metrics.registry import FAMILIES, METRICS  # noqa: E402
-from metrics.results import Direction  # noqa: E402
+from rag_eval.metrics import evaluate  # noqa: E402
+from rag_eval.metrics.calibrate import bootstrap  # noqa: E402
+from rag_eval.metrics.diagnosis import diagnostics_in  # noqa: E402
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
+from rag_eval.metrics.judges.offline import OfflineJudge  # noqa: E402
+from rag_eval.metrics.registry import FAMILIES, METRICS  # noqa: E402
+from rag_eval.metrics.results import Direction  # noqa: E402
 from tests.judge_server import JudgeServer  # noqa: E402
 
 #: RAGChecker's groups in order: retriever, generator, overall.

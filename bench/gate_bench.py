@@ -42,10 +42,10 @@ sys.path.insert(0, str(REPO))
 HALUEVAL = Path("/work/shared/data/halueval_qa/halueval_qa_rows_000_099.jsonl")
 SERVER = Path("/work/shared/bench/judge_server.py")
 
-from metrics.compare import compare  # noqa: E402
-from metrics.evaluate import evaluate  # noqa: E402
-from metrics.judges.offline import OfflineJudge  # noqa: E402
-from metrics.registry import CORE_METRICS  # noqa: E402
+from rag_eval.metrics.compare import compare  # noqa: E402
+from rag_eval.metrics.evaluate import evaluate  # noqa: E402
+from rag_eval.metrics.judges.offline import OfflineJudge  # noqa: E402
+from rag_eval.metrics.registry import CORE_METRICS  # noqa: E402
 
 
 def rows(answer: str = "right_answer") -> list[dict]:
@@ -80,7 +80,7 @@ def _server(seed: int):
 
 
 def false_alarms_llm(trials: int, n: int) -> tuple[int, int, dict]:
-    from metrics.judges.llm import LLMConfig, LLMJudge
+    from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 
     base = rows()[:n]
     servers = [_server(1), _server(2)]

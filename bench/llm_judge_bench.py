@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 sys.path.insert(0, str(REPO))
 
-from metrics import evaluate  # noqa: E402
-from metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
+from rag_eval.metrics import evaluate  # noqa: E402
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 
 
 def rgb_rows(lang: str) -> list[dict]:

@@ -53,10 +53,10 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics import OfflineJudge, build_metrics, load_samples
-from metrics.agreement import bootstrap
-from metrics.scoring import score_all
-from metrics.text import has_cjk, split_sentences
+from rag_eval.metrics import OfflineJudge, build_metrics, load_samples
+from rag_eval.metrics.agreement import bootstrap
+from rag_eval.metrics.scoring import score_all
+from rag_eval.metrics.text import has_cjk, split_sentences
 
 REPO = Path(__file__).resolve().parents[1]
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")

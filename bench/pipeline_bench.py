@@ -3,7 +3,7 @@
 For the same dataset and the same server (``../shared/bench/judge_server.py``, 200 ± 50 ms
 latency by default) it measures, as rows/s and as a share of the ceiling:
 
-* ``library``: ``metrics.evaluate`` with the LLM judge (the five core metrics), timed
+* ``library``: ``rag_eval.metrics.evaluate`` with the LLM judge (the five core metrics), timed
   around the call in a fresh process;
 * ``main job``: the whole wall time of ``rag-eval run FILE --concurrency C`` (start-up,
   Dagster, ingestion, metrics, summary, exit) with a fresh cache and instance;
@@ -152,7 +152,7 @@ def _pss(pid: int) -> float:
 
 
 #: The children of a ``rag-eval`` process told apart in the CPU figures, by their command line (none
-#: since great-expectations runs in the check's own step: ``assets.expectations``).
+#: since great-expectations runs in the check's own step: ``rag_eval.assets.expectations``).
 _ROLES: dict[str, bytes] = {}
 
 
@@ -217,8 +217,8 @@ def judge_env(base_url: str | None) -> dict:
 LIBRARY = """
 import json, sys, time
 import openai  # imported before the timing, whichever module imports it first
-from metrics import evaluate
-from metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 rows = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
 judge = LLMJudge(LLMConfig.from_env(concurrency=int(sys.argv[2]), cache_path=sys.argv[3]))
 start = time.perf_counter()

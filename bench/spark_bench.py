@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from metrics import OfflineJudge, evaluate  # noqa: E402
+from rag_eval.metrics import OfflineJudge, evaluate  # noqa: E402
 
 
 def rows(count: int) -> list[dict]:

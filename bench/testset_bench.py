@@ -30,10 +30,10 @@ sys.path.insert(0, str(REPO / "bench"))
 import llm_judge_bench  # noqa: E402
 from llm_judge_bench import start_server, stats  # noqa: E402
 
-from metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
-from metrics.testset import chunk_documents, inverse_cloze, read_documents  # noqa: E402
-from metrics.testset.baseline import bm25  # noqa: E402
-from metrics.testset.generate import aplan  # noqa: E402
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
+from rag_eval.metrics.testset import chunk_documents, inverse_cloze, read_documents  # noqa: E402
+from rag_eval.metrics.testset.baseline import bm25  # noqa: E402
+from rag_eval.metrics.testset.generate import aplan  # noqa: E402
 
 DOCS = REPO / "examples" / "testset" / "docs"
 # ../shared beside the clone, or beside the folder of worktrees (/work/wt/<branch> → /work/shared).

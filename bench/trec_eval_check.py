@@ -19,8 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from metrics.retrieval.document_retrieval import RankingSettings, document_retrieval  # noqa: E402
-from metrics.samples import sample_from_dict  # noqa: E402
+from rag_eval.metrics.retrieval.document_retrieval import RankingSettings, document_retrieval  # noqa: E402
+from rag_eval.metrics.samples import sample_from_dict  # noqa: E402
 
 
 def main() -> int:

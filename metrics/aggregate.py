@@ -14,12 +14,12 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.diagnosis import FailedOf, diagnose
-from metrics.registry import METRICS
+from rag_eval.metrics.diagnosis import FailedOf, diagnose
+from rag_eval.metrics.registry import METRICS
 
-from metrics.results import Direction, Status
+from rag_eval.metrics.results import Direction, Status
 
-#: Per-row cost columns of a results frame (``metrics.scoring.results_frame``).
+#: Per-row cost columns of a results frame (``rag_eval.metrics.scoring.results_frame``).
 USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits"]
 
 
@@ -71,7 +71,7 @@ def input_error_lines(results: pd.DataFrame, skip_rows: set[int] | frozenset[int
     ----------
     results : DataFrame
         Per-row results with ``row``, ``sample_id``, ``metric``, ``status`` and ``details``
-        (JSON text or dict holding ``field`` and ``problem``, as ``metrics.base`` writes them).
+        (JSON text or dict holding ``field`` and ``problem``, as ``rag_eval.metrics.base`` writes them).
     """
     errors = results[(results["status"] == Status.INPUT_ERROR.value) & ~results["row"].isin(skip_rows)
                      & ~results["metric"].isin(cannot_run(results, skip_rows))]
@@ -114,7 +114,7 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     ----------
     results : DataFrame
         One row per (sample, metric) with columns ``sample_id, metric, status, value,
-        passed, direction`` and ``row`` (as made by ``metrics.scoring.results_frame``);
+        passed, direction`` and ``row`` (as made by ``rag_eval.metrics.scoring.results_frame``);
         rows are told apart by ``row`` when present (ids may repeat), else by ``sample_id``.
     task_name : str
         Name written as ``task_name``.
@@ -130,7 +130,7 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
         reported under ``usage_earlier_runs``, not ``usage``.
     failed_of : callable, optional
         The failed claims of rows whose ``details`` ``results`` lacks, for the diagnosis
-        (``metrics.diagnosis.diagnose``).
+        (``rag_eval.metrics.diagnosis.diagnose``).
 
     Returns
     -------
@@ -140,7 +140,7 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
         ``usage`` (what this run sent: requests, tokens, and judgements answered from the
         cache, which earlier runs paid for), ``usage_earlier_runs``, ``coverage`` (counts
         per status per metric), ``scale``, ``judge`` and, when RAGChecker's diagnostics are among
-        the metrics, ``diagnosis`` (``metrics.diagnosis.diagnose``). A row is good when at least one
+        the metrics, ``diagnosis`` (``rag_eval.metrics.diagnosis.diagnose``). A row is good when at least one
         metric was measured on it and every measured metric passed; bad when a measured
         metric failed; unmeasured when no metric could be measured. Overall averages
         (``overall_average`` and each field group's) combine only the [0, 1] metrics,

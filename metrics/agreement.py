@@ -1,7 +1,7 @@
 """How far a judge's scores agree with human labels: the statistics, in one place.
 
-``rag-eval calibrate`` (``metrics.calibrate``), the prediction-powered estimates of a
-version's labelled rows (``metrics.estimates``) and the benches use these. Every figure is
+``rag-eval calibrate`` (``rag_eval.metrics.calibrate``), the prediction-powered estimates of a
+version's labelled rows (``rag_eval.metrics.estimates``) and the benches use these. Every figure is
 in [0, 1] or [-1, 1], higher is better (more agreement); NaN when undefined (one class only,
 a constant side).
 """

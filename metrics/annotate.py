@@ -3,10 +3,10 @@
 ``rag-eval annotate export`` draws the rows (:func:`draw`) and writes them with
 :func:`write_sheet` (CSV: one row per (line, metric), the fields that metric reads, an
 empty ``label`` column) and :func:`write_label_studio` (tasks and a labeling config);
-``rag-eval annotate import`` reads the filled files back (``metrics.labels``).
+``rag-eval annotate import`` reads the filled files back (``rag_eval.metrics.labels``).
 
 **The draw is uniform**, which is what makes a prediction-powered interval valid
-(``metrics.estimates``): the rows are the first ``n`` of one shuffle seeded by ``seed``, and
+(``rag_eval.metrics.estimates``): the rows are the first ``n`` of one shuffle seeded by ``seed``, and
 are written in that shuffled order, so the first ``k`` rows of the sheet are themselves a
 uniform random sample (label from the top), and a later, larger export with the same seed
 keeps the rows already drawn. **Stratified** by the judge's verdict on a metric (pass, fail,
@@ -27,10 +27,10 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from metrics.labels import is_ratio
-from metrics.registry import METRICS
-from metrics.results import Direction
-from metrics.samples import Sample
+from rag_eval.metrics.labels import is_ratio
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction
+from rag_eval.metrics.samples import Sample
 
 #: What a person is asked, per metric (others: the metric's own description).
 GUIDELINES = {

@@ -18,15 +18,15 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from metrics.judgements.base import Judgement
-from metrics.judges.base import Judge, JudgeError
-from metrics.judges.endpoint import EndpointError
-from metrics.judges.usage import Usage, current_usage
-from metrics.results import Direction, MetricResult, Status, passes
-from metrics.samples import ALIASES, FIELDS, Sample, is_target_error
-from metrics.text import normalise_rag_text
+from rag_eval.metrics.judgements.base import Judgement
+from rag_eval.metrics.judges.base import Judge, JudgeError
+from rag_eval.metrics.judges.endpoint import EndpointError
+from rag_eval.metrics.judges.usage import Usage, current_usage
+from rag_eval.metrics.results import Direction, MetricResult, Status, passes
+from rag_eval.metrics.samples import ALIASES, FIELDS, Sample, is_target_error
+from rag_eval.metrics.text import normalise_rag_text
 
-#: Fields whose text is normalised (``metrics.text.normalise_rag_text``) before judging.
+#: Fields whose text is normalised (``rag_eval.metrics.text.normalise_rag_text``) before judging.
 NORMALISED_FIELDS = ("response", "retrieved_contexts", "reference")
 
 
@@ -53,11 +53,11 @@ class Family(str, Enum):
     RAGAS = "ragas"
     AZURE = "azure"
     DOCUMENT_RETRIEVAL = "document_retrieval"
-    #: Defined in a custom metrics file (``metrics.custom``), no Python.
+    #: Defined in a custom metrics file (``rag_eval.metrics.custom``), no Python.
     CUSTOM = "custom"
-    #: From an installed plugin package (``metrics.registry.PLUGIN_GROUP``).
+    #: From an installed plugin package (``rag_eval.metrics.registry.PLUGIN_GROUP``).
     PLUGIN = "plugin"
-    #: RAGChecker's claim-level diagnostics of the retriever and the generator (``metrics.diagnostics``).
+    #: RAGChecker's claim-level diagnostics of the retriever and the generator (``rag_eval.metrics.diagnostics``).
     DIAGNOSTICS = "diagnostics"
 
 
@@ -74,14 +74,15 @@ NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
 ASSET_NAMES = frozenset({
     "questions", "references", "responses", "retrieved_contexts", "retrieved_documents", "retrieval_ground_truth",
     "rejected_samples", "eval_summary", "question_set", "baseline_comparison", "retriever", "generator",
-    "system_contexts", "system_responses", "human_labels", "label_estimates"})
-#: The code location's resources (``assets.resources.build_resources``): a metric of that name is an input of
+    "system_contexts", "system_responses", "human_labels", "label_estimates", "traffic_samples", "traffic_sample",
+    "traffic_scores", "traffic_summary"})
+#: The code location's resources (``rag_eval.assets.resources.build_resources``): a metric of that name is an input of
 #: ``eval_summary`` under the name of one of its resource parameters; a test checks these are its resources.
-RESOURCE_NAMES = frozenset({"dataset_store", "report_store", "judge", "execution", "io_manager"})
+RESOURCE_NAMES = frozenset({"dataset_store", "report_store", "judge", "execution", "io_manager", "traffic_store"})
 #: Names Dagster refuses for an asset (its own words and Python's keywords, ``keyword.kwlist``).
 DAGSTER_WORDS = frozenset({"context", "conf", "config", "meta", "arg_dict", "dict", "input_arg_dict", "output_arg_dict",
                            "int", "str", "float", "bool", "input", "output", "type", *keyword.kwlist})
-#: Columns of the per-row outputs besides the metrics' own (``metrics.formats``: ``ragas_scores.csv``,
+#: Columns of the per-row outputs besides the metrics' own (``rag_eval.metrics.formats``: ``ragas_scores.csv``,
 #: ``azure_results.jsonl``), and the sample fields under the aliases ingestion accepts.
 OUTPUT_COLUMNS = frozenset({*FIELDS, *(a for names in ALIASES.values() for a in names), "id", "sample_id", "row",
                             "unscored", "groundedness_pro_label", "total_groundtruth_documents"})
@@ -97,7 +98,7 @@ def name_problem(name: str) -> str | None:
     (:data:`DAGSTER_WORDS`) or the name of an output column
     (:data:`OUTPUT_COLUMNS`), or shaped like a metric's own output columns
     (:data:`OUTPUT_SUFFIXES`, :data:`OUTPUT_PREFIXES`). Built-in and family names are the
-    registry's to check (``metrics.registry``)."""
+    registry's to check (``rag_eval.metrics.registry``)."""
     if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
         return f"{name!r} is not a metric name: a lower-case letter, then up to 47 of a-z, 0-9 and _"
     if name in ASSET_NAMES:
@@ -180,14 +181,14 @@ class Metric(ABC):
     * ``value_range`` (default ``(0.0, 1.0)``), ``direction`` (:class:`Direction`, default
       higher is better) and ``default_threshold`` (default 0.5);
     * ``family``: :attr:`Family.PLUGIN` for a plugin;
-    * ``judgements``: the judgements (``metrics.judgements``) it asks the judge for, as
+    * ``judgements``: the judgements (``rag_eval.metrics.judgements``) it asks the judge for, as
       objects (part of its code version; none for a metric that needs no judge);
     * ``version``: bumped whenever its formula changes (the asset's code version);
     * ``Options``: its options besides the threshold, a pydantic model (optional);
 
     and implements ``async def measure(self, sample, judge)``: ``sample`` is a
-    :class:`metrics.samples.Sample` with the required fields present (response, contexts
-    and reference normalised), ``judge`` the run's :class:`metrics.judges.base.Judge`
+    :class:`rag_eval.metrics.samples.Sample` with the required fields present (response, contexts
+    and reference normalised), ``judge`` the run's :class:`rag_eval.metrics.judges.base.Judge`
     (``await judge.ask(judgement, judgement.Input(...))`` for a verdict). It returns
     :class:`Measured` (a value in ``value_range``, its reason, details) or
     :class:`NotApplicable` (nothing to judge, with the reason), and raises
@@ -218,7 +219,7 @@ class Metric(ABC):
     default_threshold: ClassVar[float] = 0.5
     #: Bumped whenever the formula or the judgement it asks for changes.
     version: ClassVar[str] = "1"
-    #: The judgements the metric asks for (``metrics.judgements``), as objects.
+    #: The judgements the metric asks for (``rag_eval.metrics.judgements``), as objects.
     judgements: ClassVar[tuple[Judgement, ...]] = ()
     #: Where the metric comes from (:class:`Family`).
     family: ClassVar[Family]
@@ -258,7 +259,7 @@ class Metric(ABC):
     def fit(self, samples: list[Sample]) -> None:
         """Settle, once, the settings that follow the data, before any sample is scored
         (none by default; the document retrieval metrics take a binary label scale from
-        binary ground truth). Called by ``metrics.scoring.score_all`` and on Spark's driver."""
+        binary ground truth). Called by ``rag_eval.metrics.scoring.score_all`` and on Spark's driver."""
 
     @abstractmethod
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
@@ -358,7 +359,7 @@ class Metric(ABC):
 
 def asked(window: list[tuple[Metric, list[Sample]]]) -> list[tuple[Judgement, BaseModel]]:
     """What measuring the rows of ``window`` (each metric with its samples) will ask of the judge,
-    row by row as ``metrics.scoring`` judges them: :meth:`Metric.asks` of each row normalised as
+    row by row as ``rag_eval.metrics.scoring`` judges them: :meth:`Metric.asks` of each row normalised as
     :meth:`Metric.ascore` gives it to ``measure`` (a row lacking a required field asks nothing),
     for ``Judge.prefetch``."""
     out: list[tuple[Judgement, BaseModel]] = []

@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.agreement import auroc, bootstrap, kendall, spearman
-from metrics.labels import VERDICTS, read_records
-from metrics.scoring import default_judge, score_all
-from metrics.judges.base import Judge
-from metrics.registry import build_metrics, describe_judge
-from metrics.results import MetricResult
-from metrics.samples import sample_from_dict
+from rag_eval.metrics.agreement import auroc, bootstrap, kendall, spearman
+from rag_eval.metrics.labels import VERDICTS, read_records
+from rag_eval.metrics.scoring import default_judge, score_all
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.registry import build_metrics, describe_judge
+from rag_eval.metrics.results import MetricResult
+from rag_eval.metrics.samples import sample_from_dict
 
 _ACCEPT: dict[Any, int] = {True: 1, False: 0, **{word: int(passes) for word, passes in VERDICTS.items()}}
 
@@ -70,7 +70,7 @@ def read_labels(source: str | Path | Iterable[Mapping[str, Any]]) -> list[dict[s
     """
     raw: list[tuple[int, Any]] = []
     if isinstance(source, (str, Path)):
-        for number, _, record in read_records(source):  # the one reader of label files (metrics.labels)
+        for number, _, record in read_records(source):  # the one reader of label files (rag_eval.metrics.labels)
             if isinstance(record, str):
                 raise ValueError(f"line {number}: {record}")
             raw.append((number, record))
@@ -176,7 +176,7 @@ def calibrate(labels: str | Path | Iterable[Mapping[str, Any]], judge: Judge | N
     labels : path or iterable of dict
         A JSONL file or records in the pairwise or per-sample format (module docstring).
     judge : Judge, optional
-        Defaults to :func:`metrics.evaluate.default_judge` (the LLM judge when configured
+        Defaults to :func:`rag_eval.metrics.evaluate.default_judge` (the LLM judge when configured
         in the environment, else the offline judge).
     worst : int, default 5
         How many of the worst disagreements to list per metric, with the judge's reasons.

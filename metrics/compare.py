@@ -1,7 +1,7 @@
 """Comparison of two evaluated versions of a RAG system: paired differences with intervals.
 
 ``compare(baseline, candidate)`` takes two per-row results frames (``results.parquet``,
-``metrics.evaluate.results_frame``), matches rows by id, and for every metric gives the
+``rag_eval.metrics.evaluate.results_frame``), matches rows by id, and for every metric gives the
 paired difference candidate − baseline over the rows scored ``ok`` in both, turned so that
 a positive difference is always an improvement (lower-is-better metrics: baseline −
 candidate), on the metric's own scale (Likert 1-5, label scales and counts are not
@@ -36,8 +36,8 @@ Method
   baseline's by more than ``max_coverage_drop``.
 
 * **Human labels** (``estimates``): where both versions have a prediction-powered estimate of a
-  metric (``metrics.estimates``: PPI++ from their human labels), that metric is decided on
-  the difference of the two estimates (``metrics.ppi.difference``: independent samples, the
+  metric (``rag_eval.metrics.estimates``: PPI++ from their human labels), that metric is decided on
+  the difference of the two estimates (``rag_eval.metrics.ppi.difference``: independent samples, the
   normal interval of ``sqrt(se_b² + se_c²)``; conservative when the versions share rows, whose
   labels then correlate positively) instead of the judge's paired rows, with the normal
   one-sided p-values ``Φ((d + margin) / se)`` and ``Φ((margin - d) / se)`` in Holm's family; its
@@ -63,10 +63,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.diagnosis import diagnose, diagnostics_in, moved
-from metrics.ppi import MeanEstimate, difference
-from metrics.registry import METRICS
-from metrics.results import Direction, Status
+from rag_eval.metrics.diagnosis import diagnose, diagnostics_in, moved
+from rag_eval.metrics.ppi import MeanEstimate, difference
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction, Status
 
 #: Bootstrap draws per metric; the smallest p-value is 1 / (RESAMPLES + 1).
 RESAMPLES = 4000
@@ -141,8 +141,8 @@ class Comparison:
     worst_rows: dict[str, list[dict[str, Any]]]
     failures: list[str]
     settings: dict[str, Any]
-    #: RAGChecker's diagnostics when compared: ``moved`` (``metrics.diagnosis.moved``) and the candidate's
-    #: diagnosis (``metrics.diagnosis.diagnose``).
+    #: RAGChecker's diagnostics when compared: ``moved`` (``rag_eval.metrics.diagnosis.moved``) and the candidate's
+    #: diagnosis (``rag_eval.metrics.diagnosis.diagnose``).
     diagnosis: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -288,7 +288,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         Labels of the two versions (version keys or file names) for the report.
     estimates : (mapping, mapping), optional
         ``{metric: MeanEstimate}`` of the baseline and of the candidate (prediction-powered
-        estimates from their human labels, ``metrics.estimates``): a metric estimated in both is
+        estimates from their human labels, ``rag_eval.metrics.estimates``): a metric estimated in both is
         decided on their difference (module notes), its ``basis`` saying so.
 
     Returns
@@ -418,7 +418,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
 
 def _on_estimates(row: MetricComparison, baseline: MeanEstimate, candidate: MeanEstimate, sign: float) -> None:
     """Decide ``row`` on the difference of two versions' prediction-powered estimates (turned by
-    ``sign`` so that + is better): the interval of :func:`metrics.ppi.difference` and the normal
+    ``sign`` so that + is better): the interval of :func:`rag_eval.metrics.ppi.difference` and the normal
     one-sided p-values of a drop beyond ``-margin`` and a rise beyond ``+margin``."""
     diff = difference(baseline, candidate)
     value, low, high = sign * diff.estimate, *sorted((sign * diff.ci_low, sign * diff.ci_high))

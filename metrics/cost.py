@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from metrics.base import Metric
-from metrics.judges.base import Judge
-from metrics.samples import Sample
+from rag_eval.metrics.base import Metric
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
 
 COUNTERS = ("chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens")
 
@@ -18,7 +18,7 @@ class CostEstimate:
     """What scoring would send, per metric, after the judgement cache.
 
     ``metrics[name]`` holds ``chat_requests``, ``embedding_requests`` and estimated
-    ``prompt_tokens`` and ``completion_tokens`` (``metrics.judges.plan`` says how tokens
+    ``prompt_tokens`` and ``completion_tokens`` (``rag_eval.metrics.judges.plan`` says how tokens
     are estimated); a request shared by two metrics counts once, under the first.
     ``over_budget`` lists the (row, metric) pairs the per-row budget refuses (their
     requests are not counted: the run will not send them), each with ``row`` (counted

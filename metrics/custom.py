@@ -31,8 +31,8 @@ definition in a file is enough::
         direction: lower
 
 Each definition becomes a :class:`CustomMetric` subclass (registered by
-``metrics.registry`` from ``$RAG_EVAL_CUSTOM_METRICS`` or ``./custom_metrics.yaml``),
-judged by one LLM request per row (``metrics.judgements.custom``), cached, counted and
+``rag_eval.metrics.registry`` from ``$RAG_EVAL_CUSTOM_METRICS`` or ``./custom_metrics.yaml``),
+judged by one LLM request per row (``rag_eval.metrics.judgements.custom``), cached, counted and
 budgeted like the built-in metrics. Values: ``aspect_critic`` the verdict 0/1 (threshold
 0.5: verdict 1 passes, or 0 with ``direction: lower``); ``rubric`` the level 1-5 (default
 threshold 3); ``discrete`` 1 for a label in ``pass_labels`` else 0 (the label is in the
@@ -49,11 +49,11 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, model_validator
 
-from metrics.base import NAME_PATTERN, Family, Measured, Metric, NotApplicable, name_problem
-from metrics.judgements.custom import ANSWER, CustomJudgement, CustomTexts, NeedsEndpoint
-from metrics.judges.base import Judge
-from metrics.results import Direction
-from metrics.samples import Sample
+from rag_eval.metrics.base import NAME_PATTERN, Family, Measured, Metric, NotApplicable, name_problem
+from rag_eval.metrics.judgements.custom import ANSWER, CustomJudgement, CustomTexts, NeedsEndpoint
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.results import Direction
+from rag_eval.metrics.samples import Sample
 
 FieldName = Literal["user_input", "response", "retrieved_contexts", "reference"]
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -213,7 +213,7 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
         is not YAML, a definition of an unknown kind, a missing or unknown field, a bad value
         (five rubric levels, pass labels among the labels, an ordered finite range, a threshold
         on the range), a name used twice or taken by an asset or an output column
-        (``metrics.base.name_problem``).
+        (``rag_eval.metrics.base.name_problem``).
     OSError
         For a file that cannot be read.
     """

@@ -1,7 +1,7 @@
 """A version's diagnosis: RAGChecker's metrics grouped as overall, retriever and generator, the largest
 problem read in one line, and the worst rows of each diagnostic with the claims that failed.
 
-A diagnostic *fails* a row when the row fails its threshold (``metrics.results.passes``: below it for a
+A diagnostic *fails* a row when the row fails its threshold (``rag_eval.metrics.results.passes``: below it for a
 higher-is-better metric, above it for a lower-is-better one). The reading names the leading diagnostic
 (``Diagnostic.leads``: claim recall, context utilization, the two noise sensitivities, hallucination)
 failing the largest share of its measured rows, with its plain-language problem and what to fix
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.diagnostics.claims import ClaimMetric, Diagnostic
-from metrics.registry import METRICS
-from metrics.results import Direction, Status, passes
+from rag_eval.metrics.diagnostics.claims import ClaimMetric, Diagnostic
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction, Status, passes
 
 #: RAGChecker's groups, in the order reports show them.
 GROUPS = ("retriever", "generator", "overall")
@@ -106,7 +106,7 @@ def diagnose(results: pd.DataFrame, failed_of: FailedOf | None = None, scale: in
     ----------
     results : DataFrame
         One row per (sample, metric): ``sample_id``, ``metric``, ``status``, ``value`` and, optionally,
-        ``row``, ``threshold`` (else the metric's default) and ``details`` (``metrics.scoring.results_frame``).
+        ``row``, ``threshold`` (else the metric's default) and ``details`` (``rag_eval.metrics.scoring.results_frame``).
     failed_of : callable, optional
         The failed claims of rows whose ``details`` the frame lacks (:data:`FailedOf`).
     scale : {1, 10}
@@ -131,7 +131,7 @@ def diagnose(results: pd.DataFrame, failed_of: FailedOf | None = None, scale: in
 
 def moved(compared: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Which diagnostics moved between two versions: ``{group: [{metric, verdict, difference}]}`` of those
-    ``regressed`` or ``improved`` in ``compared`` (``metrics.compare.Comparison.metrics``: each with a
+    ``regressed`` or ``improved`` in ``compared`` (``rag_eval.metrics.compare.Comparison.metrics``: each with a
     ``verdict`` and a ``difference`` turned so that + is better), every group of the compared diagnostics."""
     return {group: [{"metric": m, "verdict": compared[m].verdict, "difference": compared[m].difference}
                     for m in members if compared[m].verdict in ("regressed", "improved")]

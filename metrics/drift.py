@@ -5,15 +5,15 @@ before it (e.g. the last 7, pooled) and, per metric, gives the difference of the
 day − window, turned so that a positive difference is an improvement (lower-is-better
 metrics: window − day), on the metric's own scale, with a 95 % bootstrap interval.
 
-Method: the regression gate's (``metrics.compare``), for two independent samples instead of
+Method: the regression gate's (``rag_eval.metrics.compare``), for two independent samples instead of
 paired rows (production traces are never the same twice):
 
 * **Interval**: percentile bootstrap of the difference of means, each side resampled on its
   own (Efron & Tibshirani 1993, §8.3: the two-sample bootstrap), ``resamples`` draws from
   numpy's PCG64 seeded with ``seed`` and the metric's name
-  (``metrics.compare.bootstrap_means``; the window's draws seeded apart from the day's);
+  (``rag_eval.metrics.compare.bootstrap_means``; the window's draws seeded apart from the day's);
 * **Decision**: a *drop* when the whole interval lies below ``-margin``
-  (``metrics.compare.default_margin``: 0.02 on [0, 1]), a *rise* when it lies above
+  (``rag_eval.metrics.compare.default_margin``: 0.02 on [0, 1]), a *rise* when it lies above
   ``+margin``, else no change detected. The one-sided p-values ``P*(d >= -margin)`` and
   ``P*(d <= margin)`` (+1 corrected) are Holm-adjusted across the metrics of the day, so the
   chance that an undegraded day raises any drop is at most 2.5 % however many metrics are
@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from metrics.compare import ALPHA, MIN_ROWS, RESAMPLES, bootstrap_means, default_margin, holm
-from metrics.registry import METRICS
-from metrics.results import Direction, Status
+from rag_eval.metrics.compare import ALPHA, MIN_ROWS, RESAMPLES, bootstrap_means, default_margin, holm
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction, Status
 
 DROP, RISE, NO_CHANGE = "drop", "rise", "no change detected"
 NOT_APPLICABLE, TOO_FEW, NO_WINDOW = "not applicable", "too few rows", "no trailing window"
@@ -99,7 +99,7 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
     metrics : iterable of str, optional
         Default: every metric of ``day``.
     margins : mapping, optional
-        ``{metric: margin}`` on its scale; others get ``metrics.compare.default_margin``.
+        ``{metric: margin}`` on its scale; others get ``rag_eval.metrics.compare.default_margin``.
     seed, resamples, min_rows
         The bootstrap's seed and draws; the ``ok`` rows each side needs for a decision.
 

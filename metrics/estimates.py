@@ -2,9 +2,9 @@
 
 For each metric with labels, :func:`metric_estimate` pairs the judge's per-row results with
 the labels (by line and id) and gives, beside the judge's raw mean, the PPI++ estimate of the
-mean human label with its 95 % interval (:func:`metrics.ppi.ppi_mean`) and how far judge and
+mean human label with its 95 % interval (:func:`rag_eval.metrics.ppi.ppi_mean`) and how far judge and
 people agree on the labelled rows (accuracy at the metric's threshold, Cohen's kappa for
-binary labels or Spearman for labels on a scale, AUROC; :mod:`metrics.agreement`).
+binary labels or Spearman for labels on a scale, AUROC; :mod:`rag_eval.metrics.agreement`).
 
 **Which rows count.** The estimate is of the mean label over the rows the judge scored
 ``ok``, the rows its raw mean covers: ``n`` is the labelled rows scored ``ok``, ``N`` the
@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.agreement import accuracy, auroc, cohen_kappa, spearman
-from metrics.ppi import MeanEstimate, classical_mean, ppi_mean
-from metrics.registry import METRICS
-from metrics.results import Direction, Status
+from rag_eval.metrics.agreement import accuracy, auroc, cohen_kappa, spearman
+from rag_eval.metrics.ppi import MeanEstimate, classical_mean, ppi_mean
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction, Status
 
 #: Labelled rows scored ``ok`` a metric needs before it gets an estimate: the interval is a normal
 #: one with Agresti–Coull pseudo-rows, whose coverage ``bench/trust_bench.py`` measures from 25 labels up
@@ -91,7 +91,7 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
         ``value``, ``threshold``, ``direction`` (``passed`` when present; repeats other than 0
         are left out).
     labels : DataFrame
-        The version's labels (``metrics.labels``): ``line`` (from 1), ``id``, ``metric``,
+        The version's labels (``rag_eval.metrics.labels``): ``line`` (from 1), ``id``, ``metric``,
         ``label`` on the metric's scale.
     metric : str
         The metric.
@@ -101,7 +101,7 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
     Returns
     -------
     LabelledMetric
-        ``estimate`` is PPI++ (``method "ppi++"``, with ``metrics.ppi``'s Agresti–Coull
+        ``estimate`` is PPI++ (``method "ppi++"``, with ``rag_eval.metrics.ppi``'s Agresti–Coull
         pseudo-rows at the ends of the metric's scale) with ``n >= MIN_LABELS`` labelled ``ok``
         rows and at least one unlabelled one, the labels' own (Agresti–Coull) interval when every
         ``ok`` row is labelled, ``None`` below ``MIN_LABELS``. Agreement values are in [0, 1] (accuracy,
@@ -123,7 +123,7 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
     f = labelled.loc[ok[labelled.index], "value"].to_numpy(float)
     unlabelled = joined.loc[ok & joined["label"].isna(), "value"].to_numpy(float)
     low, high = METRICS[metric].value_range
-    scale = (float(low), float(high))  # the pseudo-rows' labels (metrics.ppi) sit at its ends
+    scale = (float(low), float(high))  # the pseudo-rows' labels (rag_eval.metrics.ppi) sit at its ends
     kind = "binary" if scale == (0.0, 1.0) and set(y) <= {0.0, 1.0} else "scale"
     scored = joined.loc[ok, "value"].to_numpy(float)
     labelled_metric = LabelledMetric(metric, None, float(scored.mean()) if len(scored) else None, len(y),

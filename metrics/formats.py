@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.registry import METRICS
-from metrics.results import Direction, Status
-from metrics.samples import Sample
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction, Status
+from rag_eval.metrics.samples import Sample
 
 
 def _result_word(status: str, passed: Any) -> str:

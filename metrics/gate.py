@@ -28,11 +28,11 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.judges.base import Judge
-from metrics.judges.llm import LLMJudge
-from metrics.registry import FAMILIES, METRICS, build_metrics
-from metrics.samples import Sample
-from metrics.settings import tool_section
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.judges.llm import LLMJudge
+from rag_eval.metrics.registry import FAMILIES, METRICS, build_metrics
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.settings import tool_section
 
 TAGS_FILE = "tags.json"
 
@@ -130,7 +130,7 @@ def evaluated_versions(out: str | Path) -> list[str]:
     return sorted(p.parent.name for p in root.glob("*/results.parquet")) if root.exists() else []
 
 
-#: Keys made by registration (``assets.registration``) start with the UTC time: ``20261130T020000Z-…``.
+#: Keys made by registration (``rag_eval.assets.registration``) start with the UTC time: ``20261130T020000Z-…``.
 _TIMED = re.compile(r"^\d{8}T\d{6}Z-")
 
 
@@ -189,7 +189,7 @@ def with_repeats(results: pd.DataFrame, samples: list[Sample], judge: Judge, rep
     samples : list of Sample
         The version's samples, as loaded from its ``samples.jsonl``.
     """
-    from metrics.scoring import results_frame, score_all
+    from rag_eval.metrics.scoring import results_frame, score_all
 
     frames = [results[results["metric"].isin(metrics)].assign(repeat=0)]
     for repeat in range(1, repeats):
@@ -202,7 +202,7 @@ def with_repeats(results: pd.DataFrame, samples: list[Sample], judge: Judge, rep
 class Version:
     """One side of a comparison: its name (version key or file), per-row results and, when
     known, its samples file (needed to judge repeats) and the folder of its human labels
-    (``labels.jsonl``, ``metrics.labels``)."""
+    (``labels.jsonl``, ``rag_eval.metrics.labels``)."""
 
     name: str
     results: pd.DataFrame
@@ -211,10 +211,10 @@ class Version:
 
     def estimates(self) -> tuple[dict[str, Any], list[str]]:
         """``({metric: MeanEstimate}, notes)``: the prediction-powered estimate of each metric with
-        enough labels (``metrics.estimates``), and a note per labelled metric without one or per
+        enough labels (``rag_eval.metrics.estimates``), and a note per labelled metric without one or per
         label line refused."""
-        from metrics.estimates import metric_estimate
-        from metrics.labels import labels_frame
+        from rag_eval.metrics.estimates import metric_estimate
+        from rag_eval.metrics.labels import labels_frame
 
         if self.labels_folder is None or "row" not in self.results:
             return {}, []
@@ -244,7 +244,7 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
     FileNotFoundError
         When ``spec`` is none of these.
     """
-    from metrics.evaluate import evaluate
+    from rag_eval.metrics.evaluate import evaluate
 
     path = Path(spec)
     name = spec.rstrip("/")
@@ -271,8 +271,8 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
     hold, ungated), with ``config.repeats`` judgements per row where the judge and the
     samples allow it. Returns ``(Comparison, notes)``; the notes say how the judge's variance
     entered (or why it did not)."""
-    from metrics.compare import compare
-    from metrics.samples import load_samples
+    from rag_eval.metrics.compare import compare
+    from rag_eval.metrics.samples import load_samples
 
     repeats, note = effective_repeats(judge, config.repeats)
     notes = [note] if note else []
@@ -305,7 +305,7 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
 def write_reports(comparison: Any, notes: list[str], folder: str | Path, history: list[Version]) -> dict[str, Path]:
     """Write ``comparison.json``, ``report.md`` and ``report.html`` into ``folder``; their paths.
     ``history``: the versions drawn on the trend charts, in order (baseline and candidate among them)."""
-    from metrics.gate_report import html_report, markdown_report, version_stats
+    from rag_eval.metrics.gate_report import html_report, markdown_report, version_stats
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

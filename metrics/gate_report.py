@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.aggregate import USAGE_COLUMNS
-from metrics.compare import ALPHA, NO_DECISION_HINT, Comparison, MetricComparison, bootstrap_means
-from metrics.diagnosis import moved_line
-from metrics.extras import MissingExtra, require
-from metrics.results import Status
+from rag_eval.metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.compare import ALPHA, NO_DECISION_HINT, Comparison, MetricComparison, bootstrap_means
+from rag_eval.metrics.diagnosis import moved_line
+from rag_eval.metrics.extras import MissingExtra, require
+from rag_eval.metrics.results import Status
 
 #: Rows listed under "Rows that regressed most".
 LISTED_ROWS = 5
@@ -29,7 +29,7 @@ LISTED_ROWS = 5
 def version_stats(version: str, results: pd.DataFrame, metrics: list[str], resamples: int = 2000,
                   seed: int = 0) -> dict[str, Any]:
     """One version's point on the trend charts: per metric the mean of its ``ok`` rows with a
-    95 % percentile bootstrap interval (seeded like :mod:`metrics.compare`), the share of rows
+    95 % percentile bootstrap interval (seeded like :mod:`rag_eval.metrics.compare`), the share of rows
     ``ok``, and the version's cost (requests and tokens in ``results``)."""
     stats: dict[str, Any] = {"version": version, "metrics": {}, "coverage": {}}
     for metric in metrics:
@@ -96,7 +96,7 @@ def worst_rows(comparison: Comparison, limit: int = LISTED_ROWS) -> list[dict[st
 
 
 def diagnosis_markdown(diagnosis: dict[str, Any]) -> list[str]:
-    """A version's diagnosis (``metrics.diagnosis``) as Markdown lines: the reading, each group's
+    """A version's diagnosis (``rag_eval.metrics.diagnosis``) as Markdown lines: the reading, each group's
     diagnostics with the share of rows failing them, and the worst rows of the leading one with what
     failed (data text inert, as in :func:`_cell`)."""
     lines = [f"**{_cell(diagnosis['reading'], 400)}**", "", "| group | diagnostic | mean | rows failing |",

@@ -33,8 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from metrics.registry import METRICS
-from metrics.results import Direction
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction
 
 #: A version's labels, beside its ``samples.jsonl``.
 LABELS_FILE = "labels.jsonl"

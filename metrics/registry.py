@@ -1,21 +1,21 @@
 """The metrics the pipeline knows, by the name the peers use.
 
-Every ``Metric`` subclass with a ``name`` in a module of ``metrics.rag``, ``metrics.azure``,
-``metrics.retrieval`` or ``metrics.diagnostics`` is registered: adding a metric is adding its module (and its
+Every ``Metric`` subclass with a ``name`` in a module of ``rag_eval.metrics.rag``, ``rag_eval.metrics.azure``,
+``rag_eval.metrics.retrieval`` or ``rag_eval.metrics.diagnostics`` is registered: adding a metric is adding its module (and its
 test). The ones imported below are listed in the order reports show them; a module not
 listed here comes after them, in module order. The registry (:data:`METRICS`) is built on
 first use, not when ``metrics`` is imported.
 
 :func:`load_extensions` adds, after them and in this order (an explicit call: the CLI makes
-it as a command starts, ``orchestration.definitions`` before it builds the asset graph, a
+it as a command starts, ``rag_eval.orchestration.definitions`` before it builds the asset graph, a
 Python API user when they want them; importing ``metrics`` never does):
 
 * the custom metrics of a file: the one given, else the one ``$RAG_EVAL_CUSTOM_METRICS``
   names, else ``custom_metrics.yaml`` in the working directory when there is one
-  (``metrics.custom``; the CLI's ``--custom-metrics FILE`` sets the variable, so Dagster's
+  (``rag_eval.metrics.custom``; the CLI's ``--custom-metrics FILE`` sets the variable, so Dagster's
   run workers read the same file), family ``custom``;
 * the metrics of installed plugins: every entry point of the group :data:`PLUGIN_GROUP`
-  (``rag_eval.metrics``), a ``Metric`` subclass or a list of them (``metrics.base.Metric``
+  (``rag_eval.metrics``), a ``Metric`` subclass or a list of them (``rag_eval.metrics.base.Metric``
   documents the contract), by distribution and entry point name.
 
 So the CLI, the Dagster code location (the UI, the daemon, their run workers) and a Python
@@ -32,40 +32,40 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import metrics.azure
-import metrics.diagnostics
-import metrics.rag
-import metrics.retrieval
+import rag_eval.metrics.azure
+import rag_eval.metrics.diagnostics
+import rag_eval.metrics.rag
+import rag_eval.metrics.retrieval
 
-from metrics.azure.groundedness import Groundedness
-from metrics.azure.groundedness_pro import GroundednessPro
-from metrics.azure.relevance import Relevance
-from metrics.azure.response_completeness import ResponseCompleteness
-from metrics.azure.retrieval import Retrieval
-from metrics.base import Family, Metric, name_problem
-from metrics.custom import load_custom_metrics
-from metrics.judges.config import PER_METRIC, LLMConfig
-from metrics.rag.answer_correctness import AnswerCorrectness
-from metrics.rag.answer_relevancy import AnswerRelevancy
-from metrics.rag.context_entity_recall import ContextEntityRecall
-from metrics.rag.context_precision import ContextPrecision
-from metrics.rag.context_recall import ContextRecall
-from metrics.rag.context_relevancy import ContextRelevancy
-from metrics.rag.context_utilization import ContextUtilization
-from metrics.rag.factual_correctness import FactualCorrectness
-from metrics.rag.faithfulness import Faithfulness
-from metrics.rag.noise_sensitivity import NoiseSensitivityIrrelevant, NoiseSensitivityRelevant
-from metrics.rag.nv_context_relevance import NVContextRelevance
-from metrics.retrieval.document_retrieval import DOCUMENT_RETRIEVAL_METRICS
+from rag_eval.metrics.azure.groundedness import Groundedness
+from rag_eval.metrics.azure.groundedness_pro import GroundednessPro
+from rag_eval.metrics.azure.relevance import Relevance
+from rag_eval.metrics.azure.response_completeness import ResponseCompleteness
+from rag_eval.metrics.azure.retrieval import Retrieval
+from rag_eval.metrics.base import Family, Metric, name_problem
+from rag_eval.metrics.custom import load_custom_metrics
+from rag_eval.metrics.judges.config import PER_METRIC, LLMConfig
+from rag_eval.metrics.rag.answer_correctness import AnswerCorrectness
+from rag_eval.metrics.rag.answer_relevancy import AnswerRelevancy
+from rag_eval.metrics.rag.context_entity_recall import ContextEntityRecall
+from rag_eval.metrics.rag.context_precision import ContextPrecision
+from rag_eval.metrics.rag.context_recall import ContextRecall
+from rag_eval.metrics.rag.context_relevancy import ContextRelevancy
+from rag_eval.metrics.rag.context_utilization import ContextUtilization
+from rag_eval.metrics.rag.factual_correctness import FactualCorrectness
+from rag_eval.metrics.rag.faithfulness import Faithfulness
+from rag_eval.metrics.rag.noise_sensitivity import NoiseSensitivityIrrelevant, NoiseSensitivityRelevant
+from rag_eval.metrics.rag.nv_context_relevance import NVContextRelevance
+from rag_eval.metrics.retrieval.document_retrieval import DOCUMENT_RETRIEVAL_METRICS
 
 if TYPE_CHECKING:
-    from metrics.judges.base import Judge
+    from rag_eval.metrics.judges.base import Judge
 
 
 def _discovered() -> list[type[Metric]]:
     """Every named ``Metric`` subclass of the metric packages' modules, in module order."""
     found: list[type[Metric]] = []
-    for package in (metrics.rag, metrics.azure, metrics.retrieval, metrics.diagnostics):
+    for package in (rag_eval.metrics.rag, rag_eval.metrics.azure, rag_eval.metrics.retrieval, rag_eval.metrics.diagnostics):
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             module = importlib.import_module(f"{package.__name__}.{info.name}")
             found += [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, Metric)
@@ -100,7 +100,7 @@ def plugin_metrics() -> list[type[Metric]]:
     ValueError
         Naming the entry point and its distribution, when it cannot be loaded, is not a
         concrete ``Metric`` subclass with ``name``, ``required_fields`` and ``family``, or its
-        name is refused as a custom metric's is (``metrics.base.name_problem``).
+        name is refused as a custom metric's is (``rag_eval.metrics.base.name_problem``).
     """
     return [cls for _, cls in _plugin_points()]
 
@@ -118,7 +118,7 @@ def _plugin_points() -> list[tuple[str, type[Metric]]]:
             raise ValueError(f"{where}: cannot be loaded: {type(exc).__name__}: {exc}") from None
         for cls in loaded if isinstance(loaded, (list, tuple)) else [loaded]:
             if not (isinstance(cls, type) and issubclass(cls, Metric)) or inspect.isabstract(cls):
-                raise ValueError(f"{where}: {cls!r} is not a concrete metrics.base.Metric subclass")
+                raise ValueError(f"{where}: {cls!r} is not a concrete rag_eval.metrics.base.Metric subclass")
             missing = [a for a in ("name", "required_fields", "family") if not hasattr(cls, a)]
             if missing:
                 raise ValueError(f"{where}: {cls.__qualname__} does not declare {', '.join(missing)}")
@@ -218,7 +218,7 @@ class _Family(Sequence[str]):
         return repr(self._names())
 
 
-#: Metric names by family (``metrics.base.Family``: core, ragas, azure, document_retrieval, custom,
+#: Metric names by family (``rag_eval.metrics.base.Family``: core, ragas, azure, document_retrieval, custom,
 #: plugin), in registry order.
 FAMILIES: dict[str, Sequence[str]] = {family.value: _Family(family) for family in Family}
 #: The five core metrics of the dingo RAG guide, in the order reports show them.
@@ -231,7 +231,7 @@ def load_extensions(custom_metrics: str | os.PathLike[str] | None = None) -> Pat
     Parameters
     ----------
     custom_metrics : path, optional
-        The custom metrics file (``metrics.custom``). Default: the file ``$RAG_EVAL_CUSTOM_METRICS``
+        The custom metrics file (``rag_eval.metrics.custom``). Default: the file ``$RAG_EVAL_CUSTOM_METRICS``
         names (which must exist), else ``./custom_metrics.yaml`` when there is one, else none.
 
     Returns
@@ -268,7 +268,7 @@ def prompt_versions() -> dict[str, str]:
 def describe_judge(judge: Judge) -> dict[str, Any]:
     """What summaries and reports record of ``judge``: its ``describe()`` and, for the LLM judge,
     ``prompt_versions`` (:func:`prompt_versions`), which decide its verdicts as much as its model."""
-    from metrics.judges.llm import LLMJudge
+    from rag_eval.metrics.judges.llm import LLMJudge
 
     described = judge.describe()
     if isinstance(judge, LLMJudge):
@@ -315,16 +315,16 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
             chosen.add(item)
         else:
             source = f"custom metrics read from {METRICS.custom_source}" if METRICS.custom_source else _NO_FILE \
-                if METRICS.extensions_loaded else "custom and plugin metrics not loaded (metrics.load_extensions())"
+                if METRICS.extensions_loaded else "custom and plugin metrics not loaded (rag_eval.metrics.load_extensions())"
             raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
                            f"{', '.join(FAMILIES)}, all; {source}")
     names = [name for name in METRICS if name in chosen]
     read = METRICS.custom_source
     empty = {"custom": f"no custom metrics were read ({read} defines none)" if read
              else f"no custom metrics were read (no custom metrics file found: {_WHERE})"
-             if METRICS.extensions_loaded else "custom metrics not loaded (metrics.load_extensions())",
+             if METRICS.extensions_loaded else "custom metrics not loaded (rag_eval.metrics.load_extensions())",
              "plugin": f"no plugin metric is installed (entry point group {PLUGIN_GROUP})"
-             if METRICS.extensions_loaded else "plugin metrics not loaded (metrics.load_extensions())"}
+             if METRICS.extensions_loaded else "plugin metrics not loaded (rag_eval.metrics.load_extensions())"}
     said = [empty[item] for item in dict.fromkeys(items) if item in empty and not FAMILIES[item]]
     if not names and said:
         raise ValueError(f"no metric selected: {'; '.join(said)}")
@@ -339,7 +339,7 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
     ----------
     metrics : iterable of str or Metric, optional
         Metric names, family names (``core``, ``ragas``, ``azure``, ``document_retrieval``,
-        ``custom``, ``plugin``, ``all``) or instances (e.g. of ``metrics.custom.load_custom_metrics``). Defaults to :data:`CORE_METRICS`.
+        ``custom``, ``plugin``, ``all``) or instances (e.g. of ``rag_eval.metrics.custom.load_custom_metrics``). Defaults to :data:`CORE_METRICS`.
     thresholds : mapping, optional
         ``{metric_name: threshold}`` overriding the defaults of named metrics.
     options : mapping, optional

@@ -2,7 +2,7 @@
 
 A metric produces one :class:`MetricResult` per sample. Only ``ok`` results carry a
 value and a pass/fail verdict; the other statuses are counted, never averaged
-(see ``metrics.aggregate``).
+(see ``rag_eval.metrics.aggregate``).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class Status(str, Enum):
     with no factual statement; RAGAS's NaN). ``judge_error``: the judge failed after
     retries or its output stayed invalid. ``input_error``: a field the metric needs is
     missing or malformed. ``target_error``: the RAG system under evaluation failed to
-    produce a field the metric needs (``metrics.targets``; the cause is the reason).
+    produce a field the metric needs (``rag_eval.metrics.targets``; the cause is the reason).
     """
 
     OK = "ok"
@@ -81,7 +81,7 @@ class MetricResult:
     judge : str
         Name of the judge that scored it (``offline-heuristic``, ``openai:<model>``...).
     usage : dict
-        Requests, tokens and cache hits spent on this result (``metrics.judges.Usage``).
+        Requests, tokens and cache hits spent on this result (``rag_eval.metrics.judges.Usage``).
     row : int or None
         Position of the sample in its input (line number minus one for JSONL).
     """

@@ -244,7 +244,7 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
         if problem:
             problems[name] = problem
     errors = raw.get("target_error")
-    if isinstance(errors, Mapping):  # fields the RAG system failed to produce (metrics.targets)
+    if isinstance(errors, Mapping):  # fields the RAG system failed to produce (rag_eval.metrics.targets)
         for name, cause in errors.items():
             if name in FIELDS:
                 values[name], problems[name] = None, f"{TARGET_ERROR}: {cause}"

@@ -12,7 +12,7 @@ A day of traffic may hold far more traces than one wants to pay a judge for. The
 * **Within a budget**: ``rows`` (the first ``rows`` of that order) and/or ``cost``: traces
   are taken in that order while the estimated cost of judging them stays within ``cost``
   (a trace that would pass it is skipped, the next ones still tried). The cost of a trace
-  is what the dry run (``metrics.cost.estimate_cost``) plans for it at the given prices,
+  is what the dry run (``rag_eval.metrics.cost.estimate_cost``) plans for it at the given prices,
   *without* the judgement cache, so a re-run whose judgements are cached picks the same
   traces. The offline judge costs nothing: a cost budget alone then takes every trace.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from metrics.traces import Trace
+from rag_eval.metrics.traces import Trace
 
 STRATA = ("route", "score_band")
 
@@ -171,9 +171,9 @@ def select(traces: Sequence[Trace], budget: Budget, seed: int = 0, by: Sequence[
 
 def judging_cost(samples: Sequence, metrics: Sequence, judge, price: tuple[float, float]) -> Callable[[int], float]:
     """``cost_of(i)``: the price of judging ``samples[i]`` with ``metrics``, as the dry run
-    plans it (``metrics.cost.estimate_cost``) with ``judge`` *without* its judgement cache,
+    plans it (``rag_eval.metrics.cost.estimate_cost``) with ``judge`` *without* its judgement cache,
     at ``price`` (per million prompt and completion tokens). Nothing is sent."""
-    from metrics.cost import estimate_cost
+    from rag_eval.metrics.cost import estimate_cost
 
     planner = copy.copy(judge)  # the same client and limits (planning sends nothing), no cache
     planner.cache = None

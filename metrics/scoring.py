@@ -1,4 +1,4 @@
-"""Scoring, shared by the local path (``metrics.evaluate``) and Spark tasks (``metrics.spark``):
+"""Scoring, shared by the local path (``rag_eval.metrics.evaluate``) and Spark tasks (``rag_eval.metrics.spark``):
 every (metric, sample) pair under the judge's limits, the per-row results frame, and the
 judge used when none is given."""
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.aggregate import USAGE_COLUMNS
-from metrics.base import Metric, asked
-from metrics.formats import azure_rows, fields_frame, ragas_table
-from metrics.judges.base import Judge
-from metrics.judges.llm import LLMConfig, LLMJudge
-from metrics.judges.offline import OfflineJudge
-from metrics.results import MetricResult
-from metrics.samples import Sample
+from rag_eval.metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.base import Metric, asked
+from rag_eval.metrics.formats import azure_rows, fields_frame, ragas_table
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics.judges.offline import OfflineJudge
+from rag_eval.metrics.results import MetricResult
+from rag_eval.metrics.samples import Sample
 
 RESULT_COLUMNS = ["sample_id", "row", "metric", "status", "value", "passed", "threshold", "direction",
                   "reason", "details", "judge", *USAGE_COLUMNS]
@@ -35,7 +35,7 @@ class EvaluationResult:
     samples: list[Sample]
 
     def azure_rows(self) -> list[dict[str, Any]]:
-        """Per-row results of the Azure metrics in Azure AI Evaluation's keys (``metrics.formats``)."""
+        """Per-row results of the Azure metrics in Azure AI Evaluation's keys (``rag_eval.metrics.formats``)."""
         return azure_rows(self.results)
 
     def ragas_table(self) -> pd.DataFrame:

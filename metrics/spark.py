@@ -4,7 +4,7 @@ The metric code of this package runs unchanged inside Spark tasks: each partitio
 the samples builds its own judge from the driver's judge *recipe* (an offline judge
 loads its encoder once per task; an LLM judge gets its share of the global concurrency
 limit and reads its API key from the executor's environment, never from the task),
-scores its samples with :func:`metrics.scoring.score_all`, and sends back the results.
+scores its samples with :func:`rag_eval.metrics.scoring.score_all`, and sends back the results.
 The driver orders them as the local path does and builds the same summary.
 
 Judgement cache: the LLM judge's SQLite cache (``cache_path``) is opened by every task.
@@ -23,13 +23,13 @@ import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from metrics.aggregate import summarize
-from metrics.base import Metric
-from metrics.judges.base import Judge
-from metrics.registry import build_metrics, describe_judge
-from metrics.results import MetricResult
-from metrics.samples import Sample, sample_from_dict
-from metrics.scoring import EvaluationResult, default_judge, results_frame, score_all
+from rag_eval.metrics.aggregate import summarize
+from rag_eval.metrics.base import Metric
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.registry import build_metrics, describe_judge
+from rag_eval.metrics.results import MetricResult
+from rag_eval.metrics.samples import Sample, sample_from_dict
+from rag_eval.metrics.scoring import EvaluationResult, default_judge, results_frame, score_all
 
 
 def is_spark_data(data: Any) -> bool:
@@ -69,7 +69,7 @@ def score_on_spark(spark, samples: list[Sample], metrics: list[Metric], judge: J
                    parallelism: int | None = None) -> list[MetricResult]:
     """Score driver-side ``samples`` on ``spark`` (a SparkSession) in ``parallelism`` tasks.
 
-    Returns the same list, in the same order, as ``metrics.scoring.score_all``.
+    Returns the same list, in the same order, as ``rag_eval.metrics.scoring.score_all``.
     """
     context = spark.sparkContext
     slices = _slices(parallelism or context.defaultParallelism, judge)
@@ -85,7 +85,7 @@ def score_on_spark(spark, samples: list[Sample], metrics: list[Metric], judge: J
 def evaluate_spark(data, metrics: Iterable[str | Metric] | None = None, judge: Judge | None = None,
                    fields: dict[str, str] | None = None, thresholds: dict[str, float] | None = None,
                    task_name: str = "rag_eval", scale: int = 1, parallelism: int | None = None):
-    """``metrics.evaluate.evaluate`` for a Spark DataFrame or an RDD of dicts.
+    """``rag_eval.metrics.evaluate.evaluate`` for a Spark DataFrame or an RDD of dicts.
 
     Rows are numbered in the data's order (``zipWithIndex``), scored in Spark tasks and
     summarised on the driver; the result equals the local path's for the same rows and

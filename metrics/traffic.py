@@ -5,20 +5,20 @@ file of the same keys)::
 
     [tool.rag_eval.traffic]
     source = "traces"        # a folder (or file) of traces, or a database URL for format "sql"
-    format = "otlp"          # otlp | langfuse | table | sql   (metrics.traces)
+    format = "otlp"          # otlp | langfuse | table | sql   (rag_eval.metrics.traces)
     query = ""               # sql: the query whose rows are traces
-    mapping = {}             # table and sql: {field: column} (metrics.traces.tables.FIELDS)
+    mapping = {}             # table and sql: {field: column} (rag_eval.metrics.traces.tables.FIELDS)
     partition = "daily"      # or "hourly"
     start = "2026-01-01"     # the first partition
     timezone = "UTC"         # of the partitions' boundaries
     metrics = ["faithfulness", "answer_relevancy", "context_relevancy"]   # reference-free only
-    budget_rows = 100        # traces judged per partition at most (0: none; see metrics.sampling)
+    budget_rows = 100        # traces judged per partition at most (0: none; see rag_eval.metrics.sampling)
     budget_cost = -1         # or a price limit per partition (-1: none), at `price`
     price = [0.15, 0.60]     # per million prompt and completion tokens
     strata = ["route", "score_band"]
     seed = 0
     window = 7               # trailing partitions a partition's drift check compares with
-    margins = {}             # per metric, on its scale (default metrics.compare.default_margin)
+    margins = {}             # per metric, on its scale (default rag_eval.metrics.compare.default_margin)
     blocking = false         # the drift checks fail with severity ERROR (true) or WARN (false)
     min_traces = 1           # traffic_arrived fails below this many traces in a partition
 
@@ -40,11 +40,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from metrics.registry import METRICS
-from metrics.settings import tool_section
-from metrics.sampling import STRATA, Budget
-from metrics.traces import FORMATS, Trace, TraceProblem, read_traces, source_files
-from metrics.traces.parquet import WrittenTraces, within, write_traces
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.settings import tool_section
+from rag_eval.metrics.sampling import STRATA, Budget
+from rag_eval.metrics.traces import FORMATS, Trace, TraceProblem, read_traces, source_files
+from rag_eval.metrics.traces.parquet import WrittenTraces, within, write_traces
 
 HOUR_NS = 3600 * 10 ** 9
 #: Fields production traffic does not have: a metric reading one of them is refused.
@@ -139,12 +139,12 @@ class TrafficConfig:
 
 def file_hours(path: Path, format: str, mapping: dict[str, str] | None = None) -> Counter:
     """``{hour: spans or traces}`` of a trace file, ``hour`` counted since the epoch (UTC):
-    every span's start for OTLP (``metrics.traces.otlp.span_times``: no JSON parsing), every
+    every span's start for OTLP (``rag_eval.metrics.traces.otlp.span_times``: no JSON parsing), every
     trace's start for the other formats. A file with no readable start at all is
     ``{the hour it was last modified: 0}``: the partition of that hour reads it and reports
     why none of its lines could be placed (never skipped silently)."""
     if format == "otlp":
-        from metrics.traces.otlp import span_times
+        from rag_eval.metrics.traces.otlp import span_times
 
         hours = Counter(t // HOUR_NS for t in span_times(path))
     else:
@@ -202,7 +202,7 @@ def window_queries(query: str, mapping: dict[str, str] | None) -> tuple[str, str
 
 def write_window(config: TrafficConfig, index: TraceIndex, start_ns: int, end_ns: int, path: Path) -> WrittenTraces:
     """The traces starting in [start, end) written to the Parquet file ``path``
-    (``metrics.traces.parquet.write_traces``), streaming, and the problems met."""
+    (``rag_eval.metrics.traces.parquet.write_traces``), streaming, and the problems met."""
     return write_traces(read_window(config, index, start_ns, end_ns), path)
 
 
@@ -213,8 +213,8 @@ def read_window(config: TrafficConfig, index: TraceIndex, start_ns: int,
     window reading its file or query; such a SQL row is named by its trace id, its row number
     being its place among the rows without a start), streaming."""
     if config.format == "sql":
-        from metrics.traces import utc
-        from metrics.traces.tables import read_sql
+        from rag_eval.metrics.traces import utc
+        from rag_eval.metrics.traces.tables import read_sql
 
         windowed, undated = window_queries(config.query, config.mapping)
         items = itertools.chain(read_sql(config.source, windowed, config.mapping,

@@ -3,10 +3,10 @@
 ``partition_summary`` is what ``summary.json`` of a traffic partition holds: volume (traces,
 unreadable spans or rows, traces judged), latency and the system's own token counts, per
 metric the mean of the judged sample with its 95 % bootstrap interval (as the gate's trend
-charts: ``metrics.gate_report.version_stats``), what judging cost, the drift verdicts and the
+charts: ``rag_eval.metrics.gate_report.version_stats``), what judging cost, the drift verdicts and the
 worst rows. ``traffic_html`` is ``report.html`` of the traffic folder: metric trends by
 partition with their intervals, volume, cost and the worst rows of a partition, self-contained
-(inline SVG, as ``metrics.gate_report``). Session and user ids never appear in either.
+(inline SVG, as ``rag_eval.metrics.gate_report``). Session and user ids never appear in either.
 """
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.aggregate import USAGE_COLUMNS
-from metrics.drift import Drift
-from metrics.gate_report import _STYLE, _short, _svg, cost_svg, trend_svg, version_stats
-from metrics.registry import METRICS
-from metrics.results import Direction, Status
+from rag_eval.metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.drift import Drift
+from rag_eval.metrics.gate_report import _STYLE, _short, _svg, cost_svg, trend_svg, version_stats
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction, Status
 
 #: Worst rows kept per metric.
 WORST_ROWS = 5
@@ -53,10 +53,10 @@ def partition_summary(key: str, traces: pd.DataFrame, problems: int, results: pd
     problems : int
         Lines, spans or rows that could not be read.
     results : DataFrame
-        Per-row results of the judged sample (``metrics.scoring.results_frame``).
+        Per-row results of the judged sample (``rag_eval.metrics.scoring.results_frame``).
     metrics : list of str
     drifts : dict
-        ``metrics.drift.drift``'s verdicts.
+        ``rag_eval.metrics.drift.drift``'s verdicts.
     sample : DataFrame
         The judged traces (``trace_id``, ``user_input``, ``stratum``).
     budget : dict
@@ -121,7 +121,7 @@ def traffic_html(summaries: list[dict[str, Any]], focus: str) -> str:
                      f"<td>{d['n_day']} / {d['n_window']}</td><td>±{d['margin']:g}</td>"
                      f"<td class='{'regressed' if d['verdict'] == 'drop' else ''}'>{e(d['verdict'])}</td></tr>")
     parts.append("</table><p class='small'>Day − trailing window, turned so that + is better; two-sample percentile "
-                 "bootstrap, Holm-adjusted across the metrics (metrics.drift).</p>")
+                 "bootstrap, Holm-adjusted across the metrics (rag_eval.metrics.drift).</p>")
     if metrics:
         history = [{"version": s["partition"], "metrics": s["metrics"]} for s in summaries]
         parts += ["<h2>Metric trends</h2>", trend_svg(history, metrics, "", focus)]

@@ -1,8 +1,8 @@
 """``rag-eval annotate export|import``, and what ``rag-eval run`` does when only labels changed.
 
-``export`` writes a random sample of a version's rows for people to label (``metrics.annotate``:
+``export`` writes a random sample of a version's rows for people to label (``rag_eval.metrics.annotate``:
 a CSV sheet, Label Studio tasks and config); ``import`` reads the filled files back, checks them
-(``metrics.labels``) and stores them with the version (``<datasets>/<version>/labels.jsonl``).
+(``rag_eval.metrics.labels``) and stores them with the version (``<datasets>/<version>/labels.jsonl``).
 ``rag-eval run`` of a version otherwise up to date whose labels changed materializes only
 ``human_labels`` and ``label_estimates`` (:func:`refresh_labels`): nothing is judged again.
 
@@ -20,7 +20,7 @@ LABEL_ASSETS = ["human_labels", "label_estimates"]
 
 
 def _store(args: argparse.Namespace):
-    from assets.resources import DatasetStore
+    from rag_eval.assets.resources import DatasetStore
 
     return DatasetStore(root=str(Path(args.datasets).resolve()))
 
@@ -32,12 +32,12 @@ def labels_changed(instance, resources: dict, version: str) -> str | None:
     labels (e.g. ``eval_summary`` re-run alone)."""
     import dagster as dg
 
-    from assets.evaluation import metric_assets
-    from assets.ingestion import ingest_dataset
-    from assets.labels import human_labels, label_estimates, labels_path
-    from assets.registration import sha256_of
-    from assets.summary import summary_asset
-    from orchestration.records import latest_record, out_of_date
+    from rag_eval.assets.evaluation import metric_assets
+    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.labels import human_labels, label_estimates, labels_path
+    from rag_eval.assets.registration import sha256_of
+    from rag_eval.assets.summary import summary_asset
+    from rag_eval.orchestration.records import latest_record, out_of_date
 
     path = labels_path(resources["dataset_store"], version)
     read = latest_record(instance, "human_labels", version)
@@ -60,10 +60,10 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
 
     import dagster as dg
 
-    from assets.labels import human_labels, label_estimates
-    from orchestration.commands import end_of_startup, only_run_of
-    from orchestration.parsing import resources
-    from orchestration.report import print_run_failure, print_table
+    from rag_eval.assets.labels import human_labels, label_estimates
+    from rag_eval.orchestration.commands import end_of_startup, only_run_of
+    from rag_eval.orchestration.parsing import resources
+    from rag_eval.orchestration.report import print_run_failure, print_table
 
     end_of_startup()
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Output(data_version=...), as evaluate_version
@@ -85,7 +85,7 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
 
 def _version(args: argparse.Namespace) -> str:
     """The version named by ``args.dataset``: a registered key, or a file registered now (same rule as ``run``)."""
-    from assets.registration import register_version
+    from rag_eval.assets.registration import register_version
 
     store = _store(args)
     if not Path(args.dataset).exists() and store.samples_path(args.dataset).exists():
@@ -100,10 +100,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write a seeded random sample of a version's rows to a CSV sheet and Label Studio tasks."""
     import pandas as pd
 
-    from metrics.annotate import draw, tasks, write_label_studio, write_sheet
-    from metrics.labels import read_stored
-    from metrics.registry import METRICS
-    from metrics.samples import load_samples
+    from rag_eval.metrics.annotate import draw, tasks, write_label_studio, write_sheet
+    from rag_eval.metrics.labels import read_stored
+    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.samples import load_samples
 
     version = _version(args)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
@@ -150,9 +150,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Read filled label files, check them, store them with their version (newest label wins)."""
-    from metrics.labels import merge, read_records, read_stored, validate, write_stored
-    from metrics.samples import iter_samples
-    from orchestration.report import printable
+    from rag_eval.metrics.labels import merge, read_records, read_stored, validate, write_stored
+    from rag_eval.metrics.samples import iter_samples
+    from rag_eval.orchestration.report import printable
 
     store = _store(args)
     records = [record for path in args.files for record in read_records(path)]

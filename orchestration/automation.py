@@ -19,13 +19,13 @@ the sensor's first tick (the sensor keeps what it saw in its cursor: a change ma
 ever ran shows as Unsynced but waits for the next change or a materialization in the UI);
 nothing changed, nothing is requested. Other assets (time-partitioned ones too) take these
 conditions from :func:`nightly`, :func:`changed` and :func:`ready`. The sensor's runs are tagged ``rag_eval/summary_scope=version``: a
-re-run of some metrics still summarizes the whole version (``assets.summary``).
+re-run of some metrics still summarizes the whole version (``rag_eval.assets.summary``).
 """
 import os
 
 import dagster as dg
 
-from assets.summary import SCOPE_TAG
+from rag_eval.assets.summary import SCOPE_TAG
 
 NIGHTLY_CRON = os.environ.get("RAG_EVAL_CRON", "0 2 * * *")
 NIGHTLY_TIMEZONE = os.environ.get("RAG_EVAL_TIMEZONE", "UTC")

@@ -5,8 +5,8 @@ version (a dynamic partition), runs ``evaluation_job`` for it in-process against
 project-local Dagster instance (``DAGSTER_HOME``, default ``dagster_home/``), shows
 progress, prints the summary table and writes ``summary.json`` and
 ``results.parquet`` under ``out/<version>/``. The arguments are declared here; what they
-mean is ``orchestration.parsing``, what the commands do ``orchestration.commands`` and
-what they print ``orchestration.report``.
+mean is ``rag_eval.orchestration.parsing``, what the commands do ``rag_eval.orchestration.commands`` and
+what they print ``rag_eval.orchestration.report``.
 """
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ import gc
 import sys
 from pathlib import Path
 
-from orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
+from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                     end_of_startup, prepare_instance, start_judge_check)
-from orchestration.parsing import add_judge_arguments
+from rag_eval.orchestration.parsing import add_judge_arguments
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
 
 def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
-    """The ``--custom-metrics FILE`` option (``metrics.custom``)."""
+    """The ``--custom-metrics FILE`` option (``rag_eval.metrics.custom``)."""
     parser.add_argument("--custom-metrics", metavar="FILE",
                         help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
                              "when present); the Dagster UI and daemon read the same variable and file")
@@ -32,7 +32,7 @@ def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
 def use_custom_metrics(argv: list[str] | None) -> None:
     """Load the custom metrics (``--custom-metrics``, else ``$RAG_EVAL_CUSTOM_METRICS``, else
     ``./custom_metrics.yaml``) and the installed plugins into the metric registry
-    (``metrics.registry.load_extensions``), before the command reads it. A file named here is
+    (``rag_eval.metrics.registry.load_extensions``), before the command reads it. A file named here is
     also put in ``$RAG_EVAL_CUSTOM_METRICS``, so Dagster's run workers read it too.
 
     Raises
@@ -46,7 +46,7 @@ def use_custom_metrics(argv: list[str] | None) -> None:
     """
     import os
 
-    from metrics.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
+    from rag_eval.metrics.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
 
     early = argparse.ArgumentParser(add_help=False)
     early.add_argument("--custom-metrics")
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
     add_custom_metrics(calibrate)
     calibrate.set_defaults(handler=cmd_calibrate)
-    from orchestration.sweep import add_arguments
+    from rag_eval.orchestration.sweep import add_arguments
 
     sweep = sub.add_parser("sweep", help="run and rank the configurations of a RAG system (a target file)")
     add_arguments(sweep)
@@ -144,17 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("run", help="run file: qid Q0 docno rank score tag")
     convert.add_argument("-o", "--output", required=True, help="JSONL file to write")
     convert.set_defaults(handler=cmd_convert_trec)
-    from orchestration.testset import add_arguments as add_testset_arguments
+    from rag_eval.orchestration.testset import add_arguments as add_testset_arguments
 
     add_testset_arguments(sub.add_parser("testset", help="write a test set from a folder of documents"))
-    from orchestration.traffic import add_arguments as add_traffic_arguments
+    from rag_eval.orchestration.traffic import add_arguments as add_traffic_arguments
 
     add_traffic_arguments(sub.add_parser("traffic", help="evaluate production traffic: traces in, a judged sample "
                                                          "per day, drift against the trailing days"))
-    from orchestration.gate_cli import add_gate_commands
+    from rag_eval.orchestration.gate_cli import add_gate_commands
 
     add_gate_commands(sub)  # compare, gate, tag (the regression gate)
-    from orchestration.annotate import add_annotate_commands
+    from rag_eval.orchestration.annotate import add_annotate_commands
 
     add_annotate_commands(sub)  # annotate export | import (human labels)
     return parser
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     regression gate failed (``rag-eval compare|gate``).
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
-    Dagster instance, ``run``'s up-to-date check), up to :func:`orchestration.commands.end_of_startup`:
+    Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.commands.end_of_startup`:
     what start-up builds stays alive, and collecting it over and over as it grew took ~0.5 s
     of a 4 s zero-request re-run. The caller's setting is restored on return."""
     collecting = gc.isenabled()
@@ -200,7 +200,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         with prepare_instance() as args.instance:
             if args.command != "convert-trec":
-                from orchestration.orphans import fail_orphaned_runs
+                from rag_eval.orchestration.orphans import fail_orphaned_runs
 
                 for run_id in fail_orphaned_runs(args.instance):
                     print(f"note: run {run_id} was left STARTED by a rag-eval process that is gone; marked failed",
@@ -215,7 +215,7 @@ def instance_unusable(error: BaseException) -> str:
     """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
     import os
 
-    from metrics.judges.cache import disk_problem
+    from rag_eval.metrics.judges.cache import disk_problem
 
     home = os.environ.get("DAGSTER_HOME", "dagster_home")
     cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]

@@ -1,8 +1,8 @@
-"""What each ``rag-eval`` command does (``orchestration.cli`` parses the arguments into
-them; ``orchestration.report`` renders what they print).
+"""What each ``rag-eval`` command does (``rag_eval.orchestration.cli`` parses the arguments into
+them; ``rag_eval.orchestration.report`` renders what they print).
 
 ``rag-eval run`` (the README's main command) registers a JSONL file as a dataset version
-(``assets.registration``, the rule the sensor uses too), runs the evaluation graph for
+(``rag_eval.assets.registration``, the rule the sensor uses too), runs the evaluation graph for
 it in-process against a project-local Dagster instance (``DAGSTER_HOME``, default
 ``dagster_home/``), shows progress, prints the summary table and writes ``summary.json``
 and ``results.parquet`` under ``out/<version>/``.
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
-from orchestration.parsing import judge_resource, resources, run_config
+from rag_eval.orchestration.parsing import judge_resource, resources, run_config
 
 
 def prepare_instance():
@@ -48,7 +48,7 @@ def prepare_instance():
 
 
 def end_of_startup() -> None:
-    """Start collecting cyclic garbage again (``orchestration.cli.main`` stops it while the command
+    """Start collecting cyclic garbage again (``rag_eval.orchestration.cli.main`` stops it while the command
     starts up), called as the command's own work begins (before a run is executed...). What
     start-up built lives as long as the process: it is left out of the collections to come
     (``gc.freeze``), which would otherwise traverse it again and again as the run's own
@@ -59,9 +59,9 @@ def end_of_startup() -> None:
 
 
 def start_judge_check(args: argparse.Namespace) -> None:
-    """Start the LLM judge's endpoint check (``orchestration.dry_run.check_judge`` waits for
+    """Start the LLM judge's endpoint check (``rag_eval.orchestration.dry_run.check_judge`` waits for
     it and reports its failure); options it cannot take are reported there too."""
-    from metrics.judges.llm import LLMJudge
+    from rag_eval.metrics.judges.llm import LLMJudge
 
     try:
         judge = judge_resource(args).get_judge()
@@ -72,10 +72,10 @@ def start_judge_check(args: argparse.Namespace) -> None:
 
 
 def register(args: argparse.Namespace) -> tuple[str, bool]:
-    """Register ``args.dataset`` as a version (``assets.registration``, the rule the
+    """Register ``args.dataset`` as a version (``rag_eval.assets.registration``, the rule the
     sensor uses too): ``(key, new)``."""
-    from assets.registration import register_version
-    from assets.resources import DatasetStore
+    from rag_eval.assets.registration import register_version
+    from rag_eval.assets.resources import DatasetStore
 
     meta = Path(args.meta) if args.meta else None
     return register_version(args.instance, DatasetStore(root=str(Path(args.datasets).resolve())),
@@ -120,14 +120,14 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
     correct too), showing each metric's progress (bars on a terminal, plain lines otherwise)."""
     import dagster as dg
 
-    from assets.evaluation import metric_assets, progress_listeners
-    from assets.ingestion import ingest_dataset
-    from assets.labels import human_labels, label_estimates
-    from assets.quality_check import great_expectations_suite
-    from assets.summary import summary_asset
+    from rag_eval.assets.evaluation import metric_assets, progress_listeners
+    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.labels import human_labels, label_estimates
+    from rag_eval.assets.quality_check import great_expectations_suite
+    from rag_eval.assets.summary import summary_asset
 
-    from orchestration.orphans import process_tags
-    from orchestration.report import progress_display
+    from rag_eval.orchestration.orphans import process_tags
+    from rag_eval.orchestration.report import progress_display
 
     selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
     if labels:
@@ -146,20 +146,20 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, re
 def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tuple[str, dict] | None:
     """``(run_id, summary)`` of the run that evaluated ``version`` when running it again would
     redo that run: the ingestion, every selected metric and the summary materialized and not
-    stale (``orchestration.records.out_of_date``: code versions and data versions, as the UI's
+    stale (``rag_eval.orchestration.records.out_of_date``: code versions and data versions, as the UI's
     "Unsynced"); the summary's run had the same run config, its summary the same metrics and
     judge settings and no judge error (a new run would ask again); its files and tables are
     where this run would write them. Else ``None`` (the run goes ahead; it writes again
     whatever is missing)."""
     import dagster as dg
 
-    from assets.evaluation import metric_assets
-    from assets.ingestion import ingest_dataset
-    from assets.results_store import table_file
-    from assets.summary import summary_asset
-    from metrics.registry import describe_judge, resolve_names
+    from rag_eval.assets.evaluation import metric_assets
+    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.results_store import table_file
+    from rag_eval.assets.summary import summary_asset
+    from rag_eval.metrics.registry import describe_judge, resolve_names
 
-    from orchestration.records import changed_since_ingestion, latest_record, out_of_date
+    from rag_eval.orchestration.records import changed_since_ingestion, latest_record, out_of_date
 
     folder = Path(args.out).resolve() / version
     selected = resolve_names(args.metrics)
@@ -211,9 +211,9 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    from metrics.registry import METRICS, resolve_names
-    from metrics.samples import iter_samples, unavailable
-    from orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
+    from rag_eval.metrics.registry import METRICS, resolve_names
+    from rag_eval.metrics.samples import iter_samples, unavailable
+    from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
     end_of_startup()
@@ -246,7 +246,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 def cmd_run(args: argparse.Namespace) -> int:
     """Register the dataset and materialize the whole graph for it (``--dry-run``: print
     what it would send instead)."""
-    from orchestration.dry_run import check_judge, dry_run
+    from rag_eval.orchestration.dry_run import check_judge, dry_run
 
     config = run_config(args)
     if args.price is not None and not args.dry_run:
@@ -262,7 +262,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with only_run_of(version, Path(args.out)):
             last = up_to_date(version, args, config)
         if last is not None:
-            from orchestration.annotate import labels_changed, refresh_labels
+            from rag_eval.orchestration.annotate import labels_changed, refresh_labels
 
             # New labels of a version otherwise up to date: only the label assets run (no judge request).
             why = labels_changed(args.instance, resources(args), version)
@@ -270,14 +270,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = evaluate_version(version, args, config)
     if summary is None:
         if new:  # a version this run registered and could not evaluate is not left behind
-            from assets.registration import unregister
-            from assets.resources import DatasetStore
+            from rag_eval.assets.registration import unregister
+            from rag_eval.assets.resources import DatasetStore
 
             unregister(args.instance, DatasetStore(root=str(Path(args.datasets).resolve())), version)
             print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
                   file=sys.stderr)
         return 1
-    from orchestration.report import print_table, print_unmeasured
+    from rag_eval.orchestration.report import print_table, print_unmeasured
 
     print_table(summary)
     print_unmeasured(summary, Path(args.out) / version / "results.parquet")
@@ -297,7 +297,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary: dict) -> int:
     """Say that nothing was run and why, then what the run that evaluated ``version`` found."""
-    from orchestration.report import print_cannot_run, print_input_errors, print_rejected, print_table, print_unmeasured
+    from rag_eval.orchestration.report import print_cannot_run, print_input_errors, print_rejected, print_table, print_unmeasured
 
     folder = Path(args.out) / version
     print(f"dataset version {version} is up to date: Dagster records its ingestion, {', '.join(summary['metrics'])} "
@@ -315,9 +315,9 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     """Evaluate registered versions in key order, from ``--from`` to ``--to`` inclusive."""
-    from assets.partitions import dataset_versions
+    from rag_eval.assets.partitions import dataset_versions
 
-    from orchestration.dry_run import check_judge
+    from rag_eval.orchestration.dry_run import check_judge
 
     config = run_config(args)
     check_judge(judge_resource(args))
@@ -355,7 +355,7 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 def cmd_convert_trec(args: argparse.Namespace) -> int:
     """Write a JSONL dataset from TREC qrels and run files (for the document retrieval metrics)."""
-    from metrics.retrieval.trec import read_trec
+    from rag_eval.metrics.retrieval.trec import read_trec
 
     records = read_trec(args.qrels, args.run)
     Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
@@ -366,9 +366,9 @@ def cmd_convert_trec(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Agreement of the configured judge (or the offline one) with human labels."""
-    from metrics import OfflineJudge, calibrate
-    from metrics.calibrate import print_report
-    from metrics.evaluate import default_judge
+    from rag_eval.metrics import OfflineJudge, calibrate
+    from rag_eval.metrics.calibrate import print_report
+    from rag_eval.metrics.evaluate import default_judge
 
     judge = OfflineJudge() if args.offline else default_judge()
     try:
@@ -384,8 +384,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def has_labels(instance, dataset_store, version: str) -> bool:
     """Whether a run of ``version`` includes the label assets: it has a labels file, or had one."""
-    from assets.labels import labels_path
-    from orchestration.records import latest_record
+    from rag_eval.assets.labels import labels_path
+    from rag_eval.orchestration.records import latest_record
 
     return labels_path(dataset_store, version).exists() or \
         latest_record(instance, "human_labels", version) is not None

@@ -1,25 +1,25 @@
 """The code location: ``dagster dev -w workspace.yaml`` loads ``defs`` from here."""
 import dagster as dg
 
-from assets.evaluation import metric_assets
-from assets.gate import baseline_comparison
-from assets.ingestion import ingest_dataset
-from assets.labels import human_labels, label_estimates
-from assets.quality_check import great_expectations_suite
-from assets.resources import build_resources
-from assets.summary import summary_asset
-from assets.targets import target_assets
-from assets.traffic import TrafficStore, traffic_assets
-from metrics.registry import load_extensions
-from orchestration.automation import automated, nightly_evaluation
-from orchestration.jobs import JOBS
-from orchestration.sensors import new_dataset_versions
-from orchestration.traffic import new_traffic, traffic_job
+from rag_eval.assets.evaluation import metric_assets
+from rag_eval.assets.gate import baseline_comparison
+from rag_eval.assets.ingestion import ingest_dataset
+from rag_eval.assets.labels import human_labels, label_estimates
+from rag_eval.assets.quality_check import great_expectations_suite
+from rag_eval.assets.resources import build_resources
+from rag_eval.assets.summary import summary_asset
+from rag_eval.assets.targets import target_assets
+from rag_eval.assets.traffic import TrafficStore, traffic_assets
+from rag_eval.metrics.registry import load_extensions
+from rag_eval.orchestration.automation import automated, nightly_evaluation
+from rag_eval.orchestration.jobs import JOBS
+from rag_eval.orchestration.sensors import new_dataset_versions
+from rag_eval.orchestration.traffic import new_traffic, traffic_job
 
 
 def build_definitions() -> dg.Definitions:
     """The code location's definitions, after the custom metrics file and the installed plugins
-    are loaded (``metrics.registry.load_extensions``: ``$RAG_EVAL_CUSTOM_METRICS``, else
+    are loaded (``rag_eval.metrics.registry.load_extensions``: ``$RAG_EVAL_CUSTOM_METRICS``, else
     ``./custom_metrics.yaml``), so the UI, the daemon and their run workers see the CLI's metrics.
 
     Raises

@@ -18,7 +18,7 @@ def check_judge(judge_resource: Any) -> None:
     ValueError
         A base URL with credentials.
     """
-    from metrics.judges.llm import LLMJudge
+    from rag_eval.metrics.judges.llm import LLMJudge
 
     judge = judge_resource.get_judge()
     if isinstance(judge, LLMJudge):
@@ -52,12 +52,12 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
 def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> int:
     """Print what ``rag-eval run`` with these arguments would send, per metric and in
     total, after the judgement cache, and its price at ``--price``."""
-    from metrics.cost import estimate_cost
-    from assets.evaluation import METRICS_OP
-    from metrics.judges.config import PER_METRIC
-    from metrics.judges.llm import LLMJudge
-    from metrics.registry import build_metrics, resolve_names
-    from metrics.samples import load_samples
+    from rag_eval.metrics.cost import estimate_cost
+    from rag_eval.assets.evaluation import METRICS_OP
+    from rag_eval.metrics.judges.config import PER_METRIC
+    from rag_eval.metrics.judges.llm import LLMJudge
+    from rag_eval.metrics.registry import build_metrics, resolve_names
+    from rag_eval.metrics.samples import load_samples
 
     price = parse_price(args.price)
     names = resolve_names(args.metrics)

@@ -12,7 +12,7 @@ import socket
 
 import dagster as dg
 
-from metrics.judges.cache import process_alive
+from rag_eval.metrics.judges.cache import process_alive
 
 PID_TAG, HOST_TAG = "rag_eval/pid", "rag_eval/host"
 

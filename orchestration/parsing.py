@@ -11,7 +11,7 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGr
     reads them), as a group of ``parser``; their defaults and choices are ``LLMConfig``'s."""
     from dataclasses import fields
 
-    from metrics.judges.config import RESPONSE_FORMATS, LLMConfig
+    from rag_eval.metrics.judges.config import RESPONSE_FORMATS, LLMConfig
 
     default = {f.name: f.default for f in fields(LLMConfig)}
     judge = parser.add_argument_group("LLM judge (used when OPENAI_API_KEY or OPENAI_BASE_URL is set, or "
@@ -47,16 +47,16 @@ def run_config(args: argparse.Namespace) -> dict:
     ------
     ValueError
         For an unknown metric or option, or a value of the wrong type or out of range;
-        ``--executor spark`` without pyspark (``metrics.extras.MissingExtra``, naming the extra).
+        ``--executor spark`` without pyspark (``rag_eval.metrics.extras.MissingExtra``, naming the extra).
     """
-    from assets.evaluation import METRICS_OP
-    from metrics.aggregate import is_ratio
-    from metrics.judges.config import PER_METRIC, LLMConfig
-    from metrics.registry import METRICS, option_types, resolve_names
+    from rag_eval.assets.evaluation import METRICS_OP
+    from rag_eval.metrics.aggregate import is_ratio
+    from rag_eval.metrics.judges.config import PER_METRIC, LLMConfig
+    from rag_eval.metrics.registry import METRICS, option_types, resolve_names
 
     resolve_names(args.metrics)  # unknown names fail here, before anything is registered
     if getattr(args, "executor", "local") == "spark":
-        from metrics.extras import require
+        from rag_eval.metrics.extras import require
 
         require("pyspark", "spark", "Spark execution")  # without it: the extra to install, before anything runs
     if not 0 <= args.max_rejected_share <= 1:
@@ -86,7 +86,7 @@ def run_config(args: argparse.Namespace) -> dict:
             scale = f" (at --scale {args.scale}, thresholds of [0, 1] metrics are given on the 0-{args.scale} " \
                     "scale)" if is_ratio(metric) and args.scale != 1 else ""
             raise ValueError(f"bad metric option for {metric}: {exc}{scale}") from None
-    if per_metric:  # the metric assets are one op (assets.evaluation): one config per metric under it
+    if per_metric:  # the metric assets are one op (rag_eval.assets.evaluation): one config per metric under it
         ops[METRICS_OP] = {"config": per_metric}
     judging = [o for o in PER_METRIC if getattr(args, o, None) is not None] + \
         [f"{m}.{o}" for m, options in per_metric.items() for o in options if o in PER_METRIC]
@@ -105,7 +105,7 @@ def judge_resource(args: argparse.Namespace):
     ValueError
         Naming the option, for a value outside its domain (``--strictness 0``, ``--temperature -1``).
     """
-    from assets.resources import JudgeResource
+    from rag_eval.assets.resources import JudgeResource
 
     try:
         return JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
@@ -116,8 +116,8 @@ def judge_resource(args: argparse.Namespace):
 
 
 def resources(args: argparse.Namespace) -> dict:
-    """The resources of a run (``assets.resources.build_resources``) at ``--datasets`` and ``--out``."""
-    from assets.resources import ExecutionResource, build_resources
+    """The resources of a run (``rag_eval.assets.resources.build_resources``) at ``--datasets`` and ``--out``."""
+    from rag_eval.assets.resources import ExecutionResource, build_resources
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -3,13 +3,13 @@
 The sensor asks whether a version's file is still the one its ingestion read
 (:func:`changed_since_ingestion`); ``rag-eval run`` and ``rag-eval sweep``, which materialize
 in their own process, which assets of a version are missing or stale (:func:`out_of_date`). When the
-daemon re-runs what changed is declared in ``orchestration.automation``.
+daemon re-runs what changed is declared in ``rag_eval.orchestration.automation``.
 """
 from pathlib import Path
 
 import dagster as dg
 
-from assets.registration import sha256_of
+from rag_eval.assets.registration import sha256_of
 
 #: The tags Dagster records on each materialization: the asset's code version, and the data version it produced.
 CODE_VERSION_TAG, DATA_VERSION_TAG = "dagster/code_version", "dagster/data_version"

@@ -4,7 +4,7 @@ Each configuration becomes a target run (a partition, ``assets/targets.py``). Fo
 the graph is materialized level by level — parts and question set, retrieval, generation,
 ingestion, metrics, summary — and at each level only the assets stale or missing for the
 partition run (the rule of the UI's "Unsynced" on the versions Dagster recorded,
-``orchestration.records.out_of_date``): an unchanged configuration runs nothing, a new generator
+``rag_eval.orchestration.records.out_of_date``): an unchanged configuration runs nothing, a new generator
 runs generation and the metrics whose fields changed, a new ``top_k`` retrieval and what
 its new contexts change. The parts and the question set, which Dagster cannot watch
 (they are files), run when their version hash or content differs from the last
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics.targets.config import MAX_CONFIGURATIONS
+from rag_eval.metrics.targets.config import MAX_CONFIGURATIONS
 
 FIELD_LEVEL = ["questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                "retrieved_documents", "rejected_samples"]
@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _recorded(instance, asset: str, key: str, field: str):
-    from orchestration.records import latest_record
+    from rag_eval.orchestration.records import latest_record
 
     record = latest_record(instance, asset, key)
     value = record.asset_materialization.metadata.get(field) if record else None
@@ -60,7 +60,7 @@ def _recorded(instance, asset: str, key: str, field: str):
 
 def _first_level(instance, store, key: str) -> list[str]:
     """The parts and question set whose version hash or content changed since their last materialization."""
-    from assets.targets import configuration_of
+    from rag_eval.assets.targets import configuration_of
 
     configuration = configuration_of(store, key)
     todo = [role for role in ("retriever", "generator")
@@ -83,13 +83,13 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
     """
     import dagster as dg
 
-    from assets.evaluation import METRICS_OP, metric_assets
-    from assets.ingestion import ingest_dataset
-    from assets.quality_check import great_expectations_suite
-    from assets.summary import summary_asset
-    from assets.targets import target_assets
-    from orchestration.definitions import defs
-    from orchestration.records import latest_record, out_of_date
+    from rag_eval.assets.evaluation import METRICS_OP, metric_assets
+    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.quality_check import great_expectations_suite
+    from rag_eval.assets.summary import summary_asset
+    from rag_eval.assets.targets import target_assets
+    from rag_eval.orchestration.definitions import defs
+    from rag_eval.orchestration.records import latest_record, out_of_date
 
     levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL,
               metrics, ["eval_summary"]]
@@ -141,8 +141,8 @@ def run_cost(results: list) -> dict[str, int]:
 def rank(rows: list[dict], metrics: list[str]) -> list[dict]:
     """``rows`` ordered best first on ``metrics`` in turn (each metric's direction; a
     configuration without a value last)."""
-    from metrics.registry import METRICS
-    from metrics.results import Direction
+    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.results import Direction
 
     def key(row: dict):
         out = []
@@ -157,12 +157,12 @@ def rank(rows: list[dict], metrics: list[str]) -> list[dict]:
 
 def table_row(key: str, configuration, metrics: list[str], out: Path, instance, cost: dict) -> dict:
     """One configuration's line: mean and bootstrap 95 % interval per metric (over its ``ok``
-    rows, ``metrics.agreement.bootstrap``) and the judge its rows name (None for a metric
+    rows, ``rag_eval.metrics.agreement.bootstrap``) and the judge its rows name (None for a metric
     asking no judgement), target errors and cost."""
     import pandas as pd
 
-    from metrics.agreement import bootstrap
-    from metrics.registry import METRICS
+    from rag_eval.metrics.agreement import bootstrap
+    from rag_eval.metrics.registry import METRICS
 
     results = pd.read_parquet(out / key / "results.parquet")
     row = {"configuration": configuration.name, "partition": key, "metrics": {}, **cost}
@@ -188,7 +188,7 @@ def judged_by(rows: list[dict], metrics: list[str], judge: dict) -> str:
     """Who scored the table's metrics, as their result rows name it (``judge``: the
     configured judge's description, for its rule version): ``judge offline-heuristic (rule
     version 6): context_recall, context_precision; no judge: ndcg``."""
-    from metrics.registry import METRICS
+    from rag_eval.metrics.registry import METRICS
 
     groups: dict[str, list[str]] = {}
     for metric in metrics:
@@ -230,15 +230,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    from assets.evaluation import METRICS_OP
-    from assets.resources import DatasetStore
-    from assets.targets import register_target_run
-    from metrics.registry import resolve_names
-    from metrics.targets.config import load_config
-    from orchestration.commands import check_out
-    from orchestration.parsing import resources as run_resources
-    from orchestration.dry_run import check_judge
-    from orchestration.report import printable
+    from rag_eval.assets.evaluation import METRICS_OP
+    from rag_eval.assets.resources import DatasetStore
+    from rag_eval.assets.targets import register_target_run
+    from rag_eval.metrics.registry import resolve_names
+    from rag_eval.metrics.targets.config import load_config
+    from rag_eval.orchestration.commands import check_out
+    from rag_eval.orchestration.parsing import resources as run_resources
+    from rag_eval.orchestration.dry_run import check_judge
+    from rag_eval.orchestration.report import printable
 
     sweep = load_config(args.config, args.max_configurations)
     chosen = args.metrics.split(",") if args.metrics else sweep.metrics or ["core"]

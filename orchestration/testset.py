@@ -1,4 +1,4 @@
-"""``rag-eval testset DOCS -n N``: a test set from a folder of documents (``metrics.testset``).
+"""``rag-eval testset DOCS -n N``: a test set from a folder of documents (``rag_eval.metrics.testset``).
 
 With an LLM endpoint (the judge's settings: ``OPENAI_BASE_URL``/``OPENAI_API_KEY``,
 ``--base-url``, ``--model``...) it generates questions with reference answers and sources;
@@ -15,8 +15,8 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``testset`` subcommand's arguments."""
-    from metrics.testset.documents import CHUNK_TOKENS
-    from orchestration.parsing import add_judge_arguments
+    from rag_eval.metrics.testset.documents import CHUNK_TOKENS
+    from rag_eval.orchestration.parsing import add_judge_arguments
 
     parser.add_argument("docs", help="folder of documents (.txt, .md, .html, .pdf; read recursively)")
     parser.add_argument("-n", "--questions", type=int, default=20, metavar="N", help="questions wanted (default 20)")
@@ -40,11 +40,11 @@ def _usage_line(kind: str, usage, per: int) -> str:
 
 def cmd_testset(args: argparse.Namespace) -> int:
     """Read, chunk, generate (or inverse-cloze) and write; print counts, requests and tokens."""
-    from metrics.judges.config import LLMConfig
-    from metrics.judges.llm import LLMJudge
-    from metrics.testset import chunk_documents, inverse_cloze, read_documents, write_testset
-    from metrics.testset.inverse_cloze import why_none
-    from orchestration.parsing import judge_resource
+    from rag_eval.metrics.judges.config import LLMConfig
+    from rag_eval.metrics.judges.llm import LLMJudge
+    from rag_eval.metrics.testset import chunk_documents, inverse_cloze, read_documents, write_testset
+    from rag_eval.metrics.testset.inverse_cloze import why_none
+    from rag_eval.orchestration.parsing import judge_resource
 
     if args.questions < 1:
         raise ValueError(f"-n {args.questions}: ask for 1 question or more")
@@ -85,10 +85,10 @@ def cmd_testset(args: argparse.Namespace) -> int:
 
 def _generated(args: argparse.Namespace, judge, chunks: list, report: dict, out: Path) -> int:
     """The LLM set (or, with ``--dry-run``, what it would send)."""
-    from metrics.judgements.question_critic import question_critic
-    from metrics.judgements.question_generation import question_generation
-    from metrics.testset import write_testset
-    from metrics.testset.generate import DISTRIBUTION, MAX_GENERATIONS, agenerate, aplan
+    from rag_eval.metrics.judgements.question_critic import question_critic
+    from rag_eval.metrics.judgements.question_generation import question_generation
+    from rag_eval.metrics.testset import write_testset
+    from rag_eval.metrics.testset.generate import DISTRIBUTION, MAX_GENERATIONS, agenerate, aplan
 
     if args.dry_run:
         plans = judge.run(aplan(judge, chunks, args.questions, args.chunk_seed))

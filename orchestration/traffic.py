@@ -1,7 +1,7 @@
 """Production traffic: its job, the sensor that notices new traces, and ``rag-eval traffic``.
 
 The sensor ``new_traffic`` counts the spans (or rows) of the trace source per partition
-(``assets.traffic.partition_counts``: the trace index for files, the query's start column
+(``rag_eval.assets.traffic.partition_counts``: the trace index for files, the query's start column
 for SQL) and requests ``traffic_job`` for exactly the partitions whose count changed since
 it last requested them: a new day, or an earlier day whose late spans arrived in a new
 file. A partition that has not ended yet (today, with daily partitions) is requested once
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.partitions import traffic_windows
-from assets.traffic import TrafficStore, partition_counts
+from rag_eval.assets.partitions import traffic_windows
+from rag_eval.assets.traffic import TrafficStore, partition_counts
 
 #: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
 SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
@@ -78,10 +78,10 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     ``--from`` and ``--to``, in key order; print each one's volume, means and drift verdicts.
     Exit 1 when a partition could not be summarized (no traffic arrived, a step failed), else 4
     when a drift check failed, else 0."""
-    from assets.resources import JudgeResource
-    from assets.traffic import traffic_assets
+    from rag_eval.assets.resources import JudgeResource
+    from rag_eval.assets.traffic import traffic_assets
 
-    from orchestration.commands import end_of_startup
+    from rag_eval.orchestration.commands import end_of_startup
 
     store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
     settings = store.settings()

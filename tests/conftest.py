@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from metrics.judges.base import Judge, JudgeError, Verdict
-from metrics.judges.llm import LLMConfig, LLMJudge
-from metrics.judges.prompts import example_answer
+from rag_eval.metrics.judges.base import Judge, JudgeError, Verdict
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics.judges.prompts import example_answer
 from tests.judge_server import JudgeServer
 
 TEST_KEY = "sk-test-SECRET-0123456789abcdef"
@@ -88,7 +88,7 @@ class ScriptedJudge(Judge):
     covered); default all 1), ``entities``, ``whole`` and ``likert`` ((score, reason)) the
     verdicts of those judgements; ``similarity`` the cosine of any two embedded texts. Any
     other judgement is answered through its LLM side with every verdict 1
-    (``metrics.judges.prompts.example_answer``), so a new judgement needs no script here.
+    (``rag_eval.metrics.judges.prompts.example_answer``), so a new judgement needs no script here.
     ``raise_error`` makes every request fail with a JudgeError. ``calls`` lists the kinds
     asked (and ``embeddings``). Statement segmentation is the deterministic one.
     """

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics.judges.prompts import example_answer as build_answer
+from rag_eval.metrics.judges.prompts import example_answer as build_answer
 
 BINARY_FIELDS = ("verdict", "attributed", "useful", "noncommittal")
 

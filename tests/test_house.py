@@ -1,5 +1,5 @@
 """The house: import cycles and wrong-way imports (``tools/import_cycles.py``), and the optional
-extras (``metrics.extras``), each missing one named with the command that installs it. A missing
+extras (``rag_eval.metrics.extras``), each missing one named with the command that installs it. A missing
 package is simulated as Python does for a module set to ``None`` in ``sys.modules``."""
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from metrics.extras import MissingExtra, require
+from rag_eval.metrics.extras import MissingExtra, require
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -15,16 +15,16 @@ import import_cycles  # noqa: E402 - a script, not a package
 
 TREE = {
     "metrics/__init__.py": "",
-    "metrics/a.py": "from metrics import b\n",
-    "metrics/b.py": "def later():\n    import metrics.a\n",  # a deferred import still makes a cycle
-    "metrics/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from metrics.a import X\n"
-                    "    from assets.x import Y\n",
-    "metrics/d.py": "import metrics.c\n",
+    "metrics/a.py": "from rag_eval.metrics import b\n",
+    "metrics/b.py": "def later():\n    import rag_eval.metrics.a\n",  # a deferred import still makes a cycle
+    "metrics/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rag_eval.metrics.a import X\n"
+                    "    from rag_eval.assets.x import Y\n",
+    "metrics/d.py": "import rag_eval.metrics.c\n",
     "assets/__init__.py": "",
-    "assets/x.py": "from . import y\nimport orchestration.cli\n",
-    "assets/y.py": "from metrics.d import Z\n",
+    "assets/x.py": "from . import y\nimport rag_eval.orchestration.cli\n",
+    "assets/y.py": "from rag_eval.metrics.d import Z\n",
     "orchestration/__init__.py": "",
-    "orchestration/cli.py": "import assets.x\n",
+    "orchestration/cli.py": "import rag_eval.assets.x\n",
 }
 
 
@@ -34,13 +34,26 @@ def test_the_script_prints_each_cycle_and_each_wrong_way_import_and_exits_1(tmp_
         (tmp_path / name).write_text(text, encoding="utf-8")
     assert import_cycles.main([str(tmp_path)]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        "import cycle: assets.x (line 2) -> orchestration.cli (line 1) -> assets.x",
-        "import cycle: metrics.a (line 1) -> metrics.b (line 2) -> metrics.a",
+        "import cycle: rag_eval.assets.x (line 2) -> rag_eval.orchestration.cli (line 1) -> rag_eval.assets.x",
+        "import cycle: rag_eval.metrics.a (line 1) -> rag_eval.metrics.b (line 2) -> rag_eval.metrics.a",
         # Only run-time imports make cycles (metrics.c's of metrics.a is under TYPE_CHECKING), but every
         # import must point the right way.
-        "wrong-way import: assets.x:2 imports orchestration.cli (assets must not import orchestration)",
-        "wrong-way import: metrics.c:4 imports assets.x (metrics must not import assets)",
+        "wrong-way import: rag_eval.assets.x:2 imports rag_eval.orchestration.cli (assets must not import "
+        "orchestration)",
+        "wrong-way import: rag_eval.metrics.c:4 imports rag_eval.assets.x (metrics must not import assets)",
         "10 modules, 9 imports: 4 problem(s)"]
+
+
+def test_every_package_folder_is_installed_under_rag_eval():
+    """pyproject.toml lists each folder holding an __init__.py as a package of rag_eval (a folder left
+    out would be missing from a regular install, though an editable one would find it)."""
+    import tomllib
+
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    folders = {str(p.parent.relative_to(ROOT)).replace("/", ".") for top in ("metrics", "assets", "orchestration")
+               for p in (ROOT / top).rglob("__init__.py")}
+    assert sorted(settings["packages"]) == sorted(f"rag_eval.{f}" for f in folders)
+    assert settings["package-dir"] == {f"rag_eval.{top}": top for top in ("metrics", "assets", "orchestration")}
 
 
 def test_a_missing_extra_is_named_with_its_install_command_a_broken_one_is_not(monkeypatch):
@@ -57,7 +70,7 @@ def test_a_missing_extra_is_named_with_its_install_command_a_broken_one_is_not(m
 
 
 def test_without_pypdf_a_pdf_is_skipped_naming_the_extra(tmp_path, monkeypatch):
-    from metrics.testset import read_documents
+    from rag_eval.metrics.testset import read_documents
 
     monkeypatch.setitem(sys.modules, "pypdf", None)
     (tmp_path / "manual.pdf").write_bytes(b"%PDF-1.4\n")
@@ -69,8 +82,8 @@ def test_without_pypdf_a_pdf_is_skipped_naming_the_extra(tmp_path, monkeypatch):
 
 
 def test_without_matplotlib_report_html_keeps_its_tables_and_says_how_to_get_the_charts(monkeypatch):
-    from metrics.compare import compare
-    from metrics.gate_report import html_report, version_stats
+    from rag_eval.metrics.compare import compare
+    from rag_eval.metrics.gate_report import html_report, version_stats
 
     def frame(shift: float) -> pd.DataFrame:
         return pd.DataFrame({"sample_id": [f"q{i}" for i in range(10)], "metric": "faithfulness", "status": "ok",

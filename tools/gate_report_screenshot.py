@@ -21,9 +21,9 @@ sys.path.insert(0, str(REPO))
 
 
 def main() -> int:
-    from metrics import evaluate
-    from metrics.gate import GateConfig, Version, history, run_comparison, write_reports
-    from metrics.judges.offline import OfflineJudge
+    from rag_eval.metrics import evaluate
+    from rag_eval.metrics.gate import GateConfig, Version, history, run_comparison, write_reports
+    from rag_eval.metrics.judges.offline import OfflineJudge
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "docs" / "gate_report.png"))

@@ -23,12 +23,19 @@ from pathlib import Path
 
 #: The project's top-level packages, each allowed to import those after it.
 LAYERS = ("orchestration", "assets", "metrics")
+#: The import package the folders install as (pyproject.toml's package-dir): metrics/ is rag_eval.metrics.
+PACKAGE = "rag_eval"
 
 
 def module_name(root: Path, path: Path) -> str:
-    """``metrics/judges/llm.py`` -> ``metrics.judges.llm``; a package's ``__init__.py`` is the package."""
-    parts = list(path.relative_to(root).with_suffix("").parts)
+    """``metrics/judges/llm.py`` -> ``rag_eval.metrics.judges.llm``; a package's ``__init__.py`` is the package."""
+    parts = [PACKAGE, *path.relative_to(root).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> str:
+    """``rag_eval.metrics.judges.llm`` -> ``metrics``."""
+    return module.split(".")[1]
 
 
 def _type_checking(node: ast.If) -> bool:
@@ -77,9 +84,9 @@ def graph(root: Path) -> dict[str, list[tuple[str, int, bool]]]:
 def wrong_way(edges: dict[str, list[tuple[str, int, bool]]]) -> list[str]:
     """``module:line imports target`` for each import of a layer above the importer's."""
     rank = {layer: i for i, layer in enumerate(LAYERS)}
-    return [f"{name}:{line} imports {target} ({name.split('.')[0]} must not import {target.split('.')[0]})"
+    return [f"{name}:{line} imports {target} ({layer(name)} must not import {layer(target)})"
             for name, targets in edges.items() for target, line, _ in targets
-            if rank[target.split(".")[0]] < rank[name.split(".")[0]]]
+            if rank[layer(target)] < rank[layer(name)]]
 
 
 def knots(edges: dict[str, list[tuple[str, int, bool]]]) -> list[list[str]]:

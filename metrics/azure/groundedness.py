@@ -1,12 +1,12 @@
 """Groundedness (Azure AI Evaluation): is the response grounded in the retrieved context?"""
 from __future__ import annotations
 
-from metrics.azure.likert import LikertMetric
-from metrics.base import Measured, NotApplicable, nothing_retrieved
-from metrics.judgements.likert_groundedness import likert_groundedness
-from metrics.judges.base import Judge
-from metrics.samples import Sample
-from metrics.text import statements
+from rag_eval.metrics.azure.likert import LikertMetric
+from rag_eval.metrics.base import Measured, NotApplicable, nothing_retrieved
+from rag_eval.metrics.judgements.likert_groundedness import likert_groundedness
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.text import statements
 
 
 class Groundedness(LikertMetric):

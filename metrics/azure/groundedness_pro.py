@@ -1,11 +1,11 @@
 """GroundednessPro (Azure AI Evaluation), computed with our own judge: a binary grounded label."""
 from __future__ import annotations
 
-from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
-from metrics.judgements.statement_support import statement_support, support_verdicts
-from metrics.judges.base import Judge
-from metrics.samples import Sample
-from metrics.text import statements as split_statements
+from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.judgements.statement_support import statement_support, support_verdicts
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.text import statements as split_statements
 
 
 class GroundednessPro(Metric):

@@ -1,10 +1,10 @@
 """The shared shape of Azure AI Evaluation's 1-5 Likert evaluators."""
 from __future__ import annotations
 
-from metrics.base import Family, Measured, Metric, NotApplicable
-from metrics.judgements.likert import LikertTexts
-from metrics.judges.base import Judge
-from metrics.samples import Sample
+from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.judgements.likert import LikertTexts
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
 
 
 class LikertMetric(Metric):
@@ -12,7 +12,7 @@ class LikertMetric(Metric):
 
     A score outside 1..5 from the judge is a ``judge_error``, never accepted (Azure
     accepts 7 and 2.5, metric-spec fault 3). Subclasses name their judgement (one of
-    ``metrics.judgements.likert_*``) in ``judgements``.
+    ``rag_eval.metrics.judgements.likert_*``) in ``judgements``.
     """
 
     family = Family.AZURE

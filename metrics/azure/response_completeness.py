@@ -1,12 +1,12 @@
 """ResponseCompleteness (Azure AI Evaluation): how much of the ground truth the response contains."""
 from __future__ import annotations
 
-from metrics.azure.likert import LikertMetric
-from metrics.base import Measured, NotApplicable
-from metrics.judgements.likert_response_completeness import likert_response_completeness
-from metrics.judges.base import Judge
-from metrics.samples import Sample
-from metrics.text import statements
+from rag_eval.metrics.azure.likert import LikertMetric
+from rag_eval.metrics.base import Measured, NotApplicable
+from rag_eval.metrics.judgements.likert_response_completeness import likert_response_completeness
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.text import statements
 
 
 class ResponseCompleteness(LikertMetric):

@@ -1,11 +1,11 @@
 """Retrieval (Azure AI Evaluation): are the retrieved chunks relevant and well ranked?"""
 from __future__ import annotations
 
-from metrics.azure.likert import LikertMetric
-from metrics.base import Measured, NotApplicable, nothing_retrieved
-from metrics.judgements.likert_retrieval import likert_retrieval
-from metrics.judges.base import Judge
-from metrics.samples import Sample
+from rag_eval.metrics.azure.likert import LikertMetric
+from rag_eval.metrics.base import Measured, NotApplicable, nothing_retrieved
+from rag_eval.metrics.judgements.likert_retrieval import likert_retrieval
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
 
 
 class Retrieval(LikertMetric):

@@ -22,7 +22,7 @@ no matrix is asked), whatever the number of chunks (one more per batch of chunks
 
 Where we differ from RAGChecker, and why:
 
-* **Claims** are the text's sentences (``metrics.judges.base.statements``: deterministic segmentation,
+* **Claims** are the text's sentences (``rag_eval.metrics.judges.base.statements``: deterministic segmentation,
   evasive sentences dropped, a short answer read with its question, "Q: … A: 85"), not claims an LLM
   extracts: a judge's mood never changes a denominator (metric-spec fault 14), and no extraction request
   is sent. A sentence stating two facts is one claim, entailed only when both are.
@@ -41,13 +41,13 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
-from metrics.judgements.base import Judgement
-from metrics.judgements.context_support_matrix import context_support_matrix
-from metrics.judgements.statement_classification import statement_classification
-from metrics.judges.base import Judge, JudgeError, expect_count
-from metrics.text import statements
-from metrics.samples import Sample
+from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.judgements.base import Judgement
+from rag_eval.metrics.judgements.context_support_matrix import context_support_matrix
+from rag_eval.metrics.judgements.statement_classification import statement_classification
+from rag_eval.metrics.judges.base import Judge, JudgeError, expect_count
+from rag_eval.metrics.text import statements
+from rag_eval.metrics.samples import Sample
 
 #: The reference's claims against each retrieved chunk alone (RAGChecker's ``retrieved2answer``).
 REFERENCE_IN_CHUNKS = "reference_in_chunks"
@@ -189,7 +189,7 @@ def chunk_label(k: int, chunk: str) -> str:
 
 
 class Diagnostic:
-    """What a diagnosis says of a metric (``metrics.diagnosis``), declared on the metric.
+    """What a diagnosis says of a metric (``rag_eval.metrics.diagnosis``), declared on the metric.
 
     Attributes
     ----------

@@ -1,15 +1,15 @@
 """RAGChecker's generator metrics: context utilization, hallucination, self-knowledge and faithfulness
-(noise sensitivity is RAGAS's ``metrics.rag.noise_sensitivity``, the same formula)."""
+(noise sensitivity is RAGAS's ``rag_eval.metrics.rag.noise_sensitivity``, the same formula)."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from metrics.base import Measured, NotApplicable
-from metrics.diagnostics.claims import (CORRECTNESS, REFERENCE_IN_CHUNKS, RESPONSE_IN_CHUNKS, ClaimChecks,
+from rag_eval.metrics.base import Measured, NotApplicable
+from rag_eval.metrics.diagnostics.claims import (CORRECTNESS, REFERENCE_IN_CHUNKS, RESPONSE_IN_CHUNKS, ClaimChecks,
                                         ClaimMetric, mean)
-from metrics.results import Direction
+from rag_eval.metrics.results import Direction
 
 ALL_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from metrics.base import Measured
-from metrics.diagnostics.claims import CORRECTNESS, ClaimChecks, ClaimMetric, mean
+from rag_eval.metrics.base import Measured
+from rag_eval.metrics.diagnostics.claims import CORRECTNESS, ClaimChecks, ClaimMetric, mean
 
 
 def _claims(claims: list[str], verdicts: np.ndarray, key: str) -> list[dict]:

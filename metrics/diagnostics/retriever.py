@@ -2,8 +2,8 @@
 checked against each retrieved chunk."""
 from __future__ import annotations
 
-from metrics.base import Measured
-from metrics.diagnostics.claims import REFERENCE_IN_CHUNKS, ClaimChecks, ClaimMetric, chunk_label, mean
+from rag_eval.metrics.base import Measured
+from rag_eval.metrics.diagnostics.claims import REFERENCE_IN_CHUNKS, ClaimChecks, ClaimMetric, chunk_label, mean
 
 
 class ClaimRecall(ClaimMetric):

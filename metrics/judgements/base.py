@@ -3,7 +3,7 @@
 A judgement is one module of this package (RAGAS keeps a metric's prompt and typed I/O
 beside it, ``ragas/metrics/collections/<metric>/util.py``). Each module defines a
 :class:`Judgement` subclass and one instance of it, which metrics list in their
-``judgements`` and hand to :meth:`metrics.judges.base.Judge.ask`:
+``judgements`` and hand to :meth:`rag_eval.metrics.judges.base.Judge.ask`:
 
 * ``Input`` and ``Output``: pydantic models of what is judged and of the verdict;
 * ``version``: bumped whenever the prompt, the schema or the offline rule changes (part of
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from metrics.judges.base import JudgeError
+from rag_eval.metrics.judges.base import JudgeError
 
 if TYPE_CHECKING:
-    from metrics.judges.llm import LLMJudge
-    from metrics.judges.offline import OfflineJudge
+    from rag_eval.metrics.judges.llm import LLMJudge
+    from rag_eval.metrics.judges.offline import OfflineJudge
 
 I = TypeVar("I", bound=BaseModel)
 O = TypeVar("O", bound=BaseModel)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-from metrics.judgements.base import Judgement, Model, item_schema
-from metrics.judges.prompts import Reply, Request, ids, keyed, keyed_schema, numbered
-from metrics.text import content_tokens
+from rag_eval.metrics.judgements.base import Judgement, Model, item_schema
+from rag_eval.metrics.judges.prompts import Reply, Request, ids, keyed, keyed_schema, numbered
+from rag_eval.metrics.text import content_tokens
 
 Rating = Literal[0, 1, 2]
 

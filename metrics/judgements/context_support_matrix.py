@@ -2,16 +2,16 @@
 
 One LLM request for every (statement, context) pair (RAGAS: 2 per context; one per batch of contexts
 past ``max_prompt_chars``); offline, one statement-support call per context. RAGChecker's claim ×
-chunk checks (``metrics.diagnostics.claims``).
+chunk checks (``rag_eval.metrics.diagnostics.claims``).
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Literal
 
-from metrics.judgements.base import Judgement, Model
-from metrics.judgements.statement_support import Statements
-from metrics.judges.prompts import Request, ids, keyed, numbered
+from rag_eval.metrics.judgements.base import Judgement, Model
+from rag_eval.metrics.judgements.statement_support import Statements
+from rag_eval.metrics.judges.prompts import Request, ids, keyed, numbered
 
 
 class SupportMatrix(Model):

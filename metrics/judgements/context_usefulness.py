@@ -6,11 +6,11 @@ version); offline, a context is useful when it supports a statement of the answe
 """
 from __future__ import annotations
 
-from metrics.judgements.base import Judgement, Model
-from metrics.judgements.reference_attribution import ask_llm, reference_attribution
-from metrics.judgements.statement_support import Verdicts
-from metrics.judges.base import Verdict
-from metrics.text import statements
+from rag_eval.metrics.judgements.base import Judgement, Model
+from rag_eval.metrics.judgements.reference_attribution import ask_llm, reference_attribution
+from rag_eval.metrics.judgements.statement_support import Verdicts
+from rag_eval.metrics.judges.base import Verdict
+from rag_eval.metrics.text import statements
 
 
 class AnswerAndContexts(Model):

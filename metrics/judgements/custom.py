@@ -1,4 +1,4 @@
-"""``custom_<name>``: the judgement of a custom metric defined in a config file (``metrics.custom``).
+"""``custom_<name>``: the judgement of a custom metric defined in a config file (``rag_eval.metrics.custom``).
 
 One judgement per definition, of one of four kinds (RAGAS ``AspectCritic``, rubric scores,
 ``@discrete_metric`` and ``@numeric_metric``; Azure's prompt-based evaluators):
@@ -13,7 +13,7 @@ under their headings, then the user's own wording (any language), then one line 
 what to reply; the reply schema is strict (an ``enum`` of the labels, of 0/1, of 1..5), and
 the validator refuses the same things for ``json_object`` endpoints: a label outside the
 set, ``"1"``, ``true``, 2.5 on the rubric, a number outside the range. Refused output is
-re-asked once with the problem, then the row is a ``judge_error`` (``metrics.judges.llm``).
+re-asked once with the problem, then the row is a ``judge_error`` (``rag_eval.metrics.judges.llm``).
 
 The version is a digest of what is asked (kind, fields, headings, wording, levels,
 labels, range), so editing the definition re-asks and the cache keeps no stale verdict.
@@ -30,8 +30,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model
 
-from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.prompts import Reason, Reply, Request, numbered
+from rag_eval.metrics.judgements.base import REASON, Judgement, Model, item_schema
+from rag_eval.metrics.judges.prompts import Reason, Reply, Request, numbered
 
 #: The fields a custom metric may read, with their default headings in the prompt.
 HEADINGS = {"user_input": "Question", "response": "Response", "retrieved_contexts": "Contexts",

@@ -6,9 +6,9 @@ text, which needs a word segmenter or an LLM (``entities`` is then ``None``).
 """
 from __future__ import annotations
 
-from metrics.judgements.base import Judgement, Model
-from metrics.judges.prompts import NonEmptyText, Reply, Request
-from metrics.text import has_cjk, names, numbers
+from rag_eval.metrics.judgements.base import Judgement, Model
+from rag_eval.metrics.judges.prompts import NonEmptyText, Reply, Request
+from rag_eval.metrics.text import has_cjk, names, numbers
 
 
 class Text(Model):

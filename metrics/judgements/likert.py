@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.prompts import Reason, Reply, Request, numbered
+from rag_eval.metrics.judgements.base import REASON, Judgement, Model, item_schema
+from rag_eval.metrics.judges.prompts import Reason, Reply, Request, numbered
 
 
 class LikertTexts(Model):

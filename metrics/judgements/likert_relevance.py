@@ -1,8 +1,8 @@
 """``likert_relevance``: does the response address the query? (Azure ``relevance``, 1-5)."""
 from __future__ import annotations
 
-from metrics.judgements.answer_questions import QuestionAndResponse, answer_questions
-from metrics.judgements.likert import Likert, LikertScore, LikertTexts
+from rag_eval.metrics.judgements.answer_questions import QuestionAndResponse, answer_questions
+from rag_eval.metrics.judgements.likert import Likert, LikertScore, LikertTexts
 
 
 class LikertRelevance(Likert):

@@ -1,8 +1,8 @@
 """``likert_response_completeness``: how much of the ground truth the response contains (Azure ``response_completeness``, 1-5)."""
 from __future__ import annotations
 
-from metrics.judgements.likert import Likert, LikertScore, LikertTexts
-from metrics.text import statements
+from rag_eval.metrics.judgements.likert import Likert, LikertScore, LikertTexts
+from rag_eval.metrics.text import statements
 
 
 class LikertResponseCompleteness(Likert):

@@ -1,8 +1,8 @@
 """``likert_retrieval``: are the retrieved chunks relevant and well ranked? (Azure ``retrieval``, 1-5)."""
 from __future__ import annotations
 
-from metrics.judgements.context_relevance import QuestionAndContexts, context_relevance
-from metrics.judgements.likert import Likert, LikertScore, LikertTexts
+from rag_eval.metrics.judgements.context_relevance import QuestionAndContexts, context_relevance
+from rag_eval.metrics.judgements.likert import Likert, LikertScore, LikertTexts
 
 
 class LikertRetrieval(Likert):

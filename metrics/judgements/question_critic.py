@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.base import JudgeError
-from metrics.judges.prompts import Reason, Reply, Request, numbered
+from rag_eval.metrics.judgements.base import REASON, Judgement, Model, item_schema
+from rag_eval.metrics.judges.base import JudgeError
+from rag_eval.metrics.judges.prompts import Reason, Reply, Request, numbered
 
 
 class Candidate(Model):

@@ -9,7 +9,7 @@ ideas of the chunks rather than one fact). One request, one question; the reply 
 checked strictly: a question and an answer, both non-empty, and for documents in Chinese,
 Japanese or Korean a question in that script (re-asked once with the problem, then the
 seed is dropped with its cause). No offline rule: generating needs an LLM; offline,
-``rag-eval testset`` writes the inverse-cloze set instead (``metrics.testset.inverse_cloze``).
+``rag-eval testset`` writes the inverse-cloze set instead (``rag_eval.metrics.testset.inverse_cloze``).
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from metrics.judgements.base import Judgement, Model, item_schema
-from metrics.judges.base import JudgeError
-from metrics.judges.prompts import NonEmptyText, OutputError, Reply, Request, numbered
-from metrics.text import has_cjk
+from rag_eval.metrics.judgements.base import Judgement, Model, item_schema
+from rag_eval.metrics.judges.base import JudgeError
+from rag_eval.metrics.judges.prompts import NonEmptyText, OutputError, Reply, Request, numbered
+from rag_eval.metrics.text import has_cjk
 
 Kind = Literal["single_hop", "multi_hop", "abstract"]
 

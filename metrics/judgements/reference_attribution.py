@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judgements.statement_support import Verdicts
-from metrics.judges.base import Verdict
-from metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered, sections
+from rag_eval.metrics.judgements.base import REASON, Judgement, Model, item_schema
+from rag_eval.metrics.judgements.statement_support import Verdicts
+from rag_eval.metrics.judges.base import Verdict
+from rag_eval.metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered, sections
 
 
 class ReferenceStatements(Model):

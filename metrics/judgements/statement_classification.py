@@ -10,9 +10,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered, sections
-from metrics.text import is_bare_span, qa_statement, split_qa
+from rag_eval.metrics.judgements.base import REASON, Judgement, Model, item_schema
+from rag_eval.metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered, sections
+from rag_eval.metrics.text import is_bare_span, qa_statement, split_qa
 
 
 class StatementLists(Model):

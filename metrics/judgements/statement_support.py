@@ -10,20 +10,20 @@ from typing import Literal
 
 from pydantic import Field
 
-from metrics.judgements.base import REASON, Judgement, Model, item_schema
-from metrics.judges.base import Judge, Verdict, expect_count
-from metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered
+from rag_eval.metrics.judgements.base import REASON, Judgement, Model, item_schema
+from rag_eval.metrics.judges.base import Judge, Verdict, expect_count
+from rag_eval.metrics.judges.prompts import Reason, Reply, Request, ids, keyed, keyed_schema, numbered
 
 
 class Statements(Model):
-    """Statements (``metrics.text.statements``) and the contexts judging them."""
+    """Statements (``rag_eval.metrics.text.statements``) and the contexts judging them."""
 
     statements: list[str]
     contexts: list[str]
 
 
 class Verdicts(Model):
-    """One :class:`~metrics.judges.base.Verdict` per judged item, in order."""
+    """One :class:`~rag_eval.metrics.judges.base.Verdict` per judged item, in order."""
 
     verdicts: list[Verdict]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
-from metrics.judgements.base import Judgement, Model
-from metrics.judgements.context_relevance import QuestionAndContexts, Rating, context_relevance
-from metrics.judges.prompts import Reply, Request
+from rag_eval.metrics.judgements.base import Judgement, Model
+from rag_eval.metrics.judgements.context_relevance import QuestionAndContexts, Rating, context_relevance
+from rag_eval.metrics.judges.prompts import Reply, Request
 
 
 class WholeContextRatings(Model):

@@ -1,7 +1,7 @@
 """The judge interface shared by the offline heuristic judge and the LLM judge.
 
 A judge returns *per-item verdicts* (one per statement, one per context); it never
-returns a metric's score. The metrics in ``metrics.rag`` turn verdicts into scores,
+returns a metric's score. The metrics in ``rag_eval.metrics.rag`` turn verdicts into scores,
 so a judge's own arithmetic can never leak into a result (metric-spec fault 1).
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ O = TypeVar("O", bound="BaseModel")
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from metrics.judgements.base import Judgement
+    from rag_eval.metrics.judgements.base import Judgement
 
 
 class Judge(ABC):
@@ -67,7 +67,7 @@ class Judge(ABC):
     (:meth:`embeddings`); it decides verdicts, never scores.
 
     What is judged, and how each judge decides it, lives with the judgement
-    (``metrics.judgements``: its LLM request and its offline rule). Both methods are
+    (``rag_eval.metrics.judgements``: its LLM request and its offline rule). Both methods are
     coroutines, so an LLM judge can score many samples and metrics at once under one
     concurrency limit; :meth:`run` drives them from synchronous code.
     """
@@ -93,14 +93,14 @@ class Judge(ABC):
 
     def prefetch(self, asked: list[tuple[Judgement, Any]]) -> None:
         """Called before a window of :attr:`prefetch_rows` rows is judged, with the judgements
-        their metrics will ask and the inputs (``metrics.base.asked``): the judge may prepare them
+        their metrics will ask and the inputs (``rag_eval.metrics.base.asked``): the judge may prepare them
         at once (the offline judge encodes their texts). Results never depend on it. Nothing here."""
 
     @property
     def concurrency_limit(self) -> int | None:
         """Requests in flight at most across all workers (``None``: no limit, e.g. offline)."""
         return None
-    #: What one (row, metric) may send (``metrics.judges.plan.Budget``); ``None``: nothing is sent.
+    #: What one (row, metric) may send (``rag_eval.metrics.judges.plan.Budget``); ``None``: nothing is sent.
     budget: Any = None
 
     async def admit(self, metric: Any, sample: Any) -> Any:
@@ -112,8 +112,8 @@ class Judge(ABC):
 
     async def plan(self, metric: Any, sample: Any) -> Any:
         """The requests scoring ``sample`` with ``metric`` would send, after the cache,
-        sending nothing (``metrics.judges.plan.Plan``). The offline judge sends none."""
-        from metrics.judges.plan import Plan
+        sending nothing (``rag_eval.metrics.judges.plan.Plan``). The offline judge sends none."""
+        from rag_eval.metrics.judges.plan import Plan
 
         return Plan()
 
@@ -125,7 +125,7 @@ class Judge(ABC):
 
     @abstractmethod
     async def ask(self, judgement: Judgement[I, O], inputs: I) -> O:
-        """The verdict of ``judgement`` (``metrics.judgements``) on ``inputs`` (its ``Input`` model).
+        """The verdict of ``judgement`` (``rag_eval.metrics.judgements``) on ``inputs`` (its ``Input`` model).
 
         Raises
         ------

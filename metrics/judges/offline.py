@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from metrics.judges.base import Judge, Verdict
-from metrics.judges.encoder import DIMENSIONS, Encoder
-from metrics.text.roles import agents, asked_verb, listed_names
-from metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, join_lines,
+from rag_eval.metrics.judges.base import Judge, Verdict
+from rag_eval.metrics.judges.encoder import DIMENSIONS, Encoder
+from rag_eval.metrics.text.roles import agents, asked_verb, listed_names
+from rag_eval.metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, join_lines,
                           memo, names, normalise_number, numbers, quantities, same_number, split_qa, split_sentences,
                           yes_no)
 
@@ -87,7 +87,7 @@ _APPROXIMATION_WORDS = re.compile(r"\b(?:about|around|approximately|roughly|near
 
 def missing_quantities(stated: AbstractSet[str], approximate: AbstractSet[str], found: AbstractSet[str],
                        tolerance: float) -> set[str]:
-    """The stated numbers and months no found one says (``metrics.text.same_number``: equal,
+    """The stated numbers and months no found one says (``rag_eval.metrics.text.same_number``: equal,
     rounded, or within ``tolerance`` when marked approximate)."""
     return {q for q in stated if q not in found
             and not any(same_number(q, f, q in approximate, tolerance) for f in found)}
@@ -264,7 +264,7 @@ def changed_number(statement: str, slots: dict[tuple[str, str], set[str]], toler
     """A number of the statement where the contexts write other numbers after the same two words and
     never this one ("won the Heisman Trophy in 1953" against "won the Heisman Trophy in 1952" →
     ("1953", "1952"); rounded, or within ``tolerance`` when marked approximate, it is the same:
-    ``metrics.text.same_number``): :func:`substitution` for numbers; or None. ``slots``: the
+    ``rag_eval.metrics.text.same_number``): :func:`substitution` for numbers; or None. ``slots``: the
     contexts' :func:`number_slots`, merged."""
     approximate = approximate_numbers(statement)
     for pair, number in number_slots(statement):
@@ -286,7 +286,7 @@ def role_clash(claimed: list[tuple[str, ...]], about: str, sentences: list[str])
     thing (sharing a name or a number of ``about`` other than the agent, or half its content words)
     names the claimed agent in another role and another agent of that verb ("film directed by Robert
     Zemeckis and written by Neil Gaiman" against "Neil Gaiman directed it"), and no sentence names the
-    claimed one its agent (``metrics.text.roles.agents``). Returns (agent, the verb as the contexts
+    claimed one its agent (``rag_eval.metrics.text.roles.agents``). Returns (agent, the verb as the contexts
     write it, the agent they name), or None."""
     for verb, agent, *_ in claimed:
         named = [(other, sentence, written) for sentence in sentences for v, other, written in agents(sentence)
@@ -367,7 +367,7 @@ class Rules:
 
 
 #: ``OfflineJudge.support`` calls remembered per judge (a few KB each). The metrics of a row are judged
-#: next to each other (``metrics.scoring.score_chunks``): recall and precision of a one-context row, and
+#: next to each other (``rag_eval.metrics.scoring.score_chunks``): recall and precision of a one-context row, and
 #: faithfulness and groundedness_pro of every row, ask the same call within a few rows.
 SUPPORT_MEMO = 4_000
 #: Rows whose texts the judge encodes at once before judging them (``OfflineJudge.prefetch``): ~140
@@ -378,7 +378,7 @@ PREFETCH_ROWS = 25
 
 @memo  # a context's passages are built once per metric
 def _sentences_of(context: str) -> tuple[str, ...]:
-    """The sentences of ``context`` read across its line breaks (``metrics.text.join_lines``): a
+    """The sentences of ``context`` read across its line breaks (``rag_eval.metrics.text.join_lines``): a
     statement that one chunk supports is supported however the chunk breaks its lines (a name in one
     paragraph, its date in the next); only sentence punctuation ends a passage's sentence."""
     return tuple(split_sentences(join_lines(context)))
@@ -392,7 +392,7 @@ def _role_verdict(clash: tuple[str, str, str]) -> Verdict:
 
 
 def _question(pair: tuple[str, str]) -> str:
-    """The question of a short answer's ``(question, answer)`` (``metrics.text.split_qa``), as judged."""
+    """The question of a short answer's ``(question, answer)`` (``rag_eval.metrics.text.split_qa``), as judged."""
     return pair[0].rstrip("?？ ")
 
 
@@ -426,14 +426,14 @@ class OfflineJudge(Judge):
     merely somewhere in the contexts (relation-level evidence):
 
     * a sentence: every number (digits, "two"…"ninety"; rounded or marked approximate within
-      ``number_tolerance``), capitalised month and name (``metrics.text.names``) of it in one
+      ``number_tolerance``), capitalised month and name (``rag_eval.metrics.text.names``) of it in one
       passage, and in that passage a short phrase (``is_fragment``) has every content token,
       a longer sentence has cosine ≥ ``semantic_floor`` and ``0.5·cosine + 0.5·overlap ≥
       support_threshold``, and none of its content words is missing there while another
       passage has it (``borrowed_share``: a relation assembled from two facts); some one
       passage must pass every check (rules 6). It is contradicted, whatever its similarity,
       when a number carries another magnitude ("$5 billion" against "$5 million",
-      ``metrics.text.quantities``), when it or its passage denies what the other affirms
+      ``rag_eval.metrics.text.quantities``), when it or its passage denies what the other affirms
       ("did not win the Nobel Prize" against "won the Nobel Prize", :func:`polarity_clash`), when
       a word of it that no context has stands where a context has another content word between
       the same neighbours ("a narrow gauge track" against "a standard gauge track",
@@ -444,7 +444,7 @@ class OfflineJudge(Judge):
       while a sentence on the same thing names another agent of its verb ("The Kingsmen wrote
       the song" against "a song written by Richard Berry … the hit version by The Kingsmen",
       :func:`role_clash`);
-    * a short answer with its question (``"Q: … A: …"``, see ``metrics.text.statements``): one
+    * a short answer with its question (``"Q: … A: …"``, see ``rag_eval.metrics.text.statements``): one
       passage holds every content token and number of the answer (a lower-case word of it outside a
       name there: "brother" is not said by "Band of Brothers", :func:`common_tokens`; its names
       written as names, in order: "Day of Remembrance" is not "Remembrance Day", :func:`_name_in`)
@@ -493,7 +493,7 @@ class OfflineJudge(Judge):
 
     def forget(self) -> None:
         """Empty what this judge and the offline rules remember (texts' vectors, ``support``
-        calls, :func:`metrics.text.memo` results, the encoder's token rows) and hand the freed
+        calls, :func:`rag_eval.metrics.text.memo` results, the encoder's token rows) and hand the freed
         memory back to the system: a run's later steps have it (results never depend on it)."""
         self._encoder.forget()
         self._remembered_support.cache_clear()
@@ -504,7 +504,7 @@ class OfflineJudge(Judge):
         """Encode at once the texts the offline rules of the judgements ``asked`` (with their
         inputs) will embed (``Judgement.offline_texts``): the rules ask for one or two new texts a
         call, and then find them cached. A vector is the same bytes however its text is batched
-        (``metrics.judges.batching``), so no result changes."""
+        (``rag_eval.metrics.judges.batching``), so no result changes."""
         self._encoder.prefetch([text for judgement, inputs in asked for text in judgement.offline_texts(self, inputs)])
 
     def describe(self) -> dict[str, Any]:
@@ -527,7 +527,7 @@ class OfflineJudge(Judge):
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """L2-normalised 512-d vectors, shape ``(len(texts), 512)``; computed once per text
-        while cached (``metrics.judges.encoder``)."""
+        while cached (``rag_eval.metrics.judges.encoder``)."""
         return self._encoder.encode(texts)
 
     def cosines(self, texts: list[str], text: str, rows: list[int] | None = None) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 While a :class:`Plan` is the current one (:data:`current_plan`), the LLM judge answers
 every judgement that is not in its cache with a stand-in reply
-(:func:`metrics.judges.prompts.example_answer`) and records the request it would have
+(:func:`rag_eval.metrics.judges.prompts.example_answer`) and records the request it would have
 sent, with estimated tokens, instead of sending it. The metric's own code runs
 unchanged, so the plan has the same requests, batches and cache look-ups as the run.
 
@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from metrics.judges.usage import Usage, current_usage
+from rag_eval.metrics.judges.usage import Usage, current_usage
 
 #: Tokens of one reason or question the judge writes (one short sentence).
 REASON_TOKENS = 20

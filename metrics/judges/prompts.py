@@ -1,6 +1,6 @@
 """What every LLM judgement's prompt shares: the system message, keyed schemas and strict validation.
 
-The prompts themselves live with their judgements (``metrics.judgements``). Every
+The prompts themselves live with their judgements (``rag_eval.metrics.judgements``). Every
 judgement keys its items by id (``S1``, ``C1``, ``R1``...) and the schema requires
 exactly those keys, so a provider that honours ``json_schema`` cannot drop or
 add a verdict; the reply's pydantic model (:class:`Reply`, :func:`keyed`) enforces the same

@@ -2,10 +2,10 @@
 
 Requests go through the official ``openai`` client (``AsyncOpenAI``, aiohttp transport)
 on one private event loop, under one concurrency limit shared by every row and metric
-(halved on a 429, raised again on successes: ``metrics.judges.limit``),
+(halved on a 429, raised again on successes: ``rag_eval.metrics.judges.limit``),
 with retries (exponential backoff with jitter, honouring ``Retry-After``) on 429, 5xx,
 connection errors and timeouts. Before the first request to an endpoint it is checked
-(``metrics.judges.endpoint``). API keys never leave this module: every error message is
+(``rag_eval.metrics.judges.endpoint``). API keys never leave this module: every error message is
 redacted (:meth:`Transport.redact`).
 """
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from metrics.judges import prompts
-from metrics.judges.base import JudgeError
-from metrics.judges.config import LLMConfig
-from metrics.judges.endpoint import check_endpoint, connection_cause, public_url
-from metrics.judges.limit import AdaptiveLimit
-from metrics.judges.usage import Usage, current_usage
+from rag_eval.metrics.judges import prompts
+from rag_eval.metrics.judges.base import JudgeError
+from rag_eval.metrics.judges.config import LLMConfig
+from rag_eval.metrics.judges.endpoint import check_endpoint, connection_cause, public_url
+from rag_eval.metrics.judges.limit import AdaptiveLimit
+from rag_eval.metrics.judges.usage import Usage, current_usage
 
 if TYPE_CHECKING:
     import openai
@@ -78,7 +78,7 @@ class Transport:
         Its endpoints, keys, timeout, concurrency, attempts and waits are used; the model
         and sampling settings come with each call (a twin's may differ).
 
-    The clients and the concurrency limit (:class:`~metrics.judges.limit.AdaptiveLimit`: a
+    The clients and the concurrency limit (:class:`~rag_eval.metrics.judges.limit.AdaptiveLimit`: a
     429 halves it) are created on the transport's loop, on first use; the
     endpoint check runs once per chat model (and once for a separate embeddings endpoint).
     """

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from metrics.base import Family, Measured, Metric, NotApplicable
-from metrics.judgements.answer_questions import QuestionAndResponse, answer_questions
-from metrics.judgements.base import Judgement
-from metrics.judges.base import Judge
-from metrics.samples import Sample
+from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.judgements.answer_questions import QuestionAndResponse, answer_questions
+from rag_eval.metrics.judgements.base import Judgement
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
 
 
 def answer_relevancy_score(similarities: Sequence[float], noncommittal: Sequence[bool]) -> float:
@@ -57,7 +57,7 @@ class AnswerRelevancy(Metric):
     date: "When …?"; a name: "Who …?", "谁"; a place: "Where …?", "哪里"), the answer's from its form
     (a quantity or a date needs a number, a numeral or a month: "Marie Curie." and "Paris." are no
     boiling point; a name needs a capitalised or CJK word and no digit; a place a word that is not a
-    number or a month), English and Chinese (``metrics.text.answer_kind_missed``). An empty response
+    number or a month), English and Chinese (``rag_eval.metrics.text.answer_kind_missed``). An empty response
     scores 0.0 (it answers nothing).
     """
 

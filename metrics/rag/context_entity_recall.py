@@ -4,11 +4,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from metrics.base import Family, Measured, Metric, NotApplicable
-from metrics.judgements.entities import entities as entity_extraction
-from metrics.judges.base import Judge
-from metrics.samples import Sample
-from metrics.text import has_cjk
+from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.judgements.entities import entities as entity_extraction
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.text import has_cjk
 
 
 def normalise_entity(text: str) -> str:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
-from metrics.judgements.base import Judgement
-from metrics.judgements.reference_attribution import ReferenceStatements, reference_attribution
-from metrics.judges.base import Judge, expect_count
-from metrics.rag.faithfulness import faithfulness_score
-from metrics.samples import Sample
-from metrics.text import statements as split_statements
+from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.judgements.base import Judgement
+from rag_eval.metrics.judgements.reference_attribution import ReferenceStatements, reference_attribution
+from rag_eval.metrics.judges.base import Judge, expect_count
+from rag_eval.metrics.rag.faithfulness import faithfulness_score
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.text import statements as split_statements
 
 
 class ContextRecall(Metric):

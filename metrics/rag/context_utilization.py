@@ -1,11 +1,11 @@
 """ContextUtilization (RAGAS): context precision without a reference, judged against the response."""
 from __future__ import annotations
 
-from metrics.base import Family, Measured, NotApplicable
-from metrics.judges.base import Judge
-from metrics.rag.context_precision import ContextPrecision
-from metrics.samples import Sample
-from metrics.text import statements
+from rag_eval.metrics.base import Family, Measured, NotApplicable
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.rag.context_precision import ContextPrecision
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.text import statements
 
 
 class ContextUtilization(ContextPrecision):

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from metrics.base import Family, Measured, Metric, NotApplicable
-from metrics.base import Options as MetricOptions
-from metrics.judgements.statement_classification import statement_classification
-from metrics.judges.base import Judge, expect_count
-from metrics.samples import Sample
-from metrics.text import statements
+from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.base import Options as MetricOptions
+from rag_eval.metrics.judgements.statement_classification import statement_classification
+from rag_eval.metrics.judges.base import Judge, expect_count
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.text import statements
 
 
 def f_beta(tp: int, fp: int, fn: int, beta: float = 1.0) -> float:

@@ -5,12 +5,12 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
-from metrics.judgements.base import Judgement
-from metrics.judgements.statement_support import Statements, statement_support, support_verdicts
-from metrics.judges.base import Judge
-from metrics.samples import Sample
-from metrics.text import statements as split_statements
+from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.judgements.base import Judgement
+from rag_eval.metrics.judgements.statement_support import Statements, statement_support, support_verdicts
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.text import statements as split_statements
 
 
 def faithfulness_score(verdicts: Sequence[int]) -> float | None:

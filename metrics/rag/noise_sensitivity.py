@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from metrics.base import Family, Measured, NotApplicable, nothing_retrieved
-from metrics.diagnostics.claims import CHECKS, ClaimChecks, ClaimMetric
-from metrics.judges.base import Judge, JudgeError
-from metrics.results import Direction
-from metrics.samples import Sample
+from rag_eval.metrics.base import Family, Measured, NotApplicable, nothing_retrieved
+from rag_eval.metrics.diagnostics.claims import CHECKS, ClaimChecks, ClaimMetric
+from rag_eval.metrics.judges.base import Judge, JudgeError
+from rag_eval.metrics.results import Direction
+from rag_eval.metrics.samples import Sample
 
 
 def noise_sensitivity_score(reference_support: Sequence[Sequence[int]], response_support: Sequence[Sequence[int]],
@@ -61,7 +61,7 @@ class NoiseSensitivity(ClaimMetric):
     """NoiseSensitivity in one mode, [0, 1], lower is better (RAGAS ``noise_sensitivity``, which took
     RAGChecker's ``noise_sensitivity_in_relevant`` / ``_in_irrelevant``: the same formula).
 
-    Read from the row's claim matrix (``metrics.diagnostics.claims``: the reference's and the response's
+    Read from the row's claim matrix (``rag_eval.metrics.diagnostics.claims``: the reference's and the response's
     claims against each chunk alone, and the response's against the reference), the checks RAGChecker's
     diagnostics ask too: 3 requests per row with an LLM judge, shared by both modes, the diagnostics,
     factual_correctness and answer_correctness (RAGAS: 2N + 3). A response or reference without claims

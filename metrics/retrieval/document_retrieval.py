@@ -29,10 +29,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from metrics.base import Family, InputProblem, Measured, Metric, NotApplicable, Options
-from metrics.judges.base import Judge
-from metrics.results import Direction
-from metrics.samples import Sample
+from rag_eval.metrics.base import Family, InputProblem, Measured, Metric, NotApplicable, Options
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.results import Direction
+from rag_eval.metrics.samples import Sample
 
 XDCG_DISCOUNT = 0.6
 

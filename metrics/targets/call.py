@@ -1,6 +1,6 @@
 """Calling a RAG system's parts: bounded concurrency, a deadline per call, retries, a cache.
 
-:func:`call_part` calls one part (``metrics.targets.config.Part``) on many inputs:
+:func:`call_part` calls one part (``rag_eval.metrics.targets.config.Part``) on many inputs:
 
 * at most ``concurrency`` calls in flight (a thread pool);
 * every call has a deadline of ``timeout`` seconds (a call past it is abandoned and
@@ -15,7 +15,7 @@
   id), before anything is cached or returned: the value of every ``${VAR}`` the part's
   settings reference (headers, URL, request and prompt templates), each setting holding
   one as expanded, the chat model's key, and each of those URL-quoted and JSON-escaped;
-* answers are cached (``metrics.judges.cache.JudgementCache``) under the part's version
+* answers are cached (``rag_eval.metrics.judges.cache.JudgementCache``) under the part's version
   hash and the exact inputs, so a re-run of an unchanged part calls nothing; failures
   are not cached (the next run tries them again).
 
@@ -40,9 +40,9 @@ from typing import Any
 
 import tenacity
 
-from metrics.extras import MissingExtra
-from metrics.judges.cache import JudgementCache, cache_key
-from metrics.targets.config import ENV_REFERENCE, CallSettings, Part, TargetConfigError, expand_env
+from rag_eval.metrics.extras import MissingExtra
+from rag_eval.metrics.judges.cache import JudgementCache, cache_key
+from rag_eval.metrics.targets.config import ENV_REFERENCE, CallSettings, Part, TargetConfigError, expand_env
 
 _API_OPTIONS = ("temperature", "top_p", "max_tokens", "seed", "frequency_penalty", "presence_penalty")
 
@@ -302,9 +302,9 @@ def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
     Returns one :class:`Outcome` per input; a failure is the row's ``error``
     (``"timeout: no answer within 2 s after 3 attempts"``), never an exception.
     ``wait`` overrides the backoff (tests). Raises nothing but
-    :class:`~metrics.targets.config.TargetConfigError` for a part that cannot be called
+    :class:`~rag_eval.metrics.targets.config.TargetConfigError` for a part that cannot be called
     at all (a callable that does not import), before any call, and
-    :class:`~metrics.extras.MissingExtra` when the part needs an extra that is not installed.
+    :class:`~rag_eval.metrics.extras.MissingExtra` when the part needs an extra that is not installed.
     """
     if part.kind == "callable":
         _import(part)

@@ -1,16 +1,16 @@
 """Test sets from a user's own documents (no Dagster): read, chunk, and write questions with their sources.
 
-* With an LLM judge: :func:`metrics.testset.generate.agenerate` writes questions of three
+* With an LLM judge: :func:`rag_eval.metrics.testset.generate.agenerate` writes questions of three
   kinds (single-hop specific, multi-hop, abstract), each with a reference answer, its
   reference contexts and ``retrieval_ground_truth`` naming its source chunks, in the
   documents' language; near-duplicates removed, each question checked by a critic.
-* Offline: :func:`metrics.testset.inverse_cloze.inverse_cloze` writes a retrieval test set
+* Offline: :func:`rag_eval.metrics.testset.inverse_cloze.inverse_cloze` writes a retrieval test set
   (a sentence as the query, its chunk as the relevant document).
 
 :func:`write_testset` writes either as a question set for targets (``rag-eval sweep``):
 ``questions.jsonl``, the ``corpus.jsonl`` of chunks a retriever indexes, ``dropped.jsonl``
 (every generated question not kept, with why), ``testset.json`` (counts, requests, tokens)
-and ``sweep.toml``, the baseline RAG system (``metrics.testset.baseline``: BM25 over the
+and ``sweep.toml``, the baseline RAG system (``rag_eval.metrics.testset.baseline``: BM25 over the
 corpus, the extractive generator) on the set, ready to run.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from metrics.testset.documents import Chunk, Document, chunk_documents, read_documents
-from metrics.testset.inverse_cloze import inverse_cloze
+from rag_eval.metrics.testset.documents import Chunk, Document, chunk_documents, read_documents
+from rag_eval.metrics.testset.inverse_cloze import inverse_cloze
 
 __all__ = ["Chunk", "Document", "chunk_documents", "inverse_cloze", "read_documents", "write_testset"]
 
@@ -45,10 +45,10 @@ def sweep_text(corpus: Path, metrics: list[str]) -> str:
             "# Put your own [retriever.NAME] / [generator.NAME] beside or instead of these (README: targets).\n"
             f"questions = \"questions.jsonl\"\nmetrics = {json.dumps(metrics)}\n"
             "metric_options = { ndcg = { k = 10 } }   # NDCG@10\n\n"
-            "[retriever.bm25]\ncallable = \"metrics.testset.baseline:bm25\"\n"
+            "[retriever.bm25]\ncallable = \"rag_eval.metrics.testset.baseline:bm25\"\n"
             f"version = \"1-{digest}\"   # 1, and the SHA-256 of corpus.jsonl: a new corpus re-runs retrieval\n"
             f"parameters = {{ top_k = 10, corpus = {json.dumps(str(corpus))} }}\n\n"
-            "[generator.extractive]\ncallable = \"metrics.testset.baseline:extractive\"\nversion = \"1\"\n"
+            "[generator.extractive]\ncallable = \"rag_eval.metrics.testset.baseline:extractive\"\nversion = \"1\"\n"
             "parameters = { sentences = 2 }\n")
 
 

@@ -1,6 +1,6 @@
 """A baseline RAG system over a corpus file: a BM25 retriever and an extractive generator.
 
-Target callables (``metrics.targets``; the ``sweep.toml`` that ``rag-eval testset`` writes
+Target callables (``rag_eval.metrics.targets``; the ``sweep.toml`` that ``rag-eval testset`` writes
 names them, and so does ``examples/rag_system``):
 
 * :func:`bm25`: Okapi BM25 (the ``bm25s`` package of the ``testset`` extra, English stop words removed; runs of
@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from metrics.extras import require
+from rag_eval.metrics.extras import require
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]{2,}")
 

@@ -5,7 +5,7 @@ style and head left out) and PDF (``.pdf``, the text layer of each page through 
 are read; any other file is skipped with its reason, and so is a file that cannot be read
 (not UTF-8, a damaged PDF or one that needs a password, no text) or is a copy of an earlier
 one. A document is split into paragraphs at blank lines, each normalised as RAG text
-(``metrics.text.normalise_rag_text``: Markdown marks, HTML entities and citation markers
+(``rag_eval.metrics.text.normalise_rag_text``: Markdown marks, HTML entities and citation markers
 go); a paragraph under ``HEADING_TOKENS`` (a heading) ends as a sentence and opens the next
 one (short lines closing a document join its last chunk); paragraphs are packed into chunks
 of at most ``chunk_tokens`` estimated tokens (UTF-8 bytes / 4: about 1,000 English or 340
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-from metrics.extras import require
-from metrics.judges.plan import estimate_tokens
-from metrics.text import normalise_rag_text, split_sentences
+from rag_eval.metrics.extras import require
+from rag_eval.metrics.judges.plan import estimate_tokens
+from rag_eval.metrics.text import normalise_rag_text, split_sentences
 
 SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
             ".pdf": "pdf"}
@@ -102,7 +102,7 @@ def read_text(path: Path) -> str:
     ------
     ValueError
         For an unsupported suffix, text that is not UTF-8, or a PDF that cannot be read (or
-        pypdf, the ``testset`` extra, is not installed: ``metrics.extras.MissingExtra``).
+        pypdf, the ``testset`` extra, is not installed: ``rag_eval.metrics.extras.MissingExtra``).
     """
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:

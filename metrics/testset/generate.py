@@ -42,16 +42,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from metrics.judgements.question_critic import Candidate, question_critic
-from metrics.judgements.question_generation import Kind, Seed, question_generation
-from metrics.judges.base import Judge, JudgeError
-from metrics.judges.endpoint import EndpointError, public_url
-from metrics.judges.plan import Plan, record
-from metrics.judges.prompts import OutputError
-from metrics.judges.usage import Usage, current_usage
-from metrics.testset.documents import Chunk
-from metrics.testset.inverse_cloze import spread
-from metrics.text import content_tokens
+from rag_eval.metrics.judgements.question_critic import Candidate, question_critic
+from rag_eval.metrics.judgements.question_generation import Kind, Seed, question_generation
+from rag_eval.metrics.judges.base import Judge, JudgeError
+from rag_eval.metrics.judges.endpoint import EndpointError, public_url
+from rag_eval.metrics.judges.plan import Plan, record
+from rag_eval.metrics.judges.prompts import OutputError
+from rag_eval.metrics.judges.usage import Usage, current_usage
+from rag_eval.metrics.testset.documents import Chunk
+from rag_eval.metrics.testset.inverse_cloze import spread
+from rag_eval.metrics.text import content_tokens
 
 KINDS = ("single_hop", "multi_hop", "abstract")
 #: Share of each kind among the questions asked (RAGAS's default query distribution).
@@ -66,7 +66,7 @@ MAX_GENERATIONS = 2
 MAX_PAIR_CHUNKS = 400
 #: The first generations are sent this many first; all failing with the same endpoint error stop the run.
 FAIL_FAST = 3
-#: The endpoint's part of a failed generation (``metrics.judges.transport``): a 400, or what failed after retries.
+#: The endpoint's part of a failed generation (``rag_eval.metrics.judges.transport``): a 400, or what failed after retries.
 _ENDPOINT_FAILURE = re.compile(r"question_generation: (bad_request|context_too_long|[^:]* after \d+ attempts[^:]*)")
 #: Passages are in Chinese, Japanese or Korean when at least this share of their letters are of those scripts.
 CJK_SHARE = 0.2

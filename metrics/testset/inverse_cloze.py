@@ -19,8 +19,8 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
-from metrics.testset.documents import Chunk
-from metrics.text import content_tokens, has_cjk, split_sentences
+from rag_eval.metrics.testset.documents import Chunk
+from rag_eval.metrics.text import content_tokens, has_cjk, split_sentences
 
 #: A sentence with fewer content tokens is not used as a query.
 MIN_QUERY_TOKENS = 5
@@ -76,7 +76,7 @@ def inverse_cloze(chunks: list[Chunk], n: int, seed: int = 0) -> tuple[list[dict
     Parameters
     ----------
     chunks : list of Chunk
-        The folder's chunks (``metrics.testset.documents.chunk_documents``).
+        The folder's chunks (``rag_eval.metrics.testset.documents.chunk_documents``).
     n : int
         Queries wanted, 1 or more; fewer come back when fewer chunks have a usable sentence.
     seed : int

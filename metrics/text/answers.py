@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from metrics.text.memos import memo
-from metrics.text.sentences import _LETTER, has_cjk, split_sentences
-from metrics.text.tokens import _MONTHS, _WORD, STOPWORDS, content_tokens, names, numbers, quantities
+from rag_eval.metrics.text.memos import memo
+from rag_eval.metrics.text.sentences import _LETTER, has_cjk, split_sentences
+from rag_eval.metrics.text.tokens import _MONTHS, _WORD, STOPWORDS, content_tokens, names, numbers, quantities
 
 _AUXILIARIES = frozenset("is are was were be been being am has have had do does did will would can could shall "
                          "should may might must isn't aren't wasn't weren't doesn't didn't won't can't".split())
@@ -168,9 +168,9 @@ def restates(question: str, response: str) -> bool:
 def statements(text: str, question: str | None = None) -> list[str]:
     """Checkable statements of ``text``: its sentences minus evasive ones.
 
-    Deterministic segmentation (``metrics.text.split_sentences``), so the number of
+    Deterministic segmentation (``rag_eval.metrics.text.split_sentences``), so the number of
     statements never depends on a judge's mood (metric-spec fault 14). A bare span ("85",
-    "Delhi", "yes"; ``metrics.text.is_bare_span``) is one statement, judged together with
+    "Delhi", "yes"; ``rag_eval.metrics.text.is_bare_span``) is one statement, judged together with
     its ``question`` when there is one: ``"Q: <question> A: 85"``; a bare yes/no without a
     question is none. A first sentence opening with yes/no that answers a yes/no question
     ("No, only X is …") is judged with the question too.

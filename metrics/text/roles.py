@@ -4,15 +4,15 @@ a question asks the agent of. English only; a text without such a relation gives
 A text names ``B`` as the agent of a verb by the passive ("directed by Robert Zemeckis", "created,
 written, and directed by Ricky Gervais and Stephen Merchant", "released on 8 September 1997 by
 Wiiija") or by the active voice with a name as subject ("The Kingsmen wrote the song", "Paramount
-Pictures also produced …"). Verbs are compared by their stem (``metrics.text.stem``: "wrote" and
-"written" are "write"). Used by the offline judge's role check (``metrics.judges.offline``).
+Pictures also produced …"). Verbs are compared by their stem (``rag_eval.metrics.text.stem``: "wrote" and
+"written" are "write"). Used by the offline judge's role check (``rag_eval.metrics.judges.offline``).
 """
 from __future__ import annotations
 
 import re
 
-from metrics.text.memos import memo
-from metrics.text.tokens import _IRREGULAR, STOPWORDS, stem
+from rag_eval.metrics.text.memos import memo
+from rag_eval.metrics.text.tokens import _IRREGULAR, STOPWORDS, stem
 
 _IRREGULAR_PAST = "|".join(sorted(_IRREGULAR, key=len, reverse=True))
 _PAST = re.compile(rf"(?:[a-z]{{3,}}ed|{_IRREGULAR_PAST})", re.IGNORECASE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 
-from metrics.text.memos import memo
+from rag_eval.metrics.text.memos import memo
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _CJK_RUN = re.compile(f"[{_CJK}]+")

@@ -6,8 +6,8 @@ import functools
 import re
 from collections.abc import Callable
 
-from metrics.text.memos import memo
-from metrics.text.sentences import _CJK_RUN, split_sentences
+from rag_eval.metrics.text.memos import memo
+from rag_eval.metrics.text.sentences import _CJK_RUN, split_sentences
 
 _LATIN_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _WORD = re.compile(r"(?<!\w)[^\W_][\w'’-]*")  # a word, digits first included ("3E" is no "E")

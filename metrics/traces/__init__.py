@@ -8,10 +8,10 @@ A *trace* is one user interaction as a tracing backend recorded it; it becomes o
 
 * OTLP/JSON span files as OpenTelemetry's file exporter writes them (one
   ``ExportTraceServiceRequest`` a line) with the OpenInference semantic conventions
-  (:mod:`metrics.traces.otlp`);
-* a Langfuse trace export, JSON or JSONL (:mod:`metrics.traces.langfuse`);
+  (:mod:`rag_eval.metrics.traces.otlp`);
+* a Langfuse trace export, JSON or JSONL (:mod:`rag_eval.metrics.traces.langfuse`);
 * any table with a column mapping: JSONL or Parquet files in a folder, or a SQL query
-  against a database URL (:mod:`metrics.traces.tables`).
+  against a database URL (:mod:`rag_eval.metrics.traces.tables`).
 
 Nothing is dropped silently: a line, span or row that cannot be read is a
 :class:`TraceProblem` naming the file (or query), the line or row counted from 1, the
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the readers import neither (their worker processes start faster)
     import pandas as pd
 
-    from metrics.samples import Sample
+    from rag_eval.metrics.samples import Sample
 
 FORMATS = ("otlp", "langfuse", "table", "sql")
 #: Columns of a problems frame (:func:`problems_frame`), in order.
@@ -122,7 +122,7 @@ def read_traces(source: str | Path, format: str = "otlp", mapping: dict[str, str
         (SQLAlchemy's form, ``postgresql+psycopg2://user@host:port/db``).
     format : {"otlp", "langfuse", "table", "sql"}
     mapping : dict, optional
-        ``table``/``sql``: ``{field: column}`` (:data:`metrics.traces.tables.FIELDS`).
+        ``table``/``sql``: ``{field: column}`` (:data:`rag_eval.metrics.traces.tables.FIELDS`).
     query : str, optional
         ``sql``: the query whose rows are the traces.
     files : list of Path, optional
@@ -138,21 +138,21 @@ def read_traces(source: str | Path, format: str = "otlp", mapping: dict[str, str
     if format not in FORMATS:
         raise ValueError(f"unknown trace format {format!r}; one of {list(FORMATS)}")
     if format == "sql":
-        from metrics.traces.tables import read_sql
+        from rag_eval.metrics.traces.tables import read_sql
 
         if not query:
             raise ValueError("a sql trace source needs a query")
         return read_sql(str(source), query, mapping)
     paths = files if files is not None else source_files(source, format)
     if format == "otlp":
-        from metrics.traces.otlp import read_otlp
+        from rag_eval.metrics.traces.otlp import read_otlp
 
         return read_otlp(paths)
     if format == "langfuse":
-        from metrics.traces.langfuse import read_langfuse
+        from rag_eval.metrics.traces.langfuse import read_langfuse
 
         return read_langfuse(paths)
-    from metrics.traces.tables import read_table_files
+    from rag_eval.metrics.traces.tables import read_table_files
 
     return read_table_files(paths, mapping)
 
@@ -176,9 +176,9 @@ def source_files(source: str | Path, format: str) -> list[Path]:
 
 
 def to_sample(trace: Trace, row: int) -> Sample:
-    """The :class:`metrics.samples.Sample` of ``trace`` (id: the trace id), the trace's own
+    """The :class:`rag_eval.metrics.samples.Sample` of ``trace`` (id: the trace id), the trace's own
     problems kept as the fields' problems."""
-    from metrics.samples import sample_from_dict
+    from rag_eval.metrics.samples import sample_from_dict
 
     sample = sample_from_dict({"id": trace.trace_id, "user_input": trace.user_input, "response": trace.response,
                                "retrieved_contexts": trace.retrieved_contexts,

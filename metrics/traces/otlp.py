@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from metrics.traces import Trace, TraceProblem
+from rag_eval.metrics.traces import Trace, TraceProblem
 
 _DOCUMENTS = "retrieval.documents."
 _INPUT_MESSAGES = "llm.input_messages."
@@ -403,7 +403,7 @@ def _time(value: Any) -> int | None:
 
 def read_otlp(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
     """The traces of OTLP/JSON span files (one ``ExportTraceServiceRequest`` a line), read
-    line by line, and the problems met (:class:`metrics.traces.TraceProblem`: a line that
+    line by line, and the problems met (:class:`rag_eval.metrics.traces.TraceProblem`: a line that
     is not UTF-8 or JSON, a span without a trace id or readable times, an attribute of the
     wrong type, a retrieved document without content). See the module's notes for what
     each field is read from."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from metrics.traces import Trace, TraceProblem
+from rag_eval.metrics.traces import Trace, TraceProblem
 
 #: The Parquet schema of traces (:func:`traces_table`): times in UTC, lists as lists, ``problems`` as JSON text.
 TRACE_SCHEMA = pa.schema([

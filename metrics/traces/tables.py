@@ -15,7 +15,7 @@ A row is a trace. Its columns are found by a mapping ``{field: column}`` (as din
 
 Rows are read in chunks (Parquet row groups, SQL through a server-side cursor): a table is
 never whole in memory. A row without a readable id or start is a
-:class:`metrics.traces.TraceProblem` naming the file (or the query's database, password
+:class:`rag_eval.metrics.traces.TraceProblem` naming the file (or the query's database, password
 hidden), the row counted from 1 (the line, for JSONL) and the column.
 """
 from __future__ import annotations
@@ -27,9 +27,9 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from metrics.samples import sample_from_dict
-from metrics.traces import Trace, TraceProblem
-from metrics.traces.langfuse import iso_ns
+from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.traces import Trace, TraceProblem
+from rag_eval.metrics.traces.langfuse import iso_ns
 
 FIELDS = ("trace_id", "start", "end", "latency_ms", "user_input", "response", "retrieved_contexts",
           "retrieved_documents", "document_ids", "document_scores", "prompt_tokens", "completion_tokens",

@@ -1,4 +1,4 @@
-"""`metrics.calibrate` and `rag-eval calibrate`: agreement of a judge with human labels.
+"""`rag_eval.metrics.calibrate` and `rag-eval calibrate`: agreement of a judge with human labels.
 Statistics checked against values worked out by hand; the LLM judge over real HTTP
 against the project's scripted server."""
 import json
@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metrics import OfflineJudge, calibrate
-from metrics.agreement import auroc, kendall, spearman
-from metrics.calibrate import read_labels
-from orchestration.cli import main
+from rag_eval.metrics import OfflineJudge, calibrate
+from rag_eval.metrics.agreement import auroc, kendall, spearman
+from rag_eval.metrics.calibrate import read_labels
+from rag_eval.orchestration.cli import main
 from tests.judge_server import oracle
 
 ROOT = Path(__file__).parents[2]

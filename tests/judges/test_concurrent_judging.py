@@ -17,13 +17,13 @@ ROOT = Path(__file__).resolve().parents[2]
 ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
          "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
         for i in range(3)]
-PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (metrics.judges.llm)
+PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (rag_eval.metrics.judges.llm)
 # A run in its own process: it waits for the go file, evaluates its rows, prints the statuses.
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from metrics import evaluate
-from metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 url, cache, rows, ready, go = sys.argv[1:]
 judge = LLMJudge(LLMConfig(base_url=url, api_key="sk-test-claims", model="judge-test", embedding_model="embed-test",
                            cache_path=cache, timeout=60, max_retry_wait=0.05))

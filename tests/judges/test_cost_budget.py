@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from metrics import build_metrics, evaluate, load_samples
-from metrics.cost import estimate_cost
+from rag_eval.metrics import build_metrics, evaluate, load_samples
+from rag_eval.metrics.cost import estimate_cost
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 
@@ -72,7 +72,7 @@ def test_dry_run_counts_exactly_what_the_run_then_sends(make_judge, server):
 
 
 def test_cli_dry_run_prints_requests_tokens_and_price_and_registers_nothing(server, tmp_path, monkeypatch, capsys):
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))

@@ -1,4 +1,4 @@
-"""Custom metrics from a YAML file (``metrics.custom``): every kind judged by the LLM judge over
+"""Custom metrics from a YAML file (``rag_eval.metrics.custom``): every kind judged by the LLM judge over
 real HTTP against the project's scripted server (valid; malformed then valid; outside the
 allowed set twice → judge_error), cached, counted; offline → not_applicable; errors naming
 the file, the metric and the field."""
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from metrics import OfflineJudge, Status
-from metrics.custom import load_custom_metrics
-from metrics.samples import sample_from_dict
+from rag_eval.metrics import OfflineJudge, Status
+from rag_eval.metrics.custom import load_custom_metrics
+from rag_eval.metrics.samples import sample_from_dict
 from tests.judge_server import Reply
 
 ROOT = Path(__file__).parents[2]
@@ -161,7 +161,7 @@ def test_a_bad_definition_names_the_file_the_metric_and_the_field(entry, message
 
 
 def test_an_unknown_name_says_which_custom_metrics_file_was_read(monkeypatch):
-    from metrics.registry import CUSTOM_METRICS_ENV, load_extensions, resolve_names
+    from rag_eval.metrics.registry import CUSTOM_METRICS_ENV, load_extensions, resolve_names
 
     monkeypatch.delenv(CUSTOM_METRICS_ENV, raising=False)
     assert load_extensions() is None  # no file in the working directory (the repository's root)

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from metrics import evaluate
-from metrics.registry import FAMILIES
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.registry import FAMILIES
 from tests.judge_server import Reply, build_answer, embedding_body
 from tests.metrics.test_diagnostics import CHUNKS, CORRECT, EXPECTED, MATRIX, ROW, STATED
 

@@ -6,8 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from metrics.judges import batching
-from metrics.judges.encoder import Encoder, _model
+from rag_eval.metrics.judges import batching
+from rag_eval.metrics.judges.encoder import Encoder, _model
 
 pytestmark = pytest.mark.slow  # the offline encoder
 
@@ -100,7 +100,7 @@ def test_prefetch_encodes_uncached_texts_in_calls_of_bounded_size_and_encode_the
     """``Encoder.prefetch``: each text not cached once, in calls of at most ``PREFETCH_CHARS``
     characters (a longer text alone), at most half the capacity; ``encode`` then calls the model
     for the others only, and every vector has the bits of its text encoded alone."""
-    from metrics.judges import encoder
+    from rag_eval.metrics.judges import encoder
 
     monkeypatch.setattr(encoder, "PREFETCH_CHARS", 60)
     texts = [t for t in TEXTS if t.strip()][:10]

@@ -3,11 +3,11 @@ import math
 
 import pytest
 
-from metrics import evaluate
-from metrics.compare import compare
-from metrics.gate import effective_repeats, with_repeats
-from metrics.judges.offline import OfflineJudge
-from metrics.samples import load_samples
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.compare import compare
+from rag_eval.metrics.gate import effective_repeats, with_repeats
+from rag_eval.metrics.judges.offline import OfflineJudge
+from rag_eval.metrics.samples import load_samples
 from tests.judge_server import oracle
 from tests.conftest import FIQA
 

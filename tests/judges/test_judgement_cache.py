@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from metrics import Status, evaluate
-from metrics.judges.cache import CacheWarning, JudgementCache, cache_key
-from metrics.judges.endpoint import EndpointError
-from metrics.judges.llm import LLMJudge
+from rag_eval.metrics import Status, evaluate
+from rag_eval.metrics.judges.cache import CacheWarning, JudgementCache, cache_key
+from rag_eval.metrics.judges.endpoint import EndpointError
+from rag_eval.metrics.judges.llm import LLMJudge
 from tests.judge_server import JudgeServer
 
 ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
          "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
         for i in range(3)]
-PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (metrics.judges.llm)
+PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (rag_eval.metrics.judges.llm)
 
 
 @pytest.fixture

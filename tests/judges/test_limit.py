@@ -1,9 +1,9 @@
-"""metrics.judges.limit: the adaptive concurrency limit, step by step (values by hand)."""
+"""rag_eval.metrics.judges.limit: the adaptive concurrency limit, step by step (values by hand)."""
 import asyncio
 
 import pytest
 
-from metrics.judges.limit import AdaptiveLimit
+from rag_eval.metrics.judges.limit import AdaptiveLimit
 
 
 class TooMany(Exception):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from metrics import Status, evaluate, score_sample
+from rag_eval.metrics import Status, evaluate, score_sample
 from tests.judge_server import Reply, embedding_body, oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test

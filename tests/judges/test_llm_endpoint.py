@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from metrics import Status, evaluate, score_sample
-from metrics.judges.endpoint import EndpointError
-from metrics.judges.llm import LLMConfig
+from rag_eval.metrics import Status, evaluate, score_sample
+from rag_eval.metrics.judges.endpoint import EndpointError
+from rag_eval.metrics.judges.llm import LLMConfig
 from tests.conftest import TEST_KEY as SECRET
 from tests.judge_server import Reply, oracle
 from tests.conftest import readable

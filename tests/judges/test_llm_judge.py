@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from metrics import Status, evaluate, score_sample
-from metrics.judgements.statement_support import statement_support
-from metrics.registry import describe_judge
+from rag_eval.metrics import Status, evaluate, score_sample
+from rag_eval.metrics.judgements.statement_support import statement_support
+from rag_eval.metrics.registry import describe_judge
 from tests.judge_server import Reply, build_answer, embedding_body, oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from metrics import Status, evaluate, score_sample
-from metrics.rag.factual_correctness import FactualCorrectness
+from rag_eval.metrics import Status, evaluate, score_sample
+from rag_eval.metrics.rag.factual_correctness import FactualCorrectness
 from tests.judge_server import Reply, build_answer, embedding_body, oracle
 from tests.judges.test_diagnostics_llm import claims_script
 

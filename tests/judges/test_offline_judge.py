@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from metrics import OfflineJudge, Status, evaluate, score_sample
-from metrics.judgements.context_relevance import context_relevance
+from rag_eval.metrics import OfflineJudge, Status, evaluate, score_sample
+from rag_eval.metrics.judgements.context_relevance import context_relevance
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 
@@ -82,19 +82,19 @@ def test_forget_empties_what_the_judge_remembers_and_changes_no_result():
     """``OfflineJudge.forget`` (called when a version's scoring ends, so the summary's step has
     the memory): every memo, cached vector, token row and remembered ``support`` call goes, and
     the same row scores the same afterwards, evidence included."""
-    import metrics.text
-    from metrics.judges.encoder import _model
+    import rag_eval.metrics.text
+    from rag_eval.metrics.judges.encoder import _model
 
     judge = OfflineJudge()
     row = {"id": "w1", "user_input": "When was the Great Wall listed?", "response": "It was listed in 1987.",
            "retrieved_contexts": [EN_CONTEXT], "reference": "In 1987."}
     first = score_sample(row, ["faithfulness", "context_recall"], judge=judge)
     assert judge._encoder._vectors and judge._remembered_support.cache_info().currsize
-    assert sum(memo.cache_info().currsize for memo in metrics.text.memos._MEMOS) > 0
+    assert sum(memo.cache_info().currsize for memo in rag_eval.metrics.text.memos._MEMOS) > 0
     judge.forget()
     assert not judge._encoder._vectors and not _model(judge.threads)._rows and not _model(judge.threads)._x
     assert judge._remembered_support.cache_info().currsize == 0
-    assert sum(memo.cache_info().currsize for memo in metrics.text.memos._MEMOS) == 0
+    assert sum(memo.cache_info().currsize for memo in rag_eval.metrics.text.memos._MEMOS) == 0
     again = score_sample(row, ["faithfulness", "context_recall"], judge=judge)
     assert {n: (r.value, r.details) for n, r in again.items()} == {n: (r.value, r.details) for n, r in first.items()}
     assert first["faithfulness"].value == 1.0
@@ -105,7 +105,7 @@ def test_a_window_of_rows_is_encoded_in_a_few_model_calls_and_no_result_changes(
     (``OfflineJudge.prefetch``, ``PREFETCH_ROWS`` rows): the 30 fiqa rows with the five core
     metrics call the model under a quarter as often as without it (62 calls against 277), and every result
     (status, value, reason, details) is the same."""
-    from metrics.judges.encoder import _model
+    from rag_eval.metrics.judges.encoder import _model
 
     model, calls = _model(1), []
     encode = model.encode

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from metrics import OfflineJudge, score_sample
-from metrics.judges.offline import claim_text
-from metrics.text import normalise_rag_text, split_sentences
+from rag_eval.metrics import OfflineJudge, score_sample
+from rag_eval.metrics.judges.offline import claim_text
+from rag_eval.metrics.text import normalise_rag_text, split_sentences
 
 pytestmark = pytest.mark.slow  # the offline encoder
 

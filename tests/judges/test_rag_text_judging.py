@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from metrics import OfflineJudge, Status, score_sample
-from metrics.judges.llm import LLMConfig, LLMJudge
-from metrics.text import normalise_rag_text
+from rag_eval.metrics import OfflineJudge, Status, score_sample
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics.text import normalise_rag_text
 from tests.judge_server import oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
@@ -140,7 +140,7 @@ def test_whole_context_ratings_rank_a_focused_context_above_a_padded_one(judge, 
 
 
 def test_summary_names_the_judge_and_its_rule_version(judge):
-    from metrics import evaluate
+    from rag_eval.metrics import evaluate
 
     summary = evaluate([{"user_input": "Where is the Louvre?", "response": "In Paris [1].",
                          "retrieved_contexts": [LOUVRE]}], ["faithfulness"], judge=judge).summary

@@ -1,12 +1,12 @@
-"""The LLM judge's replies are validated by their pydantic models (``metrics.judges.prompts.Reply``):
+"""The LLM judge's replies are validated by their pydantic models (``rag_eval.metrics.judges.prompts.Reply``):
 what is refused and what each refusal says, worked out by hand from the models. Pure: no server."""
 import pytest
 
-from metrics.judgements import entities, reference_attribution, statement_support
-from metrics.judgements.custom import CustomJudgement, CustomTexts
-from metrics.judgements.likert import LikertTexts
-from metrics.judgements.likert_groundedness import likert_groundedness
-from metrics.judges.prompts import OutputError, example_answer
+from rag_eval.metrics.judgements import entities, reference_attribution, statement_support
+from rag_eval.metrics.judgements.custom import CustomJudgement, CustomTexts
+from rag_eval.metrics.judgements.likert import LikertTexts
+from rag_eval.metrics.judgements.likert_groundedness import likert_groundedness
+from rag_eval.metrics.judges.prompts import OutputError, example_answer
 
 SUPPORT = statement_support.request(["Paris is in France.", "It has 2 million people."], ["Paris, France."])
 

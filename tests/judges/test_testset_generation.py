@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from metrics import evaluate
-from metrics.judges.endpoint import EndpointError
-from metrics.targets.config import load_config
-from metrics.testset import chunk_documents, read_documents
-from metrics.testset.baseline import bm25, extractive
-from metrics.testset.generate import agenerate, counts
-from metrics.text import has_cjk
-from orchestration.cli import main
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.judges.endpoint import EndpointError
+from rag_eval.metrics.targets.config import load_config
+from rag_eval.metrics.testset import chunk_documents, read_documents
+from rag_eval.metrics.testset.baseline import bm25, extractive
+from rag_eval.metrics.testset.generate import agenerate, counts
+from rag_eval.metrics.text import has_cjk
+from rag_eval.orchestration.cli import main
 from tests.conftest import TEST_KEY
 from tests.judge_server import Reply, embedding_body, oracle, provider_error
 

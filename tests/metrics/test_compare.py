@@ -1,11 +1,11 @@
-"""metrics.compare: paired differences by id, direction, scale, Holm, coverage, repeats (values by hand)."""
+"""rag_eval.metrics.compare: paired differences by id, direction, scale, Holm, coverage, repeats (values by hand)."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.compare import compare, default_margin, holm
+from rag_eval.metrics.compare import compare, default_margin, holm
 
 
 def frame(metric: str, values: dict[str, float], status: dict[str, str] | None = None, repeat: int | None = None,
@@ -132,7 +132,7 @@ def test_another_question_set_is_no_decision_but_rows_all_failing_are_a_failure(
     row = result.metrics["faithfulness"]
     assert (row.n, row.verdict, result.passed, result.decided) == (0, "no rows in common", True, False)
     assert result.verdict == "no decision: the candidate shares no row id with baseline fiqa; nothing was compared"
-    from metrics.gate_report import markdown_report
+    from rag_eval.metrics.gate_report import markdown_report
 
     assert markdown_report(result).splitlines()[0] == (
         "## Regression gate: no decision: `new` shares no row id with baseline `fiqa`; nothing was compared")
@@ -157,7 +157,7 @@ def test_metrics_that_did_not_move_on_any_row_do_not_dilute_the_holm_correction(
 
 
 def test_report_md_renders_the_data_inert():
-    from metrics.gate_report import markdown_report
+    from rag_eval.metrics.gate_report import markdown_report
 
     hostile = "x1` <img src=x onerror=alert(1)> [a](javascript:alert(2))"
     worse = {sid: v - 0.2 for sid, v in BASE.items()}
@@ -173,14 +173,14 @@ def test_report_md_renders_the_data_inert():
                                  {"max_coverage_drop": float("nan")}, {"max_coverage_drop": 2.0}, {"repeats": "3"},
                                  {"repeats": 2.5}, {"blocking": "no"}, {"metrics": []}])
 def test_gate_settings_refuse_values_that_would_switch_the_gate_off_or_crash_it(bad):
-    from metrics.gate import GateConfig
+    from rag_eval.metrics.gate import GateConfig
 
     with pytest.raises(ValueError, match="gate config"):
         GateConfig(**bad)
 
 
 def test_a_metric_labelled_in_both_versions_is_decided_on_their_ppi_estimates_and_says_so():
-    from metrics.ppi import MeanEstimate
+    from rag_eval.metrics.ppi import MeanEstimate
 
     # The judge finds every row 0.1 worse (a paired interval of exactly -0.1: regressed); people's labels say
     # 0.70 (se 0.05) then 0.55 (se 0.05): difference -0.15, se sqrt(0.05² + 0.05²) = 0.070711, interval
@@ -218,7 +218,7 @@ def test_a_metric_labelled_in_both_versions_is_decided_on_their_ppi_estimates_an
 
 
 def test_a_metric_scored_on_neither_side_is_not_applicable_and_decides_nothing():
-    from metrics.gate_report import markdown_report
+    from rag_eval.metrics.gate_report import markdown_report
 
     no_reference = dict.fromkeys(IDS, "input_error")
     base = pd.concat([frame("faithfulness", BASE), frame("context_recall", BASE, no_reference)])

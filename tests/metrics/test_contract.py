@@ -10,11 +10,11 @@ import re
 import dagster as dg
 import pytest
 
-from metrics import evaluate
-from metrics.judges.offline import OfflineJudge
-from metrics.registry import METRICS
-from metrics.results import Direction, Status
-from metrics.samples import sample_from_dict
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.judges.offline import OfflineJudge
+from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.results import Direction, Status
+from rag_eval.metrics.samples import sample_from_dict
 from tests.conftest import ScriptedJudge
 
 NAMES = list(METRICS)
@@ -127,10 +127,10 @@ def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
 
     import duckdb
 
-    from assets.evaluation import METRICS_OP, metric_assets
-    from assets.ingestion import ingest_dataset
-    from assets.resources import build_resources
-    from assets.summary import summary_asset
+    from rag_eval.assets.evaluation import METRICS_OP, metric_assets
+    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.resources import build_resources
+    from rag_eval.assets.summary import summary_asset
 
     folder = tmp_path / "datasets" / "v1"
     folder.mkdir(parents=True)

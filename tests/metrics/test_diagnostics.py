@@ -2,12 +2,12 @@
 worked out by hand from RAGChecker's formulas (ragchecker/computation.py), and the cases where we differ."""
 import pytest
 
-from metrics.diagnostics.claims import check_claims
-from metrics.diagnostics.overall import f1
-from metrics.judges.base import JudgeError
-from metrics.registry import FAMILIES, build_metrics
-from metrics.results import Direction, Status
-from metrics.samples import sample_from_dict
+from rag_eval.metrics.diagnostics.claims import check_claims
+from rag_eval.metrics.diagnostics.overall import f1
+from rag_eval.metrics.judges.base import JudgeError
+from rag_eval.metrics.registry import FAMILIES, build_metrics
+from rag_eval.metrics.results import Direction, Status
+from rag_eval.metrics.samples import sample_from_dict
 
 from tests.conftest import ScriptedJudge
 

@@ -1,8 +1,8 @@
-"""metrics.estimates and metrics.agreement: a version's labels against its judge, worked out by hand.
+"""rag_eval.metrics.estimates and rag_eval.metrics.agreement: a version's labels against its judge, worked out by hand.
 
 The labelled and unlabelled scores are those of tests/metrics/test_ppi.py (checked there against
 ppi-python 0.2.3 and by hand): joined from a results frame with rows the judge could not score,
-exactly those labels, scores and unlabelled scores must reach ``metrics.ppi.ppi_mean``.
+exactly those labels, scores and unlabelled scores must reach ``rag_eval.metrics.ppi.ppi_mean``.
 """
 import io
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metrics.agreement import accuracy, cohen_kappa
-from metrics.estimates import add_estimates, metric_estimate
-from metrics.ppi import ppi_mean
+from rag_eval.metrics.agreement import accuracy, cohen_kappa
+from rag_eval.metrics.estimates import add_estimates, metric_estimate
+from rag_eval.metrics.ppi import ppi_mean
 from tests.metrics.test_ppi import PPI_PY, UNLABELLED, Y, YHAT
 
 
@@ -38,7 +38,7 @@ def test_the_estimate_is_of_the_rows_scored_ok_and_other_rows_are_counted_not_sc
     labelled = metric_estimate(FRAME, LABELS, "faithfulness")
     e = labelled.estimate
     assert e == ppi_mean(Y, YHAT, UNLABELLED)  # the 10 labels, their 10 scores and the 15 unlabelled ones
-    # Wider than ppi-python's plain PPI++ (0.6815 [0.4525, 0.9105]): the Agresti-Coull pseudo-rows (metrics.ppi).
+    # Wider than ppi-python's plain PPI++ (0.6815 [0.4525, 0.9105]): the Agresti-Coull pseudo-rows (rag_eval.metrics.ppi).
     assert e.ci_high - e.ci_low > PPI_PY[None][2] - PPI_PY[None][1] and e.lam == pytest.approx(25 / 36)
     assert (e.n, e.N, labelled.rows) == (10, 15, 25)  # the judge_error, not_applicable, input_error rows: neither
     assert labelled.not_scored == {"judge_error": 1} and labelled.unmatched == 1
@@ -104,7 +104,7 @@ def test_cohen_kappa_and_accuracy_by_hand():
 def test_the_estimates_table_stays_within_80_columns():
     from rich.console import Console
 
-    from orchestration.report import print_estimates
+    from rag_eval.orchestration.report import print_estimates
 
     summary = {"labels": {"min_labels": 10}, "metrics": {
         "context_precision": {"raw_mean": 0.8, "ppi": {"estimate": 0.61234, "ci_low": 0.36512, "ci_high": 0.85712},
@@ -122,7 +122,7 @@ def test_the_estimates_table_stays_within_80_columns():
 
 
 def test_evaluate_takes_a_labels_file_and_refuses_a_bad_line(tmp_path):
-    from metrics import evaluate
+    from rag_eval.metrics import evaluate
     from tests.conftest import ScriptedJudge
 
     rows = [{"id": f"r{i}", "user_input": "Where is the Louvre?", "retrieved_contexts": ["The Louvre is in Paris."],

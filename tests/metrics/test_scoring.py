@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from metrics.rag.answer_relevancy import AnswerRelevancy, answer_relevancy_score
-from metrics.rag.context_precision import ContextPrecision, average_precision
-from metrics.rag.context_recall import ContextRecall
-from metrics.rag.context_relevancy import ContextRelevancy, context_relevancy_score
-from metrics.rag.faithfulness import Faithfulness, faithfulness_score
-from metrics.results import Direction, Status
-from metrics.samples import sample_from_dict
+from rag_eval.metrics.rag.answer_relevancy import AnswerRelevancy, answer_relevancy_score
+from rag_eval.metrics.rag.context_precision import ContextPrecision, average_precision
+from rag_eval.metrics.rag.context_recall import ContextRecall
+from rag_eval.metrics.rag.context_relevancy import ContextRelevancy, context_relevancy_score
+from rag_eval.metrics.rag.faithfulness import Faithfulness, faithfulness_score
+from rag_eval.metrics.results import Direction, Status
+from rag_eval.metrics.samples import sample_from_dict
 from tests.conftest import ScriptedJudge, regression_case
 
 DATA = Path(__file__).parents[1] / "data"
@@ -382,7 +382,7 @@ def test_a_metric_raising_on_its_rows_is_judge_error_and_the_other_metric_keeps_
     """The review's case, as the metric assets' step scores it (``score_chunks``, every metric
     together): answer_relevancy given no generated question raises ValueError on every row,
     and faithfulness judged alongside keeps its 3 supported of 4 statements = 0.75 per row."""
-    from metrics.scoring import score_chunks
+    from rag_eval.metrics.scoring import score_chunks
 
     samples = [sample_from_dict({**FULL, "id": f"s{i}"}, row=i) for i in range(3)]
     tasks = [(Faithfulness(), samples, ScriptedJudge(support=[1, 1, 0, 1])),
@@ -396,10 +396,10 @@ def test_a_metric_raising_on_its_rows_is_judge_error_and_the_other_metric_keeps_
 
 
 def test_each_row_is_judged_with_all_its_metrics_before_the_next_row():
-    """What the offline judge's bounded memos rely on (``metrics.text.MEMO_SIZE``): a row's
+    """What the offline judge's bounded memos rely on (``rag_eval.metrics.text.MEMO_SIZE``): a row's
     metrics are judged next to each other, rows in order, chunk after chunk; results still
     come back per metric in row order."""
-    from metrics.scoring import score_chunks
+    from rag_eval.metrics.scoring import score_chunks
 
     order = []
 
@@ -426,7 +426,7 @@ def test_each_row_is_judged_with_all_its_metrics_before_the_next_row():
     ("temperature", 2.5, "temperature: Input should be less than or equal to 2 (got 2.5)"),
 ])
 def test_judge_settings_outside_their_domain_are_refused_naming_them(setting, value, message):
-    from metrics.judges.llm import LLMConfig, LLMJudge
+    from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 
     with pytest.raises(ValueError) as refused:
         LLMConfig(**{setting: value})
@@ -441,7 +441,7 @@ def test_judge_settings_outside_their_domain_are_refused_naming_them(setting, va
 
 
 def test_a_response_format_outside_its_two_values_is_refused_not_taken_for_json_mode():
-    from metrics.judges.llm import LLMConfig
+    from rag_eval.metrics.judges.llm import LLMConfig
 
     with pytest.raises(ValueError) as refused:
         LLMConfig(response_format="json_scheme")
@@ -450,7 +450,7 @@ def test_a_response_format_outside_its_two_values_is_refused_not_taken_for_json_
 
 
 def test_build_metrics_refuses_a_cut_off_below_one_naming_it():
-    from metrics.registry import build_metrics
+    from rag_eval.metrics.registry import build_metrics
 
     with pytest.raises(ValueError, match=r"^ndcg: k: Input should be greater than or equal to 1 \(got 0\)$"):
         build_metrics(["ndcg"], options={"ndcg": {"k": 0}})
@@ -475,10 +475,10 @@ class _Prefetching(ScriptedJudge):
 
 def test_a_judge_prepares_each_window_of_rows_with_exactly_what_the_metrics_then_ask():
     """``score_chunks`` calls ``Judge.prefetch`` before each window of ``prefetch_rows`` rows with
-    ``metrics.base.asked``: the judgements and inputs the five core metrics then ask of those rows,
+    ``rag_eval.metrics.base.asked``: the judgements and inputs the five core metrics then ask of those rows,
     normalised as ``measure`` gets them; a row lacking a field or with nothing to judge asks nothing."""
-    from metrics.registry import build_metrics
-    from metrics.scoring import score_all
+    from rag_eval.metrics.registry import build_metrics
+    from rag_eval.metrics.scoring import score_all
 
     context = "The Louvre museum is located in **Paris**, France [1]. It opened in 1793."
     rows = [{"user_input": "Where is the Louvre?", "response": "The Louvre is in Paris [2].", "retrieved_contexts":
@@ -504,8 +504,8 @@ def test_a_judge_prepares_each_window_of_rows_with_exactly_what_the_metrics_then
 
 def test_a_failing_prefetch_loses_no_result():
     """What a judge's ``prefetch`` raises only loses the gain: every row is still judged, as without it."""
-    from metrics.registry import build_metrics
-    from metrics.scoring import score_all
+    from rag_eval.metrics.registry import build_metrics
+    from rag_eval.metrics.scoring import score_all
 
     class Failing(ScriptedJudge):
         prefetch_rows = 1

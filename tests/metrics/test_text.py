@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, join_lines, names,
+from rag_eval.metrics.text import (answer_kind_missed, approximate_numbers, content_tokens, has_cjk, join_lines, names,
                           normalise_number, numbers, quantities, split_sentences, statements, stem)
-from metrics.text.roles import agents, asked_verb
+from rag_eval.metrics.text.roles import agents, asked_verb
 
 
 # --------------------------------------------------------------------------- CJK segmentation
@@ -99,7 +99,7 @@ def test_content_tokens_mixed_cjk_and_latin():
 
 
 def test_stem_strips_inflections_only():
-    from metrics.text import stem
+    from rag_eval.metrics.text import stem
 
     assert [stem(w) for w in ("carries", "kilograms", "launched", "sleeping", "classes", "paris", "status", "gas")] \
         == ["carry", "kilogram", "launch", "sleep", "class", "paris", "status", "gas"]

@@ -12,9 +12,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from assets.resources import JudgeResource, build_resources
-from assets.summary import SCOPE_TAG
-from orchestration.definitions import defs
+from rag_eval.assets.resources import JudgeResource, build_resources
+from rag_eval.assets.summary import SCOPE_TAG
+from rag_eval.orchestration.definitions import defs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,12 +46,12 @@ class Project:
                                                             resources=self.resources, raise_on_error=False, **kwargs)
 
     def materialize(self, version: str, selection, **kwargs):
-        from assets.evaluation import metric_assets
-        from assets.gate import baseline_comparison
-        from assets.ingestion import ingest_dataset
-        from assets.labels import human_labels, label_estimates
-        from assets.quality_check import great_expectations_suite
-        from assets.summary import summary_asset
+        from rag_eval.assets.evaluation import metric_assets
+        from rag_eval.assets.gate import baseline_comparison
+        from rag_eval.assets.ingestion import ingest_dataset
+        from rag_eval.assets.labels import human_labels, label_estimates
+        from rag_eval.assets.quality_check import great_expectations_suite
+        from rag_eval.assets.summary import summary_asset
 
         return dg.materialize([ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(), human_labels,
                                label_estimates, baseline_comparison], selection=selection,
@@ -103,5 +103,5 @@ def sweep_cli(folder: Path, *extra: str) -> subprocess.CompletedProcess:
     """``rag-eval sweep sweep.toml`` in ``folder``, offline, its own DAGSTER_HOME under ``folder``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
     env.update(DAGSTER_HOME=str(folder / "home"), PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "orchestration.cli", "sweep", "sweep.toml", *extra], cwd=folder,
+    return subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", "sweep", "sweep.toml", *extra], cwd=folder,
                           env=env, capture_output=True, text=True, timeout=300)

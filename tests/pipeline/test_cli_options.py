@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.resources import JudgeResource
+from rag_eval.assets.resources import JudgeResource
 from tests.judge_server import JudgeServer
 from tests.pipeline.conftest import Project
 
@@ -29,7 +29,7 @@ FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
 ])
 def test_cli_refuses_an_option_outside_its_domain_with_status_2(option, message, server, tmp_path, monkeypatch,
                                                                 capsys):
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     dataset = tmp_path / "tiny.jsonl"
     dataset.write_text("\n".join(FIQA.read_text(encoding="utf-8").splitlines()[:3]) + "\n", encoding="utf-8")
@@ -70,7 +70,7 @@ def test_a_version_over_the_rejected_share_exits_1_naming_its_lines_and_sends_no
                                                                                       capsys):
     # The blocking check's contract at the CLI: 1 of 2 lines no core metric can use is 50 % > 5 %: the
     # metrics do not run, no judgement is sent, the version is not kept, and the rejected line is named.
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     dataset = tmp_path / "half.jsonl"
     dataset.write_text(FIQA.read_text(encoding="utf-8").splitlines()[0] + '\n{"user_input": "What is an ETF?"}\n',
@@ -88,9 +88,9 @@ def test_a_version_over_the_rejected_share_exits_1_naming_its_lines_and_sends_no
 
 
 def test_spark_without_its_extra_names_the_extra_before_anything_runs(tmp_path, monkeypatch, capsys):
-    from assets.resources import ExecutionResource
-    from metrics import OfflineJudge, build_metrics, load_samples
-    from orchestration import cli
+    from rag_eval.assets.resources import ExecutionResource
+    from rag_eval.metrics import OfflineJudge, build_metrics, load_samples
+    from rag_eval.orchestration import cli
 
     monkeypatch.setitem(sys.modules, "pyspark", None)  # as Python has it for a package not installed
     monkeypatch.chdir(tmp_path)

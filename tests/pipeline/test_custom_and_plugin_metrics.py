@@ -14,8 +14,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from metrics.registry import PLUGIN_GROUP, plugin_metrics
-from metrics.text import normalise_rag_text
+from rag_eval.metrics.registry import PLUGIN_GROUP, plugin_metrics
+from rag_eval.metrics.text import normalise_rag_text
 from tests.judge_server import Reply, oracle
 
 ROOT = Path(__file__).parents[2]
@@ -46,7 +46,7 @@ def installed_plugin(site: Path) -> Path:
     return site
 
 
-def rag_eval(*args: str, cwd: Path, env: dict, module: str = "orchestration.cli") -> subprocess.CompletedProcess:
+def rag_eval(*args: str, cwd: Path, env: dict, module: str = "rag_eval.orchestration.cli") -> subprocess.CompletedProcess:
     """``rag-eval ARGS`` (or ``python -c``) in a fresh process, as a user runs it."""
     command = [sys.executable, "-c", args[0]] if module == "-c" else [sys.executable, "-m", module, *args]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
@@ -72,18 +72,18 @@ def test_the_entry_point_is_discovered_from_its_dist_info(tmp_path, monkeypatch)
         ("language_match", "rag_eval_language", "plugin", ("user_input", "response"))
 
 
-GROUP = ("from orchestration.definitions import defs; import dagster as dg; "
+GROUP = ("from rag_eval.orchestration.definitions import defs; import dagster as dg; "
          "print(defs.resolve_asset_graph().get(dg.AssetKey('language_match')).group_name)")
 
 
 @pytest.mark.parametrize("code, printed", [
     ("import rag_eval_language; print(rag_eval_language.LanguageMatch.name)", ["language_match"]),
     # Importing metrics loads no plugin (it used to: "partially initialized module 'rag_eval_language'").
-    ("import rag_eval_language\nfrom metrics import METRICS, load_extensions\nfrom metrics.registry import resolve_names\n"
+    ("import rag_eval_language\nfrom rag_eval.metrics import METRICS, load_extensions\nfrom rag_eval.metrics.registry import resolve_names\n"
      "try:\n    resolve_names('language_match')\nexcept KeyError as exc:\n    print(exc.args[0].rsplit('; ', 1)[1])\n"
      "load_extensions(); print(METRICS['language_match'] is rag_eval_language.LanguageMatch)",
-     ["custom and plugin metrics not loaded (metrics.load_extensions())", "True"]),
-    ("import metrics, rag_eval_language; metrics.load_extensions(); print(list(metrics.registry.FAMILIES['plugin']))",
+     ["custom and plugin metrics not loaded (rag_eval.metrics.load_extensions())", "True"]),
+    ("import rag_eval.metrics, rag_eval_language; rag_eval.metrics.load_extensions(); print(list(rag_eval.metrics.registry.FAMILIES['plugin']))",
      ["['language_match']"]),
     (f"import rag_eval_language; {GROUP}", ["plugin_metrics"]),
     (f"{GROUP}; import rag_eval_language; print(defs.resolve_asset_graph().get(dg.AssetKey('language_match')) "
@@ -105,11 +105,11 @@ def test_custom_and_plugin_metrics_through_rag_eval_run_the_code_location_and_th
                                                 encoding="utf-8")  # found in the working directory
     # `rag-eval run`, the asset graph of the code location the UI and the daemon load
     # (workspace.yaml) and the Python API, in one fresh process.
-    code = ("import json, sys; import dagster as dg; from orchestration.cli import main; "
+    code = ("import json, sys; import dagster as dg; from rag_eval.orchestration.cli import main; "
             "status = main(['run', 'samples.jsonl', '--dataset-version', 'v1', '--metrics', "
             "'faithfulness,custom,plugin']); "
-            "from orchestration.definitions import defs; g = defs.resolve_asset_graph(); "
-            "from metrics import OfflineJudge, evaluate; "
+            "from rag_eval.orchestration.definitions import defs; g = defs.resolve_asset_graph(); "
+            "from rag_eval.metrics import OfflineJudge, evaluate; "
             "api = evaluate('samples.jsonl', metrics=['language_match'], judge=OfflineJudge()); "
             "print(json.dumps({'status': status, 'api': list(api.results['value']), **{k: [g.get(dg.AssetKey(k))"
             ".group_name, sorted(p.to_user_string() for p in g.get(dg.AssetKey(k)).parent_keys), "
@@ -196,7 +196,7 @@ def test_a_taken_name_or_a_broken_plugin_stops_rag_eval_naming_it(user):
 
 
 def test_another_file_in_a_process_that_loaded_the_registry_is_refused(capsys):
-    from orchestration.cli import main
+    from rag_eval.orchestration.cli import main
 
     assert main(["calibrate", "labels.jsonl", "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml")]) == 2
     assert "this process loaded the custom metrics of no file; --custom-metrics" in capsys.readouterr().err
@@ -204,9 +204,9 @@ def test_another_file_in_a_process_that_loaded_the_registry_is_refused(capsys):
 
 
 def test_every_asset_that_is_not_a_metric_and_every_resource_has_its_name_reserved():
-    from metrics.base import ASSET_NAMES, RESOURCE_NAMES
-    from metrics.registry import METRICS
-    from orchestration.definitions import defs
+    from rag_eval.metrics.base import ASSET_NAMES, RESOURCE_NAMES
+    from rag_eval.metrics.registry import METRICS
+    from rag_eval.orchestration.definitions import defs
 
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert keys - set(METRICS) == ASSET_NAMES  # a new asset must be added to ASSET_NAMES (and none kept stale)
@@ -225,7 +225,7 @@ def test_a_metric_named_like_an_asset_stops_the_cli_and_the_code_location_naming
         (2, f"error: {folder / 'questions.yaml'}: metric 'questions' (entry 1): field 'name': 'questions' is taken "
             "by an asset")
     assert "Traceback" not in done.stderr
-    located = rag_eval("import orchestration.definitions", cwd=folder, module="-c",
+    located = rag_eval("import rag_eval.orchestration.definitions", cwd=folder, module="-c",
                        env={**env, "RAG_EVAL_CUSTOM_METRICS": str(folder / "retriever.yaml")})
     assert located.returncode == 1 and located.stderr.strip().splitlines()[-1] == \
         f"ValueError: {folder / 'retriever.yaml'}: metric 'retriever' (entry 1): field 'name': 'retriever' is taken " \
@@ -242,7 +242,7 @@ def plugin(site: Path, name: str, source: str) -> None:
     (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{name} = {name}:Plugin\n", encoding="utf-8")
 
 
-PLUGIN_SOURCE = """from metrics.base import Family, Measured, Metric
+PLUGIN_SOURCE = """from rag_eval.metrics.base import Family, Measured, Metric
 class Plugin(Metric):
     name, required_fields, family = {name!r}, ("response",), Family.PLUGIN
     async def measure(self, sample, judge):
@@ -269,7 +269,7 @@ def test_a_plugins_name_is_checked_like_a_custom_metrics(module, name, message, 
 
 def test_a_plugin_returning_a_bare_float_is_that_rows_judge_error_only(tmp_path, monkeypatch):
     # It used to fail the whole scoring (every metric of the run lost).
-    from metrics import OfflineJudge, Status, evaluate
+    from rag_eval.metrics import OfflineJudge, Status, evaluate
 
     site = tmp_path / "site"
     site.mkdir()
@@ -328,7 +328,7 @@ def test_a_word_dagster_refuses_is_refused_at_load_time(name, tmp_path):
     # `config` or `class` loaded, then the code location failed: "not a valid name in Dagster".
     import dagster as dg
 
-    from metrics.custom import load_custom_metrics
+    from rag_eval.metrics.custom import load_custom_metrics
 
     with pytest.raises(dg.DagsterInvalidDefinitionError, match="not a valid name in Dagster"):
         dg.asset(name=name)(lambda: None)
@@ -352,7 +352,7 @@ def test_a_broken_custom_metrics_file_in_the_working_directory_says_where_it_was
 
 
 def test_every_command_that_scores_takes_the_custom_metrics_file():
-    from orchestration.cli import build_parser
+    from rag_eval.orchestration.cli import build_parser
 
     for command in (["run", "data.jsonl"], ["backfill"], ["calibrate", "labels.jsonl"], ["sweep", "sweep.toml"]):
         args = build_parser().parse_args([*command, "--custom-metrics", "mine.yaml"])

@@ -11,7 +11,7 @@ def test_the_suite_runs_where_main_has_no_file(tmp_path):
     file; great-expectations imports pyspark.sql.connect, which then exited the process with
     status 0 ("Skipping doctests") unless pyspark's connect requirements are installed."""
     fiqa = ROOT / "examples" / "fiqa" / "samples.jsonl"
-    code = ("from pathlib import Path; from assets.expectations import profile, suite, validate; "
+    code = ("from pathlib import Path; from rag_eval.assets.expectations import profile, suite, validate; "
             "fields = ['user_input', 'response']; "
             f"frame = profile({str(fiqa)!r}, fields); "
             f"outcomes, page = validate(frame, suite(frame, fields, [0]), 'v1', 'run-1', Path({str(tmp_path)!r})); "
@@ -306,7 +306,7 @@ def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
         sensed = sorted((r["jobName"], r["tags"]["dagster/partition"], r["status"]) for r in runs
                         if r["tags"].get("dagster/sensor_name") == "new_dataset_versions")
         c = sensed[0][1]
-        assert re.fullmatch(r"\d{8}T\d{6}Z-c-[0-9a-f]{8}", c)  # assets.registration: <UTC time>-<name>-<hash>
+        assert re.fullmatch(r"\d{8}T\d{6}Z-c-[0-9a-f]{8}", c)  # rag_eval.assets.registration: <UTC time>-<name>-<hash>
         assert sensed == [("evaluation_job", c, "SUCCESS"), ("ingestion_job", a, "SUCCESS")]
         assert (deployment.root / "out" / c / "summary.json").exists() and (deployment.root / "datasets" / c).is_dir()
 
@@ -317,7 +317,9 @@ def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
                                    for r in runs]
         [nightly] = nightly
         assert (nightly["tags"]["dagster/partition"], nightly["status"]) == (a, "SUCCESS")
-        assert nightly["assets"] == ["answer_relevancy", "baseline_comparison", "eval_summary", "faithfulness"]
+        # label_estimates too: the backfill materialized it (no labels), and its summary is re-run.
+        assert nightly["assets"] == ["answer_relevancy", "baseline_comparison", "eval_summary", "faithfulness",
+                                     "label_estimates"]
         assert nightly["tags"]["rag_eval/summary_scope"] == "version"
         kinds = sorted(s.kind for s in judge.seen[before:] if s.path.endswith("/chat/completions"))
         # c's rows are a's first two, answered from the cache: what is sent is a's re-run, one of each per row.
@@ -349,7 +351,7 @@ def test_a_killed_rag_eval_run_is_marked_failed_by_the_next_command(tmp_path, mo
     STARTED forever. The next rag-eval command marks it FAILURE, with the reason."""
     import dagster as dg
 
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     dataset = _write(tmp_path / "in", [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DAGSTER_"))}
@@ -387,3 +389,49 @@ def test_a_killed_rag_eval_run_is_marked_failed_by_the_next_command(tmp_path, mo
         assert run.status == dg.DagsterRunStatus.FAILURE
         [failure] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
         assert f"(pid {process.pid}) ended without finishing it" in failure.dagster_event.message
+
+
+OTHER_LOCATION = '''import dagster as dg
+
+
+@dg.asset
+def orders() -> int:
+    return 3
+
+
+defs = dg.Definitions(assets=[orders])
+'''
+
+
+@pytest.mark.deployment
+def test_the_code_location_loads_beside_another_in_an_existing_deployment(tmp_path):
+    """The docs' recipe for an existing Dagster deployment: its workspace.yaml gains an entry
+    ``python_module: rag_eval.orchestration.definitions`` beside its own code location; both load
+    in one webserver, and ours brings its jobs, sensors and the evaluation assets."""
+    deployment = Deployment(tmp_path, "http://127.0.0.1:9/v1")
+    (deployment.root / "their_pipeline.py").write_text(OTHER_LOCATION, encoding="utf-8")
+    (deployment.root / "workspace.yaml").write_text(
+        "load_from:\n"
+        "  - python_file:\n      relative_path: their_pipeline.py\n      location_name: their_pipeline\n"
+        "  - python_module:\n      module_name: rag_eval.orchestration.definitions\n      location_name: rag_eval\n",
+        encoding="utf-8")
+    query = ("{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus locationOrLoadError { "
+             "__typename ... on RepositoryLocation { repositories { jobs { name } sensors { name } "
+             "assetNodes { assetKey { path } } } } ... on PythonError { message } } } } } }")
+    try:
+        deployment.start()
+
+        def loaded():
+            entries = deployment.graphql(query)["workspaceOrError"]["locationEntries"]
+            return entries if entries and all(e["loadStatus"] == "LOADED" for e in entries) else None
+
+        entries = {e["name"]: e["locationOrLoadError"] for e in deployment.wait_until("both locations", loaded, 240)}
+    finally:
+        deployment.stop()
+    assert sorted(entries) == ["rag_eval", "their_pipeline"]
+    assert {e["__typename"] for e in entries.values()} == {"RepositoryLocation"}, entries
+    [theirs], [ours] = entries["their_pipeline"]["repositories"], entries["rag_eval"]["repositories"]
+    assert [a["assetKey"]["path"] for a in theirs["assetNodes"]] == [["orders"]]
+    assert {"evaluation_job", "traffic_job"} <= {j["name"] for j in ours["jobs"]}
+    assert {"nightly_evaluation", "new_dataset_versions", "new_traffic"} <= {s["name"] for s in ours["sensors"]}
+    assert {"faithfulness", "eval_summary", "human_labels"} <= {a["assetKey"]["path"][0] for a in ours["assetNodes"]}

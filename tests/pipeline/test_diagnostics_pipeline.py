@@ -19,7 +19,7 @@ def rag_eval(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_", "RAG_EVAL_"))}
     env.update(DAGSTER_HOME=str(cwd / "home"), PYTHONPATH=str(ROOT))
     (cwd / "home").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "orchestration.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
 
 
@@ -48,7 +48,7 @@ def test_run_with_the_diagnostics_prints_the_groups_and_the_diagnosis(tmp_path):
     for metric in diagnosis["groups"]["retriever"]:
         record = instance.get_latest_materialization_event(dg.AssetKey(metric))
         assert record.asset_materialization.partition == version
-    from orchestration.definitions import defs
+    from rag_eval.orchestration.definitions import defs
 
     graph = defs.resolve_asset_graph()
     assert graph.get(dg.AssetKey("claim_recall")).group_name == "diagnostics_metrics"

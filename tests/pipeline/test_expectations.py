@@ -1,4 +1,4 @@
-"""great-expectations' suite of a version (``assets.expectations``) outside Dagster: the profile
+"""great-expectations' suite of a version (``rag_eval.assets.expectations``) outside Dagster: the profile
 it validates, the expectations that fail and how they name lines and fields, the Data Docs site,
 and where great-expectations is imported."""
 import json
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from assets.expectations import CHECKS, profile, suite, validate
-from assets.quality_check import relevance_labels
+from rag_eval.assets.expectations import CHECKS, profile, suite, validate
+from rag_eval.assets.quality_check import relevance_labels
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ["user_input", "response", "retrieved_contexts", "reference"]
@@ -152,7 +152,7 @@ def test_the_data_docs_site_lists_every_version_and_run(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("modules", [
-    "orchestration.definitions", "orchestration.cli", "assets.quality_check",
+    "rag_eval.orchestration.definitions", "rag_eval.orchestration.cli", "rag_eval.assets.quality_check",
 ])
 def test_great_expectations_is_not_imported_until_the_suite_runs(modules):
     # Loading the code location, rag-eval's start-up and the check's module leave it out (~4 s of CPU).

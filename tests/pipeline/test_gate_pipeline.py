@@ -5,7 +5,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from orchestration.definitions import defs
+from rag_eval.orchestration.definitions import defs
 from tests.conftest import FIQA
 from tests.pipeline.conftest import Project
 

@@ -11,8 +11,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from metrics.labels import read_stored
-from metrics.ppi import ppi_mean
+from rag_eval.metrics.labels import read_stored
+from rag_eval.metrics.ppi import ppi_mean
 from tests.conftest import FIQA, TEST_KEY
 from tests.judge_server import JudgeServer
 
@@ -59,7 +59,7 @@ def judged(request, tmp_path, monkeypatch):
 
 
 def test_labels_round_trip_then_ten_more_labels_re_estimate_without_judging(judged, tmp_path, capsys):
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     assert cli.main(["annotate", "export", str(FIQA), "-n", "20"]) == 0
     said = capsys.readouterr()

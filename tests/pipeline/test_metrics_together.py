@@ -6,12 +6,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.resources import JudgeResource
-from metrics.scoring import score_chunks
-from metrics.judges.offline import OfflineJudge
-from metrics.registry import CORE_METRICS, build_metrics
-from metrics.samples import load_samples
-from orchestration.definitions import defs
+from rag_eval.assets.resources import JudgeResource
+from rag_eval.metrics.scoring import score_chunks
+from rag_eval.metrics.judges.offline import OfflineJudge
+from rag_eval.metrics.registry import CORE_METRICS, build_metrics
+from rag_eval.metrics.samples import load_samples
+from rag_eval.orchestration.definitions import defs
 from tests.judge_server import JudgeServer
 from tests.pipeline.conftest import Project, materialized
 

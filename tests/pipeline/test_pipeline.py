@@ -14,12 +14,12 @@ import duckdb
 import pandas as pd
 import pytest
 
-import metrics.text
-from assets.resources import JudgeResource
-from metrics.registry import CORE_METRICS
-from metrics.samples import sample_from_dict
-from orchestration.definitions import defs
-from orchestration.records import out_of_date
+import rag_eval.metrics.text
+from rag_eval.assets.resources import JudgeResource
+from rag_eval.metrics.registry import CORE_METRICS
+from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.orchestration.definitions import defs
+from rag_eval.orchestration.records import out_of_date
 from tests.conftest import readable
 from tests.judge_server import JudgeServer
 from tests.pipeline.conftest import Nights, Project, materialized
@@ -65,7 +65,7 @@ def test_graph_writes_summary_consistent_with_per_row_results(project, fiqa_rows
     table = project.query("select metric, mean from eval.eval_summary where version = 'v1' order by metric")
     assert dict(zip(table["metric"], table["mean"])) == {m: summary["metrics"][m]["mean"] for m in CORE_METRICS}
     # The metric step let go of the offline judge's memos as it ended (``Judge.forget``: the summary has the memory).
-    assert sum(memo.cache_info().currsize for memo in metrics.text.memos._MEMOS) == 0
+    assert sum(memo.cache_info().currsize for memo in rag_eval.metrics.text.memos._MEMOS) == 0
 
 
 def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa_rows):
@@ -267,7 +267,7 @@ def test_sensor_registers_a_new_version_and_its_run_materializes_it(project, fiq
 
 
 def test_backfill_over_three_versions_materializes_all_three(tmp_path, monkeypatch, capsys, fiqa_rows):
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
@@ -300,7 +300,7 @@ def test_readme_queries_run_on_the_results_database(project, fiqa_rows):
 
 
 def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     dataset = tmp_path / "tiny" / "samples.jsonl"
     dataset.parent.mkdir()
@@ -352,7 +352,7 @@ def test_cli_run_prints_table_and_writes_reports(tmp_path, monkeypatch, capsys):
 def test_cli_run_prints_the_great_expectations_checks_that_failed(tmp_path, monkeypatch, capsys):
     # Three FiQA lines and line 1 again as line 4: the run succeeds (nothing blocks), and the console names the two
     # failed checks of the twelve, their lines and fields, and the Data Docs page.
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     lines = FIQA.read_text(encoding="utf-8").splitlines()[:3]
     dataset = tmp_path / "twice.jsonl"
@@ -377,7 +377,7 @@ def test_cli_run_prints_the_great_expectations_checks_that_failed(tmp_path, monk
 def test_a_file_replaced_under_its_key_is_evaluated_again_not_reported_up_to_date(tmp_path, monkeypatch, capsys):
     """Dagster does not see a version's file: after ``register --replace`` the next plain ``run``
     must evaluate the new content, not show the old content's summary as up to date."""
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     lines = FIQA.read_text(encoding="utf-8").splitlines()
     dataset = tmp_path / "tiny.jsonl"
@@ -466,12 +466,12 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
 
 def test_a_new_metric_code_version_makes_it_and_the_summary_stale_and_rerun_the_next_night(project, fiqa_rows,
                                                                                           monkeypatch):
-    from assets.evaluation import build_metric_assets
-    from assets.gate import baseline_comparison
-    from assets.ingestion import ingest_dataset
-    from assets.summary import build_summary_asset
-    from metrics.registry import METRICS
-    from orchestration.automation import automated
+    from rag_eval.assets.evaluation import build_metric_assets
+    from rag_eval.assets.gate import baseline_comparison
+    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.summary import build_summary_asset
+    from rag_eval.metrics.registry import METRICS
+    from rag_eval.orchestration.automation import automated
 
     project.write("v1", fiqa_rows[:2])
     assert project.run("v1").success
@@ -579,8 +579,8 @@ def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project,
 
 
 def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkeypatch, capsys):
-    from metrics.registry import METRICS
-    from orchestration import cli
+    from rag_eval.metrics.registry import METRICS
+    from rag_eval.orchestration import cli
 
     dataset = tmp_path / "fiqa3.jsonl"
     lines = FIQA.read_text(encoding="utf-8").splitlines()[:3]
@@ -615,7 +615,7 @@ def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkey
 def test_a_dagster_run_against_a_dead_endpoint_fails_the_metric_step_naming_the_cause(tmp_path):
     import dagster as dg
 
-    from assets.resources import JudgeResource
+    from rag_eval.assets.resources import JudgeResource
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"

@@ -38,7 +38,7 @@ def test_rag_eval_run_on_the_postgres_instance_is_up_to_date_the_second_time(ser
     dataset.write_text("\n".join(FIQA_LINES[:3]) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DAGSTER_"))}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), DAGSTER_POSTGRES_URL=server.url, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "orchestration.cli", "run", str(dataset), "--dataset-version", "tiny-v1"]
+    command = [sys.executable, "-m", "rag_eval.orchestration.cli", "run", str(dataset), "--dataset-version", "tiny-v1"]
     first, second = (subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
                      for _ in range(2))
     assert first.returncode == 0, first.stderr[-3000:]

@@ -13,10 +13,10 @@ import dagster as dg
 import duckdb
 import pytest
 
-from assets.registration import RegistrationError, register_version
-from assets.resources import DatasetStore
-from orchestration import cli
-from orchestration.definitions import defs
+from rag_eval.assets.registration import RegistrationError, register_version
+from rag_eval.assets.resources import DatasetStore
+from rag_eval.orchestration import cli
+from rag_eval.orchestration.definitions import defs
 
 ROOT = Path(__file__).resolve().parents[2]
 FIQA_LINES = (ROOT / "examples" / "fiqa" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
@@ -200,7 +200,7 @@ def test_sensor_gives_a_dropped_folder_a_key_that_sorts_by_time(tmp_path):
 
 def at_once(home: Path, env: dict, *arguments: list[str]) -> tuple[list[int], str]:
     """``rag-eval`` with each of ``arguments`` in ``home``, all started at once: their exit statuses and stderr."""
-    runs = [subprocess.Popen([sys.executable, "-m", "orchestration.cli", *args], cwd=home, env=env,
+    runs = [subprocess.Popen([sys.executable, "-m", "rag_eval.orchestration.cli", *args], cwd=home, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
             for args in arguments]
     try:

@@ -20,7 +20,7 @@ def holding(root: Path, secret: str) -> list[str]:
 
 def test_a_base_url_with_a_key_is_refused_and_a_key_from_the_environment_is_stored_nowhere(
         server, tmp_path, monkeypatch, capsys):
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     dataset = tmp_path / "in" / "samples.jsonl"
     dataset.parent.mkdir()

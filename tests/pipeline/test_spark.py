@@ -6,9 +6,9 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from metrics import OfflineJudge, evaluate
-from metrics.judges.llm import LLMConfig, LLMJudge
-from metrics.spark import _slices
+from rag_eval.metrics import OfflineJudge, evaluate
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics.spark import _slices
 from tests.judge_server import oracle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ def test_a_task_retried_by_spark_counts_each_row_once(spark, local_offline):
 
 
 def test_the_pipeline_switches_to_spark_by_config(spark, tmp_path):
-    from assets.resources import ExecutionResource
+    from rag_eval.assets.resources import ExecutionResource
     from tests.pipeline.conftest import Project
 
     summaries = {}

@@ -1,4 +1,4 @@
-"""Results and fields read and written chunk by chunk (assets.stored_results, the ingestion) hold the
+"""Results and fields read and written chunk by chunk (rag_eval.assets.stored_results, the ingestion) hold the
 same content as the whole frames they replace."""
 import hashlib
 import json
@@ -14,13 +14,13 @@ import pandas as pd
 import pytest
 import pyarrow.parquet as pq
 
-from assets.evaluation import FieldSamples
-from assets.results_store import PartitionFiles, table_file, write_frame
-from assets.ingestion import ContentDigest, content_version, samples_from_fields
-from assets.stored_results import (READ_ROWS, ResultWriter, StoredTable, write_ragas_csv_by_chunks,
+from rag_eval.assets.evaluation import FieldSamples
+from rag_eval.assets.results_store import PartitionFiles, table_file, write_frame
+from rag_eval.assets.ingestion import ContentDigest, content_version, samples_from_fields
+from rag_eval.assets.stored_results import (READ_ROWS, ResultWriter, StoredTable, write_ragas_csv_by_chunks,
                                    write_results_parquet)
-from metrics.formats import ragas_table, write_ragas_csv
-from metrics.scoring import RESULT_COLUMNS
+from rag_eval.metrics.formats import ragas_table, write_ragas_csv
+from rag_eval.metrics.scoring import RESULT_COLUMNS
 
 FIQA = Path(__file__).resolve().parents[2] / "examples" / "fiqa" / "samples.jsonl"
 
@@ -170,8 +170,8 @@ def test_a_killed_writers_results_file_is_removed_by_the_next_writer(tmp_path, m
 def test_ingestion_by_chunks_stores_every_line_and_each_bad_line_with_its_reason(tmp_path, monkeypatch):
     # read two lines at a time: an unreadable line, a line lacking its response, a blank line (no row) and a
     # line no metric can use fall in different chunks; the tables and data versions are those of one chunk
-    import assets.ingestion
-    from orchestration.records import DATA_VERSION_TAG, latest_record
+    import rag_eval.assets.ingestion
+    from rag_eval.orchestration.records import DATA_VERSION_TAG, latest_record
     from tests.pipeline.conftest import Project
 
     good = [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()[:3]]
@@ -182,7 +182,7 @@ def test_ingestion_by_chunks_stores_every_line_and_each_bad_line_with_its_reason
     with dg.instance_for_test() as instance:
         project = Project(tmp_path, instance)
         for version, lines_at_once in (("chunks", 2), ("whole", 10_000)):
-            monkeypatch.setattr(assets.ingestion, "READ_LINES", lines_at_once)
+            monkeypatch.setattr(rag_eval.assets.ingestion, "READ_LINES", lines_at_once)
             project.write(version, [])
             (project.datasets / version / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
             result = project.materialize(version, dg.AssetSelection.groups("ingestion"), run_config={

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 import tenacity
 
-from assets.resources import JudgeResource, build_resources
-from assets.targets import register_target_run
-from metrics.judges.cache import JudgementCache
-from metrics.targets.call import call_part
-from metrics.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
-from orchestration.sweep import FIELD_LEVEL, judged_by, run_cost, run_incrementally
+from rag_eval.assets.resources import JudgeResource, build_resources
+from rag_eval.assets.targets import register_target_run
+from rag_eval.metrics.judges.cache import JudgementCache
+from rag_eval.metrics.targets.call import call_part
+from rag_eval.metrics.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
+from rag_eval.orchestration.sweep import FIELD_LEVEL, judged_by, run_cost, run_incrementally
 from tests import target_system
 from tests.judge_server import JudgeServer, Reply, oracle
 from tests.pipeline.conftest import sweep_cli

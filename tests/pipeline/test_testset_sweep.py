@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from metrics.testset import write_testset
-from metrics.testset.baseline import bm25
+from rag_eval.metrics.testset import write_testset
+from rag_eval.metrics.testset.baseline import bm25
 from tests.pipeline.conftest import sweep_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +18,7 @@ def test_inverse_cloze_set_of_the_example_folder_scores_the_bm25_baseline(tmp_pa
     # The README's offline command: offline even with an endpoint configured (here a dead one, never asked).
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
     env.update(OPENAI_API_KEY="sk-test-unused", OPENAI_BASE_URL="http://127.0.0.1:9/v1", PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "orchestration.cli", "testset", str(ROOT / "examples/testset/docs"),
+    done = subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", "testset", str(ROOT / "examples/testset/docs"),
                            "-n", "40", "--chunk-tokens", "128", "--inverse-cloze", "--out", "set"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

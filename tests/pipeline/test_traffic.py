@@ -11,9 +11,9 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.resources import JudgeResource
-from assets.traffic import TrafficStore, traffic_assets
-from orchestration.traffic import new_traffic, traffic_job
+from rag_eval.assets.resources import JudgeResource
+from rag_eval.assets.traffic import TrafficStore, traffic_assets
+from rag_eval.orchestration.traffic import new_traffic, traffic_job
 from tests.conftest import TEST_KEY
 from tests.metrics.test_traces import MS, T0, line, rag_trace
 
@@ -61,7 +61,7 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
         assert [r.partition_key for r in third.run_requests] == ["2026-11-01"]
         assert json.loads(third.cursor) == {"2026-11-01": 9, "2026-11-02": 3}
         # Materialized again, the day holds its late trace too.
-        from assets.traffic import traffic_samples
+        from rag_eval.assets.traffic import traffic_samples
 
         defs = dg.Definitions(assets=traffic_assets, resources={"traffic_store": store, "judge": JudgeResource()})
         before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
@@ -84,7 +84,7 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
 def test_the_example_traffic_drifts_on_its_degraded_day(example_traces, tmp_path, monkeypatch, capsys):
     """rag-eval traffic (the in-process path of the daemon's job): two partitions, sampled within the
     budget, judged offline; day 2's faithfulness drift check fails with its difference and interval."""
-    from orchestration import cli
+    from rag_eval.orchestration import cli
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
@@ -162,8 +162,8 @@ def test_a_partition_without_traffic_fails_traffic_arrived(tmp_path):
 
 def test_hourly_partitions(tmp_path):
     """partition = "hourly": one partition an hour from start, keys as Dagster writes them."""
-    from assets.partitions import traffic_partitions
-    from metrics.traffic import TrafficConfig
+    from rag_eval.assets.partitions import traffic_partitions
+    from rag_eval.metrics.traffic import TrafficConfig
 
     hourly = traffic_partitions(TrafficConfig(partition="hourly", start="2026-11-01"))
     assert hourly.get_partition_key_for_timestamp(T0 / 1e9 + 13 * 3600 + 5) == "2026-11-01-13:00"

@@ -4,7 +4,7 @@ cache, ``out/`` and DAGSTER_HOME), ``register --replace`` of a version while it 
 the counting test server (replies take 0.2 s, so the runs overlap).
 
 No mixed results (every version's tables and reports hold its own rows, once), no request paid
-twice beyond those in flight (the claims of ``metrics.judges.cache``), and no wait for a lock
+twice beyond those in flight (the claims of ``rag_eval.metrics.judges.cache``), and no wait for a lock
 without a line saying who holds it.
 """
 import json
@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from metrics.samples import sample_from_dict
+from rag_eval.metrics.samples import sample_from_dict
 from tests.conftest import FIQA
 from tests.judge_server import JudgeServer, oracle
 
@@ -57,7 +57,7 @@ class Project:
         return name
 
     def start(self, *args: str) -> subprocess.Popen:
-        process = subprocess.Popen([sys.executable, "-m", "orchestration.cli", *args], cwd=self.root, env=self.env,
+        process = subprocess.Popen([sys.executable, "-m", "rag_eval.orchestration.cli", *args], cwd=self.root, env=self.env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.started.append(process)
         return process
@@ -99,7 +99,7 @@ def ids(lines: list[str]) -> list[str]:
 
 
 def lock_waits_are_said(err: str) -> None:
-    """A wait for the results database names its holder (``assets.resources.check_database``)."""
+    """A wait for the results database names its holder (``rag_eval.assets.resources.check_database``)."""
     for line in err.splitlines():
         if "waiting" in line:
             assert "held by PID" in line or "locked by another process" in line, line

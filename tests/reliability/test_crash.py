@@ -36,7 +36,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.aggregate import USAGE_COLUMNS
 from tests.conftest import FIQA
 from tests.judge_server import JudgeServer, oracle
 
@@ -66,7 +66,7 @@ class Run:
         env.update(DAGSTER_HOME=str(project / "home"), PYTHONPATH=str(ROOT), OPENAI_BASE_URL=url,
                    OPENAI_API_KEY="sk-test-crash", OPENAI_MODEL="judge-test", EMBEDDING_MODEL="embed-test")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestration.cli", "run", "samples.jsonl", "--dataset-version", "v1",
+            [sys.executable, "-m", "rag_eval.orchestration.cli", "run", "samples.jsonl", "--dataset-version", "v1",
              "--concurrency", "2", "--cache-path", "cache.sqlite"],
             cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=_default_signals, start_new_session=True)

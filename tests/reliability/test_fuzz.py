@@ -1,11 +1,11 @@
 """Hostile input by fuzzing (hypothesis): the sample loader over every file format it reads
-(JSONL, JSON, CSV, Parquet: ``metrics.samples.load_samples``) and every registered metric with
-the offline judge (``metrics.evaluate``), on arbitrary unicode, control and bidi characters,
+(JSONL, JSON, CSV, Parquet: ``rag_eval.metrics.samples.load_samples``) and every registered metric with
+the offline judge (``rag_eval.metrics.evaluate``), on arbitrary unicode, control and bidi characters,
 huge and empty fields, wrong types, deep nesting, NaN/inf and duplicate ids.
 
 The properties: no exception escapes; every line is in every per-row output (the results, one row
 per line and metric; RAGAS's table; the console's input-error lines) with its reason; what the
-console prints of it never holds a raw control character (``orchestration.report.printable``).
+console prints of it never holds a raw control character (``rag_eval.orchestration.report.printable``).
 
 Examples are derandomized (the same ones on every machine, no example database), at most
 :data:`EXAMPLES` per target (the loader's formats) and :data:`METRIC_EXAMPLES` for the metrics,
@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from metrics.aggregate import input_error_lines
-from metrics.results import Status
-from metrics.samples import ALIASES, FIELDS, MAX_CHARS, load_samples
-from orchestration.report import print_input_errors, print_rejected
+from rag_eval.metrics.aggregate import input_error_lines
+from rag_eval.metrics.results import Status
+from rag_eval.metrics.samples import ALIASES, FIELDS, MAX_CHARS, load_samples
+from rag_eval.orchestration.report import print_input_errors, print_rejected
 
 EXAMPLES = 60
 METRIC_EXAMPLES = 40
@@ -152,7 +152,7 @@ def test_parquet_every_row_loads_or_says_why(tmp_path_factory, records):
 @given(st.lists(st.fixed_dictionaries({"line": st.integers(1, 10 ** 6), "id": text, "reason": text}), max_size=7),
        st.lists(st.fixed_dictionaries({"line": st.integers(1, 10 ** 6), "id": text,
                                        "fields": st.dictionaries(st.sampled_from([*FIELDS, "line"]), text, max_size=3),
-                                       # metric names are the registry's (metrics.base.NAME_PATTERN), not data
+                                       # metric names are the registry's (rag_eval.metrics.base.NAME_PATTERN), not data
                                        "metrics": st.lists(st.sampled_from(["faithfulness", "ndcg"]), max_size=3)}),
                 max_size=7))
 def test_the_console_never_prints_a_raw_control_character(rejected, errors):
@@ -174,8 +174,8 @@ well_formed = st.fixed_dictionaries({
 
 @pytest.fixture(scope="module")
 def offline():
-    from metrics import OfflineJudge
-    from metrics.registry import METRICS
+    from rag_eval.metrics import OfflineJudge
+    from rag_eval.metrics.registry import METRICS
 
     return OfflineJudge(), list(METRICS)
 
@@ -185,8 +185,8 @@ def offline():
 @given(st.lists(st.builds(lambda r, i: {**r, "id": i} if i is not None else r, st.one_of(well_formed, record), ids),
                 min_size=1, max_size=3))
 def test_every_metric_scores_every_line_or_says_why(offline, records):
-    from metrics import evaluate
-    from metrics.registry import METRICS
+    from rag_eval.metrics import evaluate
+    from rag_eval.metrics.registry import METRICS
 
     judge, names = offline
     import warnings

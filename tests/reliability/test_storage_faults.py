@@ -1,5 +1,5 @@
 """Storage faults: the judgement cache, ``out/``, the DuckDB results file and ``DAGSTER_HOME``,
-each full, read-only and damaged, through the public entry points (``metrics.evaluate`` with an
+each full, read-only and damaged, through the public entry points (``rag_eval.metrics.evaluate`` with an
 LLM judge on the counting test server; ``rag-eval run`` with its ``--out``, ``--cache-path``
 options and ``DAGSTER_HOME``).
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics import Status, evaluate
+from rag_eval.metrics import Status, evaluate
 from tests.conftest import FIQA
 from tests.small_disk import SmallDisk
 
@@ -32,15 +32,15 @@ ROOT = Path(__file__).resolve().parents[2]
 ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
          "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
         for i in range(6)]
-PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (metrics.judges.llm)
+PER_ROW = 6  # the five core metrics: 5 chat + 1 embeddings request per row (rag_eval.metrics.judges.llm)
 # One evaluation through the Python API, in the small disk's namespace: statuses and cache warnings as
 # JSON; with a go file, the judge is closed (its cache flushed) only once that file exists.
 CHILD = """
 import json, sys, time, warnings
 from pathlib import Path
-from metrics import evaluate
-from metrics.judges.cache import CacheWarning
-from metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.judges.cache import CacheWarning
+from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 url, cache, rows, go = sys.argv[1:]
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -185,7 +185,7 @@ class Project:
     def run(self, dataset: str, version: str) -> tuple[int, str]:
         env = {**child_env(), "DAGSTER_HOME": str(self.home), "OPENAI_BASE_URL": self.server.url,
                "OPENAI_API_KEY": "sk-test-disk", "OPENAI_MODEL": "judge-test", "EMBEDDING_MODEL": "embed-test"}
-        done = self.disk.run([sys.executable, "-m", "orchestration.cli", "run", dataset, "--dataset-version", version,
+        done = self.disk.run([sys.executable, "-m", "rag_eval.orchestration.cli", "run", dataset, "--dataset-version", version,
                               "--out", str(self.out), "--cache-path", str(self.root / "cache.sqlite")],
                              cwd=self.root, env=env)
         assert "Traceback" not in done.stderr, done.stderr[-3000:]
