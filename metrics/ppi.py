@@ -42,8 +42,9 @@ A lighter weight was tried on the trust bench's *tuned* HaluEval cells and check
 held-out and RAGAS cells: Agresti–Min's ½ per row, and ½ at ``lam = 1`` moving linearly to
 z²/4 at ``lam = 0``. Both brought the near-perfect judges closer to 95 % (the offline judge
 on tuned HaluEval rows at n = 50: 97.4 % instead of 98.8 %) but let a judge that accepts 30 %
-of what people reject fall to 92.8 % (tuned HaluEval, n = 50) and 89.2 % (RAGAS
-answer_correctness, n = 25): a rule that gains on one set and loses on another is not kept.
+of what people reject fall to 92.3-92.8 % on tuned HaluEval cells, then to 89.1-89.2 % on the
+RAGAS answer_correctness cell at n = 25: a rule that gains on one set and loses on another is
+not kept.
 ``bench/trust_bench.py --sweep`` shows the trade-off over the error rate ``e`` of a binary
 judge with one-sided errors.
 """
