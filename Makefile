@@ -33,7 +33,7 @@ lint: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 
 # With the network off where namespaces allow it, so an accidental download fails the tests: as root a network
-# namespace alone (the PostgreSQL tests start their server as the `postgres` user), else in a user namespace.
+# namespace alone, else in a user namespace (tests/postgres.py starts PostgreSQL as `nobody` in either).
 test: lint
 	@if unshare -n true 2>/dev/null; then \
 		echo "running the tests with the network off (unshare -n, loopback only)"; \

@@ -12,9 +12,3 @@ def traffic_partitions(config: TrafficConfig) -> dg.TimeWindowPartitionsDefiniti
     if config.partition == "hourly":
         return dg.HourlyPartitionsDefinition(start_date=f"{config.start}-00:00", timezone=config.timezone)
     return dg.DailyPartitionsDefinition(start_date=config.start, timezone=config.timezone)
-
-
-#: Production traffic: one partition per day (or hour) of traces, from the working folder's
-#: ``[tool.rag_eval.traffic]`` (``rag_eval.metrics.traffic``).
-traffic_config = TrafficConfig.load()
-traffic_windows = traffic_partitions(traffic_config)

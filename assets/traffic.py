@@ -12,7 +12,8 @@ writes ``summary.json`` and the traffic page ``report.html``, and its checks
 
 Each partition's files live in ``<root>/<partition>/`` (``TrafficStore``): runs of
 different partitions never write the same file. The assets return no value (no IO
-manager): each reads its upstream's files itself.
+manager): each reads its upstream's files itself. Nothing is read at import: the assets
+are made by :func:`traffic_assets` from the settings the code location loads.
 """
 
 import hashlib
@@ -27,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.assets.evaluation import metric_code_version
-from rag_eval.assets.partitions import traffic_config, traffic_windows
+from rag_eval.assets.partitions import traffic_partitions
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.drift import DROP, drift
 from rag_eval.metrics.registry import build_metrics
@@ -46,9 +47,12 @@ GROUP = "traffic"
 #: the latest only: a day re-read for its late spans is judged again too), and the judging of the trailing
 #: window is redone when a metric or the judge changes (its code version).
 FOLLOWS = dg.AutomationCondition.eager().without(dg.AutomationCondition.in_latest_time_window())
-JUDGED = FOLLOWS | (dg.AutomationCondition.code_version_changed()
-                    & dg.AutomationCondition.in_latest_time_window(timedelta(days=traffic_config.window))
-                    & ~dg.AutomationCondition.any_deps_missing())
+
+
+def _judged(config: TrafficConfig) -> dg.AutomationCondition:
+    return FOLLOWS | (dg.AutomationCondition.code_version_changed()
+                      & dg.AutomationCondition.in_latest_time_window(timedelta(days=config.window))
+                      & ~dg.AutomationCondition.any_deps_missing())
 
 
 class TrafficStore(dg.ConfigurableResource):
@@ -57,7 +61,7 @@ class TrafficStore(dg.ConfigurableResource):
     page ``<root>/report.html``; the trace index ``<root>/.index/``) and the traffic settings:
     ``[tool.rag_eval.traffic]`` of ``config_path`` (default: ``pyproject.toml`` of the working
     folder), ``source`` overriding its source. The partitioning, the metrics and ``blocking``
-    are read when the code location loads (they shape the assets and checks)."""
+    are those the assets were made with (:func:`traffic_assets`: they shape the assets and checks)."""
 
     root: str = "out/traffic"
     config_path: str | None = None
@@ -87,15 +91,16 @@ class TrafficStore(dg.ConfigurableResource):
         return TraceIndex(self.root, settings.format, settings.mapping)
 
 
-def window_ns(key: str) -> tuple[int, int]:
+def window_ns(window: dg.TimeWindow) -> tuple[int, int]:
     """The partition's window [start, end) in nanoseconds since the epoch."""
-    window = traffic_windows.time_window_for_partition_key(key)
     return int(window.start.timestamp()) * 10 ** 9, int(window.end.timestamp()) * 10 ** 9
 
 
 def partition_counts(store: TrafficStore, settings: TrafficConfig) -> dict[str, int]:
     """``{partition: spans or traces}`` of the whole source, from the trace index (files) or
-    the query's start column (SQL); hours before the first partition are left out."""
+    the query's start column (SQL), in ``settings``' partitions; hours before the first
+    partition are left out."""
+    windows = traffic_partitions(settings)
     if settings.format == "sql":
         from rag_eval.metrics.traces.tables import sql_times
 
@@ -107,23 +112,23 @@ def partition_counts(store: TrafficStore, settings: TrafficConfig) -> dict[str, 
         for counter in store.index(settings).counts(settings.source).values():
             for hour, count in counter.items():
                 hours[hour] = hours.get(hour, 0) + count
-    first = traffic_windows.start.timestamp()
+    first = windows.start.timestamp()
     counts: dict[str, int] = {}
     for hour, count in hours.items():
         if hour * 3600 >= first:
-            key = traffic_windows.get_partition_key_for_timestamp(hour * 3600)
+            key = windows.get_partition_key_for_timestamp(hour * 3600)
             counts[key] = counts.get(key, 0) + count
     return dict(sorted(counts.items()))
 
 
-def trailing(key: str, count: int) -> list[str]:
-    """The ``count`` partitions before ``key`` (fewer at the start), latest first."""
-    keys, start = [], traffic_windows.time_window_for_partition_key(key).start
+def trailing(windows: dg.TimeWindowPartitionsDefinition, key: str, count: int) -> list[str]:
+    """The ``count`` partitions of ``windows`` before ``key`` (fewer at the start), latest first."""
+    keys, start = [], windows.time_window_for_partition_key(key).start
     for _ in range(count):
-        window = traffic_windows.get_prev_partition_window(start)
+        window = windows.get_prev_partition_window(start)
         if window is None:
             break
-        keys.append(traffic_windows.get_partition_key_for_timestamp(window.start.timestamp()))
+        keys.append(windows.get_partition_key_for_timestamp(window.start.timestamp()))
         start = window.start
     return keys
 
@@ -132,46 +137,49 @@ def _atomic(folder: Path, name: str) -> tuple[Path, Path]:
     return folder / f".{name}.partial", folder / name
 
 
-@dg.asset(
-    partitions_def=traffic_windows, group_name=GROUP, code_version="1", kinds={"parquet"},
-    check_specs=[dg.AssetCheckSpec(ARRIVED, asset="traffic_samples", blocking=True, partitions_def=traffic_windows,
-                                   description="Traffic arrived: the partition holds at least min_traces traces "
-                                               "(a blocking check: nothing is judged for an empty partition).")],
-    description="The traces that started in the partition (traces.parquet) and what could not be read "
-                "(problems.parquet: file, line, field, reason).",
-)
-def traffic_samples(context: dg.AssetExecutionContext, traffic_store: TrafficStore):
-    """Read the partition's traces, streaming, into ``traces.parquet``."""
-    settings = traffic_store.settings()
-    start, end = window_ns(context.partition_key)
-    folder = traffic_store.folder(context.partition_key)
-    partial, final = _atomic(folder, "traces.parquet")
-    try:
-        written = write_window(settings, traffic_store.index(settings), start, end, partial)
-    except (OSError, ValueError) as exc:
-        partial.unlink(missing_ok=True)
-        raise dg.Failure(f"traffic source {settings.format}: {exc}", allow_retries=False) from exc
-    partial.replace(final)
-    problems_frame(written.problems).to_parquet(folder / "problems.parquet", index=False)
-    for problem in written.problems[:LISTED]:
-        context.log.warning(f"unreadable: {problem}")
-    latency = np.array(written.latencies) if written.latencies else np.array([0.0])
-    listed = [str(p) for p in written.problems[:LISTED]]
-    yield dg.MaterializeResult(
-        data_version=dg.DataVersion(written.digest),
-        metadata={"traces": written.traces, "problems": len(written.problems), "path": str(final),
-                  "latency_p50_ms": float(np.percentile(latency, 50)),
-                  "latency_p95_ms": float(np.percentile(latency, 95)),
-                  **{name: int(value) for name, value in written.tokens.items()},
-                  "routes": dg.MetadataValue.json(dict(written.routes.most_common(50))),
-                  "first_problems": dg.MetadataValue.json(listed)})
-    yield dg.AssetCheckResult(
-        check_name=ARRIVED, asset_key="traffic_samples", passed=written.traces >= settings.min_traces,
-        description=None if written.traces >= settings.min_traces else
-        f"no traffic arrived: {written.traces} traces in {context.partition_key} (at least {settings.min_traces} "
-        f"expected; {len(written.problems)} unreadable spans or rows)",
-        metadata={"traces": written.traces, "min_traces": settings.min_traces, "problems": len(written.problems),
-                  "first_problems": dg.MetadataValue.json(listed)})
+def _samples_asset(windows: dg.TimeWindowPartitionsDefinition) -> dg.AssetsDefinition:
+    """``traffic_samples`` in ``windows``, with its check ``traffic_arrived``."""
+    @dg.asset(
+        partitions_def=windows, group_name=GROUP, code_version="1", kinds={"parquet"},
+        check_specs=[dg.AssetCheckSpec(ARRIVED, asset="traffic_samples", blocking=True, partitions_def=windows,
+                                       description="Traffic arrived: the partition holds at least min_traces traces "
+                                                   "(a blocking check: nothing is judged for an empty partition).")],
+        description="The traces that started in the partition (traces.parquet) and what could not be read "
+                    "(problems.parquet: file, line, field, reason).",
+    )
+    def traffic_samples(context: dg.AssetExecutionContext, traffic_store: TrafficStore):
+        """Read the partition's traces, streaming, into ``traces.parquet``."""
+        settings = traffic_store.settings()
+        start, end = window_ns(context.partition_time_window)
+        folder = traffic_store.folder(context.partition_key)
+        partial, final = _atomic(folder, "traces.parquet")
+        try:
+            written = write_window(settings, traffic_store.index(settings), start, end, partial)
+        except (OSError, ValueError) as exc:
+            partial.unlink(missing_ok=True)
+            raise dg.Failure(f"traffic source {settings.format}: {exc}", allow_retries=False) from exc
+        partial.replace(final)
+        problems_frame(written.problems).to_parquet(folder / "problems.parquet", index=False)
+        for problem in written.problems[:LISTED]:
+            context.log.warning(f"unreadable: {problem}")
+        latency = np.array(written.latencies) if written.latencies else np.array([0.0])
+        listed = [str(p) for p in written.problems[:LISTED]]
+        yield dg.MaterializeResult(
+            data_version=dg.DataVersion(written.digest),
+            metadata={"traces": written.traces, "problems": len(written.problems), "path": str(final),
+                      "latency_p50_ms": float(np.percentile(latency, 50)),
+                      "latency_p95_ms": float(np.percentile(latency, 95)),
+                      **{name: int(value) for name, value in written.tokens.items()},
+                      "routes": dg.MetadataValue.json(dict(written.routes.most_common(50))),
+                      "first_problems": dg.MetadataValue.json(listed)})
+        yield dg.AssetCheckResult(
+            check_name=ARRIVED, asset_key="traffic_samples", passed=written.traces >= settings.min_traces,
+            description=None if written.traces >= settings.min_traces else
+            f"no traffic arrived: {written.traces} traces in {context.partition_key} (at least {settings.min_traces} "
+            f"expected; {len(written.problems)} unreadable spans or rows)",
+            metadata={"traces": written.traces, "min_traces": settings.min_traces, "problems": len(written.problems),
+                      "first_problems": dg.MetadataValue.json(listed)})
+    return traffic_samples
 
 
 class TrafficSampleConfig(dg.Config):
@@ -183,94 +191,100 @@ class TrafficSampleConfig(dg.Config):
     seed: int | None = None
 
 
-@dg.asset(
-    partitions_def=traffic_windows, group_name=GROUP, code_version="1", kinds={"parquet"}, deps=[traffic_samples],
-    automation_condition=FOLLOWS,
-    description="The traces judged: a seeded sample stratified by route and retrieval score band within the "
-                "partition's budget of rows and/or cost (sample.parquet).",
-)
-def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfig, traffic_store: TrafficStore,
-                   judge: JudgeResource) -> dg.MaterializeResult:
-    """Select the partition's sample (``rag_eval.metrics.sampling.select``)."""
-    settings = traffic_store.settings()
-    folder = traffic_store.folder(context.partition_key)
-    traces = table_traces(pq.read_table(folder / "traces.parquet"))
-    rows = settings.budget_rows if config.budget_rows is None else config.budget_rows
-    cost = settings.budget_cost if config.budget_cost is None else config.budget_cost
-    seed = settings.seed if config.seed is None else config.seed
-    try:
-        budget = Budget(rows=rows, cost=None if cost < 0 else cost, price=tuple(settings.price))
-    except ValueError as exc:
-        raise dg.Failure(str(exc), allow_retries=False) from exc
-    cost_of = None
-    if budget.cost is not None:
-        samples = [to_sample(t, i) for i, t in enumerate(traces)]
-        cost_of = judging_cost(samples, build_metrics(traffic_config.metrics), judge.get_judge(), budget.price)
-    selection = select(traces, budget, seed, settings.strata, cost_of)
-    table = traces_table([traces[i] for i in selection.rows]).append_column(
-        "stratum", pa.array(selection.stratum, pa.string())).append_column(
-        "estimated_cost", pa.array(selection.costs, pa.float64()))
-    partial, final = _atomic(folder, "sample.parquet")
-    pq.write_table(table, partial)
-    partial.replace(final)
-    drawn = {"rows": rows, "cost": budget.cost, "price": list(budget.price), "seed": seed, "strata": settings.strata,
-             "estimated_cost": selection.total_cost, "per_stratum": selection.strata}
-    (folder / "sample.json").write_text(json.dumps(drawn, indent=2, ensure_ascii=False), encoding="utf-8")
-    context.log.info(f"{context.partition_key}: {len(selection.rows)} of {len(traces)} traces sampled "
-                     f"(budget: {rows} rows, cost {budget.cost if budget.cost is not None else 'unlimited'})")
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(hashlib.sha256(" ".join(traces[i].trace_id for i in selection.rows).encode())
-                                    .hexdigest()[:16]),
-        metadata={"traces": len(traces), "sampled": len(selection.rows), "budget_rows": rows,
-                  "budget_cost": budget.cost if budget.cost is not None else -1.0,
-                  "estimated_cost": float(selection.total_cost), "seed": seed,
-                  "strata": dg.MetadataValue.json(selection.strata)})
+def _sample_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition) -> dg.AssetsDefinition:
+    """``traffic_sample`` in ``windows``, costed with ``config``'s metrics."""
+    @dg.asset(
+        partitions_def=windows, group_name=GROUP, code_version="1", kinds={"parquet"}, deps=["traffic_samples"],
+        automation_condition=FOLLOWS,
+        description="The traces judged: a seeded sample stratified by route and retrieval score band within the "
+                    "partition's budget of rows and/or cost (sample.parquet).",
+    )
+    def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfig, traffic_store: TrafficStore,
+                       judge: JudgeResource) -> dg.MaterializeResult:
+        """Select the partition's sample (``rag_eval.metrics.sampling.select``)."""
+        settings = traffic_store.settings()
+        folder = traffic_store.folder(context.partition_key)
+        traces = table_traces(pq.read_table(folder / "traces.parquet"))
+        rows = settings.budget_rows if config.budget_rows is None else config.budget_rows
+        cost = settings.budget_cost if config.budget_cost is None else config.budget_cost
+        seed = settings.seed if config.seed is None else config.seed
+        try:
+            budget = Budget(rows=rows, cost=None if cost < 0 else cost, price=tuple(settings.price))
+        except ValueError as exc:
+            raise dg.Failure(str(exc), allow_retries=False) from exc
+        cost_of = None
+        if budget.cost is not None:
+            samples = [to_sample(t, i) for i, t in enumerate(traces)]
+            cost_of = judging_cost(samples, build_metrics(config.metrics), judge.get_judge(), budget.price)
+        selection = select(traces, budget, seed, settings.strata, cost_of)
+        table = traces_table([traces[i] for i in selection.rows]).append_column(
+            "stratum", pa.array(selection.stratum, pa.string())).append_column(
+            "estimated_cost", pa.array(selection.costs, pa.float64()))
+        partial, final = _atomic(folder, "sample.parquet")
+        pq.write_table(table, partial)
+        partial.replace(final)
+        drawn = {"rows": rows, "cost": budget.cost, "price": list(budget.price), "seed": seed, "strata": settings.strata,
+                 "estimated_cost": selection.total_cost, "per_stratum": selection.strata}
+        (folder / "sample.json").write_text(json.dumps(drawn, indent=2, ensure_ascii=False), encoding="utf-8")
+        context.log.info(f"{context.partition_key}: {len(selection.rows)} of {len(traces)} traces sampled "
+                         f"(budget: {rows} rows, cost {budget.cost if budget.cost is not None else 'unlimited'})")
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(hashlib.sha256(" ".join(traces[i].trace_id for i in selection.rows).encode())
+                                        .hexdigest()[:16]),
+            metadata={"traces": len(traces), "sampled": len(selection.rows), "budget_rows": rows,
+                      "budget_cost": budget.cost if budget.cost is not None else -1.0,
+                      "estimated_cost": float(selection.total_cost), "seed": seed,
+                      "strata": dg.MetadataValue.json(selection.strata)})
+    return traffic_sample
 
 
-def scores_code_version() -> str:
-    """Changes with a traffic metric's code version or the judge (as the metric assets')."""
+def scores_code_version(config: TrafficConfig) -> str:
+    """Changes with a code version of ``config``'s metrics or the judge (as the metric assets')."""
     judge = JudgeResource().code_version()
-    versions = " ".join(metric_code_version(m, judge) for m in sorted(traffic_config.metrics))
+    versions = " ".join(metric_code_version(m, judge) for m in sorted(config.metrics))
     return "1-" + hashlib.sha256(versions.encode()).hexdigest()[:12]
 
 
-@dg.asset(
-    partitions_def=traffic_windows, group_name=GROUP, code_version=scores_code_version(), kinds={"parquet"},
-    deps=[traffic_sample], automation_condition=JUDGED,
-    description="The sample judged with the reference-free metrics of [tool.rag_eval.traffic] (results.parquet, "
-                "one row per trace and metric).",
-)
-def traffic_scores(context: dg.AssetExecutionContext, traffic_store: TrafficStore,
-                   judge: JudgeResource) -> dg.MaterializeResult:
-    """Judge the sample (``rag_eval.metrics.scoring.score_all``; the judge's cache answers what was judged before)."""
-    folder = traffic_store.folder(context.partition_key)
-    traces = table_traces(pq.read_table(folder / "sample.parquet"))
-    samples = [to_sample(t, i) for i, t in enumerate(traces)]
-    scorer = judge.get_judge()
-    metrics = build_metrics(traffic_config.metrics)
-    try:
-        frame = results_frame(score_all(samples, metrics, scorer) if samples else [])
-    finally:
-        scorer.forget()
-    partial, final = _atomic(folder, "results.parquet")
-    frame.assign(partition=context.partition_key).to_parquet(partial, index=False)
-    partial.replace(final)
-    metadata: dict = {"rows": len(samples), "judge": scorer.name,
-                      "requests": int(frame["chat_requests"].sum() + frame["embedding_requests"].sum()),
-                      "cache_hits": int(frame["cache_hits"].sum())}
-    for metric, rows in frame.groupby("metric", sort=False):
-        ok = rows[rows["status"] == "ok"]
-        metadata[f"{metric}_coverage"] = float(len(ok) / len(rows))
-        if len(ok):
-            metadata[f"{metric}_mean"] = float(ok["value"].mean())
-    return dg.MaterializeResult(metadata=metadata)
+def _scores_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition) -> dg.AssetsDefinition:
+    """``traffic_scores`` in ``windows``, judging ``config``'s metrics."""
+    @dg.asset(
+        partitions_def=windows, group_name=GROUP, code_version=scores_code_version(config), kinds={"parquet"},
+        deps=["traffic_sample"], automation_condition=_judged(config),
+        description="The sample judged with the reference-free metrics of [tool.rag_eval.traffic] (results.parquet, "
+                    "one row per trace and metric).",
+    )
+    def traffic_scores(context: dg.AssetExecutionContext, traffic_store: TrafficStore,
+                       judge: JudgeResource) -> dg.MaterializeResult:
+        """Judge the sample (``rag_eval.metrics.scoring.score_all``; the judge's cache answers what was judged before)."""
+        folder = traffic_store.folder(context.partition_key)
+        traces = table_traces(pq.read_table(folder / "sample.parquet"))
+        samples = [to_sample(t, i) for i, t in enumerate(traces)]
+        scorer = judge.get_judge()
+        metrics = build_metrics(config.metrics)
+        try:
+            frame = results_frame(score_all(samples, metrics, scorer) if samples else [])
+        finally:
+            scorer.forget()
+        partial, final = _atomic(folder, "results.parquet")
+        frame.assign(partition=context.partition_key).to_parquet(partial, index=False)
+        partial.replace(final)
+        metadata: dict = {"rows": len(samples), "judge": scorer.name,
+                          "requests": int(frame["chat_requests"].sum() + frame["embedding_requests"].sum()),
+                          "cache_hits": int(frame["cache_hits"].sum())}
+        for metric, rows in frame.groupby("metric", sort=False):
+            ok = rows[rows["status"] == "ok"]
+            metadata[f"{metric}_coverage"] = float(len(ok) / len(rows))
+            if len(ok):
+                metadata[f"{metric}_mean"] = float(ok["value"].mean())
+        return dg.MaterializeResult(metadata=metadata)
+    return traffic_scores
 
 
-def _drift_check(metric: str) -> dg.AssetCheckSpec:
-    return dg.AssetCheckSpec(f"{metric}_drift", asset="traffic_summary", blocking=traffic_config.blocking,
-                             partitions_def=traffic_windows,
+def _drift_check(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition, metric: str) -> dg.AssetCheckSpec:
+    return dg.AssetCheckSpec(f"{metric}_drift", asset="traffic_summary", blocking=config.blocking,
+                             partitions_def=windows,
                              description=f"{metric} of the partition did not drop beyond its margin against the "
-                                         f"trailing {traffic_config.window} partitions (two-sample bootstrap "
+                                         f"trailing {config.window} partitions (two-sample bootstrap "
                                          "interval; not applicable or too few rows decide nothing).")
 
 
@@ -279,52 +293,68 @@ def _results(folder: Path) -> pd.DataFrame:
     return pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["metric", "status", "value"])
 
 
-@dg.asset(
-    partitions_def=traffic_windows, group_name=GROUP, code_version="1", kinds={"json", "html"},
-    deps=[traffic_scores, traffic_samples], automation_condition=FOLLOWS,
-    check_specs=[_drift_check(m) for m in traffic_config.metrics],
-    description="The partition's summary (summary.json: volume, latency, metric means with 95 % intervals, judging "
-                "cost, drift, worst rows) and the traffic page report.html; drift checks per metric.",
-)
-def traffic_summary(context: dg.AssetExecutionContext, traffic_store: TrafficStore):
-    """Summarize the partition, compare it with its trailing window, rewrite the traffic page."""
-    settings = traffic_store.settings()
-    key = context.partition_key
-    folder = traffic_store.folder(key)
-    day = _results(folder)
-    window_keys = [k for k in trailing(key, settings.window) if (Path(traffic_store.root) / k.replace(":", "")
-                                                                  / "results.parquet").exists()]
-    before = pd.concat([_results(traffic_store.folder(k)) for k in window_keys], ignore_index=True) \
-        if window_keys else pd.DataFrame(columns=["metric", "status", "value"])
-    drifts = drift(day, before, traffic_config.metrics, settings.margins, settings.seed)
-    sample = pd.read_parquet(folder / "sample.parquet")
-    traces = pd.read_parquet(folder / "traces.parquet", columns=["latency_ms", "prompt_tokens", "completion_tokens",
-                                                                 "total_tokens"])
-    problems = len(pd.read_parquet(folder / "problems.parquet", columns=["line"]))
-    drawn = json.loads((folder / "sample.json").read_text(encoding="utf-8"))
-    summary = partition_summary(key, traces, problems, day, traffic_config.metrics, drifts, sample, drawn)
-    summary["window"] = window_keys
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-    root = Path(traffic_store.root)
-    page = root / "report.html"
-    page.write_text(traffic_html(read_summaries(sorted(root.glob("*/summary.json"))), key), encoding="utf-8")
-    metadata: dict = {"traces": summary["traces"], "sampled": summary["sampled"], "problems": problems,
-                      "summary_path": str(folder / "summary.json"), "report_html": str(page),
-                      "window": dg.MetadataValue.json(window_keys)}
-    for metric, stats in summary["metrics"].items():
-        metadata[f"{metric}_mean"] = float(stats["mean"])
-        metadata[f"{metric}_low"], metadata[f"{metric}_high"] = float(stats["low"]), float(stats["high"])
-    yield dg.MaterializeResult(metadata=metadata)
-    severity = dg.AssetCheckSeverity.ERROR if traffic_config.blocking else dg.AssetCheckSeverity.WARN
-    for metric, result in drifts.items():
-        numbers = {name: float(getattr(result, name)) for name in ("difference", "low", "high", "day_mean",
-                                                                   "window_mean", "p_drop_holm")
-                   if getattr(result, name) is not None}
-        yield dg.AssetCheckResult(
-            check_name=f"{metric}_drift", asset_key="traffic_summary", passed=result.verdict != DROP,
-            severity=severity, description=result.describe(),
-            metadata={"metric": metric, "verdict": result.verdict, **numbers, "margin": result.margin,
-                      "n_day": result.n_day, "n_window": result.n_window, "window": dg.MetadataValue.json(window_keys)})
+def _summary_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition) -> dg.AssetsDefinition:
+    """``traffic_summary`` in ``windows``, with a drift check per metric of ``config``."""
+    @dg.asset(
+        partitions_def=windows, group_name=GROUP, code_version="1", kinds={"json", "html"},
+        deps=["traffic_scores", "traffic_samples"], automation_condition=FOLLOWS,
+        check_specs=[_drift_check(config, windows, m) for m in config.metrics],
+        description="The partition's summary (summary.json: volume, latency, metric means with 95 % intervals, judging "
+                    "cost, drift, worst rows) and the traffic page report.html; drift checks per metric.",
+    )
+    def traffic_summary(context: dg.AssetExecutionContext, traffic_store: TrafficStore):
+        """Summarize the partition, compare it with its trailing window, rewrite the traffic page."""
+        settings = traffic_store.settings()
+        key = context.partition_key
+        folder = traffic_store.folder(key)
+        day = _results(folder)
+        window_keys = [k for k in trailing(windows, key, settings.window) if (Path(traffic_store.root) / k.replace(":", "")
+                                                                      / "results.parquet").exists()]
+        before = pd.concat([_results(traffic_store.folder(k)) for k in window_keys], ignore_index=True) \
+            if window_keys else pd.DataFrame(columns=["metric", "status", "value"])
+        drifts = drift(day, before, config.metrics, settings.margins, settings.seed)
+        sample = pd.read_parquet(folder / "sample.parquet")
+        traces = pd.read_parquet(folder / "traces.parquet", columns=["latency_ms", "prompt_tokens", "completion_tokens",
+                                                                     "total_tokens"])
+        problems = len(pd.read_parquet(folder / "problems.parquet", columns=["line"]))
+        drawn = json.loads((folder / "sample.json").read_text(encoding="utf-8"))
+        summary = partition_summary(key, traces, problems, day, config.metrics, drifts, sample, drawn)
+        summary["window"] = window_keys
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+        root = Path(traffic_store.root)
+        page = root / "report.html"
+        page.write_text(traffic_html(read_summaries(sorted(root.glob("*/summary.json"))), key), encoding="utf-8")
+        metadata: dict = {"traces": summary["traces"], "sampled": summary["sampled"], "problems": problems,
+                          "summary_path": str(folder / "summary.json"), "report_html": str(page),
+                          "window": dg.MetadataValue.json(window_keys)}
+        for metric, stats in summary["metrics"].items():
+            metadata[f"{metric}_mean"] = float(stats["mean"])
+            metadata[f"{metric}_low"], metadata[f"{metric}_high"] = float(stats["low"]), float(stats["high"])
+        yield dg.MaterializeResult(metadata=metadata)
+        severity = dg.AssetCheckSeverity.ERROR if config.blocking else dg.AssetCheckSeverity.WARN
+        for metric, result in drifts.items():
+            numbers = {name: float(getattr(result, name)) for name in ("difference", "low", "high", "day_mean",
+                                                                       "window_mean", "p_drop_holm")
+                       if getattr(result, name) is not None}
+            yield dg.AssetCheckResult(
+                check_name=f"{metric}_drift", asset_key="traffic_summary", passed=result.verdict != DROP,
+                severity=severity, description=result.describe(),
+                metadata={"metric": metric, "verdict": result.verdict, **numbers, "margin": result.margin,
+                          "n_day": result.n_day, "n_window": result.n_window, "window": dg.MetadataValue.json(window_keys)})
+    return traffic_summary
 
 
-traffic_assets = [traffic_samples, traffic_sample, traffic_scores, traffic_summary]
+def traffic_assets(config: TrafficConfig) -> list[dg.AssetsDefinition]:
+    """The traffic group's assets, partitioned, judged and checked as ``config``
+    (``rag_eval.metrics.traffic.TrafficConfig``: its partitioning, metrics, window and ``blocking``) says:
+    ``traffic_samples``, ``traffic_sample``, ``traffic_scores``, ``traffic_summary``.
+    Builds the metric registry (the scores' code version).
+
+    Raises
+    ------
+    KeyError
+        For a metric of ``config`` the registry does not know (as ``rag_eval.metrics.registry.build_metrics``).
+    """
+    windows = traffic_partitions(config)
+    return [_samples_asset(windows), _sample_asset(config, windows), _scores_asset(config, windows),
+            _summary_asset(config, windows)]

@@ -45,9 +45,17 @@ The offline judge's scores are computed once per answer and kept in ``--cache`` 
 ``<tmp>/rag-eval-trust-bench``) under a key of the judge's rules, the ``metrics`` package's
 code and the data files, so the draws are pure numpy and a changed judge is scored again.
 
+``--pseudo K`` gives the PPI interval pseudo-rows of weight ``K`` instead of the product's
+(``rag_eval.metrics.ppi``; the labels-only interval stays Agresti-Coull): how an alternative weight
+would fare. ``--sweep`` measures instead a binary judge with one-sided errors (it accepts a
+share ``e`` of the rows, all of which people reject; truth 0.72) for ``e`` from 0 to 0.13: the
+trade-off the pseudo-rows' weight sets between a near-perfect judge's over-coverage and a
+judge whose errors the labels happen not to show (``rag_eval.metrics.ppi``'s docstring).
+
 Run from the repo root::
 
     .venv/bin/python bench/trust_bench.py --data DIR [--draws 2000] [--rows 2000] [--json out.json]
+    .venv/bin/python bench/trust_bench.py --sweep [--pseudo 0.5]
 """
 from __future__ import annotations
 
@@ -77,6 +85,8 @@ PROPORTIONS = (0.7, 0.4)
 HALUEVAL_POOLS = {"tuned 0-99,300-399": lambda i: i < 400, "held-out 400-499": lambda i: i >= 400}
 UNSCORED = 0.5
 LENIENT_SHARE = 0.3
+SWEEP_ERRORS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.07, 0.083, 0.1, 0.13)
+SWEEP_TRUTH = 0.72
 
 
 @dataclass(frozen=True)
@@ -126,11 +136,18 @@ def lenient(pool: Pool, share: float = LENIENT_SHARE) -> Pool:
                 np.r_[w, share * pool.w[rejected]])
 
 
-def simulate(pool: Pool, ns=NS, rows: int = 2000, draws: int = 2000, seed: int = 0) -> dict[int, dict]:
+def one_sided(e: float, truth: float = SWEEP_TRUTH) -> Pool:
+    """A binary judge that agrees with people except on a share ``e`` of the rows, which
+    people reject and it accepts."""
+    return Pool(np.array([1.0, 0.0, 0.0]), np.array([1.0, 0.0, 1.0]), np.array([truth, 1.0 - truth - e, e]))
+
+
+def simulate(pool: Pool, ns=NS, rows: int = 2000, draws: int = 2000, seed: int = 0,
+             pseudo: float | None = None) -> dict[int, dict]:
     """Coverage and widths of the 95 % intervals of ``rag_eval.metrics.ppi`` over ``draws`` versions of
     ``rows`` rows drawn from ``pool``, the first ``n`` labelled (see the module docstring):
-    ``ppi_mean`` as the product computes it, plain PPI++ (``pseudo=0``, ppi-python's
-    interval) and ``classical_mean`` (the labels alone).
+    ``ppi_mean`` as the product computes it (or with pseudo-rows of weight ``pseudo``), plain
+    PPI++ (``pseudo=0``, ppi-python's interval) and ``classical_mean`` (the labels alone).
 
     Returns per n: ``coverage`` and ``coverage_se`` (Monte-Carlo standard error) of the
     product's PPI interval, ``plain_coverage``, ``classical_coverage``, mean widths
@@ -148,7 +165,7 @@ def simulate(pool: Pool, ns=NS, rows: int = 2000, draws: int = 2000, seed: int =
         index = rng.choice(len(pool.w), size=rows, p=pool.w)
         y, f = pool.y[index], pool.f[index]
         for n in ns:
-            ppi = ppi_mean(y[:n], f[:n], f[n:])
+            ppi = ppi_mean(y[:n], f[:n], f[n:], pseudo=pseudo)
             estimates = (ppi, ppi_mean(y[:n], f[:n], f[n:], pseudo=0.0), classical_mean(y[:n]))
             for k, est in enumerate(estimates):
                 hits[n][d, k] = est.ci_low <= truth <= est.ci_high
@@ -257,24 +274,33 @@ def print_summary(results: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="folder holding halueval_qa/ and ragas_annotated/")
+    parser.add_argument("--data", type=Path, help="folder holding halueval_qa/ and ragas_annotated/")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "rag-eval-trust-bench",
                         help="folder for the offline judge's scores")
     parser.add_argument("--draws", type=int, default=2000, help="versions drawn per set, judge and n")
     parser.add_argument("--rows", type=int, default=2000, help="rows of each version (N)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    parser.add_argument("--pseudo", type=float, help="weight of the PPI interval's pseudo-rows (default: the product's)")
+    parser.add_argument("--sweep", action="store_true", help="a binary judge with one-sided errors at rates 0-0.13")
     args = parser.parse_args()
-
-    scores = offline_scores(args.data, args.cache)
+    if args.sweep:
+        configurations = [("binary judge", f"truth {SWEEP_TRUTH}", f"one-sided errors e={e}", one_sided(e))
+                          for e in SWEEP_ERRORS]
+    elif args.data is None:
+        parser.error("--data is required (or --sweep)")
+    else:
+        configurations = pools(args.data, offline_scores(args.data, args.cache))
+    weight = "the product's (rag_eval.metrics.ppi)" if args.pseudo is None else args.pseudo
+    print(f"PPI pseudo-rows of weight {weight}; ", end="")
     print(f"N = {args.rows} rows per version, {args.draws} versions per line; coverage ± its Monte-Carlo standard "
           f"error; widths are means; ratio = PPI width / classical width\n")
     print("| set | pool | judge | truth | judge bias | n | PPI coverage | plain PPI++ | classical | PPI width "
           "| classical width | ratio | plain ratio | lam |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results, start = [], time.perf_counter()
-    for k, (dataset, pool_name, judge, pool) in enumerate(pools(args.data, scores)):
-        for n, r in simulate(pool, rows=args.rows, draws=args.draws, seed=args.seed + k).items():
+    for k, (dataset, pool_name, judge, pool) in enumerate(configurations):
+        for n, r in simulate(pool, rows=args.rows, draws=args.draws, seed=args.seed + k, pseudo=args.pseudo).items():
             results.append({"set": dataset, "pool": pool_name, "judge": judge, "truth": pool.truth,
                             "judge_bias": pool.judge_bias, "n": n, **r})
             print(f"| {dataset} | {pool_name} | {judge} | {pool.truth:.3f} | {pool.judge_bias:+.3f} | {n} "
@@ -287,7 +313,8 @@ def main() -> None:
     coverages = [r["coverage"] for r in results]
     print(f"\n{len(results)} lines in {time.perf_counter() - start:.0f} s. PPI coverage from {100 * min(coverages):.1f} "
           f"to {100 * max(coverages):.1f} % (bound 93-97 %: "
-          f"{'holds' if 0.93 <= min(coverages) and max(coverages) <= 0.97 else 'FAILS'})")
+          f"{'holds' if 0.93 <= min(coverages) and max(coverages) <= 0.97 else 'FAILS'}: "
+          f"{sum(c < 0.93 for c in coverages)} below, {sum(c > 0.97 for c in coverages)} above)")
     for r in results:
         if r["set"] == "HaluEval QA" and r["judge"] == "offline" and r["n"] == 100:
             print(f"offline judge, HaluEval {r['pool']}, n=100: interval {100 * (1 - r['width_ratio']):.0f} % narrower "

@@ -151,7 +151,9 @@ def select(traces: Sequence[Trace], budget: Budget, seed: int = 0, by: Sequence[
         raise ValueError("a cost budget needs the cost of each trace (cost_of)")
     strata = stratum_keys(traces, by)
     order = sampling_order([t.trace_id for t in traces], strata, seed)
-    rows, costs, total = [], [], 0.0
+    rows: list[int] = []
+    costs: list[float] = []
+    total = 0.0
     for i in order:
         if budget.rows is not None and len(rows) >= budget.rows:
             break
@@ -162,7 +164,7 @@ def select(traces: Sequence[Trace], budget: Budget, seed: int = 0, by: Sequence[
         costs.append(cost)
         total += cost
     counts: dict[str, dict[str, int]] = {}
-    for i, stratum in enumerate(strata):
+    for stratum in strata:
         counts.setdefault(stratum, {"traces": 0, "sampled": 0})["traces"] += 1
     for i in rows:
         counts[strata[i]]["sampled"] += 1

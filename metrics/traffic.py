@@ -212,6 +212,7 @@ def read_window(config: TrafficConfig, index: TraceIndex, start_ns: int,
     without a time — a row without a start, a file's unreadable line — is given by every
     window reading its file or query; such a SQL row is named by its trace id, its row number
     being its place among the rows without a start), streaming."""
+    items: Iterator[Trace | TraceProblem]
     if config.format == "sql":
         from rag_eval.metrics.traces import utc
         from rag_eval.metrics.traces.tables import read_sql

@@ -61,7 +61,7 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
     import dagster as dg
 
     from rag_eval.assets.labels import human_labels, label_estimates
-    from rag_eval.orchestration.commands import end_of_startup, only_run_of
+    from rag_eval.orchestration.runs import end_of_startup, only_run_of
     from rag_eval.orchestration.parsing import resources
     from rag_eval.orchestration.report import print_run_failure, print_table
 

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                    end_of_startup, prepare_instance, start_judge_check)
+                                             prepare_instance, start_judge_check)
 from rag_eval.orchestration.parsing import add_judge_arguments
+from rag_eval.orchestration.runs import end_of_startup
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     regression gate failed (``rag-eval compare|gate``).
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
-    Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.commands.end_of_startup`:
+    Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.runs.end_of_startup`:
     what start-up builds stays alive, and collecting it over and over as it grew took a large share
     of a zero-request re-run (docs/performance.md). The caller's setting is restored on return."""
     collecting = gc.isenabled()

@@ -10,18 +10,17 @@ and ``results.parquet`` under ``out/<version>/``.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import shutil
 import sys
 import time
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
 from rag_eval.orchestration.parsing import judge_resource, resources, run_config
+from rag_eval.orchestration.runs import VersionBusy, end_of_startup, only_run_of
 
 
 def prepare_instance():
@@ -45,17 +44,6 @@ def prepare_instance():
         instance.get_runs(limit=1)  # creates the run storage
         instance.get_dynamic_partitions("dataset_version")  # and the event log's
     return instance
-
-
-def end_of_startup() -> None:
-    """Start collecting cyclic garbage again (``rag_eval.orchestration.cli.main`` stops it while the command
-    starts up), called as the command's own work begins (before a run is executed...). What
-    start-up built lives as long as the process: it is left out of the collections to come
-    (``gc.freeze``), which would otherwise traverse it again and again as the run's own
-    objects come and go (0.6 s of a 200-row run)."""
-    if not gc.isenabled():  # once: a backfill's next version is not start-up
-        gc.freeze()
-        gc.enable()
 
 
 def start_judge_check(args: argparse.Namespace) -> None:
@@ -87,30 +75,6 @@ def check_out(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file: pass a folder for the reports and the results tables")
-
-
-class VersionBusy(ValueError):
-    """The version is being evaluated by another ``rag-eval`` process (its PID in the message)."""
-
-
-@contextmanager
-def only_run_of(version: str, out: Path):
-    """Hold the version for this process: a second ``rag-eval`` evaluating the same
-    version at the same time is refused with the first one's PID."""
-    import fcntl
-
-    (out / ".locks").mkdir(parents=True, exist_ok=True)
-    with open(out / ".locks" / f"{version}.lock", "a+", encoding="utf-8") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            raise VersionBusy(f"dataset version {version} is being evaluated right now by another rag-eval run "
-                             f"({lock.read().strip() or 'PID unknown'}); wait for it to finish") from None
-        lock.truncate(0)
-        lock.write(f"PID {os.getpid()}")
-        lock.flush()
-        yield
 
 
 def execute_with_progress(metrics: list[str], version: str, run_config: dict, resources: dict, instance,

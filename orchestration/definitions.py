@@ -11,10 +11,11 @@ from rag_eval.assets.summary import summary_asset
 from rag_eval.assets.targets import target_assets
 from rag_eval.assets.traffic import TrafficStore, traffic_assets
 from rag_eval.metrics.registry import load_extensions
+from rag_eval.metrics.traffic import TrafficConfig
 from rag_eval.orchestration.automation import automated, nightly_evaluation
 from rag_eval.orchestration.jobs import JOBS
 from rag_eval.orchestration.sensors import new_dataset_versions
-from rag_eval.orchestration.traffic import new_traffic, traffic_job
+from rag_eval.orchestration.traffic import traffic_job, traffic_sensor
 
 
 def build_definitions() -> dg.Definitions:
@@ -25,16 +26,18 @@ def build_definitions() -> dg.Definitions:
     Raises
     ------
     ValueError, OSError
-        As ``load_extensions`` does: the code location fails to load, naming the file or plugin.
+        As ``load_extensions`` does: the code location fails to load, naming the file or plugin;
+        as ``rag_eval.metrics.traffic.TrafficConfig.load`` does for bad traffic settings.
     """
     load_extensions()
+    traffic = TrafficConfig.load()  # [tool.rag_eval.traffic] of ./pyproject.toml
     return dg.Definitions(
         # Each asset with its automation condition (orchestration/automation.py: the nightly evaluation).
         assets=[*target_assets, *automated([ingest_dataset, *metric_assets(), summary_asset(), baseline_comparison,
                                             label_estimates]), great_expectations_suite, human_labels,
-                *traffic_assets],
-        jobs=[*JOBS, traffic_job],
-        sensors=[new_dataset_versions, nightly_evaluation, new_traffic],
+                *traffic_assets(traffic)],
+        jobs=[*JOBS, traffic_job(traffic)],
+        sensors=[new_dataset_versions, nightly_evaluation, traffic_sensor(traffic)],
         # datasets/ and out/ (tables/<asset>/<version>.parquet and the views of rag_eval.duckdb); the
         # judge the environment configures; `local` execution (`spark`: docs/how-to/spark.md).
         # out/traffic/ (one folder per traffic partition) and the traffic settings of ./pyproject.toml.

@@ -6,6 +6,8 @@ for SQL) and requests ``traffic_job`` for exactly the partitions whose count cha
 it last requested them: a new day, or an earlier day whose late spans arrived in a new
 file. A partition that has not ended yet (today, with daily partitions) is requested once
 it has. ``rag-eval traffic`` does the same in-process for users who do not run the daemon.
+The job and the sensor are made from the traffic settings (:func:`traffic_job`,
+:func:`traffic_sensor`): importing this module reads nothing.
 """
 from __future__ import annotations
 
@@ -19,44 +21,57 @@ from pathlib import Path
 
 import dagster as dg
 
-from rag_eval.assets.partitions import traffic_windows
-from rag_eval.assets.traffic import TrafficStore, partition_counts
+from rag_eval.assets.partitions import traffic_partitions
+from rag_eval.assets.traffic import TrafficStore, partition_counts, traffic_assets
+from rag_eval.metrics.traffic import TrafficConfig
 
 #: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
 SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
 
-traffic_job = dg.define_asset_job(
-    "traffic_job", selection=dg.AssetSelection.groups("traffic"), partitions_def=traffic_windows,
-    description="A partition of production traffic: read its traces, sample them within the budget, judge the "
-                "sample, summarize it and check it for drift against the trailing window.")
+
+def traffic_job(config: TrafficConfig):
+    """``traffic_job`` (``dagster.define_asset_job``): the ``traffic`` group in ``config``'s partitions
+    (``rag_eval.metrics.traffic.TrafficConfig``)."""
+    return dg.define_asset_job(
+        "traffic_job", selection=dg.AssetSelection.groups("traffic"), partitions_def=traffic_partitions(config),
+        description="A partition of production traffic: read its traces, sample them within the budget, judge the "
+                    "sample, summarize it and check it for drift against the trailing window.")
 
 
-def new_partitions(counts: dict[str, int], requested: dict[str, int], now: float) -> list[str]:
-    """The partitions whose count differs from the one last requested, among those that have
-    ended by ``now`` (seconds since the epoch), in key order."""
-    ended = set(traffic_windows.get_partition_keys(current_time=datetime.fromtimestamp(now, tz=timezone.utc)))
+def new_partitions(config: TrafficConfig, counts: dict[str, int], requested: dict[str, int], now: float) -> list[str]:
+    """The partitions whose count differs from the one last requested, among those of ``config``'s
+    partitioning that have ended by ``now`` (seconds since the epoch), in key order."""
+    windows = traffic_partitions(config)
+    ended = set(windows.get_partition_keys(current_time=datetime.fromtimestamp(now, tz=timezone.utc)))
     return [key for key, count in counts.items() if requested.get(key) != count and key in ended]
 
 
-@dg.sensor(job=traffic_job, minimum_interval_seconds=SENSOR_INTERVAL, default_status=dg.DefaultSensorStatus.STOPPED,
-           description="Requests traffic_job for exactly the partitions with new traces (a new day, or late spans "
-                       "of an earlier one), once the partition has ended. Interval: RAG_EVAL_SENSOR_INTERVAL.")
-def new_traffic(context: dg.SensorEvaluationContext, traffic_store: TrafficStore):
-    """Compare the source's spans per partition with what the cursor says was requested."""
-    settings = traffic_store.settings()
-    try:
-        counts = partition_counts(traffic_store, settings)
-    except FileNotFoundError as exc:
-        return dg.SkipReason(str(exc))
-    requested = json.loads(context.cursor) if context.cursor else {}
-    keys = new_partitions(counts, requested, time.time())
-    if not keys:
-        return dg.SkipReason("no new traces")
-    stamp = int(time.time())
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=key, run_key=f"traffic-{key}-{counts[key]}-{stamp}",
-                                    tags={"rag_eval/spans": str(counts[key])}) for key in keys],
-        cursor=json.dumps({**requested, **{key: counts[key] for key in keys}}, sort_keys=True))
+def traffic_sensor(config: TrafficConfig) -> dg.SensorDefinition:
+    """The sensor ``new_traffic`` for ``traffic_job`` in ``config``'s partitions (stopped by default)."""
+
+    @dg.sensor(job_name="traffic_job", minimum_interval_seconds=SENSOR_INTERVAL,
+               default_status=dg.DefaultSensorStatus.STOPPED,
+               description="Requests traffic_job for exactly the partitions with new traces (a new day, or late "
+                           "spans of an earlier one), once the partition has ended. Interval: "
+                           "RAG_EVAL_SENSOR_INTERVAL.")
+    def new_traffic(context: dg.SensorEvaluationContext, traffic_store: TrafficStore):
+        """Compare the source's spans per partition with what the cursor says was requested."""
+        settings = traffic_store.settings()
+        try:
+            counts = partition_counts(traffic_store, settings)
+        except FileNotFoundError as exc:
+            return dg.SkipReason(str(exc))
+        requested = json.loads(context.cursor) if context.cursor else {}
+        keys = new_partitions(config, counts, requested, time.time())
+        if not keys:
+            return dg.SkipReason("no new traces")
+        stamp = int(time.time())
+        return dg.SensorResult(
+            run_requests=[dg.RunRequest(partition_key=key, run_key=f"traffic-{key}-{counts[key]}-{stamp}",
+                                        tags={"rag_eval/spans": str(counts[key])}) for key in keys],
+            cursor=json.dumps({**requested, **{key: counts[key] for key in keys}}, sort_keys=True))
+
+    return new_traffic
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,14 +94,13 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     Exit 1 when a partition could not be summarized (no traffic arrived, a step failed), else 4
     when a drift check failed, else 0."""
     from rag_eval.assets.resources import JudgeResource
-    from rag_eval.assets.traffic import traffic_assets
 
-    from rag_eval.orchestration.commands import end_of_startup
+    from rag_eval.orchestration.runs import end_of_startup
 
     store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
     settings = store.settings()
     counts = partition_counts(store, settings)
-    keys = [k for k in new_partitions(counts, {}, time.time())
+    keys = [k for k in new_partitions(settings, counts, {}, time.time())
             if (not args.start or k >= args.start) and (not args.end or k <= args.end)]
     if not keys:
         raise ValueError(f"no ended partition with traces in {settings.source} between {args.start or 'the first'} "
@@ -97,7 +111,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     # The run's log stays in the instance (the UI shows it); the console gets the summaries below.
     config = {"ops": {"traffic_sample": {"config": sample}},
               "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    job = dg.Definitions(assets=traffic_assets, jobs=[traffic_job],
+    job = dg.Definitions(assets=traffic_assets(settings), jobs=[traffic_job(settings)],
                          resources={"traffic_store": store, "judge": JudgeResource()}).resolve_job_def("traffic_job")
     drifted = failed = 0
     for key in keys:

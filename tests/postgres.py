@@ -6,16 +6,20 @@ user to root): there, ``initdb``, ``pg_ctl`` and the server run in a user namesp
 own where that user is ``nobody`` (``unshare --user --map-user=65534``), which needs no
 other account and shares the tests' network namespace (loopback only). ``.ci/run`` installs
 the package when it is absent; without it the tests that need the server are skipped with
-the reason.
+the reason. The superuser ``postgres`` connects without a password; :meth:`PostgresServer.database`
+makes a database whose owner needs its password, for the tests that check where it ends up.
 """
 from __future__ import annotations
 
 import glob
+import itertools
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -41,9 +45,26 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Database:
+    """A database of the server: ``url`` (SQLAlchemy form, with the password) and ``password``."""
+
+    url: str
+    password: str
+
+
+#: Trust for the superuser, a password (scram-sha-256) for every other role; 127.0.0.1 only.
+HBA = """local all all trust
+host all postgres 127.0.0.1/32 trust
+host all all 127.0.0.1/32 scram-sha-256
+"""
+
+
 class PostgresServer:
-    """A cluster in ``folder`` (superuser ``postgres``, trust authentication on 127.0.0.1 only,
+    """A cluster in ``folder`` (superuser ``postgres`` without a password, on 127.0.0.1 only,
     UTF-8, fsync off); :attr:`url` is its SQLAlchemy URL for the database ``postgres``."""
+
+    _numbers = itertools.count(1)
 
     def __init__(self, folder: Path) -> None:
         self.folder, self.data, self.port = Path(folder), Path(folder) / "data", _free_port()
@@ -65,6 +86,7 @@ class PostgresServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
                   "--locale=C", "--no-sync")
+        (self.data / "pg_hba.conf").write_text(HBA, encoding="utf-8")
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off " \
                   "-c synchronous_commit=off -c full_page_writes=off"
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"), "-o", options, "-w",
@@ -82,3 +104,18 @@ class PostgresServer:
         """Stop the server (fast shutdown) and leave the folder to its owner."""
         if (self.data / "postmaster.pid").exists():
             self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def database(self) -> Database:
+        """A new database (``db_1``, ``db_2``...) owned by a new role of the same name with a
+        random password, which 127.0.0.1 connections must give."""
+        import psycopg2
+        from psycopg2 import sql
+
+        name, password = f"db_{next(self._numbers)}", secrets.token_hex(16)
+        connection = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres")
+        connection.autocommit = True
+        with connection.cursor() as cursor:
+            cursor.execute(sql.SQL("create role {} login password %s").format(sql.Identifier(name)), (password,))
+            cursor.execute(sql.SQL("create database {0} owner {0}").format(sql.Identifier(name)))
+        connection.close()
+        return Database(f"postgresql+psycopg2://{name}:{password}@127.0.0.1:{self.port}/{name}", password)

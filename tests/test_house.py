@@ -1,6 +1,8 @@
-"""The house: import cycles and wrong-way imports (``tools/import_cycles.py``), and the optional
-extras (``rag_eval.metrics.extras``), each missing one named with the command that installs it. A missing
-package is simulated as Python does for a module set to ``None`` in ``sys.modules``."""
+"""The house: import cycles and wrong-way imports (``tools/import_cycles.py``), no state made at
+import, and the optional extras (``rag_eval.metrics.extras``), each missing one named with the command
+that installs it. A missing package is simulated as Python does for a module set to ``None`` in ``sys.modules``."""
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -54,6 +56,33 @@ def test_every_package_folder_is_installed_under_rag_eval():
                for p in (ROOT / top).rglob("__init__.py")}
     assert sorted(settings["packages"]) == sorted(f"rag_eval.{f}" for f in folders)
     assert settings["package-dir"] == {f"rag_eval.{top}": top for top in ("metrics", "assets", "orchestration")}
+
+
+#: Run in a fresh interpreter: records every TOML file opened and refuses to build the metric registry.
+NO_STATE = """
+import sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" and
+                 str(args[0]).endswith(".toml") else None)
+import rag_eval.metrics.registry as registry
+
+def built():
+    raise AssertionError("the metric registry was built at import")
+
+registry._builtin = built
+import rag_eval.assets.traffic, rag_eval.orchestration.traffic
+print(opened)
+"""
+
+
+def test_importing_the_traffic_room_reads_no_file_and_builds_no_registry(tmp_path):
+    # Where the working folder's pyproject.toml is not even TOML, the modules import all the same:
+    # the settings are read, and the assets made, by build_definitions() and `rag-eval traffic`.
+    (tmp_path / "pyproject.toml").write_text("[tool.rag_eval.traffic\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", NO_STATE], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]"]
 
 
 def test_a_missing_extra_is_named_with_its_install_command_a_broken_one_is_not(monkeypatch):

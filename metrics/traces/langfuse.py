@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rag_eval.metrics.traces import Trace, TraceProblem
+from rag_eval.metrics.traces.model import Trace, TraceProblem
 
 _QUESTION_KEYS = ("user_input", "question", "query", "input")
 _ANSWER_KEYS = ("response", "answer", "output", "content", "text")

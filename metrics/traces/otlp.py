@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from rag_eval.metrics.traces import Trace, TraceProblem
+from rag_eval.metrics.traces.model import Trace, TraceProblem
 
 _DOCUMENTS = "retrieval.documents."
 _INPUT_MESSAGES = "llm.input_messages."
@@ -180,13 +180,18 @@ class _Pending:
     )
 
     def __init__(self, source: str) -> None:
-        self.source, self.start, self.end = source, None, None
+        self.source = source
+        self.start: int | None = None
+        self.end: int | None = None
         self.chains: list[tuple[int, Any, Any]] = []          # (start, input, output) of CHAIN/AGENT spans
         self.retrievals: list[tuple[int, list[dict]]] = []    # (start, documents by rank)
         self.queries: list[tuple[int, Any]] = []              # (start, input.value) of RETRIEVER spans
         self.llms: list[tuple[int, Any, Any]] = []            # (end, output, last user message)
         self.tokens: list[int | None] = [None, None, None]
-        self.session = self.user = self.route = self.service = None
+        self.session: str | None = None
+        self.user: str | None = None
+        self.route: str | None = None
+        self.service: str | None = None
         self.problems: dict[str, str] = {}
 
 
@@ -414,8 +419,9 @@ def read_otlp(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
             for number, raw in enumerate(handle, start=1):
                 if not raw.strip():
                     continue
+                problems: list[TraceProblem] = []
                 try:
-                    request, problems = _DECODE(raw), []
+                    request: _Request | None = _DECODE(raw)
                 except (msgspec.DecodeError, RecursionError):
                     request, problems = _lenient(raw, file, number)
                 yield from problems

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.metrics.traces import Trace, TraceProblem
+from rag_eval.metrics.traces.model import Trace, TraceProblem
 
 #: The Parquet schema of traces (:func:`traces_table`): times in UTC, lists as lists, ``problems`` as JSON text.
 TRACE_SCHEMA = pa.schema([
@@ -59,6 +59,10 @@ def table_traces(table: pa.Table) -> list[Trace]:
     return traces
 
 
+#: The token counts summed over the traces written.
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
 @dataclass
 class WrittenTraces:
     """What was written: ``traces`` (a count), the ``problems`` met, a ``digest`` of the files
@@ -72,7 +76,6 @@ class WrittenTraces:
     routes: Counter = field(default_factory=Counter)
 
 
-TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 #: Traces converted and written at a time.
 WRITE_TRACES = 10_000
 
@@ -89,7 +92,8 @@ def write_traces(items: Iterable[Trace | TraceProblem], path: Path) -> WrittenTr
     """Write the traces of ``items`` to the Parquet file ``path`` (:data:`TRACE_SCHEMA`),
     :data:`WRITE_TRACES` at a time, and keep the problems: a stream of any length in bounded
     memory (the problems and one latency a trace excepted). The digest is the file's SHA-256."""
-    written, chunk, writer = WrittenTraces(), [], None
+    written, writer = WrittenTraces(), None
+    chunk: list[Trace] = []
 
     def flush() -> None:
         nonlocal writer

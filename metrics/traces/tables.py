@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.metrics.samples import sample_from_dict
-from rag_eval.metrics.traces import Trace, TraceProblem
+from rag_eval.metrics.traces.model import Trace, TraceProblem
 from rag_eval.metrics.traces.langfuse import iso_ns
 
 FIELDS = ("trace_id", "start", "end", "latency_ms", "user_input", "response", "retrieved_contexts",
@@ -229,7 +229,7 @@ def _rows(url: str, query: str, params: Mapping[str, Any] | None) -> Iterator[Ma
                 raise ValueError(f"trace database {where}: {str(exc.orig if hasattr(exc, 'orig') else exc).strip()}"
                                  ) from None
             while rows := result.mappings().fetchmany(CHUNK_ROWS):
-                yield from rows
+                yield from (dict(row) for row in rows)
     except sqlalchemy.exc.OperationalError as exc:  # cannot connect: the driver's words, password hidden
         raise ValueError(f"trace database {where}: {str(exc.orig).strip().replace(url, where)}") from None
     finally:

@@ -1,4 +1,4 @@
-"""rag_eval.metrics.ppi against the authors' package, Agresti-Coull and hand-worked cases.
+"""rag_eval.metrics.ppi against the authors' package, Agresti-Coull, Agresti-Min and hand-worked cases.
 
 The reference figures below were computed with ppi-python 0.2.3 (Angelopoulos et al.'s
 ``ppi_py``), in a separate venv, by (``pseudo=0`` here: plain PPI++, no pseudo-rows)::
@@ -64,6 +64,24 @@ def test_hand_worked_two_labels_with_the_four_pseudo_rows():
     assert estimate.estimate == pytest.approx(0.5 * 1 + 0.25)
     assert estimate.se == pytest.approx(math.sqrt(0.125 * (1 + 10 * k)) / (2 + 4 * k))
     assert (estimate.n, estimate.N) == (2, 2)
+
+
+def test_half_weight_pseudo_rows_at_lam_one_are_agresti_and_mins_wald_plus_2_interval():
+    # 20 labelled rows: 10 (Y=1, f=1), 6 (0, 0), b = 3 (1, 0), c = 1 (0, 1); lam = 1 and pseudo-rows of
+    # weight 1/2 put 1/2 in each cell. Agresti & Min (2005), Wald+2 (Agresti's R code diffpropci):
+    # difference (b - c) / (n + 2) = 2/22, sd sqrt((b + c + 1) - (b - c)^2 / (n + 2)) / (n + 2)
+    # = sqrt(5 - 4/22) / 22 = 0.0997744. The unlabelled scores are constant: they add 0.5, no variance.
+    labels = [1] * 10 + [0] * 6 + [1] * 3 + [0]
+    judged = [1] * 10 + [0] * 6 + [0] * 3 + [1]
+    estimate = ppi_mean(labels, judged, [0.5, 0.5], lam=1.0, pseudo=0.5)
+    assert estimate.estimate == pytest.approx(0.5 + 2 / 22)
+    assert estimate.se == pytest.approx(math.sqrt(5 - 4 / 22) / 22)
+    assert estimate.se == pytest.approx(0.0997744, abs=1e-7)
+    # The default weight z^2/4 puts 0.96 in each cell: mean (2 + 0) / (20 + z^2), sum of squares
+    # 4 + 2 * 0.96 - (20 + z^2) mean^2, se^2 = that / (20 + z^2)^2.
+    default = ppi_mean(labels, judged, [0.5, 0.5], lam=1.0)
+    weight = 20 + Z * Z
+    assert default.se == pytest.approx(math.sqrt(4 + Z * Z / 2 - 4 / weight) / weight)
 
 
 def test_classical_mean_is_the_agresti_coull_interval():

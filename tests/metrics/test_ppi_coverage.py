@@ -55,8 +55,9 @@ def test_pseudo_rows_restore_coverage_when_the_labels_rarely_show_the_judges_err
     # The judge accepts 1 row in 20 that people reject (all its errors one way): 25 labels
     # show none of them 28 % of the time. Plain PPI++ then sits on the judge's biased mean
     # with a tiny interval (coverage near 72 %); the product's interval covers.
-    pool = bench.Pool(np.array([1.0, 0.0, 0.0]), np.array([1.0, 0.0, 1.0]), np.array([0.7, 0.25, 0.05]))
-    assert pool.judge_bias == pytest.approx(0.05)
+    pool = bench.one_sided(0.05, truth=0.7)
+    assert (pool.truth, pool.judge_bias) == pytest.approx((0.7, 0.05))
+    assert pool.w @ (pool.y != pool.f) == pytest.approx(0.05)  # the rows where judge and people disagree
     result = bench.simulate(pool, ns=(25,), rows=2000, draws=1000, seed=0)[25]
     assert result["plain_coverage"] < 0.85
     assert result["coverage"] >= 0.95

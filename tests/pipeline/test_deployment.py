@@ -227,18 +227,13 @@ def _write(folder: Path, rows: list[dict]) -> Path:
 @pytest.fixture(params=["sqlite", "postgres"])
 def instance(request) -> tuple[Path, dict]:
     """The instance the deployment runs on: the project's SQLite one, or the production one
-    (deploy/postgres/dagster.yaml) on a PostgreSQL server of the test's own."""
+    (deploy/postgres/dagster.yaml) on a database of its own, with a password, of the tests'
+    PostgreSQL server (the ``postgres`` fixture)."""
     if request.param == "sqlite":
-        yield ROOT / "dagster_home" / "dagster.yaml", {}
-        return
-    from tests.postgres_server import PostgresServer
-
-    server = PostgresServer().start()
-    try:
-        yield ROOT / "deploy" / "postgres" / "dagster.yaml", {"DAGSTER_POSTGRES_URL": server.url,
-                                                              "password": server.password}
-    finally:
-        server.stop()
+        return ROOT / "dagster_home" / "dagster.yaml", {}
+    database = request.getfixturevalue("postgres").database()
+    return ROOT / "deploy" / "postgres" / "dagster.yaml", {"DAGSTER_POSTGRES_URL": database.url,
+                                                           "password": database.password}
 
 
 @pytest.mark.deployment
@@ -389,3 +384,49 @@ def test_a_killed_rag_eval_run_is_marked_failed_by_the_next_command(tmp_path, mo
         assert run.status == dg.DagsterRunStatus.FAILURE
         [failure] = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
         assert f"(pid {process.pid}) ended without finishing it" in failure.dagster_event.message
+
+
+OTHER_LOCATION = '''import dagster as dg
+
+
+@dg.asset
+def orders() -> int:
+    return 3
+
+
+defs = dg.Definitions(assets=[orders])
+'''
+
+
+@pytest.mark.deployment
+def test_the_code_location_loads_beside_another_in_an_existing_deployment(tmp_path):
+    """The docs' recipe for an existing Dagster deployment: its workspace.yaml gains an entry
+    ``python_module: rag_eval.orchestration.definitions`` beside its own code location; both load
+    in one webserver, and ours brings its jobs, sensors and the evaluation assets."""
+    deployment = Deployment(tmp_path, "http://127.0.0.1:9/v1")
+    (deployment.root / "their_pipeline.py").write_text(OTHER_LOCATION, encoding="utf-8")
+    (deployment.root / "workspace.yaml").write_text(
+        "load_from:\n"
+        "  - python_file:\n      relative_path: their_pipeline.py\n      location_name: their_pipeline\n"
+        "  - python_module:\n      module_name: rag_eval.orchestration.definitions\n      location_name: rag_eval\n",
+        encoding="utf-8")
+    query = ("{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus locationOrLoadError { "
+             "__typename ... on RepositoryLocation { repositories { jobs { name } sensors { name } "
+             "assetNodes { assetKey { path } } } } ... on PythonError { message } } } } } }")
+    try:
+        deployment.start()
+
+        def loaded():
+            entries = deployment.graphql(query)["workspaceOrError"]["locationEntries"]
+            return entries if entries and all(e["loadStatus"] == "LOADED" for e in entries) else None
+
+        entries = {e["name"]: e["locationOrLoadError"] for e in deployment.wait_until("both locations", loaded, 240)}
+    finally:
+        deployment.stop()
+    assert sorted(entries) == ["rag_eval", "their_pipeline"]
+    assert {e["__typename"] for e in entries.values()} == {"RepositoryLocation"}, entries
+    [theirs], [ours] = entries["their_pipeline"]["repositories"], entries["rag_eval"]["repositories"]
+    assert [a["assetKey"]["path"] for a in theirs["assetNodes"]] == [["orders"]]
+    assert {"evaluation_job", "traffic_job"} <= {j["name"] for j in ours["jobs"]}
+    assert {"nightly_evaluation", "new_dataset_versions", "new_traffic"} <= {s["name"] for s in ours["sensors"]}
+    assert {"faithfulness", "eval_summary", "human_labels"} <= {a["assetKey"]["path"][0] for a in ours["assetNodes"]}

@@ -30,7 +30,7 @@ def test_run_with_the_diagnostics_prints_the_groups_and_the_diagnosis(tmp_path):
     assert out.index("retriever:") < out.index("  claim_recall") < out.index("generator:") \
         < out.index("  hallucination") < out.index("overall:")
     [reading] = [line for line in out.splitlines() if line.startswith("diagnosis: ")]
-    [version] = [p.name for p in (tmp_path / "out").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    [version] = [p.name for p in (tmp_path / "out").iterdir() if (p / "summary.json").is_file()]
     summary = json.loads((tmp_path / "out" / version / "summary.json").read_text(encoding="utf-8"))
     diagnosis = summary["diagnosis"]
     assert reading == f"diagnosis: {diagnosis['reading']}"

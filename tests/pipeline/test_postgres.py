@@ -1,5 +1,6 @@
-"""The production instance (deploy/postgres/dagster.yaml) on a PostgreSQL server of the test's own;
-the daemon's deployment on it is tests/pipeline/test_deployment.py's PostgreSQL case."""
+"""The production instance (deploy/postgres/dagster.yaml) on a database of its own, with a password,
+of the tests' PostgreSQL server (the ``postgres`` fixture); the daemon's deployment on it is
+tests/pipeline/test_deployment.py's PostgreSQL case."""
 import os
 import shutil
 import subprocess
@@ -8,8 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tests.postgres_server import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[2]
 FIQA_LINES = (ROOT / "examples" / "fiqa" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
@@ -23,10 +22,9 @@ def test_the_production_instance_differs_from_the_projects_by_its_storage_only()
 
 
 @pytest.fixture(scope="module")
-def server():
-    running = PostgresServer().start()
-    yield running
-    running.stop()
+def server(postgres):
+    """The instance's database: ``.url`` (with the password) and ``.password``."""
+    return postgres.database()
 
 
 def test_rag_eval_run_on_the_postgres_instance_is_up_to_date_the_second_time(server, tmp_path):

@@ -13,12 +13,15 @@ import pytest
 
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.assets.traffic import TrafficStore, traffic_assets
-from rag_eval.orchestration.traffic import new_traffic, traffic_job
+from rag_eval.metrics.traffic import TrafficConfig
+from rag_eval.orchestration.traffic import traffic_job, traffic_sensor
 from tests.conftest import TEST_KEY
 from tests.metrics.test_traces import MS, T0, line, rag_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = 86_400 * 10 ** 9
+#: The project's settings (pyproject.toml: daily partitions from 2026-01-01), as the code location loads them.
+CONFIG = TrafficConfig.load(ROOT / "pyproject.toml")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,7 @@ def example_traces(tmp_path_factory):
 
 def _sensor(store: TrafficStore, instance, cursor: str | None):
     context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"traffic_store": store})
-    return new_traffic(context)
+    return traffic_sensor(CONFIG)(context)
 
 
 def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
@@ -55,18 +58,17 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
         (source / "b.jsonl").write_text(line(*rag_trace("c" * 32, T0 + DAY)) + "\n", encoding="utf-8")
         second = _sensor(store, instance, first.cursor)
         assert [r.partition_key for r in second.run_requests] == ["2026-11-02"]
-        late = [s for s in rag_trace("d" * 32, T0 + 7 * 3600 * 10 ** 9)]
+        late = list(rag_trace("d" * 32, T0 + 7 * 3600 * 10 ** 9))
         (source / "c.jsonl").write_text(line(*late) + "\n", encoding="utf-8")
         third = _sensor(store, instance, second.cursor)
         assert [r.partition_key for r in third.run_requests] == ["2026-11-01"]
         assert json.loads(third.cursor) == {"2026-11-01": 9, "2026-11-02": 3}
         # Materialized again, the day holds its late trace too.
-        from rag_eval.assets.traffic import traffic_samples
-
-        defs = dg.Definitions(assets=traffic_assets, resources={"traffic_store": store, "judge": JudgeResource()})
+        assets = traffic_assets(CONFIG)
+        defs = dg.Definitions(assets=assets, resources={"traffic_store": store, "judge": JudgeResource()})
         before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
         assert before.total_requested == 0
-        dg.materialize([traffic_samples], partition_key="2026-11-01", instance=instance,
+        dg.materialize(assets[:1], partition_key="2026-11-01", instance=instance,
                        resources={"traffic_store": store})
         day = pd.read_parquet(tmp_path / "out" / "2026-11-01" / "traces.parquet")
         assert sorted(day["trace_id"]) == ["a" * 32, "b" * 32, "d" * 32]
@@ -120,7 +122,7 @@ def test_an_llm_judged_partition_rerun_sends_nothing(example_traces, tmp_path, s
     store = TrafficStore(root=str(tmp_path / "out"), source=str(example_traces))
     judge = JudgeResource(base_url=server.url, model="judge-test", embedding_model="embed-test",
                           cache_path=str(tmp_path / "cache.sqlite"))
-    job = dg.Definitions(assets=traffic_assets, jobs=[traffic_job],
+    job = dg.Definitions(assets=traffic_assets(CONFIG), jobs=[traffic_job(CONFIG)],
                          resources={"traffic_store": store, "judge": judge}).resolve_job_def("traffic_job")
     config = {"ops": {"traffic_sample": {"config": {"budget_rows": 20}}}}
     with dg.instance_for_test() as instance:
@@ -144,7 +146,7 @@ def test_a_partition_without_traffic_fails_traffic_arrived(tmp_path):
     # No line can be placed in time: the file belongs to the partition of its modification time.
     os.utime(source / "spans.jsonl", (T0 / 1e9 + 2 * DAY / 1e9 + 3600,) * 2)  # 2026-11-03T01:00Z
     store = TrafficStore(root=str(tmp_path / "out"), source=str(source))
-    job = dg.Definitions(assets=traffic_assets, jobs=[traffic_job],
+    job = dg.Definitions(assets=traffic_assets(CONFIG), jobs=[traffic_job(CONFIG)],
                          resources={"traffic_store": store, "judge": JudgeResource()}).resolve_job_def("traffic_job")
     with dg.instance_for_test() as instance:
         result = job.execute_in_process(partition_key="2026-11-03", instance=instance, raise_on_error=False)
@@ -163,7 +165,6 @@ def test_a_partition_without_traffic_fails_traffic_arrived(tmp_path):
 def test_hourly_partitions(tmp_path):
     """partition = "hourly": one partition an hour from start, keys as Dagster writes them."""
     from rag_eval.assets.partitions import traffic_partitions
-    from rag_eval.metrics.traffic import TrafficConfig
 
     hourly = traffic_partitions(TrafficConfig(partition="hourly", start="2026-11-01"))
     assert hourly.get_partition_key_for_timestamp(T0 / 1e9 + 13 * 3600 + 5) == "2026-11-01-13:00"

@@ -1,0 +1,81 @@
+"""The records every trace reader gives: :class:`Trace` (one traced interaction) and
+:class:`TraceProblem` (what could not be read), and :func:`utc`. The readers
+(:mod:`rag_eval.metrics.traces.otlp`, :mod:`~rag_eval.metrics.traces.langfuse`, :mod:`~rag_eval.metrics.traces.tables`)
+and :mod:`rag_eval.metrics.traces` itself import them from here; :mod:`rag_eval.metrics.traces` re-exports them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+
+@dataclass
+class Trace:
+    """One traced interaction, as a sample and its traffic metadata.
+
+    Attributes
+    ----------
+    trace_id : str
+        The trace's id (OTLP: 32 lower-case hex digits), the sample's id.
+    start_ns, end_ns : int
+        First span's start and last span's end, nanoseconds since the Unix epoch (UTC).
+    user_input, response : str or None
+    retrieved_contexts : list of str or None
+        The retrieved documents' texts, in rank order; ``None`` when no retrieval was traced.
+    retrieved_documents : list of dict or None
+        ``[{"document_id", "relevance_score"}]`` when the retriever recorded ids and scores.
+    prompt_tokens, completion_tokens, total_tokens : int or None
+        Summed over the trace's LLM calls; ``None`` when none recorded them.
+    route : str or None
+        The application or route that served it (OTLP: ``http.route``, ``metadata.route``,
+        else the resource's ``service.name``).
+    session_id, user_id : str or None
+        Metadata: stored with the sample, never written to a log.
+    problems : dict
+        ``{field: reason}`` for malformed fields, each reason naming the file and line.
+    source : str
+        ``<file>:<line>`` of the trace's first span read.
+    """
+
+    trace_id: str
+    start_ns: int
+    end_ns: int
+    user_input: str | None = None
+    response: str | None = None
+    retrieved_contexts: list[str] | None = None
+    retrieved_documents: list[dict[str, Any]] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    route: str | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    problems: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def latency_ms(self) -> float:
+        """End minus start, in milliseconds."""
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+@dataclass
+class TraceProblem:
+    """A line, span or row that could not be read: ``file`` (or the query), ``line`` counted
+    from 1, ``field`` (``line`` for the whole line), ``reason``; ``trace_id`` and ``time_ns``
+    when they could be read."""
+
+    file: str
+    line: int
+    field: str
+    reason: str
+    trace_id: str | None = None
+    time_ns: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file} line {self.line}: {self.field}: {self.reason}"
+
+
+def utc(ns: int) -> datetime:
+    """Nanoseconds since the epoch as an aware UTC datetime (microsecond precision)."""
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
