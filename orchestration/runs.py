@@ -14,7 +14,7 @@ def end_of_startup() -> None:
     starts up), called as the command's own work begins (before a run is executed...). What
     start-up built lives as long as the process: it is left out of the collections to come
     (``gc.freeze``), which would otherwise traverse it again and again as the run's own
-    objects come and go (0.6 s of a 200-row run)."""
+    objects come and go (its cost: docs/performance.md)."""
     if not gc.isenabled():  # once: a backfill's next version is not start-up
         gc.freeze()
         gc.enable()
