@@ -4,16 +4,25 @@
 a version's lines, a metric's per-row results, the summary's rows...), written by Dagster's
 ``UPathIOManager`` (:class:`PartitionFiles`). A file is staged beside its place and renamed into
 it: a reader sees the partition's old rows or its new ones, never a part, and a run that
-stops loses nothing stored before. Runs of different partitions never write the same file,
+stops loses nothing stored before (a file it staged is removed by the partition's next write). Runs of different partitions never write the same file,
 so runs store their results at once with no lock and no wait; two runs of one partition are
 kept apart by the run queue's per-partition limit (``dagster_home/dagster.yaml``) and
 ``rag-eval``'s per-version lock. Steps read the partitions they depend on with DuckDB, over
 a connection of their own in memory (:meth:`PartitionFiles.connection`, :meth:`PartitionFiles.stored`).
 
+A file that cannot be written (a full or read-only disk) fails its step in one line naming the
+file and the cause (:class:`StoreError`); what was stored before stays as it was. A damaged file
+(bytes overwritten, cut short by a copy) is set aside as ``<file>.unusable-<UTC time>``, said
+in one line, wherever it is found: by ``rag-eval run`` before it decides a version is up to
+date (:func:`set_aside_damaged`), or by a step reading it; the version's next run writes it
+again, its judgements read from the judgement cache.
+
 ``<out>/rag_eval.duckdb`` is for users' SQL: schema ``eval`` holds one view per table over
 its files (``select * from eval.faithfulness where version = ...``), made when a table's
 first file appears (:func:`refresh_views`). No run needs it: held by another process (a
-DuckDB shell) or damaged, it is named in a warning and the run goes on. A database of the
+DuckDB shell) or unwritable, it is named in a warning and the run goes on; damaged (not a DuckDB
+file), it is set aside as ``rag_eval.duckdb.unusable-<UTC time>`` and made again (it holds views
+only; the rows are in the files). A database of the
 earlier layout (one DuckDB table per asset) has each table's rows moved to files as the
 table is written again.
 """
@@ -27,8 +36,9 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -52,6 +62,44 @@ VIEW_WAIT = 3.0
 def table_file(root: str | Path, asset: str, partition: str) -> Path:
     """Where the rows of ``asset`` for ``partition`` are stored under the output folder ``root``."""
     return Path(root) / TABLES / asset / f"{partition}.parquet"
+
+
+class StoreError(OSError):
+    """A partition file that could not be written (no space left, a read-only disk): names the
+    file and the cause; nothing of the step is stored, its judgements are in the judgement cache."""
+
+
+def set_aside(path: Path) -> Path:
+    """Rename the damaged ``path`` to ``<path>.unusable-<UTC time>`` beside it (as the judgement
+    cache does); where it went."""
+    aside = path.with_name(f"{path.name}.unusable-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}")
+    os.replace(path, aside)
+    return aside
+
+
+def damaged_file(path: Path, why: object) -> str:
+    """Set the damaged partition file ``path`` aside; the line saying so, what caused it and what to do."""
+    aside = set_aside(path)
+    return (f"results file {path} is damaged ({_one_line(why)}): set aside as {aside.name}; a run of its dataset "
+            f"version writes it again (the judgements come from the judgement cache)")
+
+
+def set_aside_damaged(paths: Iterable[Path], say: Callable[[str], None]) -> list[Path]:
+    """Of ``paths`` (partition files), those present whose Parquet footer cannot be read: each set
+    aside (:func:`damaged_file`) and said through ``say``; the list of them."""
+    found = []
+    for path in paths:
+        try:
+            if path.is_file():
+                pq.read_metadata(path)
+        except (pa.ArrowException, OSError) as exc:
+            say(damaged_file(path, exc))
+            found.append(path)
+    return found
+
+
+def _one_line(why: object) -> str:
+    return " ".join(str(why).split("LINE 1:")[0].split())
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> None:
@@ -80,6 +128,8 @@ class PartitionFiles(dg.UPathIOManager):
 
     def dump_to_path(self, context: dg.OutputContext, obj: TableFile | pd.DataFrame, path) -> None:
         path = Path(path)
+        for left in path.parent.glob(f".{path.name}.*"):  # staged by a run of this partition killed before its rename
+            left.unlink(missing_ok=True)
         staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
         try:
             if isinstance(obj, TableFile):
@@ -90,6 +140,10 @@ class PartitionFiles(dg.UPathIOManager):
                 raise TypeError(f"{context.asset_key.to_user_string()}: the results store takes a DataFrame or a "
                                 f"TableFile, not {type(obj).__name__}")
             os.replace(staged, path)
+        except OSError as exc:
+            raise StoreError(f"results file {path} could not be written ({exc.strerror or exc}): "
+                             f"nothing of this step is stored and what was stored before is kept; "
+                             f"free the disk of {self.root} and run again") from None
         finally:
             staged.unlink(missing_ok=True)
         if not self.views_refused and views_missing(self.root):  # tried once a run when the database is refused
@@ -101,7 +155,10 @@ class PartitionFiles(dg.UPathIOManager):
             self.views_refused = not refresh_views(self.root, say)
 
     def load_from_path(self, context: dg.InputContext, path) -> pd.DataFrame:
-        return pd.read_parquet(path)
+        try:
+            return pd.read_parquet(path)
+        except pa.ArrowInvalid as exc:
+            raise ValueError(damaged_file(Path(path), exc)) from None
 
     def get_metadata(self, context: dg.OutputContext, obj: TableFile | pd.DataFrame) -> dict:
         rows, dtypes = (obj.rows, obj.dtypes) if isinstance(obj, TableFile) \
@@ -125,7 +182,11 @@ class PartitionFiles(dg.UPathIOManager):
             path = table_file(self.root, table, version)
             if path.is_file():
                 query = f"select * from read_parquet({_quoted(path)})"
-                if rows := connection.execute(f"select count(*) from ({query})").fetchone()[0]:
+                try:
+                    rows = connection.execute(f"select count(*) from ({query})").fetchone()[0]
+                except duckdb.InvalidInputException as exc:  # not Parquet: no magic bytes, a bad footer
+                    raise ValueError(damaged_file(path, exc)) from None
+                if rows:
                     found[table] = StoredTable(query, rows)
         return found
 
@@ -155,13 +216,21 @@ def _record(root: Path) -> Path:
     return root / TABLES / ".views.json"
 
 
+def _identity(database: Path) -> list[int]:
+    """The database file as :func:`refresh_views` left it: another file, or this one changed since
+    (a user's SQL, damage), has its views checked again."""
+    found = database.stat()
+    return [found.st_ino, found.st_size, found.st_mtime_ns]
+
+
 def views_missing(root: Path) -> bool:
-    """Whether ``<root>/rag_eval.duckdb`` lacks the view of some table, as recorded by the last
-    :func:`refresh_views` (the database file it made them in, the views): no database is opened."""
+    """Whether ``<root>/rag_eval.duckdb`` may lack the view of some table, as recorded by the last
+    :func:`refresh_views` (the database file it made them in, as it left it; the views): no
+    database is opened."""
     database = root / DATABASE
     try:
         record = json.loads(_record(root).read_text(encoding="utf-8"))
-        return record["inode"] != database.stat().st_ino or bool(set(_tables(root)) - set(record["views"]))
+        return record["file"] != _identity(database) or bool(set(_tables(root)) - set(record["views"]))
     except (OSError, ValueError, KeyError):
         return True
 
@@ -170,8 +239,9 @@ def refresh_views(root: Path, say: Callable[[str], None]) -> bool:
     """Make ``eval.<table>`` in ``<root>/rag_eval.duckdb`` a view over the table's files, for each
     table holding files (a table of the earlier layout has its rows moved to files first); whether
     it was done. Another run adding views at the same moment is waited for up to :data:`VIEW_WAIT`
-    s; a database held longer (a DuckDB shell), or damaged, is named through ``say`` and left as
-    it is: the results are in their files, and the next run makes the views."""
+    s; a database held longer (a DuckDB shell), or that cannot be written, is named through ``say``
+    and left as it is: the results are in their files, and the next run makes the views. A damaged
+    database (not a DuckDB file) is set aside (:func:`set_aside`), said, and made again."""
     database, deadline = root / DATABASE, time.monotonic() + VIEW_WAIT
     while True:
         tables = _tables(root)
@@ -185,11 +255,20 @@ def refresh_views(root: Path, say: Callable[[str], None]) -> bool:
                         _move_to_files(connection, name, folder)
                     connection.execute(f'create or replace view {SCHEMA}."{name}" as select * from read_parquet('
                                        f'{_quoted(folder / "**" / "*.parquet")}, union_by_name = true)')
-            _record(root).write_text(json.dumps({"inode": database.stat().st_ino, "views": sorted(tables)}),
+            _record(root).write_text(json.dumps({"file": _identity(database), "views": sorted(tables)}),
                                      encoding="utf-8")
             return True
         except duckdb.Error as exc:
             holder = re.search(r"lock is held in (.*?) \(PID (\d+)\)", str(exc))
+            if "not a valid DuckDB database file" in str(exc):  # it holds views only: made again
+                try:
+                    aside = set_aside(database)
+                except OSError:
+                    pass
+                else:
+                    say(f"results database {database} is damaged (not a DuckDB file): set aside as {aside.name}; "
+                        f"its views are made again over {root / TABLES}/")
+                    continue
             if holder and time.monotonic() < deadline:
                 time.sleep(0.2)
                 continue

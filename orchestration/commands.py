@@ -16,6 +16,7 @@ import shutil
 import sys
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -119,7 +120,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
 
     from rag_eval.assets.evaluation import metric_assets
     from rag_eval.assets.ingestion import ingest_dataset
-    from rag_eval.assets.results_store import table_file
+    from rag_eval.assets.results_store import set_aside_damaged, table_file
     from rag_eval.assets.summary import summary_asset
     from rag_eval.metrics.registry import describe_judge, resolve_names
 
@@ -131,7 +132,8 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
              *([folder / "summary_dingo.json"] if args.dingo_summary else []),
              *(table_file(args.out, asset, version) for asset in [*selected, "eval_summary"])]
     record = latest_record(args.instance, "eval_summary", version)
-    if record is None or not all(f.is_file() for f in files):
+    if set_aside_damaged([files[1], *files[-len(selected) - 1:]], partial(print, file=sys.stderr)) or \
+            record is None or not all(f.is_file() for f in files):  # the run goes ahead: it writes them again
         return None
     metadata = record.asset_materialization.metadata
     if metadata["summary_path"].value != str(files[0]) or \

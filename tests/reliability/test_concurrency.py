@@ -15,10 +15,12 @@ import time
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from rag_eval.metrics.samples import sample_from_dict
 from tests.conftest import FIQA
+from tests.reliability.figures import fault_row
 from tests.judge_server import JudgeServer, oracle
 
 pytestmark = pytest.mark.slow  # the test server, Dagster runs
@@ -69,8 +71,16 @@ class Project:
         return process.returncode, out, err
 
     def rows(self, table: str) -> list[tuple]:
+        """``(version, sample_id, row)`` of ``table``, read from its Parquet files (one a version);
+        the view ``eval.<table>`` of rag_eval.duckdb must read the same."""
+        files = sorted((self.root / "out" / "tables" / table).glob("*.parquet"))
+        found = [(version, sample_id, row) for path in files
+                 for version, sample_id, row in pd.read_parquet(path, columns=["version", "sample_id", "row"])
+                 .sort_values("row").itertuples(index=False)]
+        assert all(version == path.stem for path in files for version in pd.read_parquet(path)["version"])
         with duckdb.connect(str(self.root / "out" / "rag_eval.duckdb"), read_only=True) as db:
-            return db.sql(f"select version, sample_id, row from eval.{table} order by version, row").fetchall()
+            assert db.sql(f"select version, sample_id, row from eval.{table} order by version, row").fetchall() == found
+        return found
 
     def stop(self) -> None:
         for process in self.started:
@@ -98,6 +108,11 @@ def ids(lines: list[str]) -> list[str]:
     return [sample_from_dict(json.loads(line), 0).id for line in lines]
 
 
+def duplicates(server) -> int:
+    """Requests the server received more than once (the same body)."""
+    return len(server.seen) - len({json.dumps(seen.body, sort_keys=True) for seen in server.seen})
+
+
 def lock_waits_are_said(err: str) -> None:
     """A wait for the results database names its holder (``rag_eval.assets.resources.check_database``)."""
     for line in err.splitlines():
@@ -117,16 +132,13 @@ def test_two_runs_of_overlapping_versions_at_once_keep_their_own_results_and_pay
     # Each shared row's judgements were asked once: the requests of one run after the other, 4 rows' worth.
     assert len(server.seen) == PER_ROW * 4
     assert len({json.dumps(s.body, sort_keys=True) for s in server.seen}) == len(server.seen)
-    for table in ("faithfulness", "context_recall", "eval_summary"):
-        stored = project.rows(table) if table != "eval_summary" else []
-        if stored:
-            assert stored == [("v1", i, n) for n, i in enumerate(ids(LINES[0:3]))] + \
-                [("v2", i, n) for n, i in enumerate(ids(LINES[1:4]))]
+    fault_row("two runs of overlapping versions at once", "both end 0", 0, 0, duplicates(server), 0)
+    for table in ("faithfulness", "context_recall"):
+        assert project.rows(table) == [("v1", i, n) for n, i in enumerate(ids(LINES[0:3]))] + \
+            [("v2", i, n) for n, i in enumerate(ids(LINES[1:4]))]
     for version, lines in (("v1", LINES[0:3]), ("v2", LINES[1:4])):
         summary = json.loads((project.root / "out" / version / "summary.json").read_text(encoding="utf-8"))
         assert summary["total"] == 3 and summary["task_name"] == version
-        import pandas as pd
-
         results = pd.read_parquet(project.root / "out" / version / "results.parquet")
         assert sorted(set(results["sample_id"])) == sorted(ids(lines)) and len(results) == 15
 
@@ -139,17 +151,19 @@ def test_register_replace_during_a_run_never_mixes_the_two_contents(project, ser
     assert status == 0 and "registered again" in out, err
     status, out, err = project.finish(run)
     lock_waits_are_said(err)
-    results = project.rows("faithfulness")
+    results, saw = project.rows("faithfulness"), "the run ends 0 on the old content"
     if status == 0:  # it finished on what it read at its start: the old content, whole
         assert [sample_id for _, sample_id, _ in results] == ids(LINES[0:3])
     else:  # it saw the file change under it, said so in one line, and stored nothing of it
         [line] = [line for line in err.splitlines() if "failed" in line]
         assert "changed while it was being evaluated" in line or "registered again" in line, err
+        saw = line
     status, out, err = project.finish(project.start("run", new, "--dataset-version", "v1"))
     assert status == 0, err
     assert [sample_id for _, sample_id, _ in project.rows("faithfulness")] == ids(LINES[3:7])
     summary = json.loads((project.root / "out" / "v1" / "summary.json").read_text(encoding="utf-8"))
     assert summary["total"] == 4
+    fault_row("register --replace during a run", saw, 0, 0, duplicates(server), 0)
 
 
 def test_a_backfill_during_a_run_evaluates_every_version_once_and_says_what_it_waits_for(project, server):
@@ -167,5 +181,7 @@ def test_a_backfill_during_a_run_evaluates_every_version_once_and_says_what_it_w
         in err or "v1:" in out, (out, err)
     assert status == 0 and "v2:" in out, (out, err)
     assert len(server.seen) == PER_ROW * 4  # every row judged once over the run and the backfill
+    fault_row("backfill during a run", next((x for x in err.splitlines() if "v1: skipped" in x), "v1 up to date"),
+              0, 0, duplicates(server), 0)
     assert [(version, sample_id) for version, sample_id, _ in project.rows("faithfulness")] == \
         [("v1", i) for i in ids(LINES[0:2])] + [("v2", i) for i in ids(LINES[2:4])]

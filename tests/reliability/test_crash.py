@@ -15,8 +15,9 @@ phase, seeded: ``random.Random(30)``; the phase a kill landed in is the one obse
 landed), then run to the end; four chains (more while fewer than 20 kills landed).
 
 The run that ends each chain must exit 0 with no traceback; its outputs
-(summary.json, results.parquet and ragas_scores.csv without the usage counts of this run, the
-version's rows of every table of rag_eval.duckdb without run ids and usage) equal the
+(summary.json, results.parquet and ragas_scores.csv without the usage counts of this run; the
+files under out/tables/ (no staged or set-aside file left) and the version's rows of every table's
+Parquet file without run ids and usage; the views of rag_eval.duckdb, each reading its files' rows) equal the
 undisturbed run's; and the requests sent over the chain's runs, minus the undisturbed run's, are at
 most the requests *in flight at its kills*: received by the server and not yet answered, answered
 less than 0.5 s before (the killed process may not have stored that answer yet), or received after
@@ -38,6 +39,7 @@ import pytest
 
 from rag_eval.metrics.aggregate import USAGE_COLUMNS
 from tests.conftest import FIQA
+from tests.reliability.figures import fault_row
 from tests.judge_server import JudgeServer, oracle
 
 pytestmark = pytest.mark.slow  # the test server, Dagster runs
@@ -118,6 +120,12 @@ def new_project(root: Path) -> Path:
     return root
 
 
+def records(frame: pd.DataFrame) -> list[str]:
+    """A table's rows without what is a run's own, as sorted JSON."""
+    frame = frame.drop(columns=[c for c in frame if c in RUN_OWN])
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in frame.to_dict("records"))
+
+
 def outputs(project: Path) -> dict:
     """The run's outputs, without what is a run's own (usage, run id, endpoint check)."""
     def plain(value):
@@ -131,12 +139,17 @@ def outputs(project: Path) -> dict:
              "results": results.drop(columns=[c for c in results if c in RUN_OWN]).to_dict("records"),
              "ragas_scores.csv": (folder / "ragas_scores.csv").read_text(encoding="utf-8"),
              "files": sorted(p.name for p in folder.iterdir())}
+    tables = project / "out" / "tables"
+    found["tables/"] = sorted(p.relative_to(tables).as_posix() for p in tables.rglob("*")
+                              if p.is_file() and p.name != ".views.json")  # no staged or set-aside file left
+    for path in sorted(tables.glob("*/v1.parquet")):  # the version's rows of every table, from its file
+        found[path.parent.name] = records(pd.read_parquet(path))
     with duckdb.connect(str(project / "out" / "rag_eval.duckdb"), read_only=True) as db:
-        for (table,) in db.sql("select table_name from information_schema.tables where table_schema = 'eval'"
-                               ).fetchall():
-            frame = db.sql(f'select * from eval."{table}" where version = \'v1\'').df()
-            frame = frame.drop(columns=[c for c in frame if c in RUN_OWN])
-            found[table] = sorted(json.dumps(r, sort_keys=True, default=str) for r in frame.to_dict("records"))
+        views = [name for (name,) in db.sql("select table_name from information_schema.tables where "
+                                            "table_schema = 'eval' and table_type = 'VIEW' order by 1").fetchall()]
+        found["views"] = views
+        for view in views:  # each view reads what its files hold
+            assert records(db.sql(f'select * from eval."{view}" where version = \'v1\'').df()) == found[view], view
     return found
 
 
@@ -304,6 +317,9 @@ def test_killed_at_any_point_and_run_again_the_outputs_are_the_undisturbed_runs(
               f"{in_flight} in flight at its kills")
         assert duplicates <= in_flight
         assert outputs(project) == undisturbed["outputs"]
+        fault_row(f"SIGKILL, chain {chain} ({sum(k[0] == chain for k in kills)} kills), then run again",
+                  "nothing (killed); the run after it ends 0, outputs equal to the undisturbed run's", 0, 0,
+                  duplicates, in_flight)
     print("chain, phase aimed, phase observed, requests of the killed run received at the kill, unanswered or "
           "received after it, in flight (with the answers of the last 0.5 s)")
     for kill in kills:
@@ -327,10 +343,13 @@ def test_sigterm_and_ctrl_c_stop_the_run_in_one_line_and_a_new_run_finishes_it(s
     name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT (Ctrl-C)"
     assert status == 128 + signum, err[-3000:]
     assert "Traceback" not in err and " failed" not in err, err[-3000:]
-    assert err.splitlines()[-1].startswith(f"rag-eval: stopped by {name}; every judgement already answered is kept")
+    stopped = err.splitlines()[-1]
+    assert stopped.startswith(f"rag-eval: stopped by {name}; every judgement already answered is kept")
     assert sum("stopped" in line or "nterrupt" in line for line in err.splitlines()) == 1, err[-3000:]
     in_flight = killer.in_flight + len(slow_server.seen) - killer.requests
     status, err = Run(project, slow_server.url).finish()
     assert status == 0 and "Traceback" not in err, err[-3000:]
     assert len(slow_server.seen) - undisturbed["requests"] <= in_flight
     assert outputs(project) == undisturbed["outputs"]
+    fault_row(f"{name} in {phase}, then run again", stopped, 0, 0, len(slow_server.seen) - undisturbed["requests"],
+              in_flight)

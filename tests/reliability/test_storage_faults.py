@@ -1,5 +1,6 @@
-"""Storage faults: the judgement cache, ``out/``, the DuckDB results file and ``DAGSTER_HOME``,
-each full, read-only and damaged, through the public entry points (``rag_eval.metrics.evaluate`` with an
+"""Storage faults: the judgement cache, ``out/`` (its results store: one Parquet file per asset
+partition under ``out/tables/``, and ``rag_eval.duckdb`` holding views over them) and
+``DAGSTER_HOME``, each full, read-only and damaged, through the public entry points (``rag_eval.metrics.evaluate`` with an
 LLM judge on the counting test server; ``rag-eval run`` with its ``--out``, ``--cache-path``
 options and ``DAGSTER_HOME``).
 
@@ -11,6 +12,7 @@ still emulates a full cache with SQLite's ``max_page_count``. Damaged is bytes o
 
 For each fault: what the user sees (one clear line, no traceback), what is kept, and that no
 judgement paid for earlier is lost or made unusable (counted as requests the server receives).
+Each test prints its row of issue 30's table (``tests/reliability/figures.py``; ``pytest -s``).
 """
 import json
 import os
@@ -20,10 +22,13 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rag_eval.metrics import Status, evaluate
+from rag_eval.metrics.aggregate import USAGE_COLUMNS
 from tests.conftest import FIQA
+from tests.reliability.figures import fault_row
 from tests.small_disk import SmallDisk
 
 pytestmark = pytest.mark.slow  # the test server, Dagster runs
@@ -105,12 +110,14 @@ def test_a_full_cache_stays_the_cache_and_is_used_again_once_space_returns(disk,
     assert statuses == [Status.OK.value] * 5 * 6
     assert len(server.seen) == PER_ROW * 3  # nothing paid for earlier was asked again
     assert len(warned) == 1 and "no space left on the disk" in warned[0] and "kept as it is" in warned[0]
+    full_warning = warned[0]
     assert not list(disk.view(disk.root).glob("cache.sqlite.unusable-*"))  # a full disk is not a damaged file
     # Space came back before the judge closed: the answers kept in memory are in the file now.
     assert answers(disk) > paid
     server.seen.clear()
     statuses, warned = judged(disk, server, ROWS)
     assert statuses == [Status.OK.value] * 5 * 6 and warned == [] and server.seen == []
+    fault_row("judgement cache full", full_warning, 0, 0, 0, 0)
 
 
 def wait_for_requests(server, count: int, timeout: float = 120) -> None:
@@ -135,6 +142,7 @@ def test_a_read_only_cache_is_read_and_left_as_it_is(disk, server):
     server.seen.clear()
     judged(disk, server, ROWS)
     assert len(server.seen) == PER_ROW * 3 and answers(disk) > paid  # the cache took this run's answers again
+    fault_row("judgement cache read-only", warned[0], 0, 0, 0, 0)
 
 
 def damage_a_leaf(path: Path) -> None:
@@ -169,6 +177,8 @@ def test_a_damaged_cache_is_set_aside_and_what_can_be_read_is_carried_over(make_
     assert len(server.seen) == paid - carried  # only the answers on the damaged page were asked again
     with sqlite3.connect(cache) as db:
         assert db.execute("select count(*) from answers").fetchone()[0] == paid
+    # The answers on the overwritten page are gone with its bytes: asked again (counted as duplicates), all others kept.
+    fault_row("judgement cache damaged (a leaf page overwritten)", message, 0, 0, len(server.seen), 0)
 
 
 # ------------------------------------------------------------------ rag-eval run: out/, DuckDB, DAGSTER_HOME
@@ -183,10 +193,13 @@ class Project:
             (root / name).write_text("".join(part), encoding="utf-8")
 
     def run(self, dataset: str, version: str) -> tuple[int, str]:
+        return self.run_with(dataset, version)
+
+    def run_with(self, dataset: str, version: str, *more: str) -> tuple[int, str]:
         env = {**child_env(), "DAGSTER_HOME": str(self.home), "OPENAI_BASE_URL": self.server.url,
                "OPENAI_API_KEY": "sk-test-disk", "OPENAI_MODEL": "judge-test", "EMBEDDING_MODEL": "embed-test"}
         done = self.disk.run([sys.executable, "-m", "rag_eval.orchestration.cli", "run", dataset, "--dataset-version", version,
-                              "--out", str(self.out), "--cache-path", str(self.root / "cache.sqlite")],
+                              "--out", str(self.out), "--cache-path", str(self.root / "cache.sqlite"), *more],
                              cwd=self.root, env=env)
         assert "Traceback" not in done.stderr, done.stderr[-3000:]
         return done.returncode, done.stderr
@@ -224,46 +237,76 @@ def fill_at_request(server, disk: SmallDisk, count: int) -> None:
     server.script = script
 
 
-def test_out_and_its_database_full_or_read_only_lose_nothing(on_disk, disk, server):
+def cached(project: Project) -> int:
+    """The answers in the project's judgement cache (beside the project, off the small disk)."""
+    with sqlite3.connect(project.root / "cache.sqlite") as db:
+        return db.execute("select count(*) from answers").fetchone()[0]
+
+
+def tables(project: Project) -> dict[str, bytes]:
+    """Every file under ``out/tables/`` (staged files included), by path from there, read off the small disk."""
+    folder = project.disk.view(project.out / "tables")
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def rows(project: Project, table: str) -> dict[str, int]:
+    """``{version: rows}`` of ``table``, read from its Parquet files."""
+    folder = project.disk.view(project.out / "tables" / table)
+    return {p.stem: len(pd.read_parquet(p)) for p in sorted(folder.glob("*.parquet"))}
+
+
+def test_tables_full_or_read_only_lose_nothing_and_the_next_run_pays_for_nothing(on_disk, disk, server):
     status, _ = on_disk.run("a.jsonl", "v1")
     assert status == 0 and len(server.seen) == PER_ROW * 3
-    kept = {name: on_disk.read(on_disk.out / "v1" / name) for name in ("summary.json", "results.parquet")}
+    kept = {**tables(on_disk), **{name: on_disk.read(on_disk.out / "v1" / name)
+                                  for name in ("summary.json", "results.parquet")}}
     disk.read_only()  # refused before anything is registered or sent, in one line
     status, stderr = on_disk.run("b.jsonl", "v2")
     assert status == 2 and len(server.seen) == PER_ROW * 3
-    assert errors(stderr) == [line for line in stderr.splitlines() if "Read-only file system" in line]
-    assert len(errors(stderr)) == 1
+    [line] = errors(stderr)
+    assert "Read-only file system" in line and str(on_disk.out) in line
+    fault_row("out/ (tables/) read-only", line, 0, 0, 0, 0)
     disk.writable()
     fill_at_request(server, disk, PER_ROW * 6)  # out/ fills up as v2's judging ends
     status, stderr = on_disk.run("b.jsonl", "v2")
     assert status == 1 and len(server.seen) == PER_ROW * 6
-    [failed] = errors(stderr)
-    assert "No space left on device" in failed and "rag_eval.duckdb" in failed
-    assert {name: on_disk.read(on_disk.out / "v1" / name) for name in kept} == kept  # v1's reports untouched
+    paid = cached(on_disk)
+    assert paid >= PER_ROW * 6 - 3  # every answer of both versions (an embedding request may hold several texts)
+    # One line a failed step: the store's names the file it could not write and what to do; GE's stores are in out/ too.
+    [line] = [line for line in errors(stderr) if "results file" in line]
+    table = on_disk.out / "tables" / "faithfulness" / "v2.parquet"
+    assert line.startswith("step score_metrics failed: ") and \
+        f"results file {table} could not be written (No space left on device)" in line and "free the disk" in line
+    assert all("No space left on device" in other for other in errors(stderr)), stderr[-3000:]
+    after = tables(on_disk)
+    assert {name: after[name] for name in kept if name in after} == {n: b for n, b in kept.items() if n in after}
+    assert set(kept) - set(after) == {"summary.json", "results.parquet"}  # the reports are out/v1's, read below
+    assert {name: on_disk.read(on_disk.out / "v1" / name) for name in ("summary.json", "results.parquet")} == \
+        {name: kept[name] for name in ("summary.json", "results.parquet")}  # v1's reports untouched
+    assert not [name for name in after if "/." in name and ".views" not in name]  # no staged file left behind
     disk.free()
     status, stderr = on_disk.run("b.jsonl", "v2")
     assert status == 0, stderr[-3000:]
-    assert len(server.seen) == PER_ROW * 6  # every judgement paid for on the full disk was kept
-    with duckdb_copy(on_disk, disk) as db:
-        assert db.sql("select version, count(*) from eval.faithfulness group by version order by version"
-                      ).fetchall() == [("v1", 3), ("v2", 3)]
+    assert len(server.seen) == PER_ROW * 6 and cached(on_disk) == paid  # every judgement paid for on the full disk was kept
+    assert {name: tables(on_disk)[name] for name in kept if "v1." in name} == \
+        {name: data for name, data in kept.items() if "v1." in name}  # v1's tables not written again
+    for table in ("faithfulness", "context_recall", "answer_relevancy", "context_precision", "context_relevancy"):
+        assert rows(on_disk, table) == {"v1": 3, "v2": 3}, table
+    assert faithfulness_view(on_disk) == [["v1", 3], ["v2", 3]]  # the view over the files
+    fault_row("out/ (tables/) full as judging ends", line, 0, 0, len(server.seen) - PER_ROW * 6, 0)
 
 
-class duckdb_copy:
-    """The results database of a project on the small disk, copied out and opened read-only."""
+VIEW = ("import duckdb, json, sys; print(json.dumps(duckdb.connect(sys.argv[1], read_only=True).sql("
+        "'select version, count(*) from eval.faithfulness group by version order by version').fetchall()))")
 
-    def __init__(self, project: Project, disk: SmallDisk) -> None:
-        self.copy = project.root / "copy.duckdb"
-        self.copy.write_bytes(disk.view(project.out / "rag_eval.duckdb").read_bytes())
 
-    def __enter__(self):
-        import duckdb
-
-        self.db = duckdb.connect(str(self.copy), read_only=True)
-        return self.db
-
-    def __exit__(self, *exc) -> None:
-        self.db.close()
+def faithfulness_view(project: Project) -> list[list]:
+    """``[[version, rows]]`` of the view ``eval.faithfulness``, queried in the small disk's namespace
+    (the view reads the files by their paths on the small disk)."""
+    done = project.disk.run([sys.executable, "-c", VIEW, str(project.out / "rag_eval.duckdb")], cwd=project.root,
+                            env=child_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def test_a_damaged_report_file_is_written_again(on_disk, disk, server):
@@ -279,6 +322,45 @@ def test_a_damaged_report_file_is_written_again(on_disk, disk, server):
     assert means[0] == means[1]
 
 
+def damage_footer(path: Path) -> None:
+    """Overwrite the last 64 bytes of a Parquet file (its footer and magic bytes)."""
+    data = bytearray(path.read_bytes())
+    data[-64:] = b"\xa5" * 64
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_table_file_is_named_set_aside_and_written_again_from_the_cache(on_disk, disk, server):
+    assert on_disk.run("a.jsonl", "v1")[0] == 0
+    paid, before = cached(on_disk), tables(on_disk)
+    table = on_disk.out / "tables" / "faithfulness" / "v1.parquet"
+    whole = pd.read_parquet(disk.view(table))
+    damage_footer(disk.view(table))
+    server.seen.clear()
+    status, stderr = on_disk.run("a.jsonl", "v1")  # not up to date: its file is damaged
+    assert status == 0 and errors(stderr) == [] and server.seen == [], stderr[-3000:]
+    [line] = [line for line in stderr.splitlines() if " is damaged " in line]
+    [aside] = disk.view(table.parent).glob("v1.parquet.unusable-*Z")
+    assert line.startswith(f"results file {table} is damaged (Parquet magic bytes not found in footer") and \
+        f"set aside as {aside.name}; a run of its dataset version writes it again" in line
+    assert aside.read_bytes() != before["faithfulness/v1.parquet"]  # the damaged bytes, kept for a look
+    again = pd.read_parquet(disk.view(table))
+    own = [c for c in again if c in {"run_id", *USAGE_COLUMNS}]
+    pd.testing.assert_frame_equal(again.drop(columns=own), whole.drop(columns=own))
+    assert cached(on_disk) == paid
+    fault_row("a damaged table file (out/tables/<asset>/<version>.parquet)", line, 0, 0, len(server.seen), 0)
+    # Met by a step instead (the summary reads every metric's table of its version): named, set aside, one line.
+    other = on_disk.out / "tables" / "context_recall" / "v1.parquet"
+    damage_footer(disk.view(other))
+    status, stderr = on_disk.run_with("a.jsonl", "v1", "--metrics", "faithfulness")
+    [line] = errors(stderr)
+    assert status == 1 and line.startswith("step eval_summary failed: ") and f"results file {other} is damaged" in line
+    assert list(disk.view(other.parent).glob("v1.parquet.unusable-*Z")) and server.seen == []
+    status, stderr = on_disk.run("a.jsonl", "v1")  # the next full run writes it again, from the cache
+    assert status == 0 and errors(stderr) == [] and server.seen == [] and cached(on_disk) == paid
+    assert rows(on_disk, "context_recall") == {"v1": 3}
+    fault_row("a damaged table file met by a step", line, 0, 0, len(server.seen), 0)
+
+
 def damage_duckdb(on_disk, disk) -> None:
     database = disk.view(on_disk.out / "rag_eval.duckdb")
     data = bytearray(database.read_bytes())
@@ -286,23 +368,17 @@ def damage_duckdb(on_disk, disk) -> None:
     database.write_bytes(bytes(data))
 
 
-def test_a_damaged_results_database_is_named_in_one_line_before_anything_is_sent(on_disk, disk, server):
+def test_a_damaged_results_database_is_set_aside_and_its_views_made_again(on_disk, disk, server):
     assert on_disk.run("a.jsonl", "v1")[0] == 0
     damage_duckdb(on_disk, disk)
     status, stderr = on_disk.run("b.jsonl", "v2")
-    assert status == 2 and len(server.seen) == PER_ROW * 3
-    [line] = errors(stderr)
-    assert "rag_eval.duckdb" in line and "not a valid DuckDB database file" in line
-
-
-@pytest.mark.xfail(strict=True, reason="the results store (out/rag_eval.duckdb) refuses a damaged file and leaves it to "
-                                       "the user; setting it aside and carrying over what it holds belongs to the store "
-                                       "that replaces it (branch automation)")
-def test_a_damaged_results_database_is_set_aside_and_what_can_be_read_is_carried_over(on_disk, disk, server):
-    assert on_disk.run("a.jsonl", "v1")[0] == 0
-    damage_duckdb(on_disk, disk)
-    status, _ = on_disk.run("b.jsonl", "v2")
-    assert status == 0 and list(disk.view(on_disk.out).glob("rag_eval.duckdb.unusable-*"))
+    assert status == 0 and errors(stderr) == [] and len(server.seen) == PER_ROW * 6, stderr[-3000:]
+    [aside] = disk.view(on_disk.out).glob("rag_eval.duckdb.unusable-*Z")
+    [line] = [line for line in stderr.splitlines() if " is damaged " in line]
+    assert line == (f"results database {on_disk.out / 'rag_eval.duckdb'} is damaged (not a DuckDB file): set aside "
+                    f"as {aside.name}; its views are made again over {on_disk.out / 'tables'}/")
+    assert faithfulness_view(on_disk) == [["v1", 3], ["v2", 3]]
+    fault_row("out/rag_eval.duckdb (views) damaged", line, 0, 0, len(server.seen) - PER_ROW * 6, 0)
 
 
 def test_dagster_home_full_read_only_or_damaged_is_one_line_and_loses_no_judgement(home_on_disk, disk, server):
@@ -311,17 +387,21 @@ def test_dagster_home_full_read_only_or_damaged_is_one_line_and_loses_no_judgeme
     status, stderr = home_on_disk.run("b.jsonl", "v2")
     [line] = errors(stderr)
     assert status == 2 and "DAGSTER_HOME" in line and "read-only file system" in line and len(server.seen) == 18
+    fault_row("DAGSTER_HOME read-only", line, 0, 0, 0, 0)
     disk.writable()
     fill_at_request(server, disk, PER_ROW * 6)  # the instance's disk fills up as v2's judging ends
     status, stderr = home_on_disk.run("b.jsonl", "v2")
     [line] = errors(stderr)
     assert status == 2 and "no space left on the disk" in line and "kept in the judgement cache" in line
+    full = line
     disk.free()
     status, stderr = home_on_disk.run("b.jsonl", "v2")
     assert status == 0 and len(server.seen) == PER_ROW * 6  # nothing paid for was asked again
     assert "was left STARTED by a rag-eval process that is gone; marked failed" in stderr
+    fault_row("DAGSTER_HOME full as judging ends", full, 0, 0, len(server.seen) - PER_ROW * 6, 0)
     runs = disk.view(home_on_disk.home / "history" / "runs.db")
     runs.write_bytes(b"not a database" * 512)
     status, stderr = home_on_disk.run("a.jsonl", "v1")
     [line] = errors(stderr)
     assert status == 2 and "not a database" in line and "move the folder aside" in line
+    fault_row("DAGSTER_HOME damaged (runs.db overwritten)", line, 0, 0, len(server.seen) - PER_ROW * 6, 0)
