@@ -1,19 +1,33 @@
-"""The project's own OpenAI-compatible test server, on 127.0.0.1, with scripted replies.
+"""A simulated OpenAI-compatible LLM provider on 127.0.0.1: ``rag-eval serve-judge-sim``.
 
-Tests drive the LLM judge over real HTTP against it (no patched client). A test sets
-``server.script``: a function ``(request) -> Reply`` where ``request`` is a
-:class:`Seen` (path, JSON body, headers, and for chat requests the judgement kind and
-the item keys the schema asks for). The default script is :func:`oracle`, a judge that
-answers every kind with valid JSON built from the request's schema.
+It answers the judge's chat requests with valid JSON built from the schema each request
+carries (``response_format`` ``json_schema``, or the schema written into the system prompt),
+and embeddings requests with deterministic hashed-word vectors, so the LLM judge's whole path
+(requests, concurrency, retries, re-asks, the judgement cache) runs over real HTTP with no
+model and no network. Like a provider it can be slow (latency and jitter), refuse load (429
+above a number of requests in flight), fail (429 with ``Retry-After``, 500, a hang), answer
+malformed JSON, and demand an API key; it counts what it received (``GET /stats``, reset by
+``POST /reset``). The tests and the benches use it; a user can point ``OPENAI_BASE_URL`` at
+it to try the LLM path of a pipeline before paying for a model.
+
+In-process use (the tests): :class:`JudgeServer` with a ``script``, a function
+``(request) -> Reply`` where ``request`` is a :class:`Seen` (path, JSON body, headers, and
+for chat requests the judgement kind and the schema). The default script is :func:`oracle`,
+a judge that answers every kind with every verdict 1; :func:`simulated` is the script of the
+command (random verdicts, latency and faults, seeded).
 """
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
+import random
 import socket
 import sys
 import threading
-import zlib
 import time
+import zlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,9 +36,6 @@ from typing import Any
 import numpy as np
 
 from rag_eval.metrics.judges.prompts import example_answer as build_answer
-
-BINARY_FIELDS = ("verdict", "attributed", "useful", "noncommittal")
-
 
 @dataclass
 class Seen:
@@ -64,7 +75,8 @@ class Seen:
 
 @dataclass
 class Reply:
-    """What to answer: a chat ``content``, or a raw ``status``/``body``/``headers``; ``delay`` seconds first."""
+    """What to answer: a chat ``content``, or a raw ``status``/``body``/``headers``; ``delay`` seconds first;
+    ``fault`` names a simulated fault (counted in ``/stats``)."""
 
     content: str | None = None
     status: int = 200
@@ -72,6 +84,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     finish_reason: str = "stop"
+    fault: str | None = None
 
 
 def oracle(decide: Callable[[str, str | None], Any] = lambda field, key: int(field != "noncommittal")
@@ -105,34 +118,148 @@ def provider_error(status: int, message: str, code: str) -> Reply:
     return Reply(status=status, body={"error": {"message": message, "type": "invalid_request_error", "code": code}})
 
 
+@dataclass(frozen=True)
+class Simulation:
+    """How the simulated provider behaves (the options of ``rag-eval serve-judge-sim``).
+
+    ``latency_ms`` ± ``jitter_ms`` (uniform) before every answer; each request is, with the
+    probabilities ``fail_429``, ``fail_500`` and ``fail_timeout`` (their sum at most 1), a 429
+    with ``Retry-After: retry_after_s``, a 500, or a hang of ``hang_s`` seconds before the
+    answer; a chat answer is cut in half (malformed JSON) with probability ``malformed``.
+    Every verdict-like 0/1 value is 1 with probability ``verdict_p1`` (``noncommittal``, a
+    verdict against the answer, 0 with that probability); ratings (0-2) and Likert scores (1-5)
+    are uniform when ``verdict_p1`` is below 1, else their top value. The faults are drawn from
+    ``seed``, the answer's values from ``seed`` and the request's messages (the same question gets
+    the same answer).
+
+    Raises
+    ------
+    ValueError
+        For a probability outside 0..1, fault probabilities summing above 1, or a negative time.
+    """
+
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    fail_429: float = 0.0
+    fail_500: float = 0.0
+    fail_timeout: float = 0.0
+    hang_s: float = 120.0
+    retry_after_s: float = 1.0
+    malformed: float = 0.0
+    verdict_p1: float = 1.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("fail_429", "fail_500", "fail_timeout", "malformed", "verdict_p1"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"--{name.replace('_', '-')} must be within 0..1, not {getattr(self, name)}")
+        if self.fail_429 + self.fail_500 + self.fail_timeout > 1.0:
+            raise ValueError("--fail-429 + --fail-500 + --fail-timeout must not exceed 1")
+        for name in ("latency_ms", "jitter_ms", "hang_s", "retry_after_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must not be negative")
+
+
+def random_verdicts(p1: float, rng: random.Random) -> Callable[[str, str | None], Any]:
+    """A ``decide`` for :func:`oracle`: a verdict is 1 with probability ``p1`` (``noncommittal``, a
+    verdict against the answer, 0); a rating 0-2 and a Likert score 1-5 uniform (their top value
+    when ``p1`` is 1); no entities."""
+    def decide(name: str, key: str | None) -> Any:
+        if name == "noncommittal":
+            return int(rng.random() >= p1)
+        if name == "rating":
+            return 2 if p1 == 1.0 else rng.randint(0, 2)
+        if name == "score":
+            return 5 if p1 == 1.0 else rng.randint(1, 5)
+        if name == "entities":
+            return []
+        return int(rng.random() < p1)
+    return decide
+
+
+def simulated(simulation: Simulation) -> Callable[[Seen], Reply]:
+    """The script of ``rag-eval serve-judge-sim``: :func:`oracle`'s valid answers with the
+    latency, faults and verdicts of ``simulation`` (see :class:`Simulation`)."""
+    faults = random.Random(simulation.seed)
+    lock = threading.Lock()
+
+    def script(seen: Seen) -> Reply:
+        with lock:
+            delay = max(0.0, simulation.latency_ms + faults.uniform(-1, 1) * simulation.jitter_ms) / 1000
+            draw, broken = faults.random(), faults.random() < simulation.malformed
+        if draw < simulation.fail_429:
+            retry = simulation.retry_after_s
+            reply = provider_error(429, f"Rate limit reached. Please try again in {retry:g}s.", "rate_limit_exceeded")
+            reply.headers = {"retry-after": str(max(1, round(retry))), "retry-after-ms": str(int(retry * 1000))}
+            reply.fault, reply.delay = "random_429", delay
+            return reply
+        draw -= simulation.fail_429
+        if draw < simulation.fail_500:
+            return Reply(status=500, delay=delay, fault="random_500", body={"error": {
+                "message": "The server had an error while processing your request.", "type": "server_error"}})
+        hang = draw - simulation.fail_500 < simulation.fail_timeout
+        messages = json.dumps(seen.body.get("messages", seen.body.get("input")), sort_keys=True).encode()
+        rng = random.Random(hashlib.sha256(b"%d|" % simulation.seed + messages).digest())
+        reply = oracle(random_verdicts(simulation.verdict_p1, rng))(seen)
+        reply.delay = simulation.hang_s if hang else delay
+        reply.fault = "timeout" if hang else None
+        if broken and reply.content is not None:
+            reply.content, reply.fault = reply.content[: len(reply.content) // 2], "malformed"
+        return reply
+    return script
+
+
 class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
             return  # the client went away mid-request (killed): nothing to report
         super().handle_error(request, client_address)
 
 
+def endpoint_name(path: str) -> str:
+    """``/v1/chat/completions`` → ``chat.completions``, ``/v1/models/x`` → ``models``."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p and p != "v1"]
+    return "models" if parts[:1] == ["models"] else ".".join(parts) or "/"
+
+
 class JudgeServer:
-    """Start with :meth:`start`; ``url`` is the ``/v1`` base URL; ``seen`` lists POST
-    requests, ``probes`` the GET requests (the judge's endpoint check).
+    """The simulated provider. Start with :meth:`start`; ``url`` is the ``/v1`` base URL.
+
+    ``seen`` lists the POST requests (when ``record`` is true; the command keeps none),
+    ``probes`` the GET requests (the judge's endpoint check); ``in_flight`` and ``peak`` count
+    requests being answered, ``replied`` when each reply was written (``time.monotonic()``), and
+    :meth:`stats` (``GET /stats``; ``POST /reset`` clears it) the requests per endpoint, the
+    statuses and the simulated faults.
 
     Like a provider, it answers 401 to a request without ``Authorization: Bearer
-    <api_key>`` when ``api_key`` is set, and 404 ``model_not_found`` for a model outside
-    ``models`` when that is a list (``None``: every model exists). ``GET /models/{id}``
-    answers only when ``model_route`` is true (vLLM has no such route).
+    <api_key>`` when ``api_key`` is set, 404 ``model_not_found`` for a model outside
+    ``models`` when that is a list (``None``: every model exists), and 429 at once to a
+    request above ``max_concurrency`` in flight (0: no limit). ``GET /models/{id}`` answers
+    only when ``model_route`` is true (vLLM has no such route).
+
+    Raises
+    ------
+    OSError
+        When ``host``:``port`` cannot be bound (in use, or not an address of this machine).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, record: bool = True) -> None:
         self.script: Callable[[Seen], Reply] = oracle()
         self.seen: list[Seen] = []
         self.probes: list[str] = []
         self.api_key: str | None = None
         self.models: list[str] | None = None
         self.model_route = True
+        self.max_concurrency = 0
+        self.record = record
         self.in_flight = 0
         self.peak = 0
         #: When each reply was written (``time.monotonic()``), in order.
         self.replied: list[float] = []
+        self._counts: dict[str, Counter[str]] = {"requests": Counter(), "status": Counter(), "faults": Counter()}
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         server = self
@@ -149,7 +276,10 @@ class JudgeServer:
                     server._connections.add(self.connection)
 
             def do_GET(self) -> None:
+                if self.path == "/stats":
+                    return self.answer(Reply(body=server.stats()), None)
                 server.probes.append(self.path)
+                server.count("requests", endpoint_name(self.path))
                 name = self.path.split("/models", 1)[1].strip("/") if "/models" in self.path else None
                 reply = server.refusal(self.headers, name or None)
                 if reply is None and name is not None and not name:
@@ -162,10 +292,20 @@ class JudgeServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 seen = Seen(self.path, json.loads(self.rfile.read(length) or b"{}"), dict(self.headers))
+                if self.path == "/reset":
+                    return self.answer(Reply(body=server.stats(reset=True)), None)
+                server.count("requests", endpoint_name(self.path))
                 with server._lock:
-                    server.seen.append(seen)
-                    server.in_flight += 1
-                    server.peak = max(server.peak, server.in_flight)
+                    if server.record:
+                        server.seen.append(seen)
+                    busy = 0 < server.max_concurrency <= server.in_flight
+                    if not busy:
+                        server.in_flight += 1
+                        server.peak = max(server.peak, server.in_flight)
+                if busy:
+                    reply = provider_error(429, "Too many requests in flight.", "rate_limit_exceeded")
+                    reply.headers, reply.fault = {"retry-after": "1"}, "concurrency_429"
+                    return self.answer(reply, seen)
                 try:
                     reply = server.refusal(self.headers, seen.body.get("model")) or server.script(seen)
                     if reply.delay:
@@ -183,6 +323,10 @@ class JudgeServer:
                                          "message": {"role": "assistant", "content": reply.content}}],
                             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
                 payload = (body if isinstance(body, str) else json.dumps(body or {})).encode()
+                if seen is not None:
+                    server.count("status", str(reply.status))
+                    if reply.fault:
+                        server.count("faults", reply.fault)
                 try:
                     self.send_response(reply.status)
                     for name, value in {"content-type": "application/json", **reply.headers}.items():
@@ -195,8 +339,7 @@ class JudgeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout)
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server((host, port), Handler)
 
     def refusal(self, headers: Any, model: str | None) -> Reply | None:
         """401 for a missing or wrong key, 404 for an unknown model, else ``None``."""
@@ -207,9 +350,25 @@ class JudgeServer:
                                   "model_not_found")
         return None
 
+    def count(self, kind: str, key: str) -> None:
+        with self._lock:
+            self._counts[kind][key] += 1
+
+    def stats(self, reset: bool = False) -> dict[str, Any]:
+        """``{"requests": {endpoint: n}, "status": {code: n}, "faults": {fault: n}, "peak": n,
+        "in_flight": n}`` since the start or the last reset (``reset=True`` clears it after)."""
+        with self._lock:
+            snapshot = {kind: dict(sorted(counts.items())) for kind, counts in self._counts.items()}
+            snapshot.update(peak=self.peak, in_flight=self.in_flight)
+            if reset:
+                self._counts = {kind: Counter() for kind in self._counts}
+                self.peak = self.in_flight
+        return snapshot
+
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
 
     def start(self) -> JudgeServer:
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
@@ -231,3 +390,55 @@ class JudgeServer:
 
     def embedding_requests(self) -> list[Seen]:
         return [s for s in self.seen if s.path.endswith("/embeddings")]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``rag-eval serve-judge-sim``."""
+    parser.description = (
+        "Serve a simulated OpenAI-compatible LLM provider (chat completions, embeddings, models) for trying "
+        "and benchmarking the LLM judge with no model and no network. Its first output line is "
+        "`listening on http://HOST:PORT/v1`: set OPENAI_BASE_URL to that URL (and OPENAI_API_KEY to any "
+        "value, or to --api-key) and run `rag-eval run`. Every chat request gets valid JSON for the schema it "
+        "carries; GET /stats counts requests per endpoint, statuses and faults (POST /reset clears them). "
+        "Stop it with Ctrl-C or SIGTERM.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port; 0 picks a free one (default 0)")
+    latency = parser.add_argument_group("latency")
+    latency.add_argument("--latency-ms", type=float, default=0.0, help="mean delay of every answer (default 0)")
+    latency.add_argument("--jitter-ms", type=float, default=0.0, help="uniform ± jitter on the delay (default 0)")
+    faults = parser.add_argument_group("faults and limits")
+    faults.add_argument("--max-concurrency", type=int, default=0,
+                        help="requests in flight above this get a 429 at once (default 0: no limit)")
+    faults.add_argument("--fail-429", type=float, default=0.0, metavar="P",
+                        help="probability of a 429 rate-limit reply with Retry-After (default 0)")
+    faults.add_argument("--fail-500", type=float, default=0.0, metavar="P", help="probability of a 500 (default 0)")
+    faults.add_argument("--fail-timeout", type=float, default=0.0, metavar="P",
+                        help="probability of hanging --hang-s seconds before answering (default 0)")
+    faults.add_argument("--hang-s", type=float, default=120.0, help="how long a hang lasts (default 120)")
+    faults.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After of a 429 (default 1)")
+    faults.add_argument("--malformed", type=float, default=0.0, metavar="P",
+                        help="probability that a chat answer is malformed JSON (default 0)")
+    faults.add_argument("--api-key", help="answer 401 to requests without `Authorization: Bearer KEY`")
+    answers = parser.add_argument_group("answers")
+    answers.add_argument("--verdict-p1", type=float, default=1.0, metavar="P",
+                         help="probability that a 0/1 verdict is 1; below 1, ratings and Likert scores are "
+                              "random too (default 1: every verdict 1, the top rating and score)")
+    answers.add_argument("--seed", type=int, default=1, help="seed of the random verdicts and faults (default 1)")
+    parser.set_defaults(handler=serve, uses_instance=False)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``rag-eval serve-judge-sim``: serve until Ctrl-C or SIGTERM (status 0)."""
+    simulation = Simulation(**{name: getattr(args, name) for name in Simulation.__dataclass_fields__})
+    server = JudgeServer(args.host, args.port, record=False)
+    server.script, server.api_key = simulated(simulation), args.api_key
+    server.max_concurrency = args.max_concurrency
+    server.start()
+    print(f"listening on {server.url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+        print("serve-judge-sim: stopped; served " + json.dumps(server.stats()["requests"]), file=sys.stderr)
+    return 0

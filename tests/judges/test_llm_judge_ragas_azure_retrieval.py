@@ -1,5 +1,5 @@
 """The RAGAS metrics beyond the core five, the Azure evaluators and DocumentRetrieval through
-the LLM judge, over real HTTP against tests/judge_server.py.
+the LLM judge, over real HTTP against rag_eval.orchestration.judge_sim.
 
 Each test scripts the verdicts the server gives and checks the value worked out by hand
 from them, the judgement kinds asked and the number of requests sent.
@@ -11,7 +11,7 @@ import pytest
 
 from rag_eval.metrics import Status, evaluate, score_sample
 from rag_eval.metrics.rag.factual_correctness import FactualCorrectness
-from tests.judge_server import Reply, build_answer, embedding_body, oracle
+from rag_eval.orchestration.judge_sim import Reply, build_answer, embedding_body, oracle
 from tests.judges.test_diagnostics_llm import claims_script
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test

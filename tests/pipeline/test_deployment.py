@@ -39,7 +39,7 @@ import duckdb  # noqa: E402
 
 import pytest  # noqa: E402
 
-from tests.judge_server import JudgeServer  # noqa: E402
+from rag_eval.orchestration.judge_sim import JudgeServer  # noqa: E402
 
 BIN = Path(sys.executable).parent
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"

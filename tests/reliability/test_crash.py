@@ -38,7 +38,7 @@ import pytest
 
 from rag_eval.metrics.aggregate import USAGE_COLUMNS
 from tests.conftest import FIQA
-from tests.judge_server import JudgeServer, oracle
+from rag_eval.orchestration.judge_sim import JudgeServer, oracle
 
 pytestmark = pytest.mark.slow  # the test server, Dagster runs
 
