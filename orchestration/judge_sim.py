@@ -19,16 +19,19 @@ command (random verdicts, latency and faults, seeded).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import random
+import re
 import socket
+import subprocess
 import sys
 import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -129,8 +132,8 @@ class Simulation:
     Every verdict-like 0/1 value is 1 with probability ``verdict_p1`` (``noncommittal``, a
     verdict against the answer, 0 with that probability); ratings (0-2) and Likert scores (1-5)
     are uniform when ``verdict_p1`` is below 1, else their top value. The faults are drawn from
-    ``seed``, the answer's values from ``seed`` and the request's messages (the same question gets
-    the same answer).
+    ``seed``, the answer's values from ``seed``, the request's ``seed`` and its messages (the same
+    request gets the same answer; a judge's repeats, which change the request's seed, do not).
 
     Raises
     ------
@@ -177,6 +180,21 @@ def random_verdicts(p1: float, rng: random.Random) -> Callable[[str, str | None]
     return decide
 
 
+def from_the_prompt(answer: dict[str, Any], prompt: str, rng: random.Random) -> dict[str, Any]:
+    """A test set's generated question: ``answer`` with its top-level ``question`` and ``answer``
+    strings made of a random run of the prompt's words, so that questions differ as a model's
+    would: "What is said about <4 words>?" and 12 words."""
+    words = re.findall(r"\w+", prompt)
+    if not words:
+        return answer
+    for name, size in (("question", 4), ("answer", 12)):
+        if isinstance(answer.get(name), str):
+            start = rng.randrange(max(1, len(words) - size + 1))
+            text = " ".join(words[start:start + size])
+            answer[name] = f"What is said about {text}?" if name == "question" else text
+    return answer
+
+
 def simulated(simulation: Simulation) -> Callable[[Seen], Reply]:
     """The script of ``rag-eval serve-judge-sim``: :func:`oracle`'s valid answers with the
     latency, faults and verdicts of ``simulation`` (see :class:`Simulation`)."""
@@ -198,9 +216,11 @@ def simulated(simulation: Simulation) -> Callable[[Seen], Reply]:
             return Reply(status=500, delay=delay, fault="random_500", body={"error": {
                 "message": "The server had an error while processing your request.", "type": "server_error"}})
         hang = draw - simulation.fail_500 < simulation.fail_timeout
-        messages = json.dumps(seen.body.get("messages", seen.body.get("input")), sort_keys=True).encode()
-        rng = random.Random(hashlib.sha256(b"%d|" % simulation.seed + messages).digest())
+        asked = json.dumps([seen.body.get("seed"), seen.body.get("messages", seen.body.get("input"))]).encode()
+        rng = random.Random(hashlib.sha256(b"%d|" % simulation.seed + asked).digest())
         reply = oracle(random_verdicts(simulation.verdict_p1, rng))(seen)
+        if reply.content is not None and seen.kind == "question_generation":
+            reply.content = json.dumps(from_the_prompt(json.loads(reply.content), seen.prompt, rng), ensure_ascii=False)
         reply.delay = simulation.hang_s if hang else delay
         reply.fault = "timeout" if hang else None
         if broken and reply.content is not None:
@@ -442,3 +462,27 @@ def serve(args: argparse.Namespace) -> int:
         server.stop()
         print("serve-judge-sim: stopped; served " + json.dumps(server.stats()["requests"]), file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def served(*arguments: str) -> Iterator[str]:
+    """``rag-eval serve-judge-sim --port 0 ARGUMENTS`` in a child process (its threads off this
+    process's interpreter lock, as a provider would be): yields its ``/v1`` base URL, and stops it
+    (SIGTERM) on leaving.
+
+    Raises
+    ------
+    RuntimeError
+        When the command does not start (bad arguments: its error message is included).
+    """
+    process = subprocess.Popen([sys.executable, "-m", "rag_eval.orchestration.cli", "serve-judge-sim", "--port", "0",
+                                *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline().strip() if process.stdout else ""
+        if not line.startswith("listening on "):
+            process.wait(timeout=30)
+            raise RuntimeError(f"rag-eval serve-judge-sim did not start: {process.stderr.read().strip() if process.stderr else ''}")
+        yield line.removeprefix("listening on ")
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
