@@ -39,7 +39,7 @@ def build_definitions() -> dg.Definitions:
         # judge the environment configures; `local` execution (`spark`: see the README).
         # out/traffic/ (one folder per traffic partition) and the traffic settings of ./pyproject.toml.
         resources={**build_resources(), "traffic_store": TrafficStore()},
-        # Two cores: the multiprocess executor is 2.5x slower here (shared/docs/dagster-notes.md).
+        # Dagster's default multiprocess executor starts a Python process per step: 2.5x slower on two cores.
         executor=dg.in_process_executor,
     )
 

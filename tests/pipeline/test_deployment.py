@@ -55,7 +55,7 @@ def _free_port() -> int:
 
 def _reset_signals() -> None:
     # A child of a non-interactive shell inherits SIGINT ignored, and `dagster dev` maps SIGTERM
-    # to its SIGINT handler (shared/docs/dagster-notes.md §4): restore both before exec.
+    # to its SIGINT handler: restore both before exec.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
