@@ -2,7 +2,7 @@
 
 Versions a and b have the same questions, contexts and references (FiQA's first rows); b's
 responses are a's cut to 400 characters. Each mode runs in a fresh project folder with a
-fresh judgement cache against the project's test server (``tests/judge_server.py``, an
+fresh judgement cache against the project's test server (``rag_eval.orchestration.judge_sim``, an
 OpenAI-compatible server on 127.0.0.1 that counts requests):
 
 * sequential: ``rag-eval backfill`` (in-process, a then b);
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.judge_server import JudgeServer  # noqa: E402
+from rag_eval.orchestration.judge_sim import JudgeServer  # noqa: E402
 
 BIN = Path(sys.executable).parent
 

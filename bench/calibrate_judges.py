@@ -1,4 +1,4 @@
-"""`rag_eval.metrics.calibrate` on the shared labelled sets, with each judge that applies.
+"""`rag_eval.metrics.calibrate` on public labelled sets (``tools/fetch_data.py``), with each judge that applies.
 
 * ``ragas_annotated`` (human accept/reject of an LLM judge's binary verdicts): the human label is
   the verdict when accepted, its opposite when rejected. ``answer_correctness`` maps to our
@@ -13,19 +13,18 @@ response's tokens found in the contexts; for answer_correctness in the reference
 answer_relevancy in the question), as strict pairwise accuracy or as AUROC.
 
 Judges: the offline one always; the LLM judge configured in the environment
-(``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), else the LLM judge against the shared scripted
-server ``shared/bench/judge_server.py`` started here on a free 127.0.0.1 port (its verdicts
+(``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), else the LLM judge against
+``rag-eval serve-judge-sim --verdict-p1 0.5`` started here on a free 127.0.0.1 port (its verdicts
 are random with p=0.5: a check that the LLM path runs end to end on these labels, not a
 measurement of any model). ``--no-llm`` skips it. Run from the repo root::
 
-    .venv/bin/python bench/calibrate_judges.py [--data ../shared/data] [--json calibration.json] [--no-llm]
+    .venv/bin/python bench/calibrate_judges.py [--data bench/data] [--json calibration.json] [--no-llm]
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +41,7 @@ from rag_eval.metrics.agreement import auroc, bootstrap  # noqa: E402
 from rag_eval.metrics.calibrate import print_report  # noqa: E402
 from rag_eval.metrics.evaluate import default_judge  # noqa: E402
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
+from rag_eval.orchestration.judge_sim import served  # noqa: E402
 
 RAGAS_FILES = {"edited_chain_runs.json": "answer_correctness", "annotated_data.json": "answer_relevancy",
                "sample_annotated_summary.json": "faithfulness"}
@@ -101,22 +101,15 @@ def headline(result: dict) -> str:
 
 
 @contextlib.contextmanager
-def scripted_llm_judge(server: Path):
-    """The LLM judge against ``judge_server.py`` on a free port, stopped afterwards."""
-    process = subprocess.Popen([sys.executable, str(server), "--port", "0", "--latency-ms", "0", "--seed", "1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        url = process.stdout.readline().split()[-1]
-        with tempfile.TemporaryDirectory() as folder:
-            judge = LLMJudge(LLMConfig(base_url=f"{url}/v1", api_key="sk-bench", model="judge-sim",
-                                       embedding_model="judge-sim-embed", cache_path=f"{folder}/cache.sqlite"))
-            try:
-                yield judge
-            finally:
-                judge.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+def scripted_llm_judge():
+    """The LLM judge against ``rag-eval serve-judge-sim`` (random verdicts) on a free port, stopped afterwards."""
+    with served("--verdict-p1", "0.5", "--seed", "1") as url, tempfile.TemporaryDirectory() as folder:
+        judge = LLMJudge(LLMConfig(base_url=url, api_key="sk-bench", model="judge-sim",
+                                   embedding_model="judge-sim-embed", cache_path=f"{folder}/cache.sqlite"))
+        try:
+            yield judge
+        finally:
+            judge.close()
 
 
 def main() -> None:
@@ -133,8 +126,8 @@ def main() -> None:
         if not isinstance(configured, OfflineJudge):
             judges.append(configured)
         elif not args.no_llm:
-            judges.append(stack.enter_context(scripted_llm_judge(args.data.parent / "bench" / "judge_server.py")))
-            print("LLM judge: the scripted test server (random verdicts, p=0.5): a run check, not a model's figure")
+            judges.append(stack.enter_context(scripted_llm_judge()))
+            print("LLM judge: rag-eval serve-judge-sim (random verdicts, p=0.5): a run check, not a model's figure")
         for name, labels in sets.items():
             print(f"\n== {name} ({len(labels)} labels)")
             lexical = baseline(labels)

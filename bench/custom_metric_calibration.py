@@ -12,8 +12,8 @@ the threshold with its bootstrap interval, AUROC, the confusion table, and the r
 per metric per labelled row, counted by the endpoint.
 
 The endpoint: the one the environment configures (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` /
-``OPENAI_MODEL``: a real model's agreement), else the shared scripted server
-``shared/bench/judge_server.py`` on a free 127.0.0.1 port (random verdicts, p=0.5, and
+``OPENAI_MODEL``: a real model's agreement), else ``rag-eval serve-judge-sim`` on a free
+127.0.0.1 port (random verdicts, p=0.5, and
 ``--malformed`` of its replies broken: a check that the path runs, re-asks and counts, not
 a model's figure). Run from the repo root::
 
@@ -32,30 +32,20 @@ import time
 import urllib.request
 from pathlib import Path
 
+from rag_eval.orchestration.judge_sim import served
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-
-from offline_judge_accuracy import default_data  # noqa: E402
-
 EXAMPLE = REPO / "examples" / "custom_metrics"
-SERVER = default_data().parent / "bench" / "judge_server.py"
 
 
 @contextlib.contextmanager
 def endpoint(malformed: float):
-    """``(base_url, note)``: the configured endpoint, else the shared scripted server (stopped after)."""
+    """``(base_url, note)``: the configured endpoint, else ``rag-eval serve-judge-sim`` (stopped after)."""
     if os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
         yield os.environ.get("OPENAI_BASE_URL"), "the configured endpoint"
         return
-    process = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--latency-ms", "0", "--seed", "1",
-                                "--malformed", str(malformed)],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        url = process.stdout.readline().split()[-1]
-        yield f"{url}/v1", f"shared/bench/judge_server.py (random verdicts p=0.5, {malformed:g} malformed)"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with served("--verdict-p1", "0.5", "--seed", "1", "--malformed", str(malformed)) as url:
+        yield url, f"rag-eval serve-judge-sim (random verdicts p=0.5, {malformed:g} malformed)"
 
 
 def calibrate(base_url: str | None, folder: Path) -> tuple[dict, float]:
@@ -92,7 +82,7 @@ def main() -> None:
     rows = {m: sum(r["metric"] == m for r in labels) for m in dict.fromkeys(r["metric"] for r in labels)}
     distinct = len({(r["metric"], json.dumps(r["sample"], sort_keys=True)) for r in labels})
     with tempfile.TemporaryDirectory() as tmp, endpoint(args.malformed) as (url, note):
-        scripted = note.startswith("shared/")
+        scripted = note.startswith("rag-eval serve-judge-sim")
         print(f"endpoint: {note}; {len(labels)} labels ({distinct} distinct rows): "
               + ", ".join(f"{m} {n}" for m, n in rows.items()))
         first, seconds = calibrate(url, Path(tmp))

@@ -1,6 +1,6 @@
 """Meta-evaluation of RAGChecker's diagnostics (``rag_eval.metrics.diagnostics``): agreement with labels known by
 construction, offline judge, on a tuning and a held-out part of each labelled set; and what the
-diagnostics send to an LLM judge (the project's test server, ``tests/judge_server.py``).
+diagnostics send to an LLM judge (the project's test server, ``rag_eval.orchestration.judge_sim``).
 
 Labelled sets, read from ``--data`` (never copied into the repository):
 
@@ -43,7 +43,7 @@ Label noise: RGB's negative passages sometimes hold the answer; HaluEval's hallu
 sometimes contain the right one.
 
 Then the LLM path: the held-out HaluEval rows with the hallucinated answer, scored by the LLM judge
-against ``tests/judge_server.py`` on 127.0.0.1 (every verdict 1) with a fresh judgement cache each: chat
+against ``rag_eval.orchestration.judge_sim`` on 127.0.0.1 (every verdict 1) with a fresh judgement cache each: chat
 and embeddings requests of the core metrics, of the diagnostics, and of both together.
 
 Run from the repo root::
@@ -73,7 +73,7 @@ from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 from rag_eval.metrics.judges.offline import OfflineJudge  # noqa: E402
 from rag_eval.metrics.registry import FAMILIES, METRICS  # noqa: E402
 from rag_eval.metrics.results import Direction  # noqa: E402
-from tests.judge_server import JudgeServer  # noqa: E402
+from rag_eval.orchestration.judge_sim import JudgeServer  # noqa: E402
 
 #: RAGChecker's groups in order: retriever, generator, overall.
 DIAGNOSTICS = [m for members in diagnostics_in(FAMILIES["diagnostics"]).values() for m in members]
@@ -230,7 +230,7 @@ def main() -> None:
     rows = [{"id": r["id"], "user_input": r["question"], "response": r["hallucinated_answer"],
              "reference": r["right_answer"], "retrieved_contexts": [r["knowledge"]]} for r in held]
     counts = llm_requests(rows)
-    print(f"\nLLM judge against tests/judge_server.py, {len(rows)} held-out HaluEval rows, fresh cache each:")
+    print(f"\nLLM judge against rag_eval.orchestration.judge_sim, {len(rows)} held-out HaluEval rows, fresh cache each:")
     for name, (chat, embeddings) in counts.items():
         print(f"  {name:<20} {chat:>5} chat ({chat / len(rows):.2f} a row) + {embeddings} embeddings requests")
     added = counts["core + diagnostics"][0] - counts["core"][0]

@@ -1,8 +1,8 @@
 """Is the regression gate trustworthy? False alarms under judge noise, and power, with trial counts.
 
-    .venv/bin/python bench/gate_bench.py [--trials 40] [--llm-trials 40] [--power-trials 100]
+    .venv/bin/python bench/gate_bench.py [--data bench/data] [--trials 40] [--llm-trials 40] [--power-trials 100]
 
-Data: HaluEval QA rows 0-99 (`../shared/data/halueval_qa`, MIT; read from bench/ only): the
+Data: HaluEval QA rows 0-99 (`halueval_qa/` under `--data`, fetched by `tools/fetch_data.py`; MIT): the
 question, its knowledge passage as the retrieved context, the right answer as the response and
 the reference. Every gate is the default one (the five core metrics, margins 0.02, Holm across
 them, 95 % paired bootstrap with 4,000 draws).
@@ -10,8 +10,8 @@ them, 95 % paired bootstrap with 4,000 draws).
 1. False alarms, offline judge: the version against itself with its rows in a shuffled order,
    re-judged for real on every trial (one judge: its encoder's memo of sentence vectors is kept, the
    verdicts are computed again). Bound: at most 5 % of trials fail.
-2. False alarms, LLM judge: the shared judge server (`../shared/bench/judge_server.py`, no
-   latency) judges the baseline with `--seed 1` and the candidate with `--seed 2`; trial t sends
+2. False alarms, LLM judge: `rag-eval serve-judge-sim --verdict-p1 0.5` (no latency) judges the
+   baseline with `--seed 1` and the candidate with `--seed 2`; trial t sends
    request seed 7 + t on both (the judge's `repeat`), so every trial is a new, independent
    re-judging of both versions under the server's sampling noise (verdicts are 1 with p 0.5, so
    this judge is all noise, the hardest case for false alarms). Bound: at most 5 %.
@@ -28,8 +28,8 @@ them, 95 % paired bootstrap with 4,000 draws).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,13 +39,14 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-HALUEVAL = Path("/work/shared/data/halueval_qa/halueval_qa_rows_000_099.jsonl")
-SERVER = Path("/work/shared/bench/judge_server.py")
+#: HaluEval QA rows 0-99, under ``--data`` (set by :func:`main`).
+HALUEVAL = REPO / "bench" / "data" / "halueval_qa" / "halueval_qa_rows_000_099.jsonl"
 
 from rag_eval.metrics.compare import compare  # noqa: E402
 from rag_eval.metrics.evaluate import evaluate  # noqa: E402
 from rag_eval.metrics.judges.offline import OfflineJudge  # noqa: E402
 from rag_eval.metrics.registry import CORE_METRICS  # noqa: E402
+from rag_eval.orchestration.judge_sim import served  # noqa: E402
 
 
 def rows(answer: str = "right_answer") -> list[dict]:
@@ -72,40 +73,29 @@ def false_alarms_offline(trials: int) -> tuple[int, int]:
     return failed, trials
 
 
-def _server(seed: int):
-    process = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--latency-ms", "0", "--jitter-ms", "0",
-                                "--max-concurrency", "0", "--seed", str(seed)], stdout=subprocess.PIPE, text=True)
-    url = process.stdout.readline().split()[-1]
-    return process, url
-
-
 def false_alarms_llm(trials: int, n: int) -> tuple[int, int, dict]:
     from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 
     base = rows()[:n]
-    servers = [_server(1), _server(2)]
-    judges = [LLMJudge(LLMConfig(base_url=f"{url}/v1", api_key="bench", model="judge-sim",
-                                 embedding_model="judge-sim-embed", temperature=1.0, concurrency=32, cache_path=None))
-              for _, url in servers]
     failed, spread = 0, {}
     per_repeat: list[pd.DataFrame] = []
-    try:
+    with contextlib.ExitStack() as stack:
+        judges = []
+        for seed in (1, 2):
+            url = stack.enter_context(served("--verdict-p1", "0.5", "--seed", str(seed)))
+            judges.append(LLMJudge(LLMConfig(base_url=url, api_key="bench", model="judge-sim", cache_path=None,
+                                             embedding_model="judge-sim-embed", temperature=1.0, concurrency=32)))
+            stack.callback(judges[-1].close)
         for t in range(trials):
             baseline, candidate = (evaluate(base, judge=j.with_options(repeat=t)).results for j in judges)
             failed += fails_on(compare(baseline, candidate))
             per_repeat.append(baseline.assign(repeat=t))
             if t % 10 == 9:
                 print(f"  LLM trial {t + 1}/{trials}: {failed} failed so far", flush=True)
-        everything = pd.concat(per_repeat, ignore_index=True)
-        ok = everything[everything["status"] == "ok"]
-        for metric, frame in ok.groupby("metric"):
-            spread[metric] = round(float(np.sqrt(frame.groupby("sample_id")["value"].var(ddof=1).mean())), 3)
-    finally:
-        for judge in judges:
-            judge.close()
-        for process, _ in servers:
-            process.terminate()
-            process.wait(timeout=10)
+    everything = pd.concat(per_repeat, ignore_index=True)
+    ok = everything[everything["status"] == "ok"]
+    for metric, frame in ok.groupby("metric"):
+        spread[metric] = round(float(np.sqrt(frame.groupby("sample_id")["value"].var(ddof=1).mean())), 3)
     return failed, trials, spread
 
 
@@ -142,11 +132,15 @@ def power(right, wrong, n: int, share: float, trials: int, seed: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=REPO / "bench" / "data",
+                        help="folder holding halueval_qa/ (default bench/data, where tools/fetch_data.py writes)")
     parser.add_argument("--trials", type=int, default=40, help="offline false-alarm and power trials (default 40)")
     parser.add_argument("--llm-trials", type=int, default=40, help="LLM judge false-alarm trials (default 40)")
     parser.add_argument("--llm-rows", type=int, default=100, help="rows per LLM trial (default 100)")
     parser.add_argument("--power-trials", type=int, default=100, help="trials per degradation step (default 100)")
     args = parser.parse_args()
+    global HALUEVAL
+    HALUEVAL = args.data / "halueval_qa" / "halueval_qa_rows_000_099.jsonl"
     started = time.monotonic()
 
     right, wrong = scored_pairs()

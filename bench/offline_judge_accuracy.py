@@ -113,10 +113,8 @@ def load_pairs(data: Path) -> dict[str, list[dict]]:
 
 
 def default_data() -> Path:
-    """``../shared/data`` from the repo root (a checkout beside ``shared``), else from its parent
-    (a worktree one level deeper)."""
-    candidates = [REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data"]
-    return next((c for c in candidates if c.is_dir()), candidates[0])
+    """``bench/data``: where ``tools/fetch_data.py`` writes the public datasets by default."""
+    return REPO / "bench" / "data"
 
 
 def score_pairs(judge: OfflineJudge, pairs: list[dict], metrics=METRICS) -> dict[str, list[tuple[float, float]]]:
@@ -208,7 +206,7 @@ def robustness(judge: OfflineJudge, sets: dict[str, list[dict]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=default_data(),
-                        help="folder holding halueval_qa/ and rgb/ (default: ../shared/data from the repo root)")
+                        help="folder holding halueval_qa/ and rgb/ (default bench/data, where tools/fetch_data.py writes)")
     parser.add_argument("--split", choices=("both", *PARTS), default="both",
                         help="which parts to score (default both, side by side)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N pairs of each part of each set")

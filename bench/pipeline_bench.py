@@ -1,6 +1,6 @@
 """The main job against the library it wraps and the client underneath, in one run.
 
-For the same dataset and the same server (``../shared/bench/judge_server.py``, 200 ± 50 ms
+For the same dataset and the same server (``rag-eval serve-judge-sim``, 200 ± 50 ms
 latency by default) it measures, as rows/s and as a share of the ceiling:
 
 * ``library``: ``rag_eval.metrics.evaluate`` with the LLM judge (the five core metrics), timed
@@ -46,8 +46,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from rag_eval.orchestration.judge_sim import served
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = next((p / "shared" for p in REPO.parents if (p / "shared" / "bench").is_dir()), REPO.parent / "shared")
 BIN = Path(sys.executable).parent
 EXAMPLES = [REPO / "examples" / "fiqa" / "samples.jsonl", REPO / "examples" / "amnesty_qa" / "samples.jsonl"]
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
@@ -86,13 +87,6 @@ def make_rows(n: int) -> list[dict]:
 def write_rows(rows: list[dict], path: Path) -> Path:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
-
-
-def start_server(arguments: list[str]) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, str(SHARED / "bench" / "judge_server.py"), "--port", "0", *arguments],
-                               stdout=subprocess.PIPE, text=True, start_new_session=True)
-    line = process.stdout.readline().strip()
-    return process, line.split("listening on ", 1)[1]
 
 
 def server(root: str, path: str, post: bool = False) -> dict:
@@ -297,10 +291,9 @@ def median(runs: list[dict], key: str) -> float:
 
 
 def llm_section(args: argparse.Namespace, scratch: Path) -> list[str]:
-    process, root = start_server(["--latency-ms", str(args.latency_ms), "--jitter-ms", str(args.jitter_ms),
-                                  "--max-concurrency", "0"])
     lines = []
-    try:
+    with served("--latency-ms", str(args.latency_ms), "--jitter-ms", str(args.jitter_ms)) as url:
+        root = url.removesuffix("/v1")
         for rows, concurrency in [(args.rows, c) for c in args.concurrency] + [(20, c) for c in args.concurrency]:
             data = write_rows(make_rows(rows) if rows != 20 else
                               [json.loads(line) for line in EXAMPLES[1].read_text(encoding="utf-8").splitlines()],
@@ -331,9 +324,6 @@ def llm_section(args: argparse.Namespace, scratch: Path) -> list[str]:
             if args.verbose:
                 print(json.dumps({"library": lib_runs, "job": job_runs, "ceiling": ceil_runs, "rerun": rerun_runs},
                                  default=str), file=sys.stderr)
-    finally:
-        os.killpg(process.pid, 15)
-        process.wait(timeout=30)
     return lines
 
 

@@ -4,10 +4,9 @@
    BM25 retriever on it, with the query sentences taken out of the corpus (what
    ``rag-eval testset`` writes) and, for comparison, left in.
 2. The dry run's plan for ``-n 20``: requests and estimated tokens per question.
-3. A real run of ``rag-eval testset -n 20`` against ``shared/bench/judge_server.py`` (random
-   critic verdicts: it picks a value of an enum uniformly, so each verdict is 1 with p = 1/2
-   and a question passes both with p = 1/4, whatever ``--verdict-p1``; questions built from
-   the prompt's words; 5 % malformed replies): kept, dropped by cause, requests and tokens per kept question as the server counted them. The
+3. A real run of ``rag-eval testset -n 20`` against ``rag-eval serve-judge-sim --verdict-p1 0.5``
+   (random critic verdicts: each is 1 with p = 1/2, so a question passes both with p = 1/4;
+   questions built from the prompt's words; 5 % malformed replies): kept, dropped by cause, requests and tokens per kept question as the server counted them. The
    server is no model: this measures the generator's accounting and its handling of
    rejects, duplicates and malformed output, not question quality.
 
@@ -27,18 +26,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-import llm_judge_bench  # noqa: E402
-from llm_judge_bench import start_server, stats  # noqa: E402
+from llm_judge_bench import stats  # noqa: E402
 
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 from rag_eval.metrics.testset import chunk_documents, inverse_cloze, read_documents  # noqa: E402
 from rag_eval.metrics.testset.baseline import bm25  # noqa: E402
 from rag_eval.metrics.testset.generate import aplan  # noqa: E402
+from rag_eval.orchestration.judge_sim import served  # noqa: E402
 
 DOCS = REPO / "examples" / "testset" / "docs"
-# ../shared beside the clone, or beside the folder of worktrees (/work/wt/<branch> → /work/shared).
-llm_judge_bench.SHARED = next((p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()),
-                              llm_judge_bench.SHARED)
 
 
 def ndcg_at_10(questions: list[dict], corpus: list[dict], folder: Path) -> float:
@@ -74,8 +70,8 @@ def main() -> None:
         print(f"2. dry run -n 20 (chunks of 256 tokens): {kind}: {len(plan.requests)} requests, ~{tokens:,} tokens, "
               f"{len(plan.requests) / 20:.2f} requests and ~{tokens / 20:,.0f} tokens per question")
 
-    process, url = start_server("--latency-ms 50 --jitter-ms 10 --malformed 0.05 --seed 3")
-    try:
+    with served("--latency-ms", "50", "--jitter-ms", "10", "--malformed", "0.05", "--verdict-p1", "0.5",
+                "--seed", "3") as url:
         with tempfile.TemporaryDirectory() as tmp:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
             env.update(OPENAI_BASE_URL=url, OPENAI_API_KEY="bench", OPENAI_MODEL="judge-sim")
@@ -88,15 +84,12 @@ def main() -> None:
                 row = json.loads(line)
                 print(f"   dropped {row['synthesizer_name']}: {row['user_input']!r}: {row['dropped']}: {row['reason']}")
             report = json.loads(Path(tmp, "set", "testset.json").read_text(encoding="utf-8"))
-            served = stats(url)
-        chat = sum(v for k, v in served.get("requests", {}).items() if "chat" in k)
-        print(f"3. shared judge server: kept {report['kept']} of {report['asked']} ({report['kept_by_kind']}), "
+            counted = stats(url)
+        chat = sum(v for k, v in counted.get("requests", {}).items() if "chat" in k)
+        print(f"3. rag-eval serve-judge-sim: kept {report['kept']} of {report['asked']} ({report['kept_by_kind']}), "
               f"dropped {report['dropped']} {report['dropped_by_cause']}; {report['requests_per_kept_question']} "
               f"requests and {report['tokens_per_kept_question']} tokens per kept question; the server counted "
-              f"{chat} chat requests, faults {served.get('faults')}")
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+              f"{chat} chat requests, faults {counted.get('faults')}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """summary.json in dingo's layout, computed over every measured row, plus coverage.
 
 dingo 2.5 averages only the rows it kept (by default the failing ones), rounds before
-averaging and drops the standard deviation for a single score (metric-spec fault 17).
+averaging and drops the standard deviation for a single score (its ``LocalExecutor``'s summary.json).
 Here every ``ok`` row enters the statistics, nothing is rounded before the end, and
 the other statuses are counted per metric in ``coverage``, never averaged.
 """
@@ -255,7 +255,7 @@ def dingo_summary(results: pd.DataFrame, task_name: str = "rag_eval") -> dict[st
     or could not be scored (``QUALITY_BAD.<X>_<STATUS>``, no score), else good. Unlike
     dingo's default (which keeps only failing details), every row enters the statistics
     (dingo's ``all_labels=True``). Other metrics have no dingo counterpart and are left
-    out (see metric-spec §2.6).
+    out (dingo's ``LocalExecutor`` writes its summary.json so).
     """
     rows = results[results["metric"].isin(DINGO_NAMES)]
     unit = "row" if "row" in rows and rows["row"].notna().all() else "sample_id"

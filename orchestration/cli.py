@@ -158,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     from rag_eval.orchestration.annotate import add_annotate_commands
 
     add_annotate_commands(sub)  # annotate export | import (human labels)
+    from rag_eval.orchestration.judge_sim import add_arguments as add_judge_sim_arguments
+
+    add_judge_sim_arguments(sub.add_parser("serve-judge-sim", help="serve a simulated OpenAI-compatible LLM "
+                                           "provider on 127.0.0.1 (latency, rate limits, faults) to try the LLM judge"))
     return parser
 
 

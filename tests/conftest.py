@@ -20,7 +20,7 @@ import pytest
 from rag_eval.metrics.judges.base import Judge, JudgeError, Verdict
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.judges.prompts import example_answer
-from tests.judge_server import JudgeServer
+from rag_eval.orchestration.judge_sim import JudgeServer
 
 TEST_KEY = "sk-test-SECRET-0123456789abcdef"
 DATA = Path(__file__).parent / "data"

@@ -14,7 +14,7 @@ class Groundedness(LikertMetric):
     threshold 3 (Azure ``groundedness``; the query is used when present).
 
     Never judges the response against itself (Azure does when the context is missing or
-    empty, metric-spec fault 10): a missing context field is ``input_error``; an empty
+    empty: its prompt then holds the response in place of a context): a missing context field is ``input_error``; an empty
     context list scores 1 with the reason "nothing retrieved". A response with no
     checkable statement is ``not_applicable``.
     """

@@ -11,7 +11,7 @@ class LikertMetric(Metric):
     """A 1-5 Likert judgement, higher is better, default threshold 3 (Azure's).
 
     A score outside 1..5 from the judge is a ``judge_error``, never accepted (Azure
-    accepts 7 and 2.5, metric-spec fault 3). Subclasses name their judgement (one of
+    accepts 7 and 2.5 from its LLM). Subclasses name their judgement (one of
     ``rag_eval.metrics.judgements.likert_*``) in ``judgements``.
     """
 

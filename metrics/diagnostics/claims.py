@@ -24,7 +24,7 @@ Where we differ from RAGChecker, and why:
 
 * **Claims** are the text's sentences (``rag_eval.metrics.judges.base.statements``: deterministic segmentation,
   evasive sentences dropped, a short answer read with its question, "Q: … A: 85"), not claims an LLM
-  extracts: a judge's mood never changes a denominator (metric-spec fault 14), and no extraction request
+  extracts: a judge's mood never changes a denominator (RAGAS's is what its LLM extracted), and no extraction request
   is sent. A sentence stating two facts is one claim, entailed only when both are.
 * **Verdicts** are binary (supported or not). RAGChecker's checker answers Entailment, Neutral or
   Contradiction, and every metric counts Entailment only (``to_bool``), so the values are the same.

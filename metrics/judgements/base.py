@@ -13,7 +13,7 @@ beside it, ``ragas/metrics/collections/<metric>/util.py``). Each module defines 
 * :meth:`Judgement.offline`: the rule the offline judge applies to its evidence.
 
 A judge never computes a metric's score: it returns the verdict, the metric does the
-arithmetic (metric-spec fault 1).
+arithmetic (dingo's faithfulness trusts the score its LLM computes).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Each criterion is its own module (``likert_groundedness``, ``likert_relevance``,
 ``likert_retrieval``, ``likert_response_completeness``) with its rubric, the texts it
 reads and its offline rule; this module holds what they share: the input and verdict
 models and the LLM request (a score outside 1..5 is invalid output, re-asked once, never
-accepted; Azure accepts 7 and 2.5, metric-spec fault 3).
+accepted; Azure AI Evaluation accepts 7 and 2.5 from its LLM).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A judge returns *per-item verdicts* (one per statement, one per context); it never
 returns a metric's score. The metrics in ``rag_eval.metrics.rag`` turn verdicts into scores,
-so a judge's own arithmetic can never leak into a result (metric-spec fault 1).
+so a judge's own arithmetic can never leak into a result (dingo's faithfulness trusts the score its LLM computes).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def expect_count(items: list, expected: int, what: str) -> list:
     """Return ``items`` if there is exactly one per judged item, else raise :class:`JudgeError`.
 
     A judge that drops or adds verdicts fails the sample; verdicts are never
-    zip-truncated (regression case BR-21, metric-spec fault 14).
+    zip-truncated (regression case BR-21; RAGAS scores over whatever verdicts the judge returned).
     """
     if len(items) != expected:
         raise JudgeError(f"{len(items)} {what} for {expected} items")

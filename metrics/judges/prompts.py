@@ -30,7 +30,7 @@ class OutputError(ValueError):
 
 class Reply(BaseModel):
     """Base of the models of the judge's replies: strict (``"1"``, ``1.0`` or ``true`` is no 0/1
-    verdict, metric-spec fault 2), fields the schema does not ask for ignored."""
+    verdict; RAGAS's ContextPrecision counts a verdict of 2 as it comes), fields the schema does not ask for ignored."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 

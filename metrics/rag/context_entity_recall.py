@@ -35,7 +35,7 @@ class ContextEntityRecall(Metric):
 
     Entities come from the reference only (one judgement); each is looked up in the
     contexts after normalisation of case, spacing and punctuation, so "paris" matches
-    "Paris," (RAGAS compares exact strings of a second extraction, metric-spec fault 22).
+    "Paris," (RAGAS compares exact strings of a second extraction: "paris" misses "Paris").
     No epsilon: all found is exactly 1.0. A reference without entities is
     ``not_applicable`` (RAGAS: 0.0); an empty context list scores 0.0.
     """

@@ -16,7 +16,7 @@ class ContextRecall(Metric):
     """Recall of ``reference`` in ``retrieved_contexts``, on [0, 1], higher is better.
 
     The reference is split deterministically into statements (so the denominator never
-    depends on the judge, metric-spec fault 14) and each gets one attribution verdict.
+    depends on the judge, as RAGAS's does) and each gets one attribution verdict.
     Score = attributed / statements (RAGAS ``context_recall``; example [1, 1, 0] gives
     2/3). A reference without statements is ``not_applicable``; an empty context list
     scores 0.0 (regression case BR-04). Unlike dingo 2.5, the reference is read, never

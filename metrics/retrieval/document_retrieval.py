@@ -5,7 +5,7 @@ fidelity, top-1 relevance, top-3 max relevance, holes, holes ratio and the two t
 computed from ``retrieval_ground_truth`` (``[{"document_id", "query_relevance_label"}]``)
 and ``retrieved_documents`` (``[{"document_id", "relevance_score"}]``).
 
-Where this differs from Azure 1.18.10 (metric-spec §3.1 and faults 5, 18, 19), on purpose:
+Where this differs from Azure AI Evaluation 1.18.10's ``DocumentRetrievalEvaluator``, on purpose:
 ``k`` is configurable (default 3); the fidelity weights are paired with their labels
 numerically (Azure mis-pairs them for label scales of 10 and more); a duplicate
 document counts once, at its best-ranked position, everywhere (holes and totals too);

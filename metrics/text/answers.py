@@ -169,7 +169,7 @@ def statements(text: str, question: str | None = None) -> list[str]:
     """Checkable statements of ``text``: its sentences minus evasive ones.
 
     Deterministic segmentation (``rag_eval.metrics.text.split_sentences``), so the number of
-    statements never depends on a judge's mood (metric-spec fault 14). A bare span ("85",
+    statements never depends on a judge's mood (RAGAS's is what its LLM extracted). A bare span ("85",
     "Delhi", "yes"; ``rag_eval.metrics.text.is_bare_span``) is one statement, judged together with
     its ``question`` when there is one: ``"Q: <question> A: 85"``; a bare yes/no without a
     question is none. A first sentence opening with yes/no that answers a yes/no question

@@ -12,7 +12,7 @@ from rag_eval.metrics import OfflineJudge, calibrate
 from rag_eval.metrics.agreement import auroc, kendall, spearman
 from rag_eval.metrics.calibrate import read_labels
 from rag_eval.orchestration.cli import main
-from tests.judge_server import oracle
+from rag_eval.orchestration.judge_sim import oracle
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "calibration" / "labels.jsonl"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.judge_server import oracle
+from rag_eval.orchestration.judge_sim import oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 

@@ -10,7 +10,7 @@ import pytest
 from rag_eval.metrics import OfflineJudge, Status
 from rag_eval.metrics.custom import load_custom_metrics
 from rag_eval.metrics.samples import sample_from_dict
-from tests.judge_server import Reply
+from rag_eval.orchestration.judge_sim import Reply
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "custom_metrics" / "custom_metrics.yaml"

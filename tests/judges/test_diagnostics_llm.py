@@ -1,4 +1,4 @@
-"""RAGChecker's diagnostics through the LLM judge over real HTTP (tests/judge_server.py): the hand-worked
+"""RAGChecker's diagnostics through the LLM judge over real HTTP (rag_eval.orchestration.judge_sim): the hand-worked
 row's values from scripted verdicts, and what the diagnostics send beyond the core metrics."""
 import json
 import re
@@ -7,7 +7,7 @@ import pytest
 
 from rag_eval.metrics import evaluate
 from rag_eval.metrics.registry import FAMILIES
-from tests.judge_server import Reply, build_answer, embedding_body
+from rag_eval.orchestration.judge_sim import Reply, build_answer, embedding_body
 from tests.metrics.test_diagnostics import CHUNKS, CORRECT, EXPECTED, MATRIX, ROW, STATED
 
 pytestmark = pytest.mark.slow  # the test server in every test

@@ -1,4 +1,4 @@
-"""Repeated judgements for the gate: the LLM judge over real HTTP (tests/judge_server.py), cached per repeat."""
+"""Repeated judgements for the gate: the LLM judge over real HTTP (rag_eval.orchestration.judge_sim), cached per repeat."""
 import math
 
 import pytest
@@ -8,7 +8,7 @@ from rag_eval.metrics.compare import compare
 from rag_eval.metrics.gate import effective_repeats, with_repeats
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.samples import load_samples
-from tests.judge_server import oracle
+from rag_eval.orchestration.judge_sim import oracle
 from tests.conftest import FIQA
 
 

@@ -10,7 +10,7 @@ from rag_eval.metrics import Status, evaluate
 from rag_eval.metrics.judges.cache import CacheWarning, JudgementCache, cache_key
 from rag_eval.metrics.judges.endpoint import EndpointError
 from rag_eval.metrics.judges.llm import LLMJudge
-from tests.judge_server import JudgeServer
+from rag_eval.orchestration.judge_sim import JudgeServer
 
 ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
          "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}

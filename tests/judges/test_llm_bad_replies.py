@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rag_eval.metrics import Status, evaluate, score_sample
-from tests.judge_server import Reply, embedding_body, oracle
+from rag_eval.orchestration.judge_sim import Reply, embedding_body, oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 

@@ -12,7 +12,7 @@ from rag_eval.metrics import Status, evaluate, score_sample
 from rag_eval.metrics.judges.endpoint import EndpointError
 from rag_eval.metrics.judges.llm import LLMConfig
 from tests.conftest import TEST_KEY as SECRET
-from tests.judge_server import Reply, oracle
+from rag_eval.orchestration.judge_sim import Reply, oracle
 from tests.conftest import readable
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test

@@ -1,5 +1,5 @@
 """The RAGAS metrics beyond the core five, the Azure evaluators and DocumentRetrieval through
-the LLM judge, over real HTTP against tests/judge_server.py.
+the LLM judge, over real HTTP against rag_eval.orchestration.judge_sim.
 
 Each test scripts the verdicts the server gives and checks the value worked out by hand
 from them, the judgement kinds asked and the number of requests sent.
@@ -11,7 +11,7 @@ import pytest
 
 from rag_eval.metrics import Status, evaluate, score_sample
 from rag_eval.metrics.rag.factual_correctness import FactualCorrectness
-from tests.judge_server import Reply, build_answer, embedding_body, oracle
+from rag_eval.orchestration.judge_sim import Reply, build_answer, embedding_body, oracle
 from tests.judges.test_diagnostics_llm import claims_script
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
@@ -23,7 +23,7 @@ def kinds(server):
 
 # --------------------------------------------------------------------------- NoiseSensitivity
 
-# Spec §1.6 example: reference claims G1, G2, response claims A1..A4; C1 supports G1 (relevant), nothing
+# RAGAS's noise sensitivity, an example: reference claims G1, G2, response claims A1..A4; C1 supports G1 (relevant), nothing
 # supports G2, C2 is irrelevant. Rows of the claim x chunk matrix by claim.
 NS_ROW = {"id": "ns", "user_input": "Tell me about the tower.",
           "response": "The tower is in Paris. It opened in 1900. It is 500 m tall. It is made of gold.",
@@ -237,7 +237,7 @@ def test_document_retrieval_sends_no_request(server, tmp_path, make_judge):
            "retrieved_documents": [{"document_id": "d2", "relevance_score": 0.9},
                                    {"document_id": "d1", "relevance_score": 0.1}]}
     result = score_sample(row, ["ndcg", "top1_relevance"], judge=make_judge())
-    # spec §3.1 case K: (3 + 15/log2 3) / (15 + 3/log2 3) = 0.737826; top1 = 2
+    # By hand (Azure's linear gain): (3 + 15/log2 3) / (15 + 3/log2 3) = 0.737826; top1 = 2
     assert result["ndcg"].value == pytest.approx(0.737826, abs=1e-6)
     assert result["top1_relevance"].value == 2.0
     assert server.seen == []

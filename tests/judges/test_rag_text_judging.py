@@ -9,7 +9,7 @@ import pytest
 from rag_eval.metrics import OfflineJudge, Status, score_sample
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.text import normalise_rag_text
-from tests.judge_server import oracle
+from rag_eval.orchestration.judge_sim import oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 

@@ -23,7 +23,7 @@ def test_a_keyed_reply_is_read_in_key_order_its_reasons_optional_other_fields_ig
 
 
 @pytest.mark.parametrize("reply, message", [
-    # A string, a float or a boolean is no 0/1 verdict (metric-spec fault 2), though 1.0 == True == 1.
+    # A string, a float or a boolean is no 0/1 verdict (RAGAS's ContextPrecision counts what comes), though 1.0 == True == 1.
     ({"S1": {"verdict": "1"}, "S2": {"verdict": 1.0}},
      "S1.verdict must be one of [0, 1], got '1'; S2.verdict must be one of [0, 1], got 1.0"),
     ({"S1": {"verdict": True}, "S2": {"verdict": 2}},

@@ -16,7 +16,7 @@ from rag_eval.metrics.testset.generate import agenerate, counts
 from rag_eval.metrics.text import has_cjk
 from rag_eval.orchestration.cli import main
 from tests.conftest import TEST_KEY
-from tests.judge_server import Reply, embedding_body, oracle, provider_error
+from rag_eval.orchestration.judge_sim import Reply, embedding_body, oracle, provider_error
 
 DOCS = Path(__file__).resolve().parents[2] / "examples" / "testset" / "docs"
 ENGLISH = ["brakes.md", "chain.html", "gears.txt", "safety-check.md", "tyres.md"]

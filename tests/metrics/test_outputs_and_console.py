@@ -116,7 +116,7 @@ def test_the_summary_names_the_judge_on_the_result_rows_and_this_runs_cost():
 
 
 def test_dingo_layout_reproduces_dingos_worked_summary():
-    # metric-spec §2.6, all_labels=True: faithfulness [10, 6.67, 3.33, 0], relevancy [10, 5, 0, 10].
+    # dingo 2.5's LocalExecutor with all_labels=True: faithfulness [10, 6.67, 3.33, 0], relevancy [10, 5, 0, 10].
     rows = []
     for row, (faith, relevancy) in enumerate(zip([1.0, 2 / 3, 1 / 3, 0.0], [1.0, 0.5, 0.0, 1.0])):
         rows.append(result("faithfulness", faith, row=row, passed=faith >= 0.5))

@@ -2,7 +2,8 @@
 direction-aware summary and the peers' output shapes, with scripted judges.
 
 Every expected value is worked out by hand (shown next to it) or taken from
-shared/docs/metric-spec.md (§1.3, §1.5-1.9, §3, appendix §6) or the regression cases (BR-NN).
+the peers' own code run on the same input (RAGAS 0.4.3, Azure AI Evaluation 1.18.10), or the regression
+cases (BR-NN).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def sample(**fields):
 
 # --------------------------------------------------------------------------- NoiseSensitivity
 
-# Spec §1.6: contexts c1, c2; c1 supports G1, nothing supports G2 (c1 relevant, c2 not).
+# RAGAS's noise sensitivity, an example: contexts c1, c2; c1 supports G1, nothing supports G2 (c1 relevant, c2 not).
 REFERENCE_SUPPORT = [[1, 0], [0, 0]]
 A1_A4_SUPPORT = [[1, 0],   # A1 correct, by c1
                  [1, 0],   # A2 incorrect, by c1

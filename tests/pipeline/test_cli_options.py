@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 
 from rag_eval.assets.resources import JudgeResource
-from tests.judge_server import JudgeServer
+from rag_eval.orchestration.judge_sim import JudgeServer
 from tests.pipeline.conftest import Project
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import pytest
 
 from rag_eval.metrics.registry import PLUGIN_GROUP, plugin_metrics
 from rag_eval.metrics.text import normalise_rag_text
-from tests.judge_server import Reply, oracle
+from rag_eval.orchestration.judge_sim import Reply, oracle
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "custom_metrics"

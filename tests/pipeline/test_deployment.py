@@ -39,7 +39,7 @@ import duckdb  # noqa: E402
 
 import pytest  # noqa: E402
 
-from tests.judge_server import JudgeServer  # noqa: E402
+from rag_eval.orchestration.judge_sim import JudgeServer  # noqa: E402
 
 BIN = Path(sys.executable).parent
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"
@@ -55,7 +55,7 @@ def _free_port() -> int:
 
 def _reset_signals() -> None:
     # A child of a non-interactive shell inherits SIGINT ignored, and `dagster dev` maps SIGTERM
-    # to its SIGINT handler (shared/docs/dagster-notes.md §4): restore both before exec.
+    # to its SIGINT handler: restore both before exec.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 

@@ -14,7 +14,7 @@ import pytest
 from rag_eval.metrics.labels import read_stored
 from rag_eval.metrics.ppi import ppi_mean
 from tests.conftest import FIQA, TEST_KEY
-from tests.judge_server import JudgeServer
+from rag_eval.orchestration.judge_sim import JudgeServer
 
 
 def fill(sheet, count: int) -> int:

@@ -12,7 +12,7 @@ from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.registry import CORE_METRICS, build_metrics
 from rag_eval.metrics.samples import load_samples
 from rag_eval.orchestration.definitions import defs
-from tests.judge_server import JudgeServer
+from rag_eval.orchestration.judge_sim import JudgeServer
 from tests.pipeline.conftest import Project, materialized
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from rag_eval.metrics.samples import sample_from_dict
 from rag_eval.orchestration.definitions import defs
 from rag_eval.orchestration.records import out_of_date
 from tests.conftest import readable
-from tests.judge_server import JudgeServer
+from rag_eval.orchestration.judge_sim import JudgeServer
 from tests.pipeline.conftest import Nights, Project, materialized
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -547,7 +547,7 @@ def test_text_and_retrieval_datasets_share_one_database(project, fiqa_rows):
 
 
 def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project, fiqa_rows):
-    from tests.judge_server import Reply, oracle
+    from rag_eval.orchestration.judge_sim import Reply, oracle
 
     project, healthy, calls = llm_project, oracle(), []
 

@@ -9,7 +9,7 @@ import pytest
 from rag_eval.metrics import OfflineJudge, evaluate
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.spark import _slices
-from tests.judge_server import oracle
+from rag_eval.orchestration.judge_sim import oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 FIQA = ROOT / "examples" / "fiqa" / "samples.jsonl"

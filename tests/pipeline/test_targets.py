@@ -16,7 +16,7 @@ from rag_eval.metrics.targets.call import call_part
 from rag_eval.metrics.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
 from rag_eval.orchestration.sweep import FIELD_LEVEL, judged_by, run_cost, run_incrementally
 from tests import target_system
-from tests.judge_server import JudgeServer, Reply, oracle
+from rag_eval.orchestration.judge_sim import JudgeServer, Reply, oracle
 from tests.pipeline.conftest import sweep_cli
 
 GEN_KEY = "sk-generator-SECRET-24680"

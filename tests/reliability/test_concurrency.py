@@ -20,8 +20,8 @@ import pytest
 
 from rag_eval.metrics.samples import sample_from_dict
 from tests.conftest import FIQA
+from rag_eval.orchestration.judge_sim import JudgeServer, oracle
 from tests.reliability.figures import fault_row
-from tests.judge_server import JudgeServer, oracle
 
 pytestmark = pytest.mark.slow  # the test server, Dagster runs
 

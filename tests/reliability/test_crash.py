@@ -39,8 +39,8 @@ import pytest
 
 from rag_eval.metrics.aggregate import USAGE_COLUMNS
 from tests.conftest import FIQA
+from rag_eval.orchestration.judge_sim import JudgeServer, oracle
 from tests.reliability.figures import fault_row
-from tests.judge_server import JudgeServer, oracle
 
 pytestmark = pytest.mark.slow  # the test server, Dagster runs
 
