@@ -17,15 +17,19 @@ MARKER = "<!-- cli-reference -->"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def on_config(config):
-    """Link ``.docs_src/rag_eval/<pkg>`` to the repository's folders (the path mkdocs.yml gives mkdocstrings)."""
+def _link_sources() -> None:
+    """Link ``.docs_src/rag_eval/<pkg>`` to the repository's folders (the path mkdocs.yml gives mkdocstrings).
+    Called as MkDocs loads this hook, before it validates mkdocstrings' options: a path missing then is
+    left out of the handler's search paths."""
     package = ROOT / ".docs_src" / "rag_eval"
     package.mkdir(parents=True, exist_ok=True)
     for folder in ("metrics", "assets", "orchestration"):
         link = package / folder
         if not link.is_symlink():
             link.symlink_to(Path("..", "..", folder), target_is_directory=True)
-    return config
+
+
+_link_sources()
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser, str]]:
     """``(name, parser, help)`` of each subcommand of ``parser``, in the order they were added."""
