@@ -35,7 +35,7 @@ from rag_eval.metrics.results import Direction, Status
 
 #: Labelled rows scored ``ok`` a metric needs before it gets an estimate: the interval is a normal
 #: one with Agresti–Coull pseudo-rows, whose coverage ``bench/trust_bench.py`` measures from 25 labels up
-#: (93.0–99.7 %, README "Trust").
+#: (docs/explanation/trust.md).
 MIN_LABELS = 10
 
 

@@ -18,9 +18,8 @@ Its validity assumes the labelled rows are a uniformly random sample of the vers
 **Few labels.** The normal interval of PPI++ (as ppi-python computes it) needs the labelled
 rows to show the judge's errors. A judge that disagrees with people on 5 % of the rows
 shows no disagreement at all in 25 labels 28 % of the time; the rectifier's variance is then
-estimated near 0 and the interval, centred on the judge's biased mean, misses: on HaluEval
-with the offline judge (``bench/trust_bench.py``) plain PPI++ covered 78 % at n = 25 and
-85 % at n = 50 instead of 95 %. As Agresti & Coull (1998) do for a proportion (z²/2
+estimated near 0 and the interval, centred on the judge's biased mean, misses (plain PPI++'s
+coverage on the trust bench, ``bench/trust_bench.py``: docs/explanation/trust.md). As Agresti & Coull (1998) do for a proportion (z²/2
 pseudo-successes and as many pseudo-failures) and Agresti & Min (2005) for matched pairs
 (a pseudo-count in each cell of the 2×2 table), the labelled rows are joined by four
 pseudo-rows of weight z²/4 each: a label at either end of the scale paired with a judge score
@@ -33,17 +32,16 @@ package; ``pseudo=0.5`` at ``lam = 1`` is Agresti & Min's "Wald+2" interval for 
 difference of matched proportions (*Statistics in Medicine* 24:729, 2005).
 
 **Why z²/4, and the over-coverage it costs.** With a near-perfect judge and few labels the
-interval over-covers (98-99 % at n = 25). This is the price of staying valid for a judge
+interval over-covers. This is the price of staying valid for a judge
 with rare one-sided errors, not a slack to tune away: when ``n`` labels happen to show none
 of its errors, a judge wrong on a share ``e`` of the rows gives the same data as a perfect
 judge of a population whose mean is higher by ``e``, so the interval drawn from those data
 must reach ``e`` for the first to be covered, and is then far wider than the second needs.
 A lighter weight was tried on the trust bench's *tuned* HaluEval cells and checked on the
 held-out and RAGAS cells: Agresti–Min's ½ per row, and ½ at ``lam = 1`` moving linearly to
-z²/4 at ``lam = 0``. Both brought the near-perfect judges closer to 95 % (the offline judge
-on tuned HaluEval rows at n = 50: 97.4 % instead of 98.8 %) but let a judge that accepts 30 %
-of what people reject fall to 92.3-92.8 % on tuned HaluEval cells, then to 89.1-89.2 % on the
-RAGAS answer_correctness cell at n = 25: a rule that gains on one set and loses on another is
+z²/4 at ``lam = 0``. Both brought the near-perfect judges closer to 95 % but let a lenient judge
+fall below 93 % on tuned HaluEval cells, then further on the RAGAS answer_correctness cell
+(the figures: docs/explanation/trust.md): a rule that gains on one set and loses on another is
 not kept.
 ``bench/trust_bench.py --sweep`` shows the trade-off over the error rate ``e`` of a binary
 judge with one-sided errors.

@@ -28,7 +28,7 @@ def prepare_instance():
     """The process's Dagster instance: the project-local ``dagster_home/`` unless DAGSTER_HOME
     is set; an instance folder without ``dagster.yaml`` gets a copy of the project's. Its
     storage is created by one process at a time (two first runs at once would race on it).
-    Created once per command (each creation opens its storages: 0.3 s) and handed to the
+    Created once per command (each creation opens its storages) and handed to the
     command as ``args.instance``."""
     import fcntl
 

@@ -2,8 +2,7 @@
 
 A provider that allows fewer requests in flight than the judge's ``concurrency`` answers
 the excess with 429. Retrying each of them at the same concurrency meets the same wall
-again, and rows end as ``judge_error`` after their attempts (30 rows at concurrency 32
-against a server allowing 4: 544 429s, 70 of 150 results lost). So the limit follows
+again, and rows end as ``judge_error`` after their attempts (measured: docs/how-to/llm-judge.md). So the limit follows
 TCP's additive-increase / multiplicative-decrease rule (Chiu & Jain 1989; the adaptive
 concurrency limits of Netflix's ``concurrency-limits`` and Envoy work the same way): a 429
 halves the requests allowed in flight (not below 1), once per burst — a 429 of a request
