@@ -32,17 +32,19 @@ lint: setup
 	@# The documentation site (mkdocs.yml): broken links, a metric docstring or the CLI reference that fails to render.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 
+# Two workers (pytest-xdist), a test file per worker at a time: its module fixtures (a daemon, a server) built once.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 # With the network off where namespaces allow it, so an accidental download fails the tests: as root a network
 # namespace alone, else in a user namespace (tests/postgres.py starts PostgreSQL as `nobody` in either).
 test: lint
 	@if unshare -n true 2>/dev/null; then \
 		echo "running the tests with the network off (unshare -n, loopback only)"; \
-		unshare -n sh -c 'ip link set lo up 2>/dev/null; exec $(BIN)/python -m pytest'; \
+		unshare -n sh -c 'ip link set lo up 2>/dev/null; exec $(BIN)/python -m pytest $(PYTEST_ARGS)'; \
 	elif unshare -rn true 2>/dev/null; then \
 		echo "running the tests with the network off (unshare -rn, loopback only)"; \
-		unshare -rn sh -c 'ip link set lo up 2>/dev/null; exec $(BIN)/python -m pytest'; \
+		unshare -rn sh -c 'ip link set lo up 2>/dev/null; exec $(BIN)/python -m pytest $(PYTEST_ARGS)'; \
 	else \
-		$(BIN)/python -m pytest; \
+		$(BIN)/python -m pytest $(PYTEST_ARGS); \
 	fi
 
 # The UI on :3000, and great-expectations' Data Docs (out/data_docs/) on :3001 for the UI's links to them.

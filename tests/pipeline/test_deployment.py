@@ -295,9 +295,14 @@ def test_daemon_runs_backfill_sensor_and_nightly_automation(tmp_path, instance):
         os.utime(_write(deployment.root / "datasets" / "c", rows[:2]), (1793664000, 1793664000))  # 2026-11-03 UTC
         _write(deployment.root / "datasets" / a, [dict(r, response=f"Regenerated: {r['response']}") for r in rows])
         before = len(judge.seen)
+        # The night waits while the sensor's runs run: a tick that starts between c's summary and its gate and
+        # ends after the gate (a slow tick on a busy machine) reads the gate as stored but not yet updated, and
+        # requests it once more (Dagster reads an asset's status fresh, its updates up to the tick's cursor).
+        deployment.cli("dagster", "sensor", "stop", "nightly_evaluation", "-w", "workspace.yaml")
         deployment.cli("dagster", "sensor", "start", "new_dataset_versions", "-w", "workspace.yaml")
         runs = deployment.wait_until("the sensor's runs", lambda: deployment.finished(4), 600)
         deployment.cli("dagster", "sensor", "stop", "new_dataset_versions", "-w", "workspace.yaml")
+        deployment.cli("dagster", "sensor", "start", "nightly_evaluation", "-w", "workspace.yaml")
         sensed = sorted((r["jobName"], r["tags"]["dagster/partition"], r["status"]) for r in runs
                         if r["tags"].get("dagster/sensor_name") == "new_dataset_versions")
         c = sensed[0][1]

@@ -149,14 +149,18 @@ def test_a_results_database_held_by_a_duckdb_session_neither_stops_a_run_nor_is_
     assert counts == [("a", 2), ("b", 1)]
 
 
-def test_a_damaged_results_database_is_named_and_the_results_are_stored(home, capsys):
+def test_a_damaged_results_database_is_set_aside_named_and_made_again(home, capsys):
     database = home / "out" / "rag_eval.duckdb"
     database.parent.mkdir()
     database.write_bytes(b"not a duckdb file" * 100)
     assert cli.main(["run", str(write(home / "a.jsonl", FIQA_LINES[:1])), "--dataset-version", "a"]) == 0
     err = capsys.readouterr().err
-    assert err.count(f"results database {database} cannot be opened") == 1 and "moved away" in err
+    [aside] = database.parent.glob("rag_eval.duckdb.unusable-*Z")
+    assert err.count(f"results database {database} is damaged (not a DuckDB file): set aside as {aside.name}") == 1
+    assert aside.read_bytes() == b"not a duckdb file" * 100  # kept as it was, for whoever wants to look
     assert len(list((home / "out" / "tables").rglob("a.parquet"))) == 13  # 7 ingestion tables, 5 metrics, summary
+    with duckdb.connect(str(database), read_only=True) as connection:  # made again, its views over the tables
+        assert connection.sql("select count(*) from eval.faithfulness").fetchall() == [(1,)]
 
 
 def test_meta_is_registered_and_shown_on_the_summary(home, capsys):
