@@ -22,7 +22,7 @@ from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.judges.prompts import example_answer
 from rag_eval.orchestration.judge_sim import JudgeServer
 
-TEST_KEY = "sk-test-SECRET-0123456789abcdef"
+TEST_KEY = "sk-test-SECRET-not-a-real-key"
 DATA = Path(__file__).parent / "data"
 #: The FiQA example (30 rows).
 FIQA = Path(__file__).resolve().parent.parent / "examples" / "fiqa" / "samples.jsonl"

@@ -10,7 +10,7 @@ from rag_eval.orchestration.judge_sim import Reply, embedding_body, oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 
-SECRET = "sk-hostile-SECRET-0123456789"
+SECRET = "sk-hostile-SECRET-not-a-real-key"
 ROW = {"user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
        "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany."], "reference": "He was born in Ulm."}
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # the test server or the offline encoder, in ever
 
 CASES = {json.loads(line)["id"]: json.loads(line)
          for line in (Path(__file__).parents[1] / "data" / "regression_cases.jsonl").read_text().splitlines()}
-SECRET = "sk-test-SECRET-0123456789abcdef"
+SECRET = "sk-test-SECRET-not-a-real-key"
 ROW = {"id": "r1", "user_input": "Where and when was Einstein born?",
        "response": "Einstein was born in Germany. He was born on 20 March 1879. He was a physicist. He won a Nobel Prize.",
        "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany, on 14 March 1879.",
