@@ -300,8 +300,8 @@ def test_killed_at_any_point_and_run_again_the_outputs_are_the_undisturbed_runs(
                 killer.arm(run, phase, total, delay=draw.uniform(0, max(lengths[phase], 0.05)),
                            starts=starts_of(slow_server))
             status, err = run.finish()
-            if not killer.done.is_set():  # it ended before the point came: this point is not a kill
-                assert status == 0 and "Traceback" not in err, err[-3000:]
+            if not killer.done.is_set() or status == 0:  # it ended before the point came (or as the
+                assert status == 0 and "Traceback" not in err, err[-3000:]  # signal went): not a kill
                 continue
             assert status == -signal.SIGKILL
             # Requests the server got after the kill were sent before it: in flight too.
