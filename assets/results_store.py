@@ -69,6 +69,11 @@ class StoreError(OSError):
     file and the cause; nothing of the step is stored, its judgements are in the judgement cache."""
 
 
+class DamagedFile(ValueError):
+    """A partition file that is not Parquet, met by a step reading it: set aside, said in the
+    message (:func:`damaged_file`)."""
+
+
 def set_aside(path: Path) -> Path:
     """Rename the damaged ``path`` to ``<path>.unusable-<UTC time>`` beside it (as the judgement
     cache does); where it went."""
@@ -158,7 +163,7 @@ class PartitionFiles(dg.UPathIOManager):
         try:
             return pd.read_parquet(path)
         except pa.ArrowInvalid as exc:
-            raise ValueError(damaged_file(Path(path), exc)) from None
+            raise DamagedFile(damaged_file(Path(path), exc)) from None
 
     def get_metadata(self, context: dg.OutputContext, obj: TableFile | pd.DataFrame) -> dict:
         rows, dtypes = (obj.rows, obj.dtypes) if isinstance(obj, TableFile) \
@@ -185,7 +190,7 @@ class PartitionFiles(dg.UPathIOManager):
                 try:
                     rows = connection.execute(f"select count(*) from ({query})").fetchone()[0]
                 except duckdb.InvalidInputException as exc:  # not Parquet: no magic bytes, a bad footer
-                    raise ValueError(damaged_file(path, exc)) from None
+                    raise DamagedFile(damaged_file(path, exc)) from None
                 if rows:
                     found[table] = StoredTable(query, rows)
         return found

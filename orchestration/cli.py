@@ -236,7 +236,10 @@ def run_handler(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except (OSError, ValueError, KeyError) as exc:  # a KeyError's message without the quotes str() adds
-        print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
+        if isinstance(exc, OSError) and exc.filename and exc.strerror:  # "path: cause", as a Unix tool says it
+            print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        else:
+            print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
 
 

@@ -243,6 +243,17 @@ def _one_line(message: str) -> str:
     return " ".join(printable(line.strip()) for line in message.strip().splitlines())
 
 
+def _said(message: str) -> str:
+    """An error's message (``module.Class: text``) on one line: the product's own and Dagster's
+    without their class (the product's say all; Dagster's wrappers say what it was doing), others
+    with the class's short name."""
+    message = _one_line(message)
+    if found := re.match(r"([A-Za-z_][\w.]*)\.(\w+): ", message):
+        ours = found.group(1).split(".")[0] in ("rag_eval", "dagster")
+        return message[found.end():] if ours else f"{found.group(2)}: {message[found.end():]}"
+    return message
+
+
 def print_run_failure(result, stream: TextIO | None = None) -> None:
     """Each failed step of a run, or the run itself when no step failed (e.g. a resource that
     failed), in one line: the root cause, then in brackets what Dagster was doing when it came
@@ -255,5 +266,6 @@ def print_run_failure(result, stream: TextIO | None = None) -> None:
         error = root = event.event_specific_data.error
         while root.cause is not None:  # the chain down to the root cause
             root = root.cause
-        line = _one_line(root.message) + (f" [{_one_line(error.message.splitlines()[0])}]" if root is not error else "")
+        context = f" [{_said(error.message.splitlines()[0]).rstrip(':')}]" if root is not error else ""
+        line = _said(root.message) + context
         print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {line}", file=stream)
