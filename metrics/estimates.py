@@ -22,7 +22,7 @@ the judge's prediction is its score on the metric's scale.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -104,7 +104,8 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
         ``estimate`` is PPI++ (``method "ppi++"``, with ``rag_eval.metrics.ppi``'s Agresti–Coull
         pseudo-rows at the ends of the metric's scale) with ``n >= MIN_LABELS`` labelled ``ok``
         rows and at least one unlabelled one, the labels' own (Agresti–Coull) interval when every
-        ``ok`` row is labelled, ``None`` below ``MIN_LABELS``. Agreement values are in [0, 1] (accuracy,
+        ``ok`` row is labelled, ``None`` below ``MIN_LABELS``; the estimate and interval lie within
+        the metric's value range (cut to it). Agreement values are in [0, 1] (accuracy,
         AUROC) or [-1, 1] (kappa, Spearman), higher is better, ``None`` when undefined.
     """
     frame = results[results["metric"] == metric]
@@ -134,11 +135,19 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
     if len(y) < MIN_LABELS:
         labelled_metric.note = f"{len(y)} labelled row(s) scored ok: an interval needs {MIN_LABELS}"
     elif not len(unlabelled):
-        labelled_metric.estimate = classical_mean(y, confidence, scale=scale)
+        labelled_metric.estimate = _within(classical_mean(y, confidence, scale=scale), scale)
         labelled_metric.note = "every row scored ok is labelled: the labels' own (Agresti-Coull) interval"
     else:
-        labelled_metric.estimate = ppi_mean(y, f, unlabelled, confidence, scale=scale)
+        labelled_metric.estimate = _within(ppi_mean(y, f, unlabelled, confidence, scale=scale), scale)
     return labelled_metric
+
+
+def _within(estimate: MeanEstimate, scale: tuple[float, float]) -> MeanEstimate:
+    """The estimate and its interval cut to the metric's scale, where the mean lies (a normal
+    interval near an end reaches past it; cutting it never leaves the true mean out)."""
+    low, high = scale
+    return replace(estimate, estimate=min(max(estimate.estimate, low), high), ci_low=max(estimate.ci_low, low),
+                   ci_high=min(estimate.ci_high, high))
 
 
 def _agreement(labels: np.ndarray, scores: np.ndarray, frame: pd.DataFrame, kind: str) -> dict[str, float | None]:

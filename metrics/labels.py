@@ -28,6 +28,7 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +42,7 @@ LABELS_FILE = "labels.jsonl"
 #: Verdict words (case-insensitive) and whether the row passes.
 VERDICTS = {"pass": True, "passed": True, "accept": True, "accepted": True, "yes": True, "true": True,
             "fail": False, "failed": False, "reject": False, "rejected": False, "no": False, "false": False}
+_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
 #: The keys of a stored label, in order.
 STORED_KEYS = ("id", "line", "metric", "label", "annotator", "notes", "labelled_at", "source")
 
@@ -83,6 +85,8 @@ def label_value(value: Any, metric: str) -> float | None:
         if not is_ratio(metric):
             raise ValueError(f"{value!r} is a verdict; {metric} takes {kind}")
         return verdict_value(value if isinstance(value, bool) else VERDICTS[value.strip().lower()], metric)
+    if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
+        value = value.strip().replace(",", ".")  # a spreadsheet of a locale writing 0,5 for 0.5
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -92,9 +96,27 @@ def label_value(value: Any, metric: str) -> float | None:
     return number
 
 
+def _utf8(path: Path) -> str:
+    """The text of ``path`` (a byte-order mark dropped).
+
+    Raises
+    ------
+    ValueError
+        Naming the file and the line of the first byte that is not UTF-8.
+    """
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{path} line {line}: not UTF-8 (byte {exc.start}); save it as UTF-8") from None
+
+
 def _csv_records(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        text = handle.read()
+    text = _utf8(path)
+    if not text.strip():
+        yield 1, f"{path.name} line 1", "empty file: expected a header row (id or line, metric, label)"
+        return
     first = text.split("\n", 1)[0]
     delimiter = max(",;\t", key=first.count)  # a spreadsheet in some locales writes ';'
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -114,8 +136,13 @@ def _csv_records(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-    with path.open(encoding="utf-8-sig") as handle:
-        for number, text in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, f"{path.name} line {number}", f"not UTF-8 (byte {exc.start} of the line)"
+                continue
             if not text.strip():
                 continue
             try:
@@ -127,11 +154,10 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]
                 f"a JSON {type(record).__name__}, not an object"
 
 
-def _label_studio(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
-    """Label Studio's JSON export: one record per annotation of a task (a cancelled one skipped;
-    the choice, rating or number is the label, the ``notes`` text area the notes), or its
-    JSON-MIN flat records."""
-    tasks = json.loads(path.read_text(encoding="utf-8-sig"))
+def _label_studio(path: Path, tasks: Any) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
+    """Label Studio's JSON export (``tasks``, parsed): one record per annotation of a task (a
+    cancelled one skipped; the choice, rating or number is the label, the ``notes`` text area
+    the notes), or its JSON-MIN flat records; a task or annotation of another shape is its message."""
     if not isinstance(tasks, list):
         yield 1, path.name, "expected Label Studio's JSON export: a list of tasks"
         return
@@ -144,14 +170,23 @@ def _label_studio(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]]
             yield number, where, {**task, "labelled_at": task.get("updated_at") or task.get("created_at")}
             continue
         data = task["data"] if isinstance(task["data"], dict) else {}
-        for annotation in task.get("annotations") or []:
+        annotations = task.get("annotations") or []
+        if not isinstance(annotations, list) or not all(isinstance(a, dict) for a in annotations):
+            yield number, where, "annotations: expected a list of objects, as Label Studio exports them"
+            continue
+        for annotation in annotations:
             if annotation.get("was_cancelled"):
                 continue
             record = {k: data.get(k) for k in ("sample_id", "id", "line", "metric", "version")}
-            for item in annotation.get("result") or []:
-                value = item.get("value") or {}
+            results = annotation.get("result") or []
+            if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+                yield number, where, "annotations.result: expected a list of objects, as Label Studio exports them"
+                break
+            for item in results:
+                value = item.get("value") if isinstance(item.get("value"), dict) else {}
                 if "text" in value:
-                    record["notes"] = " ".join(value["text"])
+                    text = value["text"]
+                    record["notes"] = " ".join(map(str, text)) if isinstance(text, list) else str(text)
                 for control in ("choices", "rating", "number"):
                     if control in value:
                         chosen = value[control]
@@ -174,7 +209,8 @@ def read_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, Any] | 
     FileNotFoundError
         For a missing file.
     ValueError
-        For another file type, or a ``.json`` file that is not JSON.
+        For another file type, a ``.json`` file that is not JSON, or a CSV or JSON file that
+        is not UTF-8 (naming the line).
     """
     path = Path(path)
     if not path.is_file():
@@ -186,9 +222,9 @@ def read_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, Any] | 
         return _jsonl_records(path)
     if suffix == ".json":
         try:
-            return _label_studio(path)
+            return _label_studio(path, json.loads(_utf8(path)))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+            raise ValueError(f"{path} line {exc.lineno}: not valid JSON: {exc.msg}") from None
     raise ValueError(f"{path}: unsupported label file type {suffix!r} (use .csv, .jsonl, or Label Studio's .json)")
 
 
@@ -259,9 +295,12 @@ def _where(where: str, record: Mapping[str, Any], ids: Mapping[int, str], rows: 
     line = None
     if line_text is not None:
         try:
-            line = int(float(line_text))
+            number = float(line_text)
         except ValueError:
-            raise LabelProblem(where, "line", f"{line_text!r} is not a line number") from None
+            number = math.nan
+        if not number.is_integer():  # 2.5, nan, inf: not a line (a spreadsheet may write 2 as 2.0)
+            raise LabelProblem(where, "line", f"{line_text!r} is not a line number")
+        line = int(number)
         if line - 1 not in ids:
             raise LabelProblem(where, "line", f"{line} is not a line of the version's file "
                                               f"({len(ids)} samples, lines 1 to {max(ids, default=-1) + 1})")

@@ -115,6 +115,15 @@ def _as_list(value: Any) -> Any:
     return value
 
 
+def _text_or_list(value: Any) -> Any:
+    """:func:`_as_list`, but a string that reads as a JSON list of other things than strings
+    (``"[1]"``, a citation marker) stays the string it is."""
+    found = _as_list(value)
+    if isinstance(value, str) and isinstance(found, list) and not all(isinstance(v, str) for v in found):
+        return value
+    return found
+
+
 #: Bounds that keep one sample's cost finite; longer input is malformed, not truncated.
 MAX_CHARS = 100_000
 MAX_CONTEXTS = 200
@@ -161,7 +170,7 @@ def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
     if name in _DOCUMENT_FIELDS:
         return _documents(name, value)
     if name == "retrieved_contexts":
-        value = _as_list(value)
+        value = _text_or_list(value)
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list):
@@ -174,7 +183,7 @@ def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
         problems = [f"item {i} {p}" for i, p in enumerate(map(_text_problem, value)) if p]
         return (None, problems[0]) if problems else (value, None)
     if name == "reference":
-        value = _as_list(value)
+        value = _text_or_list(value)
         if isinstance(value, list):
             if not all(isinstance(item, str) for item in value):
                 return None, "expected a string or a list of strings"

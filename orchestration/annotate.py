@@ -96,6 +96,28 @@ def _version(args: argparse.Namespace) -> str:
     return version
 
 
+def _refuse_unimported(sheet: Path, stored: set[tuple[int, str]]) -> None:
+    """Refuse to write over a sheet someone filled in: labels in it that are not stored yet.
+
+    Raises
+    ------
+    ValueError
+        Naming the sheet, how many labels it holds that were not imported, and what to do.
+    """
+    from rag_eval.metrics.labels import read_records
+
+    if not sheet.exists():
+        return
+    waiting = 0
+    for _, _, record in read_records(sheet):
+        if isinstance(record, dict) and str(record.get("label") or "").strip():
+            line = str(record.get("line") or "").strip()
+            waiting += not (line.isdigit() and (int(line) - 1, str(record.get("metric") or "").strip()) in stored)
+    if waiting:
+        raise ValueError(f"{sheet} holds {waiting} filled label(s) not imported yet: import them first "
+                         f"(rag-eval annotate import {sheet}) or move the sheet aside; it was not overwritten")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a seeded random sample of a version's rows to a CSV sheet and Label Studio tasks."""
     import pandas as pd
@@ -136,6 +158,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                and all(by_row[r["line"] - 1].missing(f) is None for f in METRICS[r["metric"]].required_fields)]
     folder = Path(args.out_dir)
     folder.mkdir(parents=True, exist_ok=True)
+    _refuse_unimported(folder / f"{version}.csv", labelled)
     sheet = write_sheet(records, folder / f"{version}.csv")
     label_studio, config = write_label_studio(records, metrics, folder, version)
     how = f"stratified by the judge's verdict on {args.stratify}, proportional allocation" if args.stratify \
@@ -172,11 +195,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     before = {(r["line"], r["metric"]) for r in stored}
     merged = merge(stored, labels)
     path = write_stored(folder, merged) if labels else folder / "labels.jsonl"
-    replaced = len({(r["line"], r["metric"]) for r in labels} & before)
+    given = {(r["line"], r["metric"]) for r in labels}
+    replaced, twice = len(given & before), len(labels) - len(given)
     counts = {}
     for record in merged:
         counts[record["metric"]] = counts.get(record["metric"], 0) + 1
-    print(f"{version}: stored {len(labels)} label(s) in {path} ({replaced} replacing earlier ones); "
+    print(f"{version}: stored {len(given)} label(s) in {path} ({replaced} replacing earlier ones"
+          f"{f'; {twice} given again for the same row and metric: the newest kept' if twice else ''}); "
           f"{blank} row(s) left blank, {len(problems)} line(s) refused; labels now: "
           f"{', '.join(f'{m} {n}' for m, n in sorted(counts.items())) or 'none'}")
     if labels:

@@ -95,6 +95,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     when a drift check failed, else 0."""
     from rag_eval.assets.resources import JudgeResource
 
+    from rag_eval.orchestration.report import print_run_failure
     from rag_eval.orchestration.runs import end_of_startup
 
     store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
@@ -122,9 +123,11 @@ def cmd_traffic(args: argparse.Namespace) -> int:
         summarized = dg.AssetKey("traffic_summary") in {e.asset_key for e in result.get_asset_materialization_events()}
         if not summarized:  # traffic_arrived blocked it (no traffic), or a step failed
             failed += 1
-            why = "; ".join(c.description or c.check_name for c in checks if not c.passed) or \
-                f"the run failed (its log: run {result.run_id} in the Dagster UI)"
-            print(f"{key}: {why}", file=sys.stderr)
+            why = "; ".join(c.description or c.check_name for c in checks if not c.passed)
+            print(f"{key}: {why or f'the run failed (its log: run {result.run_id} in the Dagster UI)'}",
+                  file=sys.stderr)
+            if not why:
+                print_run_failure(result)
             continue
         summary = json.loads((store.folder(key) / "summary.json").read_text(encoding="utf-8"))
         means = ", ".join(f"{m} {s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}]"

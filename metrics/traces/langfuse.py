@@ -23,12 +23,13 @@ A problem's ``line`` is the line for JSONL, the record's position (from 1) in a 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rag_eval.metrics.traces.model import Trace, TraceProblem
+from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, in_range
 
 _QUESTION_KEYS = ("user_input", "question", "query", "input")
 _ANSWER_KEYS = ("response", "answer", "output", "content", "text")
@@ -45,7 +46,7 @@ def iso_ns(value: Any) -> int | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+    return in_range(int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000)
 
 
 def text_of(value: Any, keys: tuple[str, ...]) -> Any:
@@ -98,7 +99,11 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
     end = max([start, *(t for o in observations if (t := iso_ns(o.get("endTime"))) is not None)])
     latency = record.get("latency")
     if isinstance(latency, int | float) and not isinstance(latency, bool) and end == start:
-        end = start + int(latency * 1e9)
+        if math.isfinite(latency) and (lasted := in_range(start + int(latency * 1e9))) is not None:
+            end = lasted
+        else:
+            yield TraceProblem(file, line, "latency", f"not a number of seconds within range: {latency!r}", trace_id,
+                               start)
     metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
     trace = Trace(trace_id, start, end, session_id=_id(record.get("sessionId")), user_id=_id(record.get("userId")),
                   route=metadata.get("route") if isinstance(metadata.get("route"), str) else record.get("name"),
@@ -145,10 +150,15 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
         for slot, keys in (("prompt_tokens", ("input", "promptTokens")),
                            ("completion_tokens", ("output", "completionTokens")),
                            ("total_tokens", ("total", "totalTokens"))):
-            value = next((usage[k] for k in keys if isinstance(usage.get(k), int) and not isinstance(usage[k], bool)),
-                         None)
-            if value is not None:
-                setattr(trace, slot, (getattr(trace, slot) or 0) + value)
+            given = next((k for k in keys if usage.get(k) is not None), None)
+            if given is None:
+                continue
+            if (value := count_of(usage[given])) is None or isinstance(usage[given], float):
+                reason = f"expected a whole number up to {MAX_COUNT}, got {usage[given]!r}"
+                trace.problems.setdefault(slot, f"{where}: usage.{given}: {reason}")
+                yield TraceProblem(file, line, f"observations.usage.{given}", reason, trace_id, start)
+                continue
+            setattr(trace, slot, (getattr(trace, slot) or 0) + value)
     yield trace
 
 

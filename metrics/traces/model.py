@@ -76,6 +76,24 @@ class TraceProblem:
         return f"{self.file} line {self.line}: {self.field}: {self.reason}"
 
 
+#: The last nanosecond a timestamp can hold (Arrow's and pandas' int64 nanoseconds: 2262-04-11).
+MAX_NS = 2**63 - 1
+#: The largest token count read (float64 holds every whole number up to it exactly; sums stay int64).
+MAX_COUNT = 2**53
+
+
+def in_range(ns: int) -> int | None:
+    """``ns`` when it is a time after the epoch a timestamp can hold (:data:`MAX_NS`), else ``None``."""
+    return ns if 0 < ns <= MAX_NS else None
+
+
+def count_of(value: object) -> int | None:
+    """A token count: a whole number in 0..:data:`MAX_COUNT` (a float with no fraction included), else ``None``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else None
+
+
 def utc(ns: int) -> datetime:
     """Nanoseconds since the epoch as an aware UTC datetime (microsecond precision)."""
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)

@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from rag_eval.metrics.traces.model import Trace, TraceProblem
+from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, in_range
 
 _DOCUMENTS = "retrieval.documents."
 _INPUT_MESSAGES = "llm.input_messages."
@@ -215,12 +215,15 @@ def _documents(found: dict[int, dict[str, Any]]) -> tuple[list[dict], list[tuple
     ``(sample field, attribute, reason)``."""
     problems = []
     documents = []
-    for rank in range(max(found) + 1 if found else 0):
-        doc = found.get(rank)
-        if doc is None:
-            problems.append(("retrieved_contexts", f"{_DOCUMENTS}{rank}",
-                             f"missing (ranks {', '.join(map(str, sorted(found)))} given)"))
-            continue
+    ranks = sorted(found)
+    if ranks and ranks[-1] >= len(ranks):  # a gap: said once (a rank of 10^8 is one problem, not 10^8)
+        gap = next(rank for rank, given in enumerate(ranks) if rank != given)
+        shown = ", ".join(map(str, ranks[:10])) + (", …" if len(ranks) > 10 else "")
+        problems.append(("retrieved_contexts", f"{_DOCUMENTS}{gap}",
+                         f"missing: {ranks[-1] + 1 - len(ranks)} of ranks 0..{ranks[-1]} not given "
+                         f"(ranks {shown} given)"))
+    for rank in ranks:
+        doc = found[rank]
         if not isinstance(doc.get("content"), str):
             got = "missing" if doc.get("content") is None else f"expected a string, got {type(doc['content']).__name__}"
             problems.append(("retrieved_contexts", f"{_DOCUMENTS}{rank}.document.content", got))
@@ -292,7 +295,7 @@ class _Reader:
         end = _time(span.endTimeUnixNano)
         for name, value in (("startTimeUnixNano", start), ("endTimeUnixNano", end)):
             if value is None:
-                out.append(TraceProblem(file, line, name, f"missing or not a number of nanoseconds: "
+                out.append(TraceProblem(file, line, name, f"missing or not a number of nanoseconds up to 2^63: "
                                         f"{getattr(span, name)!r} (span {span.name!r})", trace_id))
         if start is not None and (pending.start is None or start < pending.start):
             pending.start = start
@@ -340,10 +343,10 @@ class _Reader:
                 value = found.get(key)
                 if value is None:
                     continue
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    pending.problems.setdefault(key, f"{where}: {key}: expected a whole number, got {value!r}")
-                    out.append(TraceProblem(file, line, key, f"expected a whole number, got {value!r}", trace_id,
-                                            start))
+                if isinstance(value, float) or count_of(value) is None:
+                    reason = f"expected a whole number up to {MAX_COUNT}, got {value!r}"
+                    pending.problems.setdefault(key, f"{where}: {key}: {reason}")
+                    out.append(TraceProblem(file, line, key, reason, trace_id, start))
                     continue
                 pending.tokens[i] = (pending.tokens[i] or 0) + value
         if len(found) > 1:  # more than the span's kind: ids and the route, when a span carries them
@@ -400,9 +403,9 @@ def _time(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value > 0 else None
-    if isinstance(value, str) and value.isdigit():
-        return int(value) or None
+        return in_range(value)
+    if isinstance(value, str) and value.isdigit() and len(value) <= 19:
+        return in_range(int(value))
     return None
 
 
@@ -449,7 +452,8 @@ def _lenient(raw: bytes, file: str, line: int) -> tuple[_Request | None, list[Tr
         return None, [TraceProblem(file, line, "line", "nested too deep")]
     resources = record.get("resourceSpans") if isinstance(record, dict) else None
     if not isinstance(resources, list):
-        return None, [TraceProblem(file, line, "resourceSpans", "missing: not an OTLP ExportTraceServiceRequest line")]
+        got = "missing" if resources is None else f"a {type(resources).__name__}, not a list"
+        return None, [TraceProblem(file, line, "resourceSpans", f"{got}: not an OTLP ExportTraceServiceRequest line")]
     problems, kept = [], []
     for item in resources:
         if not isinstance(item, dict):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.metrics.samples import sample_from_dict
-from rag_eval.metrics.traces.model import Trace, TraceProblem
+from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, in_range
 from rag_eval.metrics.traces.langfuse import iso_ns
 
 FIELDS = ("trace_id", "start", "end", "latency_ms", "user_input", "response", "retrieved_contexts",
@@ -76,9 +76,9 @@ def _ns(value: Any) -> int | None:
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
         nanos = getattr(value, "nanosecond", 0)
-        return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000 + nanos
+        return in_range(int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000 + nanos)
     if isinstance(value, int | float) and math.isfinite(value):
-        return int(value * 1e9)
+        return in_range(int(value * 1e9))
     return iso_ns(value)
 
 
@@ -106,11 +106,13 @@ def trace_from_row(row: Mapping[str, Any], columns: dict[str, tuple[str, ...]], 
     latency = values.get("latency_ms")
     if end is not None:
         trace.end_ns = end
-    elif isinstance(latency, int | float) and not isinstance(latency, bool) and math.isfinite(latency):
+    elif isinstance(latency, int | float) and not isinstance(latency, bool) and math.isfinite(latency) \
+            and in_range(start + int(latency * 1e6)) is not None:
         trace.end_ns = start + int(latency * 1e6)
     elif "end" in values or "latency_ms" in values:
         name = "end" if "end" in values else "latency_ms"
-        problems.append((name, named[name], f"not a {'time' if name == 'end' else 'number'}: {values[name]!r}"))
+        problems.append((name, named[name], f"not a {'time' if name == 'end' else 'number'} within range: "
+                                            f"{values[name]!r}"))
     for name in ("user_input", "response", "route", "session_id", "user_id"):
         value = values.get(name)
         if value is None:
@@ -147,12 +149,10 @@ def trace_from_row(row: Mapping[str, Any], columns: dict[str, tuple[str, ...]], 
         value = values.get(name)
         if value is None:
             continue
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            setattr(trace, name, value)
+        if (count := count_of(value)) is not None:
+            setattr(trace, name, count)
         else:
-            problems.append((name, named[name], f"expected a whole number, got {value!r}"))
+            problems.append((name, named[name], f"expected a whole number up to {MAX_COUNT}, got {value!r}"))
     for name, column, reason in problems:
         trace.problems.setdefault(name, f"{file}:{line}: {column}: {reason}")
         yield TraceProblem(file, line, column, reason, trace_id, start)
@@ -169,11 +169,14 @@ def read_table_files(paths: Iterable[Path], mapping: Mapping[str, str] | None = 
     """
     columns = _columns(mapping)
     for path in paths:
+        seen: set[str] = set()  # the columns of the file's rows
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
             number = 0
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=CHUNK_ROWS):
+            table = pq.ParquetFile(path)
+            seen.update(table.schema_arrow.names)
+            for batch in table.iter_batches(batch_size=CHUNK_ROWS):
                 for row in batch.to_pylist():
                     number += 1
                     yield from trace_from_row(row, columns, str(path), number)
@@ -190,9 +193,23 @@ def read_table_files(paths: Iterable[Path], mapping: Mapping[str, str] | None = 
                     if not isinstance(row, dict):
                         yield TraceProblem(str(path), number, "line", f"a JSON {type(row).__name__}, not an object")
                         continue
+                    seen.update(row)
                     yield from trace_from_row(row, columns, str(path), number)
         else:
             raise ValueError(f"{path}: a trace table is .jsonl or .parquet, not {path.suffix!r}")
+        yield from unmapped(mapping, seen, str(path))
+
+
+def unmapped(mapping: Mapping[str, str] | None, seen: set[str], source: str) -> Iterator[TraceProblem]:
+    """A problem (line 1) for each column of ``mapping`` that no row of ``source`` has (a typo in the
+    mapping, else every row would only say its field is missing), naming the columns it has."""
+    if not seen:
+        return
+    shown = ", ".join(sorted(seen)[:20]) + (", …" if len(seen) > 20 else "")
+    for field, column in (mapping or {}).items():
+        if column not in seen:
+            yield TraceProblem(source, 1, column, f"the mapping reads {field} from the column {column!r}, which no "
+                               f"row has (its columns: {shown})")
 
 
 def public_url(url: str) -> str:
@@ -259,5 +276,9 @@ def read_sql(url: str, query: str, mapping: Mapping[str, str] | None = None,
     """
     columns = _columns(mapping)
     where = public_url(url)
+    seen: set[str] = set()
     for number, row in enumerate(_rows(url, query, params), start=1):
+        if number == 1:
+            seen.update(row)  # a query's rows share their columns
         yield from trace_from_row(row, columns, where, number)
+    yield from unmapped(mapping, seen, where)

@@ -139,3 +139,14 @@ def test_evaluate_takes_a_labels_file_and_refuses_a_bad_line(tmp_path):
     sheet.write_text("id,metric,label\nr1,faithfulness,maybe\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"labels.csv line 2: field 'label': 'maybe' is not a label of faithfulness"):
         evaluate(rows, metrics=["faithfulness"], judge=judge, labels=sheet)
+
+
+def test_the_interval_is_cut_to_the_metrics_scale():
+    # 10 rows labelled pass, the judge sure of every row: the normal interval reaches past 1 (the
+    # attacker's 10 of 12 labelled case); the mean of a [0, 1] metric cannot, so the interval stops at 1.
+    scores = [1.0] * 10 + [0.9, 1.0]
+    frame, given = results(scores), labels((row, f"s{row}", 1) for row in range(10))
+    plain = ppi_mean([1.0] * 10, [1.0] * 10, [0.9, 1.0])
+    assert plain.ci_high > 1.0  # what the interval was before it was cut
+    e = metric_estimate(frame, given, "faithfulness").estimate
+    assert (e.estimate, e.ci_low, e.ci_high) == (min(plain.estimate, 1.0), plain.ci_low, 1.0)

@@ -157,3 +157,36 @@ def test_the_sheet_is_blind_to_the_judge_and_reads_back_as_labels(tmp_path):
     config = config_path.read_text(encoding="utf-8")
     assert '<Choice value="pass"/>' in config and '<Number name="label_groundedness" toName="response" min="1" max="5"/>' \
         in config and label_config(["faithfulness"]).count("<Number") == 0
+
+
+def test_odd_files_and_records_are_named_never_a_traceback(tmp_path):
+    # What an attacker tried: a fractional line, Label Studio tasks of other shapes, an empty, a
+    # non-UTF-8 and an empty CSV, an empty .json, a decimal comma from a ';' spreadsheet.
+    export = [{"id": 1, "data": {"sample_id": "q1", "metric": "faithfulness"}, "annotations": ["oops"]},
+              {"id": 2, "data": {"sample_id": "q2", "metric": "faithfulness"}, "annotations": {"a": 1}},
+              {"id": 3, "data": {"sample_id": "q3", "metric": "faithfulness"}, "annotations": [{"result": ["x"]}]},
+              {"id": 4, "data": {"sample_id": "q3", "metric": "faithfulness"},
+               "annotations": [{"result": [{"value": {"choices": ["pass"]}}, {"value": {"text": "good one"}}]}]},
+              {"line": 2.5, "metric": "faithfulness", "label": "pass"}]
+    (tmp_path / "ls.json").write_text(json.dumps(export), encoding="utf-8")
+    labels, problems, _ = validate(read_records(tmp_path / "ls.json"), IDS)
+    assert [(r["id"], r["label"], r["notes"]) for r in labels] == [("q3", 1.0, "good one")]
+    assert _problems(problems) == [
+        "ls.json task 1: field 'line': annotations: expected a list of objects, as Label Studio exports them",
+        "ls.json task 2: field 'line': annotations: expected a list of objects, as Label Studio exports them",
+        "ls.json task 3: field 'line': annotations.result: expected a list of objects, as Label Studio exports them",
+        "ls.json task 5: field 'line': '2.5' is not a line number"]
+    (tmp_path / "empty.json").write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"empty\.json line 1: not valid JSON: Expecting value"):
+        read_records(tmp_path / "empty.json")
+    (tmp_path / "latin.csv").write_bytes(b"id,metric,label\nq1,faithfulness,pass\nq2,faithfulness,caf\xe9\n")
+    with pytest.raises(ValueError, match=r"latin\.csv line 3: not UTF-8 \(byte 56\); save it as UTF-8"):
+        list(read_records(tmp_path / "latin.csv"))
+    (tmp_path / "latin.jsonl").write_bytes(b'{"id": "q1", "metric": "faithfulness", "label": 1}\n{"x": "\xff"}\n')
+    labels, problems, _ = validate(read_records(tmp_path / "latin.jsonl"), IDS)
+    assert len(labels) == 1 and _problems(problems) == ["latin.jsonl line 2: field 'line': not UTF-8 (byte 7 of the line)"]
+    (tmp_path / "blank.csv").write_text("\ufeff", encoding="utf-8")
+    assert _problems(validate(read_records(tmp_path / "blank.csv"), IDS)[1]) == [
+        "blank.csv line 1: field 'line': empty file: expected a header row (id or line, metric, label)"]
+    (tmp_path / "eu.csv").write_text("line;metric;label\n1;faithfulness;0,5\n", encoding="utf-8")
+    assert [r["label"] for r in validate(read_records(tmp_path / "eu.csv"), IDS)[0]] == [0.5]

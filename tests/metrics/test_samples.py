@@ -359,3 +359,13 @@ def test_non_record_items_become_problem_rows():
     samples = load_samples([{"question": "q"}, "not a record"])
     assert len(samples) == 2
     assert samples[1].problems == {"row": "a str, not a record"} and samples[1].line == 2
+
+
+def test_a_string_that_reads_as_a_json_list_of_other_things_stays_a_string():
+    # A citation marker as the whole reference or context is text, not a malformed list.
+    s = sample_from_dict({"user_input": "q?", "response": "a", "retrieved_contexts": "[1]", "reference": "[1]"}, 0)
+    assert (s.reference, s.retrieved_contexts, s.problems) == ("[1]", ["[1]"], {})
+    listed = sample_from_dict({"user_input": "q?", "reference": '["a", "b"]', "retrieved_contexts": '["c"]'}, 0)
+    assert (listed.reference, listed.retrieved_contexts) == ("a\nb", ["c"])  # JSON lists of strings, as CSV writes them
+    wrong = sample_from_dict({"user_input": "q?", "reference": ["a", 1]}, 0)
+    assert wrong.problems["reference"] == "expected a string or a list of strings"

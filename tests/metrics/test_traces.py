@@ -97,7 +97,8 @@ def test_bad_lines_and_spans_are_named_with_file_line_and_field(tmp_path):
     no_trace = span("", "0000000000000009", None, T0, T0 + MS)
     path = tmp_path / "spans.jsonl"
     path.write_text("\n".join([line(*good), "{not json", json.dumps({"hello": 1}), line(*no_content),
-                               line(*bad_tokens), line(no_trace), "\ufeff"[1:] + "[1, 2]"]) + "\n", encoding="utf-8")
+                               line(*bad_tokens), line(no_trace), "\ufeff"[1:] + "[1, 2]",
+                               json.dumps({"resourceSpans": "nope"})]) + "\n", encoding="utf-8")
     items = list(read_traces(path))
     problems = [(p.line, p.field, p.reason) for p in items if isinstance(p, TraceProblem)]
     assert problems == [
@@ -107,6 +108,7 @@ def test_bad_lines_and_spans_are_named_with_file_line_and_field(tmp_path):
         (5, "llm.token_count.prompt", "unreadable value: invalid literal for int() with base 10: 'many'"),
         (6, "traceId", "missing or not a 16-byte id: '' (span 's9')"),
         (7, "resourceSpans", "missing: not an OTLP ExportTraceServiceRequest line"),
+        (8, "resourceSpans", "a str, not a list: not an OTLP ExportTraceServiceRequest line"),
     ]
     assert all(p.file == str(path) for p in items if isinstance(p, TraceProblem))
     traces = {t.trace_id: t for t in items if isinstance(t, Trace)}
@@ -189,6 +191,42 @@ def test_a_langfuse_trace_download_and_a_jsonl_export(tmp_path):
     assert (first.session_id, first.user_id, first.route) == ("sess", "7", "qa")
 
 
+def test_values_beyond_what_a_timestamp_or_count_holds_are_problems_of_their_trace(tmp_path):
+    """A time after 2262 (int64 nanoseconds), an infinite latency, a count of 10^30, a document rank of
+    10^8: each is one named problem; the trace (or the rest of the day) is still read."""
+    retriever, llm, chain = rag_trace()
+    retriever["attributes"].append(attr("retrieval.documents.99999999.document.content", "far"))
+    llm["attributes"] = [a for a in llm["attributes"] if a["key"] != "llm.token_count.total"] + \
+        [attr("llm.token_count.total", 10 ** 30)]
+    chain["endTimeUnixNano"] = "1" + "0" * 30
+    (tmp_path / "spans.jsonl").write_text(line(retriever, llm, chain) + "\n", encoding="utf-8")
+    items = list(read_traces(tmp_path / "spans.jsonl"))
+    problems = [(p.field, p.reason) for p in items if isinstance(p, TraceProblem)]
+    assert problems == [
+        ("retrieval.documents.2", "missing: 99999997 of ranks 0..99999999 not given (ranks 0, 1, 99999999 given)"),
+        ("llm.token_count.total", f"expected a whole number up to {2 ** 53}, got {10 ** 30}"),
+        ("endTimeUnixNano", "missing or not a number of nanoseconds up to 2^63: '1" + "0" * 30 + "' (span 's1')")]
+    [trace] = [t for t in items if isinstance(t, Trace)]
+    assert (trace.end_ns, trace.total_tokens, trace.retrieved_contexts) == (T0 + 900 * MS, None, None)
+    record = {"id": "lf", "timestamp": "2026-11-01T08:00:00Z", "latency": float("inf"),
+              "observations": [{"type": "GENERATION", "endTime": "2300-01-01T00:00:00Z", "usage": {"input": 10 ** 30}}]}
+    late = dict(record, id="lf-late", timestamp="2300-01-01T00:00:00Z")
+    (tmp_path / "lf.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(late) + "\n", encoding="utf-8")
+    items = list(read_traces(tmp_path / "lf.jsonl", "langfuse"))
+    assert [(p.line, p.field, p.reason) for p in items if isinstance(p, TraceProblem)] == [
+        (1, "latency", "not a number of seconds within range: inf"),
+        (1, "observations.usage.input", f"expected a whole number up to {2 ** 53}, got {10 ** 30}"),
+        (2, "timestamp", "missing or not an ISO 8601 time: '2300-01-01T00:00:00Z'")]
+    [trace] = [t for t in items if isinstance(t, Trace)]
+    assert (trace.trace_id, trace.latency_ms, trace.prompt_tokens) == ("lf", 0.0, None)
+    rows = [{"id": "t1", "time": 1e30, "latency": 5}, {"id": "t2", "time": 1_793_491_200, "latency": 1e300}]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    items = list(read_traces(tmp_path / "rows.jsonl", "table"))
+    assert [(p.line, p.field, p.reason) for p in items if isinstance(p, TraceProblem)] == [
+        (1, "time", "not a time: 1e+30"), (2, "latency", "not a number within range: 1e+300")]
+    assert [(t.trace_id, t.start_ns, t.end_ns) for t in items if isinstance(t, Trace)] == [("t2", T0, T0)]
+
+
 def test_a_table_with_a_column_mapping_jsonl_and_parquet(tmp_path):
     rows = [{"rid": "r1", "at": "2026-11-01T10:00:00Z", "q": "什么是RAG？", "a": "检索增强生成。",
              "ctx": ["RAG 是检索增强生成。"], "ms": 350},
@@ -214,6 +252,11 @@ def test_a_table_with_a_column_mapping_jsonl_and_parquet(tmp_path):
     assert traces["r3"].problems == {"response": f"{tmp_path / 'a.jsonl'}:3: a: expected a string, got int"}
     with pytest.raises(ValueError, match="unknown field"):
         list(read_traces(tmp_path, "table", {"question": "q"}))
+    # A mapped column no row has (a typo) is said once per file, naming the columns there are.
+    items = list(read_traces(tmp_path / "b.parquet", "table", dict(mapping, user_input="question_text")))
+    assert [(p.line, p.field, p.reason) for p in items if isinstance(p, TraceProblem)] == [
+        (1, "question_text", "the mapping reads user_input from the column 'question_text', which no row has "
+                             "(its columns: a, at, ctx, ms, q, rid)")]
 
 
 def test_a_sql_query_on_a_real_postgresql_server(postgres):
@@ -240,7 +283,7 @@ def test_a_sql_query_on_a_real_postgresql_server(postgres):
     where = postgres.url  # no password to hide
     problems = [(p.file, p.line, p.field, p.reason) for p in items if isinstance(p, TraceProblem)]
     assert problems == [(where, 2, "created_at", "missing"),
-                        (where, 3, "prompt_tokens", "expected a whole number, got -1")]
+                        (where, 3, "prompt_tokens", "expected a whole number up to 9007199254740992, got -1")]
     traces = [t for t in items if isinstance(t, Trace)]
     assert [(t.trace_id, t.user_input, t.retrieved_contexts, t.prompt_tokens, t.session_id) for t in traces] == \
         [("q1", "长城有多长？", ["长城全长约21196公里。"], 40, "s1"), ("q3", "Who?", ["Ada wrote it."], None, "s3")]

@@ -95,6 +95,10 @@ def test_labels_round_trip_then_ten_more_labels_re_estimate_without_judging(judg
     assert cli.main(["annotate", "export", version, "-n", "20"]) == 0
     assert "10 to label" in capsys.readouterr().out
     fill(sheet, 10)
+    before = sheet.read_bytes()  # filled, not imported: another export must not write over it
+    assert cli.main(["annotate", "export", version, "-n", "20"]) == 2
+    assert f"error: annotate/{version}.csv holds 10 filled label(s) not imported yet" in capsys.readouterr().err
+    assert sheet.read_bytes() == before
     assert cli.main(["annotate", "import", str(sheet)]) == 0
     assert "labels now: faithfulness 20" in capsys.readouterr().out
     assert cli.main(["run", str(FIQA)]) == 0
