@@ -18,6 +18,7 @@ from rag_eval.assets.evaluation import metric_code_version
 from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
+from rag_eval.assets.results_store import StoreError
 from rag_eval.assets.stored_results import write_ragas_csv_by_chunks, write_results_parquet
 from rag_eval.metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
 from rag_eval.metrics.formats import write_azure_jsonl
@@ -88,7 +89,26 @@ def summary_code_version() -> str:
 def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
                  dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
     """Aggregate the run's metric results and write the version's report files (the body of the
-    ``eval_summary`` asset, :func:`summary_asset`)."""
+    ``eval_summary`` asset, :func:`summary_asset`).
+
+    Raises
+    ------
+    StoreError
+        When a report file could not be written and the system's error does not name it (a full
+        disk reported as the file is closed): naming the version's report folder.
+    """
+    try:
+        return _summarize(context, config, report_store, dataset_store, judge)
+    except OSError as exc:
+        if exc.filename is not None or isinstance(exc, StoreError):
+            raise
+        folder = report_store.folder(context.partition_key)
+        raise StoreError(f"{folder}: the report files could not be written ({exc.strerror or exc}); the version's "
+                         "tables are kept: free the disk and run again") from None  # the line says the cause
+
+
+def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
+               dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
     version = context.partition_key
     scope = config.scope or context.run.tags.get(SCOPE_TAG, "run")
     if scope not in ("run", "version"):

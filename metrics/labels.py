@@ -42,7 +42,9 @@ LABELS_FILE = "labels.jsonl"
 #: Verdict words (case-insensitive) and whether the row passes.
 VERDICTS = {"pass": True, "passed": True, "accept": True, "accepted": True, "yes": True, "true": True,
             "fail": False, "failed": False, "reject": False, "rejected": False, "no": False, "false": False}
-_DECIMAL_COMMA = re.compile(r"[-+]?\d+,\d+")
+_DECIMAL_COMMA = re.compile(r"[-+]?[0-9]+,[0-9]+")
+#: A number as a person writes it in a sheet: ASCII digits, a point, an exponent.
+_NUMBER = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
 #: The keys of a stored label, in order.
 STORED_KEYS = ("id", "line", "metric", "label", "annotator", "notes", "labelled_at", "source")
 
@@ -87,12 +89,17 @@ def label_value(value: Any, metric: str) -> float | None:
         return verdict_value(value if isinstance(value, bool) else VERDICTS[value.strip().lower()], metric)
     if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
         value = value.strip().replace(",", ".")  # a spreadsheet of a locale writing 0,5 for 0.5
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
     try:
+        if isinstance(value, str) and not _NUMBER.fullmatch(value.strip()):
+            raise ValueError(value)  # float() also takes '4_0', '４', 'nan', 'infinity'
         number = float(value)
+    except OverflowError:  # an integer beyond a float: out of any range
+        number = math.inf
     except (TypeError, ValueError):
-        raise ValueError(f"{value!r} is not a label of {metric} ({kind})") from None
+        raise ValueError(f"{shown} is not a label of {metric} ({kind})") from None
     if not math.isfinite(number) or not low <= number <= high:
-        raise ValueError(f"{value!r} lies outside {metric}'s range ({kind})")
+        raise ValueError(f"{shown} lies outside {metric}'s range ({kind})")
     return number
 
 
@@ -149,6 +156,9 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]
                 record = json.loads(text.rstrip("\r\n"))
             except json.JSONDecodeError as exc:
                 yield number, f"{path.name} line {number}", f"not valid JSON: {exc.msg} (column {exc.colno})"
+                continue
+            except ValueError as exc:  # an integer of more than 4,300 digits
+                yield number, f"{path.name} line {number}", f"not readable: {exc}"
                 continue
             yield number, f"{path.name} line {number}", record if isinstance(record, dict) else \
                 f"a JSON {type(record).__name__}, not an object"
@@ -221,10 +231,13 @@ def read_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, Any] | 
     if suffix in (".jsonl", ".ndjson"):
         return _jsonl_records(path)
     if suffix == ".json":
+        text = _utf8(path)
         try:
-            return _label_studio(path, json.loads(_utf8(path)))
+            return _label_studio(path, json.loads(text))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path} line {exc.lineno}: not valid JSON: {exc.msg}") from None
+        except ValueError as exc:  # an integer of more than 4,300 digits
+            raise ValueError(f"{path}: not readable: {exc}") from None
     raise ValueError(f"{path}: unsupported label file type {suffix!r} (use .csv, .jsonl, or Label Studio's .json)")
 
 
@@ -294,13 +307,11 @@ def _where(where: str, record: Mapping[str, Any], ids: Mapping[int, str], rows: 
     line_text = _text(record.get("line"))
     line = None
     if line_text is not None:
-        try:
-            number = float(line_text)
-        except ValueError:
-            number = math.nan
-        if not number.is_integer():  # 2.5, nan, inf: not a line (a spreadsheet may write 2 as 2.0)
-            raise LabelProblem(where, "line", f"{line_text!r} is not a line number")
-        line = int(number)
+        whole = re.fullmatch(r"\+?([0-9]{1,12})(\.0*)?", line_text)  # a spreadsheet may write 2 as 2.0
+        if whole is None:  # 2.5, nan, 1e308, 4_0, ４: not a line
+            shown = repr(line_text) if len(line_text) <= 40 else repr(line_text[:40]) + "…"
+            raise LabelProblem(where, "line", f"{shown} is not a line number")
+        line = int(whole[1])
         if line - 1 not in ids:
             raise LabelProblem(where, "line", f"{line} is not a line of the version's file "
                                               f"({len(ids)} samples, lines 1 to {max(ids, default=-1) + 1})")

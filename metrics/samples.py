@@ -157,11 +157,15 @@ def _documents(name: str, value: Any) -> tuple[Any, str | None]:
         if not isinstance(item, dict) or "document_id" not in item or _is_null(item.get("document_id")):
             return None, f"item {i} has no document_id"
         number = item.get(key)
-        integral = isinstance(number, numbers.Integral) and not isinstance(number, bool)
-        real = isinstance(number, numbers.Real) and not isinstance(number, bool) and math.isfinite(number)
+        integral = isinstance(number, numbers.Integral) and not isinstance(number, bool) and -(2**53) <= int(number) <= 2**53
+        try:  # an integer too large for a float is not a score
+            real = isinstance(number, numbers.Real) and not isinstance(number, bool) and math.isfinite(number)
+        except OverflowError:
+            real = False
         if not (integral if name == "retrieval_ground_truth" else real):
             return None, f"item {i}: {key} must be {kind}, got {number!r}"
-        documents.append({"document_id": str(item["document_id"]), key: int(number) if integral else float(number)})
+        documents.append({"document_id": str(item["document_id"]),
+                          key: int(number) if name == "retrieval_ground_truth" else float(number)})
     return documents, None
 
 

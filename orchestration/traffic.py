@@ -88,6 +88,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=cmd_traffic)
 
 
+def _print_problems(path: Path, count: int, shown: int = 3) -> None:
+    """The first ``shown`` unreadable lines of a day (file, line, field, why) on stderr, then how many more."""
+    import pandas as pd
+
+    from rag_eval.orchestration.report import printable
+
+    if not path.exists():
+        return
+    frame = pd.read_parquet(path, columns=["file", "line", "field", "reason"]).head(shown)
+    for row in frame.itertuples():
+        print(printable(f"  unreadable: {row.file} line {row.line}: {row.field}: {row.reason}"), file=sys.stderr)
+    if count > len(frame):
+        print(f"  … and {count - len(frame)} more in {path}", file=sys.stderr)
+
+
 def cmd_traffic(args: argparse.Namespace) -> int:
     """Materialize ``traffic_job`` in-process for each ended partition with traces between
     ``--from`` and ``--to``, in key order; print each one's volume, means and drift verdicts.
@@ -134,6 +149,8 @@ def cmd_traffic(args: argparse.Namespace) -> int:
                           for m, s in summary["metrics"].items())
         print(f"{key}: {summary['traces']} traces, {summary['sampled']} judged, {summary['problems']} unreadable; "
               f"{means}")
+        if summary["problems"]:
+            _print_problems(store.folder(key) / "problems.parquet", summary["problems"])
         drifted += len(drops)  # with blocking = true a drop also fails the run: still a drift, not a failure
         for check in drops:
             print(f"  DRIFT {check.description}")

@@ -23,13 +23,12 @@ A problem's ``line`` is the line for JSONL, the record's position (from 1) in a 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, in_range
+from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, duration_ns, finite, in_range
 
 _QUESTION_KEYS = ("user_input", "question", "query", "input")
 _ANSWER_KEYS = ("response", "answer", "output", "content", "text")
@@ -98,11 +97,13 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
     observations = [o for o in observations if isinstance(o, dict)]
     end = max([start, *(t for o in observations if (t := iso_ns(o.get("endTime"))) is not None)])
     latency = record.get("latency")
-    if isinstance(latency, int | float) and not isinstance(latency, bool) and end == start:
-        if math.isfinite(latency) and (lasted := in_range(start + int(latency * 1e9))) is not None:
-            end = lasted
+    if latency is not None and end == start:
+        lasted = duration_ns(latency, 10**9)
+        if lasted is not None and in_range(start + lasted) is not None:
+            end = start + lasted
         else:
-            yield TraceProblem(file, line, "latency", f"not a number of seconds within range: {latency!r}", trace_id,
+            shown = repr(latency) if len(repr(latency)) <= 40 else repr(latency)[:40] + "…"
+            yield TraceProblem(file, line, "latency", f"not a number of seconds within range: {shown}", trace_id,
                                start)
     metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
     trace = Trace(trace_id, start, end, session_id=_id(record.get("sessionId")), user_id=_id(record.get("userId")),
@@ -142,7 +143,7 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
                 documents.append((doc_id, score))
         trace.retrieved_contexts = None if "retrieved_contexts" in trace.problems else contexts
         if documents and all(d is not None and s is not None for d, s in documents):
-            trace.retrieved_documents = [{"document_id": str(d), "relevance_score": float(s)} for d, s in documents]
+            trace.retrieved_documents = [{"document_id": str(d), "relevance_score": s} for d, s in documents]
     for generation in generations:
         usage = generation.get("usageDetails") or generation.get("usage") or {}
         if not isinstance(usage, dict):
@@ -175,8 +176,8 @@ def _document(item: Any) -> tuple[str | None, Any, Any]:
     meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
     content = next((item[k] for k in _CONTENT_KEYS if isinstance(item.get(k), str)), None)
     doc_id = next((d[k] for d in (item, meta) for k in ("id", "document_id", "doc_id") if d.get(k) is not None), None)
-    score = next((d[k] for d in (item, meta) for k in ("score", "relevance_score")
-                  if isinstance(d.get(k), int | float) and not isinstance(d.get(k), bool)), None)
+    score = next((finite(d[k]) for d in (item, meta) for k in ("score", "relevance_score")
+                  if finite(d.get(k)) is not None), None)
     return content, doc_id, score
 
 

@@ -4,6 +4,7 @@
 and :mod:`rag_eval.metrics.traces` itself import them from here; :mod:`rag_eval.metrics.traces` re-exports them."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -85,6 +86,33 @@ MAX_COUNT = 2**53
 def in_range(ns: int) -> int | None:
     """``ns`` when it is a time after the epoch a timestamp can hold (:data:`MAX_NS`), else ``None``."""
     return ns if 0 < ns <= MAX_NS else None
+
+
+def duration_ns(value: object, per_unit: int) -> int | None:
+    """A duration of ``value`` units (``per_unit`` ns each: 10**9 for seconds, 10**6 for ms) in whole
+    ns, or ``None`` unless it is a number (not a bool) from 0 to :data:`MAX_NS` ns."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        ns = value * per_unit
+    else:
+        ns_float = value * per_unit
+        if not math.isfinite(ns_float) or abs(ns_float) > MAX_NS:
+            return None
+        ns = int(ns_float)
+    return ns if 0 <= ns <= MAX_NS else None
+
+
+def finite(value: object) -> float | None:
+    """``value`` as a float when it is a finite number (not a bool; an integer too large for a float
+    is not), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def count_of(value: object) -> int | None:

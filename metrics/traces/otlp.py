@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, in_range
+from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, finite, in_range
 
 _DOCUMENTS = "retrieval.documents."
 _INPUT_MESSAGES = "llm.input_messages."
@@ -228,9 +228,11 @@ def _documents(found: dict[int, dict[str, Any]]) -> tuple[list[dict], list[tuple
             got = "missing" if doc.get("content") is None else f"expected a string, got {type(doc['content']).__name__}"
             problems.append(("retrieved_contexts", f"{_DOCUMENTS}{rank}.document.content", got))
         score = doc.get("score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float) or score != score):
-            problems.append(("retrieved_documents", f"{_DOCUMENTS}{rank}.document.score",
-                             f"expected a number, got {score!r}"))
+        if score is not None:
+            doc["score"] = finite(score)
+            if doc["score"] is None:
+                problems.append(("retrieved_documents", f"{_DOCUMENTS}{rank}.document.score",
+                                 f"expected a finite number, got {score!r}"))
         documents.append(doc)
     return documents, problems
 
@@ -343,8 +345,10 @@ class _Reader:
                 value = found.get(key)
                 if value is None:
                     continue
-                if isinstance(value, float) or count_of(value) is None:
-                    reason = f"expected a whole number up to {MAX_COUNT}, got {value!r}"
+                summed = (pending.tokens[i] or 0) + value if isinstance(value, int) else None
+                if isinstance(value, float) or count_of(value) is None or count_of(summed) is None:
+                    reason = f"expected a whole number up to {MAX_COUNT} (summed over the trace's LLM spans), " \
+                             f"got {value!r}"
                     pending.problems.setdefault(key, f"{where}: {key}: {reason}")
                     out.append(TraceProblem(file, line, key, reason, trace_id, start))
                     continue
@@ -404,7 +408,7 @@ def _time(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return in_range(value)
-    if isinstance(value, str) and value.isdigit() and len(value) <= 19:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
         return in_range(int(value))
     return None
 
@@ -494,8 +498,13 @@ def span_times(path: Path) -> Iterator[int]:
         while chunk := handle.read(1 << 20):
             block = rest + chunk
             cut = block.rfind(b"\n") + 1  # whole lines only: a match is never cut in two
-            for match in _START.finditer(block, 0, cut):
-                yield int(match[1])
+            yield from _starts(block, cut)
             rest = block[cut:]
-        for match in _START.finditer(rest):
-            yield int(match[1])
+        yield from _starts(rest, len(rest))
+
+
+def _starts(block: bytes, end: int) -> Iterator[int]:
+    """The start times in ``block[:end]`` that a timestamp can hold (:func:`in_range`)."""
+    for match in _START.finditer(block, 0, end):
+        if len(match[1]) <= 19 and (ns := in_range(int(match[1]))) is not None:
+            yield ns

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.metrics.samples import sample_from_dict
-from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, in_range
+from rag_eval.metrics.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, duration_ns, in_range
 from rag_eval.metrics.traces.langfuse import iso_ns
 
 FIELDS = ("trace_id", "start", "end", "latency_ms", "user_input", "response", "retrieved_contexts",
@@ -77,8 +77,9 @@ def _ns(value: Any) -> int | None:
             moment = moment.replace(tzinfo=timezone.utc)
         nanos = getattr(value, "nanosecond", 0)
         return in_range(int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000 + nanos)
-    if isinstance(value, int | float) and math.isfinite(value):
-        return in_range(int(value * 1e9))
+    if isinstance(value, int | float):
+        ns = duration_ns(value, 10**9)  # seconds since the epoch
+        return None if ns is None else in_range(ns)
     return iso_ns(value)
 
 
@@ -106,9 +107,8 @@ def trace_from_row(row: Mapping[str, Any], columns: dict[str, tuple[str, ...]], 
     latency = values.get("latency_ms")
     if end is not None:
         trace.end_ns = end
-    elif isinstance(latency, int | float) and not isinstance(latency, bool) and math.isfinite(latency) \
-            and in_range(start + int(latency * 1e6)) is not None:
-        trace.end_ns = start + int(latency * 1e6)
+    elif (lasted := duration_ns(latency, 10**6)) is not None and in_range(start + lasted) is not None:
+        trace.end_ns = start + lasted
     elif "end" in values or "latency_ms" in values:
         name = "end" if "end" in values else "latency_ms"
         problems.append((name, named[name], f"not a {'time' if name == 'end' else 'number'} within range: "
@@ -131,20 +131,20 @@ def trace_from_row(row: Mapping[str, Any], columns: dict[str, tuple[str, ...]], 
             problems.append(("retrieved_contexts", named["retrieved_contexts"], "expected a list of strings"))
     documents = _list(values.get("retrieved_documents"))
     ids, scores = _list(values.get("document_ids")), _list(values.get("document_scores"))
+    column = named.get("retrieved_documents")
+    if documents is None and ids is not None and scores is not None:  # two lists in rank order
+        column = named["document_scores"]
+        if isinstance(ids, list) and isinstance(scores, list) and len(scores) == len(ids):
+            documents = [{"document_id": d, "relevance_score": s} for d, s in zip(ids, scores)]
+        else:
+            problems.append(("retrieved_documents", column,
+                             "document_ids and document_scores must be lists of the same length"))
     if documents is not None:
         checked = sample_from_dict({"retrieved_documents": documents}, 0)  # Azure's field, as a sample takes it
         if "retrieved_documents" in checked.problems:
-            problems.append(("retrieved_documents", named["retrieved_documents"],
-                             checked.problems["retrieved_documents"]))
+            problems.append(("retrieved_documents", column, checked.problems["retrieved_documents"]))
         else:
             trace.retrieved_documents = checked.retrieved_documents
-    elif ids is not None:
-        if isinstance(ids, list) and (scores is None or (isinstance(scores, list) and len(scores) == len(ids))):
-            trace.retrieved_documents = [{"document_id": str(d), "relevance_score": s}
-                                         for d, s in zip(ids, scores or [None] * len(ids))] if scores else None
-        else:
-            problems.append(("retrieved_documents", named.get("document_scores", named["document_ids"]),
-                             "document_ids and document_scores must be lists of the same length"))
     for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
         value = values.get(name)
         if value is None:

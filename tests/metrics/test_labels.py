@@ -190,3 +190,26 @@ def test_odd_files_and_records_are_named_never_a_traceback(tmp_path):
         "blank.csv line 1: field 'line': empty file: expected a header row (id or line, metric, label)"]
     (tmp_path / "eu.csv").write_text("line;metric;label\n1;faithfulness;0,5\n", encoding="utf-8")
     assert [r["label"] for r in validate(read_records(tmp_path / "eu.csv"), IDS)[0]] == [0.5]
+
+
+def test_numbers_python_reads_but_a_person_does_not_write_are_refused(tmp_path):
+    # The second attacker's: a 401-digit label, '4_0' and a fullwidth '４' as lines, more than 4,300 digits.
+    lines = tmp_path / "labels.jsonl"
+    lines.write_text(f'{{"line": 1, "metric": "faithfulness", "label": 1{"0" * 400}}}\n'
+                     '{"line": "4_0", "metric": "faithfulness", "label": 1}\n'
+                     '{"line": "\uff14", "metric": "faithfulness", "label": 1}\n'
+                     '{"line": 2, "metric": "faithfulness", "label": "1_0"}\n'
+                     f'{{"line": 3, "metric": "faithfulness", "label": {"9" * 4400}}}\n', encoding="utf-8")
+    labels, problems, _ = validate(read_records(lines), IDS)
+    assert labels == [] and _problems(problems) == [
+        f"labels.jsonl line 1: field 'label': {'1' + '0' * 39}… lies outside faithfulness's range "
+        "(a number in [0, 1] or pass/fail)",
+        "labels.jsonl line 2: field 'line': '4_0' is not a line number",
+        "labels.jsonl line 3: field 'line': '\uff14' is not a line number",
+        "labels.jsonl line 4: field 'label': '1_0' is not a label of faithfulness (a number in [0, 1] or pass/fail)",
+        "labels.jsonl line 5: field 'line': not readable: Exceeds the limit (4300 digits) for integer string "
+        "conversion: value has 4400 digits; use sys.set_int_max_str_digits() to increase the limit"]
+    (tmp_path / "ls.json").write_text(f'[{{"line": 1, "metric": "faithfulness", "label": {"9" * 4400}}}]',
+                                      encoding="utf-8")
+    with pytest.raises(ValueError, match=r"ls\.json: not readable: Exceeds the limit \(4300 digits\)"):
+        read_records(tmp_path / "ls.json")

@@ -204,7 +204,8 @@ def test_values_beyond_what_a_timestamp_or_count_holds_are_problems_of_their_tra
     problems = [(p.field, p.reason) for p in items if isinstance(p, TraceProblem)]
     assert problems == [
         ("retrieval.documents.2", "missing: 99999997 of ranks 0..99999999 not given (ranks 0, 1, 99999999 given)"),
-        ("llm.token_count.total", f"expected a whole number up to {2 ** 53}, got {10 ** 30}"),
+        ("llm.token_count.total", f"expected a whole number up to {2 ** 53} (summed over the trace's LLM spans), "
+                                  f"got {10 ** 30}"),
         ("endTimeUnixNano", "missing or not a number of nanoseconds up to 2^63: '1" + "0" * 30 + "' (span 's1')")]
     [trace] = [t for t in items if isinstance(t, Trace)]
     assert (trace.end_ns, trace.total_tokens, trace.retrieved_contexts) == (T0 + 900 * MS, None, None)
@@ -225,6 +226,52 @@ def test_values_beyond_what_a_timestamp_or_count_holds_are_problems_of_their_tra
     assert [(p.line, p.field, p.reason) for p in items if isinstance(p, TraceProblem)] == [
         (1, "time", "not a time: 1e+30"), (2, "latency", "not a number within range: 1e+300")]
     assert [(t.trace_id, t.start_ns, t.end_ns) for t in items if isinstance(t, Trace)] == [("t2", T0, T0)]
+
+
+def test_the_second_attackers_values_are_problems_too(tmp_path):
+    """Past the first fix: a finite latency whose nanoseconds overflow (1e300 s), a 401-digit integer,
+    superscript digits, a score beyond a float or infinite, tokens summed past 2^53, text scores."""
+    huge = int("1" + "0" * 400)
+    retriever, llm, chain = rag_trace()
+    retriever["attributes"] = [a for a in retriever["attributes"] if a["key"] != "retrieval.documents.0.document.score"]
+    retriever["attributes"] += [{"key": "retrieval.documents.0.document.score", "value": {"intValue": str(huge)}},
+                                {"key": "retrieval.documents.1.document.score", "value": {"doubleValue": "Infinity"}}]
+    llm["attributes"] = [a for a in llm["attributes"] if a["key"] != "llm.token_count.total"] + \
+        [attr("llm.token_count.total", 2 ** 53)]
+    second = dict(llm, spanId="0000000000000004", startTimeUnixNano="\u00b9\u00b2\u00b3")
+    (tmp_path / "spans.jsonl").write_text(line(retriever, llm, second, chain) + "\n", encoding="utf-8")
+    items = list(read_traces(tmp_path / "spans.jsonl"))
+    assert [(p.field, p.reason) for p in items if isinstance(p, TraceProblem)] == [
+        ("retrieval.documents.0.document.score", f"expected a finite number, got {huge}"),
+        ("retrieval.documents.1.document.score", "expected a finite number, got inf"),
+        ("startTimeUnixNano", "missing or not a number of nanoseconds up to 2^63: '\u00b9\u00b2\u00b3' (span 's3')"),
+        ("llm.token_count.total", f"expected a whole number up to {2 ** 53} (summed over the trace's LLM spans), "
+                                  f"got {2 ** 53}")]
+    [trace] = [t for t in items if isinstance(t, Trace)]
+    assert (trace.retrieved_documents, trace.total_tokens, trace.start_ns) == (None, None, T0)
+    record = {"id": "lf", "timestamp": "2026-11-01T08:00:00Z", "latency": 1e300,
+              "observations": [{"type": "RETRIEVER", "output": [{"page_content": "x", "metadata": {"id": "d",
+                                                                                                  "score": huge}}]}]}
+    (tmp_path / "lf.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(dict(record, latency=huge)) + "\n",
+                                       encoding="utf-8")
+    items = list(read_traces(tmp_path / "lf.jsonl", "langfuse"))
+    assert [(p.line, p.field, p.reason) for p in items if isinstance(p, TraceProblem)] == [
+        (1, "latency", "not a number of seconds within range: 1e+300"),
+        (2, "latency", f"not a number of seconds within range: {str(huge)[:40]}…")]
+    assert [(t.latency_ms, t.retrieved_contexts, t.retrieved_documents) for t in items if isinstance(t, Trace)] == \
+        [(0.0, ["x"], None)] * 2  # a score beyond a float is no score
+    rows = [{"id": "t1", "time": 1e300}, {"id": "t2", "time": huge}, {"id": "t3", "time": 1_793_491_200, "latency": 1e303},
+            {"id": "t4", "time": 1_793_491_200, "doc_ids": ["x", "y"], "scores": ["high", [1]]},
+            {"id": "t5", "time": 1_793_491_200, "doc_ids": ["x"], "scores": [10 ** 30]}]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    mapping = {"document_ids": "doc_ids", "document_scores": "scores"}
+    items = list(read_traces(tmp_path / "rows.jsonl", "table", mapping))
+    assert [(p.line, p.field, p.reason) for p in items if isinstance(p, TraceProblem)] == [
+        (1, "time", "not a time: 1e+300"), (2, "time", f"not a time: {huge!r}"),
+        (3, "latency", "not a number within range: 1e+303"),
+        (4, "scores", "item 0: relevance_score must be a number, got 'high'")]
+    assert [(t.trace_id, t.retrieved_documents) for t in items if isinstance(t, Trace)] == \
+        [("t3", None), ("t4", None), ("t5", [{"document_id": "x", "relevance_score": 1e30}])]
 
 
 def test_a_table_with_a_column_mapping_jsonl_and_parquet(tmp_path):

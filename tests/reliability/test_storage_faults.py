@@ -405,3 +405,28 @@ def test_dagster_home_full_read_only_or_damaged_is_one_line_and_loses_no_judgeme
     [line] = errors(stderr)
     assert status == 2 and "not a database" in line and "move the folder aside" in line
     fault_row("DAGSTER_HOME damaged (runs.db overwritten)", line, 0, 0, len(server.seen) - PER_ROW * 6, 0)
+
+
+def test_a_report_file_on_a_full_device_names_the_report_folder(tmp_path, monkeypatch, capsys):
+    """A write that fails as the file is closed (no file name in the system's error: /dev/full)
+    names the version's report folder, in one line without a class path; the tables are kept."""
+    from rag_eval.orchestration import cli
+
+    dataset = tmp_path / "s.jsonl"
+    dataset.write_text("".join(FIQA.read_text(encoding="utf-8").splitlines(True)[:3]), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    for name in [n for n in os.environ if n.startswith(("OPENAI_", "EMBEDDING_"))]:
+        monkeypatch.delenv(name)
+    assert cli.main(["run", str(dataset), "--dataset-version", "v1", "--metrics", "faithfulness"]) == 0
+    summary = tmp_path / "out" / "v1" / "summary.json"
+    summary.unlink()
+    summary.symlink_to("/dev/full")
+    capsys.readouterr()
+    assert cli.main(["run", str(dataset), "--dataset-version", "v1", "--metrics", "faithfulness,context_recall"]) == 1
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "failed" in line]
+    assert line == (f"step eval_summary failed: {tmp_path / 'out' / 'v1'}: the report files could not be written "
+                    "(No space left on device); the version's tables are kept: free the disk and run again "
+                    '[Error occurred while executing op "eval_summary"]')
+    assert (tmp_path / "out" / "tables" / "context_recall" / "v1.parquet").exists()
+    fault_row("a report file on a full device (summary.json -> /dev/full)", line, 0, 0, 0, 0)
