@@ -26,6 +26,9 @@ from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore
 
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: Keys that would name what out/ or datasets/ hold besides versions (the tables, the results database, the
+#: Data Docs, the traffic results, the tags), or the gate's ``baseline = "previous"``.
+RESERVED_KEYS = frozenset({"tables", "rag_eval.duckdb", "data_docs", "traffic", "tags.json", "previous"})
 _TIMED_KEY = re.compile(r"\d{8}T\d{6}Z-.+")
 
 
@@ -146,6 +149,9 @@ def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset:
     if version is not None and not _KEY.fullmatch(version):
         raise RegistrationError(f"dataset version {version!r}: use letters, digits, '.', '_' and '-' only "
                                 "(it names a folder and a partition)")
+    if version is not None and version.lower() in RESERVED_KEYS:
+        raise RegistrationError(f"dataset version {version!r}: a name out/ or datasets/ uses for itself, or the "
+                                f"gate's word for the version before; reserved: {', '.join(sorted(RESERVED_KEYS))}")
     meta_path = meta or (source.parent / "meta.json" if (source.parent / "meta.json").is_file() else None)
     meta_text = json.dumps(read_meta(meta_path), ensure_ascii=False, indent=2) if meta_path else None
     root = Path(store.root)

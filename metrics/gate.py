@@ -57,8 +57,13 @@ class GateConfig:
     blocking: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.metrics, list) or not self.metrics:
-            raise ValueError("gate config: metrics must name at least one metric to gate")
+        if not isinstance(self.metrics, list) or not self.metrics or not all(isinstance(m, str) for m in self.metrics):
+            raise ValueError(f"gate config: metrics must be a list naming at least one metric to gate, "
+                             f"got {self.metrics!r}")
+        if not isinstance(self.margins, dict):
+            raise ValueError(f"gate config: margins is a table of metric = margin, got {self.margins!r}")
+        if not isinstance(self.baseline, str):
+            raise ValueError(f"gate config: baseline is 'previous', 'tag:NAME' or a version key, got {self.baseline!r}")
         unknown = [m for m in [*self.metrics, *self.margins] if m not in METRICS]
         if unknown:
             raise ValueError(f"gate config: unknown metric(s) {unknown}")
@@ -88,8 +93,13 @@ class GateConfig:
             For a file that is not TOML, an unknown key (named with the file), or a bad value.
         """
         values = tool_section(path, "gate", {f.name for f in fields(cls)})
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
+        try:
+            return cls(**values)
+        except ValueError as exc:  # which file the value came from (or the command's options)
+            raise ValueError(f"{exc} (settings: {path or 'pyproject.toml'}"
+                             f"{' and the command line' if given else ''})") from None
 
 
 def read_tags(datasets: str | Path) -> dict[str, str]:

@@ -292,6 +292,26 @@ def option_types(name: str) -> dict[str, Any]:
             **{option: field.annotation for option, field in METRICS[name].Options.model_fields.items()}}
 
 
+def option_value(metric: str, option: str, value: Any) -> Any:
+    """``value`` of ``metric``'s ``option`` converted to its type (:func:`option_types`; a string
+    such as ``"3"`` is read as the type says).
+
+    Raises
+    ------
+    KeyError
+        For an unknown metric or option.
+    ValueError
+        For a value outside the option's type or domain (pydantic's first message).
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    kind = option_types(metric)[option]  # KeyError for either
+    try:
+        return TypeAdapter(kind).validate_python(value)
+    except ValidationError as exc:
+        raise ValueError(exc.errors()[0]["msg"]) from None
+
+
 def resolve_names(selection: str | Iterable[str]) -> list[str]:
     """Metric names from names and family names (``core``, ``ragas``, ``azure``,
     ``document_retrieval``, ``custom``, ``plugin``, ``all``), comma-separated or as an iterable, in registry order.

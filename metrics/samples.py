@@ -263,6 +263,8 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
                 values[name], problems[name] = None, f"{TARGET_ERROR}: {cause}"
     raw_id = raw.get(fields.get("id", "id"))
     sample_id = str(raw_id) if not _is_null(raw_id) and str(raw_id).strip() else stable_id(values)
+    # A lone surrogate (valid JSON "\\ud800") cannot be written as UTF-8: the id keeps it as its escape.
+    sample_id = sample_id.encode("utf-8", "backslashreplace").decode("utf-8")
     return Sample(id=sample_id, row=row, problems=problems, **values)
 
 

@@ -16,16 +16,24 @@ def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict
     FileNotFoundError
         If ``path`` is given and does not exist.
     ValueError
-        For a file that is not TOML, or a key not in ``known`` (named with the file).
+        For a file that is not UTF-8 TOML, a ``tool``, ``tool.rag_eval`` or section that is not a
+        table, or a key not in ``known`` (each named with the file).
     """
     source = Path(path) if path else Path("pyproject.toml")
     values: dict[str, Any] = {}
     if path or source.exists():
         try:
             document = tomllib.loads(source.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{source}: not UTF-8 (byte {exc.start})") from None
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{source}: not valid TOML: {exc}") from exc
-        values = document.get("tool", {}).get("rag_eval", {}).get(section, {})
+        values = document
+        for key in ("tool", "rag_eval", section):
+            values = values.get(key, {})
+            if not isinstance(values, dict):
+                where = ".".join(("tool", "rag_eval", section)[:("tool", "rag_eval", section).index(key) + 1])
+                raise ValueError(f"{source}: {where} must be a table, got {type(values).__name__}")
         if path and not values:
             values = {k: v for k, v in document.items() if k != "tool"}
     unknown = sorted(set(values) - known)

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import random
+import math
 import re
 import socket
 import subprocess
@@ -159,8 +160,8 @@ class Simulation:
         if self.fail_429 + self.fail_500 + self.fail_timeout > 1.0:
             raise ValueError("--fail-429 + --fail-500 + --fail-timeout must not exceed 1")
         for name in ("latency_ms", "jitter_ms", "hang_s", "retry_after_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"--{name.replace('_', '-')} must not be negative")
+            if not 0 <= getattr(self, name) < math.inf:  # nan and inf too
+                raise ValueError(f"--{name.replace('_', '-')} must be a finite number, not negative")
 
 
 def random_verdicts(p1: float, rng: random.Random) -> Callable[[str, str | None], Any]:
@@ -327,7 +328,11 @@ class JudgeServer:
                     reply.headers, reply.fault = {"retry-after": "1"}, "concurrency_429"
                     return self.answer(reply, seen)
                 try:
-                    reply = server.refusal(self.headers, seen.body.get("model")) or server.script(seen)
+                    try:
+                        reply = server.refusal(self.headers, seen.body.get("model")) or server.script(seen)
+                    except (KeyError, IndexError, TypeError, AttributeError, ValueError):  # not a judge's request
+                        reply = provider_error(400, "The simulated judge answers the requests of rag-eval's LLM "
+                                                    "judge (a JSON schema in the request).", "invalid_request_error")
                     if reply.delay:
                         time.sleep(reply.delay)
                 finally:
@@ -412,6 +417,17 @@ class JudgeServer:
         return [s for s in self.seen if s.path.endswith("/embeddings")]
 
 
+def _whole(high: int):
+    """An argparse type: a whole number from 0 to ``high``."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if not 0 <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text}: give a whole number from 0 to {high}")
+        return value
+    parse.__name__ = "int"  # argparse names the type in its message ("invalid int value")
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``rag-eval serve-judge-sim``."""
     parser.description = (
@@ -422,12 +438,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "carries; GET /stats counts requests per endpoint, statuses and faults (POST /reset clears them). "
         "Stop it with Ctrl-C or SIGTERM.")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="port; 0 picks a free one (default 0)")
+    parser.add_argument("--port", type=_whole(65535), default=0, help="port; 0 picks a free one (default 0)")
     latency = parser.add_argument_group("latency")
     latency.add_argument("--latency-ms", type=float, default=0.0, help="mean delay of every answer (default 0)")
     latency.add_argument("--jitter-ms", type=float, default=0.0, help="uniform ± jitter on the delay (default 0)")
     faults = parser.add_argument_group("faults and limits")
-    faults.add_argument("--max-concurrency", type=int, default=0,
+    faults.add_argument("--max-concurrency", type=_whole(10**6), default=0,
                         help="requests in flight above this get a 429 at once (default 0: no limit)")
     faults.add_argument("--fail-429", type=float, default=0.0, metavar="P",
                         help="probability of a 429 rate-limit reply with Retry-After (default 0)")

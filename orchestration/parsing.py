@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 
 def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -52,7 +52,7 @@ def run_config(args: argparse.Namespace) -> dict:
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.aggregate import is_ratio
     from rag_eval.metrics.judges.config import PER_METRIC, LLMConfig
-    from rag_eval.metrics.registry import METRICS, option_types, resolve_names
+    from rag_eval.metrics.registry import METRICS, option_types, option_value, resolve_names
 
     resolve_names(args.metrics)  # unknown names fail here, before anything is registered
     if getattr(args, "executor", "local") == "spark":
@@ -73,9 +73,9 @@ def run_config(args: argparse.Namespace) -> dict:
             known = f"OPTION one of {', '.join(types)}" if types else "METRIC a metric name (see --metrics)"
             raise ValueError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with {known}")
         try:
-            converted = TypeAdapter(types[option]).validate_python(value)
-        except ValidationError as exc:
-            raise ValueError(f"bad metric option {item!r}: {exc.errors()[0]['msg']}") from None
+            converted = option_value(metric, option, value)
+        except ValueError as exc:
+            raise ValueError(f"bad metric option {item!r}: {exc}") from None
         if option == "threshold":  # a [0, 1] metric's threshold is given on the table's scale (--scale)
             converted /= args.scale if is_ratio(metric) else 1
         per_metric.setdefault(metric, {})[option] = converted

@@ -60,6 +60,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rag_eval.metrics.judges.config import PER_METRIC
+from rag_eval.metrics.registry import METRICS, option_value
+
 ROLES = ("retriever", "generator", "system")
 _KINDS = {"callable": "callable", "url": "http", "model": "openai"}
 #: A reference to an environment variable in a setting: ``${VAR}``.
@@ -237,6 +242,58 @@ def _unique(path: Path, configurations: list[Configuration]) -> list[Configurati
     return named
 
 
+class _Call(BaseModel):
+    """``[call]``'s keys and their types (:class:`CallSettings`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    concurrency: int = Field(4, ge=1)
+    timeout: float = Field(30.0, gt=0, allow_inf_nan=False)
+    max_attempts: int = Field(3, ge=1)
+    cache_path: str = ".rag_eval_cache/targets.sqlite"
+
+
+class _PartShape(BaseModel):
+    """What a ``[<role>.NAME]`` table's typed keys hold (the rest: the part's own settings)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    requires_env: list[str] = []
+    headers: dict[str, str] = {}
+
+
+class _Shape(BaseModel):
+    """The types of a configuration file's keys, checked before anything is read from them."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    questions: str
+    metrics: list[str] = []
+    metric_options: dict[str, dict[str, Any]] = {}
+    sweep: dict[str, str | list[Any]] = {}
+    call: _Call = _Call()
+    retriever: dict[str, _PartShape] = {}
+    generator: dict[str, _PartShape] = {}
+    system: dict[str, _PartShape] = {}
+
+
+def _check_shape(path: Path, data: dict[str, Any]) -> None:
+    """Refuse a key of the wrong type (or an unknown top-level key), naming the file and the key.
+
+    Raises
+    ------
+    TargetConfigError
+        The first key that does not fit :class:`_Shape`: ``<file>: <key.path>: <why>, got <value>``.
+    """
+    if not data.get("questions"):
+        raise TargetConfigError(f"{path}: name the question set: questions = \"questions.jsonl\"")
+    try:
+        _Shape.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"])
+        got = repr(error.get("input"))
+        raise TargetConfigError(f"{path}: {key}: {error['msg']}, got {got if len(got) <= 60 else got[:60] + '…'}") \
+            from None
+
+
 def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) -> SweepConfig:
     """Parse a configuration file into its configurations (the grid expanded), each under a
     unique name (see :func:`_label` and :func:`_unique`).
@@ -251,6 +308,7 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
     """
     path = Path(path)
     data = _read(path)
+    _check_shape(path, data)
     parts: dict[str, dict[str, Part]] = {role: {} for role in ROLES}
     skipped: dict[str, str] = {}
     for role in ROLES:
@@ -261,8 +319,6 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
                 skipped[f"{role}.{name}"] = f"{', '.join(missing)} not set"
                 continue
             parts[role][name] = part
-    if not data.get("questions"):
-        raise TargetConfigError(f"{path}: name the question set: questions = \"questions.jsonl\"")
     sweep = dict(data.get("sweep") or {})
     try:
         call = CallSettings(**(data.get("call") or {}))
@@ -274,6 +330,8 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
     for role in roles:
         names = sweep.pop(role, list(parts[role]))
         names = [names] if isinstance(names, str) else names
+        if not all(isinstance(n, str) for n in names):
+            raise TargetConfigError(f"{path}: sweep.{role}: names of declared {role}s, got {names!r}")
         unknown = [n for n in names if n not in parts[role] and f"{role}.{n}" not in skipped]
         if unknown or not parts[role]:
             raise TargetConfigError(f"{path}: no {role} {unknown or ''} declared (declare [{role}.NAME], "
@@ -286,6 +344,9 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
                                     "[values...]")
         axes.append((key, values))
     size = math.prod(len(values) for _, values in axes)
+    if not size:
+        raise TargetConfigError(f"{path}: [sweep] names no value for {[key for key, values in axes if not values]}: "
+                                "the grid is empty")
     if size > max_configurations:
         raise TargetConfigError(f"{path}: [sweep] expands to {size} configurations, more than the cap of "
                                 f"{max_configurations}: narrow the grid, or allow it with --max-configurations {size}")
@@ -303,8 +364,20 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
                 labels.append(f"{_label(param)}{_label(value)}")
         configurations.append(Configuration("-".join(_label(x) for x in labels), selected, call))
     options = data.get("metric_options") or {}
-    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
-        raise TargetConfigError(f"{path}: metric_options: write {{ ndcg = {{ k = 10 }} }}")
+    for metric, given in options.items():  # checked here, not as the run starts (a Dagster config error)
+        converted = {}
+        for option, value in given.items():
+            try:
+                converted[option] = option_value(metric, option, value)
+            except KeyError:
+                raise TargetConfigError(f"{path}: metric_options.{metric}.{option}: no such metric or option "
+                                        "(write { ndcg = { k = 10 } })") from None
+            except ValueError as exc:
+                raise TargetConfigError(f"{path}: metric_options.{metric}.{option}: {exc}, got {value!r}") from None
+        try:  # the metric checks its options' domains itself (k >= 1...)
+            METRICS[metric](**{k: v for k, v in converted.items() if k not in PER_METRIC})
+        except ValueError as exc:
+            raise TargetConfigError(f"{path}: metric_options.{metric}: {exc}") from None
     return SweepConfig(path, (path.parent / data["questions"]).resolve(), list(data.get("metrics") or []),
                        options, _unique(path, configurations), skipped)
 

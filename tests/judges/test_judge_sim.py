@@ -71,10 +71,31 @@ def test_rate_limit_faults_are_retried_and_counted(server, make_judge):
 @pytest.mark.parametrize(("options", "message"), [
     (["--fail-429", "0.8", "--fail-500", "0.5"], "--fail-429 + --fail-500 + --fail-timeout must not exceed 1"),
     (["--malformed", "1.5"], "--malformed must be within 0..1, not 1.5"),
-    (["--latency-ms", "-1"], "--latency-ms must not be negative"),
+    (["--latency-ms", "-1"], "--latency-ms must be a finite number, not negative"),
+    (["--latency-ms", "nan"], "--latency-ms must be a finite number, not negative"),
+    (["--retry-after-s", "inf"], "--retry-after-s must be a finite number, not negative"),
+    (["--verdict-p1", "nan"], "--verdict-p1 must be within 0..1, not nan"),
 ])
 def test_the_command_refuses_bad_options_with_status_2(options, message, capsys):
     from rag_eval.orchestration import cli
 
     assert cli.main(["serve-judge-sim", *options]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {message}"
+
+
+def test_a_request_without_a_judges_schema_gets_400_not_a_dropped_connection(server):
+    # The third attacker's plain curl: an IndexError on the simulator's console and a dropped connection.
+    server.script = simulated(Simulation())
+    status, body = post(f"{server.url}/chat/completions", {"model": "x", "messages": [{"role": "user", "content": "hi"}]})
+    assert (status, body["error"]["code"]) == (400, "invalid_request_error")
+    assert "a JSON schema in the request" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("option", [["--port", "70000"], ["--port", "-1"], ["--max-concurrency", "-1"]])
+def test_a_port_or_limit_outside_its_range_is_refused_by_name(option, capsys):
+    from rag_eval.orchestration import cli
+
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["serve-judge-sim", *option])
+    assert stopped.value.code == 2
+    assert f"argument {option[0]}: {option[1]}: give a whole number from 0 to" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """rag_eval.metrics.compare: paired differences by id, direction, scale, Holm, coverage, repeats (values by hand)."""
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -171,7 +172,11 @@ def test_report_md_renders_the_data_inert():
 
 @pytest.mark.parametrize("bad", [{"margins": {"faithfulness": float("nan")}}, {"margins": {"faithfulness": math.inf}},
                                  {"max_coverage_drop": float("nan")}, {"max_coverage_drop": 2.0}, {"repeats": "3"},
-                                 {"repeats": 2.5}, {"blocking": "no"}, {"metrics": []}])
+                                 {"repeats": 2.5}, {"blocking": "no"}, {"metrics": []},
+                                 # the third attacker's: a margin table of another type, metrics not names, a baseline
+                                 # of another type (each was a traceback)
+                                 {"margins": 3}, {"metrics": [["faithfulness"]]}, {"metrics": [{"a": 1}]},
+                                 {"baseline": 3}])
 def test_gate_settings_refuse_values_that_would_switch_the_gate_off_or_crash_it(bad):
     from rag_eval.metrics.gate import GateConfig
 
@@ -236,3 +241,21 @@ def test_a_metric_scored_on_neither_side_is_not_applicable_and_decides_nothing()
     alone = compare(frame("context_recall", BASE, no_reference), frame("context_recall", BASE, no_reference))
     assert (alone.passed, alone.decided) == (True, False)
     assert alone.verdict == "no decision: no gated metric can be measured (context_recall: not applicable)"
+
+
+@pytest.mark.parametrize("text, said", [
+    ("tool = 3\n", "tool must be a table, got int"), ('[tool]\nrag_eval = "x"\n', "tool.rag_eval must be a table, got str"),
+    ("[tool.rag_eval]\ngate = 5\n", "tool.rag_eval.gate must be a table, got int")])
+def test_a_settings_file_of_other_shapes_is_named_with_the_key(tmp_path, text, said):
+    from rag_eval.metrics.gate import GateConfig
+
+    path = tmp_path / "gate.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=f"^{re.escape(f'{path}: {said}')}$"):
+        GateConfig.load(path)
+    path.write_bytes(b"metrics = ['faithfulness']\n# caf\xe9\n")
+    with pytest.raises(ValueError, match=f"^{re.escape(f'{path}: not UTF-8 (byte 32)')}$"):
+        GateConfig.load(path)
+    path.write_text("margins = 3\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=f"margins is a table of metric = margin, got 3 \\(settings: {re.escape(str(path))}\\)$"):
+        GateConfig.load(path)

@@ -369,3 +369,14 @@ def test_a_string_that_reads_as_a_json_list_of_other_things_stays_a_string():
     assert (listed.reference, listed.retrieved_contexts) == ("a\nb", ["c"])  # JSON lists of strings, as CSV writes them
     wrong = sample_from_dict({"user_input": "q?", "reference": ["a", 1]}, 0)
     assert wrong.problems["reference"] == "expected a string or a list of strings"
+
+
+
+def test_an_id_with_a_lone_surrogate_keeps_its_escape_and_the_row(tmp_path):
+    # Valid JSON ("\ud800") that no UTF-8 file can hold: it failed the whole run's ingestion.
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"id": "\\ud800x", "user_input": "q?", "response": "a"}\n{"id": "ok", "user_input": "q?"}\n',
+                    encoding="utf-8")
+    first, second = load_samples(path)
+    assert (first.id, first.problems, second.id) == ("\\ud800x", {}, "ok")
+    assert first.id.encode("utf-8") == b"\\ud800x"

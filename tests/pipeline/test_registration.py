@@ -244,3 +244,12 @@ def test_two_versions_judged_at_once_both_complete_and_lose_nothing(home):
             counts = connection.sql(f"select version, count(*) from eval.{table} group by 1 order by 1").fetchall()
             assert counts == ([("v-first", 5), ("v-second", 5)] if table == "eval_summary"
                               else [("v-first", 6), ("v-second", 4)]), table
+
+
+@pytest.mark.parametrize("key", ["tables", "rag_eval.duckdb", "data_docs", "traffic", "tags.json", "previous", "Tables"])
+def test_a_key_naming_what_out_or_datasets_hold_besides_versions_is_refused(home, key):
+    # The third attacker's: 'tables' wrote the report into out/tables/, 'rag_eval.duckdb' failed after judging.
+    store = DatasetStore(root=str(home / "datasets"))
+    with pytest.raises(RegistrationError, match=f"dataset version '{key}': a name out/ or datasets/ uses for itself"):
+        register_version(dg.DagsterInstance.get(), store, write(home / "s.jsonl", FIQA_LINES[:1]), key)
+    assert not (home / "datasets" / key).exists() and partitions() == []

@@ -331,3 +331,37 @@ def test_a_grid_over_the_cap_is_refused_unless_allowed(tmp_path):
     assert len(load_config(tmp_path / "sweep.toml", 272).configurations) == 272
     done = sweep_cli(tmp_path, "--max-configurations", "271")
     assert done.returncode == 2 and "272 configurations, more than the cap of 271" in done.stderr
+
+
+@pytest.mark.parametrize("text, said", [
+    ('questions = "q.jsonl"\nmetrics = "context_recall"\n', "metrics: Input should be a valid list, got 'context_recall'"),
+    ('questions = "q.jsonl"\nmetrics = [5]\n', "metrics.0: Input should be a valid string, got 5"),
+    ('questions = 5\n', "questions: Input should be a valid string, got 5"),
+    ('questions = "q.jsonl"\nsweep = [1]\n', "sweep: Input should be a valid dictionary, got [1]"),
+    ('questions = "q.jsonl"\nretriever = 5\n', "retriever: Input should be a valid dictionary, got 5"),
+    ('questions = "q.jsonl"\n[call]\nconcurrency = "many"\n', "call.concurrency: Input should be a valid integer, got 'many'"),
+    ('questions = "q.jsonl"\n[call]\ntimeout = -1\n', "call.timeout: Input should be greater than 0, got -1"),
+    ('questions = "q.jsonl"\ncall = 5\n', "call: Input should be a valid dictionary or instance of _Call, got 5"),
+    ('questions = "q.jsonl"\n[retriever.r]\ncallable = "m:f"\nrequires_env = 5\n',
+     "retriever.r.requires_env: Input should be a valid list, got 5"),
+    ('questions = "q.jsonl"\n[retriever.r]\ncallable = "m:f"\nheaders = "x"\n',
+     "retriever.r.headers: Input should be a valid dictionary, got 'x'"),
+    ('questions = "q.jsonl"\n[retriever.r]\ncallable = "m:f"\n[generator.g]\ncallable = "m:g"\n[sweep]\nretriever = [["r"]]\n',
+     "sweep.retriever: names of declared retrievers, got [['r']]"),
+    ('questions = "q.jsonl"\n[retriever.r]\ncallable = "m:f"\n[generator.g]\ncallable = "m:g"\n[sweep]\nretriever = []\n',
+     "[sweep] names no value for ['retriever']: the grid is empty"),
+    ('questions = "q.jsonl"\nmetric_options = { context_recall = { nonsense = 1 } }\n'
+     '[retriever.r]\ncallable = "m:f"\n[generator.g]\ncallable = "m:g"\n',
+     "metric_options.context_recall.nonsense: no such metric or option (write { ndcg = { k = 10 } })"),
+    ('questions = "q.jsonl"\nmetric_options = { ndcg = { k = 0 } }\n[retriever.r]\ncallable = "m:f"\n'
+     '[generator.g]\ncallable = "m:g"\n', "metric_options.ndcg: ndcg: k: Input should be greater than or equal to 1 (got 0)"),
+])
+def test_a_sweep_file_of_other_shapes_is_named_by_file_and_key(tmp_path, text, said):
+    # The third attacker's: each of these was a Python traceback, an empty grid passing, or a Dagster config error.
+    from rag_eval.metrics.targets.config import TargetConfigError, load_config
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TargetConfigError) as raised:
+        load_config(path)
+    assert str(raised.value) == f"{path}: {said}"
