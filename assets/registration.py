@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -108,11 +109,17 @@ def read_meta(path: Path) -> dict:
     RegistrationError
         If the file does not exist or is not a JSON object.
     """
+    def finite_only(text: str) -> float:  # JSON has no NaN or Infinity (nor 1e999): summary.json must stay JSON
+        number = float(text)
+        if not math.isfinite(number):
+            raise ValueError(f"{text} is not a finite number")
+        return number
+
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(path.read_text(encoding="utf-8"), parse_constant=finite_only, parse_float=finite_only)
     except FileNotFoundError:
         raise RegistrationError(f"meta file not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise RegistrationError(f"{path}: not JSON ({exc})") from None
     if not isinstance(meta, dict):
         raise RegistrationError(f"{path}: meta.json holds a JSON object, like "

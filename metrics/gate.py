@@ -115,8 +115,8 @@ def read_tags(datasets: str | Path) -> dict[str, str]:
         return {}
     try:
         tags = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON: {exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not JSON: {exc}") from None
     if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
         raise ValueError(f"{path}: expected a JSON object {{tag: version key}}")
     return tags
@@ -124,8 +124,8 @@ def read_tags(datasets: str | Path) -> dict[str, str]:
 
 def set_tag(datasets: str | Path, name: str, version: str) -> None:
     """Point tag ``name`` at ``version`` in ``<datasets>/tags.json`` (written atomically)."""
-    if not name or any(c in name for c in ":/ "):
-        raise ValueError(f"tag {name!r}: use letters, digits, '.', '_' or '-'")
+    if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}", name):  # what it says: no escape, no '..'
+        raise ValueError(f"tag {name!r}: use letters, digits, '.', '_' or '-' (not first: '.')")
     path = Path(datasets) / TAGS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tags = {**read_tags(datasets), name: version}
@@ -253,6 +253,8 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
     ------
     FileNotFoundError
         When ``spec`` is none of these.
+    ValueError
+        For a ``.parquet`` file without the columns of a results file (a dataset in Parquet).
     """
     from rag_eval.metrics.evaluate import evaluate
 
@@ -266,7 +268,12 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
         samples = path / "samples.jsonl"
         return Version(name, pd.read_parquet(path / "results.parquet"), samples if samples.exists() else None, path)
     if path.suffix == ".parquet" and path.is_file():
-        return Version(name, pd.read_parquet(path))
+        results = pd.read_parquet(path)
+        missing = sorted({"metric", "status", "value", "row"} - set(results.columns))
+        if missing:
+            raise ValueError(f"{spec}: not a results file (no column {', '.join(map(repr, missing))}): give "
+                             "out/<version>/results.parquet, a version key, or a dataset (.jsonl)")
+        return Version(name, results)
     samples = path / "samples.jsonl" if path.is_dir() else path
     if samples.is_file():
         return Version(name, evaluate(samples, metrics=metrics, judge=judge).results, samples,

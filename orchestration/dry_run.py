@@ -3,6 +3,7 @@ nothing and registering nothing; and the endpoint check made before a real run."
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
     Raises
     ------
     ValueError
-        For anything but one or two non-negative numbers.
+        For anything but one or two finite non-negative numbers.
     """
     if text is None:
         return None
@@ -44,7 +45,7 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
         parts = [float(p) for p in text.split(",")]
     except ValueError:
         parts = []
-    if len(parts) not in (1, 2) or any(p < 0 for p in parts):
+    if len(parts) not in (1, 2) or not all(0 <= p < math.inf for p in parts):  # nan and inf too
         raise ValueError(f"--price {text!r}: give PROMPT[,COMPLETION], prices per million tokens, e.g. 0.15,0.60")
     return parts[0], parts[-1]
 

@@ -1,5 +1,6 @@
 """Cost bounded and visible before it is spent (issue 10 point 7): over HTTP against the
 project's test server."""
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,13 @@ def test_cli_dry_run_prints_requests_tokens_and_price_and_registers_nothing(serv
     cost = next(line for line in lines if line.startswith("cost:")).split()[1]
     assert float(cost) == pytest.approx((prompt * 0.15 + completion * 0.60) / 1e6, abs=5e-5)
     assert server.seen == [] and server.probes == [] and not (tmp_path / "datasets").exists()
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "0.15,nan", "-1", "a,b", "1,2,3"])
+def test_a_price_that_is_not_a_finite_non_negative_number_is_refused(text):
+    # The third attacker's --price nan printed "cost: nan at nan per million".
+    from rag_eval.orchestration.dry_run import parse_price
+
+    with pytest.raises(ValueError, match=f"--price {re.escape(repr(text))}: give PROMPT"):
+        parse_price(text)
+    assert parse_price("0.15,0.60") == (0.15, 0.6) and parse_price("2") == (2.0, 2.0)

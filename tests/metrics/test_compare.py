@@ -259,3 +259,23 @@ def test_a_settings_file_of_other_shapes_is_named_with_the_key(tmp_path, text, s
     path.write_text("margins = 3\n", encoding="utf-8")
     with pytest.raises(ValueError, match=f"margins is a table of metric = margin, got 3 \\(settings: {re.escape(str(path))}\\)$"):
         GateConfig.load(path)
+
+
+@pytest.mark.parametrize("name", ["\x1b[31mRED", "a\nb", "a\tb", "..", ".hidden", "x:y", ""])
+def test_a_tag_name_is_what_its_message_says(tmp_path, name):
+    # The third attacker's: escapes, a newline, a tab and '..' were accepted though the message allowed none.
+    from rag_eval.metrics.gate import read_tags, set_tag
+
+    with pytest.raises(ValueError, match=r"use letters, digits, '\.', '_' or '-'"):
+        set_tag(tmp_path, name, "v1")
+    set_tag(tmp_path, "prod-1.2_x", "v1")
+    assert read_tags(tmp_path) == {"prod-1.2_x": "v1"}
+
+
+def test_a_dataset_in_parquet_is_not_taken_for_results(tmp_path):
+    from rag_eval.metrics.gate import load_version
+
+    pd.DataFrame([{"user_input": "q", "response": "a"}]).to_parquet(tmp_path / "samples.parquet")
+    with pytest.raises(ValueError, match=r"samples\.parquet: not a results file \(no column 'metric', 'row', "
+                                         r"'status', 'value'\)"):
+        load_version(str(tmp_path / "samples.parquet"), tmp_path / "out", tmp_path / "datasets", None, [])

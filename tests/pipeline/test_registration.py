@@ -253,3 +253,13 @@ def test_a_key_naming_what_out_or_datasets_hold_besides_versions_is_refused(home
     with pytest.raises(RegistrationError, match=f"dataset version '{key}': a name out/ or datasets/ uses for itself"):
         register_version(dg.DagsterInstance.get(), store, write(home / "s.jsonl", FIQA_LINES[:1]), key)
     assert not (home / "datasets" / key).exists() and partitions() == []
+
+
+@pytest.mark.parametrize("text", ['{"a": 1e999}', '{"a": NaN}', '{"a": -Infinity}'])
+def test_a_meta_file_with_numbers_json_does_not_have_is_refused(home, text):
+    # summary.json carries the meta: it held "Infinity", which strict JSON parsers refuse.
+    from rag_eval.assets.registration import read_meta
+
+    (home / "meta.json").write_text(text, encoding="utf-8")
+    with pytest.raises(RegistrationError, match=r"meta\.json: not JSON \(.* is not a finite number\)"):
+        read_meta(home / "meta.json")
