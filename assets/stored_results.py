@@ -17,6 +17,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,22 +209,38 @@ def concat_dtype(dtypes: Sequence[str]) -> str:
     return str(pd.concat([pd.Series([True], dtype=d) for d in dtypes], ignore_index=True).dtype)
 
 
+@contextmanager
+def staged(path: Path) -> Iterator[Path]:
+    """Write ``path`` whole or not at all: the block writes the staged file it is given
+    (``.<name>.partial`` beside it; one writer per version holds the version's lock), which then
+    replaces ``path``. A process killed meanwhile leaves ``path`` as it was (a half-written report
+    file would be taken for a damaged one); the next write of ``path`` overwrites the staged file."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        yield partial
+        if partial.exists():  # the block may have had nothing to write
+            os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def write_results_parquet(connection: duckdb.DuckDBPyConnection, stored: Sequence[StoredTable], path: Path) -> None:
     """Write the results of ``stored`` one after the other, read over ``connection``, without
     ``version``, to the Parquet file ``path``, chunk by chunk: the same content as
     ``pd.concat([s.frame(connection) for s in stored]).drop(columns="version").to_parquet(path, index=False)``."""
     passed = concat_dtype(["boolean" if s.nullable_passed(connection) else "bool" for s in stored])
     writer = None
-    try:
-        for results in stored:
-            for chunk in results.chunks(connection, passed):
-                table = pa.Table.from_pandas(chunk.drop(columns="version"), preserve_index=False,
-                                             schema=writer.schema if writer else None, nthreads=ARROW_THREADS)
-                writer = writer or pq.ParquetWriter(path, table.schema)
-                writer.write_table(table)
-    finally:
-        if writer is not None:
-            writer.close()
+    with staged(path) as partial:
+        try:
+            for results in stored:
+                for chunk in results.chunks(connection, passed):
+                    table = pa.Table.from_pandas(chunk.drop(columns="version"), preserve_index=False,
+                                                 schema=writer.schema if writer else None, nthreads=ARROW_THREADS)
+                    writer = writer or pq.ParquetWriter(partial, table.schema)
+                    writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
 
 
 def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd.DataFrame,
@@ -233,7 +250,7 @@ def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd
     ``rag_eval.metrics.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
     ``merged`` being the fields merged on ``row``, without the version's texts in memory at once."""
     rows = len(next(iter(fields.values())))
-    with open(path, "w", encoding="utf-8", newline="") as handle:
+    with staged(path) as partial, open(partial, "w", encoding="utf-8", newline="") as handle:
         for start in range(0, max(rows, 1), READ_ROWS):
             part = None
             for name, stored in fields.items():

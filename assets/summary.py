@@ -19,7 +19,7 @@ from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
 from rag_eval.assets.results_store import StoreError
-from rag_eval.assets.stored_results import write_ragas_csv_by_chunks, write_results_parquet
+from rag_eval.assets.stored_results import staged, write_ragas_csv_by_chunks, write_results_parquet
 from rag_eval.metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
 from rag_eval.metrics.formats import write_azure_jsonl
 from rag_eval.metrics.gate_report import diagnosis_markdown
@@ -146,8 +146,8 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
     summary["input_errors"] = {"rows": len(errors), "lines": errors[:LISTED_LINES]}
     summary["cannot_run"] = cannot_run(results, set(rejected["row"]))
     summary["dataset_meta"] = dataset_store.meta(version)
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
-                                         encoding="utf-8")
+    with staged(folder / "summary.json") as partial:
+        partial.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     if config.dingo_layout:
         (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
                                                               ensure_ascii=False), encoding="utf-8")

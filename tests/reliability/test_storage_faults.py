@@ -420,8 +420,8 @@ def test_a_report_file_on_a_full_device_names_the_report_folder(tmp_path, monkey
         monkeypatch.delenv(name)
     assert cli.main(["run", str(dataset), "--dataset-version", "v1", "--metrics", "faithfulness"]) == 0
     summary = tmp_path / "out" / "v1" / "summary.json"
-    summary.unlink()
-    summary.symlink_to("/dev/full")
+    before = summary.read_bytes()
+    (summary.parent / ".summary.json.partial").symlink_to("/dev/full")  # where it is staged (written whole or not)
     capsys.readouterr()
     assert cli.main(["run", str(dataset), "--dataset-version", "v1", "--metrics", "faithfulness,context_recall"]) == 1
     [line] = [line for line in capsys.readouterr().err.splitlines() if "failed" in line]
@@ -429,4 +429,5 @@ def test_a_report_file_on_a_full_device_names_the_report_folder(tmp_path, monkey
                     "(No space left on device); the version's tables are kept: free the disk and run again "
                     '[Error occurred while executing op "eval_summary"]')
     assert (tmp_path / "out" / "tables" / "context_recall" / "v1.parquet").exists()
-    fault_row("a report file on a full device (summary.json -> /dev/full)", line, 0, 0, 0, 0)
+    assert summary.read_bytes() == before and not (summary.parent / ".summary.json.partial").exists()
+    fault_row("a report file on a full device (summary.json staged on /dev/full)", line, 0, 0, 0, 0)
