@@ -399,7 +399,7 @@ def test_a_file_replaced_under_its_key_is_evaluated_again_not_reported_up_to_dat
 
 @pytest.fixture
 def llm_project(tmp_path, monkeypatch):
-    secret = "sk-pipeline-SECRET-987654321"
+    secret = "sk-pipeline-SECRET-not-a-real-key"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     server = JudgeServer().start()
     judge = JudgeResource(base_url=server.url, model="judge-test", cache_path=str(tmp_path / "cache.sqlite"))

@@ -8,7 +8,7 @@ import pandas as pd
 
 from tests.conftest import readable
 
-SECRET = "sk-secret-TRAVELS-ONLY-IN-ENV-42"
+SECRET = "sk-secret-TRAVELS-ONLY-IN-ENV-not-a-real-key"
 ROWS = [{"id": f"q{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
          "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": "Ulm."} for i in range(3)]
 

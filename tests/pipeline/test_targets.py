@@ -19,7 +19,7 @@ from tests import target_system
 from rag_eval.orchestration.judge_sim import JudgeServer, Reply, oracle
 from tests.pipeline.conftest import sweep_cli
 
-GEN_KEY = "sk-generator-SECRET-24680"
+GEN_KEY = "sk-generator-SECRET-not-a-real-key"
 QUESTIONS = [
     {"id": "q1", "user_input": "Where is the Louvre museum?", "reference": "The Louvre is in Paris.",
      "retrieval_ground_truth": [{"document_id": "louvre", "query_relevance_label": 1}]},
