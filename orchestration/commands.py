@@ -42,9 +42,26 @@ def prepare_instance():
         if not (home / "dagster.yaml").exists() and template.exists():
             shutil.copyfile(template, home / "dagster.yaml")
         instance = DagsterInstance.get()
-        instance.get_runs(limit=1)  # creates the run storage
-        instance.get_dynamic_partitions("dataset_version")  # and the event log's
+        ready = home / ".rag-eval-storage-ready"
+        if not ready.exists():  # first use, or a first use killed while Dagster created its tables
+            _complete_storage(instance)
+            ready.touch()
     return instance
+
+
+def _complete_storage(instance) -> None:
+    """Finish what Dagster does when it creates an instance's storage: a process killed in the
+    middle leaves e.g. an empty event-log index that Dagster takes as created (the next run then
+    fails: "requires the dynamic partitions table"). ``upgrade`` is ``dagster instance migrate``
+    (missing tables created, schema stamped, data migrations marked) and ``reindex`` the
+    secondary indexes a fresh storage marks; both are no-ops on a complete storage. Dagster's
+    own progress lines go nowhere."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        instance.upgrade()
+        instance.reindex()
 
 
 def start_judge_check(args: argparse.Namespace) -> None:

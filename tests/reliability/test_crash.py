@@ -328,6 +328,19 @@ def test_killed_at_any_point_and_run_again_the_outputs_are_the_undisturbed_runs(
     assert {observed for _, _, observed, *_ in kills} == set(PHASES)
 
 
+def test_a_first_run_killed_while_dagster_creates_its_storage_leaves_nothing_the_next_run_trips_on(slow_server,
+                                                                                                    tmp_path):
+    """The state a kill left in CI (a first run killed in its registration): Dagster had created the
+    event log's index file and not yet its tables. Dagster takes an existing file as created, so
+    the next run failed ("requires the dynamic partitions table"); it now completes the storage."""
+    project = new_project(tmp_path / "project")
+    (project / "home" / "history" / "runs").mkdir(parents=True)
+    (project / "home" / "history" / "runs" / "index.db").touch()
+    status, err = Run(project, slow_server.url).finish()
+    assert status == 0 and "Traceback" not in err, err[-3000:]
+    assert json.loads((project / "out" / "v1" / "summary.json").read_text(encoding="utf-8"))["total"] == ROWS
+
+
 @pytest.mark.parametrize("signum, phase", [(signal.SIGTERM, "judging"), (signal.SIGINT, "judging"),
                                            (signal.SIGINT, "registration")])
 def test_sigterm_and_ctrl_c_stop_the_run_in_one_line_and_a_new_run_finishes_it(slow_server, undisturbed, tmp_path,
