@@ -316,6 +316,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         except VersionBusy as exc:  # that process evaluates it: the backfill goes on with the others
             print(f"{version}: skipped: {exc}", file=sys.stderr)
             continue
+        except FileNotFoundError as exc:  # its folder moved or deleted since registration: the others go on
+            print(f"{version}: failed: {exc} (register its file again: `rag-eval register FILE --dataset-version "
+                  f"{version} --replace`)", file=sys.stderr)
+            failed.append(version)
+            continue
         if summary is None:
             failed.append(version)
             continue

@@ -282,6 +282,15 @@ def test_backfill_over_three_versions_materializes_all_three(tmp_path, monkeypat
     with duckdb.connect(str(tmp_path / "out" / "rag_eval.duckdb"), read_only=True) as connection:
         versions = connection.sql("select distinct version from eval.eval_summary order by 1").df()["version"]
     assert versions.tolist() == ["20261101T000000Z-a", "20261102T000000Z-b", "20261103T000000Z-c"]
+    # A version whose folder is gone fails alone; the backfill goes on with the others and says how to mend it.
+    shutil.rmtree(tmp_path / "datasets" / "20261102T000000Z-b")
+    assert cli.main(["backfill", "--from", "20261102T000000Z-b", "--to", "20261104T000000Z-d"]) == 1
+    printed = capsys.readouterr()
+    assert [line.split(":")[0] for line in printed.out.splitlines() if line.startswith("2026")] == \
+        ["20261103T000000Z-c", "20261104T000000Z-d"]
+    assert ("20261102T000000Z-b: failed: dataset file not found: datasets/20261102T000000Z-b/samples.jsonl (register "
+            "its file again: `rag-eval register FILE --dataset-version 20261102T000000Z-b --replace`)") in printed.err
+    assert printed.err.splitlines()[-1] == "failed: 20261102T000000Z-b"
 
 
 def test_the_docs_queries_run_on_the_results_database(project, fiqa_rows):
