@@ -53,6 +53,7 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
 def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> int:
     """Print what ``rag-eval run`` with these arguments would send, per metric and in
     total, after the judgement cache, and its price at ``--price``."""
+    from rag_eval.assets.registration import dataset_file
     from rag_eval.metrics.cost import estimate_cost
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.judges.config import PER_METRIC
@@ -70,7 +71,7 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
     judge = judge_resource.get_judge()
     judges = {n: judge.with_options(**{k: c[k] for k in PER_METRIC if k in c})
               for n, c in config.items() if isinstance(judge, LLMJudge) and c.keys() & set(PER_METRIC)}
-    samples = load_samples(Path(args.dataset))
+    samples = load_samples(dataset_file(Path(args.dataset)))  # the files `run` takes, and no other
     estimate = estimate_cost(samples, metrics, judge, judges)
     where = f" at {judge.describe()['base_url'] or 'the OpenAI API'}" if isinstance(judge, LLMJudge) else ""
     print(f"dry run: {estimate.rows} rows of {args.dataset}, judge {judge.name}{where}; nothing is sent or registered")

@@ -3,6 +3,7 @@ project's test server."""
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rag_eval.metrics import build_metrics, evaluate, load_samples
@@ -85,6 +86,23 @@ def test_cli_dry_run_prints_requests_tokens_and_price_and_registers_nothing(serv
     cost = next(line for line in lines if line.startswith("cost:")).split()[1]
     assert float(cost) == pytest.approx((prompt * 0.15 + completion * 0.60) / 1e6, abs=5e-5)
     assert server.seen == [] and server.probes == [] and not (tmp_path / "datasets").exists()
+
+
+def test_cli_dry_run_takes_the_files_run_takes_and_refuses_the_others(server, tmp_path, monkeypatch, capsys):
+    # A version folder holding samples.jsonl is planned like its file; a CSV, which `run` refuses, is refused too.
+    from rag_eval.orchestration import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "samples.jsonl").write_bytes(AMNESTY.read_bytes())
+    assert cli.main(["run", "v1", "--dry-run", "--base-url", server.url]) == 0
+    total = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("total")).split()
+    assert total[1:3] == ["100", "20"]
+    pd.DataFrame([{"user_input": "q", "response": "a"}]).to_csv(tmp_path / "s.csv", index=False)
+    assert cli.main(["run", "s.csv", "--dry-run", "--base-url", server.url]) == 2
+    assert "s.csv: a dataset version is a JSONL file (one JSON object a line)" in capsys.readouterr().err
+    assert server.seen == [] and not (tmp_path / "datasets").exists()
 
 
 @pytest.mark.parametrize("text", ["nan", "inf", "0.15,nan", "-1", "a,b", "1,2,3"])
