@@ -106,8 +106,8 @@ def test_refused_connection_during_a_run_is_named(judge, server):
     assert f"connection refused at {server.url} after 2 attempts" in result.reason
 
 
-@pytest.mark.parametrize("url", ["http://user:sk-in-url-123456@127.0.0.1:8000/v1",
-                                 "http://127.0.0.1:8000/v1?api_key=sk-in-url-123456"])
+@pytest.mark.parametrize("url", ["http://user:sk-in-url-not-a-real-key@127.0.0.1:8000/v1",
+                                 "http://127.0.0.1:8000/v1?api_key=sk-in-url-not-a-real-key"])
 def test_a_base_url_with_credentials_is_refused_without_echoing_them(url):
     with pytest.raises(ValueError) as caught:
         LLMConfig(base_url=url)

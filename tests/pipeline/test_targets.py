@@ -206,7 +206,7 @@ def test_calls_in_flight_never_exceed_the_concurrency():
 def test_a_literal_secret_in_the_file_is_refused(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text('questions = "q.jsonl"\n[retriever.r]\nurl = "http://x"\ncontexts = "a"\n'
-                    'headers = { Authorization = "Bearer sk-live-123" }\n[generator.g]\ncallable = "m:f"\n')
+                    'headers = { Authorization = "Bearer sk-header-not-a-real-key" }\n[generator.g]\ncallable = "m:f"\n')
     with pytest.raises(TargetConfigError, match=r"\[retriever.r\]: header Authorization holds a literal secret"):
         load_config(path)
     path.write_text('questions = "q.jsonl"\n[retriever.r]\nurl = "https://search.example/q?api_key=abc"\n'
