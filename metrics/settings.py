@@ -29,11 +29,11 @@ def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{source}: not valid TOML: {exc}") from exc
         values = document
-        for key in ("tool", "rag_eval", section):
+        keys = ("tool", "rag_eval", section)
+        for depth, key in enumerate(keys, start=1):
             values = values.get(key, {})
             if not isinstance(values, dict):
-                where = ".".join(("tool", "rag_eval", section)[:("tool", "rag_eval", section).index(key) + 1])
-                raise ValueError(f"{source}: {where} must be a table, got {type(values).__name__}")
+                raise ValueError(f"{source}: {'.'.join(keys[:depth])} must be a table, got {type(values).__name__}")
         if path and not values:
             values = {k: v for k, v in document.items() if k != "tool"}
     unknown = sorted(set(values) - known)

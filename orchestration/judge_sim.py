@@ -22,8 +22,8 @@ import argparse
 import contextlib
 import hashlib
 import json
-import random
 import math
+import random
 import re
 import socket
 import subprocess

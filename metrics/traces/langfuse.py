@@ -154,7 +154,7 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
             given = next((k for k in keys if usage.get(k) is not None), None)
             if given is None:
                 continue
-            if (value := count_of(usage[given])) is None or isinstance(usage[given], float):
+            if (value := count_of(usage[given])) is None:
                 reason = f"expected a whole number up to {MAX_COUNT}, got {usage[given]!r}"
                 trace.problems.setdefault(slot, f"{where}: usage.{given}: {reason}")
                 yield TraceProblem(file, line, f"observations.usage.{given}", reason, trace_id, start)
@@ -176,8 +176,8 @@ def _document(item: Any) -> tuple[str | None, Any, Any]:
     meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
     content = next((item[k] for k in _CONTENT_KEYS if isinstance(item.get(k), str)), None)
     doc_id = next((d[k] for d in (item, meta) for k in ("id", "document_id", "doc_id") if d.get(k) is not None), None)
-    score = next((finite(d[k]) for d in (item, meta) for k in ("score", "relevance_score")
-                  if finite(d.get(k)) is not None), None)
+    score = next((s for d in (item, meta) for k in ("score", "relevance_score") if (s := finite(d.get(k))) is not None),
+                 None)
     return content, doc_id, score
 
 

@@ -116,9 +116,7 @@ def finite(value: object) -> float | None:
 
 
 def count_of(value: object) -> int | None:
-    """A token count: a whole number in 0..:data:`MAX_COUNT` (a float with no fraction included), else ``None``."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
+    """A token count: an integer (not a bool, not a float) in 0..:data:`MAX_COUNT`, else ``None``."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else None
 
 

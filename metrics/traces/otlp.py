@@ -346,7 +346,7 @@ class _Reader:
                 if value is None:
                     continue
                 summed = (pending.tokens[i] or 0) + value if isinstance(value, int) else None
-                if isinstance(value, float) or count_of(value) is None or count_of(summed) is None:
+                if count_of(value) is None or count_of(summed) is None:
                     reason = f"expected a whole number up to {MAX_COUNT} (summed over the trace's LLM spans), " \
                              f"got {value!r}"
                     pending.problems.setdefault(key, f"{where}: {key}: {reason}")

@@ -149,7 +149,8 @@ def trace_from_row(row: Mapping[str, Any], columns: dict[str, tuple[str, ...]], 
         value = values.get(name)
         if value is None:
             continue
-        if (count := count_of(value)) is not None:
+        whole = int(value) if isinstance(value, float) and value.is_integer() else value  # a float column of counts
+        if (count := count_of(whole)) is not None:
             setattr(trace, name, count)
         else:
             problems.append((name, named[name], f"expected a whole number up to {MAX_COUNT}, got {value!r}"))
