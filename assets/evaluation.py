@@ -8,7 +8,7 @@ and lineage (it depends on exactly the field assets it reads).
 
 The multi-asset and its run config are built from the registry when asked for
 (:func:`metric_assets`), after the caller loaded the custom and plugin metrics it wants
-(``rag_eval.metrics.registry.load_extensions``: ``rag_eval.orchestration.definitions`` and the CLI do)."""
+(``rag_eval.metrics.core.registry.load_extensions``: ``rag_eval.orchestration.definitions`` and the CLI do)."""
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
@@ -25,14 +25,14 @@ from rag_eval.assets.ingestion import FIELD_ASSETS, only_fields, samples_from_fi
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import ExecutionResource, JudgeResource
 from rag_eval.assets.stored_results import StoredTable
-from rag_eval.metrics.aggregate import USAGE_COLUMNS
-from rag_eval.metrics.base import Family
+from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.core.base import Family
 from rag_eval.metrics.judges.config import PER_METRIC
 from rag_eval.metrics.judges.endpoint import EndpointError
-from rag_eval.metrics.registry import METRICS, build_metrics, option_types
-from rag_eval.metrics.results import Status
-from rag_eval.metrics.scoring import CHUNK_ROWS
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.registry import METRICS, build_metrics, option_types
+from rag_eval.metrics.core.results import Status
+from rag_eval.metrics.core.scoring import CHUNK_ROWS
+from rag_eval.metrics.core.samples import Sample
 
 
 #: Callables ``(metric, done, total)`` told after each scored sample, in the process that
@@ -55,7 +55,7 @@ def metrics_config() -> tuple[type[dg.Config], tuple[str, ...]]:
     its pass/fail threshold, its judging options (model, temperature, strictness with the LLM
     judge) and its ``Options`` (``mode``, ``k``...); and the names of those ``Options``.
 
-    Every option has its type (``rag_eval.metrics.registry.option_types``: the threshold, the judge
+    Every option has its type (``rag_eval.metrics.core.registry.option_types``: the threshold, the judge
     settings a metric may set for itself and its ``Options`` fields), checked by the metric
     itself when it is built; domains kept: strictness 0 is refused as the step starts."""
     options = {option: kind for name in METRICS for option, kind in option_types(name).items()}
@@ -69,7 +69,7 @@ def metrics_config() -> tuple[type[dg.Config], tuple[str, ...]]:
 
 #: The op (node) of the metric assets, the key of their run configuration.
 METRICS_OP = "score_metrics"
-#: Each family's asset group (``rag_eval.metrics.base.Family``, declared there once): ``<family>_metrics``,
+#: Each family's asset group (``rag_eval.metrics.core.base.Family``, declared there once): ``<family>_metrics``,
 #: ``retrieval_metrics`` for document_retrieval.
 GROUPS = {family.value: f"{family.value.removeprefix('document_')}_metrics" for family in Family}
 _FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}
@@ -238,7 +238,7 @@ def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], s
 
 def metric_assets() -> list[dg.AssetsDefinition]:
     """``[build_metric_assets()]``, built once per set of registered metrics (the registry grows
-    when ``rag_eval.metrics.registry.load_extensions`` runs): the CLI asks for them more than once a command."""
+    when ``rag_eval.metrics.core.registry.load_extensions`` runs): the CLI asks for them more than once a command."""
     return _metric_assets(tuple(METRICS.items()))
 
 

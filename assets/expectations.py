@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 
 from rag_eval.assets.ingestion import FIELD_ASSETS
-from rag_eval.metrics.samples import FIELDS, MAX_CHARS, MAX_CONTEXTS, given_keys, iter_jsonl_records
+from rag_eval.metrics.core.samples import FIELDS, MAX_CHARS, MAX_CONTEXTS, given_keys, iter_jsonl_records
 
 #: What :func:`profile` says of a line that is a JSON object (else why it is unreadable).
 READABLE = "JSON object"
@@ -118,7 +118,7 @@ def profile(path: str | Path, fields: Iterable[str]) -> pd.DataFrame:
     """The profile of the version's file at ``path`` the suite validates: one row per line
     (blank lines skipped) with ``line`` (from 1), ``id`` (the sample's), ``record``
     (:data:`READABLE` or why the line is unreadable), ``<field>_type`` (:func:`json_type` of
-    each field of ``rag_eval.metrics.samples.FIELDS``, under its name or an alias), ``<text>_chars``
+    each field of ``rag_eval.metrics.core.samples.FIELDS``, under its name or an alias), ``<text>_chars``
     (characters, surrounding space not counted), ``retrieved_contexts_count``,
     ``user_input_script`` (:func:`script_of`), ``relevance_labels`` (the
     ``query_relevance_label`` of each ground-truth document) and ``sample_digest`` (of

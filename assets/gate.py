@@ -1,7 +1,7 @@
 """The regression gate in the pipeline: ``baseline_comparison`` and its check ``no_regression_vs_baseline``.
 
 Per dataset version, after ``eval_summary`` has written the version's ``results.parquet``,
-the asset compares the version with its baseline (``rag_eval.metrics.gate``: the settings of
+the asset compares the version with its baseline (``rag_eval.metrics.stats.gate``: the settings of
 ``[tool.rag_eval.gate]``, the previous version by default), writes ``comparison.json``,
 ``report.md`` and ``report.html`` beside the summary, stores one row per metric in the
 DuckDB table ``eval.baseline_comparison``, and puts each metric's difference and interval
@@ -15,9 +15,9 @@ import pandas as pd
 
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
-from rag_eval.metrics.gate import (GateConfig, evaluated_versions, history, load_version, read_tags, resolve_baseline,
+from rag_eval.metrics.stats.gate import (GateConfig, evaluated_versions, history, load_version, read_tags, resolve_baseline,
                           run_comparison, write_reports)
-from rag_eval.metrics.gate_report import comparison_table
+from rag_eval.metrics.reports.gate_report import comparison_table
 
 CHECK = "no_regression_vs_baseline"
 _COLUMNS = {"version": "string", "baseline": "string", "metric": "string", "gated": "bool", "n": "int64",

@@ -24,8 +24,8 @@ from rag_eval.assets.quality import Validation
 from rag_eval.assets.registration import sha256_of
 from rag_eval.assets.resources import DatasetStore
 from rag_eval.assets.stored_results import TableWriter
-from rag_eval.metrics.registry import CORE_METRICS, METRICS
-from rag_eval.metrics.samples import FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame, unavailable, unusable
+from rag_eval.metrics.core.registry import CORE_METRICS, METRICS
+from rag_eval.metrics.core.samples import FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame, unavailable, unusable
 
 # The blocking check below is partitioned like its asset, which Dagster 1.13 calls a preview: chosen knowingly,
 # so every command does not warn about it.

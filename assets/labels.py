@@ -1,12 +1,12 @@
 """Human labels in the graph: ``human_labels`` and the estimates they correct, ``label_estimates``.
 
 ``human_labels`` reads a version's ``labels.jsonl`` (``rag-eval annotate import`` writes it;
-``rag_eval.metrics.labels``), checks it against the version's rows (the ``questions`` table) and the
+``rag_eval.metrics.sources.labels``), checks it against the version's rows (the ``questions`` table) and the
 metrics' scales, and stores the usable labels (table ``eval.human_labels``), with a data
 version that is the hash of that content. ``label_estimates`` depends on it, on
 ``eval_summary`` and on the metric assets: for each labelled metric it computes the
 prediction-powered estimate, its interval and the judge–human agreement
-(``rag_eval.metrics.estimates``), puts them into the version's ``summary.json`` beside the judge's
+(``rag_eval.metrics.stats.estimates``), puts them into the version's ``summary.json`` beside the judge's
 raw mean, and stores one row per metric (``eval.label_estimates``). New labels make these
 two stale and nothing else: no metric is judged again.
 """
@@ -21,9 +21,9 @@ from rag_eval.assets.ingestion import content_version
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.registration import sha256_of
 from rag_eval.assets.resources import DatasetStore, ReportStore
-from rag_eval.metrics.estimates import add_estimates
-from rag_eval.metrics.labels import LABELS_FILE, STORED_KEYS, labels_frame
-from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.stats.estimates import add_estimates
+from rag_eval.metrics.sources.labels import LABELS_FILE, STORED_KEYS, labels_frame
+from rag_eval.metrics.core.registry import METRICS
 
 _LABEL_COLUMNS = {"version": "string", **dict.fromkeys(STORED_KEYS, "string"), "line": "int64", "label": "float64"}
 _ESTIMATE_COLUMNS = {"version": "string", "metric": "string", "basis": "string", "raw_mean": "float64",

@@ -1,13 +1,13 @@
 """The partition key spaces, declared once: one partition per dataset version; one per day (or hour) of traffic."""
 import dagster as dg
 
-from rag_eval.metrics.traffic import TrafficConfig
+from rag_eval.metrics.sources.traffic import TrafficConfig
 
 dataset_versions = dg.DynamicPartitionsDefinition(name="dataset_version")
 
 
 def traffic_partitions(config: TrafficConfig) -> dg.TimeWindowPartitionsDefinition:
-    """The traffic's time partitions of ``config`` (``rag_eval.metrics.traffic.TrafficConfig``): a day
+    """The traffic's time partitions of ``config`` (``rag_eval.metrics.sources.traffic.TrafficConfig``): a day
     (``partition = "daily"``) or an hour (``"hourly"``) from ``start``, in ``timezone``."""
     if config.partition == "hourly":
         return dg.HourlyPartitionsDefinition(start_date=f"{config.start}-00:00", timezone=config.timezone)

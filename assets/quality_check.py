@@ -19,8 +19,8 @@ from rag_eval.assets.expectations import CHECKS, profile, suite, validate
 from rag_eval.assets.ingestion import selected_metrics
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, ReportStore
-from rag_eval.metrics.base import Family
-from rag_eval.metrics.registry import METRICS
+from rag_eval.metrics.core.base import Family
+from rag_eval.metrics.core.registry import METRICS
 from rag_eval.metrics.retrieval.document_retrieval import RankingSettings
 
 #: Failing lines told in a check's ``failures`` (all are counted; GE's page lists more).

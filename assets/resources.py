@@ -15,9 +15,9 @@ from pydantic import PrivateAttr, create_model
 from rag_eval.assets.results_store import ResultsStore
 from rag_eval.assets.stored_results import ResultWriter, TableFile
 
-from rag_eval.metrics.base import Metric
-from rag_eval.metrics.extras import MissingExtra, require
-from rag_eval.metrics.scoring import Task, results_frame, score_chunks
+from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.core.extras import MissingExtra, require
+from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
 from rag_eval.metrics.judges import Judge, OfflineJudge
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 
@@ -123,7 +123,7 @@ class ExecutionResource(dg.ConfigurableResource):
                     for writer, results in zip(writers, part):
                         writer.write(results_frame(results))
             else:
-                from rag_eval.metrics.spark import score_on_spark
+                from rag_eval.metrics.core.spark import score_on_spark
 
                 for writer, (metric, samples, judge) in zip(writers, tasks):
                     results = score_on_spark(self._session(), samples, [metric], judge, self.parallelism)

@@ -26,11 +26,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.metrics.aggregate import USAGE_COLUMNS
-from rag_eval.metrics.formats import ragas_table
-from rag_eval.metrics.results import Status
+from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.reports.formats import ragas_table
+from rag_eval.metrics.core.results import Status
 
-#: The columns of a metric's table (``rag_eval.metrics.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
+#: The columns of a metric's table (``rag_eval.metrics.core.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
 SCHEMA = pa.schema([("version", pa.string()), ("sample_id", pa.string()), ("row", pa.int64()),
                     ("metric", pa.string()), ("status", pa.string()), ("value", pa.float64()),
                     ("passed", pa.bool_()), ("threshold", pa.float64()), ("direction", pa.string()),
@@ -127,7 +127,7 @@ _EMPTY = {pa.string(): "object", pa.int64(): "int64", pa.float64(): "float64", p
 
 
 class ResultWriter(TableWriter):
-    """A :class:`TableWriter` of a metric's per-row results frames (``rag_eval.metrics.scoring.results_frame``)
+    """A :class:`TableWriter` of a metric's per-row results frames (``rag_eval.metrics.core.scoring.results_frame``)
     of the partition ``version`` (:data:`SCHEMA`: ``version`` is put first)."""
 
     def __init__(self, version: str) -> None:
@@ -135,7 +135,7 @@ class ResultWriter(TableWriter):
         self.version = version
 
     def write(self, frame: pd.DataFrame) -> None:
-        """Append ``frame`` (the columns of ``rag_eval.metrics.scoring.RESULT_COLUMNS``)."""
+        """Append ``frame`` (the columns of ``rag_eval.metrics.core.scoring.RESULT_COLUMNS``)."""
         frame = frame.copy(deep=False)
         frame.insert(0, "version", self.version)
         super().write(frame)
@@ -177,7 +177,7 @@ class StoredTable:
 
     def failed_at(self, connection: duckdb.DuckDBPyConnection, rows: list[int]) -> dict[int, list[str]]:
         """What counts against the metric on the results at ``rows`` (``row`` values): their details'
-        ``failed`` list (a diagnostic's failed claims, ``rag_eval.metrics.diagnosis``), ``[]`` when there is none."""
+        ``failed`` list (a diagnostic's failed claims, ``rag_eval.metrics.reports.diagnosis``), ``[]`` when there is none."""
         if not rows:
             return {}
         found = connection.execute(f"select row, details from ({self.query}) where row in "
@@ -247,7 +247,7 @@ def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd
                               fields: dict[str, StoredTable], columns: Sequence[str], path: Path) -> None:
     """``ragas_scores.csv`` of ``results`` and the text ``fields`` (``{field: stored partition}``,
     every one holding every line, read over ``connection``), :data:`READ_ROWS` lines at a time: the file
-    ``rag_eval.metrics.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
+    ``rag_eval.metrics.reports.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
     ``merged`` being the fields merged on ``row``, without the version's texts in memory at once."""
     rows = len(next(iter(fields.values())))
     with staged(path) as partial, open(partial, "w", encoding="utf-8", newline="") as handle:

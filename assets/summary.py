@@ -20,10 +20,10 @@ from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
 from rag_eval.assets.results_store import StoreError
 from rag_eval.assets.stored_results import staged, write_ragas_csv_by_chunks, write_results_parquet
-from rag_eval.metrics.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
-from rag_eval.metrics.formats import write_azure_jsonl
-from rag_eval.metrics.gate_report import diagnosis_markdown
-from rag_eval.metrics.registry import METRICS, describe_judge
+from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
+from rag_eval.metrics.reports.formats import write_azure_jsonl
+from rag_eval.metrics.reports.gate_report import diagnosis_markdown
+from rag_eval.metrics.core.registry import METRICS, describe_judge
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
 LISTED_LINES = 20

@@ -1,7 +1,7 @@
 """The RAG system under evaluation as assets: retriever → retrieval → generator → generation.
 
 A *target run* is a partition of ``dataset_version`` whose folder holds ``target.json``
-(one configuration of ``rag_eval.metrics.targets.config``) and ``questions.jsonl`` (the question
+(one configuration of ``rag_eval.metrics.sources.targets.config``) and ``questions.jsonl`` (the question
 set) instead of a samples file brought by the user. Its assets (group ``target``):
 
 * ``question_set``: the questions (data version: their content hash);
@@ -34,9 +34,9 @@ from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.registration import RegistrationError, _add_partition
 from rag_eval.assets.resources import DatasetStore
 from rag_eval.metrics.judges.cache import JudgementCache
-from rag_eval.metrics.samples import ALIASES, load_samples
-from rag_eval.metrics.targets.call import Outcome, call_part
-from rag_eval.metrics.targets.config import Configuration, SweepConfig, TargetConfigError
+from rag_eval.metrics.core.samples import ALIASES, load_samples
+from rag_eval.metrics.sources.targets.call import Outcome, call_part
+from rag_eval.metrics.sources.targets.config import Configuration, SweepConfig, TargetConfigError
 
 GROUP = "target"
 CALLING_VERSION = "1"

@@ -1,14 +1,14 @@
 """Production traffic, one time partition at a time: traces in, a judged sample, drift caught.
 
 ``traffic_samples`` reads the traces that started in the partition's window
-(``rag_eval.metrics.traffic.write_window``: OTLP/OpenInference span files, a Langfuse export, a table
+(``rag_eval.metrics.sources.traffic.write_window``: OTLP/OpenInference span files, a Langfuse export, a table
 or a SQL query) into ``traces.parquet`` and keeps what could not be read in
 ``problems.parquet``; its check ``traffic_arrived`` fails when no traffic arrived (fewer
 than ``min_traces`` traces). ``traffic_sample`` draws the seeded, stratified sample within
-the partition's budget (``rag_eval.metrics.sampling``); ``traffic_scores`` judges it with the
+the partition's budget (``rag_eval.metrics.stats.sampling``); ``traffic_scores`` judges it with the
 reference-free metrics (the judge resource, its judgement cache); ``traffic_summary``
 writes ``summary.json`` and the traffic page ``report.html``, and its checks
-``<metric>_drift`` compare the partition with its trailing window (``rag_eval.metrics.drift``).
+``<metric>_drift`` compare the partition with its trailing window (``rag_eval.metrics.stats.drift``).
 
 Each partition's files live in ``<root>/<partition>/`` (``TrafficStore``): runs of
 different partitions never write the same file. The assets return no value (no IO
@@ -30,14 +30,14 @@ import pyarrow.parquet as pq
 from rag_eval.assets.evaluation import metric_code_version
 from rag_eval.assets.partitions import traffic_partitions
 from rag_eval.assets.resources import JudgeResource
-from rag_eval.metrics.drift import DROP, drift
-from rag_eval.metrics.registry import build_metrics
-from rag_eval.metrics.sampling import Budget, judging_cost, select
-from rag_eval.metrics.scoring import results_frame, score_all
-from rag_eval.metrics.traces import problems_frame, to_sample
-from rag_eval.metrics.traces.parquet import table_traces, traces_table
-from rag_eval.metrics.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
-from rag_eval.metrics.traffic_report import partition_summary, read_summaries, traffic_html
+from rag_eval.metrics.stats.drift import DROP, drift
+from rag_eval.metrics.core.registry import build_metrics
+from rag_eval.metrics.stats.sampling import Budget, judging_cost, select
+from rag_eval.metrics.core.scoring import results_frame, score_all
+from rag_eval.metrics.sources.traces import problems_frame, to_sample
+from rag_eval.metrics.sources.traces.parquet import table_traces, traces_table
+from rag_eval.metrics.sources.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
+from rag_eval.metrics.reports.traffic_report import partition_summary, read_summaries, traffic_html
 
 ARRIVED = "traffic_arrived"
 #: Problems listed in a check's metadata and the run's log (all are in problems.parquet).
@@ -68,7 +68,7 @@ class TrafficStore(dg.ConfigurableResource):
     source: str | None = None
 
     def settings(self) -> TrafficConfig:
-        """The traffic settings (``rag_eval.metrics.traffic.TrafficConfig``).
+        """The traffic settings (``rag_eval.metrics.sources.traffic.TrafficConfig``).
 
         Raises
         ------
@@ -87,7 +87,7 @@ class TrafficStore(dg.ConfigurableResource):
         return path
 
     def index(self, settings: TrafficConfig) -> TraceIndex:
-        """The index of which hours each trace file touches (``rag_eval.metrics.traffic.TraceIndex``)."""
+        """The index of which hours each trace file touches (``rag_eval.metrics.sources.traffic.TraceIndex``)."""
         return TraceIndex(self.root, settings.format, settings.mapping)
 
 
@@ -102,7 +102,7 @@ def partition_counts(store: TrafficStore, settings: TrafficConfig) -> dict[str, 
     partition are left out."""
     windows = traffic_partitions(settings)
     if settings.format == "sql":
-        from rag_eval.metrics.traces.tables import sql_times
+        from rag_eval.metrics.sources.traces.tables import sql_times
 
         hours: dict[int, int] = {}
         for ns in sql_times(settings.source, settings.query, settings.mapping.get("start", "start")):
@@ -201,7 +201,7 @@ def _sample_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
     )
     def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfig, traffic_store: TrafficStore,
                        judge: JudgeResource) -> dg.MaterializeResult:
-        """Select the partition's sample (``rag_eval.metrics.sampling.select``)."""
+        """Select the partition's sample (``rag_eval.metrics.stats.sampling.select``)."""
         settings = traffic_store.settings()
         folder = traffic_store.folder(context.partition_key)
         traces = table_traces(pq.read_table(folder / "traces.parquet"))
@@ -255,7 +255,7 @@ def _scores_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
     )
     def traffic_scores(context: dg.AssetExecutionContext, traffic_store: TrafficStore,
                        judge: JudgeResource) -> dg.MaterializeResult:
-        """Judge the sample (``rag_eval.metrics.scoring.score_all``; the judge's cache answers what was judged before)."""
+        """Judge the sample (``rag_eval.metrics.core.scoring.score_all``; the judge's cache answers what was judged before)."""
         folder = traffic_store.folder(context.partition_key)
         traces = table_traces(pq.read_table(folder / "sample.parquet"))
         samples = [to_sample(t, i) for i, t in enumerate(traces)]
@@ -346,14 +346,14 @@ def _summary_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
 
 def traffic_assets(config: TrafficConfig) -> list[dg.AssetsDefinition]:
     """The traffic group's assets, partitioned, judged and checked as ``config``
-    (``rag_eval.metrics.traffic.TrafficConfig``: its partitioning, metrics, window and ``blocking``) says:
+    (``rag_eval.metrics.sources.traffic.TrafficConfig``: its partitioning, metrics, window and ``blocking``) says:
     ``traffic_samples``, ``traffic_sample``, ``traffic_scores``, ``traffic_summary``.
     Builds the metric registry (the scores' code version).
 
     Raises
     ------
     KeyError
-        For a metric of ``config`` the registry does not know (as ``rag_eval.metrics.registry.build_metrics``).
+        For a metric of ``config`` the registry does not know (as ``rag_eval.metrics.core.registry.build_metrics``).
     """
     windows = traffic_partitions(config)
     return [_samples_asset(windows), _sample_asset(config, windows), _scores_asset(config, windows),

@@ -1,4 +1,4 @@
-"""`rag_eval.metrics.calibrate` on public labelled sets (``tools/fetch_data.py``), with each judge that applies.
+"""`rag_eval.metrics.stats.calibrate` on public labelled sets (``tools/fetch_data.py``), with each judge that applies.
 
 * ``ragas_annotated`` (human accept/reject of an LLM judge's binary verdicts): the human label is
   the verdict when accepted, its opposite when rejected. ``answer_correctness`` maps to our
@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from offline_judge_accuracy import bow_score, default_data, load_pairs  # noqa: E402
 
 from rag_eval.metrics import OfflineJudge, calibrate  # noqa: E402
-from rag_eval.metrics.agreement import auroc, bootstrap  # noqa: E402
-from rag_eval.metrics.calibrate import print_report  # noqa: E402
+from rag_eval.metrics.stats.agreement import auroc, bootstrap  # noqa: E402
+from rag_eval.metrics.stats.calibrate import print_report  # noqa: E402
 from rag_eval.metrics.evaluate import default_judge  # noqa: E402
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 from rag_eval.orchestration.judge_sim import served  # noqa: E402

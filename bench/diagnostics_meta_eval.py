@@ -67,12 +67,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rag_eval.metrics import evaluate  # noqa: E402
-from rag_eval.metrics.calibrate import bootstrap  # noqa: E402
-from rag_eval.metrics.diagnosis import diagnostics_in  # noqa: E402
+from rag_eval.metrics.stats.calibrate import bootstrap  # noqa: E402
+from rag_eval.metrics.reports.diagnosis import diagnostics_in  # noqa: E402
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 from rag_eval.metrics.judges.offline import OfflineJudge  # noqa: E402
-from rag_eval.metrics.registry import FAMILIES, METRICS  # noqa: E402
-from rag_eval.metrics.results import Direction  # noqa: E402
+from rag_eval.metrics.core.registry import FAMILIES, METRICS  # noqa: E402
+from rag_eval.metrics.core.results import Direction  # noqa: E402
 from rag_eval.orchestration.judge_sim import JudgeServer  # noqa: E402
 
 #: RAGChecker's groups in order: retriever, generator, overall.

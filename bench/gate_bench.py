@@ -42,10 +42,10 @@ sys.path.insert(0, str(REPO))
 #: HaluEval QA rows 0-99, under ``--data`` (set by :func:`main`).
 HALUEVAL = REPO / "bench" / "data" / "halueval_qa" / "halueval_qa_rows_000_099.jsonl"
 
-from rag_eval.metrics.compare import compare  # noqa: E402
+from rag_eval.metrics.stats.compare import compare  # noqa: E402
 from rag_eval.metrics.evaluate import evaluate  # noqa: E402
 from rag_eval.metrics.judges.offline import OfflineJudge  # noqa: E402
-from rag_eval.metrics.registry import CORE_METRICS  # noqa: E402
+from rag_eval.metrics.core.registry import CORE_METRICS  # noqa: E402
 from rag_eval.orchestration.judge_sim import served  # noqa: E402
 
 

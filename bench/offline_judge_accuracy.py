@@ -54,8 +54,8 @@ from pathlib import Path
 import numpy as np
 
 from rag_eval.metrics import OfflineJudge, build_metrics, load_samples
-from rag_eval.metrics.agreement import bootstrap
-from rag_eval.metrics.scoring import score_all
+from rag_eval.metrics.stats.agreement import bootstrap
+from rag_eval.metrics.core.scoring import score_all
 from rag_eval.metrics.text import has_cjk, split_sentences
 
 REPO = Path(__file__).resolve().parents[1]

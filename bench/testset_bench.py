@@ -29,9 +29,9 @@ sys.path.insert(0, str(REPO / "bench"))
 from llm_judge_bench import stats  # noqa: E402
 
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
-from rag_eval.metrics.testset import chunk_documents, inverse_cloze, read_documents  # noqa: E402
-from rag_eval.metrics.testset.baseline import bm25  # noqa: E402
-from rag_eval.metrics.testset.generate import aplan  # noqa: E402
+from rag_eval.metrics.sources.testset import chunk_documents, inverse_cloze, read_documents  # noqa: E402
+from rag_eval.metrics.sources.testset.baseline import bm25  # noqa: E402
+from rag_eval.metrics.sources.testset.generate import aplan  # noqa: E402
 from rag_eval.orchestration.judge_sim import served  # noqa: E402
 
 DOCS = REPO / "examples" / "testset" / "docs"

@@ -6,7 +6,7 @@ RETRIEVER span with three documents, an LLM span) into ``--files`` OTLP/JSON fil
 spans a line (the batch span processor's batch). Then, each in a process of its own, in the
 same run:
 
-* ours: ``rag_eval.metrics.traces.read_traces`` → ``rag_eval.metrics.traces.parquet.write_traces`` (the samples
+* ours: ``rag_eval.metrics.sources.traces.read_traces`` → ``rag_eval.metrics.sources.traces.parquet.write_traces`` (the samples
   as Parquet, what ``traffic_samples`` does for a partition), streaming, in one thread;
 * DuckDB: ``CREATE TABLE spans AS SELECT * FROM read_json('<files>')`` (the lines loaded as
   rows of nested structs, nothing turned into samples).
@@ -120,8 +120,8 @@ def child(kind: str, folder: Path) -> None:
     """Measure one reader in this process; print its figures as JSON."""
     started = time.perf_counter()
     if kind == "ours":
-        from rag_eval.metrics.traces import read_traces
-        from rag_eval.metrics.traces.parquet import write_traces
+        from rag_eval.metrics.sources.traces import read_traces
+        from rag_eval.metrics.sources.traces.parquet import write_traces
 
         written = write_traces(read_traces(folder), folder / "samples.parquet")
         rows, problems = written.traces, len(written.problems)

@@ -2,9 +2,9 @@
 
 Simulated production traffic of the example RAG system (examples/rag_system/traffic.py:
 OpenTelemetry spans with OpenInference conventions, ``--per-day`` requests a day), read
-with ``rag_eval.metrics.traces``, sampled within ``--budget`` rows a day (``rag_eval.metrics.sampling``,
+with ``rag_eval.metrics.sources.traces``, sampled within ``--budget`` rows a day (``rag_eval.metrics.stats.sampling``,
 stratified by route and score band), judged by the offline judge on the reference-free
-metrics, and each day compared with its trailing ``--window`` days (``rag_eval.metrics.drift``,
+metrics, and each day compared with its trailing ``--window`` days (``rag_eval.metrics.stats.drift``,
 default margins, Holm across the metrics) — what ``traffic_summary``'s checks do.
 
 * False alarms: ``--days`` undegraded days; every day with a trailing window is checked; a
@@ -38,10 +38,10 @@ METRICS = ["faithfulness", "answer_relevancy", "context_relevancy"]
 
 def judged_day(path: Path, budget: int, seed: int, judge):
     """Per-row results of one day's file: read, sampled within ``budget`` rows, judged."""
-    from rag_eval.metrics.registry import build_metrics
-    from rag_eval.metrics.sampling import Budget, select
-    from rag_eval.metrics.scoring import results_frame, score_all
-    from rag_eval.metrics.traces import Trace, read_traces, to_sample
+    from rag_eval.metrics.core.registry import build_metrics
+    from rag_eval.metrics.stats.sampling import Budget, select
+    from rag_eval.metrics.core.scoring import results_frame, score_all
+    from rag_eval.metrics.sources.traces import Trace, read_traces, to_sample
 
     traces = [t for t in read_traces(path) if isinstance(t, Trace)]
     chosen = select(traces, Budget(rows=budget), seed)
@@ -52,9 +52,9 @@ def judged_day(path: Path, budget: int, seed: int, judge):
 def budgets(path: Path, rows: int, seed: int, price: tuple[float, float] = (0.15, 0.60)) -> None:
     """Print the traces sampled within ``rows``, and within three cost budgets (LLM judge, planned)."""
     from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
-    from rag_eval.metrics.registry import build_metrics
-    from rag_eval.metrics.sampling import Budget, judging_cost, select
-    from rag_eval.metrics.traces import Trace, read_traces, to_sample
+    from rag_eval.metrics.core.registry import build_metrics
+    from rag_eval.metrics.stats.sampling import Budget, judging_cost, select
+    from rag_eval.metrics.sources.traces import Trace, read_traces, to_sample
 
     traces = [t for t in read_traces(path) if isinstance(t, Trace)]
     chosen = select(traces, Budget(rows=rows), seed)
@@ -87,7 +87,7 @@ def main() -> int:
 
     import pandas as pd
 
-    from rag_eval.metrics.drift import DROP, drift
+    from rag_eval.metrics.stats.drift import DROP, drift
     from rag_eval.metrics.judges.offline import OfflineJudge
     from traffic import simulate
 

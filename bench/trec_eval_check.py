@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rag_eval.metrics.retrieval.document_retrieval import RankingSettings, document_retrieval
 from rag_eval.metrics.retrieval.trec import read_trec
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.core.samples import sample_from_dict
 
 REPO = Path(__file__).resolve().parents[1]
 

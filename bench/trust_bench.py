@@ -1,4 +1,4 @@
-"""Trust bench: does the prediction-powered interval (``rag_eval.metrics.ppi``) cover the truth, and how
+"""Trust bench: does the prediction-powered interval (``rag_eval.metrics.stats.ppi``) cover the truth, and how
 much narrower is it than the interval from the human labels alone?
 
 A known truth needs an estimand known exactly, so every draw builds a *version*: ``N`` rows
@@ -8,7 +8,7 @@ labelled without replacement and compared with its own mean would over-cover by 
 finite-population correction). ``n`` of the ``N`` rows get their human label (the first
 ``n``: the rows are i.i.d., so these are a uniformly random sample); the judge's scores of
 the other ``N - n`` are the unlabelled part. Each gives three 95 % intervals of
-``rag_eval.metrics.ppi``: ``ppi_mean`` as the product computes it (PPI++, power-tuned, with the
+``rag_eval.metrics.stats.ppi``: ``ppi_mean`` as the product computes it (PPI++, power-tuned, with the
 Agresti-Coull pseudo-rows), plain PPI++ (``pseudo=0``: ppi-python's interval, shown for
 comparison) and ``classical_mean`` (the ``n`` labels alone: Agresti-Coull). Per (set, judge,
 n), over ``--draws`` versions (default 2,000; Monte-Carlo standard error of a 95 % coverage
@@ -46,11 +46,11 @@ The offline judge's scores are computed once per answer and kept in ``--cache`` 
 code and the data files, so the draws are pure numpy and a changed judge is scored again.
 
 ``--pseudo K`` gives the PPI interval pseudo-rows of weight ``K`` instead of the product's
-(``rag_eval.metrics.ppi``; the labels-only interval stays Agresti-Coull): how an alternative weight
+(``rag_eval.metrics.stats.ppi``; the labels-only interval stays Agresti-Coull): how an alternative weight
 would fare. ``--sweep`` measures instead a binary judge with one-sided errors (it accepts a
 share ``e`` of the rows, all of which people reject; truth 0.72) for ``e`` from 0 to 0.13: the
 trade-off the pseudo-rows' weight sets between a near-perfect judge's over-coverage and a
-judge whose errors the labels happen not to show (``rag_eval.metrics.ppi``'s docstring).
+judge whose errors the labels happen not to show (``rag_eval.metrics.stats.ppi``'s docstring).
 
 Run from the repo root::
 
@@ -77,8 +77,8 @@ from calibrate_judges import RAGAS_FILES, ragas_labels  # noqa: E402
 from offline_judge_accuracy import score_pairs  # noqa: E402
 
 from rag_eval.metrics import OfflineJudge, build_metrics, load_samples  # noqa: E402
-from rag_eval.metrics.ppi import classical_mean, ppi_mean  # noqa: E402
-from rag_eval.metrics.scoring import score_all  # noqa: E402
+from rag_eval.metrics.stats.ppi import classical_mean, ppi_mean  # noqa: E402
+from rag_eval.metrics.core.scoring import score_all  # noqa: E402
 
 NS = (25, 50, 100, 200)
 PROPORTIONS = (0.7, 0.4)
@@ -144,7 +144,7 @@ def one_sided(e: float, truth: float = SWEEP_TRUTH) -> Pool:
 
 def simulate(pool: Pool, ns=NS, rows: int = 2000, draws: int = 2000, seed: int = 0,
              pseudo: float | None = None) -> dict[int, dict]:
-    """Coverage and widths of the 95 % intervals of ``rag_eval.metrics.ppi`` over ``draws`` versions of
+    """Coverage and widths of the 95 % intervals of ``rag_eval.metrics.stats.ppi`` over ``draws`` versions of
     ``rows`` rows drawn from ``pool``, the first ``n`` labelled (see the module docstring):
     ``ppi_mean`` as the product computes it (or with pseudo-rows of weight ``pseudo``), plain
     PPI++ (``pseudo=0``, ppi-python's interval) and ``classical_mean`` (the labels alone).
@@ -291,7 +291,7 @@ def main() -> None:
         parser.error("--data is required (or --sweep)")
     else:
         configurations = pools(args.data, offline_scores(args.data, args.cache))
-    weight = "the product's (rag_eval.metrics.ppi)" if args.pseudo is None else args.pseudo
+    weight = "the product's (rag_eval.metrics.stats.ppi)" if args.pseudo is None else args.pseudo
     print(f"PPI pseudo-rows of weight {weight}; ", end="")
     print(f"N = {args.rows} rows per version, {args.draws} versions per line; coverage ± its Monte-Carlo standard "
           f"error; widths are means; ratio = PPI width / classical width\n")

@@ -10,12 +10,12 @@ Custom metrics (``./custom_metrics.yaml``) and installed plugin metrics join the
 ``load_extensions()`` is called (the CLI and the Dagster definitions call it; importing
 ``metrics`` never reads a file or loads a plugin).
 """
-from rag_eval.metrics.calibrate import calibrate
+from rag_eval.metrics.stats.calibrate import calibrate
 from rag_eval.metrics.evaluate import EvaluationResult, evaluate, score_sample
 from rag_eval.metrics.judges import Judge, JudgeError, OfflineJudge
-from rag_eval.metrics.registry import CORE_METRICS, METRICS, build_metrics, load_extensions
-from rag_eval.metrics.results import Direction, MetricResult, Status
-from rag_eval.metrics.samples import Sample, load_samples
+from rag_eval.metrics.core.registry import CORE_METRICS, METRICS, build_metrics, load_extensions
+from rag_eval.metrics.core.results import Direction, MetricResult, Status
+from rag_eval.metrics.core.samples import Sample, load_samples
 
 __all__ = ["CORE_METRICS", "METRICS", "Direction", "EvaluationResult", "Judge", "JudgeError", "MetricResult",
            "OfflineJudge", "Sample", "Status", "build_metrics", "calibrate", "evaluate", "load_extensions",

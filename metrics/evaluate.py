@@ -8,14 +8,14 @@ from typing import Any
 
 import pandas as pd
 
-from rag_eval.metrics.aggregate import summarize
-from rag_eval.metrics.base import Metric
+from rag_eval.metrics.reports.aggregate import summarize
+from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.registry import build_metrics, describe_judge
-from rag_eval.metrics.results import MetricResult
-from rag_eval.metrics.samples import Sample, load_samples, sample_from_dict, unavailable
-from rag_eval.metrics.scoring import EvaluationResult, default_judge, results_frame, score_all
-from rag_eval.metrics.spark import evaluate_spark, is_spark_data
+from rag_eval.metrics.core.registry import build_metrics, describe_judge
+from rag_eval.metrics.core.results import MetricResult
+from rag_eval.metrics.core.samples import Sample, load_samples, sample_from_dict, unavailable
+from rag_eval.metrics.core.scoring import EvaluationResult, default_judge, results_frame, score_all
+from rag_eval.metrics.core.spark import evaluate_spark, is_spark_data
 
 __all__ = ["EvaluationResult", "default_judge", "evaluate", "results_frame", "score_sample"]
 
@@ -32,7 +32,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     samples : path, DataFrame, iterable of dicts, list of Sample, or Spark data
         A ``.jsonl``/``.json``/``.csv``/``.parquet`` file or in-memory rows with RAGAS
         field names or their aliases; a pyspark DataFrame or RDD of dicts is scored on
-        Spark (``rag_eval.metrics.spark.evaluate_spark``) with the same results.
+        Spark (``rag_eval.metrics.core.spark.evaluate_spark``) with the same results.
     metrics : iterable of str or Metric, optional
         Defaults to the five core metrics.
     judge : Judge, optional
@@ -43,13 +43,13 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     thresholds : mapping, optional
         ``{metric_name: threshold}``.
     task_name, scale
-        Passed to :func:`rag_eval.metrics.aggregate.summarize`.
+        Passed to :func:`rag_eval.metrics.reports.aggregate.summarize`.
     progress : callable, optional
         Called with 1 after each (sample, metric) pair.
     labels : path, optional
-        Human labels of these rows (a CSV, JSONL or Label Studio file, ``rag_eval.metrics.labels``): each
+        Human labels of these rows (a CSV, JSONL or Label Studio file, ``rag_eval.metrics.sources.labels``): each
         labelled metric of the summary gets its prediction-powered estimate beside the raw mean
-        (``rag_eval.metrics.estimates.add_estimates``); a label line that cannot be used raises.
+        (``rag_eval.metrics.stats.estimates.add_estimates``); a label line that cannot be used raises.
 
     Returns
     -------
@@ -77,8 +77,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     frame = results_frame(score_all(loaded, built, judge, progress))
     summary = summarize(frame, task_name, describe_judge(judge), scale)
     if labels is not None:
-        from rag_eval.metrics.estimates import add_estimates
-        from rag_eval.metrics.labels import read_records, validate
+        from rag_eval.metrics.stats.estimates import add_estimates
+        from rag_eval.metrics.sources.labels import read_records, validate
 
         found, problems, _ = validate(read_records(labels), {s.row: s.id for s in loaded})
         if problems:

@@ -1,8 +1,8 @@
 """``rag-eval annotate export|import``, and what ``rag-eval run`` does when only labels changed.
 
-``export`` writes a random sample of a version's rows for people to label (``rag_eval.metrics.annotate``:
+``export`` writes a random sample of a version's rows for people to label (``rag_eval.metrics.sources.annotate``:
 a CSV sheet, Label Studio tasks and config); ``import`` reads the filled files back, checks them
-(``rag_eval.metrics.labels``) and stores them with the version (``<datasets>/<version>/labels.jsonl``).
+(``rag_eval.metrics.sources.labels``) and stores them with the version (``<datasets>/<version>/labels.jsonl``).
 ``rag-eval run`` of a version otherwise up to date whose labels changed materializes only
 ``human_labels`` and ``label_estimates`` (:func:`refresh_labels`): nothing is judged again.
 
@@ -104,7 +104,7 @@ def _refuse_unimported(sheet: Path, stored: set[tuple[int, str]]) -> None:
     ValueError
         Naming the sheet, how many labels it holds that were not imported, and what to do.
     """
-    from rag_eval.metrics.labels import read_records
+    from rag_eval.metrics.sources.labels import read_records
 
     if not sheet.exists():
         return
@@ -122,10 +122,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write a seeded random sample of a version's rows to a CSV sheet and Label Studio tasks."""
     import pandas as pd
 
-    from rag_eval.metrics.annotate import draw, tasks, write_label_studio, write_sheet
-    from rag_eval.metrics.labels import read_stored
-    from rag_eval.metrics.registry import METRICS
-    from rag_eval.metrics.samples import load_samples
+    from rag_eval.metrics.sources.annotate import draw, tasks, write_label_studio, write_sheet
+    from rag_eval.metrics.sources.labels import read_stored
+    from rag_eval.metrics.core.registry import METRICS
+    from rag_eval.metrics.core.samples import load_samples
 
     version = _version(args)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
@@ -173,8 +173,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Read filled label files, check them, store them with their version (newest label wins)."""
-    from rag_eval.metrics.labels import merge, read_records, read_stored, validate, write_stored
-    from rag_eval.metrics.samples import iter_samples
+    from rag_eval.metrics.sources.labels import merge, read_records, read_stored, validate, write_stored
+    from rag_eval.metrics.core.samples import iter_samples
     from rag_eval.orchestration.report import printable
 
     store = _store(args)

@@ -24,7 +24,7 @@ DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
 
 def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
-    """The ``--custom-metrics FILE`` option (``rag_eval.metrics.custom``)."""
+    """The ``--custom-metrics FILE`` option (``rag_eval.metrics.core.custom``)."""
     parser.add_argument("--custom-metrics", metavar="FILE",
                         help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
                              "when present); the Dagster UI and daemon read the same variable and file")
@@ -33,7 +33,7 @@ def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
 def use_custom_metrics(argv: list[str] | None) -> None:
     """Load the custom metrics (``--custom-metrics``, else ``$RAG_EVAL_CUSTOM_METRICS``, else
     ``./custom_metrics.yaml``) and the installed plugins into the metric registry
-    (``rag_eval.metrics.registry.load_extensions``), before the command reads it. A file named here is
+    (``rag_eval.metrics.core.registry.load_extensions``), before the command reads it. A file named here is
     also put in ``$RAG_EVAL_CUSTOM_METRICS``, so Dagster's run workers read it too.
 
     Raises
@@ -47,7 +47,7 @@ def use_custom_metrics(argv: list[str] | None) -> None:
     """
     import os
 
-    from rag_eval.metrics.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
+    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
 
     early = argparse.ArgumentParser(add_help=False)
     early.add_argument("--custom-metrics")

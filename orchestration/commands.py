@@ -139,7 +139,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     from rag_eval.assets.ingestion import ingest_dataset
     from rag_eval.assets.results_store import set_aside_damaged, table_file
     from rag_eval.assets.summary import summary_asset
-    from rag_eval.metrics.registry import describe_judge, resolve_names
+    from rag_eval.metrics.core.registry import describe_judge, resolve_names
 
     from rag_eval.orchestration.records import changed_since_ingestion, latest_record, out_of_date
 
@@ -194,8 +194,8 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    from rag_eval.metrics.registry import METRICS, resolve_names
-    from rag_eval.metrics.samples import iter_samples, unavailable
+    from rag_eval.metrics.core.registry import METRICS, resolve_names
+    from rag_eval.metrics.core.samples import iter_samples, unavailable
     from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
@@ -355,7 +355,7 @@ def cmd_convert_trec(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Agreement of the configured judge (or the offline one) with human labels."""
     from rag_eval.metrics import OfflineJudge, calibrate
-    from rag_eval.metrics.calibrate import print_report
+    from rag_eval.metrics.stats.calibrate import print_report
     from rag_eval.metrics.evaluate import default_judge
 
     judge = OfflineJudge() if args.offline else default_judge()

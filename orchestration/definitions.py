@@ -10,8 +10,8 @@ from rag_eval.assets.resources import build_resources
 from rag_eval.assets.summary import summary_asset
 from rag_eval.assets.targets import target_assets
 from rag_eval.assets.traffic import TrafficStore, traffic_assets
-from rag_eval.metrics.registry import load_extensions
-from rag_eval.metrics.traffic import TrafficConfig
+from rag_eval.metrics.core.registry import load_extensions
+from rag_eval.metrics.sources.traffic import TrafficConfig
 from rag_eval.orchestration.automation import automated, nightly_evaluation
 from rag_eval.orchestration.jobs import JOBS
 from rag_eval.orchestration.sensors import new_dataset_versions
@@ -20,14 +20,14 @@ from rag_eval.orchestration.traffic import traffic_job, traffic_sensor
 
 def build_definitions() -> dg.Definitions:
     """The code location's definitions, after the custom metrics file and the installed plugins
-    are loaded (``rag_eval.metrics.registry.load_extensions``: ``$RAG_EVAL_CUSTOM_METRICS``, else
+    are loaded (``rag_eval.metrics.core.registry.load_extensions``: ``$RAG_EVAL_CUSTOM_METRICS``, else
     ``./custom_metrics.yaml``), so the UI, the daemon and their run workers see the CLI's metrics.
 
     Raises
     ------
     ValueError, OSError
         As ``load_extensions`` does: the code location fails to load, naming the file or plugin;
-        as ``rag_eval.metrics.traffic.TrafficConfig.load`` does for bad traffic settings.
+        as ``rag_eval.metrics.sources.traffic.TrafficConfig.load`` does for bad traffic settings.
     """
     load_extensions()
     traffic = TrafficConfig.load()  # [tool.rag_eval.traffic] of ./pyproject.toml

@@ -54,12 +54,12 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
     """Print what ``rag-eval run`` with these arguments would send, per metric and in
     total, after the judgement cache, and its price at ``--price``."""
     from rag_eval.assets.registration import dataset_file
-    from rag_eval.metrics.cost import estimate_cost
+    from rag_eval.metrics.judges.cost import estimate_cost
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.judges.config import PER_METRIC
     from rag_eval.metrics.judges.llm import LLMJudge
-    from rag_eval.metrics.registry import build_metrics, resolve_names
-    from rag_eval.metrics.samples import load_samples
+    from rag_eval.metrics.core.registry import build_metrics, resolve_names
+    from rag_eval.metrics.core.samples import load_samples
 
     price = parse_price(args.price)
     names = resolve_names(args.metrics)

@@ -16,7 +16,7 @@ GATE_FAILED = 4
 
 
 def _config(args: argparse.Namespace):
-    from rag_eval.metrics.gate import GateConfig
+    from rag_eval.metrics.stats.gate import GateConfig
 
     margins = {}
     for item in args.margin or []:
@@ -44,7 +44,7 @@ def _print_table(comparison) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from rag_eval.metrics.gate_report import _num
+    from rag_eval.metrics.reports.gate_report import _num
     from rag_eval.orchestration.report import printable
 
     table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
@@ -61,15 +61,15 @@ def _print_table(comparison) -> None:
     print(printable(f"{comparison.candidate} vs baseline {comparison.baseline}"))
     Console().print(table)
     if comparison.diagnosis:  # RAGChecker's diagnostics: which moved, and the candidate's reading
-        from rag_eval.metrics.diagnosis import moved_line
+        from rag_eval.metrics.reports.diagnosis import moved_line
 
         print(printable(f"diagnostics moved: {moved_line(comparison.diagnosis['moved'])}"))
         print(printable(f"diagnosis of the candidate: {comparison.diagnosis['candidate']['reading']}"))
 
 
 def _finish(comparison, notes: list[str], folder: Path, history) -> int:
-    from rag_eval.metrics.gate import write_reports
-    from rag_eval.metrics.gate_report import missing_charts
+    from rag_eval.metrics.stats.gate import write_reports
+    from rag_eval.metrics.reports.gate_report import missing_charts
     from rag_eval.orchestration.report import printable
 
     _print_table(comparison)
@@ -80,7 +80,7 @@ def _finish(comparison, notes: list[str], folder: Path, history) -> int:
     if comparison.passed:
         print(printable(comparison.verdict))
         if not comparison.decided:
-            from rag_eval.metrics.compare import NO_DECISION_HINT
+            from rag_eval.metrics.stats.compare import NO_DECISION_HINT
 
             print(f"note: {NO_DECISION_HINT}")
         return 0
@@ -90,7 +90,7 @@ def _finish(comparison, notes: list[str], folder: Path, history) -> int:
 
 
 def _report_folder(args: argparse.Namespace, candidate) -> Path:
-    from rag_eval.metrics.gate import evaluated_versions
+    from rag_eval.metrics.stats.gate import evaluated_versions
 
     if args.report_dir:
         return Path(args.report_dir)
@@ -99,7 +99,7 @@ def _report_folder(args: argparse.Namespace, candidate) -> Path:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare CANDIDATE with BASELINE (version keys, results files or datasets)."""
-    from rag_eval.metrics.gate import history, load_version, run_comparison
+    from rag_eval.metrics.stats.gate import history, load_version, run_comparison
 
     config = _config(args)
     judge = _judge(args)
@@ -115,7 +115,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Compare CANDIDATE (default: the latest evaluated version) with its configured baseline."""
-    from rag_eval.metrics.gate import evaluated_versions, is_timed, read_tags, resolve_baseline
+    from rag_eval.metrics.stats.gate import evaluated_versions, is_timed, read_tags, resolve_baseline
 
     config = _config(args)
     versions = evaluated_versions(args.out)
@@ -140,7 +140,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_tag(args: argparse.Namespace) -> int:
     """Point tag NAME at VERSION (``<datasets>/tags.json``), or list the tags."""
-    from rag_eval.metrics.gate import evaluated_versions, read_tags, set_tag
+    from rag_eval.metrics.stats.gate import evaluated_versions, read_tags, set_tag
 
     if args.name and args.version:
         if args.version not in evaluated_versions(args.out):

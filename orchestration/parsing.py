@@ -47,16 +47,16 @@ def run_config(args: argparse.Namespace) -> dict:
     ------
     ValueError
         For an unknown metric or option, or a value of the wrong type or out of range;
-        ``--executor spark`` without pyspark (``rag_eval.metrics.extras.MissingExtra``, naming the extra).
+        ``--executor spark`` without pyspark (``rag_eval.metrics.core.extras.MissingExtra``, naming the extra).
     """
     from rag_eval.assets.evaluation import METRICS_OP
-    from rag_eval.metrics.aggregate import is_ratio
+    from rag_eval.metrics.reports.aggregate import is_ratio
     from rag_eval.metrics.judges.config import PER_METRIC, LLMConfig
-    from rag_eval.metrics.registry import METRICS, option_types, option_value, resolve_names
+    from rag_eval.metrics.core.registry import METRICS, option_types, option_value, resolve_names
 
     resolve_names(args.metrics)  # unknown names fail here, before anything is registered
     if getattr(args, "executor", "local") == "spark":
-        from rag_eval.metrics.extras import require
+        from rag_eval.metrics.core.extras import require
 
         require("pyspark", "spark", "Spark execution")  # without it: the extra to install, before anything runs
     if not 0 <= args.max_rejected_share <= 1:

@@ -113,7 +113,7 @@ CLAIM_SHOWN = 70
 
 def print_diagnosis(diagnosis: dict, stream: TextIO | None = None) -> None:
     """The one-line diagnosis, then the worst rows of its leading diagnostic with the claims that failed
-    (``rag_eval.metrics.diagnosis``; every diagnostic's worst rows are in summary.json)."""
+    (``rag_eval.metrics.reports.diagnosis``; every diagnostic's worst rows are in summary.json)."""
     stream = stream or sys.stdout
     print(f"diagnosis: {printable(diagnosis['reading'])}", file=stream)
     lead = diagnosis.get("lead")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_eval.metrics.targets.config import MAX_CONFIGURATIONS
+from rag_eval.metrics.sources.targets.config import MAX_CONFIGURATIONS
 
 FIELD_LEVEL = ["questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                "retrieved_documents", "rejected_samples"]
@@ -36,7 +36,7 @@ _FOLLOWERS = {"retriever": ["system_contexts"], "generator": ["system_responses"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``sweep`` subcommand's arguments."""
-    parser.add_argument("config", help="target configuration file (TOML, or YAML): see metrics/targets/config.py")
+    parser.add_argument("config", help="target configuration file (TOML, or YAML): see metrics/sources/targets/config.py")
     parser.add_argument("--metrics", help="metrics to score and rank on, comma-separated (default: the file's "
                                           "`metrics`, else core)")
     parser.add_argument("--max-rejected-share", type=float, default=0.05, metavar="SHARE",
@@ -141,8 +141,8 @@ def run_cost(results: list) -> dict[str, int]:
 def rank(rows: list[dict], metrics: list[str]) -> list[dict]:
     """``rows`` ordered best first on ``metrics`` in turn (each metric's direction; a
     configuration without a value last)."""
-    from rag_eval.metrics.registry import METRICS
-    from rag_eval.metrics.results import Direction
+    from rag_eval.metrics.core.registry import METRICS
+    from rag_eval.metrics.core.results import Direction
 
     def key(row: dict):
         out = []
@@ -157,12 +157,12 @@ def rank(rows: list[dict], metrics: list[str]) -> list[dict]:
 
 def table_row(key: str, configuration, metrics: list[str], out: Path, instance, cost: dict) -> dict:
     """One configuration's line: mean and bootstrap 95 % interval per metric (over its ``ok``
-    rows, ``rag_eval.metrics.agreement.bootstrap``) and the judge its rows name (None for a metric
+    rows, ``rag_eval.metrics.stats.agreement.bootstrap``) and the judge its rows name (None for a metric
     asking no judgement), target errors and cost."""
     import pandas as pd
 
-    from rag_eval.metrics.agreement import bootstrap
-    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.stats.agreement import bootstrap
+    from rag_eval.metrics.core.registry import METRICS
 
     results = pd.read_parquet(out / key / "results.parquet")
     row = {"configuration": configuration.name, "partition": key, "metrics": {}, **cost}
@@ -188,7 +188,7 @@ def judged_by(rows: list[dict], metrics: list[str], judge: dict) -> str:
     """Who scored the table's metrics, as their result rows name it (``judge``: the
     configured judge's description, for its rule version): ``judge offline-heuristic (rule
     version 6): context_recall, context_precision; no judge: ndcg``."""
-    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.core.registry import METRICS
 
     groups: dict[str, list[str]] = {}
     for metric in metrics:
@@ -233,8 +233,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.assets.resources import DatasetStore
     from rag_eval.assets.targets import register_target_run
-    from rag_eval.metrics.registry import resolve_names
-    from rag_eval.metrics.targets.config import load_config
+    from rag_eval.metrics.core.registry import resolve_names
+    from rag_eval.metrics.sources.targets.config import load_config
     from rag_eval.orchestration.commands import check_out
     from rag_eval.orchestration.parsing import resources as run_resources
     from rag_eval.orchestration.dry_run import check_judge

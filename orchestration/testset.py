@@ -1,4 +1,4 @@
-"""``rag-eval testset DOCS -n N``: a test set from a folder of documents (``rag_eval.metrics.testset``).
+"""``rag-eval testset DOCS -n N``: a test set from a folder of documents (``rag_eval.metrics.sources.testset``).
 
 With an LLM endpoint (the judge's settings: ``OPENAI_BASE_URL``/``OPENAI_API_KEY``,
 ``--base-url``, ``--model``...) it generates questions with reference answers and sources;
@@ -15,7 +15,7 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``testset`` subcommand's arguments."""
-    from rag_eval.metrics.testset.documents import CHUNK_TOKENS
+    from rag_eval.metrics.sources.testset.documents import CHUNK_TOKENS
     from rag_eval.orchestration.parsing import add_judge_arguments
 
     parser.add_argument("docs", help="folder of documents (.txt, .md, .html, .pdf; read recursively)")
@@ -42,8 +42,8 @@ def cmd_testset(args: argparse.Namespace) -> int:
     """Read, chunk, generate (or inverse-cloze) and write; print counts, requests and tokens."""
     from rag_eval.metrics.judges.config import LLMConfig
     from rag_eval.metrics.judges.llm import LLMJudge
-    from rag_eval.metrics.testset import chunk_documents, inverse_cloze, read_documents, write_testset
-    from rag_eval.metrics.testset.inverse_cloze import why_none
+    from rag_eval.metrics.sources.testset import chunk_documents, inverse_cloze, read_documents, write_testset
+    from rag_eval.metrics.sources.testset.inverse_cloze import why_none
     from rag_eval.orchestration.parsing import judge_resource
 
     if args.questions < 1:
@@ -87,8 +87,8 @@ def _generated(args: argparse.Namespace, judge, chunks: list, report: dict, out:
     """The LLM set (or, with ``--dry-run``, what it would send)."""
     from rag_eval.metrics.judgements.question_critic import question_critic
     from rag_eval.metrics.judgements.question_generation import question_generation
-    from rag_eval.metrics.testset import write_testset
-    from rag_eval.metrics.testset.generate import DISTRIBUTION, MAX_GENERATIONS, agenerate, aplan
+    from rag_eval.metrics.sources.testset import write_testset
+    from rag_eval.metrics.sources.testset.generate import DISTRIBUTION, MAX_GENERATIONS, agenerate, aplan
 
     if args.dry_run:
         plans = judge.run(aplan(judge, chunks, args.questions, args.chunk_seed))

@@ -23,7 +23,7 @@ import dagster as dg
 
 from rag_eval.assets.partitions import traffic_partitions
 from rag_eval.assets.traffic import TrafficStore, partition_counts, traffic_assets
-from rag_eval.metrics.traffic import TrafficConfig
+from rag_eval.metrics.sources.traffic import TrafficConfig
 
 #: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
 SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
@@ -31,7 +31,7 @@ SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
 
 def traffic_job(config: TrafficConfig):
     """``traffic_job`` (``dagster.define_asset_job``): the ``traffic`` group in ``config``'s partitions
-    (``rag_eval.metrics.traffic.TrafficConfig``)."""
+    (``rag_eval.metrics.sources.traffic.TrafficConfig``)."""
     return dg.define_asset_job(
         "traffic_job", selection=dg.AssetSelection.groups("traffic"), partitions_def=traffic_partitions(config),
         description="A partition of production traffic: read its traces, sample them within the budget, judge the "

@@ -1,5 +1,5 @@
 """The house: import cycles and wrong-way imports (``tools/import_cycles.py``), no state made at
-import, and the optional extras (``rag_eval.metrics.extras``), each missing one named with the command
+import, and the optional extras (``rag_eval.metrics.core.extras``), each missing one named with the command
 that installs it. A missing package is simulated as Python does for a module set to ``None`` in ``sys.modules``."""
 import os
 import subprocess
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.extras import MissingExtra, require
+from rag_eval.metrics.core.extras import MissingExtra, require
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -64,7 +64,7 @@ import sys
 opened = []
 sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" and
                  str(args[0]).endswith(".toml") else None)
-import rag_eval.metrics.registry as registry
+import rag_eval.metrics.core.registry as registry
 
 def built():
     raise AssertionError("the metric registry was built at import")
@@ -99,7 +99,7 @@ def test_a_missing_extra_is_named_with_its_install_command_a_broken_one_is_not(m
 
 
 def test_without_pypdf_a_pdf_is_skipped_naming_the_extra(tmp_path, monkeypatch):
-    from rag_eval.metrics.testset import read_documents
+    from rag_eval.metrics.sources.testset import read_documents
 
     monkeypatch.setitem(sys.modules, "pypdf", None)
     (tmp_path / "manual.pdf").write_bytes(b"%PDF-1.4\n")
@@ -111,8 +111,8 @@ def test_without_pypdf_a_pdf_is_skipped_naming_the_extra(tmp_path, monkeypatch):
 
 
 def test_without_matplotlib_report_html_keeps_its_tables_and_says_how_to_get_the_charts(monkeypatch):
-    from rag_eval.metrics.compare import compare
-    from rag_eval.metrics.gate_report import html_report, version_stats
+    from rag_eval.metrics.stats.compare import compare
+    from rag_eval.metrics.reports.gate_report import html_report, version_stats
 
     def frame(shift: float) -> pd.DataFrame:
         return pd.DataFrame({"sample_id": [f"q{i}" for i in range(10)], "metric": "faithfulness", "status": "ok",

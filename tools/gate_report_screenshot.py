@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 def main() -> int:
     from rag_eval.metrics import evaluate
-    from rag_eval.metrics.gate import GateConfig, Version, history, run_comparison, write_reports
+    from rag_eval.metrics.stats.gate import GateConfig, Version, history, run_comparison, write_reports
     from rag_eval.metrics.judges.offline import OfflineJudge
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

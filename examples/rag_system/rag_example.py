@@ -1,10 +1,10 @@
 """A small RAG system to evaluate: two retrievers and an extractive generator over corpus.jsonl.
 
 * ``bm25``: Okapi BM25 (the ``bm25s`` package, English stop words removed;
-  ``rag_eval.metrics.testset.baseline``, the baseline of generated test sets);
+  ``rag_eval.metrics.sources.testset.baseline``, the baseline of generated test sets);
 * ``dense``: cosine similarity of Universal Sentence Encoder Multilingual v3 embeddings,
   the encoder the offline judge ships (``rag_eval.metrics.judges.offline.OfflineJudge.embed``);
-* ``extractive`` (``rag_eval.metrics.testset.baseline``): the ``sentences`` sentences of the retrieved passages sharing the most
+* ``extractive`` (``rag_eval.metrics.sources.testset.baseline``): the ``sentences`` sentences of the retrieved passages sharing the most
   words with the question, in passage order (no model).
 
 Retrievers take ``user_input`` and ``top_k`` and return ``[{"id", "text", "score"}]``, best
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_eval.metrics.testset.baseline import bm25 as _bm25
-from rag_eval.metrics.testset.baseline import extractive, load_corpus
+from rag_eval.metrics.sources.testset.baseline import bm25 as _bm25
+from rag_eval.metrics.sources.testset.baseline import extractive, load_corpus
 
 CORPUS = Path(__file__).resolve().parent / "corpus.jsonl"
 __all__ = ["bm25", "dense", "extractive"]
@@ -35,7 +35,7 @@ def _encoder():
 
 def bm25(user_input: str, top_k: int = 5) -> list[dict]:
     """The ``top_k`` passages with the highest BM25 score for ``user_input``
-    (``rag_eval.metrics.testset.baseline.bm25`` over corpus.jsonl)."""
+    (``rag_eval.metrics.sources.testset.baseline.bm25`` over corpus.jsonl)."""
     return _bm25(user_input, top_k, str(CORPUS))
 
 

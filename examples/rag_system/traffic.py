@@ -57,7 +57,7 @@ def _tracer_provider(path: Path, seed: int):
 
 def answer(question: str, passages: list[dict], degraded: bool, rng: random.Random) -> str:
     """The extractive answer from the retrieved passages, or, degraded, from an unrelated passage."""
-    from rag_eval.metrics.testset.baseline import extractive, load_corpus
+    from rag_eval.metrics.sources.testset.baseline import extractive, load_corpus
 
     import rag_example
 

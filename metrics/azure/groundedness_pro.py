@@ -1,10 +1,10 @@
 """GroundednessPro (Azure AI Evaluation), computed with our own judge: a binary grounded label."""
 from __future__ import annotations
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from rag_eval.metrics.judgements.statement_support import statement_support, support_verdicts
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.text import statements as split_statements
 
 

@@ -1,10 +1,10 @@
 """The shared shape of Azure AI Evaluation's 1-5 Likert evaluators."""
 from __future__ import annotations
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable
 from rag_eval.metrics.judgements.likert import LikertTexts
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 
 class LikertMetric(Metric):

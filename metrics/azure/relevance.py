@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 
 from rag_eval.metrics.azure.likert import LikertMetric
-from rag_eval.metrics.base import Measured, NotApplicable
+from rag_eval.metrics.core.base import Measured, NotApplicable
 from rag_eval.metrics.judgements.likert_relevance import likert_relevance
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 
 class Relevance(LikertMetric):

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from rag_eval.metrics.azure.likert import LikertMetric
-from rag_eval.metrics.base import Measured, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Measured, NotApplicable, nothing_retrieved
 from rag_eval.metrics.judgements.likert_retrieval import likert_retrieval
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 
 class Retrieval(LikertMetric):

@@ -12,6 +12,6 @@ metric is computed from one matrix of claim × premise entailment verdicts per r
   self-knowledge, faithfulness, and RAGAS's noise sensitivity in relevant and irrelevant chunks
   (``rag_eval.metrics.rag.noise_sensitivity``: RAGAS took RAGChecker's formula; one metric, in both selections).
 
-``rag_eval.metrics.diagnosis`` reads a version's results as a diagnosis: the groups, the largest
+``rag_eval.metrics.reports.diagnosis`` reads a version's results as a diagnosis: the groups, the largest
 problem in one line, and the worst rows with the claims that failed.
 """

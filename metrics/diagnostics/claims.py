@@ -41,13 +41,13 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from rag_eval.metrics.judgements.base import Judgement
 from rag_eval.metrics.judgements.context_support_matrix import context_support_matrix
 from rag_eval.metrics.judgements.statement_classification import statement_classification
 from rag_eval.metrics.judges.base import Judge, JudgeError, expect_count
 from rag_eval.metrics.text import statements
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 #: The reference's claims against each retrieved chunk alone (RAGChecker's ``retrieved2answer``).
 REFERENCE_IN_CHUNKS = "reference_in_chunks"
@@ -189,7 +189,7 @@ def chunk_label(k: int, chunk: str) -> str:
 
 
 class Diagnostic:
-    """What a diagnosis says of a metric (``rag_eval.metrics.diagnosis``), declared on the metric.
+    """What a diagnosis says of a metric (``rag_eval.metrics.reports.diagnosis``), declared on the metric.
 
     Attributes
     ----------

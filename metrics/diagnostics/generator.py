@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.metrics.base import Measured, NotApplicable
+from rag_eval.metrics.core.base import Measured, NotApplicable
 from rag_eval.metrics.diagnostics.claims import (CORRECTNESS, REFERENCE_IN_CHUNKS, RESPONSE_IN_CHUNKS, ClaimChecks,
                                         ClaimMetric, mean)
-from rag_eval.metrics.results import Direction
+from rag_eval.metrics.core.results import Direction
 
 ALL_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 

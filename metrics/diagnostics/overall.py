@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag_eval.metrics.base import Measured
+from rag_eval.metrics.core.base import Measured
 from rag_eval.metrics.diagnostics.claims import CORRECTNESS, ClaimChecks, ClaimMetric, mean
 
 

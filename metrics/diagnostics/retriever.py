@@ -2,7 +2,7 @@
 checked against each retrieved chunk."""
 from __future__ import annotations
 
-from rag_eval.metrics.base import Measured
+from rag_eval.metrics.core.base import Measured
 from rag_eval.metrics.diagnostics.claims import REFERENCE_IN_CHUNKS, ClaimChecks, ClaimMetric, chunk_label, mean
 
 

@@ -1,4 +1,4 @@
-"""``custom_<name>``: the judgement of a custom metric defined in a config file (``rag_eval.metrics.custom``).
+"""``custom_<name>``: the judgement of a custom metric defined in a config file (``rag_eval.metrics.core.custom``).
 
 One judgement per definition, of one of four kinds (RAGAS ``AspectCritic``, rubric scores,
 ``@discrete_metric`` and ``@numeric_metric``; Azure's prompt-based evaluators):

@@ -9,7 +9,7 @@ ideas of the chunks rather than one fact). One request, one question; the reply 
 checked strictly: a question and an answer, both non-empty, and for documents in Chinese,
 Japanese or Korean a question in that script (re-asked once with the problem, then the
 seed is dropped with its cause). No offline rule: generating needs an LLM; offline,
-``rag-eval testset`` writes the inverse-cloze set instead (``rag_eval.metrics.testset.inverse_cloze``).
+``rag-eval testset`` writes the inverse-cloze set instead (``rag_eval.metrics.sources.testset.inverse_cloze``).
 """
 from __future__ import annotations
 

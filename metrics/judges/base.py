@@ -93,7 +93,7 @@ class Judge(ABC):
 
     def prefetch(self, asked: list[tuple[Judgement, Any]]) -> None:
         """Called before a window of :attr:`prefetch_rows` rows is judged, with the judgements
-        their metrics will ask and the inputs (``rag_eval.metrics.base.asked``): the judge may prepare them
+        their metrics will ask and the inputs (``rag_eval.metrics.core.base.asked``): the judge may prepare them
         at once (the offline judge encodes their texts). Results never depend on it. Nothing here."""
 
     @property

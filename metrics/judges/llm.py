@@ -153,7 +153,7 @@ class LLMJudge(Judge):
 
     def describe(self) -> dict[str, Any]:
         """Model, endpoints (without credentials), sampling and transport settings (the prompts'
-        versions are the registry's to add: ``rag_eval.metrics.registry.describe_judge``)."""
+        versions are the registry's to add: ``rag_eval.metrics.core.registry.describe_judge``)."""
         public = self.config.public()
         public["base_url"] = public_url(self.config.base_url)
         public["embedding_base_url"] = public_url(self.config.embedding_base_url)

@@ -367,7 +367,7 @@ class Rules:
 
 
 #: ``OfflineJudge.support`` calls remembered per judge (a few KB each). The metrics of a row are judged
-#: next to each other (``rag_eval.metrics.scoring.score_chunks``): recall and precision of a one-context row, and
+#: next to each other (``rag_eval.metrics.core.scoring.score_chunks``): recall and precision of a one-context row, and
 #: faithfulness and groundedness_pro of every row, ask the same call within a few rows.
 SUPPORT_MEMO = 4_000
 #: Rows whose texts the judge encodes at once before judging them (``OfflineJudge.prefetch``): ~140

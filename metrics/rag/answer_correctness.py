@@ -1,11 +1,11 @@
 """AnswerCorrectness (RAGAS): factual F1 against the reference plus semantic similarity."""
 from __future__ import annotations
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable
 from rag_eval.metrics.judgements.statement_classification import statement_classification
 from rag_eval.metrics.judges.base import Judge, similarity as embedding_similarity
 from rag_eval.metrics.rag.factual_correctness import classify, f_beta
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 
 def answer_correctness_score(tp: int, fp: int, fn: int, similarity: float,

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable
 from rag_eval.metrics.judgements.answer_questions import QuestionAndResponse, answer_questions
 from rag_eval.metrics.judgements.base import Judgement
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 
 def answer_relevancy_score(similarities: Sequence[float], noncommittal: Sequence[bool]) -> float:

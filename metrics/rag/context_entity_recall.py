@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable
 from rag_eval.metrics.judgements.entities import entities as entity_extraction
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.text import has_cjk
 
 

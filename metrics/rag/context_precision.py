@@ -6,11 +6,11 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from rag_eval.metrics.judgements.base import Judgement
 from rag_eval.metrics.judgements.context_usefulness import AnswerAndContexts, context_usefulness
 from rag_eval.metrics.judges.base import Judge, expect_count
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 
 def average_precision(verdicts: Sequence[int]) -> float:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from rag_eval.metrics.judgements.base import Judgement
 from rag_eval.metrics.judgements.reference_attribution import ReferenceStatements, reference_attribution
 from rag_eval.metrics.judges.base import Judge, expect_count
 from rag_eval.metrics.rag.faithfulness import faithfulness_score
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.text import statements as split_statements
 
 

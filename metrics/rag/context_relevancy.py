@@ -5,11 +5,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from rag_eval.metrics.judgements.base import Judgement
 from rag_eval.metrics.judgements.context_relevance import QuestionAndContexts, context_relevance
 from rag_eval.metrics.judges.base import Judge, JudgeError, expect_count
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 
 def context_relevancy_score(ratings: Sequence[tuple[int, int]]) -> float:

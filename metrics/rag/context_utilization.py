@@ -1,10 +1,10 @@
 """ContextUtilization (RAGAS): context precision without a reference, judged against the response."""
 from __future__ import annotations
 
-from rag_eval.metrics.base import Family, Measured, NotApplicable
+from rag_eval.metrics.core.base import Family, Measured, NotApplicable
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.rag.context_precision import ContextPrecision
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.text import statements
 
 

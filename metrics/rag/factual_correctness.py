@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
-from rag_eval.metrics.base import Options as MetricOptions
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.core.base import Options as MetricOptions
 from rag_eval.metrics.judgements.statement_classification import statement_classification
 from rag_eval.metrics.judges.base import Judge, expect_count
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.text import statements
 
 

@@ -5,11 +5,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from rag_eval.metrics.judgements.base import Judgement
 from rag_eval.metrics.judgements.statement_support import Statements, statement_support, support_verdicts
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.text import statements as split_statements
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from rag_eval.metrics.base import Family, Measured, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Family, Measured, NotApplicable, nothing_retrieved
 from rag_eval.metrics.diagnostics.claims import CHECKS, ClaimChecks, ClaimMetric
 from rag_eval.metrics.judges.base import Judge, JudgeError
-from rag_eval.metrics.results import Direction
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.results import Direction
+from rag_eval.metrics.core.samples import Sample
 
 
 def noise_sensitivity_score(reference_support: Sequence[Sequence[int]], response_support: Sequence[Sequence[int]],

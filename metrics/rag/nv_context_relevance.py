@@ -1,10 +1,10 @@
 """NVIDIA ContextRelevance (RAGAS ``nv_context_relevance``): the contexts as a whole, dual judge."""
 from __future__ import annotations
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable, nothing_retrieved
 from rag_eval.metrics.judgements.whole_context_relevance import whole_context_relevance
 from rag_eval.metrics.judges.base import Judge, JudgeError
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 
 def nv_context_relevance_score(first: int, second: int) -> float:

@@ -29,10 +29,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from rag_eval.metrics.base import Family, InputProblem, Measured, Metric, NotApplicable, Options
+from rag_eval.metrics.core.base import Family, InputProblem, Measured, Metric, NotApplicable, Options
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.results import Direction
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.results import Direction
+from rag_eval.metrics.core.samples import Sample
 
 XDCG_DISCOUNT = 0.6
 

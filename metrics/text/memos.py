@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 #: Results each memo (:func:`memo`) of the text and offline-judge code keeps: a text's sentences,
 #: statements, stems, passages... Every metric of a row is judged next to the others
-#: (``rag_eval.metrics.scoring.score_chunks``), so what they share of a row is asked again within a few
+#: (``rag_eval.metrics.core.scoring.score_chunks``), so what they share of a row is asked again within a few
 #: rows; the rest keeps texts that many rows share (a passage retrieved for many questions).
 #: Bounded, so a long version's memory stays flat.
 MEMO_SIZE = 20_000

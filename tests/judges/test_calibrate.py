@@ -1,4 +1,4 @@
-"""`rag_eval.metrics.calibrate` and `rag-eval calibrate`: agreement of a judge with human labels.
+"""`rag_eval.metrics.stats.calibrate` and `rag-eval calibrate`: agreement of a judge with human labels.
 Statistics checked against values worked out by hand; the LLM judge over real HTTP
 against the project's scripted server."""
 import json
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from rag_eval.metrics import OfflineJudge, calibrate
-from rag_eval.metrics.agreement import auroc, kendall, spearman
-from rag_eval.metrics.calibrate import read_labels
+from rag_eval.metrics.stats.agreement import auroc, kendall, spearman
+from rag_eval.metrics.stats.calibrate import read_labels
 from rag_eval.orchestration.cli import main
 from rag_eval.orchestration.judge_sim import oracle
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from rag_eval.metrics import build_metrics, evaluate, load_samples
-from rag_eval.metrics.cost import estimate_cost
+from rag_eval.metrics.judges.cost import estimate_cost
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 

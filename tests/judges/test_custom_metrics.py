@@ -1,4 +1,4 @@
-"""Custom metrics from a YAML file (``rag_eval.metrics.custom``): every kind judged by the LLM judge over
+"""Custom metrics from a YAML file (``rag_eval.metrics.core.custom``): every kind judged by the LLM judge over
 real HTTP against the project's scripted server (valid; malformed then valid; outside the
 allowed set twice → judge_error), cached, counted; offline → not_applicable; errors naming
 the file, the metric and the field."""
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rag_eval.metrics import OfflineJudge, Status
-from rag_eval.metrics.custom import load_custom_metrics
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.core.custom import load_custom_metrics
+from rag_eval.metrics.core.samples import sample_from_dict
 from rag_eval.orchestration.judge_sim import Reply
 
 ROOT = Path(__file__).parents[2]
@@ -161,7 +161,7 @@ def test_a_bad_definition_names_the_file_the_metric_and_the_field(entry, message
 
 
 def test_an_unknown_name_says_which_custom_metrics_file_was_read(monkeypatch):
-    from rag_eval.metrics.registry import CUSTOM_METRICS_ENV, load_extensions, resolve_names
+    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, load_extensions, resolve_names
 
     monkeypatch.delenv(CUSTOM_METRICS_ENV, raising=False)
     assert load_extensions() is None  # no file in the working directory (the repository's root)

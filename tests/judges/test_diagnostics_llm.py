@@ -6,7 +6,7 @@ import re
 import pytest
 
 from rag_eval.metrics import evaluate
-from rag_eval.metrics.registry import FAMILIES
+from rag_eval.metrics.core.registry import FAMILIES
 from rag_eval.orchestration.judge_sim import Reply, build_answer, embedding_body
 from tests.metrics.test_diagnostics import CHUNKS, CORRECT, EXPECTED, MATRIX, ROW, STATED
 

@@ -4,10 +4,10 @@ import math
 import pytest
 
 from rag_eval.metrics import evaluate
-from rag_eval.metrics.compare import compare
-from rag_eval.metrics.gate import effective_repeats, with_repeats
+from rag_eval.metrics.stats.compare import compare
+from rag_eval.metrics.stats.gate import effective_repeats, with_repeats
 from rag_eval.metrics.judges.offline import OfflineJudge
-from rag_eval.metrics.samples import load_samples
+from rag_eval.metrics.core.samples import load_samples
 from rag_eval.orchestration.judge_sim import oracle
 from tests.conftest import FIQA
 

@@ -7,7 +7,7 @@ import pytest
 
 from rag_eval.metrics import Status, evaluate, score_sample
 from rag_eval.metrics.judgements.statement_support import statement_support
-from rag_eval.metrics.registry import describe_judge
+from rag_eval.metrics.core.registry import describe_judge
 from rag_eval.orchestration.judge_sim import Reply, build_answer, embedding_body, oracle
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test

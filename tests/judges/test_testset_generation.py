@@ -9,10 +9,10 @@ import pytest
 
 from rag_eval.metrics import evaluate
 from rag_eval.metrics.judges.endpoint import EndpointError
-from rag_eval.metrics.targets.config import load_config
-from rag_eval.metrics.testset import chunk_documents, read_documents
-from rag_eval.metrics.testset.baseline import bm25, extractive
-from rag_eval.metrics.testset.generate import agenerate, counts
+from rag_eval.metrics.sources.targets.config import load_config
+from rag_eval.metrics.sources.testset import chunk_documents, read_documents
+from rag_eval.metrics.sources.testset.baseline import bm25, extractive
+from rag_eval.metrics.sources.testset.generate import agenerate, counts
 from rag_eval.metrics.text import has_cjk
 from rag_eval.orchestration.cli import main
 from tests.conftest import TEST_KEY

@@ -1,4 +1,4 @@
-"""rag_eval.metrics.compare: paired differences by id, direction, scale, Holm, coverage, repeats (values by hand)."""
+"""rag_eval.metrics.stats.compare: paired differences by id, direction, scale, Holm, coverage, repeats (values by hand)."""
 import math
 import re
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.compare import compare, default_margin, holm
+from rag_eval.metrics.stats.compare import compare, default_margin, holm
 
 
 def frame(metric: str, values: dict[str, float], status: dict[str, str] | None = None, repeat: int | None = None,
@@ -133,7 +133,7 @@ def test_another_question_set_is_no_decision_but_rows_all_failing_are_a_failure(
     row = result.metrics["faithfulness"]
     assert (row.n, row.verdict, result.passed, result.decided) == (0, "no rows in common", True, False)
     assert result.verdict == "no decision: the candidate shares no row id with baseline fiqa; nothing was compared"
-    from rag_eval.metrics.gate_report import markdown_report
+    from rag_eval.metrics.reports.gate_report import markdown_report
 
     assert markdown_report(result).splitlines()[0] == (
         "## Regression gate: no decision: `new` shares no row id with baseline `fiqa`; nothing was compared")
@@ -158,7 +158,7 @@ def test_metrics_that_did_not_move_on_any_row_do_not_dilute_the_holm_correction(
 
 
 def test_report_md_renders_the_data_inert():
-    from rag_eval.metrics.gate_report import markdown_report
+    from rag_eval.metrics.reports.gate_report import markdown_report
 
     hostile = "x1` <img src=x onerror=alert(1)> [a](javascript:alert(2))"
     worse = {sid: v - 0.2 for sid, v in BASE.items()}
@@ -178,14 +178,14 @@ def test_report_md_renders_the_data_inert():
                                  {"margins": 3}, {"metrics": [["faithfulness"]]}, {"metrics": [{"a": 1}]},
                                  {"baseline": 3}])
 def test_gate_settings_refuse_values_that_would_switch_the_gate_off_or_crash_it(bad):
-    from rag_eval.metrics.gate import GateConfig
+    from rag_eval.metrics.stats.gate import GateConfig
 
     with pytest.raises(ValueError, match="gate config"):
         GateConfig(**bad)
 
 
 def test_a_metric_labelled_in_both_versions_is_decided_on_their_ppi_estimates_and_says_so():
-    from rag_eval.metrics.ppi import MeanEstimate
+    from rag_eval.metrics.stats.ppi import MeanEstimate
 
     # The judge finds every row 0.1 worse (a paired interval of exactly -0.1: regressed); people's labels say
     # 0.70 (se 0.05) then 0.55 (se 0.05): difference -0.15, se sqrt(0.05² + 0.05²) = 0.070711, interval
@@ -223,7 +223,7 @@ def test_a_metric_labelled_in_both_versions_is_decided_on_their_ppi_estimates_an
 
 
 def test_a_metric_scored_on_neither_side_is_not_applicable_and_decides_nothing():
-    from rag_eval.metrics.gate_report import markdown_report
+    from rag_eval.metrics.reports.gate_report import markdown_report
 
     no_reference = dict.fromkeys(IDS, "input_error")
     base = pd.concat([frame("faithfulness", BASE), frame("context_recall", BASE, no_reference)])
@@ -247,7 +247,7 @@ def test_a_metric_scored_on_neither_side_is_not_applicable_and_decides_nothing()
     ("tool = 3\n", "tool must be a table, got int"), ('[tool]\nrag_eval = "x"\n', "tool.rag_eval must be a table, got str"),
     ("[tool.rag_eval]\ngate = 5\n", "tool.rag_eval.gate must be a table, got int")])
 def test_a_settings_file_of_other_shapes_is_named_with_the_key(tmp_path, text, said):
-    from rag_eval.metrics.gate import GateConfig
+    from rag_eval.metrics.stats.gate import GateConfig
 
     path = tmp_path / "gate.toml"
     path.write_text(text, encoding="utf-8")
@@ -264,7 +264,7 @@ def test_a_settings_file_of_other_shapes_is_named_with_the_key(tmp_path, text, s
 @pytest.mark.parametrize("name", ["\x1b[31mRED", "a\nb", "a\tb", "..", ".hidden", "x:y", ""])
 def test_a_tag_name_is_what_its_message_says(tmp_path, name):
     # The third attacker's: escapes, a newline, a tab and '..' were accepted though the message allowed none.
-    from rag_eval.metrics.gate import read_tags, set_tag
+    from rag_eval.metrics.stats.gate import read_tags, set_tag
 
     with pytest.raises(ValueError, match=r"use letters, digits, '\.', '_' or '-'"):
         set_tag(tmp_path, name, "v1")
@@ -273,7 +273,7 @@ def test_a_tag_name_is_what_its_message_says(tmp_path, name):
 
 
 def test_a_dataset_in_parquet_is_not_taken_for_results(tmp_path):
-    from rag_eval.metrics.gate import load_version
+    from rag_eval.metrics.stats.gate import load_version
 
     pd.DataFrame([{"user_input": "q", "response": "a"}]).to_parquet(tmp_path / "samples.parquet")
     with pytest.raises(ValueError, match=r"samples\.parquet: not a results file \(no column 'metric', 'row', "

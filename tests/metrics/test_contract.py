@@ -12,9 +12,9 @@ import pytest
 
 from rag_eval.metrics import evaluate
 from rag_eval.metrics.judges.offline import OfflineJudge
-from rag_eval.metrics.registry import METRICS
-from rag_eval.metrics.results import Direction, Status
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.core.samples import sample_from_dict
 from tests.conftest import ScriptedJudge
 
 NAMES = list(METRICS)

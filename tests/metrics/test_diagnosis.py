@@ -1,14 +1,14 @@
-"""rag_eval.metrics.diagnosis: a version's reading, its groups and worst rows (values by hand); which diagnostics
+"""rag_eval.metrics.reports.diagnosis: a version's reading, its groups and worst rows (values by hand); which diagnostics
 moved in a comparison; how the summary, the table and the gate's reports show them."""
 import json
 
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.aggregate import summarize
-from rag_eval.metrics.compare import compare
-from rag_eval.metrics.diagnosis import diagnose, diagnostics_in, moved_line
-from rag_eval.metrics.gate_report import diagnosis_markdown, html_report, markdown_report
+from rag_eval.metrics.reports.aggregate import summarize
+from rag_eval.metrics.stats.compare import compare
+from rag_eval.metrics.reports.diagnosis import diagnose, diagnostics_in, moved_line
+from rag_eval.metrics.reports.gate_report import diagnosis_markdown, html_report, markdown_report
 from rag_eval.orchestration.report import print_table
 
 

@@ -5,9 +5,9 @@ import pytest
 from rag_eval.metrics.diagnostics.claims import check_claims
 from rag_eval.metrics.diagnostics.overall import f1
 from rag_eval.metrics.judges.base import JudgeError
-from rag_eval.metrics.registry import FAMILIES, build_metrics
-from rag_eval.metrics.results import Direction, Status
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.core.registry import FAMILIES, build_metrics
+from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.core.samples import sample_from_dict
 
 from tests.conftest import ScriptedJudge
 

@@ -1,10 +1,10 @@
-"""Drift of a traffic day against its trailing window (rag_eval.metrics.drift), on hand-worked cases:
+"""Drift of a traffic day against its trailing window (rag_eval.metrics.stats.drift), on hand-worked cases:
 constant scores make every bootstrap draw the same difference, so the interval and the
 p-values are known exactly."""
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.drift import DROP, NO_CHANGE, NO_WINDOW, NOT_APPLICABLE, TOO_FEW, drift
+from rag_eval.metrics.stats.drift import DROP, NO_CHANGE, NO_WINDOW, NOT_APPLICABLE, TOO_FEW, drift
 
 
 def rows(metric, values, status="ok"):

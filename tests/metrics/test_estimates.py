@@ -1,8 +1,8 @@
-"""rag_eval.metrics.estimates and rag_eval.metrics.agreement: a version's labels against its judge, worked out by hand.
+"""rag_eval.metrics.stats.estimates and rag_eval.metrics.stats.agreement: a version's labels against its judge, worked out by hand.
 
 The labelled and unlabelled scores are those of tests/metrics/test_ppi.py (checked there against
 ppi-python 0.2.3 and by hand): joined from a results frame with rows the judge could not score,
-exactly those labels, scores and unlabelled scores must reach ``rag_eval.metrics.ppi.ppi_mean``.
+exactly those labels, scores and unlabelled scores must reach ``rag_eval.metrics.stats.ppi.ppi_mean``.
 """
 import io
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.agreement import accuracy, cohen_kappa
-from rag_eval.metrics.estimates import add_estimates, metric_estimate
-from rag_eval.metrics.ppi import ppi_mean
+from rag_eval.metrics.stats.agreement import accuracy, cohen_kappa
+from rag_eval.metrics.stats.estimates import add_estimates, metric_estimate
+from rag_eval.metrics.stats.ppi import ppi_mean
 from tests.metrics.test_ppi import PPI_PY, UNLABELLED, Y, YHAT
 
 
@@ -38,7 +38,7 @@ def test_the_estimate_is_of_the_rows_scored_ok_and_other_rows_are_counted_not_sc
     labelled = metric_estimate(FRAME, LABELS, "faithfulness")
     e = labelled.estimate
     assert e == ppi_mean(Y, YHAT, UNLABELLED)  # the 10 labels, their 10 scores and the 15 unlabelled ones
-    # Wider than ppi-python's plain PPI++ (0.6815 [0.4525, 0.9105]): the Agresti-Coull pseudo-rows (rag_eval.metrics.ppi).
+    # Wider than ppi-python's plain PPI++ (0.6815 [0.4525, 0.9105]): the Agresti-Coull pseudo-rows (rag_eval.metrics.stats.ppi).
     assert e.ci_high - e.ci_low > PPI_PY[None][2] - PPI_PY[None][1] and e.lam == pytest.approx(25 / 36)
     assert (e.n, e.N, labelled.rows) == (10, 15, 25)  # the judge_error, not_applicable, input_error rows: neither
     assert labelled.not_scored == {"judge_error": 1} and labelled.unmatched == 1

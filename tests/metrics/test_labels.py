@@ -1,12 +1,12 @@
-"""Human labels as data (rag_eval.metrics.labels), the export's draw and sheet (rag_eval.metrics.annotate): by hand."""
+"""Human labels as data (rag_eval.metrics.sources.labels), the export's draw and sheet (rag_eval.metrics.sources.annotate): by hand."""
 import csv
 import json
 
 import pytest
 
-from rag_eval.metrics.annotate import allocate, draw, label_config, tasks, write_label_studio, write_sheet
-from rag_eval.metrics.labels import label_value, labels_frame, merge, read_records, read_stored, validate, write_stored
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.sources.annotate import allocate, draw, label_config, tasks, write_label_studio, write_sheet
+from rag_eval.metrics.sources.labels import label_value, labels_frame, merge, read_records, read_stored, validate, write_stored
+from rag_eval.metrics.core.samples import sample_from_dict
 
 IDS = {0: "q1", 1: "q2", 2: "q3", 3: "dup", 4: "dup"}  # rows 0-4 (lines 1-5); 'dup' is on lines 4 and 5
 

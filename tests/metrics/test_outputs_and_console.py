@@ -8,11 +8,11 @@ import json
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.aggregate import dingo_summary, summarize
+from rag_eval.metrics.reports.aggregate import dingo_summary, summarize
 from rag_eval.metrics.evaluate import evaluate, results_frame
-from rag_eval.metrics.formats import azure_rows, ragas_table, write_ragas_csv
-from rag_eval.metrics.results import Direction, MetricResult, Status
-from rag_eval.metrics.samples import load_samples, unavailable, unusable
+from rag_eval.metrics.reports.formats import azure_rows, ragas_table, write_ragas_csv
+from rag_eval.metrics.core.results import Direction, MetricResult, Status
+from rag_eval.metrics.core.samples import load_samples, unavailable, unusable
 from rag_eval.orchestration.report import print_input_errors, print_rejected, print_table, printable, progress_display
 
 FIQA_ROW = {"user_input": "What is an ETF?", "response": "An ETF is an exchange-traded fund.",
@@ -199,7 +199,7 @@ def test_progress_prints_plain_lines_when_not_on_a_terminal():
 
 
 def test_the_table_is_readable_at_80_columns(capsys):
-    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.core.registry import METRICS
 
     frame = results_frame([result(name, 1.0, threshold=1.0) for name in METRICS])
     print_table(summarize(frame, task_name="20261130T020000Z-a-long-dataset-name"), width=80)

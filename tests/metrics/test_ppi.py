@@ -1,4 +1,4 @@
-"""rag_eval.metrics.ppi against the authors' package, Agresti-Coull, Agresti-Min and hand-worked cases.
+"""rag_eval.metrics.stats.ppi against the authors' package, Agresti-Coull, Agresti-Min and hand-worked cases.
 
 The reference figures below were computed with ppi-python 0.2.3 (Angelopoulos et al.'s
 ``ppi_py``), in a separate venv, by (``pseudo=0`` here: plain PPI++, no pseudo-rows)::
@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from rag_eval.metrics.ppi import classical_mean, difference, power_tuning, ppi_mean
+from rag_eval.metrics.stats.ppi import classical_mean, difference, power_tuning, ppi_mean
 
 Z = 1.959963984540054  # the normal quantile of a 95 % interval
 

@@ -1,6 +1,6 @@
 """The trust bench's machinery (bench/trust_bench.py) on synthetic pools whose truth is
 analytic, so a broken bench (a wrong truth, a wrong width, a judge transform that does not
-do what it says) cannot pass silently; and the coverage that made rag_eval.metrics.ppi add its
+do what it says) cannot pass silently; and the coverage that made rag_eval.metrics.stats.ppi add its
 pseudo-rows. Pure numpy, no encoder: a few seconds."""
 import math
 

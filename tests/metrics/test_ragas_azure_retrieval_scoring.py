@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 
 from rag_eval.metrics import evaluate
-from rag_eval.metrics.aggregate import summarize
+from rag_eval.metrics.reports.aggregate import summarize
 from rag_eval.metrics.azure.groundedness import Groundedness
 from rag_eval.metrics.azure.groundedness_pro import GroundednessPro
 from rag_eval.metrics.azure.relevance import Relevance
 from rag_eval.metrics.azure.response_completeness import ResponseCompleteness
 from rag_eval.metrics.azure.retrieval import Retrieval
 from rag_eval.metrics.evaluate import results_frame
-from rag_eval.metrics.formats import azure_rows, ragas_table
+from rag_eval.metrics.reports.formats import azure_rows, ragas_table
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.rag.answer_correctness import AnswerCorrectness, answer_correctness_score
 from rag_eval.metrics.rag.context_entity_recall import ContextEntityRecall, normalise_entity
@@ -29,10 +29,10 @@ from rag_eval.metrics.rag.factual_correctness import FactualCorrectness, f_beta
 from rag_eval.metrics.rag.noise_sensitivity import (NoiseSensitivityIrrelevant, NoiseSensitivityRelevant,
                                            noise_sensitivity_score)
 from rag_eval.metrics.rag.nv_context_relevance import NVContextRelevance, nv_context_relevance_score
-from rag_eval.metrics.registry import build_metrics
-from rag_eval.metrics.results import Direction, MetricResult, Status
+from rag_eval.metrics.core.registry import build_metrics
+from rag_eval.metrics.core.results import Direction, MetricResult, Status
 from rag_eval.metrics.retrieval.document_retrieval import RankingSettings, document_retrieval
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.core.samples import sample_from_dict
 
 from tests.conftest import ScriptedJudge, regression_case
 

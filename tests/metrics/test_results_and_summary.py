@@ -7,8 +7,8 @@ import statistics
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.aggregate import metric_stats, summarize
-from rag_eval.metrics.results import Direction, MetricResult, Status, passes
+from rag_eval.metrics.reports.aggregate import metric_stats, summarize
+from rag_eval.metrics.core.results import Direction, MetricResult, Status, passes
 
 FAITH_KEY = "user_input,response,retrieved_contexts"
 RELEV_KEY = "user_input,retrieved_contexts"

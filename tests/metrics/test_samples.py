@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import ScriptedJudge
 from rag_eval.metrics.rag.faithfulness import Faithfulness
-from rag_eval.metrics.results import Status
-from rag_eval.metrics.samples import iter_samples, load_samples, sample_from_dict, unavailable
+from rag_eval.metrics.core.results import Status
+from rag_eval.metrics.core.samples import iter_samples, load_samples, sample_from_dict, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parents[1] / "data"
@@ -185,7 +185,7 @@ def test_bad_utf8_line_and_lone_surrogate_stay_on_their_row(tmp_path):
 
 
 def test_oversized_fields_are_malformed_not_truncated():
-    from rag_eval.metrics.samples import MAX_CHARS, MAX_CONTEXTS
+    from rag_eval.metrics.core.samples import MAX_CHARS, MAX_CONTEXTS
 
     big = sample_from_dict({"question": "q", "answer": "x" * (MAX_CHARS + 1),
                             "contexts": ["c"] * (MAX_CONTEXTS + 1)}, 0)

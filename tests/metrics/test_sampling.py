@@ -1,11 +1,11 @@
-"""The traffic sample (rag_eval.metrics.sampling): proportional to the strata, seeded, within a row or cost budget."""
+"""The traffic sample (rag_eval.metrics.stats.sampling): proportional to the strata, seeded, within a row or cost budget."""
 import hashlib
 import random
 
 import pytest
 
-from rag_eval.metrics.sampling import Budget, priority, score_bands, select, stratum_keys
-from rag_eval.metrics.traces import Trace
+from rag_eval.metrics.stats.sampling import Budget, priority, score_bands, select, stratum_keys
+from rag_eval.metrics.sources.traces import Trace
 
 
 def trace(i, route="chat", top=None):
@@ -68,10 +68,10 @@ def test_retrieval_score_bands_are_the_tertiles_of_the_top_scores():
 def test_the_cost_of_a_trace_ignores_the_judgement_cache(make_judge, server):
     """The estimate is the dry run's, sending nothing; judged once (its answers cached), the same
     trace costs the same, so a re-run draws the same sample."""
-    from rag_eval.metrics.registry import build_metrics
-    from rag_eval.metrics.sampling import judging_cost
-    from rag_eval.metrics.scoring import score_all
-    from rag_eval.metrics.samples import sample_from_dict
+    from rag_eval.metrics.core.registry import build_metrics
+    from rag_eval.metrics.stats.sampling import judging_cost
+    from rag_eval.metrics.core.scoring import score_all
+    from rag_eval.metrics.core.samples import sample_from_dict
 
     judge = make_judge()
     samples = [sample_from_dict({"user_input": "What is BM25?", "response": "A ranking function. It scores terms.",

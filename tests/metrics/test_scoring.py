@@ -15,8 +15,8 @@ from rag_eval.metrics.rag.context_precision import ContextPrecision, average_pre
 from rag_eval.metrics.rag.context_recall import ContextRecall
 from rag_eval.metrics.rag.context_relevancy import ContextRelevancy, context_relevancy_score
 from rag_eval.metrics.rag.faithfulness import Faithfulness, faithfulness_score
-from rag_eval.metrics.results import Direction, Status
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.core.samples import sample_from_dict
 from tests.conftest import ScriptedJudge, regression_case
 
 DATA = Path(__file__).parents[1] / "data"
@@ -382,7 +382,7 @@ def test_a_metric_raising_on_its_rows_is_judge_error_and_the_other_metric_keeps_
     """The review's case, as the metric assets' step scores it (``score_chunks``, every metric
     together): answer_relevancy given no generated question raises ValueError on every row,
     and faithfulness judged alongside keeps its 3 supported of 4 statements = 0.75 per row."""
-    from rag_eval.metrics.scoring import score_chunks
+    from rag_eval.metrics.core.scoring import score_chunks
 
     samples = [sample_from_dict({**FULL, "id": f"s{i}"}, row=i) for i in range(3)]
     tasks = [(Faithfulness(), samples, ScriptedJudge(support=[1, 1, 0, 1])),
@@ -399,7 +399,7 @@ def test_each_row_is_judged_with_all_its_metrics_before_the_next_row():
     """What the offline judge's bounded memos rely on (``rag_eval.metrics.text.MEMO_SIZE``): a row's
     metrics are judged next to each other, rows in order, chunk after chunk; results still
     come back per metric in row order."""
-    from rag_eval.metrics.scoring import score_chunks
+    from rag_eval.metrics.core.scoring import score_chunks
 
     order = []
 
@@ -450,7 +450,7 @@ def test_a_response_format_outside_its_two_values_is_refused_not_taken_for_json_
 
 
 def test_build_metrics_refuses_a_cut_off_below_one_naming_it():
-    from rag_eval.metrics.registry import build_metrics
+    from rag_eval.metrics.core.registry import build_metrics
 
     with pytest.raises(ValueError, match=r"^ndcg: k: Input should be greater than or equal to 1 \(got 0\)$"):
         build_metrics(["ndcg"], options={"ndcg": {"k": 0}})
@@ -475,10 +475,10 @@ class _Prefetching(ScriptedJudge):
 
 def test_a_judge_prepares_each_window_of_rows_with_exactly_what_the_metrics_then_ask():
     """``score_chunks`` calls ``Judge.prefetch`` before each window of ``prefetch_rows`` rows with
-    ``rag_eval.metrics.base.asked``: the judgements and inputs the five core metrics then ask of those rows,
+    ``rag_eval.metrics.core.base.asked``: the judgements and inputs the five core metrics then ask of those rows,
     normalised as ``measure`` gets them; a row lacking a field or with nothing to judge asks nothing."""
-    from rag_eval.metrics.registry import build_metrics
-    from rag_eval.metrics.scoring import score_all
+    from rag_eval.metrics.core.registry import build_metrics
+    from rag_eval.metrics.core.scoring import score_all
 
     context = "The Louvre museum is located in **Paris**, France [1]. It opened in 1793."
     rows = [{"user_input": "Where is the Louvre?", "response": "The Louvre is in Paris [2].", "retrieved_contexts":
@@ -504,8 +504,8 @@ def test_a_judge_prepares_each_window_of_rows_with_exactly_what_the_metrics_then
 
 def test_a_failing_prefetch_loses_no_result():
     """What a judge's ``prefetch`` raises only loses the gain: every row is still judged, as without it."""
-    from rag_eval.metrics.registry import build_metrics
-    from rag_eval.metrics.scoring import score_all
+    from rag_eval.metrics.core.registry import build_metrics
+    from rag_eval.metrics.core.scoring import score_all
 
     class Failing(ScriptedJudge):
         prefetch_rows = 1

@@ -10,11 +10,11 @@ from rag_eval.metrics.judgements.question_generation import Seed
 from rag_eval.metrics.judgements.question_generation import request as question_generation_request
 from rag_eval.metrics.judges.plan import estimate_tokens
 from rag_eval.metrics.retrieval.document_retrieval import NDCG
-from rag_eval.metrics.testset import chunk_documents, inverse_cloze, read_documents, write_testset
-from rag_eval.metrics.testset.baseline import bm25
-from rag_eval.metrics.testset.documents import Document, chunk_document, read_text
-from rag_eval.metrics.testset.generate import counts, language_of, seeds
-from rag_eval.metrics.testset.inverse_cloze import why_none
+from rag_eval.metrics.sources.testset import chunk_documents, inverse_cloze, read_documents, write_testset
+from rag_eval.metrics.sources.testset.baseline import bm25
+from rag_eval.metrics.sources.testset.documents import Document, chunk_document, read_text
+from rag_eval.metrics.sources.testset.generate import counts, language_of, seeds
+from rag_eval.metrics.sources.testset.inverse_cloze import why_none
 from rag_eval.metrics.text import split_sentences
 
 DOCS = Path(__file__).resolve().parents[2] / "examples" / "testset" / "docs"

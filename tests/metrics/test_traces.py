@@ -6,9 +6,9 @@ import json
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.traces import Trace, TraceProblem, read_traces, to_sample
-from rag_eval.metrics.traces.parquet import table_traces, traces_table
-from rag_eval.metrics.traces.otlp import hex_id, span_times
+from rag_eval.metrics.sources.traces import Trace, TraceProblem, read_traces, to_sample
+from rag_eval.metrics.sources.traces.parquet import table_traces, traces_table
+from rag_eval.metrics.sources.traces.otlp import hex_id, span_times
 
 T0 = 1_793_491_200_000_000_000  # 2026-11-01T00:00:00Z in ns
 MS = 1_000_000
@@ -309,8 +309,8 @@ def test_a_table_with_a_column_mapping_jsonl_and_parquet(tmp_path):
 def test_a_sql_query_on_a_real_postgresql_server(postgres):
     import sqlalchemy
 
-    from rag_eval.metrics.traffic import window_queries
-    from rag_eval.metrics.traces.tables import read_sql, sql_times
+    from rag_eval.metrics.sources.traffic import window_queries
+    from rag_eval.metrics.sources.traces.tables import read_sql, sql_times
 
     engine = sqlalchemy.create_engine(postgres.url)
     with engine.begin() as connection:
@@ -344,7 +344,7 @@ def test_a_sql_query_on_a_real_postgresql_server(postgres):
            "window_end": datetime(2026, 11, 3, tzinfo=timezone.utc)}
     assert [t.trace_id for t in read_sql(postgres.url, windowed, mapping, day) if isinstance(t, Trace)] == ["q3"]
     # What a traffic partition reads: the rows of its window only.
-    from rag_eval.metrics.traffic import TraceIndex, TrafficConfig, read_window
+    from rag_eval.metrics.sources.traffic import TraceIndex, TrafficConfig, read_window
 
     config = TrafficConfig(source=postgres.url, format="sql", query=query, mapping=mapping)
     window = list(read_window(config, TraceIndex("unused", "sql"), T0, T0 + 86_400 * 10 ** 9))
@@ -355,7 +355,7 @@ def test_a_sql_query_on_a_real_postgresql_server(postgres):
 
 
 def test_a_database_error_names_the_database_without_its_password(postgres):
-    from rag_eval.metrics.traces.tables import read_sql
+    from rag_eval.metrics.sources.traces.tables import read_sql
 
     url = postgres.url.replace("postgres@", "postgres:hunter2-secret@")
     with pytest.raises(ValueError) as raised:

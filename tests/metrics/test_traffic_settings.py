@@ -1,9 +1,9 @@
-"""Traffic settings and the trace index (rag_eval.metrics.traffic)."""
+"""Traffic settings and the trace index (rag_eval.metrics.sources.traffic)."""
 import os
 
 import pytest
 
-from rag_eval.metrics.traffic import HOUR_NS, TraceIndex, TrafficConfig, window_files
+from rag_eval.metrics.sources.traffic import HOUR_NS, TraceIndex, TrafficConfig, window_files
 from tests.metrics.test_traces import T0, line, rag_trace
 
 

@@ -14,7 +14,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.registry import PLUGIN_GROUP, plugin_metrics
+from rag_eval.metrics.core.registry import PLUGIN_GROUP, plugin_metrics
 from rag_eval.metrics.text import normalise_rag_text
 from rag_eval.orchestration.judge_sim import Reply, oracle
 
@@ -79,11 +79,11 @@ GROUP = ("from rag_eval.orchestration.definitions import defs; import dagster as
 @pytest.mark.parametrize("code, printed", [
     ("import rag_eval_language; print(rag_eval_language.LanguageMatch.name)", ["language_match"]),
     # Importing metrics loads no plugin (it used to: "partially initialized module 'rag_eval_language'").
-    ("import rag_eval_language\nfrom rag_eval.metrics import METRICS, load_extensions\nfrom rag_eval.metrics.registry import resolve_names\n"
+    ("import rag_eval_language\nfrom rag_eval.metrics import METRICS, load_extensions\nfrom rag_eval.metrics.core.registry import resolve_names\n"
      "try:\n    resolve_names('language_match')\nexcept KeyError as exc:\n    print(exc.args[0].rsplit('; ', 1)[1])\n"
      "load_extensions(); print(METRICS['language_match'] is rag_eval_language.LanguageMatch)",
      ["custom and plugin metrics not loaded (rag_eval.metrics.load_extensions())", "True"]),
-    ("import rag_eval.metrics, rag_eval_language; rag_eval.metrics.load_extensions(); print(list(rag_eval.metrics.registry.FAMILIES['plugin']))",
+    ("import rag_eval.metrics, rag_eval_language; rag_eval.metrics.load_extensions(); print(list(rag_eval.metrics.core.registry.FAMILIES['plugin']))",
      ["['language_match']"]),
     (f"import rag_eval_language; {GROUP}", ["plugin_metrics"]),
     (f"{GROUP}; import rag_eval_language; print(defs.resolve_asset_graph().get(dg.AssetKey('language_match')) "
@@ -204,8 +204,8 @@ def test_another_file_in_a_process_that_loaded_the_registry_is_refused(capsys):
 
 
 def test_every_asset_that_is_not_a_metric_and_every_resource_has_its_name_reserved():
-    from rag_eval.metrics.base import ASSET_NAMES, RESOURCE_NAMES
-    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.core.base import ASSET_NAMES, RESOURCE_NAMES
+    from rag_eval.metrics.core.registry import METRICS
     from rag_eval.orchestration.definitions import defs
 
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
@@ -242,7 +242,7 @@ def plugin(site: Path, name: str, source: str) -> None:
     (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{name} = {name}:Plugin\n", encoding="utf-8")
 
 
-PLUGIN_SOURCE = """from rag_eval.metrics.base import Family, Measured, Metric
+PLUGIN_SOURCE = """from rag_eval.metrics.core.base import Family, Measured, Metric
 class Plugin(Metric):
     name, required_fields, family = {name!r}, ("response",), Family.PLUGIN
     async def measure(self, sample, judge):
@@ -328,7 +328,7 @@ def test_a_word_dagster_refuses_is_refused_at_load_time(name, tmp_path):
     # `config` or `class` loaded, then the code location failed: "not a valid name in Dagster".
     import dagster as dg
 
-    from rag_eval.metrics.custom import load_custom_metrics
+    from rag_eval.metrics.core.custom import load_custom_metrics
 
     with pytest.raises(dg.DagsterInvalidDefinitionError, match="not a valid name in Dagster"):
         dg.asset(name=name)(lambda: None)

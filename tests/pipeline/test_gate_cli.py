@@ -139,7 +139,7 @@ def test_a_long_verdict_is_wrapped_not_cut_at_80_columns(versions):
 def test_versions_labelled_by_people_are_gated_on_their_ppi_estimates(versions):
     # The judge scores every row 0.5 in both versions (no change, paired differences 0); people accept 9 of 10
     # labelled rows of a and 2 of 10 of b. A constant judge gets lam 0: each estimate is its labels' Agresti-Coull
-    # interval (rag_eval.metrics.ppi's pseudo-rows): n~ = 10 + z² = 13.8415, p~ = (9 + z²/2) / n~ = 0.788987 (se
+    # interval (rag_eval.metrics.stats.ppi's pseudo-rows): n~ = 10 + z² = 13.8415, p~ = (9 + z²/2) / n~ = 0.788987 (se
     # sqrt(p~(1 - p~) / n~) = 0.109673) and (2 + z²/2) / n~ = 0.283260 (0.121111). Difference -0.505727, se
     # 0.163389, interval [-0.825963, -0.185491], below -0.02: regressed, p = Phi(-0.485727 / 0.163389) = 0.0015.
     flat = results()

@@ -11,8 +11,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.labels import read_stored
-from rag_eval.metrics.ppi import ppi_mean
+from rag_eval.metrics.sources.labels import read_stored
+from rag_eval.metrics.stats.ppi import ppi_mean
 from tests.conftest import FIQA, TEST_KEY
 from rag_eval.orchestration.judge_sim import JudgeServer
 

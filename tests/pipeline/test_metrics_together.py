@@ -7,10 +7,10 @@ import dagster as dg
 import pytest
 
 from rag_eval.assets.resources import JudgeResource
-from rag_eval.metrics.scoring import score_chunks
+from rag_eval.metrics.core.scoring import score_chunks
 from rag_eval.metrics.judges.offline import OfflineJudge
-from rag_eval.metrics.registry import CORE_METRICS, build_metrics
-from rag_eval.metrics.samples import load_samples
+from rag_eval.metrics.core.registry import CORE_METRICS, build_metrics
+from rag_eval.metrics.core.samples import load_samples
 from rag_eval.orchestration.definitions import defs
 from rag_eval.orchestration.judge_sim import JudgeServer
 from tests.pipeline.conftest import Project, materialized

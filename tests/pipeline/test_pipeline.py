@@ -16,8 +16,8 @@ import pytest
 
 import rag_eval.metrics.text
 from rag_eval.assets.resources import JudgeResource
-from rag_eval.metrics.registry import CORE_METRICS
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.core.registry import CORE_METRICS
+from rag_eval.metrics.core.samples import sample_from_dict
 from rag_eval.orchestration.definitions import defs
 from rag_eval.orchestration.records import out_of_date
 from tests.conftest import readable
@@ -479,7 +479,7 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale_and_rerun_the_
     from rag_eval.assets.gate import baseline_comparison
     from rag_eval.assets.ingestion import ingest_dataset
     from rag_eval.assets.summary import build_summary_asset
-    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.core.registry import METRICS
     from rag_eval.orchestration.automation import automated
 
     project.write("v1", fiqa_rows[:2])
@@ -588,7 +588,7 @@ def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project,
 
 
 def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkeypatch, capsys):
-    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.core.registry import METRICS
     from rag_eval.orchestration import cli
 
     dataset = tmp_path / "fiqa3.jsonl"

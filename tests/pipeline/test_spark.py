@@ -8,7 +8,7 @@ import pytest
 
 from rag_eval.metrics import OfflineJudge, evaluate
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
-from rag_eval.metrics.spark import _slices
+from rag_eval.metrics.core.spark import _slices
 from rag_eval.orchestration.judge_sim import oracle
 
 ROOT = Path(__file__).resolve().parents[2]

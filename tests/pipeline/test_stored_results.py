@@ -19,8 +19,8 @@ from rag_eval.assets.results_store import PartitionFiles, table_file, write_fram
 from rag_eval.assets.ingestion import ContentDigest, content_version, samples_from_fields
 from rag_eval.assets.stored_results import (READ_ROWS, ResultWriter, StoredTable, write_ragas_csv_by_chunks,
                                    write_results_parquet)
-from rag_eval.metrics.formats import ragas_table, write_ragas_csv
-from rag_eval.metrics.scoring import RESULT_COLUMNS
+from rag_eval.metrics.reports.formats import ragas_table, write_ragas_csv
+from rag_eval.metrics.core.scoring import RESULT_COLUMNS
 
 FIQA = Path(__file__).resolve().parents[2] / "examples" / "fiqa" / "samples.jsonl"
 

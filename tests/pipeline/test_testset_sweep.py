@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rag_eval.metrics.testset import write_testset
-from rag_eval.metrics.testset.baseline import bm25
+from rag_eval.metrics.sources.testset import write_testset
+from rag_eval.metrics.sources.testset.baseline import bm25
 from tests.pipeline.conftest import sweep_cli
 
 ROOT = Path(__file__).resolve().parents[2]

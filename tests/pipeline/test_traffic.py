@@ -13,7 +13,7 @@ import pytest
 
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.assets.traffic import TrafficStore, traffic_assets
-from rag_eval.metrics.traffic import TrafficConfig
+from rag_eval.metrics.sources.traffic import TrafficConfig
 from rag_eval.orchestration.traffic import traffic_job, traffic_sensor
 from tests.conftest import TEST_KEY
 from tests.metrics.test_traces import MS, T0, line, rag_trace

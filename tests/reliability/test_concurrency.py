@@ -18,7 +18,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.samples import sample_from_dict
+from rag_eval.metrics.core.samples import sample_from_dict
 from tests.conftest import FIQA
 from rag_eval.orchestration.judge_sim import JudgeServer, oracle
 from tests.reliability.figures import fault_row

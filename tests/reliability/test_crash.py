@@ -37,7 +37,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from tests.conftest import FIQA
 from rag_eval.orchestration.judge_sim import JudgeServer, oracle
 from tests.reliability.figures import fault_row

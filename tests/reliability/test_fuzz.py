@@ -1,5 +1,5 @@
 """Hostile input by fuzzing (hypothesis): the sample loader over every file format it reads
-(JSONL, JSON, CSV, Parquet: ``rag_eval.metrics.samples.load_samples``) and every registered metric with
+(JSONL, JSON, CSV, Parquet: ``rag_eval.metrics.core.samples.load_samples``) and every registered metric with
 the offline judge (``rag_eval.metrics.evaluate``), on arbitrary unicode, control and bidi characters,
 huge and empty fields, wrong types, deep nesting, NaN/inf and duplicate ids.
 
@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from rag_eval.metrics.aggregate import input_error_lines
-from rag_eval.metrics.results import Status
-from rag_eval.metrics.samples import ALIASES, FIELDS, MAX_CHARS, load_samples
+from rag_eval.metrics.reports.aggregate import input_error_lines
+from rag_eval.metrics.core.results import Status
+from rag_eval.metrics.core.samples import ALIASES, FIELDS, MAX_CHARS, load_samples
 from rag_eval.orchestration.report import print_input_errors, print_rejected
 
 EXAMPLES = 60
@@ -152,7 +152,7 @@ def test_parquet_every_row_loads_or_says_why(tmp_path_factory, records):
 @given(st.lists(st.fixed_dictionaries({"line": st.integers(1, 10 ** 6), "id": text, "reason": text}), max_size=7),
        st.lists(st.fixed_dictionaries({"line": st.integers(1, 10 ** 6), "id": text,
                                        "fields": st.dictionaries(st.sampled_from([*FIELDS, "line"]), text, max_size=3),
-                                       # metric names are the registry's (rag_eval.metrics.base.NAME_PATTERN), not data
+                                       # metric names are the registry's (rag_eval.metrics.core.base.NAME_PATTERN), not data
                                        "metrics": st.lists(st.sampled_from(["faithfulness", "ndcg"]), max_size=3)}),
                 max_size=7))
 def test_the_console_never_prints_a_raw_control_character(rejected, errors):
@@ -175,7 +175,7 @@ well_formed = st.fixed_dictionaries({
 @pytest.fixture(scope="module")
 def offline():
     from rag_eval.metrics import OfflineJudge
-    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.core.registry import METRICS
 
     return OfflineJudge(), list(METRICS)
 
@@ -186,7 +186,7 @@ def offline():
                 min_size=1, max_size=3))
 def test_every_metric_scores_every_line_or_says_why(offline, records):
     from rag_eval.metrics import evaluate
-    from rag_eval.metrics.registry import METRICS
+    from rag_eval.metrics.core.registry import METRICS
 
     judge, names = offline
     import warnings

@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 
 from rag_eval.metrics import Status, evaluate
-from rag_eval.metrics.aggregate import USAGE_COLUMNS
+from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from tests.conftest import FIQA
 from tests.reliability.figures import fault_row
 from tests.small_disk import SmallDisk

@@ -1,6 +1,6 @@
 """``language_match``: does the response answer in the writing system of the question?
 
-A plugin metric of rag-eval-pipeline (``rag_eval.metrics.base.Metric`` documents the contract; the
+A plugin metric of rag-eval-pipeline (``rag_eval.metrics.core.base.Metric`` documents the contract; the
 entry point in ``pyproject.toml`` registers it). A Chinese question answered in English,
 or an English one in Chinese, is a failure users report first and that no judgement of
 support or relevance flags. No judge is asked: the script of a text is the Unicode script
@@ -12,9 +12,9 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 
-from rag_eval.metrics.base import Family, Measured, Metric, NotApplicable
+from rag_eval.metrics.core.base import Family, Measured, Metric, NotApplicable
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.samples import Sample
+from rag_eval.metrics.core.samples import Sample
 
 #: Scripts written together in one language, counted as one.
 SAME = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HALFWIDTH": "CJK", "FULLWIDTH": "LATIN"}

@@ -1,0 +1,473 @@
+"""The sample model: RAGAS field names, peer aliases, loading from files and frames.
+
+A sample has the RAGAS fields ``user_input``, ``response``, ``retrieved_contexts``
+(list of str) and ``reference``, plus an ``id``. Aliases of dingo, Azure AI
+Evaluation, DeepEval and older RAGAS are accepted, and a user mapping (as in dingo's
+``fields``) names any other column. A field that is absent or null is *missing*; a
+field of the wrong type is *malformed* and recorded in ``Sample.problems``. Neither
+raises: the metrics that need the field report ``input_error`` naming row and field.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+_WORD = re.compile(r"[^\W_]")
+
+FIELDS = ("user_input", "response", "retrieved_contexts", "reference", "retrieval_ground_truth",
+          "retrieved_documents")
+ALIASES: dict[str, tuple[str, ...]] = {
+    "user_input": ("prompt", "question", "query", "input"),
+    "response": ("content", "answer", "actual_output"),
+    "retrieved_contexts": ("context", "contexts", "retrieval_context"),
+    "reference": ("expected_output", "ground_truth", "ground_truths"),
+    "retrieval_ground_truth": ("qrels",),
+    "retrieved_documents": ("run",),
+}
+
+
+@dataclass
+class Sample:
+    """One RAG interaction to evaluate.
+
+    Attributes
+    ----------
+    id : str
+        Taken from the input's ``id`` when present, else :func:`stable_id` (a hash of
+        ``user_input`` and ``reference``, the same across dataset versions).
+    row : int
+        0-based position in the input, for error messages.
+    user_input, response, reference : str or None
+        ``None`` when missing or malformed. A ``reference`` given as a list of strings
+        is joined with newlines.
+    retrieval_ground_truth, retrieved_documents : list of dict or None
+        Azure DocumentRetrieval's inputs: ``[{"document_id", "query_relevance_label"}]``
+        (labels are ints) and ``[{"document_id", "relevance_score"}]``.
+    retrieved_contexts : list of str or None
+        ``None`` when missing or malformed; ``[]`` means retrieval returned nothing,
+        which is a measurement, not an error. A single string is wrapped in a list.
+    problems : dict
+        ``{field: reason}`` for malformed fields (and ``row`` for unreadable rows).
+    source : str or None
+        The input line as read (at most :data:`MAX_SOURCE_CHARS` characters), so a
+        rejected row can be shown with its bad value.
+    """
+
+    id: str
+    row: int
+    user_input: str | None = None
+    response: str | None = None
+    retrieved_contexts: list[str] | None = None
+    reference: str | None = None
+    retrieval_ground_truth: list[dict[str, Any]] | None = None
+    retrieved_documents: list[dict[str, Any]] | None = None
+    problems: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+    @property
+    def line(self) -> int:
+        """The 1-based line (or record) number, as an editor counts."""
+        return self.row + 1
+
+    def missing(self, name: str) -> str | None:
+        """Why field ``name`` cannot be used, or ``None`` when it is usable."""
+        if "row" in self.problems:
+            return self.problems["row"]
+        if name in self.problems:
+            return self.problems[name]
+        if getattr(self, name) is None:
+            return "missing"
+        return None
+
+    def to_record(self) -> dict[str, Any]:
+        """A plain dict with ``id``, ``row``, the four fields and ``problems``."""
+        return {"id": self.id, "row": self.row, **{f: getattr(self, f) for f in FIELDS},
+                "problems": dict(self.problems)}
+
+
+def _is_null(value: Any) -> bool:
+    """None, NaN (pandas' missing cell) and ``pd.NA`` are null; lists never are."""
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _as_list(value: Any) -> Any:
+    """Arrays from Parquet and JSON-encoded lists from CSV become Python lists."""
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        value = value.tolist()
+        return [v.tolist() if hasattr(v, "tolist") else v for v in value] if isinstance(value, list) else value
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            return value
+        return parsed if isinstance(parsed, list) else value
+    return value
+
+
+def _text_or_list(value: Any) -> Any:
+    """:func:`_as_list`, but a string that reads as a JSON list of other things than strings
+    (``"[1]"``, a citation marker) stays the string it is."""
+    found = _as_list(value)
+    if isinstance(value, str) and isinstance(found, list) and not all(isinstance(v, str) for v in found):
+        return value
+    return found
+
+
+#: Bounds that keep one sample's cost finite; longer input is malformed, not truncated.
+MAX_CHARS = 100_000
+MAX_CONTEXTS = 200
+
+
+def _text_problem(text: str) -> str | None:
+    if len(text) > MAX_CHARS:
+        return f"longer than {MAX_CHARS} characters ({len(text)})"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains invalid Unicode (a lone surrogate)"
+    return None
+
+
+_DOCUMENT_FIELDS = {"retrieval_ground_truth": ("query_relevance_label", "an integer label"),
+                    "retrieved_documents": ("relevance_score", "a number")}
+MAX_DOCUMENTS = 10_000
+
+
+def _documents(name: str, value: Any) -> tuple[Any, str | None]:
+    """Validate a list of ``{"document_id", <label or score>}`` records."""
+    key, kind = _DOCUMENT_FIELDS[name]
+    value = _as_list(value)
+    if not isinstance(value, list):
+        return None, f"expected a list of objects, got {type(value).__name__}"
+    if len(value) > MAX_DOCUMENTS:
+        return None, f"more than {MAX_DOCUMENTS} documents ({len(value)})"
+    documents = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or "document_id" not in item or _is_null(item.get("document_id")):
+            return None, f"item {i} has no document_id"
+        number = item.get(key)
+        integral = isinstance(number, numbers.Integral) and not isinstance(number, bool) and -(2**53) <= int(number) <= 2**53
+        try:  # an integer too large for a float is not a score
+            real = isinstance(number, numbers.Real) and not isinstance(number, bool) and math.isfinite(number)
+        except OverflowError:
+            real = False
+        if not (integral if name == "retrieval_ground_truth" else real):
+            return None, f"item {i}: {key} must be {kind}, got {number!r}"
+        documents.append({"document_id": str(item["document_id"]),
+                          key: int(number) if name == "retrieval_ground_truth" else float(number)})
+    return documents, None
+
+
+def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
+    """Return ``(value, problem)`` for one canonical field."""
+    if name in _DOCUMENT_FIELDS:
+        return _documents(name, value)
+    if name == "retrieved_contexts":
+        value = _text_or_list(value)
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            return None, f"expected a list of strings, got {type(value).__name__}"
+        bad = [i for i, item in enumerate(value) if not isinstance(item, str)]
+        if bad:
+            return None, f"item {bad[0]} is {type(value[bad[0]]).__name__}, expected a string"
+        if len(value) > MAX_CONTEXTS:
+            return None, f"more than {MAX_CONTEXTS} contexts ({len(value)})"
+        problems = [f"item {i} {p}" for i, p in enumerate(map(_text_problem, value)) if p]
+        return (None, problems[0]) if problems else (value, None)
+    if name == "reference":
+        value = _text_or_list(value)
+        if isinstance(value, list):
+            if not all(isinstance(item, str) for item in value):
+                return None, "expected a string or a list of strings"
+            value = "\n".join(value)
+    if not isinstance(value, str):
+        return None, f"expected a string, got {type(value).__name__}"
+    if name in ("user_input", "reference") and not _WORD.search(value):
+        return None, "empty: no letter or digit"
+    problem = _text_problem(value)
+    return (None, problem) if problem else (value, None)
+
+
+def stable_id(fields: Mapping[str, Any]) -> str:
+    """A 16-hex-digit SHA-256 of the test case: ``user_input`` and ``reference``.
+
+    Responses and contexts are what the RAG system produced; leaving them out keeps a
+    row's id the same across dataset versions made by other retrievers or generators.
+    """
+    payload = json.dumps({f: fields.get(f) for f in ("user_input", "reference")}, sort_keys=True,
+                         ensure_ascii=True, default=str)
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()[:16]
+
+
+def given_keys(raw: Mapping[str, Any], name: str, fields: Mapping[str, str] | None = None) -> list[str]:
+    """The keys of record ``raw`` that give field ``name`` a value (not null), in the order they
+    are tried: the user's column of ``fields`` when it names one, else ``name`` then its
+    :data:`ALIASES`. :func:`sample_from_dict` reads the first."""
+    candidates = (fields[name],) if fields and name in fields else (name, *ALIASES[name])
+    return [c for c in candidates if c in raw and not _is_null(raw[c])]
+
+
+def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str] | None = None) -> Sample:
+    """Build a :class:`Sample` from one input record.
+
+    Parameters
+    ----------
+    raw : mapping
+        One record with canonical names, aliases, or columns named in ``fields``.
+    row : int
+        Position of the record in its source.
+    fields : mapping, optional
+        User mapping ``{canonical_name: column_in_raw}``, like dingo's ``fields``.
+
+    Raises
+    ------
+    ValueError
+        If ``fields`` names a key that is not one of the canonical fields.
+    """
+    fields = dict(fields or {})
+    unknown = set(fields) - set(FIELDS) - {"id"}
+    if unknown:
+        raise ValueError(f"field mapping names unknown fields {sorted(unknown)}; known: {list(FIELDS)} and 'id'")
+    values: dict[str, Any] = {}
+    problems: dict[str, str] = {}
+    for name in FIELDS:
+        given = given_keys(raw, name, fields)
+        if not given:
+            values[name] = None
+            continue
+        value = raw[given[0]]
+        conflicting = [c for c in given[1:] if raw[c] != value]
+        if conflicting:
+            values[name] = None
+            problems[name] = f"given twice with different values, as {given[0]!r} and {conflicting[0]!r}"
+            continue
+        values[name], problem = _normalise(name, value)
+        if problem:
+            problems[name] = problem
+    errors = raw.get("target_error")
+    if isinstance(errors, Mapping):  # fields the RAG system failed to produce (rag_eval.metrics.sources.targets)
+        for name, cause in errors.items():
+            if name in FIELDS:
+                values[name], problems[name] = None, f"{TARGET_ERROR}: {cause}"
+    raw_id = raw.get(fields.get("id", "id"))
+    sample_id = str(raw_id) if not _is_null(raw_id) and str(raw_id).strip() else stable_id(values)
+    # A lone surrogate (valid JSON "\\ud800") cannot be written as UTF-8: the id keeps it as its escape.
+    sample_id = sample_id.encode("utf-8", "backslashreplace").decode("utf-8")
+    return Sample(id=sample_id, row=row, problems=problems, **values)
+
+
+#: The prefix of a field's problem when the RAG system under evaluation failed to produce it
+#: (a record's ``"target_error": {field: cause}``); such a line is not rejected, and the
+#: metrics reading the field report status ``target_error``.
+TARGET_ERROR = "target_error"
+
+
+def is_target_error(problem: str | None) -> bool:
+    """Whether a field problem is the target's failure (not bad input)."""
+    return bool(problem) and problem.startswith(f"{TARGET_ERROR}: ")
+
+
+#: Nesting deeper than this makes a line unreadable (deeper input cannot be a RAG sample).
+MAX_DEPTH = 64
+#: How much of a line :attr:`Sample.source` keeps.
+MAX_SOURCE_CHARS = 20_000
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_SOURCE_CHARS:
+        return text
+    return text[:MAX_SOURCE_CHARS] + f"… ({len(text)} characters in all)"
+
+
+def _too_deep(value: Any) -> bool:
+    """True when ``value`` nests containers more than :data:`MAX_DEPTH` levels (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_DEPTH:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def _unreadable(row: int, reason: str, source: str | None) -> Sample:
+    return Sample(id=f"unreadable-line-{row + 1}", row=row, problems={"row": reason},
+                  source=None if source is None else _clip(source))
+
+
+def _read_jsonl(path: Path, fields: Mapping[str, str] | None) -> Iterator[Sample]:
+    """The samples of a JSONL file, read line by line (:func:`iter_jsonl_records` without the records)."""
+    return (sample for sample, _ in iter_jsonl_records(path, fields))
+
+
+def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
+                       ) -> Iterator[tuple[Sample, dict[str, Any] | None]]:
+    """The samples of a JSONL file, read line by line, each with the JSON object of its line
+    as read (``None`` for an unreadable line); the row of a record is its line number minus
+    one, blank lines are skipped.
+
+    Each line is decoded on its own, so a line that is not UTF-8, not JSON, not an
+    object or nested more than :data:`MAX_DEPTH` levels becomes a sample whose
+    ``problems['row']`` says why, and the others still load.
+
+    Raises
+    ------
+    OSError
+        When the file cannot be read.
+    """
+    with Path(path).open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            row = line_no - 1
+            try:
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                yield _unreadable(row, f"not valid UTF-8 (byte {exc.start})",
+                                  raw.decode("utf-8", errors="backslashreplace").rstrip("\r\n")), None
+                continue
+            if not line.strip():
+                continue
+            line = line.rstrip("\r\n")
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line), None
+                continue
+            except RecursionError:
+                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line), None
+                continue
+            if not isinstance(record, dict):
+                yield _unreadable(row, f"a JSON {type(record).__name__}, not an object", line), None
+                continue
+            if _too_deep(record):
+                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line), None
+                continue
+            sample = sample_from_dict(record, row, fields)
+            sample.source = _clip(line)
+            yield sample, record
+
+
+def _read_table(path: Path, suffix: str) -> list[Any]:
+    if suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
+            return pd.DataFrame(data).to_dict("records")  # column-oriented (RAGAS/HF export)
+        if isinstance(data, list):
+            return data
+        raise ValueError(f"{path}: expected a list of records or a dict of columns")
+    if suffix == ".csv":
+        try:
+            # No type guessing ("8" stays text); a line of spaces is a record (pandas would drop it as blank).
+            return pd.read_csv(path, dtype=str, skip_blank_lines=False).to_dict("records")
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path}: no CSV table in it (empty, or blank lines only)") from None
+    if suffix == ".parquet":
+        return pd.read_parquet(path).to_dict("records")
+    raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
+
+
+def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]],
+                 fields: Mapping[str, str] | None = None) -> list[Sample]:
+    """Load samples from a file path, a DataFrame or an iterable of dicts.
+
+    Every input row yields exactly one :class:`Sample`, in order; unreadable rows
+    (invalid UTF-8 or JSON, non-object lines) become samples whose ``problems['row']``
+    says why. For JSONL, a sample's ``row`` is its line number minus one.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``source`` is a path that does not exist.
+    ValueError
+        For an unsupported file type, a CSV file without a table, or an unknown field in ``fields``.
+    """
+    return list(iter_samples(source, fields))
+
+
+def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]],
+                 fields: Mapping[str, str] | None = None) -> Iterator[Sample]:
+    """:func:`load_samples` one sample at a time: a JSONL file is read line by line, so its
+    samples are never all in memory at once (other files are read whole first). Raises as
+    :func:`load_samples` does, a bad ``fields`` mapping once the first sample is built."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(f"dataset file not found: {path}")
+        if path.suffix.lower() in (".jsonl", ".ndjson"):
+            return _read_jsonl(path, fields)
+        records = enumerate(_read_table(path, path.suffix.lower()))
+    elif isinstance(source, pd.DataFrame):
+        records = enumerate(source.to_dict("records"))
+    else:
+        records = enumerate(source)
+    return (_record_sample(row, record, fields) for row, record in records)
+
+
+def _record_sample(row: int, record: Any, fields: Mapping[str, str] | None) -> Sample:
+    if isinstance(record, Mapping) and _too_deep(record):
+        return _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", None)
+    if isinstance(record, Mapping):
+        sample = sample_from_dict(record, row, fields)
+        sample.source = _clip(json.dumps(record, ensure_ascii=False, default=str))
+        return sample
+    return _unreadable(row, f"a {type(record).__name__}, not a record", repr(record))
+
+
+def field_problems(sample: Sample, fields: Iterable[str]) -> dict[str, str]:
+    """``{field: why it cannot be used}`` for the fields of ``fields`` this sample lacks
+    (the line's own problem for every field when the line is unreadable)."""
+    return {name: why for name in fields if (why := sample.missing(name))}
+
+
+def unusable(sample: Sample, required: Mapping[str, Iterable[str]]) -> str | None:
+    """Why no metric of ``required`` (``{metric: fields it reads}``) can use ``sample``, or
+    ``None`` when one can. Such a line is *rejected*; any other line is scored by the
+    metrics whose fields it has, and the others report ``input_error`` for it. A field the
+    system under evaluation failed to produce (``target_error``) counts as present here: the
+    line is sound, the metrics reading the field report ``target_error``."""
+    if "row" in sample.problems:
+        return sample.problems["row"]
+    if any(all(is_target_error(p) for p in field_problems(sample, fields).values()) for fields in required.values()):
+        return None  # the system under evaluation failed on it: its target_error, not a bad line
+    problems = field_problems(sample, dict.fromkeys(f for fields in required.values() for f in fields))
+    return "no selected metric can use it: " + "; ".join(f"{name}: {why}" for name, why in problems.items())
+
+
+def unavailable(samples: Iterable[Sample], required: Mapping[str, Iterable[str]],
+                usable: set[str] | None = None) -> dict[str, str]:
+    """``{metric: reason}`` for the metrics of ``required`` that cannot score any line,
+    because a field they read is usable on no line of the input (e.g. production traffic
+    without ``reference``). ``samples`` are read once, up to the first line on which every
+    field is usable (a file read by :func:`iter_samples` is not held). ``usable``: a set the
+    fields found usable are added to, for an input read in chunks: called on each chunk with
+    the same set, the last call's answer holds for them all."""
+    needed = dict.fromkeys(f for fields in required.values() for f in fields)
+    usable = set() if usable is None else usable
+    for sample in samples if len(usable) < len(needed) else ():
+        usable.update(name for name in needed if name not in usable and sample.missing(name) is None)
+        if len(usable) == len(needed):
+            break
+    reasons = {}
+    for metric, fields in required.items():
+        absent = [name for name in fields if name not in usable]
+        if absent:
+            reasons[metric] = "no line has a usable " + " or ".join(repr(name) for name in absent)
+    return reasons
+
+
+def samples_to_frame(samples: Iterable[Sample]) -> pd.DataFrame:
+    """One row per sample with columns ``id``, ``row``, every field of :data:`FIELDS` and ``problems``."""
+    return pd.DataFrame([s.to_record() for s in samples],
+                        columns=["id", "row", *FIELDS, "problems"])

@@ -1,0 +1,54 @@
+"""What a user can fix, told apart from a bug.
+
+Every error a person can act on (bad input, a missing file, a wrong option or setting, storage that
+cannot be written, a version another run holds) is a :class:`UserError`: the CLI prints its message
+on one line and exits with :data:`EXIT_USER`. Any other exception reaching the CLI is a bug: it prints
+"internal error", the traceback and a line asking for a bug report, and exits with
+:data:`EXIT_INTERNAL`. Inside a metric's scorer an exception stays that row's error (its traceback in
+the row's details); it never ends the run.
+
+The classes keep the built-in base the code raised before (``ValueError``, ``OSError``), so a caller
+catching those still catches them.
+"""
+from __future__ import annotations
+
+#: The run did what it was asked, and what it measured passed.
+EXIT_OK = 0
+#: The command ran, and what it checked failed (a regression found by the gate, a version that failed).
+EXIT_FAILED = 1
+#: A :class:`UserError`: one line on stderr, nothing else.
+EXIT_USER = 2
+#: Judgements paid for could not be written to the cache and went to a spill file (named on stderr).
+EXIT_SPILLED = 3
+#: A bug: "internal error", its traceback and where to report it (``EX_SOFTWARE`` of ``sysexits.h``).
+EXIT_INTERNAL = 70
+
+
+class UserError(Exception):
+    """Something the user can fix; its message says what, where, and how, in one line."""
+
+
+class InputError(UserError, ValueError):
+    """A dataset, label or trace file that cannot be read as given (a file-level problem: a line-level
+    one is kept as that line's ``input_error`` row instead)."""
+
+
+class SettingsError(UserError, ValueError):
+    """A wrong command-line option, run configuration value or settings file (name the option or the
+    file and key)."""
+
+
+class StorageError(UserError, OSError):
+    """A file or folder the run cannot write or read: full disk, read-only, permissions, a symlink out
+    of the output folder. The message names the path, the cause and the way out."""
+
+    def __init__(self, path: object, cause: str, way_out: str = "") -> None:
+        self.path, self.cause, self.way_out = str(path), cause, way_out
+        super().__init__(f"{self.path}: {cause}" + (f"; {way_out}" if way_out else ""))
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class BusyError(UserError, ValueError):
+    """A dataset version (or another resource) another run holds right now."""

@@ -1,0 +1,126 @@
+"""Per-row results in the peers' shapes: Azure AI Evaluation rows and a RAGAS score table."""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.core.samples import Sample
+
+
+def _result_word(status: str, passed: Any) -> str:
+    if status == Status.OK.value:
+        return "pass" if passed else "fail"
+    return {"not_applicable": "not_applicable", "judge_error": "error", "input_error": "error",
+            "target_error": "error"}[status]
+
+
+def _value(value: Any) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+#: DocumentRetrieval metrics whose values and thresholds Azure gives as ints (counts, labels).
+_AZURE_INT_VALUES = {"top1_relevance", "top3_max_relevance", "holes", "total_retrieved_documents",
+                     "total_ground_truth_documents"}
+_AZURE_INT_THRESHOLDS = {"holes", "total_retrieved_documents", "total_ground_truth_documents"}
+
+
+def azure_key(metric: str, k: int) -> str:
+    """Azure DocumentRetrievalEvaluator's name of a document retrieval metric: ``ndcg@<k>``,
+    ``xdcg@<k>``, the others as they are."""
+    return f"{metric}@{k}" if metric in ("ndcg", "xdcg") else metric
+
+
+def _document_retrieval(record: dict[str, Any], result: dict[str, Any], value: float | None, word: str) -> None:
+    name = result["metric"]
+    details = json.loads(result["details"]) if isinstance(result["details"], str) else dict(result["details"] or {})
+    key = azure_key(name, int(details.get("k", 3)))
+    integral = name in _AZURE_INT_VALUES and value is not None and float(value).is_integer()
+    record[key] = int(value) if integral else value
+    record[f"{key}_result"] = word
+    threshold = result["threshold"]
+    record[f"{key}_threshold"] = int(threshold) if name in _AZURE_INT_THRESHOLDS and float(threshold).is_integer() \
+        else float(threshold)
+    record[f"{key}_higher_is_better"] = result["direction"] == Direction.HIGHER.value
+    if result["status"] != Status.OK.value:
+        record[f"{key}_reason"] = result["reason"]
+    if name == "total_ground_truth_documents":  # the name in Azure's documentation and older releases
+        record["total_groundtruth_documents"] = record[key]
+
+
+def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
+    """One dict per sample with Azure AI Evaluation 1.18's keys for the Azure metrics present.
+
+    Likert evaluators: ``<name>`` (and ``gpt_<name>`` for older readers), ``<name>_reason``,
+    ``<name>_result`` (pass, fail, not_applicable, error), ``<name>_threshold`` and
+    ``<name>_status``; custom and plugin metrics the same keys, as Azure's custom evaluators
+    give them. GroundednessPro: ``groundedness_pro_label`` (bool) and
+    ``groundedness_pro_reason``. DocumentRetrieval: flat, as ``DocumentRetrievalEvaluator``
+    returns them — ``ndcg@<k>``, ``xdcg@<k>`` (``k`` as used), ``fidelity``,
+    ``top1_relevance``, ``top3_max_relevance``, ``holes``, ``holes_ratio``,
+    ``total_retrieved_documents``, ``total_ground_truth_documents`` (also as
+    ``total_groundtruth_documents``, the name in Azure's documentation), each with
+    ``_result``, ``_threshold`` and ``_higher_is_better``; counts and labels are ints, as
+    are the count thresholds; a value that could not be computed is ``None`` with its
+    ``_reason``. Samples without Azure metrics are left out.
+    """
+    rows = []
+    for (row, sample_id), frame in results.groupby(["row", "sample_id"], sort=True, dropna=False):
+        record: dict[str, Any] = {"id": sample_id, "row": None if pd.isna(row) else int(row)}
+        for result in frame.to_dict("records"):
+            name, family = result["metric"], METRICS[result["metric"]].family if result["metric"] in METRICS else ""
+            value, word = _value(result["value"]), _result_word(result["status"], result["passed"])
+            if name == "groundedness_pro":
+                record.update({"groundedness_pro_label": None if value is None else value == 1.0,
+                               "groundedness_pro_reason": result["reason"]})
+            elif family in ("azure", "custom", "plugin"):
+                record.update({name: value, f"gpt_{name}": value, f"{name}_reason": result["reason"],
+                               f"{name}_result": word, f"{name}_threshold": result["threshold"],
+                               f"{name}_status": result["status"]})
+            elif family == "document_retrieval":
+                _document_retrieval(record, result, value, word)
+        if len(record) > 2:
+            rows.append(record)
+    return rows
+
+
+def fields_frame(samples: list[Sample]) -> pd.DataFrame:
+    """The RAGAS fields of samples, one row each, with their ``row``."""
+    return pd.DataFrame([{"row": s.row, "user_input": s.user_input, "retrieved_contexts": s.retrieved_contexts,
+                          "response": s.response, "reference": s.reference} for s in samples],
+                        columns=["row", "user_input", "retrieved_contexts", "response", "reference"])
+
+
+def ragas_table(results: pd.DataFrame, fields: pd.DataFrame | None = None) -> pd.DataFrame:
+    """RAGAS's ``EvaluationResult.to_pandas()`` shape: one row per sample, the sample's
+    fields (``fields``: a frame with ``row`` and the RAGAS fields, e.g. :func:`fields_frame`),
+    then one column per metric holding the value of ``ok`` results (empty otherwise), and
+    ``unscored``: for every empty cell, ``metric: status: reason`` (``; ``-joined), so no
+    row is there without saying why."""
+    table = results.set_index(["row", "sample_id", "metric"])["value"].unstack("metric")
+    table = table.reindex(columns=list(dict.fromkeys(results["metric"]))).reset_index()
+    table.columns.name = None
+    missing = results[results["status"] != Status.OK.value]
+    notes = {row: "; ".join(f"{m}: {st}: {r}" for m, st, r in zip(group["metric"], group["status"], group["reason"]))
+             for row, group in missing.groupby("row")}
+    table["unscored"] = [notes.get(row, "") for row in table["row"]]
+    if fields is not None:
+        table = fields.merge(table, on="row", how="right")
+    return table.rename(columns={"sample_id": "id"})
+def write_ragas_csv(table: pd.DataFrame, path) -> None:
+    """Write a :func:`ragas_table` as CSV with RFC 4180 line ends (``\\r\\n``), so a field
+    holding a carriage return or a newline is quoted and every row stays one record."""
+    table.to_csv(path, index=False, lineterminator="\r\n")
+
+
+def write_azure_jsonl(results: pd.DataFrame, path) -> int:
+    """Write :func:`azure_rows` as JSONL; returns the number of lines."""
+    rows = azure_rows(results)
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return len(rows)

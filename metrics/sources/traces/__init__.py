@@ -1,0 +1,131 @@
+"""Production traffic as input: traces of a RAG system turned into samples (no Dagster).
+
+A *trace* is one user interaction as a tracing backend recorded it; it becomes one
+:class:`Trace`: the question (``user_input``), what the retriever returned
+(``retrieved_contexts`` with their ``retrieved_documents`` ids and scores), the
+``response``, its start and end, latency and token counts, and the session and user ids
+(metadata: kept in the samples, never logged). Three sources are read, each streaming:
+
+* OTLP/JSON span files as OpenTelemetry's file exporter writes them (one
+  ``ExportTraceServiceRequest`` a line) with the OpenInference semantic conventions
+  (:mod:`rag_eval.metrics.sources.traces.otlp`);
+* a Langfuse trace export, JSON or JSONL (:mod:`rag_eval.metrics.sources.traces.langfuse`);
+* any table with a column mapping: JSONL or Parquet files in a folder, or a SQL query
+  against a database URL (:mod:`rag_eval.metrics.sources.traces.tables`).
+
+Nothing is dropped silently: a line, span or row that cannot be read is a
+:class:`TraceProblem` naming the file (or query), the line or row counted from 1, the
+field and why; a field of a trace that is malformed is the trace's problem for that
+field (the metrics reading it report ``input_error`` with that reason).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rag_eval.metrics.sources.traces.model import Trace, TraceProblem, utc
+
+if TYPE_CHECKING:  # the readers import neither (their worker processes start faster)
+    import pandas as pd
+
+    from rag_eval.metrics.core.samples import Sample
+
+FORMATS = ("otlp", "langfuse", "table", "sql")
+#: Columns of a problems frame (:func:`problems_frame`), in order.
+PROBLEM_COLUMNS = ["file", "line", "field", "reason", "trace_id", "time"]
+__all__ = ["FORMATS", "PROBLEM_COLUMNS", "Trace", "TraceProblem", "problems_frame", "read_traces",
+           "source_files", "to_sample", "utc"]
+
+
+def read_traces(source: str | Path, format: str = "otlp", mapping: dict[str, str] | None = None,
+                query: str | None = None, files: list[Path] | None = None) -> Iterator[Trace | TraceProblem]:
+    """The traces of ``source`` and the problems met reading it, one at a time.
+
+    Parameters
+    ----------
+    source : path or str
+        A file or a folder of files (``otlp``: ``*.json``/``*.jsonl``; ``langfuse``: the
+        same; ``table``: ``*.jsonl``/``*.parquet``), or for ``sql`` a database URL
+        (SQLAlchemy's form, ``postgresql+psycopg2://user@host:port/db``).
+    format : {"otlp", "langfuse", "table", "sql"}
+    mapping : dict, optional
+        ``table``/``sql``: ``{field: column}`` (:data:`rag_eval.metrics.sources.traces.tables.FIELDS`).
+    query : str, optional
+        ``sql``: the query whose rows are the traces.
+    files : list of Path, optional
+        Read these files only (in this order) instead of every file of ``source``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown format, a ``sql`` source without a query, or a bad mapping.
+    FileNotFoundError
+        For a ``source`` path that does not exist.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"unknown trace format {format!r}; one of {list(FORMATS)}")
+    if format == "sql":
+        from rag_eval.metrics.sources.traces.tables import read_sql
+
+        if not query:
+            raise ValueError("a sql trace source needs a query")
+        return read_sql(str(source), query, mapping)
+    paths = files if files is not None else source_files(source, format)
+    if format == "otlp":
+        from rag_eval.metrics.sources.traces.otlp import read_otlp
+
+        return read_otlp(paths)
+    if format == "langfuse":
+        from rag_eval.metrics.sources.traces.langfuse import read_langfuse
+
+        return read_langfuse(paths)
+    from rag_eval.metrics.sources.traces.tables import read_table_files
+
+    return read_table_files(paths, mapping)
+
+
+def source_files(source: str | Path, format: str) -> list[Path]:
+    """The files of a file source, sorted by name (a file is itself; hidden files skipped).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``source`` does not exist.
+    """
+    path = Path(source)
+    if not path.exists():
+        raise FileNotFoundError(f"trace source not found: {path}")
+    if path.is_file():
+        return [path]
+    suffixes = (".jsonl", ".parquet") if format == "table" else (".json", ".jsonl", ".ndjson")
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in suffixes
+                  and not any(part.startswith(".") for part in p.relative_to(path).parts))
+
+
+def to_sample(trace: Trace, row: int) -> Sample:
+    """The :class:`rag_eval.metrics.core.samples.Sample` of ``trace`` (id: the trace id), the trace's own
+    problems kept as the fields' problems."""
+    from rag_eval.metrics.core.samples import sample_from_dict
+
+    sample = sample_from_dict({"id": trace.trace_id, "user_input": trace.user_input, "response": trace.response,
+                               "retrieved_contexts": trace.retrieved_contexts,
+                               "retrieved_documents": trace.retrieved_documents}, row)
+    sample.problems.update(trace.problems)
+    for name in trace.problems:
+        if name in ("user_input", "response", "retrieved_contexts", "retrieved_documents"):
+            setattr(sample, name, None)
+    return sample
+
+
+def problems_frame(problems: list[TraceProblem]) -> pd.DataFrame:
+    """One row per problem, :data:`PROBLEM_COLUMNS` (``time``: UTC timestamp, or missing)."""
+    import pandas as pd
+
+    frame = pd.DataFrame([{"file": p.file, "line": p.line, "field": p.field, "reason": p.reason,
+                           "trace_id": p.trace_id, "time": p.time_ns} for p in problems], columns=PROBLEM_COLUMNS)
+    frame["time"] = pd.to_datetime(frame["time"].astype("Int64"), unit="ns", utc=True)
+    frame["line"] = frame["line"].astype("int64")
+    for column in ("file", "field", "reason", "trace_id"):
+        frame[column] = frame[column].astype("string")
+    return frame

@@ -1,0 +1,227 @@
+"""Continuous evaluation of production traffic: settings, where traces are, and what a window holds.
+
+Settings live in ``[tool.rag_eval.traffic]`` of the project's ``pyproject.toml`` (or a TOML
+file of the same keys)::
+
+    [tool.rag_eval.traffic]
+    source = "traces"        # a folder (or file) of traces, or a database URL for format "sql"
+    format = "otlp"          # otlp | langfuse | table | sql   (rag_eval.metrics.sources.traces)
+    query = ""               # sql: the query whose rows are traces
+    mapping = {}             # table and sql: {field: column} (rag_eval.metrics.sources.traces.tables.FIELDS)
+    partition = "daily"      # or "hourly"
+    start = "2026-01-01"     # the first partition
+    timezone = "UTC"         # of the partitions' boundaries
+    metrics = ["faithfulness", "answer_relevancy", "context_relevancy"]   # reference-free only
+    budget_rows = 100        # traces judged per partition at most (0: none; see rag_eval.metrics.stats.sampling)
+    budget_cost = -1         # or a price limit per partition (-1: none), at `price`
+    price = [0.15, 0.60]     # per million prompt and completion tokens
+    strata = ["route", "score_band"]
+    seed = 0
+    window = 7               # trailing partitions a partition's drift check compares with
+    margins = {}             # per metric, on its scale (default rag_eval.metrics.stats.compare.default_margin)
+    blocking = false         # the drift checks fail with severity ERROR (true) or WARN (false)
+    min_traces = 1           # traffic_arrived fails below this many traces in a partition
+
+Which partitions a trace source touches is read once per file (the start hour of every
+span, :func:`file_hours`) and kept beside the traffic results (``.index/``, one small JSON
+a file, keyed by its size and modification time), so the sensor and each partition read
+only the files that concern them.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.settings import tool_section
+from rag_eval.metrics.stats.sampling import STRATA, Budget
+from rag_eval.metrics.sources.traces import FORMATS, Trace, TraceProblem, read_traces, source_files
+from rag_eval.metrics.sources.traces.parquet import WrittenTraces, within, write_traces
+
+HOUR_NS = 3600 * 10 ** 9
+#: Fields production traffic does not have: a metric reading one of them is refused.
+REFERENCE_FIELDS = ("reference", "retrieval_ground_truth")
+DEFAULT_METRICS = ["faithfulness", "answer_relevancy", "context_relevancy"]
+
+
+@dataclass
+class TrafficConfig:
+    """The traffic settings (see the module's notes for each key).
+
+    Raises
+    ------
+    ValueError
+        For an unknown format, partition or stratum; a metric that is unknown or needs a
+        reference; a negative budget, window or margin; ``blocking`` not a boolean.
+    """
+
+    source: str = "traces"
+    format: str = "otlp"
+    query: str = ""
+    mapping: dict[str, str] = field(default_factory=dict)
+    partition: str = "daily"
+    start: str = "2026-01-01"
+    timezone: str = "UTC"
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    budget_rows: int = 100
+    budget_cost: float = -1
+    price: list[float] = field(default_factory=lambda: [0.15, 0.60])
+    strata: list[str] = field(default_factory=lambda: list(STRATA))
+    seed: int = 0
+    window: int = 7
+    margins: dict[str, float] = field(default_factory=dict)
+    blocking: bool = False
+    min_traces: int = 1
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"traffic config: format is one of {list(FORMATS)}, not {self.format!r}")
+        if self.partition not in ("daily", "hourly"):
+            raise ValueError(f"traffic config: partition is 'daily' or 'hourly', not {self.partition!r}")
+        if not self.metrics:
+            raise ValueError("traffic config: metrics must name at least one metric")
+        for metric in [*self.metrics, *self.margins]:
+            if metric not in METRICS:
+                raise ValueError(f"traffic config: unknown metric {metric!r}")
+            needs = [f for f in METRICS[metric].required_fields if f in REFERENCE_FIELDS]
+            if needs:
+                raise ValueError(f"traffic config: {metric} reads {needs[0]}, which production traffic has not; "
+                                 "choose reference-free metrics")
+        if [s for s in self.strata if s not in STRATA]:
+            raise ValueError(f"traffic config: strata are among {list(STRATA)}, not {self.strata}")
+        for name in ("budget_rows", "window", "min_traces", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"traffic config: {name} must be a whole number, 0 or more, got {value!r}")
+        if not isinstance(self.blocking, bool):
+            raise ValueError(f"traffic config: blocking is true or false, got {self.blocking!r}")
+        if len(self.price) != 2 or any(not isinstance(p, int | float) or p < 0 for p in self.price):
+            raise ValueError(f"traffic config: price is [prompt, completion] per million tokens, got {self.price!r}")
+        numbers = {"budget_cost": self.budget_cost, **{f"margins.{m}": v for m, v in self.margins.items()}}
+        for name, value in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or \
+                    (value < 0 and name != "budget_cost"):
+                raise ValueError(f"traffic config: {name} must be a finite number, got {value!r}")
+
+    @property
+    def budget(self) -> Budget:
+        """The per-partition budget of ``budget_rows`` and ``budget_cost`` (a negative cost: no cost limit)."""
+        return Budget(rows=self.budget_rows, cost=None if self.budget_cost < 0 else float(self.budget_cost),
+                      price=(float(self.price[0]), float(self.price[1])))
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> TrafficConfig:
+        """Settings from ``path`` (default ``pyproject.toml`` in the working folder, whose
+        ``[tool.rag_eval.traffic]`` may be absent: defaults), then ``overrides`` (``None`` ignored);
+        ``$RAG_EVAL_TRAFFIC_SOURCE`` overrides ``source`` when set.
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``path`` is given and does not exist.
+        ValueError
+            For a file that is not TOML, an unknown key (named with the file), or a bad value.
+        """
+        values = tool_section(path, "traffic", {f.name for f in fields(cls)})
+        if os.environ.get("RAG_EVAL_TRAFFIC_SOURCE"):
+            values["source"] = os.environ["RAG_EVAL_TRAFFIC_SOURCE"]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def file_hours(path: Path, format: str, mapping: dict[str, str] | None = None) -> Counter:
+    """``{hour: spans or traces}`` of a trace file, ``hour`` counted since the epoch (UTC):
+    every span's start for OTLP (``rag_eval.metrics.sources.traces.otlp.span_times``: no JSON parsing), every
+    trace's start for the other formats. A file with no readable start at all is
+    ``{the hour it was last modified: 0}``: the partition of that hour reads it and reports
+    why none of its lines could be placed (never skipped silently)."""
+    if format == "otlp":
+        from rag_eval.metrics.sources.traces.otlp import span_times
+
+        hours = Counter(t // HOUR_NS for t in span_times(path))
+    else:
+        hours = Counter(t.start_ns // HOUR_NS for t in read_traces(path, format, mapping) if isinstance(t, Trace))
+    return hours or Counter({path.stat().st_mtime_ns // HOUR_NS: 0})
+
+
+class TraceIndex:
+    """The hours each trace file of a source touches, kept in ``<folder>/.index/`` (one JSON
+    per file, rewritten atomically when the file's size or modification time changed)."""
+
+    def __init__(self, folder: str | Path, format: str, mapping: dict[str, str] | None = None) -> None:
+        self.folder, self.format, self.mapping = Path(folder) / ".index", format, mapping
+
+    def hours(self, path: Path) -> Counter:
+        """The file's ``{hour: count}`` (:func:`file_hours`), from the index when it is current."""
+        stat = path.stat()
+        entry = self.folder / (hashlib.sha1(str(path.resolve()).encode()).hexdigest() + ".json")
+        stamp = [stat.st_size, stat.st_mtime_ns]
+        if entry.exists():
+            try:
+                kept = json.loads(entry.read_text(encoding="utf-8"))
+                if kept["stamp"] == stamp:
+                    return Counter({int(h): n for h, n in kept["hours"].items()})
+            except (ValueError, KeyError):
+                pass  # a damaged entry is worked out again
+        hours = file_hours(path, self.format, self.mapping)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        partial = entry.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"path": str(path), "stamp": stamp, "hours": hours}), encoding="utf-8")
+        partial.replace(entry)
+        return hours
+
+    def counts(self, source: str | Path) -> dict[Path, Counter]:
+        """``{file: {hour: count}}`` of every file of ``source``."""
+        return {path: self.hours(path) for path in source_files(source, self.format)}
+
+
+def window_files(index: TraceIndex, source: str | Path, start_ns: int, end_ns: int) -> list[Path]:
+    """The files of ``source`` with a span or trace starting within an hour of [start, end):
+    the hour around catches a trace whose spans began on both sides of a boundary."""
+    first, last = start_ns // HOUR_NS - 1, (end_ns - 1) // HOUR_NS + 1
+    return [path for path, hours in index.counts(source).items() if any(first <= h <= last for h in hours)]
+
+
+def window_queries(query: str, mapping: dict[str, str] | None) -> tuple[str, str]:
+    """``query`` limited to a window (bound parameters ``:window_start`` and ``:window_end``) on its
+    start column (``mapping["start"]``, default ``start``), and ``query`` limited to the rows
+    without a start (no window holds them: each window reports them as problems)."""
+    column = (mapping or {}).get("start", "start")
+    quoted = '"' + column.replace('"', '""') + '"'
+    return (f"select * from ({query}) as traffic where {quoted} >= :window_start and {quoted} < :window_end",
+            f"select * from ({query}) as traffic where {quoted} is null")
+
+
+def write_window(config: TrafficConfig, index: TraceIndex, start_ns: int, end_ns: int, path: Path) -> WrittenTraces:
+    """The traces starting in [start, end) written to the Parquet file ``path``
+    (``rag_eval.metrics.sources.traces.parquet.write_traces``), streaming, and the problems met."""
+    return write_traces(read_window(config, index, start_ns, end_ns), path)
+
+
+def read_window(config: TrafficConfig, index: TraceIndex, start_ns: int,
+                end_ns: int) -> Iterator[Trace | TraceProblem]:
+    """The traces starting in [start, end) and the problems met reading them (a problem
+    without a time — a row without a start, a file's unreadable line — is given by every
+    window reading its file or query; such a SQL row is named by its trace id, its row number
+    being its place among the rows without a start), streaming."""
+    items: Iterator[Trace | TraceProblem]
+    if config.format == "sql":
+        from rag_eval.metrics.sources.traces import utc
+        from rag_eval.metrics.sources.traces.tables import read_sql
+
+        windowed, undated = window_queries(config.query, config.mapping)
+        items = itertools.chain(read_sql(config.source, windowed, config.mapping,
+                                         {"window_start": utc(start_ns), "window_end": utc(end_ns)}),
+                                read_sql(config.source, undated, config.mapping))
+    else:
+        items = read_traces(config.source, config.format, config.mapping,
+                            files=window_files(index, config.source, start_ns, end_ns))
+    return within(items, start_ns, end_ns)
