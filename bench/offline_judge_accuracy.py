@@ -40,7 +40,7 @@ its lines elsewhere supports the same statements).
 Run from the repo root::
 
     .venv/bin/python bench/offline_judge_accuracy.py --data DATA [--split both|tuning|heldout]
-        [--limit N] [--show-losses]
+        [--limit N] [--show-losses] [--verifier FILE] [--only SET]
 """
 from __future__ import annotations
 
@@ -56,10 +56,10 @@ import numpy as np
 from rag_eval.metrics import OfflineJudge, build_metrics, load_samples
 from rag_eval.metrics.stats.agreement import bootstrap
 from rag_eval.metrics.core.scoring import score_all
-from rag_eval.metrics.text import has_cjk, split_sentences
+from rag_eval.metrics.judges.verifier import bow_tokens, word_recall
+from rag_eval.metrics.text import split_sentences
 
 REPO = Path(__file__).resolve().parents[1]
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 PARTS = ("tuning", "heldout")
 METRICS = ("faithfulness", "groundedness", "groundedness_pro")
 
@@ -71,18 +71,9 @@ def as_text(answer) -> str:
     return ", ".join(part[0] if isinstance(part, list) else part for part in answer)
 
 
-def bow_tokens(text: str) -> list[str]:
-    """Lower-case word tokens; for text with CJK characters, character bigrams of CJK runs too."""
-    text = text.lower()
-    tokens = [run[i:i + 2] for run in _CJK_RUN.findall(text) for i in range(max(1, len(run) - 1))]
-    return tokens + re.findall(r"\w+", _CJK_RUN.sub(" ", text)) if has_cjk(text) else re.findall(r"\w+", text)
-
-
 def bow_score(response: str, contexts: list[str]) -> float:
-    """Share of the response's tokens (:func:`bow_tokens`) found in the contexts' tokens, in [0, 1]."""
-    tokens = bow_tokens(response)
-    known = set(bow_tokens("\n".join(contexts)))
-    return sum(t in known for t in tokens) / len(tokens) if tokens else 0.0
+    """Share of the response's tokens (``verifier.bow_tokens``) found in the contexts' tokens, in [0, 1]."""
+    return word_recall(response, set(bow_tokens("\n".join(contexts)))) if bow_tokens(response) else 0.0
 
 
 def halueval_part(row_id: str) -> str:
@@ -213,14 +204,16 @@ def main() -> None:
     parser.add_argument("--show-losses", action="store_true",
                         help="print every tuning pair the judge ties or loses (never a held-out one)")
     parser.add_argument("--no-robustness", action="store_true", help="skip the markers and paragraphs checks")
+    parser.add_argument("--verifier", type=Path, default=None, help="verifier weights (default: the shipped ones)")
+    parser.add_argument("--only", default=None, help="score only the sets whose name starts with this")
     args = parser.parse_args()
     parts = list(PARTS) if args.split == "both" else [args.split]
 
-    judge = OfflineJudge()
+    judge = OfflineJudge(verifier=args.verifier)
     judge.embed(["warm-up"])  # load the encoder outside the timed loops
     print(f"judge: {judge.describe()}  ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
     sets = {name: [p for part in parts for p in [q for q in pairs if q["part"] == part][: args.limit]]
-            for name, pairs in load_pairs(args.data).items()}
+            for name, pairs in load_pairs(args.data).items() if name.startswith(args.only or "")}
     cell = f"{'n':>4} {'judge':<18} {'bow':<18} {'judge − bow':<21}"
     print(f"\n{'':<17} {'':<17} " + " | ".join(f"{part:<63}" for part in parts))
     print(f"{'set':<17} {'metric':<17} " + " | ".join(cell for _ in parts))

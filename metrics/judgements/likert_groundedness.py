@@ -6,7 +6,7 @@ from rag_eval.metrics.text import statements
 
 
 class LikertGroundedness(Likert):
-    """Azure's groundedness rubric; offline ``1 + 4 x`` the share of supported response statements."""
+    """Azure's groundedness rubric; offline ``1 + 4 x`` the mean support of the response statements."""
 
     criterion = "groundedness"
     rubric = ("Score how well the response is grounded in the context: 1 = unrelated to the context; 2 = tries to "
@@ -15,10 +15,11 @@ class LikertGroundedness(Likert):
     fields = ("query", "context", "response")
 
     async def offline(self, judge, inputs: LikertTexts) -> LikertScore:
-        """``1 + 4 x`` the share of the response's statements the contexts support."""
+        """``1 + 4 x`` the mean support (``Verdict.support``: the verifier's probability) of the
+        response's statements, rounded to the rubric's integer."""
         claims = statements(inputs.response, inputs.query)
         verdicts = await judge.support(claims, inputs.contexts) if claims and inputs.contexts else []
-        share = sum(v.verdict for v in verdicts) / len(claims) if claims else 0.0
+        share = sum(v.support for v in verdicts) / len(claims) if claims else 0.0
         return self.verdict(score=1 + round(4 * share),
                             reason=f"{sum(v.verdict for v in verdicts)}/{len(claims)} response statements supported")
 

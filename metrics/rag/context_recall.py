@@ -44,9 +44,10 @@ class ContextRecall(Metric):
                             "is attributable", {"statements": [{"statement": s, "attributed": 0} for s in statements]})
         judged = await judge.ask(reference_attribution, _attribution(sample, statements))
         verdicts = expect_count(judged.verdicts, len(statements), "verdicts")
-        items = [{"statement": s, "attributed": v.verdict, "reason": v.reason} for s, v in zip(statements, verdicts)]
+        items = [{"statement": s, "attributed": v.verdict, "support": v.support, "reason": v.reason}
+                 for s, v in zip(statements, verdicts)]
         attributed = sum(v.verdict for v in verdicts)
-        return Measured(faithfulness_score([v.verdict for v in verdicts]),
+        return Measured(faithfulness_score([v.support for v in verdicts]),
                         f"{attributed}/{len(statements)} reference statements attributable to the contexts",
                         {"statements": items})
 

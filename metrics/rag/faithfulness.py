@@ -13,13 +13,14 @@ from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.text import statements as split_statements
 
 
-def faithfulness_score(verdicts: Sequence[int]) -> float | None:
-    """Supported statements over statements judged.
+def faithfulness_score(supports: Sequence[float]) -> float | None:
+    """Mean support of the statements judged: the share supported, for 0/1 verdicts.
 
     Parameters
     ----------
-    verdicts : sequence of {0, 1}
-        One verdict per statement, 1 when the contexts support it.
+    supports : sequence of float in [0, 1]
+        One per statement: the verdict (1 when the contexts support it, an LLM judge's), or a
+        judge's probability of support (the offline verifier's, ``Verdict.support``).
 
     Returns
     -------
@@ -29,16 +30,16 @@ def faithfulness_score(verdicts: Sequence[int]) -> float | None:
     Raises
     ------
     ValueError
-        If a verdict is not 0 or 1.
+        If a value is outside [0, 1].
 
     References
     ----------
     Es et al., "RAGAS: Automated Evaluation of Retrieval Augmented Generation", 2023;
-    RAGAS 0.4.3 ``faithfulness``. Example: ``[1, 0, 1, 1]`` gives 0.75.
+    RAGAS 0.4.3 ``faithfulness``. Example: ``[1, 0, 1, 1]`` gives 0.75; graded ``[0.9, 0.2]`` 0.55.
     """
-    if any(v not in (0, 1) for v in verdicts):
-        raise ValueError(f"verdicts must be 0 or 1, got {list(verdicts)}")
-    return sum(verdicts) / len(verdicts) if verdicts else None
+    if any(not 0 <= v <= 1 for v in supports):
+        raise ValueError(f"supports must be in [0, 1], got {list(supports)}")
+    return sum(supports) / len(supports) if supports else None
 
 
 class Faithfulness(Metric):
@@ -70,8 +71,8 @@ class Faithfulness(Metric):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} statements is supported",
                             {"statements": [{"statement": s, "verdict": 0} for s in statements]})
         verdicts = await support_verdicts(judge, statements, sample.retrieved_contexts)
-        items = [{"statement": s, "verdict": v.verdict, "reason": v.reason, **v.evidence}
+        items = [{"statement": s, "verdict": v.verdict, "support": v.support, "reason": v.reason, **v.evidence}
                  for s, v in zip(statements, verdicts)]
         supported = sum(v.verdict for v in verdicts)
-        return Measured(faithfulness_score([v.verdict for v in verdicts]),
+        return Measured(faithfulness_score([v.support for v in verdicts]),
                         f"{supported}/{len(statements)} statements supported by the contexts", {"statements": items})

@@ -34,7 +34,7 @@ def test_example_with_the_offline_judge_through_the_cli(tmp_path, monkeypatch, c
     out = tmp_path / "report.json"
     assert main(["calibrate", str(EXAMPLE), "--offline", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
-    assert report["judge"]["judge"] == "offline-heuristic" and report["judge"]["rule_version"] == "8"
+    assert report["judge"]["judge"] == "offline-heuristic" and report["judge"]["rule_version"] == "9"
     faithfulness = report["metrics"]["faithfulness"]
     assert (faithfulness["format"], faithfulness["n"], faithfulness["accuracy"], faithfulness["ties"]) == \
         ("pairwise", 3, 1.0, 0)

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from rag_eval.metrics import OfflineJudge, score_sample
+from rag_eval.metrics.judges.base import Verdict
 from rag_eval.metrics.judges.offline import claim_text
 from rag_eval.metrics.text import normalise_rag_text, split_sentences
+from tests.judges.ruled import ruled
 
 pytestmark = pytest.mark.slow  # the offline encoder
 
@@ -29,7 +31,10 @@ def judge():
 
 
 def verdict(judge, statement, context):
-    return judge.run(judge.support([statement], [context]))[0]
+    """The rules' own verdict on ``statement`` (``rule_verdict``: what these tests are about), with
+    their reason and evidence; the verifier's probability is tested in test_verifier.py."""
+    graded = judge.run(judge.support([statement], [context]))[0]
+    return Verdict(graded.evidence["rule_verdict"], graded.reason, graded.evidence)
 
 
 def test_magnitude_word_changes_the_number(judge):
@@ -86,7 +91,7 @@ def test_supported_by_a_passage_other_than_the_most_similar():
     statement = ("The best way to deposit a cheque issued to an associate in your business into your business "
                  "account is to open a business account with the bank.")
     got = judge.run(judge.support([statement], row["retrieved_contexts"]))[0]
-    assert got.verdict == 1 and "borrowed" not in got.evidence
+    assert got.evidence["rule_verdict"] == 1 and "borrowed" not in got.evidence
 
 
 def test_a_common_noun_for_a_name_is_no_substitution(judge):
@@ -154,8 +159,8 @@ def test_a_common_word_is_not_said_by_a_name_holding_it():
     context = ('Peter O\'Meara came to the screen in the HBO series "Band of Brothers" playing 1st Lt Norman Dike. '
                'Dike was portrayed in the miniseries by Peter O\'Meara.')
     question = "What is the connection between Peter O'Meara and Norman Dike?"
-    got = {answer: score_sample({"user_input": question, "response": answer, "retrieved_contexts": [context]},
-                                ["faithfulness"])["faithfulness"].value
+    got = {answer: ruled(score_sample({"user_input": question, "response": answer, "retrieved_contexts": [context]},
+                                      ["faithfulness"])["faithfulness"])
            for answer in ("Peter O'Meara played Norman Dike's brother.", "Band of Brothers")}
     assert got == {"Peter O'Meara played Norman Dike's brother.": 0.0, "Band of Brothers": 1.0}
 
@@ -186,8 +191,8 @@ def test_a_sentence_copied_from_a_chunk_is_supported_across_its_paragraph_break(
     # The names stand in the first paragraph, the date in the second: one sentence of one chunk. Before, no
     # passage held the names with "29 May 1953" ("never appear together in one passage": 0.0).
     statement = " ".join(EVEREST.split())
-    assert faithfulness(judge, statement, EVEREST).value == 1.0
-    assert faithfulness(judge, statement, statement).value == 1.0
+    assert ruled(faithfulness(judge, statement, EVEREST)) == 1.0
+    assert ruled(faithfulness(judge, statement, statement)) == 1.0
 
 
 def test_paragraph_breaks_inserted_into_real_passages_change_no_verbatim_sentence(judge):
@@ -203,7 +208,7 @@ def test_paragraph_breaks_inserted_into_real_passages_change_no_verbatim_sentenc
         cuts = sorted(rng.sample(spaces, 2))
         broken = "".join("\n\n" if i in cuts else ch for i, ch in enumerate(passage))
         for sentence in split_sentences(passage):
-            scores = (faithfulness(judge, sentence, passage).value, faithfulness(judge, sentence, broken).value)
+            scores = (ruled(faithfulness(judge, sentence, passage)), ruled(faithfulness(judge, sentence, broken)))
             if scores != (1.0, 1.0):
                 changed.append((row["id"], sentence, scores))
     assert changed == []
@@ -233,7 +238,7 @@ def test_a_bare_yes_or_no_is_judged_on_the_claim_the_question_makes(judge, quest
     for answer, expected in (("Yes.", float(holds)), ("No.", float(not holds))):
         result = faithfulness(judge, answer, context, question)
         [statement] = result.details["statements"]
-        assert (result.value, statement["claim"]) == (expected, claim)
+        assert (ruled(result), statement["claim"]) == (expected, claim)
         assert statement["reason"].startswith(f"{answer[:-1].lower()}: the question's claim {claim!r} is "
                                               f"{'' if holds else 'not '}supported")
 
@@ -260,8 +265,8 @@ INSTAGRAM = "Meta acquired Instagram in April 2012. Facebook bought Instagram fo
 def test_an_answer_given_the_role_the_context_gives_another_is_contradicted(judge, question, answer, context,
                                                                               expected, reason):
     result = faithfulness(judge, answer, context, question)
-    assert result.value == expected
-    assert reason is None or result.details["statements"][0]["reason"] == reason
+    assert ruled(result) == expected
+    assert reason is None or result.details["statements"][0]["reason"].startswith(f"{reason}; support ")
 
 
 def test_a_sentence_naming_the_wrong_agent_is_contradicted(judge):
@@ -283,7 +288,7 @@ def test_a_sentence_naming_the_wrong_agent_is_contradicted(judge):
 def test_a_short_answer_names_what_the_context_names(judge, question, answer, expected):
     context = ('The phrase "Lest we forget" is spoken at services on Remembrance Day. Anzac Day is observed on '
                "25 April each year. Tyndall Air Force Base is an air base 12 mi east of Panama City, Florida.")
-    assert faithfulness(judge, answer, context, question).value == expected
+    assert ruled(faithfulness(judge, answer, context, question)) == expected
 
 
 @pytest.mark.parametrize("question, subjects, claim", [

@@ -10,6 +10,7 @@ from rag_eval.metrics import OfflineJudge, Status, score_sample
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.text import normalise_rag_text
 from rag_eval.orchestration.judge_sim import oracle
+from tests.judges.ruled import ruled
 
 pytestmark = pytest.mark.slow  # the test server or the offline encoder, in every test
 
@@ -48,7 +49,7 @@ def test_citation_marker_no_longer_sinks_faithfulness_and_the_original_is_kept(j
     row = {"user_input": "Where is the Louvre?", "response": "The Louvre is in Paris [ID:0].",
            "retrieved_contexts": [LOUVRE]}
     result = score_sample(row, ["faithfulness"], judge=judge)["faithfulness"]
-    assert result.value == 1.0  # was 0.0: "absent: paris id"
+    assert ruled(result) == 1.0  # was 0.0: "absent: paris id"
     assert result.details["original"] == {"response": "The Louvre is in Paris [ID:0]."}
     assert result.details["statements"][0]["statement"] == "The Louvre is in Paris."
 
@@ -59,7 +60,7 @@ def test_literal_newlines_split_a_glued_list_into_statements(judge):
            "retrieved_contexts": ["The Louvre holds the Mona Lisa.\\nIt also holds the Venus de Milo."]}
     result = score_sample(row, ["faithfulness"], judge=judge)["faithfulness"]
     assert len(result.details["statements"]) == 3
-    assert result.value == pytest.approx(2 / 3)
+    assert ruled(result) == pytest.approx(2 / 3)
 
 
 @pytest.mark.parametrize("question, answer, expected", [
@@ -71,9 +72,8 @@ def test_literal_newlines_split_a_glued_list_into_statements(judge):
 ])
 def test_short_answers_are_judged_with_their_question(judge, question, answer, expected):
     row = {"user_input": question, "response": answer, "retrieved_contexts": ["The university offers 85 majors."]}
-    result = score_sample(row, ["faithfulness", "groundedness_pro"], judge=judge)
-    assert result["faithfulness"].value == expected
-    assert result["groundedness_pro"].value == expected
+    result = score_sample(row, ["faithfulness"], judge=judge)
+    assert ruled(result["faithfulness"]) == expected
     assert result["faithfulness"].details["statements"][0]["statement"] == f"Q: {question} A: {answer}"
 
 
@@ -145,7 +145,10 @@ def test_summary_names_the_judge_and_its_rule_version(judge):
     summary = evaluate([{"user_input": "Where is the Louvre?", "response": "In Paris [1].",
                          "retrieved_contexts": [LOUVRE]}], ["faithfulness"], judge=judge).summary
     assert summary["judge"]["judge"] == "offline-heuristic"
-    assert summary["judge"]["rule_version"] == judge.version == "8"
+    assert summary["judge"]["rule_version"] == judge.version == "9"
+    shipped = json.loads((Path(__file__).parents[2] / "metrics" / "judges" / "verifier.json").read_text())
+    assert (summary["judge"]["verifier_version"], summary["judge"]["version"]) == (
+        shipped["version"], f"9+verifier-{shipped['version']}")
     assert summary["judge"]["question_share"] == judge.rules.question_share
 
 
@@ -176,8 +179,8 @@ def test_a_yes_no_answer_against_a_yes_no_reference(judge, response, reference, 
 def test_a_bare_yes_scores_alike_on_faithfulness_groundedness_pro_and_groundedness(judge, question, faithful):
     row = {"user_input": question, "response": "yes", "retrieved_contexts": [LOUVRE]}
     results = score_sample(row, ["faithfulness", "groundedness_pro", "groundedness"], judge=judge)
-    assert results["faithfulness"].value == results["groundedness_pro"].value == faithful
-    assert results["groundedness"].value == 1 + 4 * faithful
+    assert ruled(results["faithfulness"]) == results["groundedness_pro"].value == faithful
+    assert results["groundedness"].value == 1 + round(4 * results["faithfulness"].value)
 
 
 def test_a_bare_yes_without_its_question_states_nothing(judge):
@@ -197,7 +200,7 @@ def test_approximate_and_rounded_numbers_in_chinese(judge, response, expected):
     row = {"user_input": "长城有多长？", "response": response, "retrieved_contexts": ["长城总长21196.18公里。"],
            "reference": "21196.18公里"}
     results = score_sample(row, ["faithfulness", "factual_correctness"], judge=judge)
-    assert results["faithfulness"].value == expected
+    assert ruled(results["faithfulness"]) == expected
     assert results["factual_correctness"].value == expected
 
 
@@ -210,7 +213,7 @@ def test_approximate_and_rounded_numbers_in_chinese(judge, response, expected):
 ])
 def test_a_short_chinese_sentence_is_judged_as_a_statement_not_a_quoted_span(judge, response, expected):
     row = {"user_input": "中国的首都是哪里？", "response": response, "retrieved_contexts": ["北京是中华人民共和国的首都。"]}
-    assert score_sample(row, ["faithfulness"], judge=judge)["faithfulness"].value == expected
+    assert ruled(score_sample(row, ["faithfulness"], judge=judge)["faithfulness"]) == expected
 
 CHEMIST = ("Anna Berg is a Swedish chemist. The old town lies on a wide river. "
            "The bridge was designed by Karl Holm in 1931.")
@@ -223,7 +226,7 @@ CHEMIST = ("Anna Berg is a Swedish chemist. The old town lies on a wide river. "
     ("The bridge was designed by a Swedish chemist.", 0),
 ])
 def test_a_statement_needs_its_words_in_one_passage_not_borrowed_from_another(judge, statement, expected):
-    assert judge.run(judge.support([statement], [CHEMIST]))[0].verdict == expected
+    assert judge.run(judge.support([statement], [CHEMIST]))[0].evidence["rule_verdict"] == expected
 
 
 @pytest.mark.parametrize("nationality, response, expected", [
@@ -236,4 +239,4 @@ def test_yes_no_answers_are_judged_against_the_questions_claim(judge, nationalit
     a yes/no that opens a sentence is judged with the question, the rest as a sentence."""
     row = {"user_input": "Are Anna Berg and Karl Holm both Swedish?", "response": response,
            "retrieved_contexts": [f"Anna Berg is a Swedish chemist. Karl Holm is a {nationality} engineer."]}
-    assert score_sample(row, ["faithfulness"], judge=judge)["faithfulness"].value == expected
+    assert ruled(score_sample(row, ["faithfulness"], judge=judge)["faithfulness"]) == expected

@@ -52,8 +52,12 @@ def test_faithfulness_score_no_statement_is_none_not_nan():
     assert faithfulness_score([]) is None
 
 
-@pytest.mark.parametrize("verdicts", [[1, 2], [-1], [1, 0.5]])
-def test_faithfulness_score_rejects_non_binary_verdict(verdicts):
+def test_faithfulness_score_is_the_mean_of_graded_supports():
+    assert faithfulness_score([0.9, 0.2]) == pytest.approx(0.55)
+
+
+@pytest.mark.parametrize("verdicts", [[1, 2], [-1], [1, 1.5]])
+def test_faithfulness_score_rejects_support_outside_0_1(verdicts):
     with pytest.raises(ValueError):
         faithfulness_score(verdicts)
 

@@ -1,0 +1,148 @@
+"""The learned top layer of the offline judge: a calibrated probability that the contexts support a statement.
+
+For each (statement, retrieved contexts) :func:`features` measures a few kinds of evidence, each on
+[0, 1]: the offline rules' own verdict on a short answer, what contradiction they found, the share of
+the statement's words and content words found anywhere in the contexts, the best share found in one
+passage, the same share weighted by how rare each word is among the contexts' sentences, and the
+shares of the statement's numbers and names the contexts never say. :class:`Verifier` turns them into
+a probability with a logistic model whose weights live in ``verifier.json`` beside this file, written
+by ``tools/train_verifier.py`` (HaluEval QA tuning rows and synthetic pairs made from their passages,
+tonic_validate's retriever-sweep answers at three of its question positions: all MIT; the script's
+docstring says how). Weights of support evidence are kept >= 0 and of missing or contradicted
+evidence <= 0 when fitted (monotone: more overlap never lowers support), and the answer's length is
+left out (HaluEval's hallucinated answers are longer: a learner finds that at once and it does not
+transfer, ``docs/judges.md``). The encoder's cosine was tried and fitted a weight of 0 (on long
+answers it ranks worse than word recall), so it is not read.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag_eval.metrics.text import content_tokens, has_cjk, names, quantities
+from rag_eval.metrics.text.sentences import _CJK_RUN
+
+WEIGHTS = Path(__file__).with_name("verifier.json")
+
+#: Evidence the model reads, in the order of its weights; a ``+`` feature may only raise support,
+#: a ``-`` one only lower it.
+FEATURES = {"rule_short": "+", "changed_fact": "-", "changed_wording": "-", "word_recall": "+", "content_recall": "+",
+            "best_passage_recall": "+", "idf_recall": "+", "missing_numbers": "-", "missing_names": "-"}
+
+
+def bow_tokens(text: str) -> list[str]:
+    """Lower-case word tokens (``\\w+``); for text with CJK characters, character bigrams of its
+    CJK runs too: the tokens of bag-of-words recall, the baseline every judge is measured against."""
+    text = text.lower()
+    if not has_cjk(text):
+        return re.findall(r"\w+", text)
+    bigrams = [run[i:i + 2] for run in _CJK_RUN.findall(text) for i in range(max(1, len(run) - 1))]
+    return bigrams + re.findall(r"\w+", _CJK_RUN.sub(" ", text))
+
+
+def word_recall(text: str, known: set[str] | frozenset[str]) -> float:
+    """Share of ``text``'s :func:`bow_tokens` in ``known``, on [0, 1]; 1.0 for a text without words."""
+    tokens = bow_tokens(text)
+    return sum(t in known for t in tokens) / len(tokens) if tokens else 1.0
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What :func:`features` reads of the contexts once per call: every passage's content tokens,
+    the contexts' words, quantities and lower-cased text, and each content token's document
+    frequency among the contexts' sentences (for the rarity weights)."""
+
+    passage_tokens: Sequence[frozenset[str] | set[str]]
+    words: frozenset[str]
+    quantities: frozenset[str]
+    lower: str
+    frequency: dict[str, int]
+    sentences: int
+
+    @classmethod
+    def of(cls, contexts: Sequence[str], passage_tokens: Sequence[frozenset[str] | set[str]],
+           sentence_tokens: Sequence[frozenset[str] | set[str]]) -> Evidence:
+        """The evidence of ``contexts`` whose passages (sentences and windows) and sentences have
+        the content tokens given (the offline judge computes them once for its rules)."""
+        joined = "\n".join(contexts)
+        frequency: dict[str, int] = {}
+        for tokens in sentence_tokens:
+            for token in tokens:
+                frequency[token] = frequency.get(token, 0) + 1
+        return cls(passage_tokens, frozenset(bow_tokens(joined)), frozenset(quantities(joined)), joined.lower(),
+                   frequency, len(sentence_tokens))
+
+
+def features(statement: str, rule: int, contradiction: str | None, short: bool, evidence: Evidence,
+             name_in: Any, denies: bool = False) -> dict[str, float]:
+    """The :data:`FEATURES` of ``statement`` (for a short answer judged with its question: the
+    answer) against the contexts, each on [0, 1].
+
+    ``rule`` is the offline rules' verdict (0 or 1), read as ``rule_short`` for a short answer or
+    phrase only (``short``: the rules were written for those; on long sentences their verdict ranked
+    real answers worse than word recall, ``docs/judges.md``); ``contradiction`` what they found the
+    contexts saying otherwise: ``"fact"`` (a changed number, another agent: ``changed_fact``),
+    ``"wording"`` (a changed word, a denial: ``changed_wording``, which paraphrase also sets off), or
+    ``None``; ``name_in(name, lower_text)`` the rules' test of a name in a text; ``denies``: the
+    answer denies ``statement`` (a "no" to its question's claim), so the numbers and names of it the
+    contexts lack are no evidence against it (``missing_*`` are 0).
+    """
+    tokens = content_tokens(statement)
+    all_tokens = evidence.frequency.keys()  # every sentence's tokens: those of every passage
+    if tokens:
+        best = max((len(tokens & known) / len(tokens) for known in evidence.passage_tokens), default=0.0)
+        weights = {t: math.log((evidence.sentences + 1) / (evidence.frequency.get(t, 0) + 1)) + 1 for t in tokens}
+        idf = sum(w for t, w in weights.items() if t in all_tokens) / sum(weights.values())
+        content = len(tokens & all_tokens) / len(tokens)
+    else:
+        best = idf = content = 1.0
+    stated_quantities, stated_names = (set(), set()) if denies else (quantities(statement), names(statement))
+    return {"rule_short": float(rule and short),
+            "changed_fact": float(contradiction == "fact"), "changed_wording": float(contradiction == "wording"),
+            "word_recall": word_recall(statement, evidence.words), "content_recall": content,
+            "best_passage_recall": best, "idf_recall": idf,
+            "missing_numbers": (len(stated_quantities - evidence.quantities) / len(stated_quantities)
+                                if stated_quantities else 0.0),
+            "missing_names": (sum(not name_in(n, evidence.lower) for n in stated_names) / len(stated_names)
+                              if stated_names else 0.0)}
+
+
+class Verifier:
+    """The logistic model of ``verifier.json`` (or of ``path``: an aligned variant, ``rag-eval align``).
+
+    ``probability(values)`` is ``sigmoid(bias + weights · values)`` over the :data:`FEATURES`, on
+    [0, 1], higher = more likely supported; a statement is judged supported (``Verdict.verdict``)
+    at ``threshold`` or above, the threshold fitted with the weights. ``name`` and ``version`` identify the weights in every
+    result, cache key and asset code version.
+
+    Raises
+    ------
+    ValueError
+        When the file's features are not :data:`FEATURES`.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or WEIGHTS
+        model = json.loads(self.path.read_text(encoding="utf-8"))
+        if list(model["features"]) != list(FEATURES):
+            raise ValueError(f"{self.path}: features {list(model['features'])} are not {list(FEATURES)}")
+        self.name, self.version = model["name"], str(model["version"])
+        self.weights = np.array([model["features"][f] for f in FEATURES], dtype=float)
+        self.bias, self.threshold = float(model["bias"]), float(model["threshold"])
+
+    def probability(self, values: dict[str, float]) -> float:
+        """Probability of support in [0, 1] from :func:`features`' values."""
+        z = self.bias + float(self.weights @ np.array([values[f] for f in FEATURES]))
+        return 1.0 / (1.0 + math.exp(-z))
+
+    def deciding(self, values: dict[str, float], count: int = 3) -> dict[str, float]:
+        """The ``count`` features that moved this probability most (weight × value), with their values."""
+        pushes = {f: abs(w * values[f]) for f, w in zip(FEATURES, self.weights)}
+        return {f: round(values[f], 4) for f in sorted(pushes, key=lambda f: -pushes[f])[:count]}
