@@ -20,6 +20,7 @@ from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
 from rag_eval.metrics.judges import Judge, OfflineJudge
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
+from rag_eval.metrics.judges.verifier import Verifier
 
 
 class DatasetStore(dg.ConfigurableResource):
@@ -197,9 +198,9 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
 
     def code_version(self) -> str:
         """Which judge decides, as the metric assets' code version records it:
-        ``llm:<model>`` or ``offline:<rule version>``, without building the judge."""
+        ``llm:<model>`` or ``offline:<rule and verifier versions>``, without building the judge."""
         config = self._config()
-        return f"llm:{config.model}" if config.configured else f"offline:{OfflineJudge.version}"
+        return f"llm:{config.model}" if config.configured else f"offline:{OfflineJudge.label_of(Verifier())}"
 
     def get_judge(self) -> Judge:
         """One judge per process and configuration, so its model or connections, its
