@@ -1,0 +1,102 @@
+"""The learned verifier: its probability worked out by hand from a small weights file, the judge's
+graded faithfulness as the mean of those probabilities, and the shipped weights on HaluEval rows
+they were not trained on (rows 400-499, ``tests/data/halueval_qa/SOURCE.md``)."""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_eval.metrics import OfflineJudge, score_sample
+from rag_eval.metrics.core.registry import build_metrics
+from rag_eval.metrics.core.samples import load_samples
+from rag_eval.metrics.core.scoring import score_all
+from rag_eval.metrics.judges.verifier import FEATURES, Evidence, Verifier, bow_tokens, features, word_recall
+from rag_eval.metrics.text import content_tokens
+
+HELD_OUT = Path(__file__).parents[1] / "data" / "halueval_qa" / "rows_400_499.jsonl"
+
+
+def sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-z))
+
+
+@pytest.fixture
+def handmade(tmp_path) -> Path:
+    """Support from word recall alone, minus 3 per missing name: p = sigmoid(-1 + 2 recall - 3 missing)."""
+    weights = dict.fromkeys(FEATURES, 0.0) | {"word_recall": 2.0, "missing_names": -3.0}
+    path = tmp_path / "handmade.json"
+    path.write_text(json.dumps({"name": "handmade", "version": "7", "bias": -1.0, "threshold": 0.6,
+                                "features": weights}))
+    return path
+
+
+def evidence_of(context: str) -> Evidence:
+    return Evidence.of([context], [content_tokens(context)], [content_tokens(context)])
+
+
+def test_probability_by_hand(handmade):
+    verifier = Verifier(handmade)
+    name_in = lambda name, text: name.lower() in text  # noqa: E731
+    # "paris", "is" of "Paris is big" are in the context, "big" is not: recall 2/3, no name missing.
+    paris = features("Paris is big", 0, None, False, evidence_of("Paris is a city"), name_in)
+    assert paris["word_recall"] == pytest.approx(2 / 3) and paris["missing_names"] == 0
+    assert verifier.probability(paris) == pytest.approx(sigmoid(-1 + 4 / 3))  # 0.5826
+    # "It is big in Rome": only "is" found (1/5) and its one name (a sentence's first word is none) is missing.
+    rome = features("It is big in Rome", 0, None, False, evidence_of("Paris is a city"), name_in)
+    assert rome["missing_names"] == 1
+    assert verifier.probability(rome) == pytest.approx(sigmoid(-1 + 2 / 5 - 3))  # 0.0266
+    assert verifier.deciding(rome, 2) == {"missing_names": 1.0, "word_recall": 0.2}
+
+
+def test_a_denial_is_not_charged_for_the_names_it_denies():
+    name_in = lambda name, text: name.lower() in text  # noqa: E731
+    values = features("It is big in Rome", 0, None, False, evidence_of("Paris is a city"), name_in, denies=True)
+    assert values["missing_names"] == 0 and values["missing_numbers"] == 0
+
+
+def test_bag_of_words_tokens_en_zh():
+    assert bow_tokens("Water boils at 100 °C.") == ["water", "boils", "at", "100", "c"]
+    assert bow_tokens("长城很长 in 1987") == ["长城", "城很", "很长", "in", "1987"]
+    assert word_recall("长城很长", {"长城", "很长"}) == pytest.approx(2 / 3)
+    assert word_recall("", set()) == 1.0
+
+
+def test_weights_file_with_other_features_is_refused(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"name": "v", "version": "0", "bias": 0, "threshold": 0.5,
+                                "features": {"cosine": 1.0}}))
+    with pytest.raises(ValueError, match=r"old\.json: features \['cosine'\] are not"):
+        Verifier(path)
+
+
+@pytest.mark.slow
+def test_faithfulness_is_the_mean_support(handmade):
+    judge = OfflineJudge(verifier=handmade)
+    assert judge.describe()["version"] == "9+handmade-7"
+    result = score_sample({"user_input": "What is Paris?", "response": "Paris is a city in France. Paris is big and old.",
+                           "retrieved_contexts": ["Paris is a city in France."]}, ["faithfulness"], judge=judge)
+    statements = result["faithfulness"].details["statements"]
+    # Copied: recall 1 -> sigmoid(1) = 0.7311 (>= 0.6: supported); "paris", "is" of 5 words -> sigmoid(-0.2) = 0.4502.
+    assert [s["support"] for s in statements] == [pytest.approx(0.7311, abs=1e-4), pytest.approx(0.4502, abs=1e-4)]
+    assert [s["verdict"] for s in statements] == [1, 0]
+    assert result["faithfulness"].value == pytest.approx((sigmoid(1) + sigmoid(-0.2)) / 2, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_held_out_halueval_ranked_at_least_as_well_as_word_overlap():
+    """Strict pairwise accuracy (right answer's faithfulness above the hallucinated one's; ties
+    count wrong) on the 100 held-out rows: measured 0.90 for the shipped verifier, 0.85 for the
+    share of the answer's words found in the knowledge (bench/offline_judge_accuracy.py)."""
+    rows = [json.loads(line) for line in HELD_OUT.read_text(encoding="utf-8").splitlines()]
+    samples = load_samples([{"id": f"{r['id']}-{k}", "user_input": r["question"], "response": r[k],
+                             "retrieved_contexts": [r["knowledge"]]}
+                            for r in rows for k in ("right_answer", "hallucinated_answer")])
+    results = score_all(samples, build_metrics(["faithfulness"]), OfflineJudge())
+    values = [r.value if r.value is not None else -1.0 for r in results]
+    judge_wins = np.mean([good > bad for good, bad in zip(values[0::2], values[1::2])])
+    overlap = [word_recall(s.response, set(bow_tokens(s.retrieved_contexts[0]))) for s in samples]
+    overlap_wins = np.mean([good > bad for good, bad in zip(overlap[0::2], overlap[1::2])])
+    assert overlap_wins == pytest.approx(0.85)
+    assert judge_wins >= 0.88 and judge_wins >= overlap_wins
