@@ -188,10 +188,16 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
     are ``LLMConfig``'s public ones (:data:`JudgeSettings`): unset, they take the
     environment's value, then ``LLMConfig``'s default; ``max_row_requests`` and
     ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
-    ``support_threshold`` is the offline judge's (``rag_eval.metrics.judges.offline.Rules``).
+    ``support_threshold`` is the offline judge's (``rag_eval.metrics.judges.offline.Rules``);
+    ``verifier`` the path of its verifier's weights (``rag-eval align`` writes an aligned variant;
+    the shipped ``verifier.json`` when unset), whose name and version enter the code version.
     """
 
     support_threshold: float | None = None
+    verifier: str | None = None
+
+    def _verifier(self) -> Verifier:
+        return Verifier(Path(self.verifier) if self.verifier else None)
 
     def _config(self) -> LLMConfig:
         return LLMConfig.from_env(**{name: getattr(self, name) for name in LLMConfig.public_fields()})
@@ -200,19 +206,20 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         """Which judge decides, as the metric assets' code version records it:
         ``llm:<model>`` or ``offline:<rule and verifier versions>``, without building the judge."""
         config = self._config()
-        return f"llm:{config.model}" if config.configured else f"offline:{OfflineJudge.label_of(Verifier())}"
+        return f"llm:{config.model}" if config.configured else f"offline:{OfflineJudge.label_of(self._verifier())}"
 
     def get_judge(self) -> Judge:
         """One judge per process and configuration, so its model or connections, its
         concurrency limit and its caches are shared by every metric asset of a run."""
         config = self._config()
-        key = repr(sorted(asdict(config).items())) if config.configured else f"offline:{self.support_threshold}"
+        key = repr(sorted(asdict(config).items())) if config.configured else \
+            f"offline:{self.support_threshold}:{self.verifier}"
         if key not in _JUDGES:
             if config.configured:
                 _JUDGES[key] = LLMJudge(config)
             else:
                 options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
-                _JUDGES[key] = OfflineJudge(**options)
+                _JUDGES[key] = OfflineJudge(**options, verifier=self._verifier().path)
         return _JUDGES[key]
 
 

@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="score in this process (default) or in Spark tasks")
             p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default local[2])")
             p.add_argument("--parallelism", type=int, default=2, help="Spark tasks per metric (default 2)")
+            p.add_argument("--verifier", metavar="FILE", help="the offline judge's verifier weights (default the "
+                           "shipped verifier.json; rag-eval align writes an aligned variant)")
             judge = add_judge_arguments(p)
             if name == "run":
                 judge.add_argument("--dry-run", action="store_true", help="print the requests and tokens the run "
@@ -135,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
     add_custom_metrics(calibrate)
     calibrate.set_defaults(handler=cmd_calibrate)
+    from rag_eval.orchestration.align import add_arguments as add_align_arguments
+
+    add_align_arguments(sub.add_parser("align", help="refit the offline verifier on a version's faithfulness labels"))
     from rag_eval.orchestration.sweep import add_arguments
 
     sweep = sub.add_parser("sweep", help="run and rank the configurations of a RAG system (a target file)")

@@ -40,14 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
 
 from rag_eval.metrics import OfflineJudge
+from rag_eval.metrics.judges.fitting import Groups, fit
 from rag_eval.metrics.judges.verifier import FEATURES, WEIGHTS
 from rag_eval.metrics.text import names, split_sentences
 from rag_eval.metrics.text import statements as split_statements
 
-PENALTY = 1.0  # L2 strength over the summed sample weights
 #: Weight of each source's groups in the fit, chosen on the tuning parts (docs/judges.md): HaluEval
 #: answers, synthetic statements, sweep answers. More synthetic weight lowered the sweep's ranking.
 SOURCES = {0: 1.0, 1: 0.1, 2: 1.0}
@@ -117,34 +116,25 @@ def synthetic(rows: list[dict], rng: random.Random) -> Iterator[tuple[str, str, 
 
 @dataclass
 class Examples:
-    """Training groups: the features of a group's statements (rows of ``x`` where ``group`` is
-    its index), the group's target (the share of its statements supported) and its weight (each
-    source's groups sum to 1). A HaluEval or synthetic statement is a group of one; a sweep
-    answer is a group of its statements, its target GPT-4's answer_consistency."""
+    """Training groups (``rag_eval.metrics.judges.fitting.Groups``): a HaluEval or synthetic statement
+    is a group of one; a sweep answer is a group of its statements, its target GPT-4's
+    answer_consistency. Each source's groups weigh :data:`SOURCES` in sum."""
 
-    x: list[list[float]] = field(default_factory=list)
-    group: list[int] = field(default_factory=list)
+    judged: list[list[dict[str, float] | None]] = field(default_factory=list)
     target: list[float] = field(default_factory=list)
     source: list[int] = field(default_factory=list)
 
     def add(self, judged: list[dict[str, float] | None], target: float, source: int, each: bool) -> None:
         """The statements ``judged`` (``support_features``) as one group, or one group each."""
-        rows = [[values[f] for f in FEATURES] for values in judged if values is not None]
+        rows = [values for values in judged if values is not None]
         for chunk in ([[r] for r in rows] if each else [rows] if rows else []):
-            self.x.extend(chunk), self.group.extend([len(self.target)] * len(chunk))
-            self.target.append(target), self.source.append(source)
+            self.judged.append(chunk), self.target.append(target), self.source.append(source)
 
-    def arrays(self, chosen: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``x``, the group index of each row (renumbered 0…), targets and weights of the ``chosen`` groups."""
-        chosen = np.arange(len(self.target)) if chosen is None else np.sort(chosen)
-        position = {g: i for i, g in enumerate(chosen)}
-        rows = [i for i, g in enumerate(self.group) if g in position]
-        source = np.array(self.source)[chosen]
-        counts = {s: (source == s).sum() for s in set(source)}
-        weights = np.array([SOURCES[s] / counts[s] for s in source])
-        weights /= weights.sum()
-        return (np.array(self.x)[rows], np.array([position[self.group[i]] for i in rows]),
-                np.array(self.target)[chosen], weights)
+    def groups(self) -> Groups:
+        """Every group, weighted by source."""
+        counts = {s: self.source.count(s) for s in set(self.source)}
+        return Groups.of(self.judged, [0.0] * len(self.target), self.target,
+                         [SOURCES[s] / counts[s] for s in self.source])
 
 
 def examples(judge: OfflineJudge, rows: list[dict], sweep: list[dict], rng: random.Random) -> Examples:
@@ -165,39 +155,12 @@ def examples(judge: OfflineJudge, rows: list[dict], sweep: list[dict], rng: rand
     return made
 
 
-def predict(bias: float, w: np.ndarray, x: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
-    """Each group's mean probability of support (the row score the judge gives)."""
-    p = 1 / (1 + np.exp(-(bias + x @ w)))
-    return np.bincount(group, p, groups) / np.bincount(group, minlength=groups)
-
-
-def fit(x: np.ndarray, group: np.ndarray, target: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarray]:
-    """Bias and weights minimising the weighted cross-entropy of each group's mean probability
-    against its target, L2-penalised, each weight's sign bound (module docstring)."""
-    bounds = [(None, None)] + [(0, None) if FEATURES[f] == "+" else (None, 0) for f in FEATURES]
-    sizes = np.bincount(group, minlength=len(target)).astype(float)
-
-    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        p = 1 / (1 + np.exp(-(theta[0] + x @ theta[1:])))
-        m = np.clip(np.bincount(group, p, len(target)) / sizes, 1e-9, 1 - 1e-9)
-        value = -float(weights @ (target * np.log(m) + (1 - target) * np.log(1 - m)))
-        d_m = weights * (m - target) / (m * (1 - m))  # d loss / d group mean
-        d_z = d_m[group] * p * (1 - p) / sizes[group]
-        gradient = np.concatenate([[d_z.sum()], x.T @ d_z])
-        value += PENALTY * 1e-3 * float(theta[1:] @ theta[1:])
-        gradient[1:] += 2 * PENALTY * 1e-3 * theta[1:]
-        return value, gradient
-
-    result = minimize(loss, np.zeros(len(FEATURES) + 1), jac=True, method="L-BFGS-B", bounds=bounds)
-    return float(result.x[0]), result.x[1:]
-
-
 def threshold(made: Examples, bias: float, w: np.ndarray) -> float:
     """The probability at or above which a statement is judged supported: of 0.30, 0.35, … 0.90,
     the one with the best accuracy on the statements labelled one by one (HaluEval and synthetic),
     the two sources' accuracies averaged."""
-    x, group, target, _ = made.arrays()
-    p, y, source = 1 / (1 + np.exp(-(bias + x @ w))), target[group], np.array(made.source)[group]
+    groups, source = made.groups(), np.array(made.source)
+    p, y = groups.means(bias, w), groups.target  # their groups are single statements
     grid = np.round(np.arange(0.30, 0.901, 0.05), 2)
     accuracy = [np.mean([((p[source == s] >= t) == y[source == s]).mean() for s in (0, 1)]) for t in grid]
     return float(grid[int(np.argmax(accuracy))])
@@ -206,17 +169,16 @@ def threshold(made: Examples, bias: float, w: np.ndarray) -> float:
 def cross_validated(made: Examples, folds: int = 5) -> tuple[float, float]:
     """Weighted accuracy (mean ≥ 0.5 against target ≥ 0.5) and cross-entropy of each fold's groups,
     fitted on the other folds."""
-    order = np.random.default_rng(0).permutation(len(made.target))
-    _, _, target, weights = made.arrays()
-    m = np.empty(len(target))
+    groups = made.groups()
+    order = np.random.default_rng(0).permutation(len(groups.target))
+    m = np.empty(len(groups.target))
     for k in range(folds):
-        test = order[k::folds]
-        bias, w = fit(*made.arrays(np.setdiff1d(order, test)))
-        x, group, _, _ = made.arrays(test)
-        m[np.sort(test)] = predict(bias, w, x, group, len(test))
-    m = np.clip(m, 1e-6, 1 - 1e-6)
-    return (float(weights @ ((m >= 0.5) == (target >= 0.5))),
-            float(-weights @ (target * np.log(m) + (1 - target) * np.log(1 - m))))
+        test = np.sort(order[k::folds])
+        bias, w = fit(groups.subset(np.setdiff1d(order, test)))
+        m[test] = groups.subset(test).means(bias, w)
+    m, target = np.clip(m, 1e-6, 1 - 1e-6), groups.target
+    return (float(groups.weight @ ((m >= 0.5) == (target >= 0.5))),
+            float(-groups.weight @ (target * np.log(m) + (1 - target) * np.log(1 - m))))
 
 
 def main() -> None:
@@ -228,10 +190,10 @@ def main() -> None:
     rows, sweep = tuning_rows(args.data), sweep_rows(args.data)
     made = examples(OfflineJudge(), rows, sweep, random.Random(0))
     accuracy, log_loss = cross_validated(made)
-    bias, w = fit(*made.arrays())
+    bias, w = fit(made.groups())
     cut = threshold(made, bias, w)
     counts = [made.source.count(s) for s in range(3)]
-    print(f"{len(made.x)} training statements in {len(made.target)} groups: {counts[0]} HaluEval tuning statements, "
+    print(f"{sum(map(len, made.judged))} training statements in {len(made.target)} groups: {counts[0]} HaluEval tuning statements, "
           f"{counts[1]} synthetic, {counts[2]} sweep answers; 5-fold accuracy {accuracy:.3f}, "
           f"cross-entropy {log_loss:.3f}")
     print("weights: " + ", ".join(f"{f} {v:+.3f}" for f, v in zip(FEATURES, w)) + f", bias {bias:+.3f}, "

@@ -534,7 +534,7 @@ class OfflineJudge(Judge):
 
     @classmethod
     def label_of(cls, verifier: Verifier) -> str:
-        """Rule and verifier versions together (``9+verifier-1``): what a result was judged by, in
+        """Rule and verifier versions together (``9+verifier-2``): what a result was judged by, in
         the assets' code versions, so new weights re-judge exactly what they touch."""
         return f"{cls.version}+{verifier.name}-{verifier.version}"
 

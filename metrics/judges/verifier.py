@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.text import content_tokens, has_cjk, names, quantities
 from rag_eval.metrics.text.sentences import _CJK_RUN
 
@@ -124,18 +125,30 @@ class Verifier:
 
     Raises
     ------
-    ValueError
-        When the file's features are not :data:`FEATURES`.
+    SettingsError
+        A file that cannot be read, is not such a model, names other features than :data:`FEATURES`
+        or has a name or version that cannot name a judge.
     """
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or WEIGHTS
-        model = json.loads(self.path.read_text(encoding="utf-8"))
-        if list(model["features"]) != list(FEATURES):
-            raise ValueError(f"{self.path}: features {list(model['features'])} are not {list(FEATURES)}")
-        self.name, self.version = model["name"], str(model["version"])
-        self.weights = np.array([model["features"][f] for f in FEATURES], dtype=float)
-        self.bias, self.threshold = float(model["bias"]), float(model["threshold"])
+        self.path = Path(path or WEIGHTS)
+        try:
+            model = json.loads(self.path.read_text(encoding="utf-8"))
+            features = dict(model["features"])
+            self.name, self.version = str(model["name"]), str(model["version"])
+            self.bias, self.threshold = float(model["bias"]), float(model["threshold"])
+        except OSError as exc:
+            raise SettingsError(f"{self.path}: cannot read the verifier's weights ({exc.strerror}); "
+                                "`rag-eval align` writes them") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SettingsError(f"{self.path}: not a verifier weights file ({type(exc).__name__}: "
+                                f"{str(exc)[:200]})") from None
+        if list(features) != list(FEATURES):
+            raise SettingsError(f"{self.path}: features {list(features)[:12]} are not {list(FEATURES)}")
+        self.weights = np.array([float(features[f]) for f in FEATURES], dtype=float)
+        if not re.fullmatch(r"[\w.-]{1,64}", f"{self.name}-{self.version}"):
+            raise SettingsError(f"{self.path}: name and version must be letters, digits, '.', '_' or '-' "
+                                "(64 at most): they name the judge in results and cache keys")
 
     def probability(self, values: dict[str, float]) -> float:
         """Probability of support in [0, 1] from :func:`features`' values."""

@@ -1,0 +1,144 @@
+"""Aligning the offline verifier to a team's own faithfulness labels (``rag-eval align``).
+
+The shipped verifier (``verifier.json``) was fitted on public data; a team's idea of "grounded"
+differs. :func:`align` refits its logistic model on the rows people labelled (a row's label: pass/fail
+or a share on [0, 1], fitted by the row's mean support as in ``fitting``), pulled towards the shipped
+weights (:data:`ALIGN_PENALTY`) so that a few dozen labels move it only as far as they show, and
+measures it honestly by k-fold cross-fitting: each labelled row is scored by the model fitted on the
+other folds, each unlabelled row by the mean of the k fold models (cross-prediction-powered
+inference, Zrnic & Candès 2024, which keeps the interval valid). It reports agreement with the labels
+and the prediction-powered interval of the mean label, shipped against aligned, on those held-out
+scores. The aligned weights are a variant with its own name and version (``aligned-<hash of the
+labels>``) that runs and caches under it (``--verifier``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag_eval.metrics.core.registry import build_metrics
+from rag_eval.metrics.core.samples import Sample
+from rag_eval.metrics.core.scoring import score_all
+from rag_eval.metrics.judges.fitting import Groups, fit
+from rag_eval.metrics.judges.offline import OfflineJudge
+from rag_eval.metrics.judges.verifier import FEATURES
+from rag_eval.metrics.stats.agreement import accuracy, auroc
+from rag_eval.metrics.stats.ppi import MeanEstimate, ppi_mean
+
+#: Pull towards the shipped weights: fixed before any team's labels were seen (about the weight of
+#: 20 labelled rows against the mean cross-entropy), not tuned.
+ALIGN_PENALTY = 0.05
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of row scores with labels on held-out folds: ``auroc`` of the score against a
+    passing label (``None`` with one class), ``accuracy`` of pass/fail at the metric's threshold, and the
+    mean absolute error (lower is better; the others higher)."""
+
+    auroc: float | None
+    accuracy: float
+    mae: float
+
+    @classmethod
+    def of(cls, scores: np.ndarray, labels: np.ndarray, threshold: float) -> Agreement:
+        passes = (labels >= threshold).astype(float)
+        both = 0 < passes.sum() < len(passes)
+        return cls(auroc(scores, passes) if both else None, accuracy((scores >= threshold).astype(float), passes),
+                   float(np.abs(scores - labels).mean()))
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """What :func:`align` found: ``before``/``after`` agreement and PPI ``interval`` of the mean label
+    (shipped and aligned scores, both held out), the labelled and scored rows used, ``scores`` (sample
+    id: its shipped and its cross-fitted aligned faithfulness) and ``model``, the aligned weights
+    file's content."""
+
+    before: Agreement
+    after: Agreement
+    interval_before: MeanEstimate
+    interval_after: MeanEstimate
+    labelled: int
+    scored: int
+    scores: dict[str, tuple[float, float]]
+    model: dict[str, Any]
+
+    def write(self, path: str | Path) -> Path:
+        """Write the aligned weights (a ``Verifier`` file) to ``path``; its folder is made."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.model, indent=1) + "\n", encoding="utf-8")
+        return path
+
+
+def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: OfflineJudge | None = None,
+          folds: int = 5, seed: int = 0, source: str = "") -> Alignment:
+    """Refit ``judge``'s verifier (the shipped one by default) on faithfulness ``labels``.
+
+    Parameters
+    ----------
+    samples : list of Sample
+        The version's rows; those whose faithfulness is not measured (no statement) are left out.
+    labels : mapping of sample id to float in [0, 1]
+        People's faithfulness labels (1 pass, 0 fail, or a share), of some of ``samples``.
+    folds : int
+        Cross-fitting folds, at least 2; every fold needs a labelled row.
+    source : str
+        Where the labels come from (a dataset version), written in the weights file.
+
+    Returns
+    -------
+    Alignment
+
+    Raises
+    ------
+    ValueError
+        ``folds`` below 2, fewer than ``2 * folds`` labelled rows with a measured faithfulness, a label outside
+        [0, 1], or no unlabelled scored row.
+    """
+    if folds < 2:
+        raise ValueError(f"folds must be at least 2, got {folds}")
+    judge = judge or OfflineJudge()
+    metric = build_metrics(["faithfulness"])[0]
+    results = score_all(list(samples), [metric], judge)
+    scored = [(s, r) for s, r in zip(samples, results) if r.value is not None]
+    bad = {k: v for k, v in labels.items() if not 0 <= v <= 1}
+    if bad:
+        raise ValueError(f"faithfulness labels must lie in [0, 1]: {dict(list(bad.items())[:3])}")
+    in_labels = np.array([s.id in labels for s, _ in scored])
+    if in_labels.sum() < 2 * folds or in_labels.all():
+        raise ValueError(f"{in_labels.sum()} labelled rows with a measured faithfulness among {len(scored)}: "
+                         f"aligning needs at least {2 * folds} (--folds {folds}) and one row without a label")
+    statements = [r.details["statements"] for _, r in scored]
+    groups = Groups.of([[item.get("features") for item in items] for items in statements],
+                       [sum(item["verdict"] for item in items if "features" not in item) for items in statements],
+                       [labels.get(s.id, 0.0) for s, _ in scored])
+    before = np.array([r.value for _, r in scored])
+    labelled, unlabelled = np.flatnonzero(in_labels), np.flatnonzero(~in_labels)
+    order = np.random.default_rng(seed).permutation(labelled)
+    after, rest = np.empty(len(scored)), np.zeros(len(unlabelled))
+    for k in range(folds):
+        test = np.sort(order[k::folds])
+        bias, w = fit(groups.subset(np.setdiff1d(labelled, test)), judge.verifier, ALIGN_PENALTY)
+        after[test] = groups.subset(test).means(bias, w)
+        rest += groups.subset(unlabelled).means(bias, w) / folds
+    after[unlabelled] = rest
+    y = groups.target[labelled]
+    bias, w = fit(groups.subset(labelled), judge.verifier, ALIGN_PENALTY)
+    digest = hashlib.sha256(json.dumps(sorted(labels.items())).encode() + judge.verifier.version.encode())
+    model = {"name": "aligned", "version": digest.hexdigest()[:10], "bias": round(bias, 6),
+             "threshold": judge.verifier.threshold, "features": {f: round(float(v), 6) for f, v in zip(FEATURES, w)},
+             "trained_on": f"{len(labelled)} faithfulness labels of {source or 'a dataset version'}, from "
+                           f"{judge.verifier.name}-{judge.verifier.version}",
+             "script": "rag-eval align"}
+    return Alignment(Agreement.of(before[labelled], y, metric.threshold), Agreement.of(after[labelled], y, metric.threshold),
+                     ppi_mean(y, before[labelled], before[unlabelled]), ppi_mean(y, after[labelled], after[unlabelled]),
+                     len(labelled), len(scored),
+                     {s.id: (float(b), float(a)) for (s, _), b, a in zip(scored, before, after)}, model)

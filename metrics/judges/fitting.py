@@ -1,0 +1,91 @@
+"""Fitting the verifier's logistic model (``verifier.Verifier``) to labelled answers.
+
+A labelled unit is a *group*: one answer's statements, whose mean probability of support (the
+row's offline faithfulness) is fitted to the answer's label, the share of its statements supported
+(1 or 0 for a single statement or a pass/fail label). Statements the offline rules decide alone
+(``OfflineJudge.support_features`` gives ``None``) count in the mean with their fixed verdict.
+``tools/train_verifier.py`` fits the shipped weights from zero; ``rag-eval align`` refits them on
+a team's labels, pulled towards the shipped ones (``prior``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from rag_eval.metrics.judges.verifier import FEATURES, Verifier
+
+#: L2 strength of the distance to the prior weights (zero weights for the shipped model), over the
+#: summed group weights (1).
+PENALTY = 1e-3
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Statements' features ``x`` (rows × :data:`FEATURES`), each row's group index ``group``, and
+    per group its ``target`` in [0, 1], ``weight`` (summing to 1), ``fixed`` (the summed verdicts of
+    its statements the rules decided alone) and ``size`` (all its statements)."""
+
+    x: np.ndarray
+    group: np.ndarray
+    target: np.ndarray
+    weight: np.ndarray
+    fixed: np.ndarray
+    size: np.ndarray
+
+    @classmethod
+    def of(cls, judged: Sequence[Sequence[dict[str, float] | None]], fixed: Sequence[float],
+           target: Sequence[float], weight: Sequence[float] | None = None) -> Groups:
+        """Groups of the statements ``judged`` (``support_features`` per answer), ``fixed[i]`` the
+        summed verdicts of answer ``i``'s statements whose features are ``None``; equal weights
+        unless given. Raises ``ValueError`` for an answer without statements."""
+        if any(not statements for statements in judged):
+            raise ValueError("every labelled answer needs at least one statement")
+        rows = [[values[f] for f in FEATURES] for statements in judged for values in statements if values is not None]
+        group = [i for i, statements in enumerate(judged) for values in statements if values is not None]
+        w = np.ones(len(judged)) if weight is None else np.asarray(weight, dtype=float)
+        return cls(np.array(rows, dtype=float).reshape(-1, len(FEATURES)), np.array(group, dtype=int),
+                   np.asarray(target, dtype=float), w / w.sum(), np.asarray(fixed, dtype=float),
+                   np.array([len(s) for s in judged], dtype=float))
+
+    def subset(self, chosen: np.ndarray) -> Groups:
+        """The ``chosen`` groups (indices), renumbered in order, their weights summing to 1 again."""
+        chosen = np.sort(chosen)
+        position = np.full(len(self.target), -1)
+        position[chosen] = np.arange(len(chosen))
+        rows = position[self.group] >= 0
+        weight = self.weight[chosen]
+        return Groups(self.x[rows], position[self.group[rows]], self.target[chosen], weight / weight.sum(),
+                      self.fixed[chosen], self.size[chosen])
+
+    def means(self, bias: float, weights: np.ndarray) -> np.ndarray:
+        """Each group's mean support under ``bias`` and ``weights``: the row score the judge gives."""
+        p = 1 / (1 + np.exp(-(bias + self.x @ weights)))
+        return (np.bincount(self.group, p, len(self.target)) + self.fixed) / self.size
+
+
+def fit(groups: Groups, prior: Verifier | None = None, penalty: float = PENALTY) -> tuple[float, np.ndarray]:
+    """Bias and weights minimising the weighted cross-entropy of each group's mean support against its
+    target plus ``penalty`` times the squared distance of the weights to ``prior``'s (to 0 without
+    one), each weight's sign bound (``verifier.FEATURES``: support evidence >= 0, missing or
+    contradicted evidence <= 0), by L-BFGS-B."""
+    bounds = [(None, None)] + [(0, None) if FEATURES[f] == "+" else (None, 0) for f in FEATURES]
+    centre = np.zeros(len(FEATURES)) if prior is None else prior.weights
+    start = np.zeros(len(FEATURES) + 1) if prior is None else np.concatenate([[prior.bias], prior.weights])
+    x, group, target, weight, size = groups.x, groups.group, groups.target, groups.weight, groups.size
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        p = 1 / (1 + np.exp(-(theta[0] + x @ theta[1:])))
+        m = np.clip((np.bincount(group, p, len(target)) + groups.fixed) / size, 1e-9, 1 - 1e-9)
+        value = -float(weight @ (target * np.log(m) + (1 - target) * np.log(1 - m)))
+        d_m = weight * (m - target) / (m * (1 - m))  # d loss / d group mean
+        d_z = d_m[group] * p * (1 - p) / size[group]
+        gradient = np.concatenate([[d_z.sum()], x.T @ d_z])
+        value += penalty * float((theta[1:] - centre) @ (theta[1:] - centre))
+        gradient[1:] += 2 * penalty * (theta[1:] - centre)
+        return value, gradient
+
+    result = minimize(loss, start, jac=True, method="L-BFGS-B", bounds=bounds)
+    return float(result.x[0]), result.x[1:]

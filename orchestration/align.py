@@ -1,0 +1,64 @@
+"""``rag-eval align VERSION``: the offline verifier refitted on the version's faithfulness labels.
+
+Reads the labels ``rag-eval annotate import`` stored with the version, refits the verifier with
+k-fold cross-fitting (``rag_eval.metrics.judges.align``), prints agreement with the labels and the
+prediction-powered interval of the mean label, shipped against aligned, both on held-out folds, and
+writes the aligned weights (``--write``): a judge variant of its own name (``<rules>+aligned-<hash>``) that
+``rag-eval run --verifier FILE`` uses; its results, code versions and cache keys carry that name,
+and a run without ``--verifier`` is the shipped judge again.
+
+Exit status: 0 aligned (written); 2 bad arguments, an unknown version, too few labels.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def cmd_align(args: argparse.Namespace) -> int:
+    """Align the verifier to ``args.version``'s labels; print the comparison; write the weights."""
+    from rag_eval.assets.resources import DatasetStore
+    from rag_eval.metrics.core.samples import load_samples
+    from rag_eval.metrics.errors import SettingsError
+    from rag_eval.metrics.judges.align import align
+    from rag_eval.metrics.judges.offline import OfflineJudge
+    from rag_eval.metrics.judges.verifier import Verifier
+    from rag_eval.metrics.sources.labels import labels_frame
+
+    store = DatasetStore(root=str(Path(args.datasets).resolve()))
+    path = store.samples_path(args.version)
+    if not path.exists():
+        raise SettingsError(f"dataset version {args.version} is not registered under {args.datasets}/")
+    samples = [s for s in load_samples(path) if "row" not in s.problems]
+    frame, problems = labels_frame(path.parent, {s.row: s.id for s in samples}, args.version)
+    labels = {row.id: float(row.label) for row in frame.itertuples() if row.metric == "faithfulness"}
+    if not labels:
+        raise SettingsError(f"dataset version {args.version} has no faithfulness labels: label some rows with "
+                            f"`rag-eval annotate export {args.version}` and `rag-eval annotate import`")
+    result = align(samples, labels, folds=args.folds, source=f"dataset version {args.version}")
+    print(f"{args.version}: verifier aligned on {result.labelled} faithfulness labels ({len(problems)} refused), "
+          f"{args.folds}-fold cross-fitted; every figure below is on rows the model scoring them was not fitted on")
+    print(f"{'':10}{'AUROC':>7}{'accuracy':>10}{'MAE':>7}   mean label, PPI 95 % interval (width)")
+    for name, agreement, interval in (("shipped", result.before, result.interval_before),
+                                      ("aligned", result.after, result.interval_after)):
+        auroc = "-" if agreement.auroc is None else f"{agreement.auroc:.3f}"
+        print(f"{name:10}{auroc:>7}{agreement.accuracy:>10.3f}{agreement.mae:>7.3f}   {interval.estimate:.3f} "
+              f"[{interval.ci_low:.3f}, {interval.ci_high:.3f}] ({interval.ci_high - interval.ci_low:.3f})")
+    change = 1 - (result.interval_after.ci_high - result.interval_after.ci_low) / \
+        (result.interval_before.ci_high - result.interval_before.ci_low)
+    print(f"interval {'narrower' if change > 0 else 'wider'} by {abs(change):.0%} with the aligned verifier "
+          f"({result.scored - result.labelled} unlabelled scored rows)")
+    written = result.write(args.write or Path("verifiers") / f"aligned-{result.model['version']}.json")
+    label = OfflineJudge.label_of(Verifier(written))
+    print(f"wrote {written} (judge {label}); use it: rag-eval run ... --verifier {written}")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``rag-eval align``."""
+    parser.add_argument("version", help="a registered dataset version with faithfulness labels (rag-eval annotate)")
+    parser.add_argument("--folds", type=int, default=5, help="cross-fitting folds (default 5)")
+    parser.add_argument("--write", metavar="FILE",
+                        help="where the aligned weights go (default verifiers/aligned-<version>.json)")
+    parser.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
+    parser.set_defaults(handler=cmd_align, uses_instance=False)
