@@ -105,3 +105,25 @@ def test_every_runnable_quickstart_command_runs_offline_in_a_copy_of_the_reposit
                                        "context_precision"}
     assert all(m["judge"].startswith("offline") for m in written["metrics"].values())
     assert written["total"] == 30  # examples/fiqa/samples.jsonl's lines
+
+
+@pytest.mark.slow
+def test_the_readme_python_example_prints_the_numbers_it_quotes(monkeypatch):
+    """The README's Python block run as written, offline: each ``print(x)  # N…`` prints N (to its digits)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## From Python.*?```python\n(.*?)```", text, re.S)[1]
+    quoted = re.compile(r"^print\((.+)\)\s+# (-?\d+(?:\.\d+)?)\b")
+    checks, lines = [], []
+    for line in block.splitlines():
+        if match := quoted.match(line):
+            lines.append(f"_checks.append(({match[1]}, {match[2]!r}))")
+        else:
+            lines.append(line)
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(ROOT)
+    exec("\n".join(lines), {"_checks": checks})
+    assert len(checks) == 3
+    for value, expected in checks:
+        digits = len(expected.split(".")[1]) if "." in expected else 0
+        assert round(float(value), digits) == float(expected), (value, expected)
