@@ -42,12 +42,22 @@ def cmd_align(args: argparse.Namespace) -> int:
     for name, agreement, interval in (("shipped", result.before, result.interval_before),
                                       ("aligned", result.after, result.interval_after)):
         auroc = "-" if agreement.auroc is None else f"{agreement.auroc:.3f}"
-        print(f"{name:10}{auroc:>7}{agreement.accuracy:>10.3f}{agreement.mae:>7.3f}   {interval.estimate:.3f} "
-              f"[{interval.ci_low:.3f}, {interval.ci_high:.3f}] ({interval.ci_high - interval.ci_low:.3f})")
-    change = 1 - (result.interval_after.ci_high - result.interval_after.ci_low) / \
-        (result.interval_before.ci_high - result.interval_before.ci_low)
-    print(f"interval {'narrower' if change > 0 else 'wider'} by {abs(change):.0%} with the aligned verifier "
-          f"({result.scored - result.labelled} unlabelled scored rows)")
+        ppi = "-" if interval is None else \
+            f"{interval.estimate:.3f} [{interval.ci_low:.3f}, {interval.ci_high:.3f}] ({interval.ci_high - interval.ci_low:.3f})"
+        print(f"{name:10}{auroc:>7}{agreement.accuracy:>10.3f}{agreement.mae:>7.3f}   {ppi}")
+    if result.interval_before is None or result.interval_after is None:
+        print("every scored row is labelled: the mean label is known, there is no interval to narrow")
+    else:
+        change = 1 - (result.interval_after.ci_high - result.interval_after.ci_low) / \
+            (result.interval_before.ci_high - result.interval_before.ci_low)
+        print(f"interval {'narrower' if change > 0 else 'wider'} by {abs(change):.0%} with the aligned verifier "
+              f"({result.scored - result.labelled} unlabelled scored rows)")
+    before, after = result.before, result.after
+    ranked = (after.auroc, before.auroc) if None not in (after.auroc, before.auroc) else (after.accuracy, before.accuracy)
+    if ranked[0] < ranked[1]:
+        print(f"the aligned verifier ranks these labels worse than the shipped one ({'AUROC' if after.auroc is not None else 'accuracy'} "
+              f"{ranked[0]:.3f} against {ranked[1]:.3f}, held out): keep the shipped verifier unless its scores' "
+              "level (MAE) is what you need; more labels may change this")
     written = result.write(args.write or Path("verifiers") / f"aligned-{result.model['version']}.json")
     label = OfflineJudge.label_of(Verifier(written))
     print(f"wrote {written} (judge {label}); use it: rag-eval run ... --verifier {written}")

@@ -2,9 +2,9 @@
 
 The shipped verifier (``verifier.json``) was fitted on public data; a team's idea of "grounded"
 differs. :func:`align` refits its logistic model on the rows people labelled (a row's label: pass/fail
-or a share on [0, 1], fitted by the row's mean support as in ``fitting``), pulled towards the shipped
-weights (:data:`ALIGN_PENALTY`) so that a few dozen labels move it only as far as they show, and
-measures it honestly by k-fold cross-fitting: each labelled row is scored by the model fitted on the
+or a share on [0, 1], fitted by the row's mean support as in ``fitting``) by rescaling the shipped
+model's logit (``fitting.rescale``: two parameters, so that a few dozen labels cannot overfit nine
+weights, and the statements keep their order of support), and measures it honestly by k-fold cross-fitting: each labelled row is scored by the model fitted on the
 other folds, each unlabelled row by the mean of the k fold models (cross-prediction-powered
 inference, Zrnic & Candès 2024, which keeps the interval valid). It reports agreement with the labels
 and the prediction-powered interval of the mean label, shipped against aligned, on those held-out
@@ -25,16 +25,11 @@ import numpy as np
 from rag_eval.metrics.core.registry import build_metrics
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import score_all
-from rag_eval.metrics.judges.fitting import Groups, fit
+from rag_eval.metrics.judges.fitting import Groups, rescale
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.judges.verifier import FEATURES
 from rag_eval.metrics.stats.agreement import accuracy, auroc
 from rag_eval.metrics.stats.ppi import MeanEstimate, ppi_mean
-
-#: Pull towards the shipped weights: fixed before any team's labels were seen (about the weight of
-#: 20 labelled rows against the mean cross-entropy), not tuned.
-ALIGN_PENALTY = 0.05
-
 
 @dataclass(frozen=True)
 class Agreement:
@@ -57,14 +52,14 @@ class Agreement:
 @dataclass(frozen=True)
 class Alignment:
     """What :func:`align` found: ``before``/``after`` agreement and PPI ``interval`` of the mean label
-    (shipped and aligned scores, both held out), the labelled and scored rows used, ``scores`` (sample
+    (shipped and aligned scores, both held out; ``None`` when every scored row is labelled), the labelled and scored rows used, ``scores`` (sample
     id: its shipped and its cross-fitted aligned faithfulness) and ``model``, the aligned weights
     file's content."""
 
     before: Agreement
     after: Agreement
-    interval_before: MeanEstimate
-    interval_after: MeanEstimate
+    interval_before: MeanEstimate | None
+    interval_after: MeanEstimate | None
     labelled: int
     scored: int
     scores: dict[str, tuple[float, float]]
@@ -100,8 +95,8 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
     Raises
     ------
     ValueError
-        ``folds`` below 2, fewer than ``2 * folds`` labelled rows with a measured faithfulness, a label outside
-        [0, 1], or no unlabelled scored row.
+        ``folds`` below 2, fewer than ``2 * folds`` labelled rows with a measured faithfulness, or a
+        label outside [0, 1].
     """
     if folds < 2:
         raise ValueError(f"folds must be at least 2, got {folds}")
@@ -113,9 +108,9 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
     if bad:
         raise ValueError(f"faithfulness labels must lie in [0, 1]: {dict(list(bad.items())[:3])}")
     in_labels = np.array([s.id in labels for s, _ in scored])
-    if in_labels.sum() < 2 * folds or in_labels.all():
+    if in_labels.sum() < 2 * folds:
         raise ValueError(f"{in_labels.sum()} labelled rows with a measured faithfulness among {len(scored)}: "
-                         f"aligning needs at least {2 * folds} (--folds {folds}) and one row without a label")
+                         f"aligning needs at least {2 * folds} (--folds {folds})")
     statements = [r.details["statements"] for _, r in scored]
     groups = Groups.of([[item.get("features") for item in items] for items in statements],
                        [sum(item["verdict"] for item in items if "features" not in item) for items in statements],
@@ -123,15 +118,15 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
     before = np.array([r.value for _, r in scored])
     labelled, unlabelled = np.flatnonzero(in_labels), np.flatnonzero(~in_labels)
     order = np.random.default_rng(seed).permutation(labelled)
-    after, rest = np.empty(len(scored)), np.zeros(len(unlabelled))
+    after, rest = np.empty(len(scored)), np.zeros(len(unlabelled))  # rest: the fold models' mean
     for k in range(folds):
         test = np.sort(order[k::folds])
-        bias, w = fit(groups.subset(np.setdiff1d(labelled, test)), judge.verifier, ALIGN_PENALTY)
+        bias, w = rescale(groups.subset(np.setdiff1d(labelled, test)), judge.verifier)
         after[test] = groups.subset(test).means(bias, w)
         rest += groups.subset(unlabelled).means(bias, w) / folds
     after[unlabelled] = rest
     y = groups.target[labelled]
-    bias, w = fit(groups.subset(labelled), judge.verifier, ALIGN_PENALTY)
+    bias, w = rescale(groups.subset(labelled), judge.verifier)
     digest = hashlib.sha256(json.dumps(sorted(labels.items())).encode() + judge.verifier.version.encode())
     model = {"name": "aligned", "version": digest.hexdigest()[:10], "bias": round(bias, 6),
              "threshold": judge.verifier.threshold, "features": {f: round(float(v), 6) for f, v in zip(FEATURES, w)},
@@ -139,6 +134,7 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
                            f"{judge.verifier.name}-{judge.verifier.version}",
              "script": "rag-eval align"}
     return Alignment(Agreement.of(before[labelled], y, metric.threshold), Agreement.of(after[labelled], y, metric.threshold),
-                     ppi_mean(y, before[labelled], before[unlabelled]), ppi_mean(y, after[labelled], after[unlabelled]),
+                     *((ppi_mean(y, before[labelled], before[unlabelled]), ppi_mean(y, after[labelled], after[unlabelled]))
+                       if len(unlabelled) else (None, None)),
                      len(labelled), len(scored),
                      {s.id: (float(b), float(a)) for (s, _), b, a in zip(scored, before, after)}, model)

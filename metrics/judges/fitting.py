@@ -4,8 +4,8 @@ A labelled unit is a *group*: one answer's statements, whose mean probability of
 row's offline faithfulness) is fitted to the answer's label, the share of its statements supported
 (1 or 0 for a single statement or a pass/fail label). Statements the offline rules decide alone
 (``OfflineJudge.support_features`` gives ``None``) count in the mean with their fixed verdict.
-``tools/train_verifier.py`` fits the shipped weights from zero; ``rag-eval align`` refits them on
-a team's labels, pulled towards the shipped ones (``prior``).
+``tools/train_verifier.py`` fits the shipped weights from zero (:func:`fit`); ``rag-eval align``
+rescales them to a team's labels (:func:`rescale`).
 """
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from scipy.optimize import minimize
 
 from rag_eval.metrics.judges.verifier import FEATURES, Verifier
 
-#: L2 strength of the distance to the prior weights (zero weights for the shipped model), over the
-#: summed group weights (1).
+#: L2 strength on the shipped model's weights, over the summed group weights (1).
 PENALTY = 1e-3
+#: The most :func:`rescale` may sharpen the shipped logit: labels the logit separates perfectly would
+#: otherwise push the scale to infinity (every probability 0 or 1).
+MAX_SCALE = 5.0
 
 
 @dataclass(frozen=True)
@@ -62,22 +64,36 @@ class Groups:
 
     def means(self, bias: float, weights: np.ndarray) -> np.ndarray:
         """Each group's mean support under ``bias`` and ``weights``: the row score the judge gives."""
-        p = 1 / (1 + np.exp(-(bias + self.x @ weights)))
+        p = 1 / (1 + np.exp(-np.clip(bias + self.x @ weights, -500, 500)))
         return (np.bincount(self.group, p, len(self.target)) + self.fixed) / self.size
 
 
-def fit(groups: Groups, prior: Verifier | None = None, penalty: float = PENALTY) -> tuple[float, np.ndarray]:
+def fit(groups: Groups, penalty: float = PENALTY) -> tuple[float, np.ndarray]:
     """Bias and weights minimising the weighted cross-entropy of each group's mean support against its
-    target plus ``penalty`` times the squared distance of the weights to ``prior``'s (to 0 without
-    one), each weight's sign bound (``verifier.FEATURES``: support evidence >= 0, missing or
-    contradicted evidence <= 0), by L-BFGS-B."""
-    bounds = [(None, None)] + [(0, None) if FEATURES[f] == "+" else (None, 0) for f in FEATURES]
-    centre = np.zeros(len(FEATURES)) if prior is None else prior.weights
-    start = np.zeros(len(FEATURES) + 1) if prior is None else np.concatenate([[prior.bias], prior.weights])
-    x, group, target, weight, size = groups.x, groups.group, groups.target, groups.weight, groups.size
+    target plus ``penalty`` times the squared weights, each weight's sign bound
+    (``verifier.FEATURES``: support evidence >= 0, missing or contradicted evidence <= 0), by L-BFGS-B."""
+    bounds = [(0, None) if FEATURES[f] == "+" else (None, 0) for f in FEATURES]
+    theta = _minimise(groups, groups.x, bounds, np.zeros(len(FEATURES)), np.zeros(len(FEATURES) + 1), penalty)
+    return float(theta[0]), theta[1:]
+
+
+def rescale(groups: Groups, prior: Verifier) -> tuple[float, np.ndarray]:
+    """``prior``'s model with its logit rescaled, ``a (bias + weights · x) + b`` (``0 <= a <= MAX_SCALE``; Platt
+    scaling, two parameters: what a few dozen labels can fix without overfitting nine weights), as
+    the bias and weights of the same model: ``a bias + b`` and ``a weights``. Every weight keeps its
+    sign and the statements their order of support."""
+    logit = (prior.bias + groups.x @ prior.weights)[:, None]
+    theta = _minimise(groups, logit, [(0, MAX_SCALE)], np.zeros(1), np.array([0.0, 1.0]), 0.0)
+    return float(theta[1] * prior.bias + theta[0]), theta[1] * prior.weights
+
+
+def _minimise(groups: Groups, x: np.ndarray, bounds: list, centre: np.ndarray, start: np.ndarray,
+              penalty: float) -> np.ndarray:
+    """``[bias, *weights]`` over the columns of ``x`` (the groups' rows), minimising :func:`fit`'s loss."""
+    group, target, weight, size = groups.group, groups.target, groups.weight, groups.size
 
     def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        p = 1 / (1 + np.exp(-(theta[0] + x @ theta[1:])))
+        p = 1 / (1 + np.exp(-np.clip(theta[0] + x @ theta[1:], -500, 500)))
         m = np.clip((np.bincount(group, p, len(target)) + groups.fixed) / size, 1e-9, 1 - 1e-9)
         value = -float(weight @ (target * np.log(m) + (1 - target) * np.log(1 - m)))
         d_m = weight * (m - target) / (m * (1 - m))  # d loss / d group mean
@@ -87,5 +103,4 @@ def fit(groups: Groups, prior: Verifier | None = None, penalty: float = PENALTY)
         gradient[1:] += 2 * penalty * (theta[1:] - centre)
         return value, gradient
 
-    result = minimize(loss, start, jac=True, method="L-BFGS-B", bounds=bounds)
-    return float(result.x[0]), result.x[1:]
+    return minimize(loss, start, jac=True, method="L-BFGS-B", bounds=[(None, None), *bounds]).x

@@ -153,7 +153,7 @@ class Verifier:
     def probability(self, values: dict[str, float]) -> float:
         """Probability of support in [0, 1] from :func:`features`' values."""
         z = self.bias + float(self.weights @ np.array([values[f] for f in FEATURES]))
-        return 1.0 / (1.0 + math.exp(-z))
+        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))  # no overflow
 
     def deciding(self, values: dict[str, float], count: int = 3) -> dict[str, float]:
         """The ``count`` features that moved this probability most (weight × value), with their values."""

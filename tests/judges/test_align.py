@@ -11,7 +11,7 @@ from rag_eval.metrics.core.registry import build_metrics
 from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.core.scoring import score_all
 from rag_eval.metrics.judges.align import align
-from rag_eval.metrics.judges.fitting import Groups, fit
+from rag_eval.metrics.judges.fitting import Groups, fit, rescale
 from rag_eval.metrics.judges.verifier import FEATURES, Verifier
 from tests.conftest import FIQA
 
@@ -42,9 +42,20 @@ def test_fit_learns_the_labels_within_the_signs_and_a_strong_prior_holds():
     assert all(means[:3] > 0.5) and all(means[3:] < 0.5)
     weights = dict(zip(FEATURES, w))
     assert weights["word_recall"] > 0 and weights["missing_names"] < 0 and weights["missing_numbers"] == 0
+
+
+def test_rescale_keeps_the_shipped_weights_direction_and_fits_the_level():
     shipped = Verifier()
-    _, held = fit(groups, shipped, penalty=1e6)
-    assert held == pytest.approx(shipped.weights, abs=1e-3)
+    # A copied statement (shipped probability 0.81) labelled pass, the same with a missing name failed:
+    # the rescaled model separates them further, its weights in the shipped proportions.
+    groups = Groups.of([[one_hot(word_recall=1.0)], [one_hot(word_recall=1.0, missing_names=1.0)]], [0, 0], [1, 0])
+    bias, w = rescale(groups, shipped)
+    recall = list(FEATURES).index("word_recall")
+    scale = w[recall] / shipped.weights[recall]
+    assert scale > 0 and w == pytest.approx(scale * shipped.weights)
+    means = groups.means(bias, w)
+    assert means[0] > 0.95 and means[1] < 0.05  # the labels, separated by the shipped logit alone
+    assert groups.means(shipped.bias, shipped.weights)[0] == pytest.approx(0.81, abs=0.01)
 
 
 def stand_in(sample) -> float:
@@ -80,5 +91,6 @@ def test_align_scores_every_row_out_of_fold():
     assert result.model["name"] == "aligned" and result.model["trained_on"].startswith("20 faithfulness labels of fiqa")
     with pytest.raises(ValueError, match="at least 10"):
         align(samples, dict(list(labels.items())[:9]), judge, folds=5)
-    with pytest.raises(ValueError, match="one row without a label"):
-        align(samples, {s.id: stand_in(s) for s in samples}, judge, folds=5)
+    every = align(samples, {s.id: stand_in(s) for s in samples}, judge, folds=5)
+    assert (every.labelled, every.interval_before, every.interval_after) == (30, None, None)
+    assert every.before.mae == pytest.approx(np.mean([abs(shipped[s.id] - stand_in(s)) for s in samples]))
