@@ -93,7 +93,7 @@ def print_table(summary: dict, width: int | None = None) -> None:
     if usage.get("chat_requests") or usage.get("embedding_requests") or usage.get("cache_hits"):
         print(f"this run sent: {usage['chat_requests']} chat + {usage['embedding_requests']} embeddings requests, "
               f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens; "
-              f"{usage['cache_hits']} judgements reused from the cache (paid by earlier runs)")
+              f"{usage['cache_hits']} judgements not bought again (from the cache, or shared by rows of this run)")
     if summary["judge"].get("embedding_fallback"):
         print(f"note: {printable(summary['judge']['embedding_fallback'])}")
     if summary.get("diagnosis"):

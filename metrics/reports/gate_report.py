@@ -195,7 +195,8 @@ def _svg(figure) -> str:
 
 def trend_svg(history: list[dict[str, Any]], metrics: list[str], baseline: str, candidate: str) -> str:
     """Small multiples, one per metric: mean and 95 % interval per version, baseline and
-    candidate marked."""
+    candidate marked (the legend names a baseline only when ``history`` holds it: the traffic
+    report has none)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -224,8 +225,8 @@ def trend_svg(history: list[dict[str, Any]], metrics: list[str], baseline: str, 
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(metrics):]:
         ax.set_visible(False)
-    figure.suptitle("mean and 95 % interval per version — blue: baseline (dashed line), red: candidate",
-                    fontsize=9, y=1.0)
+    legend = "blue: baseline (dashed line), red: candidate" if baseline in labels else "red: the day or version shown"
+    figure.suptitle(f"mean and 95 % interval per version — {legend}", fontsize=9, y=1.0)
     figure.tight_layout()
     return _svg(figure)
 

@@ -279,3 +279,14 @@ def test_a_dataset_in_parquet_is_not_taken_for_results(tmp_path):
     with pytest.raises(ValueError, match=r"samples\.parquet: not a results file \(no column 'metric', 'row', "
                                          r"'status', 'value'\)"):
         load_version(str(tmp_path / "samples.parquet"), tmp_path / "out", tmp_path / "datasets", None, [])
+
+
+def test_the_trend_legend_names_a_baseline_only_when_there_is_one():
+    from rag_eval.metrics.reports.gate_report import trend_svg
+
+    history = [{"version": v, "metrics": {"faithfulness": {"mean": m, "low": m - 0.1, "high": m + 0.1}}}
+               for v, m in (("2026-11-01", 0.8), ("2026-11-02", 0.6))]
+    gate = trend_svg(history, ["faithfulness"], "2026-11-01", "2026-11-02")
+    traffic = trend_svg(history, ["faithfulness"], "", "2026-11-02")  # the traffic report's call
+    assert "blue: baseline (dashed line), red: candidate" in gate
+    assert "baseline" not in traffic and "red: the day or version shown" in traffic
