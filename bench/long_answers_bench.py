@@ -13,6 +13,8 @@ Two labelled sets of long answers, each split before it was looked at:
   Benign. Held out: rows whose ``sha256(source)`` starts with a hex digit 0-7; tuning: the rest.
   Chosen where detectors disagree: a check against regressions on long text, not a target.
 
+``judge`` is offline faithfulness (the mean support of the answer's statements), ``0/1`` the share of its
+statements whose verdict is supported (what groundedness_pro and the diagnostics count).
 Bag-of-words recall (``bow``): share of the response's words found in the contexts
 (``rag_eval.metrics.judges.verifier.word_recall``). Intervals: percentile bootstrap 95 %, 1000
 resamples over rows (AUROC) or configurations (Spearman).
@@ -110,7 +112,9 @@ def main() -> None:
             judged = np.array([r.value if r.value is not None else 0.0 for r in results])
             bow = np.array([word_recall(r["response"], set(bow_tokens("\n".join(r["retrieved_contexts"]))))
                             for r in chosen])
-            for label, scores in (("judge", judged), ("bow", bow)):
+            verdicts = np.array([np.mean([s["verdict"] for s in r.details["statements"]]) if r.value is not None
+                                 else 0.0 for r in results])
+            for label, scores in (("judge", judged), ("0/1", verdicts), ("bow", bow)):
                 cells = "  ".join(f"{k} {v}" for k, v in figures(chosen, scores).items())
                 print(f"{name:<12} {part:<8} n={len(chosen):<4} {label:<6} mean {scores.mean():.3f}  {cells}")
 
