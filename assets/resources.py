@@ -213,7 +213,7 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         concurrency limit and its caches are shared by every metric asset of a run."""
         config = self._config()
         key = repr(sorted(asdict(config).items())) if config.configured else \
-            f"offline:{self.support_threshold}:{self.verifier}"
+            f"offline:{self.support_threshold}:{OfflineJudge.label_of(self._verifier())}"
         if key not in _JUDGES:
             if config.configured:
                 _JUDGES[key] = LLMJudge(config)

@@ -36,21 +36,23 @@ def cmd_align(args: argparse.Namespace) -> int:
         raise SettingsError(f"dataset version {args.version} has no faithfulness labels: label some rows with "
                             f"`rag-eval annotate export {args.version}` and `rag-eval annotate import`")
     result = align(samples, labels, folds=args.folds, source=f"dataset version {args.version}")
-    print(f"{args.version}: verifier aligned on {result.labelled} faithfulness labels ({len(problems)} refused), "
+    unused = len(labels) - result.labelled
+    print(f"{args.version}: verifier aligned on {result.labelled} faithfulness labels ({len(problems)} refused"
+          f"{f', {unused} on rows without a measured faithfulness not used' if unused else ''}), "
           f"{args.folds}-fold cross-fitted; every figure below is on rows the model scoring them was not fitted on")
     print(f"{'':10}{'AUROC':>7}{'accuracy':>10}{'MAE':>7}   mean label, PPI 95 % interval (width)")
     for name, agreement, interval in (("shipped", result.before, result.interval_before),
                                       ("aligned", result.after, result.interval_after)):
         auroc = "-" if agreement.auroc is None else f"{agreement.auroc:.3f}"
-        ppi = "-" if interval is None else \
-            f"{interval.estimate:.3f} [{interval.ci_low:.3f}, {interval.ci_high:.3f}] ({interval.ci_high - interval.ci_low:.3f})"
+        low, high = (0.0, 0.0) if interval is None else (max(interval.ci_low, 0.0), min(interval.ci_high, 1.0))
+        ppi = "-" if interval is None else f"{interval.estimate:.3f} [{low:.3f}, {high:.3f}] ({high - low:.3f})"
         print(f"{name:10}{auroc:>7}{agreement.accuracy:>10.3f}{agreement.mae:>7.3f}   {ppi}")
     if result.interval_before is None or result.interval_after is None:
         print("every scored row is labelled: the mean label is known, there is no interval to narrow")
     else:
-        change = 1 - (result.interval_after.ci_high - result.interval_after.ci_low) / \
-            (result.interval_before.ci_high - result.interval_before.ci_low)
+        change = 1 - result.interval_after.se / result.interval_before.se
         print(f"interval {'narrower' if change > 0 else 'wider'} by {abs(change):.0%} with the aligned verifier "
+              "(before cutting to [0, 1]) "
               f"({result.scored - result.labelled} unlabelled scored rows)")
     before, after = result.before, result.after
     ranked = (after.auroc, before.auroc) if None not in (after.auroc, before.auroc) else (after.accuracy, before.accuracy)

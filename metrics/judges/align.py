@@ -95,8 +95,8 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
     Raises
     ------
     ValueError
-        ``folds`` below 2, fewer than ``2 * folds`` labelled rows with a measured faithfulness, or a
-        label outside [0, 1].
+        ``folds`` below 2, fewer than ``2 * folds`` labelled rows with a measured faithfulness, labels
+        all passing or all failing, or a label outside [0, 1].
     """
     if folds < 2:
         raise ValueError(f"folds must be at least 2, got {folds}")
@@ -126,6 +126,9 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
         rest += groups.subset(unlabelled).means(bias, w) / folds
     after[unlabelled] = rest
     y = groups.target[labelled]
+    if len(set(y >= metric.threshold)) < 2:
+        raise ValueError(f"every one of the {len(y)} labels {'passes' if y[0] >= metric.threshold else 'fails'}: "
+                         "aligning needs labels of both kinds (a constant judge would agree with them all)")
     bias, w = rescale(groups.subset(labelled), judge.verifier)
     digest = hashlib.sha256(json.dumps(sorted(labels.items())).encode() + judge.verifier.version.encode())
     model = {"name": "aligned", "version": digest.hexdigest()[:10], "bias": round(bias, 6),

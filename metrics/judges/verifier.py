@@ -16,6 +16,7 @@ answers it ranks worse than word recall), so it is not read.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -126,26 +127,44 @@ class Verifier:
     Raises
     ------
     SettingsError
-        A file that cannot be read, is not such a model, names other features than :data:`FEATURES`
-        or has a name or version that cannot name a judge.
+        A file that cannot be read, is not such a model, names other features than :data:`FEATURES`,
+        holds a non-finite number, a weight of the wrong sign or a threshold outside (0, 1], or has a
+        name or version that cannot name a judge. The version of a file other than the shipped one
+        gains the first 8 hex digits of its weights' SHA-256 (``<version>.<digest>``).
     """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = Path(path or WEIGHTS)
         try:
             model = json.loads(self.path.read_text(encoding="utf-8"))
-            features = dict(model["features"])
-            self.name, self.version = str(model["name"]), str(model["version"])
-            self.bias, self.threshold = float(model["bias"]), float(model["threshold"])
+            features, name, version = dict(model["features"]), model["name"], model["version"]
+            if list(features) != list(FEATURES):
+                raise SettingsError(f"features {list(features)[:12]} are not {list(FEATURES)}")
+            numbers = {"bias": model["bias"], "threshold": model["threshold"], **features}
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                       for v in numbers.values()) or not all(isinstance(v, str) for v in (name, version)):
+                raise SettingsError("bias, threshold and weights must be finite numbers, name and version strings")
         except OSError as exc:
             raise SettingsError(f"{self.path}: cannot read the verifier's weights ({exc.strerror}); "
                                 "`rag-eval align` writes them") from None
-        except (ValueError, KeyError, TypeError) as exc:
+        except SettingsError as exc:
+            raise SettingsError(f"{self.path}: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SettingsError(f"{self.path}: not a verifier weights file ({type(exc).__name__}: "
                                 f"{str(exc)[:200]})") from None
-        if list(features) != list(FEATURES):
-            raise SettingsError(f"{self.path}: features {list(features)[:12]} are not {list(FEATURES)}")
         self.weights = np.array([float(features[f]) for f in FEATURES], dtype=float)
+        self.bias, self.threshold = float(model["bias"]), float(model["threshold"])
+        wrong = [f for f, w in zip(FEATURES, self.weights) if (w < 0 if FEATURES[f] == "+" else w > 0)]
+        if wrong or not 0 < self.threshold <= 1:
+            raise SettingsError(f"{self.path}: " + (f"weights of the wrong sign: {', '.join(wrong)} (support "
+                                                    "evidence >= 0, missing or contradicted evidence <= 0)"
+                                                    if wrong else f"threshold {self.threshold:g} is not in (0, 1]"))
+        # Another file than the shipped one is named by its content too: a file edited by hand under the
+        # same name and version is another judge, in every result, code version and cache key.
+        canonical = json.dumps({"bias": self.bias, "threshold": self.threshold, "features": numbers}, sort_keys=True)
+        shipped = self.path.resolve() == WEIGHTS.resolve()
+        self.name = name
+        self.version = version if shipped else f"{version}.{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
         if not re.fullmatch(r"[\w.-]{1,64}", f"{self.name}-{self.version}"):
             raise SettingsError(f"{self.path}: name and version must be letters, digits, '.', '_' or '-' "
                                 "(64 at most): they name the judge in results and cache keys")

@@ -91,6 +91,8 @@ def test_align_scores_every_row_out_of_fold():
     assert result.model["name"] == "aligned" and result.model["trained_on"].startswith("20 faithfulness labels of fiqa")
     with pytest.raises(ValueError, match="at least 10"):
         align(samples, dict(list(labels.items())[:9]), judge, folds=5)
+    with pytest.raises(ValueError, match="every one of the 20 labels passes"):
+        align(samples, dict.fromkeys(labels, 1.0), judge, folds=5)
     every = align(samples, {s.id: stand_in(s) for s in samples}, judge, folds=5)
     assert (every.labelled, every.interval_before, every.interval_after) == (30, None, None)
     assert every.before.mae == pytest.approx(np.mean([abs(shipped[s.id] - stand_in(s)) for s in samples]))

@@ -3,6 +3,7 @@ graded faithfulness as the mean of those probabilities, and the shipped weights 
 they were not trained on (rows 400-499, ``tests/data/halueval_qa/SOURCE.md``)."""
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from rag_eval.metrics import OfflineJudge, score_sample
 from rag_eval.metrics.core.registry import build_metrics
 from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.core.scoring import score_all
+from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judges.verifier import FEATURES, Evidence, Verifier, bow_tokens, features, word_recall
 from rag_eval.metrics.text import content_tokens
 
@@ -71,10 +73,42 @@ def test_weights_file_with_other_features_is_refused(tmp_path):
         Verifier(path)
 
 
+def test_a_file_edited_under_the_same_name_and_version_is_another_judge(handmade, tmp_path):
+    edited = tmp_path / "edited.json"
+    model = json.loads(handmade.read_text())
+    edited.write_text(json.dumps(model | {"bias": -0.5}))
+    first, second = Verifier(handmade), Verifier(edited)
+    assert (first.name, second.name) == ("handmade", "handmade")
+    assert first.version.startswith("7.") and second.version.startswith("7.") and first.version != second.version
+    copy = tmp_path / "copy.json"
+    copy.write_text(handmade.read_text())
+    assert Verifier(copy).version == first.version  # the content names it, not the path
+    assert Verifier().version == json.loads((Path(Verifier().path)).read_text())["version"]  # the shipped one
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"bias": float("nan")}, "finite numbers"),
+    ({"threshold": 7}, r"threshold 7 is not in \(0, 1\]"),
+    ({"name": True}, "name and version strings"),
+    ({"features": "wrong sign"}, "weights of the wrong sign: word_recall"),
+    ({"features": [1]}, "finite numbers"),
+])
+def test_weights_files_that_cannot_be_a_verifier_are_refused_naming_the_file(handmade, tmp_path, change, message):
+    model = json.loads(handmade.read_text())
+    if change.get("features") == "wrong sign":
+        change = {"features": model["features"] | {"word_recall": -5.0}}
+    elif change.get("features") == [1]:
+        change = {"features": model["features"] | {"word_recall": [1]}}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(model | change))
+    with pytest.raises(SettingsError, match=rf"bad\.json: .*{message}"):
+        Verifier(bad)
+
+
 @pytest.mark.slow
 def test_faithfulness_is_the_mean_support(handmade):
     judge = OfflineJudge(verifier=handmade)
-    assert judge.describe()["version"] == "9+handmade-7"
+    assert re.fullmatch(r"9\+handmade-7\.[0-9a-f]{8}", judge.describe()["version"])
     result = score_sample({"user_input": "What is Paris?", "response": "Paris is a city in France. Paris is big and old.",
                            "retrieved_contexts": ["Paris is a city in France."]}, ["faithfulness"], judge=judge)
     statements = result["faithfulness"].details["statements"]
