@@ -39,7 +39,12 @@ Judges: the offline judge (``OfflineJudge``: faithfulness on HaluEval, in [0, 1]
 deliberately biased ones built from each set's first judge: *squashed* (``0.5 + 0.5 f``,
 toward "faithful") and *lenient* (a label-0 row is scored 1.0 with probability 0.3, drawn
 per version row, else as before: it accepts 30 % of what people reject). A row the judge
-cannot score (``not_applicable``) is scored 0.5: any fixed fill keeps the interval valid.
+cannot score (``not_applicable``) is scored 0.5: any fixed fill keeps the interval valid. On
+HaluEval, *aligned*: the offline judge aligned on each version's own ``n`` labels as ``rag-eval
+align`` does it (``rag_eval.metrics.judges.fitting.cross_fit``: the shipped verifier's logit
+rescaled by five-fold cross-fitting, a labelled row scored by the model fitted without its fold, the
+others by the fold models' mean), to show by how much aligning narrows the interval and that it
+stays valid.
 
 The offline judge's scores are computed once per answer and kept in ``--cache`` (default
 ``<tmp>/rag-eval-trust-bench``) under a key of the judge's rules, the ``metrics`` package's
@@ -54,7 +59,7 @@ judge whose errors the labels happen not to show (``rag_eval.metrics.stats.ppi``
 
 Run from the repo root::
 
-    .venv/bin/python bench/trust_bench.py --data DIR [--draws 2000] [--rows 2000] [--json out.json]
+    .venv/bin/python bench/trust_bench.py --data DIR [--draws 2000] [--aligned-draws 500] [--rows 2000] [--json out.json]
     .venv/bin/python bench/trust_bench.py --sweep [--pseudo 0.5]
 """
 from __future__ import annotations
@@ -74,9 +79,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from calibrate_judges import RAGAS_FILES, ragas_labels  # noqa: E402
-from offline_judge_accuracy import score_pairs  # noqa: E402
 
 from rag_eval.metrics import OfflineJudge, build_metrics, load_samples  # noqa: E402
+from rag_eval.metrics.judges.fitting import Groups, cross_fit  # noqa: E402
+from rag_eval.metrics.judges.verifier import Verifier  # noqa: E402
 from rag_eval.metrics.stats.ppi import classical_mean, ppi_mean  # noqa: E402
 from rag_eval.metrics.core.scoring import score_all  # noqa: E402
 
@@ -107,6 +113,24 @@ class Pool:
     def judge_bias(self) -> float:
         """The raw judge mean's expectation minus the truth."""
         return float(self.w @ self.f) - self.truth
+
+
+@dataclass(frozen=True)
+class AlignedPool(Pool):
+    """The offline judge aligned on each version's own ``n`` labels as ``rag-eval align`` does it
+    (``fitting.cross_fit``: Platt rescaling of the shipped verifier by k-fold cross-fitting, a labelled row
+    scored out of fold, the others by the fold models' mean): ``groups`` are the pool rows' statements
+    (their targets the labels), ``f`` the shipped judge's scores (the bias shown is the shipped judge's)."""
+
+    groups: Groups
+    prior: Verifier
+    folds: int = 5
+
+    def rescore(self, index: np.ndarray, n: int, seed: int) -> np.ndarray:
+        """The version's scores: its first ``n`` rows (pool ``index``) labelled and aligned on."""
+        labelled, models = cross_fit(self.groups, index[:n], self.prior, self.folds, seed)
+        everywhere = np.mean([self.groups.means(bias, w) for bias, w in models], axis=0)
+        return np.r_[labelled, everywhere[index[n:]]]
 
 
 def mixture(right: np.ndarray, hallucinated: np.ndarray, p: float) -> Pool:
@@ -165,6 +189,8 @@ def simulate(pool: Pool, ns=NS, rows: int = 2000, draws: int = 2000, seed: int =
         index = rng.choice(len(pool.w), size=rows, p=pool.w)
         y, f = pool.y[index], pool.f[index]
         for n in ns:
+            if isinstance(pool, AlignedPool):
+                f = pool.rescore(index, n, seed + d)
             ppi = ppi_mean(y[:n], f[:n], f[n:], pseudo=pseudo)
             estimates = (ppi, ppi_mean(y[:n], f[:n], f[n:], pseudo=0.0), classical_mean(y[:n]))
             for k, est in enumerate(estimates):
@@ -196,29 +222,42 @@ def fingerprint(judge: OfflineJudge, files: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def offline_scores(data: Path, cache: Path) -> dict[str, float]:
+def offline_scores(data: Path, cache: Path) -> dict:
     """The offline judge's score of every answer of both sets, from the cache when there:
-    ``halueval-qa-NNN/right`` and ``/hallucinated`` (faithfulness), ``ragas/<metric>/<i>``;
-    ``not_applicable`` is -1."""
+    ``scores``: ``halueval-qa-NNN/right`` and ``/hallucinated`` (faithfulness), ``ragas/<metric>/<i>``
+    (``not_applicable`` is -1); ``statements``: per HaluEval answer, its statements' verifier features
+    (``None`` where the rules decided alone) and the sum of those rules' verdicts, what aligning refits."""
     judge = OfflineJudge()
     files = sorted((data / "halueval_qa").glob("*.jsonl")) + [data / "ragas_annotated" / f for f in RAGAS_FILES]
-    path = cache / f"offline-{fingerprint(judge, files)}.json"
+    path = cache / f"offline-statements-{fingerprint(judge, files)}.json"
     if path.exists():
         return json.loads(path.read_text(encoding="utf-8"))
     start = time.perf_counter()
-    pairs = [{"id": r["id"], "question": r["question"], "good": r["right_answer"], "bad": r["hallucinated_answer"],
-              "contexts": [r["knowledge"]]} for r in _halueval(data)]
-    scores = {}
-    for p, (right, hallucinated) in zip(pairs, score_pairs(judge, pairs, ("faithfulness",))["faithfulness"]):
-        scores[f"{p['id']}/right"], scores[f"{p['id']}/hallucinated"] = right, hallucinated
+    answers = {f"{r['id']}/{kind}": {"id": f"{r['id']}-{kind}", "user_input": r["question"], "response": r[field],
+                                     "retrieved_contexts": [r["knowledge"]]}
+               for r in _halueval(data) for kind, field in (("right", "right_answer"), ("hallucinated", "hallucinated_answer"))}
+    results = score_all(load_samples(list(answers.values())), build_metrics(["faithfulness"]), judge)
+    scores = {key: -1.0 if r.value is None else r.value for key, r in zip(answers, results)}
+    statements = {key: [[item.get("features") for item in r.details["statements"]],
+                        sum(item["verdict"] for item in r.details["statements"] if "features" not in item)]
+                  for key, r in zip(answers, results) if r.value is not None}
     for metric, records in _ragas_by_metric(data).items():
         samples = load_samples([r["sample"] for r in records])
         values = [r.value for r in score_all(samples, build_metrics([metric]), judge)]
         scores.update({f"ragas/{metric}/{i}": -1.0 if v is None else v for i, v in enumerate(values)})
     cache.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(scores), encoding="utf-8")
+    out = {"scores": scores, "statements": statements}
+    path.write_text(json.dumps(out), encoding="utf-8")
     print(f"offline judge: {len(scores)} answers scored in {time.perf_counter() - start:.0f} s, kept in {path}")
-    return scores
+    return out
+
+
+def aligned(base: Pool, keys: list[str], statements: dict) -> AlignedPool:
+    """``base`` (a :func:`mixture` of the answers ``keys``) under the offline judge aligned per version;
+    an answer the judge cannot score stays at ``UNSCORED`` (one fixed statement of that verdict)."""
+    judged = [statements[k][0] if k in statements else [None] for k in keys]
+    fixed = [statements[k][1] if k in statements else UNSCORED for k in keys]
+    return AlignedPool(base.y, base.f, base.w, Groups.of(judged, fixed, base.y), Verifier())
 
 
 def _ragas_by_metric(data: Path) -> dict[str, list[dict]]:
@@ -234,9 +273,9 @@ def _filled(values) -> np.ndarray:
     return np.where(array < 0, UNSCORED, array)
 
 
-def pools(data: Path, scores: dict[str, float]) -> list[tuple[str, str, str, Pool]]:
+def pools(data: Path, offline: dict) -> list[tuple[str, str, str, Pool]]:
     """(set, pool, judge, Pool) of every configuration the bench measures."""
-    out = []
+    out, scores = [], offline["scores"]
     ids = [r["id"] for r in _halueval(data)]
     for name, keep in HALUEVAL_POOLS.items():
         chosen = [i for i in ids if keep(int(i.rsplit("-", 1)[1]))]
@@ -244,8 +283,10 @@ def pools(data: Path, scores: dict[str, float]) -> list[tuple[str, str, str, Poo
         hallucinated = _filled([scores[f"{i}/hallucinated"] for i in chosen])
         for p in PROPORTIONS:
             base = mixture(right, hallucinated, p)
+            keys = [f"{i}/right" for i in chosen] + [f"{i}/hallucinated" for i in chosen]
             for judge, pool in (("offline", base), ("offline squashed", squashed(base)),
-                                ("offline lenient", lenient(base))):
+                                ("offline lenient", lenient(base)),
+                                ("offline aligned", aligned(base, keys, offline["statements"]))):
                 out.append(("HaluEval QA", f"{name} ({len(chosen)}), p={p}", judge, pool))
     for metric, records in _ragas_by_metric(data).items():
         labels = np.array([float(r["label"]) for r in records])
@@ -279,6 +320,8 @@ def main() -> None:
                         help="folder for the offline judge's scores")
     parser.add_argument("--draws", type=int, default=2000, help="versions drawn per set, judge and n")
     parser.add_argument("--rows", type=int, default=2000, help="rows of each version (N)")
+    parser.add_argument("--aligned-draws", type=int, default=500,
+                        help="versions drawn per n for the aligned judge (five fits a version and n: slower)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     parser.add_argument("--pseudo", type=float, help="weight of the PPI interval's pseudo-rows (default: the product's)")
@@ -293,14 +336,15 @@ def main() -> None:
         configurations = pools(args.data, offline_scores(args.data, args.cache))
     weight = "the product's (rag_eval.metrics.stats.ppi)" if args.pseudo is None else args.pseudo
     print(f"PPI pseudo-rows of weight {weight}; ", end="")
-    print(f"N = {args.rows} rows per version, {args.draws} versions per line; coverage ± its Monte-Carlo standard "
+    print(f"N = {args.rows} rows per version, {args.draws} versions per line ({args.aligned_draws} for the aligned judge); coverage ± its Monte-Carlo standard "
           f"error; widths are means; ratio = PPI width / classical width\n")
     print("| set | pool | judge | truth | judge bias | n | PPI coverage | plain PPI++ | classical | PPI width "
           "| classical width | ratio | plain ratio | lam |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results, start = [], time.perf_counter()
     for k, (dataset, pool_name, judge, pool) in enumerate(configurations):
-        for n, r in simulate(pool, rows=args.rows, draws=args.draws, seed=args.seed + k, pseudo=args.pseudo).items():
+        draws = args.aligned_draws if isinstance(pool, AlignedPool) else args.draws
+        for n, r in simulate(pool, rows=args.rows, draws=draws, seed=args.seed + k, pseudo=args.pseudo).items():
             results.append({"set": dataset, "pool": pool_name, "judge": judge, "truth": pool.truth,
                             "judge_bias": pool.judge_bias, "n": n, **r})
             print(f"| {dataset} | {pool_name} | {judge} | {pool.truth:.3f} | {pool.judge_bias:+.3f} | {n} "
@@ -319,6 +363,14 @@ def main() -> None:
         if r["set"] == "HaluEval QA" and r["judge"] == "offline" and r["n"] == 100:
             print(f"offline judge, HaluEval {r['pool']}, n=100: interval {100 * (1 - r['width_ratio']):.0f} % narrower "
                   f"than the labels alone (bound >= 25 %: {'holds' if r['width_ratio'] <= 0.75 else 'FAILS'})")
+    shipped = {(r["pool"], r["n"]): r for r in results if r["judge"] == "offline"}
+    for r in results:
+        if r["judge"] == "offline aligned":
+            before = shipped[(r["pool"], r["n"])]
+            print(f"aligned on the version's own labels, HaluEval {r['pool']}, n={r['n']}: PPI width {r['ppi_width']:.3f} "
+                  f"against the shipped judge's {before['ppi_width']:.3f} "
+                  f"({100 * (1 - r['ppi_width'] / before['ppi_width']):+.1f} % narrower), coverage "
+                  f"{100 * r['coverage']:.1f} %")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
 

@@ -25,7 +25,7 @@ import numpy as np
 from rag_eval.metrics.core.registry import build_metrics
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import score_all
-from rag_eval.metrics.judges.fitting import Groups, rescale
+from rag_eval.metrics.judges.fitting import Groups, cross_fit, rescale
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.judges.verifier import FEATURES
 from rag_eval.metrics.stats.agreement import accuracy, auroc
@@ -117,14 +117,9 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
                        [labels.get(s.id, 0.0) for s, _ in scored])
     before = np.array([r.value for _, r in scored])
     labelled, unlabelled = np.flatnonzero(in_labels), np.flatnonzero(~in_labels)
-    order = np.random.default_rng(seed).permutation(labelled)
-    after, rest = np.empty(len(scored)), np.zeros(len(unlabelled))  # rest: the fold models' mean
-    for k in range(folds):
-        test = np.sort(order[k::folds])
-        bias, w = rescale(groups.subset(np.setdiff1d(labelled, test)), judge.verifier)
-        after[test] = groups.subset(test).means(bias, w)
-        rest += groups.subset(unlabelled).means(bias, w) / folds
-    after[unlabelled] = rest
+    after = np.empty(len(scored))
+    after[labelled], models = cross_fit(groups, labelled, judge.verifier, folds, seed)
+    after[unlabelled] = np.mean([groups.subset(unlabelled).means(bias, w) for bias, w in models], axis=0)
     y = groups.target[labelled]
     if len(set(y >= metric.threshold)) < 2:
         raise ValueError(f"every one of the {len(y)} labels {'passes' if y[0] >= metric.threshold else 'fails'}: "

@@ -53,14 +53,17 @@ class Groups:
                    np.array([len(s) for s in judged], dtype=float))
 
     def subset(self, chosen: np.ndarray) -> Groups:
-        """The ``chosen`` groups (indices), renumbered in order, their weights summing to 1 again."""
-        chosen = np.sort(chosen)
-        position = np.full(len(self.target), -1)
-        position[chosen] = np.arange(len(chosen))
-        rows = position[self.group] >= 0
+        """The ``chosen`` groups (indices; a repeated index repeats its group), renumbered in the order
+        given, their weights summing to 1 again."""
+        chosen = np.asarray(chosen, dtype=int)
+        counts = np.bincount(self.group, minlength=len(self.target))
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        by_group = np.argsort(self.group, kind="stable")
+        sizes = counts[chosen]
+        rows = by_group[np.repeat(starts[chosen] - (np.cumsum(sizes) - sizes), sizes) + np.arange(sizes.sum())]
         weight = self.weight[chosen]
-        return Groups(self.x[rows], position[self.group[rows]], self.target[chosen], weight / weight.sum(),
-                      self.fixed[chosen], self.size[chosen])
+        return Groups(self.x[rows], np.repeat(np.arange(len(chosen)), sizes), self.target[chosen],
+                      weight / weight.sum(), self.fixed[chosen], self.size[chosen])
 
     def means(self, bias: float, weights: np.ndarray) -> np.ndarray:
         """Each group's mean support under ``bias`` and ``weights``: the row score the judge gives."""
@@ -85,6 +88,26 @@ def rescale(groups: Groups, prior: Verifier) -> tuple[float, np.ndarray]:
     logit = (prior.bias + groups.x @ prior.weights)[:, None]
     theta = _minimise(groups, logit, [(0, MAX_SCALE)], np.zeros(1), np.array([0.0, 1.0]), 0.0)
     return float(theta[1] * prior.bias + theta[0]), theta[1] * prior.weights
+
+
+def cross_fit(groups: Groups, labelled: np.ndarray, prior: Verifier, folds: int = 5,
+              seed: int = 0) -> tuple[np.ndarray, list[tuple[float, np.ndarray]]]:
+    """:func:`rescale` by k-fold cross-fitting: the ``labelled`` groups (indices, repeats allowed) split at
+    random (``seed``) into ``folds`` folds, each rescaled on the others. Returns each labelled group's score
+    (its mean support) from the model fitted without its fold, in the order of ``labelled``, and the ``folds``
+    models (bias, weights): an unlabelled row is scored by their mean (cross-prediction-powered inference,
+    Zrnic & Candès 2024). Raises ``ValueError`` for fewer than two folds."""
+    if folds < 2:
+        raise ValueError(f"folds must be at least 2, got {folds}")
+    labelled = np.asarray(labelled, dtype=int)
+    order = np.random.default_rng(seed).permutation(len(labelled))
+    scores, models = np.empty(len(labelled)), []
+    for k in range(folds):
+        test = np.sort(order[k::folds])
+        bias, w = rescale(groups.subset(labelled[np.setdiff1d(order, test)]), prior)
+        scores[test] = groups.subset(labelled[test]).means(bias, w)
+        models.append((bias, w))
+    return scores, models
 
 
 def _minimise(groups: Groups, x: np.ndarray, bounds: list, centre: np.ndarray, start: np.ndarray,

@@ -28,6 +28,9 @@ def test_group_mean_counts_the_rules_verdicts_by_hand():
     assert groups.means(-1.0, weights) == pytest.approx([(sigmoid(1) + 1) / 2, sigmoid(0)])
     assert list(groups.weight) == [0.5, 0.5]
     assert groups.subset(np.array([1])).means(-1.0, weights) == pytest.approx([0.5])
+    # a repeated index repeats its group, in the order given
+    assert groups.subset(np.array([1, 0, 1])).means(-1.0, weights) == pytest.approx([0.5, (sigmoid(1) + 1) / 2, 0.5])
+    assert list(groups.subset(np.array([1, 0, 1])).target) == [0, 1, 0]
     with pytest.raises(ValueError, match="at least one statement"):
         Groups.of([[]], [0], [1])
 
