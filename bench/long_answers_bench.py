@@ -14,7 +14,9 @@ Two labelled sets of long answers, each split before it was looked at:
   Chosen where detectors disagree: a check against regressions on long text, not a target.
 
 ``judge`` is offline faithfulness (the mean support of the answer's statements), ``0/1`` the share of its
-statements whose verdict is supported (what groundedness_pro and the diagnostics count).
+statements whose verdict is supported (what groundedness_pro and the diagnostics count). On the sweep
+also offline answer_correctness against token F1 (SQuAD's), each by its Spearman correlation over rows
+with GPT-4's ``answer_similarity_score`` (0-5 against the dataset's reference answer).
 Bag-of-words recall (``bow``): share of the response's words found in the contexts
 (``rag_eval.metrics.judges.verifier.word_recall``). Intervals: percentile bootstrap 95 %, 1000
 resamples over rows (AUROC) or configurations (Spearman).
@@ -29,6 +31,7 @@ import argparse
 import csv
 import hashlib
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +50,7 @@ def tonic(data: Path) -> list[dict]:
     return [{"id": r["id"], "user_input": r["user_input"], "response": r["response"],
              "retrieved_contexts": r["retrieved_contexts"], "label": float(r["gpt4"]["answer_consistency"] == 1),
              "rating": r["gpt4"]["answer_consistency"], "config": (r["chunk_size"], r["top_k"]),
+             "reference": r["reference"], "similarity": r["gpt4"]["answer_similarity_score"],
              "part": "heldout" if r["question_index"] in (2, 6) else "tuning"} for r in rows]
 
 
@@ -94,6 +98,27 @@ def figures(rows: list[dict], scores: np.ndarray) -> dict[str, str]:
     return out
 
 
+def token_f1(response: str, reference: str) -> float:
+    """SQuAD's token F1 of ``response`` against ``reference`` (:func:`bow_tokens`, counted with repeats)."""
+    said, wanted = Counter(bow_tokens(response)), Counter(bow_tokens(reference))
+    shared = sum((said & wanted).values())
+    return 0.0 if not shared else 2 * shared / (sum(said.values()) + sum(wanted.values()))
+
+
+def correctness(rows: list[dict], judge: OfflineJudge) -> None:
+    """Offline answer_correctness and token F1 against GPT-4's answer_similarity_score (0-5 against the
+    reference): Spearman over rows, with its interval."""
+    samples = load_samples([{k: r[k] for k in ("id", "user_input", "response", "retrieved_contexts", "reference")}
+                            for r in rows])
+    results = score_all(samples, build_metrics(["answer_correctness"]), judge)
+    similarity = np.array([r["similarity"] for r in rows])
+    for label, scores in (("answer_correctness", np.array([r.value if r.value is not None else 0.0 for r in results])),
+                          ("token F1", np.array([token_f1(r["response"], r["reference"]) for r in rows]))):
+        low, high = boot(lambda i, s=scores: spearmanr(s[i], similarity[i]).statistic, len(rows))
+        print(f"{'tonic sweep':<12} {rows[0]['part']:<8} n={len(rows):<4} {label:<18} Spearman with GPT-4 "
+              f"answer_similarity {spearmanr(scores, similarity).statistic:.3f} [{low:.3f}, {high:.3f}]")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="folder holding tonic_sweep_tuning/ and faithbench/")
@@ -117,6 +142,8 @@ def main() -> None:
             for label, scores in (("judge", judged), ("0/1", verdicts), ("bow", bow)):
                 cells = "  ".join(f"{k} {v}" for k, v in figures(chosen, scores).items())
                 print(f"{name:<12} {part:<8} n={len(chosen):<4} {label:<6} mean {scores.mean():.3f}  {cells}")
+            if name == "tonic sweep":
+                correctness(chosen, judge)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ class StatementClassification(Judgement[StatementLists, Classification]):
     """Which response statements the reference supports, which reference statements the response covers."""
 
     kind = "statement_classification"
+    version = "2"  # 2: offline, the rules' verdicts again (1 took the verifier's, at its threshold)
     Input, Output = StatementLists, Classification
 
     async def llm(self, judge, inputs: StatementLists) -> Classification:
@@ -79,7 +80,10 @@ class StatementClassification(Judgement[StatementLists, Classification]):
         """Two ``OfflineJudge.support`` calls: response statements against the reference,
         reference statements against the response; a bare span ("85 million dollars") is
         evidence as the answer it is, ``"Q: <question> A: <span>"`` (an empty question when
-        there is none), not as a passage."""
+        there is none), not as a passage. Each verdict is the offline rules' own (``rule_verdict``),
+        not the learned verifier's: its threshold was set for statements against retrieved contexts,
+        and against a reference answer it ranked answers below token F1 (``bench/long_answers_bench.py``,
+        ``docs/explanation/judges.md``)."""
         def evidence(text: str, statements: list[str]) -> list[str]:
             if not is_bare_span(text):
                 return [text]
@@ -87,7 +91,8 @@ class StatementClassification(Judgement[StatementLists, Classification]):
 
         tp = await judge.support(inputs.response_statements, evidence(inputs.reference, inputs.reference_statements))
         covered = await judge.support(inputs.reference_statements, evidence(inputs.response, inputs.response_statements))
-        return self.verdict(supported=[v.verdict for v in tp], covered=[v.verdict for v in covered])
+        return self.verdict(supported=[v.evidence.get("rule_verdict", v.verdict) for v in tp],
+                            covered=[v.evidence.get("rule_verdict", v.verdict) for v in covered])
 
 
 statement_classification = StatementClassification()

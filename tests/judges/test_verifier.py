@@ -1,6 +1,7 @@
 """The learned verifier: its probability worked out by hand from a small weights file, the judge's
 graded faithfulness as the mean of those probabilities, and the shipped weights on HaluEval rows
 they were not trained on (rows 400-499, ``tests/data/halueval_qa/SOURCE.md``)."""
+import asyncio
 import json
 import math
 import re
@@ -14,6 +15,7 @@ from rag_eval.metrics.core.registry import build_metrics
 from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.core.scoring import score_all
 from rag_eval.metrics.errors import SettingsError
+from rag_eval.metrics.judgements.statement_classification import StatementLists, statement_classification
 from rag_eval.metrics.judges.verifier import FEATURES, Evidence, Verifier, bow_tokens, features, word_recall
 from rag_eval.metrics.text import content_tokens
 
@@ -134,3 +136,19 @@ def test_held_out_halueval_ranked_at_least_as_well_as_word_overlap():
     overlap_wins = np.mean([good > bad for good, bad in zip(overlap[0::2], overlap[1::2])])
     assert overlap_wins == pytest.approx(0.85)
     assert judge_wins >= 0.88 and judge_wins >= overlap_wins
+
+
+@pytest.mark.slow
+def test_answer_correctness_classifies_by_the_rules_not_the_verifiers_threshold():
+    # A paraphrase the rules find in the reference ("finished" for "completed"), whose probability of support
+    # is below the verifier's threshold: answer_correctness counts it as a true positive, faithfulness grades it.
+    judge = OfflineJudge()
+    reference = ("The Eiffel Tower was completed in 1889 and stands in Paris, where Gustave Eiffel's company "
+                 "designed and built it.")
+    statement = "The Eiffel Tower was finished in 1889 in Paris."
+    verdict = asyncio.run(judge.support([statement], [reference]))[0]
+    assert verdict.evidence["rule_verdict"] == 1 and verdict.verdict == 0
+    assert verdict.probability < judge.verifier.threshold
+    classified = asyncio.run(statement_classification.offline(judge, StatementLists(
+        response_statements=[statement], reference_statements=[reference], response=statement, reference=reference)))
+    assert classified.supported == [1]
