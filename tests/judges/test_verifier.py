@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from rag_eval.metrics import OfflineJudge, score_sample
 from rag_eval.metrics.core.registry import build_metrics
@@ -16,10 +17,12 @@ from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.core.scoring import score_all
 from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judgements.statement_classification import StatementLists, statement_classification
+from rag_eval.metrics.stats.agreement import auroc
 from rag_eval.metrics.judges.verifier import FEATURES, Evidence, Verifier, bow_tokens, features, word_recall
 from rag_eval.metrics.text import content_tokens
 
 HELD_OUT = Path(__file__).parents[1] / "data" / "halueval_qa" / "rows_400_499.jsonl"
+SWEEP_HELD_OUT = Path(__file__).parents[1] / "data" / "tonic_sweep" / "heldout.jsonl"
 
 
 def sigmoid(z: float) -> float:
@@ -152,3 +155,42 @@ def test_answer_correctness_classifies_by_the_rules_not_the_verifiers_threshold(
     classified = asyncio.run(statement_classification.offline(judge, StatementLists(
         response_statements=[statement], reference_statements=[reference], response=statement, reference=reference)))
     assert classified.supported == [1]
+
+
+def paired_interval(statistic, judge: np.ndarray, baseline: np.ndarray, draws: int = 1000) -> tuple[float, float]:
+    """Percentile bootstrap 95 % interval of ``statistic(judge[i]) - statistic(baseline[i])`` over rows."""
+    rng = np.random.default_rng(0)
+    differences = []
+    for _ in range(draws):
+        i = rng.integers(0, len(judge), len(judge))
+        differences.append(statistic(judge[i], i) - statistic(baseline[i], i))
+    return tuple(np.nanpercentile(differences, [2.5, 97.5]))
+
+
+@pytest.mark.slow
+def test_held_out_long_answers_not_behind_word_overlap_nor_token_f1():
+    """The tonic_validate sweep's 66 held-out answers (tests/data/tonic_sweep): offline faithfulness against
+    GPT-4's "fully consistent" (AUROC; measured 0.898, word overlap 0.896) and offline answer_correctness
+    against GPT-4's answer_similarity_score (Spearman; 0.255, token F1 0.285, bench/long_answers_bench.py):
+    neither is behind its baseline by more than the bootstrap interval of the difference."""
+    rows = [json.loads(line) for line in SWEEP_HELD_OUT.read_text(encoding="utf-8").splitlines()]
+    samples = load_samples([{k: r[k] for k in ("id", "user_input", "response", "retrieved_contexts", "reference")}
+                            for r in rows])
+    faithfulness, correctness = (np.array([r.value for r in results]) for results in (
+        score_all(samples, build_metrics([name]), OfflineJudge()) for name in ("faithfulness", "answer_correctness")))
+    consistent = np.array([float(r["gpt4"]["answer_consistency"] == 1) for r in rows])
+    similarity = np.array([r["gpt4"]["answer_similarity_score"] for r in rows])
+    overlap = np.array([word_recall(r["response"], set(bow_tokens("\n".join(r["retrieved_contexts"])))) for r in rows])
+
+    def f1(response: str, reference: str) -> float:
+        said, wanted = bow_tokens(response), bow_tokens(reference)
+        shared = sum(min(said.count(t), wanted.count(t)) for t in set(said))
+        return 2 * shared / (len(said) + len(wanted)) if shared else 0.0
+
+    token_f1 = np.array([f1(r["response"], r["reference"]) for r in rows])
+    assert auroc(overlap, consistent) == pytest.approx(0.896, abs=5e-4)
+    assert spearmanr(token_f1, similarity).statistic == pytest.approx(0.285, abs=5e-4)
+    ranks = lambda scores, i: auroc(scores, consistent[i]) if 0 < consistent[i].sum() < len(i) else np.nan  # noqa: E731
+    assert paired_interval(ranks, faithfulness, overlap)[1] >= 0
+    agrees = lambda scores, i: spearmanr(scores, similarity[i]).statistic  # noqa: E731
+    assert paired_interval(agrees, correctness, token_f1)[1] >= 0
