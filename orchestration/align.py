@@ -28,6 +28,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     from rag_eval.metrics.judges.align import align
     from rag_eval.metrics.judges.align_llm import align_examples
     from rag_eval.metrics.judges.base import JudgeError
+    from rag_eval.metrics.judges.examples import read_variant
     from rag_eval.metrics.judges.llm import LLMJudge
     from rag_eval.metrics.judges.offline import OfflineJudge
     from rag_eval.metrics.judges.verifier import Verifier
@@ -68,8 +69,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     print_comparison(result, names)
     kind = "weights" if names[0] == "shipped" else "examples"
     written = result.write(args.write or Path("verifiers") / f"aligned-{result.model['version']}.json")
-    label = OfflineJudge.label_of(Verifier(written)) if kind == "weights" else \
-        judge.name + f"+aligned-{result.model['version']}"
+    label = OfflineJudge.label_of(Verifier(written)) if kind == "weights" else judge.with_examples(read_variant(written)).name
     print(f"wrote {written} (judge {label}{f', {len(result.model[kind])} examples' if kind == 'examples' else ''}); "
           f"use it: rag-eval run ... --verifier {written}")
     return 0

@@ -9,7 +9,9 @@ other folds, each unlabelled row by the mean of the k fold models (cross-predict
 inference, Zrnic & Candès 2024, which keeps the interval valid). It reports agreement with the labels
 and the prediction-powered interval of the mean label, shipped against aligned, on those held-out
 scores. The aligned weights are a variant with its own name and version (``aligned-<hash of the
-labels>``) that runs and caches under it (``--verifier``).
+labels>``) that runs and caches under it (``--verifier``). An LLM judge is aligned with examples
+of its mistakes instead (``rag_eval.metrics.judges.align_llm``), measured by the same cross-fitting
+(:func:`labelled_rows`, :meth:`Labelled.alignment`).
 """
 from __future__ import annotations
 
@@ -67,7 +69,8 @@ class Alignment:
     model: dict[str, Any]
 
     def write(self, path: str | Path) -> Path:
-        """Write the aligned weights (a ``Verifier`` file) to ``path``; its folder is made."""
+        """Write ``model`` (a ``Verifier`` weights file, or an LLM judge's ``Examples``) to ``path``; its
+        folder is made."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.model, indent=1) + "\n", encoding="utf-8")

@@ -115,6 +115,10 @@ class Examples:
             As :class:`Examples`, or when ``examples`` is not a list of objects with those four fields.
         """
         try:
+            if not isinstance(data["examples"], list) or not all(
+                    isinstance(e, dict) and isinstance(e["statements"], list) and isinstance(e["contexts"], list)
+                    for e in data["examples"]):
+                raise TypeError("examples must be a list of objects whose statements and contexts are lists")
             examples = [Example(tuple(e["statements"]), tuple(e["contexts"]), e["label"], e["judged"])
                         for e in data["examples"]]
         except (KeyError, TypeError) as exc:

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics import score_sample
 from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.errors import SettingsError
@@ -91,6 +92,10 @@ def test_the_variant_file_its_prompts_and_its_cache_keys(server, make_judge, tmp
     default, aligned = make_judge(), make_judge().with_examples(variant)
     assert aligned.name == f"llm:judge-test+{variant.label}" and aligned.describe()["examples"] == variant.label
     assert "examples" not in default.describe()
+    resource = dict(base_url=server.url, model="judge-test", cache_path=str(tmp_path / "cache.sqlite"))
+    assert JudgeResource(**resource, verifier=str(path)).code_version() == f"llm:judge-test+{variant.label}"
+    assert JudgeResource(**resource, verifier=str(path)).get_judge().name == aligned.name
+    assert JudgeResource(**resource).code_version() == "llm:judge-test"
 
     assert score_sample(ROWS[0], ["faithfulness"], judge=default)["faithfulness"].value == 1.0
     assert score_sample(ROWS[0], ["faithfulness"], judge=aligned)["faithfulness"].value == 1.0
@@ -108,6 +113,8 @@ def test_the_variant_file_its_prompts_and_its_cache_keys(server, make_judge, tmp
     assert read_variant(path).version != variant.version  # named by content, whatever the file says
     for broken, message in (({"kind": "llm_examples", "examples": [{"label": 1}]}, "not an LLM judge's examples file"),
                             ({"kind": "llm_examples", "examples": []}, "no example"),
+                            ({"kind": "llm_examples", "examples": [{**edited["examples"][0], "statements": "Bridge"}]},
+                             "statements and contexts are lists"),
                             ({"kind": "llm_examples", "examples": [{**edited["examples"][0], "label": 2}]},
                              "label and judged must be numbers in \\[0, 1\\]")):
         path.write_text(json.dumps(broken), encoding="utf-8")

@@ -67,7 +67,8 @@ def test_align_an_llm_judge_then_run_with_and_without_its_examples(tmp_path, mon
         version = re.search(r"registered dataset version (\S+)", capsys.readouterr().err)[1]
         sheet = tmp_path / "annotate" / f"{version}.csv"
         fill(sheet, 20)
-        fails = [row["response"] for row in csv.DictReader(sheet.open(encoding="utf-8-sig")) if row["label"] == "fail"]
+        with sheet.open(encoding="utf-8-sig") as handle:
+            fails = [row["response"] for row in csv.DictReader(handle) if row["label"] == "fail"]
         assert cli.main(["annotate", "import", str(sheet)]) == 0
         capsys.readouterr()
 
