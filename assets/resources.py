@@ -18,7 +18,9 @@ from rag_eval.assets.stored_results import ResultWriter, TableFile
 from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
+from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judges import Judge, OfflineJudge
+from rag_eval.metrics.judges.examples import Examples, read_variant
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.judges.verifier import Verifier
 
@@ -189,15 +191,28 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
     environment's value, then ``LLMConfig``'s default; ``max_row_requests`` and
     ``max_row_tokens`` are the per-row budget of each metric (0: no limit).
     ``support_threshold`` is the offline judge's (``rag_eval.metrics.judges.offline.Rules``);
-    ``verifier`` the path of its verifier's weights (``rag-eval align`` writes an aligned variant;
-    the shipped ``verifier.json`` when unset), whose name and version enter the code version.
+    ``verifier`` the path of a judge variant ``rag-eval align`` writes, whose name and version enter
+    the code version: the offline judge's verifier weights (the shipped ``verifier.json`` when unset),
+    or, with the LLM judge, its labelled examples (``rag_eval.metrics.judges.examples``; none when
+    unset); the file's content says which, and a file of the other judge's kind is a ``SettingsError``.
     """
 
     support_threshold: float | None = None
     verifier: str | None = None
 
+    def _variant(self, llm: bool) -> Verifier | Examples | None:
+        """The variant file's judge variant (``None`` unset), refused when it is not ``llm``'s kind."""
+        variant = read_variant(self.verifier) if self.verifier else None
+        if variant is not None and isinstance(variant, Examples) != llm:
+            raise SettingsError(
+                f"{self.verifier} holds the LLM judge's examples, and the judge is the offline one (no OPENAI_BASE_URL "
+                "or OPENAI_API_KEY): set them to use it, or pass verifier weights" if llm is False else
+                f"{self.verifier} holds the offline verifier's weights, and the judge is an LLM: pass the examples "
+                "`rag-eval align` writes with the LLM judge, or unset OPENAI_BASE_URL and OPENAI_API_KEY")
+        return variant
+
     def _verifier(self) -> Verifier:
-        return Verifier(Path(self.verifier) if self.verifier else None)
+        return self._variant(llm=False) or Verifier()
 
     def _config(self) -> LLMConfig:
         return LLMConfig.from_env(**{name: getattr(self, name) for name in LLMConfig.public_fields()})
@@ -206,17 +221,21 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         """Which judge decides, as the metric assets' code version records it:
         ``llm:<model>`` or ``offline:<rule and verifier versions>``, without building the judge."""
         config = self._config()
-        return f"llm:{config.model}" if config.configured else f"offline:{OfflineJudge.label_of(self._verifier())}"
+        if not config.configured:
+            return f"offline:{OfflineJudge.label_of(self._verifier())}"
+        examples = self._variant(llm=True)
+        return f"llm:{config.model}" + (f"+{examples.label}" if examples else "")
 
     def get_judge(self) -> Judge:
         """One judge per process and configuration, so its model or connections, its
         concurrency limit and its caches are shared by every metric asset of a run."""
         config = self._config()
-        key = repr(sorted(asdict(config).items())) if config.configured else \
+        examples = self._variant(llm=True) if config.configured else None
+        key = repr([*sorted(asdict(config).items()), examples and examples.label]) if config.configured else \
             f"offline:{self.support_threshold}:{OfflineJudge.label_of(self._verifier())}"
         if key not in _JUDGES:
             if config.configured:
-                _JUDGES[key] = LLMJudge(config)
+                _JUDGES[key] = LLMJudge(config, examples)
             else:
                 options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
                 _JUDGES[key] = OfflineJudge(**options, verifier=self._verifier().path)

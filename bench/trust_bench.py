@@ -81,7 +81,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from calibrate_judges import RAGAS_FILES, ragas_labels  # noqa: E402
 
 from rag_eval.metrics import OfflineJudge, build_metrics, load_samples  # noqa: E402
-from rag_eval.metrics.judges.fitting import Groups, cross_fit  # noqa: E402
+from rag_eval.metrics.judges.fitting import Groups, cross_fit, fold_positions  # noqa: E402
 from rag_eval.metrics.judges.verifier import Verifier  # noqa: E402
 from rag_eval.metrics.stats.ppi import classical_mean, ppi_mean  # noqa: E402
 from rag_eval.metrics.core.scoring import score_all  # noqa: E402
@@ -128,7 +128,11 @@ class AlignedPool(Pool):
 
     def rescore(self, index: np.ndarray, n: int, seed: int) -> np.ndarray:
         """The version's scores: its first ``n`` rows (pool ``index``) labelled and aligned on."""
-        labelled, models = cross_fit(self.groups, index[:n], self.prior, self.folds, seed)
+        positions = fold_positions(n, self.folds, seed)
+        scores, models = cross_fit(self.groups, [index[p] for p in positions], self.prior)
+        labelled = np.empty(n)
+        for p, held_out in zip(positions, scores):
+            labelled[p] = held_out
         everywhere = np.mean([self.groups.means(bias, w) for bias, w in models], axis=0)
         return np.r_[labelled, everywhere[index[n:]]]
 

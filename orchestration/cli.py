@@ -123,8 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="score in this process (default) or in Spark tasks")
             p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default local[2])")
             p.add_argument("--parallelism", type=int, default=2, help="Spark tasks per metric (default 2)")
-            p.add_argument("--verifier", metavar="FILE", help="the offline judge's verifier weights (default the "
-                           "shipped verifier.json; rag-eval align writes an aligned variant)")
+            p.add_argument("--verifier", metavar="FILE", help="a judge variant rag-eval align wrote, read by its "
+                           "content: the offline judge's verifier weights (default the shipped verifier.json), or an "
+                           "LLM judge's labelled examples, put into its statement verification prompts (default none)")
             judge = add_judge_arguments(p)
             if name == "run":
                 judge.add_argument("--dry-run", action="store_true", help="print the requests and tokens the run "
@@ -139,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.set_defaults(handler=cmd_calibrate)
     from rag_eval.orchestration.align import add_arguments as add_align_arguments
 
-    add_align_arguments(sub.add_parser("align", help="refit the offline verifier on a version's faithfulness labels"))
+    add_align_arguments(sub.add_parser("align", help="align the judge to a version's faithfulness labels: refit the offline "
+                                                       "verifier, or give an LLM judge examples of its mistakes"))
     from rag_eval.orchestration.sweep import add_arguments
 
     sweep = sub.add_parser("sweep", help="run and rank the configurations of a RAG system (a target file)")

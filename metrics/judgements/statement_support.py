@@ -35,10 +35,11 @@ class SupportItem(Reply):
     verdict: Literal[0, 1] = Field(description="1 = inferable from the contexts")
 
 
-def request(statements: list[str], contexts: list[str]) -> Request:
-    """Faithfulness: one verdict per response statement against all contexts."""
+def request(statements: list[str], contexts: list[str], examples: str = "") -> Request:
+    """Faithfulness: one verdict per response statement against all contexts, after ``examples``
+    (an aligned judge's labelled examples, ``rag_eval.metrics.judges.examples.Examples.prefix``)."""
     keys = ids("S", len(statements))
-    prompt = (f"Contexts:\n{numbered('C', contexts)}\n\nStatements:\n{numbered('S', statements)}\n\n"
+    prompt = (f"{examples}Contexts:\n{numbered('C', contexts)}\n\nStatements:\n{numbered('S', statements)}\n\n"
               "For every statement id, give verdict 1 if the statement can be directly inferred from the contexts, "
               "and 0 if it cannot (not stated there, or contradicted). Give the reason first.")
     schema = keyed_schema(keys, item_schema(SupportItem))
@@ -54,10 +55,13 @@ class StatementSupport(Judgement[Statements, Verdicts]):
 
     async def llm(self, judge, inputs: Statements) -> Verdicts:
         """One request judging every statement against the contexts (one per batch of
-        contexts past the size budget; a statement is supported by any batch)."""
+        contexts past the size budget; a statement is supported by any batch). An aligned judge's
+        examples (``judge.examples``) come first in each prompt, their version in its cache key."""
+        examples = getattr(judge, "examples", None)
+        aligned = {"examples": examples.version} if examples else {}
         answers = await asyncio.gather(*(
-            judge.ask_request(self.version, request(inputs.statements, batch),
-                              {"statements": inputs.statements, "contexts": batch})
+            judge.ask_request(self.version, request(inputs.statements, batch, examples.prefix if examples else ""),
+                              {"statements": inputs.statements, "contexts": batch, **aligned})
             for _, batch in judge.batches(inputs.contexts)))
         verdicts = []
         for i in range(len(inputs.statements)):

@@ -9,7 +9,9 @@ other folds, each unlabelled row by the mean of the k fold models (cross-predict
 inference, Zrnic & Candès 2024, which keeps the interval valid). It reports agreement with the labels
 and the prediction-powered interval of the mean label, shipped against aligned, on those held-out
 scores. The aligned weights are a variant with its own name and version (``aligned-<hash of the
-labels>``) that runs and caches under it (``--verifier``).
+labels>``) that runs and caches under it (``--verifier``). An LLM judge is aligned with examples
+of its mistakes instead (``rag_eval.metrics.judges.align_llm``), measured by the same cross-fitting
+(:func:`labelled_rows`, :meth:`Labelled.alignment`).
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ import numpy as np
 from rag_eval.metrics.core.registry import build_metrics
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import score_all
-from rag_eval.metrics.judges.fitting import Groups, cross_fit, rescale
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.judges.fitting import Groups, cross_fit, fold_positions, rescale
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.judges.verifier import FEATURES
 from rag_eval.metrics.stats.agreement import accuracy, auroc
@@ -66,11 +69,72 @@ class Alignment:
     model: dict[str, Any]
 
     def write(self, path: str | Path) -> Path:
-        """Write the aligned weights (a ``Verifier`` file) to ``path``; its folder is made."""
+        """Write ``model`` (a ``Verifier`` weights file, or an LLM judge's ``Examples``) to ``path``; its
+        folder is made."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.model, indent=1) + "\n", encoding="utf-8")
         return path
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A version's rows as a judge scored their faithfulness, ready for cross-fitting (:func:`labelled_rows`):
+    ``scored`` (sample, result) of the rows measured, ``before`` their scores, ``target`` their labels (0
+    where unlabelled), the positions of the ``labelled`` and ``unlabelled`` ones, ``folds`` (each the sorted
+    positions of its labelled rows) and the metric's pass ``threshold``."""
+
+    scored: list[tuple[Sample, Any]]
+    before: np.ndarray
+    target: np.ndarray
+    labelled: np.ndarray
+    unlabelled: np.ndarray
+    folds: list[np.ndarray]
+    threshold: float
+
+    def alignment(self, after: np.ndarray, model: dict[str, Any]) -> Alignment:
+        """The :class:`Alignment` of the held-out ``after`` scores (every scored row's) and the variant ``model``."""
+        labelled, unlabelled, before = self.labelled, self.unlabelled, self.before
+        y = self.target[labelled]
+        return Alignment(Agreement.of(before[labelled], y, self.threshold), Agreement.of(after[labelled], y, self.threshold),
+                         *((ppi_mean(y, before[labelled], before[unlabelled]), ppi_mean(y, after[labelled], after[unlabelled]))
+                           if len(unlabelled) else (None, None)),
+                         len(labelled), len(self.scored),
+                         {s.id: (float(b), float(a)) for (s, _), b, a in zip(self.scored, before, after)}, model)
+
+
+def labelled_rows(samples: Sequence[Sample], labels: Mapping[str, float], judge: Judge, folds: int = 5,
+                  seed: int = 0) -> Labelled:
+    """``judge``'s faithfulness of ``samples`` with ``labels`` split into ``folds`` at random (``seed``).
+
+    Rows whose faithfulness is not measured (no statement, a judge error) are left out.
+
+    Raises
+    ------
+    ValueError
+        ``folds`` below 2, a label outside [0, 1], fewer than ``2 * folds`` labelled rows with a measured
+        faithfulness, or labels all passing or all failing.
+    """
+    if folds < 2:
+        raise ValueError(f"folds must be at least 2, got {folds}")
+    bad = {k: v for k, v in labels.items() if not 0 <= v <= 1}
+    if bad:
+        raise ValueError(f"faithfulness labels must lie in [0, 1]: {dict(list(bad.items())[:3])}")
+    metric = build_metrics(["faithfulness"])[0]
+    results = score_all(list(samples), [metric], judge)
+    scored = [(s, r) for s, r in zip(samples, results) if r.value is not None]
+    in_labels = np.array([s.id in labels for s, _ in scored], dtype=bool)
+    if in_labels.sum() < 2 * folds:
+        raise ValueError(f"{in_labels.sum()} labelled rows with a measured faithfulness among {len(scored)}: "
+                         f"aligning needs at least {2 * folds} (--folds {folds})")
+    target = np.array([labels.get(s.id, 0.0) for s, _ in scored])
+    labelled = np.flatnonzero(in_labels)
+    y = target[labelled]
+    if len(set(y >= metric.threshold)) < 2:
+        raise ValueError(f"every one of the {len(y)} labels {'passes' if y[0] >= metric.threshold else 'fails'}: "
+                         "aligning needs labels of both kinds (a constant judge would agree with them all)")
+    return Labelled(scored, np.array([r.value for _, r in scored]), target, labelled, np.flatnonzero(~in_labels),
+                    [labelled[p] for p in fold_positions(len(labelled), folds, seed)], metric.threshold)
 
 
 def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: OfflineJudge | None = None,
@@ -95,35 +159,20 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
     Raises
     ------
     ValueError
-        ``folds`` below 2, fewer than ``2 * folds`` labelled rows with a measured faithfulness, labels
-        all passing or all failing, or a label outside [0, 1].
+        As :func:`labelled_rows`.
     """
-    if folds < 2:
-        raise ValueError(f"folds must be at least 2, got {folds}")
     judge = judge or OfflineJudge()
-    metric = build_metrics(["faithfulness"])[0]
-    results = score_all(list(samples), [metric], judge)
-    scored = [(s, r) for s, r in zip(samples, results) if r.value is not None]
-    bad = {k: v for k, v in labels.items() if not 0 <= v <= 1}
-    if bad:
-        raise ValueError(f"faithfulness labels must lie in [0, 1]: {dict(list(bad.items())[:3])}")
-    in_labels = np.array([s.id in labels for s, _ in scored])
-    if in_labels.sum() < 2 * folds:
-        raise ValueError(f"{in_labels.sum()} labelled rows with a measured faithfulness among {len(scored)}: "
-                         f"aligning needs at least {2 * folds} (--folds {folds})")
-    statements = [r.details["statements"] for _, r in scored]
+    rows = labelled_rows(samples, labels, judge, folds, seed)
+    statements = [r.details["statements"] for _, r in rows.scored]
     groups = Groups.of([[item.get("features") for item in items] for items in statements],
                        [sum(item["verdict"] for item in items if "features" not in item) for items in statements],
-                       [labels.get(s.id, 0.0) for s, _ in scored])
-    before = np.array([r.value for _, r in scored])
-    labelled, unlabelled = np.flatnonzero(in_labels), np.flatnonzero(~in_labels)
-    after = np.empty(len(scored))
-    after[labelled], models = cross_fit(groups, labelled, judge.verifier, folds, seed)
+                       list(rows.target))
+    labelled, unlabelled = rows.labelled, rows.unlabelled
+    after = np.empty(len(rows.scored))
+    scores, models = cross_fit(groups, rows.folds, judge.verifier)
+    for test, held_out in zip(rows.folds, scores):
+        after[test] = held_out
     after[unlabelled] = np.mean([groups.subset(unlabelled).means(bias, w) for bias, w in models], axis=0)
-    y = groups.target[labelled]
-    if len(set(y >= metric.threshold)) < 2:
-        raise ValueError(f"every one of the {len(y)} labels {'passes' if y[0] >= metric.threshold else 'fails'}: "
-                         "aligning needs labels of both kinds (a constant judge would agree with them all)")
     bias, w = rescale(groups.subset(labelled), judge.verifier)
     digest = hashlib.sha256(json.dumps(sorted(labels.items())).encode() + judge.verifier.version.encode())
     model = {"name": "aligned", "version": digest.hexdigest()[:10], "bias": round(bias, 6),
@@ -131,8 +180,4 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
              "trained_on": f"{len(labelled)} faithfulness labels of {source or 'a dataset version'}, from "
                            f"{judge.verifier.name}-{judge.verifier.version}",
              "script": "rag-eval align"}
-    return Alignment(Agreement.of(before[labelled], y, metric.threshold), Agreement.of(after[labelled], y, metric.threshold),
-                     *((ppi_mean(y, before[labelled], before[unlabelled]), ppi_mean(y, after[labelled], after[unlabelled]))
-                       if len(unlabelled) else (None, None)),
-                     len(labelled), len(scored),
-                     {s.id: (float(b), float(a)) for (s, _), b, a in zip(scored, before, after)}, model)
+    return rows.alignment(after, model)

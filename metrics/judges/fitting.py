@@ -90,22 +90,22 @@ def rescale(groups: Groups, prior: Verifier) -> tuple[float, np.ndarray]:
     return float(theta[1] * prior.bias + theta[0]), theta[1] * prior.weights
 
 
-def cross_fit(groups: Groups, labelled: np.ndarray, prior: Verifier, folds: int = 5,
-              seed: int = 0) -> tuple[np.ndarray, list[tuple[float, np.ndarray]]]:
-    """:func:`rescale` by k-fold cross-fitting: the ``labelled`` groups (indices, repeats allowed) split at
-    random (``seed``) into ``folds`` folds, each rescaled on the others. Returns each labelled group's score
-    (its mean support) from the model fitted without its fold, in the order of ``labelled``, and the ``folds``
-    models (bias, weights): an unlabelled row is scored by their mean (cross-prediction-powered inference,
-    Zrnic & Candès 2024). Raises ``ValueError`` for fewer than two folds."""
-    if folds < 2:
-        raise ValueError(f"folds must be at least 2, got {folds}")
-    labelled = np.asarray(labelled, dtype=int)
-    order = np.random.default_rng(seed).permutation(len(labelled))
-    scores, models = np.empty(len(labelled)), []
-    for k in range(folds):
-        test = np.sort(order[k::folds])
-        bias, w = rescale(groups.subset(labelled[np.setdiff1d(order, test)]), prior)
-        scores[test] = groups.subset(labelled[test]).means(bias, w)
+def fold_positions(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
+    """Positions ``0 .. n-1`` split at random (``seed``) into ``folds`` (at least 2) folds, each sorted."""
+    order = np.random.default_rng(seed).permutation(n)
+    return [np.sort(order[k::folds]) for k in range(folds)]
+
+
+def cross_fit(groups: Groups, folds: Sequence[np.ndarray], prior: Verifier
+              ) -> tuple[list[np.ndarray], list[tuple[float, np.ndarray]]]:
+    """:func:`rescale` by cross-fitting: each fold's groups (indices into ``groups``, repeats allowed) scored
+    (their mean support) by ``prior`` rescaled on the other folds' groups. Returns those scores, a fold at a
+    time, and the fold models (bias, weights): an unlabelled row is scored by their mean
+    (cross-prediction-powered inference, Zrnic & Candès 2024)."""
+    scores, models = [], []
+    for k, test in enumerate(folds):
+        bias, w = rescale(groups.subset(np.concatenate([f for j, f in enumerate(folds) if j != k])), prior)
+        scores.append(groups.subset(test).means(bias, w))
         models.append((bias, w))
     return scores, models
 

@@ -42,6 +42,7 @@ from rag_eval.metrics.judges.transport import Transport
 from rag_eval.metrics.judges.usage import Usage, current_usage
 
 if TYPE_CHECKING:
+    from rag_eval.metrics.judges.examples import Examples
     from rag_eval.metrics.judges.offline import OfflineJudge
 
 __all__ = ["LLMConfig", "LLMJudge"]
@@ -59,9 +60,9 @@ class _Shared:
     encoder: OfflineJudge | None = None
 
 
-def _judge_from_environment(public: dict[str, Any]) -> LLMJudge:
+def _judge_from_environment(public: dict[str, Any], examples: Examples | None = None) -> LLMJudge:
     return LLMJudge(LLMConfig(**public, api_key=os.environ.get("OPENAI_API_KEY"),
-                              embedding_api_key=os.environ.get("EMBEDDING_API_KEY")))
+                              embedding_api_key=os.environ.get("EMBEDDING_API_KEY")), examples)
 
 
 class LLMJudge(Judge):
@@ -71,6 +72,10 @@ class LLMJudge(Judge):
     ----------
     config : LLMConfig, optional
         Defaults to ``LLMConfig.from_env()``.
+    examples : Examples, optional
+        Labelled examples put before every ``statement_support`` prompt (a variant ``rag-eval align``
+        writes, ``rag_eval.metrics.judges.examples``): they name the judge (``llm:<model>+aligned-<hash>``)
+        and enter those judgements' cache keys; without them the prompts and keys are the default judge's.
 
     Notes
     -----
@@ -80,9 +85,10 @@ class LLMJudge(Judge):
     encoder; ``describe()`` then says so under ``embedding_fallback``.
     """
 
-    def __init__(self, config: LLMConfig | None = None) -> None:
+    def __init__(self, config: LLMConfig | None = None, examples: Examples | None = None) -> None:
         self.config = config or LLMConfig.from_env()
-        self.name = f"llm:{self.config.model}"
+        self.examples = examples
+        self.name = self._name()
         cfg = self.config
         # The longest a live claimant may take: a request and its re-ask, each with all its attempts.
         lease = 2 * cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60
@@ -109,8 +115,19 @@ class LLMJudge(Judge):
             raise ValueError(f"per-metric options are {sorted(allowed)}, not {sorted(unknown)}")
         twin = copy.copy(self)
         twin.config = replace(self.config, **{k: v for k, v in options.items() if v is not None})
-        twin.name = f"llm:{twin.config.model}"
+        twin.name = twin._name()
         return twin
+
+    def with_examples(self, examples: Examples | None) -> LLMJudge:
+        """A judge putting ``examples`` before its ``statement_support`` prompts (``None``: none) that
+        shares this one's loop, connections, concurrency limit and cache."""
+        twin = copy.copy(self)
+        twin.examples = examples
+        twin.name = twin._name()
+        return twin
+
+    def _name(self) -> str:
+        return f"llm:{self.config.model}" + (f"+{self.examples.label}" if self.examples else "")
 
     @property
     def budget(self) -> Budget:
@@ -149,7 +166,7 @@ class LLMJudge(Judge):
         limit; it carries no API key: the worker reads it from its own environment."""
         public = self.config.public()
         public["concurrency"] = max(1, int(self.config.concurrency * share))
-        return functools.partial(_judge_from_environment, public)
+        return functools.partial(_judge_from_environment, public, self.examples)
 
     def describe(self) -> dict[str, Any]:
         """Model, endpoints (without credentials), sampling and transport settings (the prompts'
@@ -157,7 +174,7 @@ class LLMJudge(Judge):
         public = self.config.public()
         public["base_url"] = public_url(self.config.base_url)
         public["embedding_base_url"] = public_url(self.config.embedding_base_url)
-        return {"judge": self.name, **public,
+        return {"judge": self.name, **public, **({"examples": self.examples.label} if self.examples else {}),
                 "embedding_fallback": self._shared.fallback,
                 "endpoint_check": self.transport.check_report(self.config.model)}
 
