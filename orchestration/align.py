@@ -42,9 +42,12 @@ def cmd_align(args: argparse.Namespace) -> int:
     samples = [s for s in load_samples(path) if "row" not in s.problems]
     frame, problems = labels_frame(path.parent, {s.row: s.id for s in samples}, args.version)
     labels = {row.id: float(row.label) for row in frame.itertuples() if row.metric == "faithfulness"}
+    for problem in problems[:3]:  # a file edited by hand: say which lines, not only how many
+        print(f"refused: {problem}", file=sys.stderr)
     if not labels:
-        raise SettingsError(f"dataset version {args.version} has no faithfulness labels: label some rows with "
-                            f"`rag-eval annotate export {args.version}` and `rag-eval annotate import`")
+        raise SettingsError(f"dataset version {args.version} has no usable faithfulness labels" + (
+            f" ({len(problems)} lines of its labels.jsonl refused, the first: {problems[0]})" if problems else
+            f": label some rows with `rag-eval annotate export {args.version}` and `rag-eval annotate import`"))
     judge = judge_resource(args).get_judge()
     source = f"dataset version {args.version}"
     if isinstance(judge, LLMJudge):

@@ -72,6 +72,13 @@ def use_custom_metrics(argv: list[str] | None) -> None:
                         "fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
 
 
+def _named_file(value: str) -> str:
+    """An option's file name, refused when empty (``--verifier ""`` would mean the default silently)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty file name")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
@@ -123,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="score in this process (default) or in Spark tasks")
             p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default local[2])")
             p.add_argument("--parallelism", type=int, default=2, help="Spark tasks per metric (default 2)")
-            p.add_argument("--verifier", metavar="FILE", help="a judge variant rag-eval align wrote, read by its "
+            p.add_argument("--verifier", metavar="FILE", type=_named_file, help="a judge variant rag-eval align wrote, read by its "
                            "content: the offline judge's verifier weights (default the shipped verifier.json), or an "
                            "LLM judge's labelled examples, put into its statement verification prompts (default none)")
             judge = add_judge_arguments(p)

@@ -121,7 +121,9 @@ class Examples:
                 raise TypeError("examples must be a list of objects whose statements and contexts are lists")
             examples = [Example(tuple(e["statements"]), tuple(e["contexts"]), e["label"], e["judged"])
                         for e in data["examples"]]
-        except (KeyError, TypeError) as exc:
+        except SettingsError:
+            raise
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise SettingsError(f"{path}: not an LLM judge's examples file ({type(exc).__name__}: {str(exc)[:200]}); "
                                 "`rag-eval align` with an LLM judge writes one") from None
         return cls(examples, data.get("name", "aligned"), str(path), Path(path))
@@ -140,8 +142,8 @@ def read_variant(path: str | Path) -> Any:
 
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a file saved by an editor may start with a BOM
+    except (OSError, ValueError, RecursionError):
         return Verifier(path)  # says why it cannot be read, as it always has
     if isinstance(data, dict) and data.get("kind") == KIND:
         return Examples.read(path, data)

@@ -501,6 +501,8 @@ class OfflineJudge(Judge):
                  **overrides: Any) -> None:
         self.rules = replace(rules or Rules(), **overrides)
         self.verifier = Verifier(verifier)
+        if not self.verifier.shipped:  # every result, table and report names a variant (the LLM judge's do too)
+            self.name = f"{OfflineJudge.name}+{self.verifier.name}-{self.verifier.version}"
         self.threads = threads
         self._encoder = Encoder(threads)
         self._remembered_support = functools.lru_cache(maxsize=SUPPORT_MEMO)(self._support)
@@ -525,7 +527,8 @@ class OfflineJudge(Judge):
         """Name, embedding model, rule version, verifier and every threshold."""
         rules = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.rules).items()}
         return {"judge": self.name, "model": self.model, "version": self.label, "rule_version": self.version,
-                "verifier": self.verifier.name, "verifier_version": self.verifier.version, **rules}
+                "verifier": self.verifier.name, "verifier_version": self.verifier.version,
+                "verifier_threshold": self.verifier.threshold, **rules}
 
     @property
     def label(self) -> str:

@@ -129,17 +129,19 @@ class Verifier:
     SettingsError
         A file that cannot be read, is not such a model, names other features than :data:`FEATURES`,
         holds a non-finite number, a weight of the wrong sign or a threshold outside (0, 1], or has a
-        name or version that cannot name a judge. The version of a file other than the shipped one
+        name or version that cannot name a judge (a BOM at its start is read past). ``shipped``: the file is
+        the shipped ``verifier.json`` (a variant also names the judge, ``OfflineJudge.name``). The version of a file other than the shipped one
         gains the first 8 hex digits of its weights' SHA-256 (``<version>.<digest>``).
     """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = Path(path or WEIGHTS)
         try:
-            model = json.loads(self.path.read_text(encoding="utf-8"))
+            model = json.loads(self.path.read_text(encoding="utf-8-sig"))  # an editor may have added a BOM
             features, name, version = dict(model["features"]), model["name"], model["version"]
             if list(features) != list(FEATURES):
-                raise SettingsError(f"features {list(features)[:12]} are not {list(FEATURES)}")
+                raise SettingsError(f"written for another verifier (its features {list(features)[:12]} are not "
+                                    f"{list(FEATURES)}): run `rag-eval align` again")
             numbers = {"bias": model["bias"], "threshold": model["threshold"], **features}
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                        for v in numbers.values()) or not all(isinstance(v, str) for v in (name, version)):
@@ -149,7 +151,7 @@ class Verifier:
                                 "`rag-eval align` writes them") from None
         except SettingsError as exc:
             raise SettingsError(f"{self.path}: {exc}") from None
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
             raise SettingsError(f"{self.path}: not a verifier weights file ({type(exc).__name__}: "
                                 f"{str(exc)[:200]})") from None
         self.weights = np.array([float(features[f]) for f in FEATURES], dtype=float)
@@ -162,7 +164,7 @@ class Verifier:
         # Another file than the shipped one is named by its content too: a file edited by hand under the
         # same name and version is another judge, in every result, code version and cache key.
         canonical = json.dumps({"bias": self.bias, "threshold": self.threshold, "features": numbers}, sort_keys=True)
-        shipped = self.path.resolve() == WEIGHTS.resolve()
+        self.shipped = shipped = self.path.resolve() == WEIGHTS.resolve()
         self.name = name
         self.version = version if shipped else f"{version}.{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
         if not re.fullmatch(r"[\w.-]{1,64}", f"{self.name}-{self.version}"):

@@ -160,6 +160,9 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]
             except ValueError as exc:  # an integer of more than 4,300 digits
                 yield number, f"{path.name} line {number}", f"not readable: {exc}"
                 continue
+            except RecursionError:
+                yield number, f"{path.name} line {number}", "not readable: JSON nested too deeply"
+                continue
             yield number, f"{path.name} line {number}", record if isinstance(record, dict) else \
                 f"a JSON {type(record).__name__}, not an object"
 
@@ -238,6 +241,8 @@ def read_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, Any] | 
             raise ValueError(f"{path} line {exc.lineno}: not valid JSON: {exc.msg}") from None
         except ValueError as exc:  # an integer of more than 4,300 digits
             raise ValueError(f"{path}: not readable: {exc}") from None
+        except RecursionError:
+            raise ValueError(f"{path}: not readable: JSON nested too deeply") from None
     raise ValueError(f"{path}: unsupported label file type {suffix!r} (use .csv, .jsonl, or Label Studio's .json)")
 
 

@@ -282,6 +282,18 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
                             "(.jsonl, or a folder holding samples.jsonl or results.parquet)")
 
 
+def judged_apart(baseline: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:
+    """A note when the two sides' results were judged by different judges (their ``judge`` columns: another
+    model, or a judge variant ``rag-eval align`` wrote): a difference may then be the judge's, not the system's."""
+    judges = [sorted({str(j) for j in side["judge"].dropna() if j}) if "judge" in side else [] for side in
+              (baseline, candidate)]
+    if not all(judges) or judges[0] == judges[1]:
+        return []
+    return [f"WARNING: the versions were judged by different judges (baseline: {', '.join(judges[0])}; candidate: "
+            f"{', '.join(judges[1])}): a difference may be the judge's, not the system's; judge both alike to compare "
+            "them"]
+
+
 def run_comparison(baseline: Version, candidate: Version, config: GateConfig, judge: Judge,
                    seed: int = 0) -> tuple[Any, list[str]]:
     """Compare ``candidate`` with ``baseline`` on the gated metrics (and every other metric both
@@ -307,7 +319,7 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
     shared = set(sides[0]["metric"]) & set(sides[1]["metric"])
     others = [m for m in dict.fromkeys(sides[1]["metric"]) if m in shared and m not in config.metrics]
     (base_estimates, base_notes), (cand_estimates, cand_notes) = baseline.estimates(), candidate.estimates()
-    notes += base_notes + cand_notes
+    notes += base_notes + cand_notes + judged_apart(baseline.results, candidate.results)
     comparison = compare(sides[0], sides[1], metrics=[*config.metrics, *others], margins=config.margins,
                          gated=config.metrics, max_coverage_drop=config.max_coverage_drop, seed=seed,
                          names=(baseline.name, candidate.name), estimates=(base_estimates, cand_estimates))

@@ -18,6 +18,7 @@ from rag_eval.metrics.core.scoring import score_all
 from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judgements.statement_classification import StatementLists, statement_classification
 from rag_eval.metrics.stats.agreement import auroc
+from rag_eval.metrics.judges.examples import read_variant
 from rag_eval.metrics.judges.verifier import FEATURES, Evidence, Verifier, bow_tokens, features, word_recall
 from rag_eval.metrics.text import content_tokens
 
@@ -74,7 +75,8 @@ def test_weights_file_with_other_features_is_refused(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"name": "v", "version": "0", "bias": 0, "threshold": 0.5,
                                 "features": {"cosine": 1.0}}))
-    with pytest.raises(ValueError, match=r"old\.json: features \['cosine'\] are not"):
+    with pytest.raises(ValueError, match=r"old\.json: written for another verifier \(its features \['cosine'\] are "
+                                         r"not .*\): run `rag-eval align` again"):
         Verifier(path)
 
 
@@ -108,6 +110,23 @@ def test_weights_files_that_cannot_be_a_verifier_are_refused_naming_the_file(han
     bad.write_text(json.dumps(model | change))
     with pytest.raises(SettingsError, match=rf"bad\.json: .*{message}"):
         Verifier(bad)
+
+
+def test_hostile_weights_files_are_one_settings_error_and_a_bom_is_read_past(handmade, tmp_path):
+    model = json.loads(handmade.read_text())
+    huge = tmp_path / "huge.json"  # an integer no float holds
+    huge.write_text(json.dumps(model).replace('"word_recall": 2.0', '"word_recall": 1' + "0" * 400))
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 100_000 + "]" * 100_000)
+    for path in (huge, nested):
+        with pytest.raises(SettingsError, match=rf"{path.name}: not a verifier weights file"):
+            read_variant(path)
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + handmade.read_bytes())
+    assert Verifier(bom).version == Verifier(handmade).version
+    assert Verifier(handmade).shipped is False and Verifier().shipped is True
+    assert OfflineJudge(verifier=handmade).name == f"offline-heuristic+handmade-{Verifier(handmade).version}"
+    assert OfflineJudge().name == "offline-heuristic"
 
 
 @pytest.mark.slow

@@ -290,3 +290,14 @@ def test_the_trend_legend_names_a_baseline_only_when_there_is_one():
     traffic = trend_svg(history, ["faithfulness"], "", "2026-11-02")  # the traffic report's call
     assert "blue: baseline (dashed line), red: candidate" in gate
     assert "baseline" not in traffic and "red: the day or version shown" in traffic
+
+
+def test_versions_judged_by_different_judges_are_named_in_a_warning():
+    from rag_eval.metrics.stats.gate import judged_apart
+
+    shipped = pd.DataFrame({"judge": ["offline-heuristic", "offline-heuristic", None]})
+    aligned = pd.DataFrame({"judge": ["offline-heuristic+aligned-64b32b38a9.36fed5b6"] * 2})
+    assert judged_apart(shipped, shipped) == [] and judged_apart(shipped, pd.DataFrame({"x": [1]})) == []
+    (note,) = judged_apart(shipped, aligned)
+    assert note.startswith("WARNING: the versions were judged by different judges (baseline: offline-heuristic; "
+                           "candidate: offline-heuristic+aligned-64b32b38a9.36fed5b6)")

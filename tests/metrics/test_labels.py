@@ -185,6 +185,14 @@ def test_odd_files_and_records_are_named_never_a_traceback(tmp_path):
     (tmp_path / "latin.jsonl").write_bytes(b'{"id": "q1", "metric": "faithfulness", "label": 1}\n{"x": "\xff"}\n')
     labels, problems, _ = validate(read_records(tmp_path / "latin.jsonl"), IDS)
     assert len(labels) == 1 and _problems(problems) == ["latin.jsonl line 2: field 'line': not UTF-8 (byte 7 of the line)"]
+    (tmp_path / "deep.jsonl").write_text('{"id": "q1", "metric": "faithfulness", "label": 1}\n'
+                                         + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    labels, problems, _ = validate(read_records(tmp_path / "deep.jsonl"), IDS)
+    assert len(labels) == 1 and _problems(problems) == [
+        "deep.jsonl line 2: field 'line': not readable: JSON nested too deeply"]
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"deep\.json: not readable: JSON nested too deeply"):
+        read_records(tmp_path / "deep.json")
     (tmp_path / "blank.csv").write_text("\ufeff", encoding="utf-8")
     assert _problems(validate(read_records(tmp_path / "blank.csv"), IDS)[1]) == [
         "blank.csv line 1: field 'line': empty file: expected a header row (id or line, metric, label)"]

@@ -6,6 +6,7 @@ import csv
 import json
 import re
 
+import pandas as pd
 import pytest
 
 from rag_eval.metrics.judges.examples import Examples, read_variant
@@ -26,7 +27,7 @@ def test_align_then_run_with_and_without_the_variant(tmp_path, monkeypatch, caps
     assert cli.main(["annotate", "export", str(FIQA), "-n", "20"]) == 0
     version = re.search(r"registered dataset version (\S+)", capsys.readouterr().err)[1]
     assert cli.main(["align", version]) == 2
-    assert f"error: dataset version {version} has no faithfulness labels" in capsys.readouterr().err
+    assert f"error: dataset version {version} has no usable faithfulness labels: label some rows" in capsys.readouterr().err
     fill(tmp_path / "annotate" / f"{version}.csv", 20)
     assert cli.main(["annotate", "import", str(tmp_path / "annotate" / f"{version}.csv")]) == 0
     capsys.readouterr()
@@ -42,8 +43,11 @@ def test_align_then_run_with_and_without_the_variant(tmp_path, monkeypatch, caps
     assert cli.main(["run", str(FIQA), "--verifier", str(written)]) == 0
     summary = json.loads((tmp_path / "out" / version / "summary.json").read_text(encoding="utf-8"))
     assert summary["judge"]["version"] == f"9+aligned-{variant.version}"
+    assert summary["judge"]["verifier_threshold"] == variant.threshold
+    assert f"— judge offline-heuristic+aligned-{variant.version}, scale" in capsys.readouterr().out  # the table names it
+    results = pd.read_parquet(tmp_path / "out" / version / "results.parquet")
+    assert set(results["judge"]) == {f"offline-heuristic+aligned-{variant.version}"}  # every row names the variant
     aligned_mean = summary["metrics"]["faithfulness"]["mean"]
-    capsys.readouterr()
     assert cli.main(["run", str(FIQA)]) == 0  # the shipped judge again: judged, not "up to date"
     summary = json.loads((tmp_path / "out" / version / "summary.json").read_text(encoding="utf-8"))
     assert summary["judge"]["version"] == f"9+verifier-{Verifier().version}"
