@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from rag_eval.metrics.core.registry import build_metrics
+from rag_eval.metrics.core.results import Status
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import score_all
-from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.judges.base import Judge, JudgeError
 from rag_eval.metrics.judges.fitting import Groups, cross_fit, fold_positions, rescale
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.judges.verifier import FEATURES
@@ -114,6 +115,8 @@ def labelled_rows(samples: Sequence[Sample], labels: Mapping[str, float], judge:
     ValueError
         ``folds`` below 2, a label outside [0, 1], fewer than ``2 * folds`` labelled rows with a measured
         faithfulness, or labels all passing or all failing.
+    JudgeError
+        When the judge could not judge a row (an LLM judge's failure after its retries).
     """
     if folds < 2:
         raise ValueError(f"folds must be at least 2, got {folds}")
@@ -122,6 +125,9 @@ def labelled_rows(samples: Sequence[Sample], labels: Mapping[str, float], judge:
         raise ValueError(f"faithfulness labels must lie in [0, 1]: {dict(list(bad.items())[:3])}")
     metric = build_metrics(["faithfulness"])[0]
     results = score_all(list(samples), [metric], judge)
+    if failed := [r for r in results if r.status == Status.JUDGE_ERROR]:  # never dropped as "not measured"
+        raise JudgeError(f"{len(failed)} of {len(results)} rows could not be judged ({failed[0].reason}); run align "
+                         "again: the judgements made are cached")
     scored = [(s, r) for s, r in zip(samples, results) if r.value is not None]
     in_labels = np.array([s.id in labels for s, _ in scored], dtype=bool)
     if in_labels.sum() < 2 * folds:

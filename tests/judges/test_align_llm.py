@@ -12,8 +12,9 @@ from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judges.align import labelled_rows
 from rag_eval.metrics.judges.align_llm import align_examples
+from rag_eval.metrics.judges.base import JudgeError
 from rag_eval.metrics.judges.examples import END, Example, Examples, read_variant
-from rag_eval.orchestration.judge_sim import oracle
+from rag_eval.orchestration.judge_sim import Simulation, oracle, simulated
 
 pytestmark = pytest.mark.slow  # the test server in every test
 
@@ -120,3 +121,10 @@ def test_the_variant_file_its_prompts_and_its_cache_keys(server, make_judge, tmp
         path.write_text(json.dumps(broken), encoding="utf-8")
         with pytest.raises(SettingsError, match=message):
             read_variant(path)
+
+
+def test_a_row_the_llm_judge_cannot_judge_stops_align_and_is_never_dropped(server, make_judge):
+    # Every chat answer cut in half: each row a judge_error after the retries, never "not measured".
+    server.script = simulated(Simulation(malformed=1.0))
+    with pytest.raises(JudgeError, match=r"^12 of 12 rows could not be judged \(.*\); run align again"):
+        align_examples(load_samples(ROWS), LABELS, make_judge(), k=4, folds=2)
