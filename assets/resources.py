@@ -223,6 +223,12 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         return _JUDGES[key]
 
 
+def built_judges() -> list[Judge]:
+    """Every judge :meth:`JudgeResource.get_judge` built in this process (``rag-eval`` settles their
+    caches when a run ends: ``rag_eval.orchestration.cache_cli.after_run``)."""
+    return list(_JUDGES.values())
+
+
 def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", judge: JudgeResource | None = None,
                     execution: ExecutionResource | None = None) -> dict[str, Any]:
     """The resources of the evaluation graph, the one place they are wired (the code
