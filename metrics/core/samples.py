@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from rag_eval.metrics.core.decoding import MAX_DEPTH, decode_json, record_problem
+
 _WORD = re.compile(r"[^\W_]")
 
 FIELDS = ("user_input", "response", "retrieved_contexts", "reference", "retrieval_ground_truth",
@@ -279,8 +281,6 @@ def is_target_error(problem: str | None) -> bool:
     return bool(problem) and problem.startswith(f"{TARGET_ERROR}: ")
 
 
-#: Nesting deeper than this makes a line unreadable (deeper input cannot be a RAG sample).
-MAX_DEPTH = 64
 #: How much of a line :attr:`Sample.source` keeps.
 MAX_SOURCE_CHARS = 20_000
 
@@ -289,18 +289,6 @@ def _clip(text: str) -> str:
     if len(text) <= MAX_SOURCE_CHARS:
         return text
     return text[:MAX_SOURCE_CHARS] + f"… ({len(text)} characters in all)"
-
-
-def _too_deep(value: Any) -> bool:
-    """True when ``value`` nests containers more than :data:`MAX_DEPTH` levels (no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > MAX_DEPTH:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
 
 
 def _unreadable(row: int, reason: str, source: str | None) -> Sample:
@@ -320,8 +308,10 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
     one, blank lines are skipped.
 
     Each line is decoded on its own, so a line that is not UTF-8, not JSON, not an
-    object or nested more than :data:`MAX_DEPTH` levels becomes a sample whose
-    ``problems['row']`` says why, and the others still load.
+    object, nested more than :data:`MAX_DEPTH` levels or holding a number the reader cannot
+    hold (an integer of more than 4,300 digits, ``1e400``: the field named;
+    ``rag_eval.metrics.core.decoding``) becomes a sample whose ``problems['row']`` says why,
+    and the others still load.
 
     Raises
     ------
@@ -341,7 +331,7 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
                 continue
             line = line.rstrip("\r\n")
             try:
-                record = json.loads(line)
+                record = decode_json(line)
             except json.JSONDecodeError as exc:
                 yield _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line), None
                 continue
@@ -351,8 +341,9 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
             if not isinstance(record, dict):
                 yield _unreadable(row, f"a JSON {type(record).__name__}, not an object", line), None
                 continue
-            if _too_deep(record):
-                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line), None
+            problem = record_problem(record)
+            if problem:
+                yield _unreadable(row, problem, line), None
                 continue
             sample = sample_from_dict(record, row, fields)
             sample.source = _clip(line)
@@ -361,7 +352,7 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
 
 def _read_table(path: Path, suffix: str) -> list[Any]:
     if suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = decode_json(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
             return pd.DataFrame(data).to_dict("records")  # column-oriented (RAGAS/HF export)
         if isinstance(data, list):
@@ -416,8 +407,9 @@ def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
 
 
 def _record_sample(row: int, record: Any, fields: Mapping[str, str] | None) -> Sample:
-    if isinstance(record, Mapping) and _too_deep(record):
-        return _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", None)
+    problem = record_problem(record) if isinstance(record, Mapping) else None
+    if problem:
+        return _unreadable(row, problem, None)
     if isinstance(record, Mapping):
         sample = sample_from_dict(record, row, fields)
         sample.source = _clip(json.dumps(record, ensure_ascii=False, default=str))
