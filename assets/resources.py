@@ -16,6 +16,7 @@ from rag_eval.assets.results_store import ResultsStore
 from rag_eval.assets.stored_results import ResultWriter, TableFile
 
 from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.errors import StorageError
 from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
 from rag_eval.metrics.judges import Judge, OfflineJudge
@@ -74,8 +75,18 @@ class ReportStore(dg.ConfigurableResource):
         return f"{self.data_docs_url.rstrip('/')}/{quote(relative)}"
 
     def folder(self, version: str) -> Path:
-        """The report folder of ``version``, created if needed."""
+        """The report folder of ``version``, created if needed.
+
+        Raises
+        ------
+        StorageError
+            When ``<root>/<version>`` leads out of the output folder (a symbolic link planted
+            there): nothing is written through it.
+        """
         path = Path(self.root) / version
+        if not path.resolve().is_relative_to(Path(self.root).resolve()):
+            raise StorageError(path, f"a symbolic link out of the output folder {self.root} (to {path.resolve()})",
+                               "reports are written inside the output folder only: remove the link, then run again")
         path.mkdir(parents=True, exist_ok=True)
         return path
 
