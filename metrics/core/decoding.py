@@ -88,3 +88,21 @@ def record_problem(record: Mapping[str, Any]) -> str | None:
                 return f"field {name!r}: {what}"
     return None
 
+
+def not_text(head: bytes) -> str | None:
+    """What a file is, from its first bytes ``head``, when it is no UTF-8 text at all (said once for
+    the file instead of "not valid UTF-8" on every line), with what to do; ``None`` otherwise:
+    a gzip-compressed file, or UTF-16 text (with or without its byte-order mark)."""
+    if head.startswith(b"\x1f\x8b\x08"):
+        return "a gzip-compressed file, not JSON lines: decompress it first (gunzip), then pass the .jsonl file"
+    for mark, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"), (b"", "utf-16-le"), (b"", "utf-16-be")):
+        if not head.startswith(mark):
+            continue
+        body = head[len(mark):len(mark) + 32]
+        try:
+            text = body[:len(body) // 2 * 2].decode(codec)
+        except UnicodeDecodeError:
+            continue
+        if b"\x00" in body and text.lstrip().startswith(("{", "[")):
+            return f"{codec[:6].upper()} text, not UTF-8: convert it first (iconv -f {codec.upper()} -t UTF-8)"
+    return None

@@ -21,7 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from rag_eval.metrics.core.decoding import MAX_DEPTH, decode_json, record_problem
+from rag_eval.metrics.core.decoding import MAX_DEPTH, decode_json, not_text, record_problem
+from rag_eval.metrics.errors import InputError
 
 _WORD = re.compile(r"[^\W_]")
 
@@ -317,8 +318,13 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
     ------
     OSError
         When the file cannot be read.
+    InputError
+        A file that is no UTF-8 text at all (gzip-compressed, UTF-16), said once, naming the file.
     """
     with Path(path).open("rb") as handle:
+        kind = not_text(handle.peek(64)[:64]) if hasattr(handle, "peek") else None
+        if kind:
+            raise InputError(f"{path}: {kind}")
         for line_no, raw in enumerate(handle, start=1):
             row = line_no - 1
             try:

@@ -1,6 +1,7 @@
 """Bounded input (issue 37): a YAML alias bomb in a configuration file is refused in a line, error
 messages quote at most a few hundred characters of any value, and reports are never written through
 a symbolic link planted at ``out/<version>`` out of the output folder."""
+import gzip
 import os
 import subprocess
 import sys
@@ -94,3 +95,37 @@ def test_reports_are_never_written_through_a_symlink_out_of_the_output_folder(tm
     (out / "v3").symlink_to(out / "inside")  # a link that stays inside the output folder is a folder of it
     assert store.folder("v3") == out / "v3" and store.folder("v4").is_dir()
 
+
+def test_a_version_name_too_long_is_refused_with_the_length_limit(tmp_path, monkeypatch, capsys):
+    from rag_eval.orchestration import cli
+    from tests.conftest import FIQA
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    name = "v" * 300
+    assert cli.main(["register", str(FIQA), "--dataset-version", name]) == 2
+    assert capsys.readouterr().err == (f"error: dataset version '{'v' * 60}…' (300 characters): at most 128 characters "
+                                       "(it names a folder and a partition)\n")
+    assert not (tmp_path / "datasets").exists() or not any((tmp_path / "datasets").iterdir())
+
+
+@pytest.mark.parametrize("encode, what", [
+    (lambda text: gzip.compress(text.encode("utf-8")),
+     "a gzip-compressed file, not JSON lines: decompress it first (gunzip), then pass the .jsonl file"),
+    (lambda text: text.encode("utf-16"), "UTF-16 text, not UTF-8: convert it first (iconv -f UTF-16-LE -t UTF-8)"),
+    (lambda text: text.encode("utf-16-be"), "UTF-16 text, not UTF-8: convert it first (iconv -f UTF-16-BE -t UTF-8)")])
+def test_a_gzip_or_utf16_file_is_said_once_as_what_it_is(tmp_path, monkeypatch, capsys, encode, what):
+    from rag_eval.metrics.core.samples import load_samples
+    from rag_eval.metrics.errors import InputError
+    from rag_eval.orchestration import cli
+    from tests.conftest import FIQA
+
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(encode(FIQA.read_text(encoding="utf-8")))
+    with pytest.raises(InputError) as refused:
+        load_samples(path)
+    assert str(refused.value) == f"{path}: {what}"
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["register", str(path)]) == 2
+    assert capsys.readouterr().err == f"error: {path}: {what}; nothing registered\n"
