@@ -226,6 +226,30 @@ LISTED = 20
 INDEXED = 100
 
 
+#: GE's file naming a file store (``store_backend_id = <uuid>``), written once in each store's folder.
+STORE_ID = ".ge_store_backend_id"
+_STORE_ID = re.compile(r"store_backend_id = [0-9a-fA-F-]{36}\s*")
+
+
+def repair_store_ids(site: Path) -> list[Path]:
+    """Delete each store id file of the Data Docs ``site`` (the site's and its validation results')
+    that a fault left empty or cut short (a full disk as GE wrote it): GE refuses such a file on every
+    later run ("Invalid store configuration ... Expected 'store_backend_id = '") and writes a new one
+    when there is none (the id names no result). The files deleted."""
+    repaired = []
+    for path in (site / STORE_ID, site / ".validation_results" / STORE_ID):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        if not _STORE_ID.fullmatch(text):
+            path.unlink()
+            repaired.append(path)
+    return repaired
+
+
 def _context(site: Path):
     """An ephemeral GE context whose validation results and Data Docs site are files under ``site``."""
     gx = great_expectations()
@@ -260,7 +284,8 @@ def validate(frame: pd.DataFrame, expectations: list, version: str, run_id: str,
              ) -> tuple[list[dict[str, Any]], Path]:
     """Validate ``frame`` (:func:`profile`) under ``expectations`` (:func:`suite`) with a GE
     checkpoint named for the Dagster run ``run_id``, keep the result and add its page to the
-    Data Docs site in ``site`` (one site for every version; one process at a time).
+    Data Docs site in ``site`` (one site for every version; one process at a time; a store id
+    file a fault left half-written is repaired first: :func:`repair_store_ids`).
 
     Returns
     -------
@@ -281,6 +306,7 @@ def validate(frame: pd.DataFrame, expectations: list, version: str, run_id: str,
     site.mkdir(parents=True, exist_ok=True)
     with open(site / ".lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the site's index and result files, written by one process at a time
+        repair_store_ids(site)
         context = _context(site)
         batch = context.data_sources.add_pandas(SUITE).add_dataframe_asset(version) \
             .add_batch_definition_whole_dataframe("profile")

@@ -25,8 +25,12 @@ from sqlalchemy.exc import IntegrityError
 
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore
+from rag_eval.metrics.core.bounded import quote
+from rag_eval.metrics.core.decoding import not_text
 
-_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: The longest version key (it names a folder and a partition).
+MAX_KEY_CHARS = 128
+_KEY = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_KEY_CHARS - 1}}}")
 #: Keys that would name what out/ or datasets/ hold besides versions (the tables, the results database, the
 #: Data Docs, the traffic results, the tags), or the gate's ``baseline = "previous"``.
 RESERVED_KEYS = frozenset({"tables", "rag_eval.duckdb", "data_docs", "traffic", "tags.json", "previous"})
@@ -84,7 +88,8 @@ def dataset_file(path: Path) -> Path:
     ------
     RegistrationError
         If ``path`` does not exist, is a folder without ``samples.jsonl``, is not a
-        ``.jsonl``/``.ndjson`` file, or holds no JSON line (empty or blank lines only).
+        ``.jsonl``/``.ndjson`` file, is no UTF-8 text at all (gzip, UTF-16: said once, as what it
+        is) or holds no JSON line (empty or blank lines only).
     """
     if path.is_dir():
         if not (path / "samples.jsonl").is_file():
@@ -96,6 +101,10 @@ def dataset_file(path: Path) -> Path:
     if not path.is_file() or path.suffix.lower() not in (".jsonl", ".ndjson"):
         raise RegistrationError(f"{path}: a dataset version is a JSONL file (one JSON object a line)")
     with path.open("rb") as handle:
+        kind = not_text(handle.read(64))
+        if kind:
+            raise RegistrationError(f"{path}: {kind}; nothing registered")
+        handle.seek(0)
         if not any(line.strip() for line in handle):
             raise RegistrationError(f"{path} is empty (no JSON line): nothing to evaluate, nothing registered")
     return path
@@ -153,8 +162,11 @@ def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset:
         took the key at the same moment.
     """
     source = dataset_file(dataset)
+    if version is not None and len(version) > MAX_KEY_CHARS:
+        raise RegistrationError(f"dataset version {quote(version[:60] + '…')} ({len(version):,} characters): at most "
+                                f"{MAX_KEY_CHARS} characters (it names a folder and a partition)")
     if version is not None and not _KEY.fullmatch(version):
-        raise RegistrationError(f"dataset version {version!r}: use letters, digits, '.', '_' and '-' only "
+        raise RegistrationError(f"dataset version {quote(version)}: use letters, digits, '.', '_' and '-' only "
                                 "(it names a folder and a partition)")
     if version is not None and version.lower() in RESERVED_KEYS:
         raise RegistrationError(f"dataset version {version!r}: a name out/ or datasets/ uses for itself, or the "

@@ -16,6 +16,7 @@ from rag_eval.assets.results_store import ResultsStore
 from rag_eval.assets.stored_results import ResultWriter, TableFile
 
 from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.errors import StorageError
 from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
 from rag_eval.metrics.errors import SettingsError
@@ -76,8 +77,18 @@ class ReportStore(dg.ConfigurableResource):
         return f"{self.data_docs_url.rstrip('/')}/{quote(relative)}"
 
     def folder(self, version: str) -> Path:
-        """The report folder of ``version``, created if needed."""
+        """The report folder of ``version``, created if needed.
+
+        Raises
+        ------
+        StorageError
+            When ``<root>/<version>`` leads out of the output folder (a symbolic link planted
+            there): nothing is written through it.
+        """
         path = Path(self.root) / version
+        if not path.resolve().is_relative_to(Path(self.root).resolve()):
+            raise StorageError(path, f"a symbolic link out of the output folder {self.root} (to {path.resolve()})",
+                               "reports are written inside the output folder only: remove the link, then run again")
         path.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -240,6 +251,12 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
                 options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
                 _JUDGES[key] = OfflineJudge(**options, verifier=self._verifier().path)
         return _JUDGES[key]
+
+
+def built_judges() -> list[Judge]:
+    """Every judge :meth:`JudgeResource.get_judge` built in this process (``rag-eval`` settles their
+    caches when a run ends: ``rag_eval.orchestration.cache_cli.after_run``)."""
+    return list(_JUDGES.values())
 
 
 def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", judge: JudgeResource | None = None,

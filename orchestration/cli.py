@@ -15,6 +15,8 @@ import gc
 import sys
 from pathlib import Path
 
+from rag_eval.metrics.errors import EXIT_USER, StorageError
+from rag_eval.orchestration.cache_cli import add_cache_commands, after_run, before_run
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                              prepare_instance, start_judge_check)
 from rag_eval.orchestration.parsing import add_judge_arguments
@@ -172,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rag_eval.orchestration.annotate import add_annotate_commands
 
     add_annotate_commands(sub)  # annotate export | import (human labels)
+    add_cache_commands(sub)  # cache import (a spill file)
     from rag_eval.orchestration.judge_sim import add_arguments as add_judge_sim_arguments
 
     add_judge_sim_arguments(sub.add_parser("serve-judge-sim", help="serve a simulated OpenAI-compatible LLM "
@@ -181,8 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
-    blocking check); 2 bad arguments or input; 3 done, but some results are judge errors; 4 the
-    regression gate failed (``rag-eval compare|gate``).
+    blocking check); 2 bad arguments or input, or a judgement cache that cannot take writes (nothing
+    sent); 3 done, but some results are judge errors; 4 the regression gate failed (``rag-eval
+    compare|gate``); 5 done, but judgements paid for went to the spill file named on stderr
+    (``rag_eval.metrics.errors``).
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
     Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.runs.end_of_startup`:
@@ -204,12 +209,27 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
-    if args.command in ("run", "backfill") and not getattr(args, "dry_run", False):
+    judging = args.command in ("run", "backfill") and not getattr(args, "dry_run", False)
+    if judging:
+        try:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
+            before_run(args)
+        except StorageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USER
         start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
     if args.command not in ("run", "backfill"):  # these end their start-up themselves, once evaluating
         end_of_startup()
-    if not args.uses_instance:  # the gate's commands read files only
+    if not args.uses_instance:  # the gate's and the cache's commands read files only
         return run_handler(args)
+    try:
+        status = _in_instance(args)
+    finally:  # Ctrl-C too: what the cache could not take goes to a spill file
+        spilled = after_run(args) if judging else None
+    return spilled or status
+
+
+def _in_instance(args: argparse.Namespace) -> int:
+    """The command's handler with the Dagster instance open; a storage failure of the instance is one line, status 2."""
     # Entered, so loading definitions reads this instance's defs state, not an ambient one that
     # another instance left behind (Dagster does not reset it; in-process callers: its folder may be gone).
     import sqlite3
@@ -250,11 +270,27 @@ def run_handler(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except (OSError, ValueError, KeyError) as exc:  # a KeyError's message without the quotes str() adds
-        if isinstance(exc, OSError) and exc.filename and exc.strerror:  # "path: cause", as a Unix tool says it
-            print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        if isinstance(exc, OSError) and exc.strerror and (exc.filename or way_out(exc)):  # "path: cause; way out"
+            where = exc.filename or "writing its files (--out {}, --datasets {})".format(
+                getattr(args, "out", "out"), getattr(args, "datasets", "datasets"))
+            print(f"error: {where}: {exc.strerror}{way_out(exc)}", file=sys.stderr)
         else:
             print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
+
+
+def way_out(error: OSError) -> str:
+    """What to do about a storage ``error``, as ``"; ..."`` (``""`` when its errno says nothing to do)."""
+    import errno
+
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "; free space on that disk, then run the same command again (every judgement already answered is " \
+               "kept in the judgement cache)"
+    if error.errno == errno.EROFS:
+        return "; make that file system writable (or pass a folder elsewhere), then run the same command again"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "; give this user write access to it (or pass a folder elsewhere), then run the same command again"
+    return ""
 
 
 def _stop(signum: int, frame) -> None:

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
+from rag_eval.metrics.errors import EXIT_JUDGE_ERRORS
 from rag_eval.orchestration.parsing import judge_resource, resources, run_config
 from rag_eval.orchestration.runs import VersionBusy, end_of_startup, only_run_of
 
@@ -274,7 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if failed:
         print(f"warning: {failed} of {total} results are judge_error (the judge failed; reasons in results.parquet)",
               file=sys.stderr)
-        return 3
+        return EXIT_JUDGE_ERRORS
     return 0
 
 

@@ -49,6 +49,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, model_validator
 
+from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote
 from rag_eval.metrics.core.base import NAME_PATTERN, Family, Measured, Metric, NotApplicable, name_problem
 from rag_eval.metrics.judgements.custom import ANSWER, CustomJudgement, CustomTexts, NeedsEndpoint
 from rag_eval.metrics.judges.base import Judge
@@ -199,7 +200,7 @@ def _problem(error: Mapping[str, Any]) -> str:
     elif not loc:
         field, _, message = message.partition(": ")
         return f"field '{field}': {message}"
-    return f"field '{'.'.join(loc)}': {message}" + ("" if error["type"] == "missing" else f" (got {error['input']!r})")
+    return f"field '{'.'.join(loc)}': {message}" + ("" if error["type"] == "missing" else f" (got {quote(error['input'])})")
 
 
 def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
@@ -219,27 +220,28 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
     """
     path = Path(path)
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = load_yaml(path.read_text(encoding="utf-8"), str(path))
     except OSError as exc:
         raise OSError(f"custom metrics file {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {exc}") from None
+        raise ValueError(f"{path}: not valid YAML: {clip(str(exc), 2 * MAX_QUOTE)}") from None
     if document is None:
         return []
     if not isinstance(document, dict) or set(document) != {"metrics"} or not isinstance(document["metrics"], list):
         raise ValueError(f"{path}: expected one key 'metrics' holding a list of metric definitions")
     made: list[type[CustomMetric]] = []
     for number, raw in enumerate(document["metrics"], start=1):
-        label = f"{path}: metric {raw.get('name')!r} (entry {number})" if isinstance(raw, dict) \
+        label = f"{path}: metric {quote(raw.get('name'))} (entry {number})" if isinstance(raw, dict) \
             else f"{path}: entry {number}"
         if not isinstance(raw, dict):
-            raise ValueError(f"{label}: expected a metric definition (name, kind, fields, prompt...), got {raw!r}")
+            raise ValueError(f"{label}: expected a metric definition (name, kind, fields, prompt...), got {quote(raw)}")
         if "kind" not in raw:
             raise ValueError(f"{label}: field 'kind': missing (aspect_critic, rubric, discrete or numeric)")
         try:
             definition = _ADAPTER.validate_python(raw)
         except ValidationError as exc:
-            problems = "; ".join(_problem(e) for e in exc.errors())
+            problems = "; ".join(_problem(e) for e in exc.errors()[:5]) + \
+                (f"; {exc.error_count() - 5} more" if exc.error_count() > 5 else "")
             if any(e["type"] == "string_type" and isinstance(e["input"], bool) for e in exc.errors()):
                 problems += ("; YAML reads unquoted yes, no, on, off, true and false as booleans: quote them "
                              "(labels: ['yes', 'no'])")

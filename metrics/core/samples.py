@@ -21,6 +21,9 @@ from typing import Any
 
 import pandas as pd
 
+from rag_eval.metrics.core.decoding import MAX_DEPTH, decode_json, not_text, record_problem
+from rag_eval.metrics.errors import InputError
+
 _WORD = re.compile(r"[^\W_]")
 
 FIELDS = ("user_input", "response", "retrieved_contexts", "reference", "retrieval_ground_truth",
@@ -279,8 +282,6 @@ def is_target_error(problem: str | None) -> bool:
     return bool(problem) and problem.startswith(f"{TARGET_ERROR}: ")
 
 
-#: Nesting deeper than this makes a line unreadable (deeper input cannot be a RAG sample).
-MAX_DEPTH = 64
 #: How much of a line :attr:`Sample.source` keeps.
 MAX_SOURCE_CHARS = 20_000
 
@@ -289,18 +290,6 @@ def _clip(text: str) -> str:
     if len(text) <= MAX_SOURCE_CHARS:
         return text
     return text[:MAX_SOURCE_CHARS] + f"… ({len(text)} characters in all)"
-
-
-def _too_deep(value: Any) -> bool:
-    """True when ``value`` nests containers more than :data:`MAX_DEPTH` levels (no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > MAX_DEPTH:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
 
 
 def _unreadable(row: int, reason: str, source: str | None) -> Sample:
@@ -320,15 +309,22 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
     one, blank lines are skipped.
 
     Each line is decoded on its own, so a line that is not UTF-8, not JSON, not an
-    object or nested more than :data:`MAX_DEPTH` levels becomes a sample whose
-    ``problems['row']`` says why, and the others still load.
+    object, nested more than :data:`MAX_DEPTH` levels or holding a number the reader cannot
+    hold (an integer of more than 4,300 digits, ``1e400``: the field named;
+    ``rag_eval.metrics.core.decoding``) becomes a sample whose ``problems['row']`` says why,
+    and the others still load.
 
     Raises
     ------
     OSError
         When the file cannot be read.
+    InputError
+        A file that is no UTF-8 text at all (gzip-compressed, UTF-16), said once, naming the file.
     """
     with Path(path).open("rb") as handle:
+        kind = not_text(handle.peek(64)[:64]) if hasattr(handle, "peek") else None
+        if kind:
+            raise InputError(f"{path}: {kind}")
         for line_no, raw in enumerate(handle, start=1):
             row = line_no - 1
             try:
@@ -341,7 +337,7 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
                 continue
             line = line.rstrip("\r\n")
             try:
-                record = json.loads(line)
+                record = decode_json(line)
             except json.JSONDecodeError as exc:
                 yield _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line), None
                 continue
@@ -351,8 +347,9 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
             if not isinstance(record, dict):
                 yield _unreadable(row, f"a JSON {type(record).__name__}, not an object", line), None
                 continue
-            if _too_deep(record):
-                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line), None
+            problem = record_problem(record)
+            if problem:
+                yield _unreadable(row, problem, line), None
                 continue
             sample = sample_from_dict(record, row, fields)
             sample.source = _clip(line)
@@ -361,7 +358,7 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
 
 def _read_table(path: Path, suffix: str) -> list[Any]:
     if suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = decode_json(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
             return pd.DataFrame(data).to_dict("records")  # column-oriented (RAGAS/HF export)
         if isinstance(data, list):
@@ -416,8 +413,9 @@ def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
 
 
 def _record_sample(row: int, record: Any, fields: Mapping[str, str] | None) -> Sample:
-    if isinstance(record, Mapping) and _too_deep(record):
-        return _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", None)
+    problem = record_problem(record) if isinstance(record, Mapping) else None
+    if problem:
+        return _unreadable(row, problem, None)
     if isinstance(record, Mapping):
         sample = sample_from_dict(record, row, fields)
         sample.source = _clip(json.dumps(record, ensure_ascii=False, default=str))

@@ -25,6 +25,8 @@ happens when the file cannot be used depends on why (each case named once in a
   where it can be; the answers this process cannot write are kept in memory and written
   as soon as the file takes them again (tried every :data:`RETRY_SECONDS` and when the
   cache is closed), so a full cache stays the cache and is used again once space returns;
+  what it still refuses when a run ends is handed over (:meth:`JudgementCache.take_unwritten`)
+  to a spill file (``rag_eval.metrics.judges.spill``);
 * **locked** by another process past SQLite's busy timeout: the wait is said, and it goes
   on up to ``lock_wait`` seconds, after which the answer is kept in memory as above.
 """
@@ -192,6 +194,8 @@ class JudgementCache:
         self._identity: tuple[int, int] | None = None
         self._db: sqlite3.Connection | None = None
         self._read_only = False
+        #: Why the file last refused a write, in the user's words (``None``: it never did).
+        self.problem: str | None = None
         with self._lock:
             self._guard(self._open)
 
@@ -261,7 +265,8 @@ class JudgementCache:
             warnings.warn(f"judgement cache {self.path}: {message}", CacheWarning, stacklevel=4)
 
     def _cause(self, error: BaseException) -> str:
-        return disk_problem(Path(self.path).parent, error)
+        self.problem = disk_problem(Path(self.path).parent, error)
+        return self.problem
 
     def _unwritable(self, error: BaseException) -> None:
         if time.monotonic() >= self._retry_at:  # the next attempt: in RETRY_SECONDS, not later
@@ -359,7 +364,14 @@ class JudgementCache:
         if not self._pending or time.monotonic() < self._retry_at:
             return
         entries = list(self._pending.values())
+        if self._write(entries):
+            for key, _, _ in entries:
+                self._pending.pop(key.own, None)
+                self._memory.pop(key.own, None)
+                self._memory.pop(key.shared, None)
 
+    def _write(self, entries: list[tuple[Key, str, str]]) -> bool:
+        """Write ``(key, kind, JSON text)`` entries in one transaction (lock held): whether the file took them."""
         def write() -> bool:
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -367,11 +379,7 @@ class JudgementCache:
                                      [(k.own, k.shared, kind, text) for k, kind, text in entries])
             return True
 
-        if self._guard(write, fallback=False):
-            for key, _, _ in entries:
-                self._pending.pop(key.own, None)
-                self._memory.pop(key.own, None)
-                self._memory.pop(key.shared, None)
+        return bool(self._guard(write, fallback=False))
 
     # ---------------------------------------------------------------- values
     def get(self, key: Key) -> Any | None:
@@ -459,6 +467,22 @@ class JudgementCache:
         if keys:
             with self._lock:
                 self._guard(drop)
+
+    def store(self, entries: Iterable[tuple[Key, str, str]]) -> bool:
+        """Write ``(key, kind, value as JSON text)`` entries (a spill file's, folded back) in one
+        transaction: whether the file took them (if not, :attr:`problem` says why; nothing is kept)."""
+        with self._lock:
+            self._retry_at = 0.0
+            return self._write(list(entries))
+
+    def take_unwritten(self) -> list[tuple[Key, str, str]]:
+        """After :meth:`flush`: the answers the file still refuses, ``(key, kind, value as JSON
+        text)``, handed over (to a spill file): this cache no longer tries to write them, and
+        keeps serving them from memory."""
+        with self._lock:
+            entries = list(self._pending.values())
+            self._pending.clear()
+            return entries
 
     def flush(self) -> None:
         """Write the answers kept in memory (the file refused them) if it takes them now."""

@@ -65,6 +65,21 @@ def _judge_from_environment(public: dict[str, Any], examples: Examples | None = 
                               embedding_api_key=os.environ.get("EMBEDDING_API_KEY")), examples)
 
 
+#: Words of a 400 reply saying that the endpoint does not serve embeddings at all.
+_UNSUPPORTED = ("not supported", "unsupported", "does not support", "not available")
+
+
+def no_embeddings(error: BaseException | None) -> bool:
+    """Whether an embeddings request's HTTP ``error`` says the endpoint has no embeddings: 404, 405
+    or 501, or a 400 whose message says embeddings are not supported (``invalid_request_error``,
+    "embeddings not supported"); any other 400 (a text too long...) is the request's own error."""
+    status = getattr(error, "status_code", None)
+    if status in (404, 405, 501):
+        return True
+    message = str(getattr(error, "message", "") or "").lower()
+    return status == 400 and "embedding" in message and any(words in message for words in _UNSUPPORTED)
+
+
 class LLMJudge(Judge):
     """Judge backed by an OpenAI-compatible chat (and embeddings) endpoint.
 
@@ -334,7 +349,7 @@ class LLMJudge(Judge):
 
     async def _embed_unguarded(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of ``texts``: cached ones from the cache, the rest in one request;
-        the offline encoder when the endpoint has no embeddings (404, 405 or 501)."""
+        the offline encoder when the endpoint has no embeddings (:func:`no_embeddings`)."""
         if self._shared.fallback:
             return await self._offline_embed(texts)
         model = self.config.embedding_model
@@ -379,7 +394,7 @@ class LLMJudge(Judge):
         try:
             reply = await self.transport.embed(model, self.config.model, missing)
         except JudgeError as exc:
-            if getattr(exc.__cause__, "status_code", None) not in (404, 405, 501):
+            if not no_embeddings(exc.__cause__):
                 raise
             self._shared.fallback = f"the endpoint has no embeddings ({exc}); offline encoder used"
             return

@@ -1,4 +1,5 @@
 """The judgement cache never costs a run its answers, and never answers for another endpoint."""
+import json
 import socket
 import sqlite3
 import warnings
@@ -136,3 +137,37 @@ def test_answers_of_a_cache_made_before_endpoint_keys_are_reused_only_across_end
                     (key.shared,))
     assert JudgementCache(path).get(key) is None  # which endpoint answered is unknown
     assert JudgementCache(path, across_endpoints=True).get(key) == {"entities": ["Ulm"]}
+
+
+def test_answers_the_cache_refuses_go_to_a_spill_file_that_cache_import_folds_in(server, tmp_path, judges, capsys):
+    from rag_eval.metrics.judges.spill import spills_of, write_spill
+    from rag_eval.orchestration import cli
+
+    cache = tmp_path / "cache.sqlite"
+    judge = judges(server.url, cache)
+    judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL from the first answer on, as a full disk
+    statuses, caught = run(judge)
+    assert statuses == [Status.OK.value] * 5 * len(ROWS) and len(caught) == 1
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the output folder should be")
+    spill = write_spill(judge.cache, [blocker / "out", tmp_path / "tmp"])  # the first folder cannot be made
+    assert spill is not None and spill.parent == tmp_path / "tmp" and spill.name.startswith("judgement-spill-")
+    header, *lines = spill.read_text(encoding="utf-8").splitlines()
+    assert json.loads(header) == {"format": "rag-eval judgement spill 1", "cache": str(cache), "answers": len(lines)}
+    assert lines and "sk-test-cache" not in spill.read_text(encoding="utf-8")
+    assert write_spill(judge.cache, [tmp_path / "tmp"]) is None  # handed over once
+    judge.close()
+    kept = stored(cache)  # what fitted in the file's free pages; the spill file holds every other answer
+    assert not kept & {json.loads(line)["key"] for line in lines} and spills_of(cache, [tmp_path / "tmp"]) == [spill]
+    assert spills_of(tmp_path / "other.sqlite", [tmp_path / "tmp"]) == []  # another cache's spill files are left
+    not_spill = tmp_path / "notes.jsonl"
+    not_spill.write_text('{"id": 1}\n', encoding="utf-8")
+    assert cli.main(["cache", "import", str(not_spill), "--cache-path", str(cache)]) == 2
+    assert capsys.readouterr().err == f"error: {not_spill}: not a judgement spill file (its first line is not a spill " \
+                                      "header); name a judgement-spill-*.jsonl file a run wrote\n"
+    assert cli.main(["cache", "import", str(spill), "--cache-path", str(cache)]) == 0
+    assert capsys.readouterr().out == f"folded {len(lines)} judgements from {spill} into the judgement cache {cache}\n"
+    assert len(stored(cache)) == len(kept) + len(lines) and not spill.exists()
+    asked = len(server.seen)
+    statuses, caught = run(judges(server.url, cache))
+    assert statuses == [Status.OK.value] * 5 * len(ROWS) and not caught and len(server.seen) == asked  # nothing re-bought

@@ -202,6 +202,22 @@ def test_endpoint_without_embeddings_falls_back_to_offline_encoder(server, tmp_p
     assert "offline encoder used" in result.summary["judge"]["embedding_fallback"]
 
 
+@pytest.mark.parametrize("message, falls_back", [("embeddings not supported", True),
+                                                 ("This model does not support embeddings", True),
+                                                 ("input is too long for embedding", False)])
+def test_a_400_saying_embeddings_are_not_supported_falls_back_and_any_other_400_is_an_error(
+        server, make_judge, message, falls_back):
+    base = oracle()
+    refusal = {"error": {"message": message, "type": "invalid_request_error"}}
+    server.script = lambda seen: (Reply(status=400, body=refusal) if seen.path.endswith("/embeddings") else base(seen))
+    result = evaluate([ROW], ["answer_relevancy"], judge=make_judge())
+    assert result.results["status"].tolist() == (["ok"] if falls_back else ["judge_error"])
+    fallback = result.summary["judge"]["embedding_fallback"]
+    assert (fallback is not None and "offline encoder used" in fallback and message in fallback) if falls_back \
+        else fallback is None
+    assert len([s for s in server.seen if s.path.endswith("/embeddings")]) == 1  # a 400 is not asked again
+
+
 def test_api_key_never_appears_in_outputs_or_errors(server, tmp_path, capsys, caplog, make_judge):
     server.script = lambda seen: Reply(status=401, body={"error": {"message": f"Incorrect API key provided: {SECRET}"}})
     judge = make_judge()

@@ -105,3 +105,26 @@ def test_spark_without_its_extra_names_the_extra_before_anything_runs(tmp_path, 
     with pytest.raises(dg.Failure) as failed:
         ExecutionResource(executor="spark").score([(build_metrics(["faithfulness"])[0], samples, OfflineJudge())], "v1")
     assert failed.value.description == message
+
+
+@pytest.mark.parametrize("error, line", [
+    (OSError(28, "No space left on device", "/data/out/v1/summary.json"),
+     "error: /data/out/v1/summary.json: No space left on device; free space on that disk, then run the same command "
+     "again (every judgement already answered is kept in the judgement cache)"),
+    (OSError(28, "No space left on device"),  # a write that names no file: the folders the command writes to
+     "error: writing its files (--out /data/out, --datasets /data/ds): No space left on device; free space on that "
+     "disk, then run the same command again (every judgement already answered is kept in the judgement cache)"),
+    (OSError(30, "Read-only file system", "/data/out/.locks/v1.lock"),
+     "error: /data/out/.locks/v1.lock: Read-only file system; make that file system writable (or pass a folder "
+     "elsewhere), then run the same command again"),
+    (OSError(111, "Connection refused"), "error: [Errno 111] Connection refused")])
+def test_a_storage_error_names_its_path_and_the_way_out(capsys, error, line):
+    from argparse import Namespace
+
+    from rag_eval.orchestration.cli import run_handler
+
+    def handler(args):
+        raise error
+
+    assert run_handler(Namespace(handler=handler, out="/data/out", datasets="/data/ds")) == 2
+    assert capsys.readouterr().err == line + "\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_eval.assets.expectations import CHECKS, profile, suite, validate
+from rag_eval.assets.expectations import CHECKS, STORE_ID, profile, repair_store_ids, suite, validate
 from rag_eval.assets.quality_check import relevance_labels
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +160,24 @@ def test_great_expectations_is_not_imported_until_the_suite_runs(modules):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False"]
+
+
+def test_a_store_id_file_a_fault_left_half_written_is_repaired_on_the_next_run(tmp_path, capsys, caplog):
+    good = {"user_input": "What is an ETF?", "response": "A fund.", "retrieved_contexts": ["c"], "reference": "r"}
+    frame = profile(_write(tmp_path / "samples.jsonl", [dict(good, id="a"), dict(good, id="b", user_input="Why?")]),
+                    CORE)
+    site = tmp_path / "data_docs"
+    validate(frame, suite(frame, CORE, [0]), "v1", "run-1", site)
+    store_id = site / ".validation_results" / STORE_ID
+    written = store_id.read_text(encoding="utf-8")
+    assert written.startswith("store_backend_id = ")
+    for damaged in ("", written[:25]):  # emptied, or cut short, as a full disk leaves it
+        store_id.write_text(damaged, encoding="utf-8")
+        capsys.readouterr()
+        caplog.clear()
+        outcomes, page = validate(frame, suite(frame, CORE, [0]), "v1", "run-2", site)
+        printed = capsys.readouterr()
+        assert "Invalid store configuration" not in printed.out + printed.err + caplog.text
+        assert page.is_file() and {o["check"] for o in outcomes if not o["success"]} == set()
+        assert repair_store_ids(site) == [] and store_id.read_text(encoding="utf-8").startswith("store_backend_id = ")
+    assert len(list((site / ".validation_results").rglob("*.json"))) >= 3  # every run's result kept

@@ -1,7 +1,8 @@
 """Hostile input by fuzzing (hypothesis): the sample loader over every file format it reads
 (JSONL, JSON, CSV, Parquet: ``rag_eval.metrics.core.samples.load_samples``) and every registered metric with
 the offline judge (``rag_eval.metrics.evaluate``), on arbitrary unicode, control and bidi characters,
-huge and empty fields, wrong types, deep nesting, NaN/inf and duplicate ids.
+huge and empty fields, wrong types, deep nesting, NaN/inf, numbers no reader can hold (an integer of
+5,000 digits, ``1e400``, in any field) and duplicate ids.
 
 The properties: no exception escapes; every line is in every per-row output (the results, one row
 per line and metric; RAGAS's table; the console's input-error lines) with its reason; what the
@@ -73,6 +74,23 @@ raw_line = st.one_of(st.binary(max_size=20).filter(lambda b: b"\n" not in b and 
                                       json.dumps(nested(80)).encode(), b"\xef\xbb\xbf{\"id\": \"bom\"}"]))
 
 
+#: Numbers no reader holds as given, as JSON text: more digits than Python converts (4,300), beyond a float's range.
+HUGE = ["9" * 5000, "-" + "1" * 4301, "12345678901234567890" * 300, "1e400", "-2.5E+999", "1.5e309"]
+#: Where a field holds the number: as its value, in a list, in an object in a list.
+PLACES = ["{}", "[{}]", '[{{"document_id": "d", "relevance_score": {}}}]']
+_MARK = "\u0001huge\u0001"
+
+
+def with_huge(record: dict, name: str, literal: str, place: str) -> tuple[bytes, str]:
+    """``record`` as a JSON line whose field ``name`` holds the number ``literal`` (raw JSON text, at ``place``),
+    and ``name``."""
+    line = json.dumps({**record, name: _MARK}, allow_nan=True)
+    return line.replace(json.dumps(_MARK), place.format(literal)).encode(), name
+
+
+huge_line = st.builds(with_huge, record, st.one_of(names, text), st.sampled_from(HUGE), st.sampled_from(PLACES))
+
+
 def check_samples(samples, count: int) -> None:
     """One sample per record, in order, each readable or saying why not."""
     assert len(samples) == count
@@ -86,14 +104,24 @@ def check_samples(samples, count: int) -> None:
 
 
 @FUZZ
-@given(st.lists(st.one_of(rows.map(lambda r: [jsonl_line(x) for x in r]), raw_line.map(lambda b: [b])),
-                min_size=1, max_size=6).map(lambda parts: [line for part in parts for line in part]))
-def test_jsonl_every_line_loads_or_says_why(tmp_path_factory, lines):
+@given(st.lists(st.one_of(rows.map(lambda r: [(jsonl_line(x), None) for x in r]), raw_line.map(lambda b: [(b, None)]),
+                          huge_line.map(lambda pair: [pair])),
+                min_size=1, max_size=6).map(lambda parts: [pair for part in parts for pair in part]))
+def test_jsonl_every_line_loads_or_says_why(tmp_path_factory, pairs):
+    lines = [line for line, _ in pairs]
     path = tmp_path_factory.mktemp("jsonl") / "samples.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     samples = load_samples(path)
     check_samples(samples, sum(map(is_a_line, lines, range(len(lines)))))
     assert all(is_a_line(lines[s.row], s.row) for s in samples)
+    for sample in samples:  # a number no reader holds: that line's problem, its field named (or its nesting said first)
+        name = pairs[sample.row][1]
+        if name is not None:
+            event("a huge number")
+            assert sample.id == f"unreadable-line-{sample.row + 1}" and list(sample.problems) == ["row"]
+            why = sample.problems["row"]
+            assert (why.startswith(f"field {name!r}: ") and ("digits" in why or "range of a float" in why)) or \
+                why == "nested more than 64 levels deep", why
 
 
 def is_a_line(raw: bytes, row: int) -> bool:
@@ -212,3 +240,37 @@ def test_every_metric_scores_every_line_or_says_why(offline, records):
     with redirect_stderr(printed):
         print_input_errors(input_error_lines(results), len(input_error_lines(results)))
     assert not RAW_CONTROL.search(printed.getvalue().replace("\n", ""))
+
+
+GOOD = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
+         "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
+        for i in range(4)]
+
+
+def test_a_python_integer_of_too_many_digits_is_that_records_problem():
+    samples = load_samples([GOOD[0], {**GOOD[1], "id": 10 ** 5000}, {**GOOD[2], "retrieved_contexts": [-(7 ** 6000)]}])
+    assert [s.id for s in samples] == ["r0", "unreadable-line-2", "unreadable-line-3"] and samples[0].problems == {}
+    assert samples[1].problems == {"row": "field 'id': an integer of more than the 4,300 digits this reader converts"}
+    assert samples[2].problems == {"row": "field 'retrieved_contexts': an integer of more than the 4,300 digits this "
+                                          "reader converts"}
+
+
+@pytest.mark.slow  # the offline judge's verifier
+@settings(FUZZ, max_examples=24)
+@given(st.integers(0, len(GOOD) - 1), st.sampled_from([*FIELDS, "id", "question", "answer", "note"]),
+       st.sampled_from(HUGE), st.sampled_from(PLACES), st.sampled_from([".jsonl", ".json"]))
+def test_a_huge_number_in_any_field_is_a_named_bad_line_and_every_other_line_is_scored(
+        offline, tmp_path_factory, bad, name, literal, place, suffix):
+    from rag_eval.metrics import evaluate
+
+    lines = [jsonl_line(r) for r in GOOD]
+    lines[bad] = with_huge(GOOD[bad], name, literal, place)[0]
+    path = tmp_path_factory.mktemp("huge") / f"samples{suffix}"
+    path.write_bytes(b"\n".join(lines) + b"\n" if suffix == ".jsonl" else b"[" + b",\n".join(lines) + b"]")
+    results = evaluate(str(path), metrics=["faithfulness"], judge=offline[0]).results
+    assert results["status"].tolist() == [Status.INPUT_ERROR.value if row == bad else Status.OK.value
+                                          for row in range(len(GOOD))]
+    assert results["sample_id"].tolist() == [f"unreadable-line-{bad + 1}" if row == bad else f"r{row}"
+                                             for row in range(len(GOOD))]
+    [reason] = results.loc[results["row"] == bad, "reason"]
+    assert reason.startswith(f"line {bad + 1}: unreadable: field {name!r}: "), reason

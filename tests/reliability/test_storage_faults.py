@@ -186,8 +186,9 @@ class Project:
     """``rag-eval run`` with the LLM judge on the test server (by environment), ``--out`` and
     ``DAGSTER_HOME`` where the test puts them, the judgement cache beside; run in the small disk's namespace."""
 
-    def __init__(self, root: Path, disk: SmallDisk, server, out: Path, home: Path) -> None:
+    def __init__(self, root: Path, disk: SmallDisk, server, out: Path, home: Path, cache: Path | None = None) -> None:
         self.root, self.disk, self.server, self.out, self.home = root, disk, server, out, home
+        self.cache = cache or root / "cache.sqlite"
         lines = FIQA.read_text(encoding="utf-8").splitlines(True)
         for name, part in (("a.jsonl", lines[:3]), ("b.jsonl", lines[3:6])):
             (root / name).write_text("".join(part), encoding="utf-8")
@@ -199,7 +200,7 @@ class Project:
         env = {**child_env(), "DAGSTER_HOME": str(self.home), "OPENAI_BASE_URL": self.server.url,
                "OPENAI_API_KEY": "sk-test-disk", "OPENAI_MODEL": "judge-test", "EMBEDDING_MODEL": "embed-test"}
         done = self.disk.run([sys.executable, "-m", "rag_eval.orchestration.cli", "run", dataset, "--dataset-version", version,
-                              "--out", str(self.out), "--cache-path", str(self.root / "cache.sqlite"), *more],
+                              "--out", str(self.out), "--cache-path", str(self.cache), *more],
                              cwd=self.root, env=env)
         assert "Traceback" not in done.stderr, done.stderr[-3000:]
         return done.returncode, done.stderr
@@ -223,6 +224,12 @@ def on_disk(tmp_path, disk, server):
 def home_on_disk(tmp_path, disk, server):
     """DAGSTER_HOME on the small disk, ``--out`` beside the project."""
     return Project(tmp_path, disk, server, tmp_path / "out", disk.root / "home")
+
+
+@pytest.fixture
+def cache_on_disk(tmp_path, disk, server):
+    """The judgement cache on the small disk; ``--out`` and DAGSTER_HOME beside the project."""
+    return Project(tmp_path, disk, server, tmp_path / "out", tmp_path / "home", cache=disk.root / "cache.sqlite")
 
 
 def fill_at_request(server, disk: SmallDisk, count: int) -> None:
@@ -431,3 +438,53 @@ def test_a_report_file_on_a_full_device_names_the_report_folder(tmp_path, monkey
     assert (tmp_path / "out" / "tables" / "context_recall" / "v1.parquet").exists()
     assert summary.read_bytes() == before and not (summary.parent / ".summary.json.partial").exists()
     fault_row("a report file on a full device (summary.json staged on /dev/full)", line, 0, 0, 0, 0)
+
+
+def test_a_cache_that_cannot_take_writes_at_start_is_one_line_and_nothing_is_sent(cache_on_disk, disk, server):
+    assert cache_on_disk.run("a.jsonl", "v1")[0] == 0 and len(server.seen) == PER_ROW * 3
+    paid, seen = answers(disk), []
+    for fault, make, undo, cause in (("full", disk.fill, disk.free, "no space left on the disk"),
+                                     ("read-only", disk.read_only, disk.writable, "read-only file system")):
+        make()
+        status, stderr = cache_on_disk.run("b.jsonl", "v2")
+        [line] = errors(stderr)
+        assert status == 2 and len(server.seen) == PER_ROW * 3, stderr[-3000:]  # not one request, not registered
+        assert line.startswith(f"error: {cache_on_disk.cache}: the judgement cache cannot take writes: {cause} ") and \
+            line.endswith("; nothing was sent: free space on its disk (or make it writable), or put the cache on another "
+                          "disk with --cache-path FILE, then run again"), line
+        assert "CacheWarning" not in stderr and "dataset version" not in stderr
+        undo()
+        assert answers(disk) == paid
+        seen.append((fault, line))
+    assert cache_on_disk.run("b.jsonl", "v2")[0] == 0 and len(server.seen) == PER_ROW * 6
+    status, _ = cache_on_disk.run_with("b.jsonl", "v2", "--force")  # every answer of v2 is in the cache
+    assert status == 0 and len(server.seen) == PER_ROW * 6
+    for table in ("faithfulness", "context_recall", "answer_relevancy", "context_precision", "context_relevancy"):
+        assert rows(cache_on_disk, table) == {"v1": 3, "v2": 3}, table
+    for fault, line in seen:
+        fault_row(f"judgement cache {fault} at start", line, 0, 0, len(server.seen) - PER_ROW * 6, 0)
+
+
+def test_a_cache_that_fills_mid_run_spills_and_the_next_run_folds_the_spill_in(cache_on_disk, disk, server):
+    assert cache_on_disk.run("a.jsonl", "v1")[0] == 0
+    fill_at_request(server, disk, PER_ROW * 3 + 9)  # the cache's disk fills half-way through v2's judging
+    status, stderr = cache_on_disk.run("b.jsonl", "v2")
+    [spill] = list(cache_on_disk.out.glob("judgement-spill-*.jsonl"))
+    [line] = errors(stderr)
+    assert status == 5 and len(server.seen) == PER_ROW * 6, stderr[-3000:]
+    assert line == (f"error: the judgement cache {cache_on_disk.cache} could not take every judgement paid for "
+                    f"({line.split(' paid for (')[1].split('): they are')[0]}): they are in the spill file {spill}; free "
+                    "space on the cache's disk (or make it writable): the next run folds it into the cache, or "
+                    f"`rag-eval cache import {spill}` does now") and "no space left on the disk" in line
+    spilled = len(spill.read_text(encoding="utf-8").splitlines()) - 1
+    assert spilled > 0
+    for table in ("faithfulness", "context_recall", "answer_relevancy", "context_precision", "context_relevancy"):
+        assert rows(cache_on_disk, table) == {"v1": 3, "v2": 3}, table  # the run's results are all there
+    disk.free()
+    before = answers(disk)
+    status, stderr = cache_on_disk.run_with("b.jsonl", "v2", "--force")
+    assert status == 0 and len(server.seen) == PER_ROW * 6, stderr[-3000:]  # nothing paid for is bought again
+    assert f"note: {spilled} judgements paid for by an earlier run folded from the spill file {spill} into the " \
+           f"judgement cache {cache_on_disk.cache}" in stderr and not spill.exists()
+    assert answers(disk) == before + spilled
+    fault_row("judgement cache fills mid-run, then space returns", line, 0, 0, len(server.seen) - PER_ROW * 6, 0)

@@ -62,6 +62,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote
 from rag_eval.metrics.judges.config import PER_METRIC
 from rag_eval.metrics.core.registry import METRICS, option_value
 
@@ -161,13 +162,12 @@ def _read(path: Path) -> dict[str, Any]:
         raise TargetConfigError(f"target configuration not found: {path}") from None
     try:
         if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
+            data = load_yaml(text, str(path))
         else:
             data = tomllib.loads(text)
     except Exception as exc:  # noqa: BLE001 - tomllib.TOMLDecodeError, yaml.YAMLError: both name the line
-        raise TargetConfigError(f"{path}: {exc}") from None
+        message = str(exc)
+        raise TargetConfigError(message if message.startswith(f"{path}: ") else f"{path}: {clip(message, 2 * MAX_QUOTE)}") from None
     if not isinstance(data, dict):
         raise TargetConfigError(f"{path}: expected a table of settings at the top")
     return data
@@ -184,7 +184,7 @@ def _part(path: Path, role: str, name: str, entry: Any) -> Part:
         raise TargetConfigError(f"{where} needs exactly one of: {allowed}")
     kind = _KINDS[kinds[0]]
     if kind == "callable" and not re.fullmatch(r"[\w.]+:\w+", str(entry["callable"])):
-        raise TargetConfigError(f"{where}: callable {entry['callable']!r}: write package.module:function")
+        raise TargetConfigError(f"{where}: callable {quote(entry['callable'])}: write package.module:function")
     if kind == "http" and ("contexts" if role == "retriever" else "response") not in entry:
         raise TargetConfigError(f"{where}: an HTTP {role} needs the reply path "
                                 f"{'contexts' if role == 'retriever' else 'response'} (e.g. \"hits.*.text\")")
@@ -289,9 +289,7 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"])
-        got = repr(error.get("input"))
-        raise TargetConfigError(f"{path}: {key}: {error['msg']}, got {got if len(got) <= 60 else got[:60] + '…'}") \
-            from None
+        raise TargetConfigError(f"{path}: {key}: {error['msg']}, got {clip(quote(error.get('input')), 60)}") from None
 
 
 def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) -> SweepConfig:
@@ -331,7 +329,7 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
         names = sweep.pop(role, list(parts[role]))
         names = [names] if isinstance(names, str) else names
         if not all(isinstance(n, str) for n in names):
-            raise TargetConfigError(f"{path}: sweep.{role}: names of declared {role}s, got {names!r}")
+            raise TargetConfigError(f"{path}: sweep.{role}: names of declared {role}s, got {quote(names)}")
         unknown = [n for n in names if n not in parts[role] and f"{role}.{n}" not in skipped]
         if unknown or not parts[role]:
             raise TargetConfigError(f"{path}: no {role} {unknown or ''} declared (declare [{role}.NAME], "
@@ -373,7 +371,7 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
                 raise TargetConfigError(f"{path}: metric_options.{metric}.{option}: no such metric or option "
                                         "(write { ndcg = { k = 10 } })") from None
             except ValueError as exc:
-                raise TargetConfigError(f"{path}: metric_options.{metric}.{option}: {exc}, got {value!r}") from None
+                raise TargetConfigError(f"{path}: metric_options.{metric}.{option}: {exc}, got {quote(value)}") from None
         try:  # the metric checks its options' domains itself (k >= 1...)
             METRICS[metric](**{k: v for k, v in converted.items() if k not in PER_METRIC})
         except ValueError as exc:

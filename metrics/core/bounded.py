@@ -1,0 +1,87 @@
+"""Bounded input: configuration YAML that cannot expand without limit, and values quoted in errors
+at a bounded length.
+
+YAML's anchors and aliases let a 1 KB file stand for billions of values (an "alias bomb"): loading
+it is cheap (the aliases share one object), but anything that walks the value (a validation error
+quoting it, a copy) expands it. :func:`load_yaml` is the one YAML loader of the project's
+configuration files (custom metrics, target configurations): safe YAML (no Python objects) whose
+values, aliases expanded, number at most :data:`MAX_YAML_VALUES`. :func:`quote` is the ``repr`` an
+error message gives of a value a user wrote: at most :data:`MAX_QUOTE` characters, however large
+or deeply nested the value.
+"""
+from __future__ import annotations
+
+import reprlib
+from typing import Any
+
+import yaml
+
+#: Values (scalars, lists, mappings) a configuration file may hold with its aliases expanded.
+MAX_YAML_VALUES = 100_000
+#: Characters of a value an error message quotes at most.
+MAX_QUOTE = 300
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 4, 8, 8, 8, 8
+_REPR.maxstring, _REPR.maxother = MAX_QUOTE, MAX_QUOTE
+
+
+def quote(value: Any) -> str:
+    """``repr(value)`` cut to :data:`MAX_QUOTE` characters (``…`` where cut), built without
+    expanding more than a few items of each container."""
+    return clip(_REPR.repr(value))
+
+
+def clip(text: str, limit: int = MAX_QUOTE) -> str:
+    """``text`` cut to ``limit`` characters (``…`` where cut): a library's message that may quote a whole line."""
+    return text if len(text) <= limit else f"{text[:limit - 1]}…"
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+def _expanded(node: yaml.Node, limit: int) -> int:
+    """How many values ``node`` stands for with every alias expanded, counting no further than
+    ``limit`` + 1 (each node counted once: an alias is a shared node; a node holding itself is
+    endless). No recursion."""
+    counts: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        item, closing = stack.pop()
+        if closing:
+            open_nodes.discard(id(item))
+            counts[id(item)] = min(limit + 1, 1 + sum(counts[id(child)] for child in _children(item)))
+        elif id(item) in open_nodes:
+            return limit + 1  # an alias to a node it is inside of
+        elif id(item) not in counts:
+            open_nodes.add(id(item))
+            stack.append((item, True))
+            stack.extend((child, False) for child in _children(item))
+    return counts[id(node)]
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """The document of the YAML ``text`` (safe types only; ``None`` when empty).
+
+    Raises
+    ------
+    yaml.YAMLError
+        Not valid YAML, naming the line and column.
+    ValueError
+        Aliases that expand to more than :data:`MAX_YAML_VALUES` values, naming ``where`` (the file).
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded(node, MAX_YAML_VALUES) > MAX_YAML_VALUES:
+            raise ValueError(f"{where}: its anchors and aliases expand to more than {MAX_YAML_VALUES:,} values "
+                             "(an alias bomb?): refused; write the values out, or reuse fewer")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()

@@ -1,0 +1,108 @@
+"""Reading a record's JSON so that one line never sinks a file: numbers the reader cannot hold and
+nesting deeper than a sample can be are the line's problem, named with their field.
+
+Python converts at most ``sys.get_int_max_str_digits()`` (4,300) digits of an integer, and a float
+literal beyond about 1.8e308 (``1e400``) becomes infinity. :func:`decode_json` reads such a number as a
+:class:`Unreadable` marker instead of raising (or inventing ``inf``), and :func:`record_problem` finds
+it (or an integer of too many digits built in Python) and names the field that holds it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+#: Nesting deeper than this makes a line unreadable (deeper input cannot be a RAG sample).
+MAX_DEPTH = 64
+#: How much of a key a problem quotes.
+_KEY_CHARS = 80
+
+
+class Unreadable:
+    """A number of a JSON text that the reader cannot hold: :attr:`why` says what it is."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"<{self.why}>"
+
+
+def _limit() -> int:
+    return sys.get_int_max_str_digits()
+
+
+def _integer(text: str) -> int | Unreadable:
+    digits = len(text.lstrip("-"))
+    if _limit() and digits > _limit():
+        return Unreadable(f"an integer of {digits:,} digits, more than the {_limit():,} this reader converts")
+    return int(text)
+
+
+def _float(text: str) -> float | Unreadable:
+    value = float(text)
+    if math.isinf(value):  # a finite literal out of a float's range (1e400), not the Infinity constant
+        shown = text if len(text) <= 40 else f"{text[:40]}…"
+        return Unreadable(f"the number {shown}, beyond the range of a float (about 1.8e308)")
+    return value
+
+
+def decode_json(text: str | bytes) -> Any:
+    """``json.loads(text)`` with every integer of too many digits and every float literal out of
+    range read as an :class:`Unreadable` marker (:func:`record_problem` names its field).
+
+    Raises
+    ------
+    json.JSONDecodeError, RecursionError
+        As ``json.loads`` (not JSON; nested deeper than the interpreter's stack).
+    """
+    return json.loads(text, parse_int=_integer, parse_float=_float)
+
+
+def _too_many_digits(value: int) -> bool:
+    """Whether ``str(value)`` would exceed the conversion limit (by its bit length: no conversion)."""
+    return bool(_limit()) and abs(value).bit_length() > _limit() * math.log2(10)
+
+
+def record_problem(record: Mapping[str, Any]) -> str | None:
+    """Why the record cannot be read as a sample, else ``None``: nested more than
+    :data:`MAX_DEPTH` levels, or a field holding a number the reader cannot hold (an
+    :class:`Unreadable` marker, or an integer of more digits than Python converts), naming the
+    field (its key in the record, quoted up to 80 characters). Walks the record without recursion."""
+    for key, value in record.items():
+        stack = [(value, 2)]
+        while stack:
+            item, depth = stack.pop()
+            if isinstance(item, (dict, list)):
+                if depth > MAX_DEPTH:
+                    return f"nested more than {MAX_DEPTH} levels deep"
+                stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+            elif isinstance(item, Unreadable) or (isinstance(item, int) and _too_many_digits(item)):
+                name = str(key) if len(str(key)) <= _KEY_CHARS else f"{str(key)[:_KEY_CHARS]}…"
+                what = item.why if isinstance(item, Unreadable) else \
+                    f"an integer of more than the {_limit():,} digits this reader converts"
+                return f"field {name!r}: {what}"
+    return None
+
+
+def not_text(head: bytes) -> str | None:
+    """What a file is, from its first bytes ``head``, when it is no UTF-8 text at all (said once for
+    the file instead of "not valid UTF-8" on every line), with what to do; ``None`` otherwise:
+    a gzip-compressed file, or UTF-16 text (with or without its byte-order mark)."""
+    if head.startswith(b"\x1f\x8b\x08"):
+        return "a gzip-compressed file, not JSON lines: decompress it first (gunzip), then pass the .jsonl file"
+    for mark, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"), (b"", "utf-16-le"), (b"", "utf-16-be")):
+        if not head.startswith(mark):
+            continue
+        body = head[len(mark):len(mark) + 32]
+        try:
+            text = body[:len(body) // 2 * 2].decode(codec)
+        except UnicodeDecodeError:
+            continue
+        if b"\x00" in body and text.lstrip().startswith(("{", "[")):
+            return f"{codec[:6].upper()} text, not UTF-8: convert it first (iconv -f {codec.upper()} -t UTF-8)"
+    return None
