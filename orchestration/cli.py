@@ -225,7 +225,7 @@ def _main(argv: list[str] | None) -> int:
         status = _in_instance(args)
     finally:  # Ctrl-C too: what the cache could not take goes to a spill file
         spilled = after_run(args) if judging else None
-    return spilled or status
+    return spilled if spilled and status == 0 else status  # a failure says so first; the spill line is printed
 
 
 def _in_instance(args: argparse.Namespace) -> int:

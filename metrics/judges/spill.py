@@ -103,7 +103,7 @@ def _header(line: str) -> dict | None:
     """The spill header on ``line``, else ``None``."""
     try:
         header = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return header if isinstance(header, dict) and header.get("format") == _FORMAT else None
 
@@ -132,13 +132,14 @@ def read_spill(path: str | Path) -> tuple[dict, list[tuple[Key, str, str]], int]
             item = json.loads(line)
             json.loads(item["value"])
             entries.append((Key(str(item["key"]), str(item["shared"])), str(item["kind"]), item["value"]))
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, RecursionError):
             bad += 1
     return header, entries, bad
 
 
 def import_spill(cache: JudgementCache, path: str | Path) -> tuple[int, int]:
-    """Fold the spill file ``path`` into ``cache`` and delete it: ``(answers, unreadable lines)``.
+    """Fold the spill file ``path`` into ``cache`` and delete it: ``(answers, unreadable lines)``; a file
+    without one readable answer is kept.
 
     Raises
     ------
@@ -146,7 +147,9 @@ def import_spill(cache: JudgementCache, path: str | Path) -> tuple[int, int]:
         When the file cannot be read, or the cache does not take its answers (the file is kept).
     """
     _, entries, bad = read_spill(path)
-    if entries and not cache.store(entries):
+    if not entries:  # nothing to fold: kept, for a person to look at
+        return 0, bad
+    if not cache.store(entries):
         raise StorageError(cache.path, f"the judgement cache cannot take the answers of {path} ({cache.problem})",
                            "the spill file is kept: free space on the cache's disk (or make it writable), then "
                            f"`rag-eval cache import {path}`")
@@ -157,14 +160,17 @@ def import_spill(cache: JudgementCache, path: str | Path) -> tuple[int, int]:
 
 def spills_of(cache_path: str | Path, folders: list[Path]) -> list[Path]:
     """The spill files in ``folders`` written for the judgement cache ``cache_path`` (their header
-    names the same file); spill files of other caches, and files that are no spill file, are left."""
+    names the same file); spill files of other caches, files that are no spill file, and anything but
+    this user's regular files, are left."""
     mine = str(Path(cache_path).absolute())
     found = []
     for folder in dict.fromkeys(folders):
         for path in sorted(folder.glob(SPILL_GLOB)) if folder.is_dir() else []:
-            try:
+            try:  # a regular file of this user only (a FIFO would hang the run; another user's file is not ours)
+                if not path.is_file() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                    continue
                 with open(path, encoding="utf-8") as handle:
-                    header = _header(handle.readline())
+                    header = _header(handle.readline(1 << 16))
             except (OSError, UnicodeDecodeError):
                 continue  # not ours to judge: `rag-eval cache import` says what is wrong with it
             if header is not None and header.get("cache") == mine:

@@ -171,3 +171,24 @@ def test_answers_the_cache_refuses_go_to_a_spill_file_that_cache_import_folds_in
     asked = len(server.seen)
     statuses, caught = run(judges(server.url, cache))
     assert statuses == [Status.OK.value] * 5 * len(ROWS) and not caught and len(server.seen) == asked  # nothing re-bought
+
+
+def test_spill_folders_skip_what_is_not_this_users_regular_file_and_nesting_is_a_bad_line(tmp_path):
+    import os
+
+    from rag_eval.metrics.judges.cache import JudgementCache
+    from rag_eval.metrics.judges.spill import import_spill, read_spill, spills_of
+
+    cache = tmp_path / "cache.sqlite"
+    header = json.dumps({"format": "rag-eval judgement spill 1", "cache": str(cache), "answers": 2})
+    good = json.dumps({"key": "k1", "shared": "s", "kind": "statement_support", "value": '{"verdicts": [1]}'})
+    spill = tmp_path / "judgement-spill-1.jsonl"
+    spill.write_text(f"{header}\n{good}\n{'[' * 100_000}\n", encoding="utf-8")
+    os.mkfifo(tmp_path / "judgement-spill-2.jsonl")  # opened, it would block the run
+    (tmp_path / "judgement-spill-3.jsonl").symlink_to(spill)
+    assert spills_of(cache, [tmp_path]) == [spill]
+    _, entries, bad = read_spill(spill)
+    assert (len(entries), bad) == (1, 1)
+    empty = tmp_path / "judgement-spill-4.jsonl"
+    empty.write_text(f"{header}\nnot json\n", encoding="utf-8")
+    assert import_spill(JudgementCache(str(cache)), empty) == (0, 1) and empty.exists()  # nothing folded: kept
