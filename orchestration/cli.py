@@ -15,8 +15,6 @@ import gc
 import sys
 from pathlib import Path
 
-from rag_eval.metrics.errors import EXIT_USER, StorageError
-from rag_eval.orchestration.cache_cli import add_cache_commands, after_run, before_run
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                              prepare_instance, start_judge_check)
 from rag_eval.orchestration.parsing import add_judge_arguments
@@ -174,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     from rag_eval.orchestration.annotate import add_annotate_commands
 
     add_annotate_commands(sub)  # annotate export | import (human labels)
+    from rag_eval.orchestration.cache_cli import add_cache_commands
+
     add_cache_commands(sub)  # cache import (a spill file)
     from rag_eval.orchestration.judge_sim import add_arguments as add_judge_sim_arguments
 
@@ -210,6 +210,11 @@ def _main(argv: list[str] | None) -> int:
         return 2
     args = build_parser().parse_args(argv)
     judging = args.command in ("run", "backfill") and not getattr(args, "dry_run", False)
+    # Imported here, not with this module: `rag_eval.metrics` takes a second to import, and until `entry` has
+    # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).
+    from rag_eval.metrics.errors import EXIT_USER, StorageError
+    from rag_eval.orchestration.cache_cli import after_run, before_run
+
     if judging:
         try:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
             before_run(args)

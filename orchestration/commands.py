@@ -20,7 +20,6 @@ from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
-from rag_eval.metrics.errors import EXIT_JUDGE_ERRORS
 from rag_eval.orchestration.parsing import judge_resource, resources, run_config
 from rag_eval.orchestration.runs import VersionBusy, end_of_startup, only_run_of
 
@@ -275,6 +274,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if failed:
         print(f"warning: {failed} of {total} results are judge_error (the judge failed; reasons in results.parquet)",
               file=sys.stderr)
+        from rag_eval.metrics.errors import EXIT_JUDGE_ERRORS  # here: rag_eval.metrics is slow to import at start-up
+
         return EXIT_JUDGE_ERRORS
     return 0
 

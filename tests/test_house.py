@@ -85,6 +85,16 @@ def test_importing_the_traffic_room_reads_no_file_and_builds_no_registry(tmp_pat
     assert done.stdout.split() == ["[]"]
 
 
+def test_the_cli_module_imports_without_the_metrics():
+    # `rag-eval` installs its Ctrl-C and SIGTERM handlers once rag_eval.orchestration.cli is imported: the metrics
+    # (a second to import) must come later, or a Ctrl-C in that second prints a traceback (test_crash.py).
+    done = subprocess.run([sys.executable, "-c", "import sys, rag_eval.orchestration.cli; "
+                           "print(sorted(m for m in sys.modules if m.startswith('rag_eval.metrics')))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]"]
+
+
 def test_a_missing_extra_is_named_with_its_install_command_a_broken_one_is_not(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)
     with pytest.raises(MissingExtra) as caught:

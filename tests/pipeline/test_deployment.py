@@ -94,16 +94,20 @@ class Deployment:
         (self.root / "out" / "data_docs").mkdir(parents=True)  # as `make dev` serves it
         self.docs = subprocess.Popen([sys.executable, "-m", "http.server", str(self.docs_port), "--bind", "127.0.0.1",
                                       "--directory", str(self.root / "out" / "data_docs")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_reset_signals)
         self.log = open(self.root / "dagster-dev.log", "w")
         self.server = subprocess.Popen([str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
                                         "-p", str(self.port)], cwd=self.root, env=self.env, stdout=self.log,
                                        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_reset_signals)
 
     def stop(self) -> None:
-        if self.docs is not None:
+        if self.docs is not None:  # a static file server: SIGKILL when SIGTERM did not end it (a loaded CI machine)
             self.docs.terminate()
-            self.docs.wait(timeout=30)
+            try:
+                self.docs.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.docs.kill()
+                self.docs.wait(timeout=30)
         if self.server is None:
             return
         group = self.server.pid  # its own session: the group id is its pid
