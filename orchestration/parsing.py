@@ -124,3 +124,13 @@ def resources(args: argparse.Namespace) -> dict:
     return build_resources(out, Path(args.datasets).resolve(), judge_resource(args),
                            ExecutionResource(executor=args.executor, master=args.spark_master,
                                              parallelism=args.parallelism))
+
+
+def definitions(args: argparse.Namespace):
+    """The code location's definitions (``rag_eval.orchestration.location.build_definitions``: the
+    one asset graph, the jobs) with the command's :func:`resources`; built once per command."""
+    if getattr(args, "definitions", None) is None:
+        from rag_eval.orchestration.location import build_definitions
+
+        args.definitions = build_definitions(resources(args))
+    return args.definitions
