@@ -310,7 +310,15 @@ class LLMJudge(Judge):
             return prompts.SYSTEM
         return f"{prompts.SYSTEM}\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
 
+    def _may_buy(self, kind: str) -> None:
+        """Refuse a request whose answer could be written nowhere (``JudgementCache.nowhere``): that
+        judgement is a ``JudgeError`` saying so, nothing is sent."""
+        if self.cache is not None and self.cache.nowhere:
+            raise JudgeError(f"{kind}: not sent: the judgement cache {self.cache.path}: {self.cache.nowhere}; "
+                             "nothing more is bought that could not be kept")
+
     async def _ask_endpoint(self, request: prompts.Request, key: Key) -> dict[str, Any]:
+        self._may_buy(request.kind)
         messages = [{"role": "system", "content": self._system(request)}, {"role": "user", "content": request.prompt}]
         for attempt in range(2):
             content = ""
@@ -391,6 +399,7 @@ class LLMJudge(Judge):
     async def _embed_missing(self, missing: list[str], key_of: dict[str, Key], found: dict[Key, Any]) -> None:
         """One embeddings request for ``missing``; vectors into ``found`` and the cache."""
         model = self.config.embedding_model
+        self._may_buy("embedding")
         try:
             reply = await self.transport.embed(model, self.config.model, missing)
         except JudgeError as exc:
