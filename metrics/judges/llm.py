@@ -110,6 +110,7 @@ class LLMJudge(Judge):
         self.cache = JudgementCache(cfg.cache_path, lease=lease, across_endpoints=cfg.cache_across_endpoints) \
             if cfg.cache_path else None
         self.transport = Transport(cfg)
+        self.transport.refuse = self._may_buy
         self._shared = _Shared()
 
     def __repr__(self) -> str:
@@ -311,14 +312,14 @@ class LLMJudge(Judge):
         return f"{prompts.SYSTEM}\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
 
     def _may_buy(self, kind: str) -> None:
-        """Refuse a request whose answer could be written nowhere (``JudgementCache.nowhere``): that
-        judgement is a ``JudgeError`` saying so, nothing is sent."""
+        """Refuse a request whose answer could be written nowhere (``JudgementCache.nowhere``), as the
+        transport is about to send it (``Transport.refuse``): that judgement is a ``JudgeError`` saying
+        so, nothing is sent."""
         if self.cache is not None and self.cache.nowhere:
             raise JudgeError(f"{kind}: not sent: the judgement cache {self.cache.path}: {self.cache.nowhere}; "
                              "nothing more is bought that could not be kept")
 
     async def _ask_endpoint(self, request: prompts.Request, key: Key) -> dict[str, Any]:
-        self._may_buy(request.kind)
         messages = [{"role": "system", "content": self._system(request)}, {"role": "user", "content": request.prompt}]
         for attempt in range(2):
             content = ""
@@ -399,7 +400,6 @@ class LLMJudge(Judge):
     async def _embed_missing(self, missing: list[str], key_of: dict[str, Key], found: dict[Key, Any]) -> None:
         """One embeddings request for ``missing``; vectors into ``found`` and the cache."""
         model = self.config.embedding_model
-        self._may_buy("embedding")
         try:
             reply = await self.transport.embed(model, self.config.model, missing)
         except JudgeError as exc:
