@@ -423,11 +423,12 @@ class JudgementCache:
             self._flush()
             if self._spilling or self._pending or not self._guard(write, fallback=False):
                 self._memory[key.own] = self._memory[key.shared] = json.loads(text)
-                self._spilling = self.sink is not None
-                if self.sink is not None and self.sink(self, [(key, kind, text)]):
+                sink = type(self).sink  # the class's: a function stored there is not a method
+                self._spilling = sink is not None
+                if sink is not None and sink(self, [(key, kind, text)]):
                     return  # in a spill file: no longer this cache's to write
                 self.nowhere = f"it cannot take writes ({self.problem}) and no spill folder takes them either" \
-                    if self.sink is not None else None
+                    if sink is not None else None
                 self._pending[key.own] = (key, kind, text)
 
     # ---------------------------------------------------------------- claims
