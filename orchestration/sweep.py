@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
     parser.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
     parser.add_argument("--base-url", help="OpenAI-compatible judge endpoint (default $OPENAI_BASE_URL)")
-    parser.set_defaults(handler=cmd_sweep, executor="local", spark_master="local[2]", parallelism=2)
+    parser.set_defaults(handler=cmd_sweep, judges=True, executor="local", spark_master="local[2]", parallelism=2)
 
 
 def _recorded(instance, asset: str, key: str, field: str):
