@@ -7,7 +7,7 @@ import pytest
 
 from rag_eval.orchestration.definitions import defs
 from tests.conftest import FIQA
-from tests.pipeline.conftest import Project
+from tests.pipeline.conftest import ROOT, Project
 
 FIRST, SECOND = "20261101T000000Z-a", "20261102T000000Z-b"
 
@@ -41,7 +41,7 @@ def _gate_check(result):
 def test_each_version_is_compared_with_the_previous_one_blocking_or_warning(project, tmp_path):
     rows = _rows()
     project.write(FIRST, rows)
-    project.write(SECOND, _worse(rows))
+    project.write(SECOND, worse)
     config = _config(tmp_path, blocking=True)
     # The nightly job (evaluation_job) holds the comparison and its check.
     assert {"baseline_comparison"} <= {k.to_user_string() for k in defs.resolve_job_def("evaluation_job")
@@ -84,3 +84,57 @@ def test_each_version_is_compared_with_the_previous_one_blocking_or_warning(proj
     verdict = f"no decision: the candidate shares no row id with baseline {SECOND}; nothing was compared"
     assert other.success and check.passed and (check.description, check.metadata["verdict"].value) == (verdict, verdict)
     assert (project.out / third / "report.md").read_text().startswith(f"## Regression gate: no decision: `{third}`")
+
+
+def _cli(folder, *args: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMBEDDING_"))}
+    env["DAGSTER_HOME"] = str(folder / "dagster_home")
+    return subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _what_ran(events) -> tuple[set[str], set[tuple[str, bool]]]:
+    """The asset keys materialized and the (check, passed) evaluated, from a run's Dagster events."""
+    assets = {e.asset_key.to_user_string() for e in events if e.event_type_value == "ASSET_MATERIALIZATION"}
+    checks = {(e.event_specific_data.check_name, e.event_specific_data.passed) for e in events
+              if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    return assets, checks
+
+
+def test_the_cli_run_is_evaluation_job_the_same_assets_checks_and_gate_as_materialize_all(tmp_path, project):
+    """`rag-eval run` of a version, then of a worse one, against "Materialize all" of evaluation_job
+    (what the UI launches) on the same two files: the same assets and checks, the same gate
+    verdict; the CLI exits 4 on the regression and keeps the version."""
+    cli = tmp_path / "cli"
+    (cli / "v").mkdir(parents=True)
+    (cli / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text(encoding="utf-8"))  # the gate's settings
+    rows = _rows(9)
+    worse = [dict(r, response="I cannot answer that.") for r in rows]  # answer_relevancy 0 on every row
+    for name, content in (("a.jsonl", rows), ("b.jsonl", worse)):
+        (cli / "v" / name).write_text("".join(json.dumps(r) + "\n" for r in content), encoding="utf-8")
+    first = _cli(cli, "run", "v/a.jsonl", "--dataset-version", FIRST)
+    second = _cli(cli, "run", "v/b.jsonl", "--dataset-version", SECOND)
+    assert first.returncode == 0, first.stderr
+    assert "regression gate: nothing to compare (no version before" in first.stdout
+    assert second.returncode == 4, second.stderr
+    instance = dg.DagsterInstance.from_config(str(cli / "dagster_home"))
+    cli_runs = {r.dagster_run.tags["dagster/partition"]: r.dagster_run for r in instance.get_run_records()}
+    assert {run.job_name for run in cli_runs.values()} == {"evaluation_job"}
+    assert SECOND in instance.get_dynamic_partitions("dataset_version")  # a regression is a result, kept
+
+    project.write(FIRST, rows)
+    project.write(SECOND, worse)
+    ui = {version: project.run(version) for version in (FIRST, SECOND)}
+    events = {v: [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event] for v, run in cli_runs.items()}
+    for version, result in ui.items():
+        assert _what_ran(events[version]) == _what_ran(result.all_events)
+    ui_gate = _gate_check(ui[SECOND])
+    assert not ui_gate.passed and ui[SECOND].success is False
+    [cli_gate] = [e.event_specific_data for e in events[SECOND] if e.event_type_value == "ASSET_CHECK_EVALUATION"
+                  and e.event_specific_data.check_name == "no_regression_vs_baseline"]
+    assert cli_gate.description == ui_gate.description and cli_gate.description
+    assert f"gate failed: {ui_gate.description.split('; ')[0]}" in second.stderr
