@@ -92,9 +92,12 @@ def record_problem(record: Mapping[str, Any]) -> str | None:
 def not_text(head: bytes) -> str | None:
     """What a file is, from its first bytes ``head``, when it is no UTF-8 text at all (said once for
     the file instead of "not valid UTF-8" on every line), with what to do; ``None`` otherwise:
-    a gzip-compressed file, or UTF-16 text (with or without its byte-order mark)."""
+    a gzip-compressed file, UTF-32 text with its byte-order mark, or UTF-16 text (with or without
+    its byte-order mark)."""
     if head.startswith(b"\x1f\x8b\x08"):
         return "a gzip-compressed file, not JSON lines: decompress it first (gunzip), then pass the .jsonl file"
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):  # before UTF-16: its LE mark starts so too
+        return "UTF-32 text, not UTF-8: convert it first (iconv -f UTF-32 -t UTF-8, which reads the mark)"
     for mark, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"), (b"", "utf-16-le"), (b"", "utf-16-be")):
         if not head.startswith(mark):
             continue
