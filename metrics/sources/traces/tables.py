@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_eval.metrics.core.bounded import quote
+from rag_eval.metrics.core.decoding import json_object
 from rag_eval.metrics.core.samples import sample_from_dict
 from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, duration_ns, in_range
 from rag_eval.metrics.sources.traces.langfuse import iso_ns
@@ -63,7 +64,7 @@ def _list(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a number no reader holds, nested too deeply
             return value
     return value
 
@@ -187,13 +188,9 @@ def read_table_files(paths: Iterable[Path], mapping: Mapping[str, str] | None = 
                 for number, raw in enumerate(handle, start=1):
                     if not raw.strip():
                         continue
-                    try:
-                        row = json.loads(raw)
-                    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                        yield TraceProblem(str(path), number, "line", f"not valid JSON: {exc}")
-                        continue
-                    if not isinstance(row, dict):
-                        yield TraceProblem(str(path), number, "line", f"a JSON {type(row).__name__}, not an object")
+                    row, problem = json_object(raw)  # a number no reader holds, deep nesting: this line's problem
+                    if row is None:
+                        yield TraceProblem(str(path), number, "line", str(problem))
                         continue
                     seen.update(row)
                     yield from trace_from_row(row, columns, str(path), number)
