@@ -56,7 +56,7 @@ def great_expectations_suite(context: dg.AssetCheckExecutionContext, dataset_sto
     fields = list(dict.fromkeys(f for needs in required.values() for f in needs))
     frame = profile(dataset_store.samples_path(version), fields)
     expectations = suite(frame, fields, relevance_labels(list(required), context.run.run_config))
-    outcomes, page = validate(frame, expectations, version, context.run.run_id, report_store.data_docs())
+    outcomes, page = validate(frame, expectations, version, context.run.run_id, report_store.data_docs_site())
     docs = {"data_docs": dg.MetadataValue.url(report_store.link(page)),
             "data_docs_path": dg.MetadataValue.path(str(page))}
     selected = {key.name for key in context.selected_asset_check_keys}

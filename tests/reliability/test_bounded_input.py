@@ -86,7 +86,7 @@ def test_reports_are_never_written_through_a_symlink_out_of_the_output_folder(tm
     with pytest.raises(StorageError) as refused:
         store.folder("v1")
     assert str(refused.value) == (f"{out / 'v1'}: a symbolic link out of the output folder {out} (to {elsewhere}); "
-                                  "reports are written inside the output folder only: remove the link, then run again")
+                                  "rag-eval writes inside the output folder only: remove the link, then run again")
     (out / "v2").symlink_to(tmp_path / "missing")  # dangling: refused too, nothing made there
     with pytest.raises(StorageError):
         store.folder("v2")
@@ -209,3 +209,58 @@ def test_sweep_with_an_unknown_retriever_quotes_its_name_short(tmp_path, monkeyp
     bounded(err, f"error: {path}: no retriever ['xxx")
     assert err.endswith(" declared (declare [retriever.NAME], or a [system.NAME] callable returning contexts and "
                         "response)\n") and err.count("\n") == 1
+
+
+def test_no_output_is_written_through_a_symlink_planted_deeper_in_the_output_folder(tmp_path):
+    from rag_eval.assets.outputs import output_folder
+    from rag_eval.assets.resources import ReportStore
+    from rag_eval.assets.traffic import TrafficStore
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    (out / "v1").mkdir(parents=True)
+    elsewhere.mkdir()
+    (elsewhere / "kept.json").write_text("theirs", encoding="utf-8")
+    store = ReportStore(root=str(out))
+    (out / "v1" / "summary.json").symlink_to(elsewhere / "kept.json")  # a file of a report folder
+    with pytest.raises(StorageError) as refused:
+        store.folder("v1")
+    assert str(refused.value) == (f"{out / 'v1' / 'summary.json'}: a symbolic link out of the output folder {out} "
+                                  f"(to {elsewhere / 'kept.json'}); rag-eval writes inside the output folder only: "
+                                  "remove the link, then run again")
+    (out / "data_docs" / "validations").mkdir(parents=True)
+    (out / "data_docs" / "validations" / "page.html").symlink_to(elsewhere / "page.html")  # deep in GE's site
+    with pytest.raises(StorageError, match=r"page\.html: a symbolic link out of the output folder"):
+        store.data_docs_site()
+    (out / "tables").symlink_to(elsewhere)  # the results store's folder
+    with pytest.raises(StorageError, match=r"faithfulness: a symbolic link out of the output folder"):
+        output_folder(out, out / "tables" / "faithfulness")
+    (out / "traffic").mkdir()
+    (out / "traffic" / "2026-11-01").symlink_to(elsewhere)
+    with pytest.raises(StorageError, match=r"2026-11-01: a symbolic link out of the output folder"):
+        TrafficStore(root=str(out / "traffic")).folder("2026-11-01")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["kept.json"]  # nothing made or written there
+    assert (elsewhere / "kept.json").read_text(encoding="utf-8") == "theirs"
+    (out / "v2").mkdir()
+    (out / "v2" / "same.json").symlink_to(out / "v1")  # a link that stays inside is an entry of the folder
+    assert store.folder("v2") == out / "v2"
+
+
+def test_a_run_refuses_a_results_folder_linked_out_of_the_output_folder_in_one_line(tmp_path, monkeypatch, capsys):
+    from rag_eval.orchestration import cli
+    from tests.conftest import FIQA
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "tables").symlink_to(elsewhere)
+    for name in [k for k in os.environ if k.startswith(("OPENAI_", "EMBEDDING_", "RAG_EVAL_"))]:
+        monkeypatch.delenv(name)  # the offline judge
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", str(FIQA), "--metrics", "faithfulness", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []
+    [failed] = [line for line in err.splitlines() if "failed: " in line]
+    assert failed.startswith(f"step ingest_dataset failed: {out / 'tables' / 'questions'}: a symbolic link out of the "
+                             f"output folder {out} (to {elsewhere / 'questions'}); rag-eval writes inside the output "
+                             "folder only: remove the link, then run again"), err[-3000:]
