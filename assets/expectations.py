@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import json
 import re
+import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -250,6 +251,23 @@ def repair_store_ids(site: Path) -> list[Path]:
     return repaired
 
 
+def set_aside_damaged_results(site: Path) -> list[Path]:
+    """Move each validation result of the Data Docs ``site`` that a fault left cut short (no JSON)
+    to the same place under ``<site>.unusable/`` (kept for a look, out of GE's way: GE printed
+    "Validation result not found ... skipping" for it on every later run, and its page stayed as
+    the fault left it). The results moved, at their new places."""
+    moved = []
+    for path in sorted((site / ".validation_results").rglob("*.json")):
+        try:
+            json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            aside = site.with_name(f"{site.name}.unusable") / path.relative_to(site)
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, aside)  # a rename, or a copy where the site is a disk of its own
+            moved.append(aside)
+    return moved
+
+
 def _context(site: Path):
     """An ephemeral GE context whose validation results and Data Docs site are files under ``site``."""
     gx = great_expectations()
@@ -285,7 +303,8 @@ def validate(frame: pd.DataFrame, expectations: list, version: str, run_id: str,
     """Validate ``frame`` (:func:`profile`) under ``expectations`` (:func:`suite`) with a GE
     checkpoint named for the Dagster run ``run_id``, keep the result and add its page to the
     Data Docs site in ``site`` (one site for every version; one process at a time; a store id
-    file a fault left half-written is repaired first: :func:`repair_store_ids`).
+    file a fault left half-written is repaired first: :func:`repair_store_ids`, and a cut-short
+    validation result set aside: :func:`set_aside_damaged_results`).
 
     Returns
     -------
@@ -307,6 +326,9 @@ def validate(frame: pd.DataFrame, expectations: list, version: str, run_id: str,
     with open(site / ".lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the site's index and result files, written by one process at a time
         repair_store_ids(site)
+        for aside in set_aside_damaged_results(site):
+            print(f"Data Docs: a validation result a fault left cut short was set aside as {aside}; this run "
+                  "adds its own", file=sys.stderr)
         context = _context(site)
         batch = context.data_sources.add_pandas(SUITE).add_dataframe_asset(version) \
             .add_batch_definition_whole_dataframe("profile")

@@ -21,6 +21,7 @@ from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, ReportStore
 from rag_eval.metrics.core.base import Family
 from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.errors import storage_error
 from rag_eval.metrics.retrieval.document_retrieval import RankingSettings
 
 #: Failing lines told in a check's ``failures`` (all are counted; GE's page lists more).
@@ -56,7 +57,11 @@ def great_expectations_suite(context: dg.AssetCheckExecutionContext, dataset_sto
     fields = list(dict.fromkeys(f for needs in required.values() for f in needs))
     frame = profile(dataset_store.samples_path(version), fields)
     expectations = suite(frame, fields, relevance_labels(list(required), context.run.run_config))
-    outcomes, page = validate(frame, expectations, version, context.run.run_id, report_store.data_docs())
+    site = report_store.data_docs_site()
+    try:
+        outcomes, page = validate(frame, expectations, version, context.run.run_id, site)
+    except OSError as exc:  # GE names no file: the site's folder, and the way out
+        raise storage_error(site, exc) from None
     docs = {"data_docs": dg.MetadataValue.url(report_store.link(page)),
             "data_docs_path": dg.MetadataValue.path(str(page))}
     selected = {key.name for key in context.selected_asset_check_keys}

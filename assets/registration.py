@@ -25,8 +25,8 @@ from sqlalchemy.exc import IntegrityError
 
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore
-from rag_eval.metrics.core.bounded import quote
-from rag_eval.metrics.core.decoding import not_text
+from rag_eval.metrics.core.bounded import clip, quote
+from rag_eval.metrics.core.decoding import TOO_DEEP, field_problem, not_text
 
 #: The longest version key (it names a folder and a partition).
 MAX_KEY_CHARS = 128
@@ -110,13 +110,17 @@ def dataset_file(path: Path) -> Path:
     return path
 
 
+_META = 'meta.json holds a JSON object, like {"retriever": "bm25-v2", "generator": "gpt-4o-mini"}'
+
+
 def read_meta(path: Path) -> dict:
     """A version's ``meta.json``: a JSON object (``retriever``, ``generator``, ...).
 
     Raises
     ------
     RegistrationError
-        If the file does not exist or is not a JSON object.
+        If the file does not exist, is not a JSON object, or is nested more than 64 levels deep (or
+        deeper than the interpreter's stack), naming the file (and the field).
     """
     def finite_only(text: str) -> float:  # JSON has no NaN or Infinity (nor 1e999): summary.json must stay JSON
         number = float(text)
@@ -129,10 +133,13 @@ def read_meta(path: Path) -> dict:
     except FileNotFoundError:
         raise RegistrationError(f"meta file not found: {path}") from None
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        raise RegistrationError(f"{path}: not JSON ({exc})") from None
+        raise RegistrationError(f"{path}: not JSON ({clip(str(exc))})") from None
+    except RecursionError:  # deeper than the interpreter's stack
+        raise RegistrationError(f"{path}: {TOO_DEEP}; {_META}") from None
     if not isinstance(meta, dict):
-        raise RegistrationError(f"{path}: meta.json holds a JSON object, like "
-                                '{"retriever": "bm25-v2", "generator": "gpt-4o-mini"}')
+        raise RegistrationError(f"{path}: {_META}")
+    if found := field_problem(meta):  # summary.json and Dagster's metadata hold it: nothing deeper than a sample
+        raise RegistrationError(f"{path}: field {found[0]!r}: {found[1]}; {_META}")
     return meta
 
 

@@ -12,11 +12,11 @@ from urllib.parse import quote
 import dagster as dg
 from pydantic import PrivateAttr, create_model
 
+from rag_eval.assets.outputs import output_folder
 from rag_eval.assets.results_store import ResultsStore
 from rag_eval.assets.stored_results import ResultWriter, TableFile
 
 from rag_eval.metrics.core.base import Metric
-from rag_eval.metrics.errors import StorageError
 from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
 from rag_eval.metrics.errors import SettingsError
@@ -82,15 +82,22 @@ class ReportStore(dg.ConfigurableResource):
         Raises
         ------
         StorageError
-            When ``<root>/<version>`` leads out of the output folder (a symbolic link planted
-            there): nothing is written through it.
+            When ``<root>/<version>`` or an entry of it leads out of the output folder (a symbolic
+            link planted there): nothing is written through it
+            (``rag_eval.assets.outputs.output_folder``).
         """
-        path = Path(self.root) / version
-        if not path.resolve().is_relative_to(Path(self.root).resolve()):
-            raise StorageError(path, f"a symbolic link out of the output folder {self.root} (to {path.resolve()})",
-                               "reports are written inside the output folder only: remove the link, then run again")
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return output_folder(self.root, Path(self.root) / version)
+
+    def data_docs_site(self) -> Path:
+        """The folder of the Data Docs site, created if needed, none of whose entries at any depth
+        leads out of the output folder (great-expectations writes into it).
+
+        Raises
+        ------
+        StorageError
+            Naming a symbolic link out of the output folder.
+        """
+        return output_folder(self.root, self.data_docs(), tree=True)
 
 
 class ExecutionResource(dg.ConfigurableResource):

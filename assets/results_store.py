@@ -47,6 +47,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rag_eval.assets.outputs import output_folder
 from rag_eval.assets.stored_results import StoredTable, TableFile
 
 TABLES = "tables"
@@ -130,6 +131,11 @@ class PartitionFiles(dg.UPathIOManager):
 
         super().__init__(base_path=UPath(root / TABLES))
         self.root, self.views_refused = root, False
+
+    def make_directory(self, path) -> None:
+        """``out/tables/<asset>/``, never through a symbolic link out of the output folder
+        (``rag_eval.assets.outputs.output_folder``)."""
+        output_folder(self.root, Path(path))
 
     def dump_to_path(self, context: dg.OutputContext, obj: TableFile | pd.DataFrame, path) -> None:
         path = Path(path)

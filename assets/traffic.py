@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.assets.evaluation import metric_code_version
+from rag_eval.assets.outputs import output_folder
 from rag_eval.assets.partitions import traffic_partitions
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.stats.drift import DROP, drift
@@ -81,10 +82,10 @@ class TrafficStore(dg.ConfigurableResource):
             raise dg.Failure(str(exc), allow_retries=False) from exc
 
     def folder(self, key: str) -> Path:
-        """The folder of partition ``key`` (``:`` of hourly keys left out), created if needed."""
-        path = Path(self.root) / key.replace(":", "")
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        """The folder of partition ``key`` (``:`` of hourly keys left out), created if needed, never
+        through a symbolic link out of ``root`` (``rag_eval.assets.outputs.output_folder``: a
+        ``StorageError`` naming it)."""
+        return output_folder(self.root, Path(self.root) / key.replace(":", ""))
 
     def index(self, settings: TrafficConfig) -> TraceIndex:
         """The index of which hours each trace file touches (``rag_eval.metrics.sources.traffic.TraceIndex``)."""

@@ -56,5 +56,25 @@ class StorageError(UserError, OSError):
         return self.args[0]
 
 
+def way_out(error: OSError) -> str:
+    """What to do about a storage ``error``, by its errno (``""`` when its errno says nothing to do)."""
+    import errno
+
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free space on that disk, then run the same command again (every judgement already answered is " \
+               "kept in the judgement cache)"
+    if error.errno == errno.EROFS:
+        return "make that file system writable (or pass a folder elsewhere), then run the same command again"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "give this user write access to it (or pass a folder elsewhere), then run the same command again"
+    return ""
+
+
+def storage_error(path: object, error: OSError) -> StorageError:
+    """``error`` as a :class:`StorageError` naming its file (else ``path``, the folder being written),
+    the system's cause without its errno number, and :func:`way_out`."""
+    return StorageError(error.filename or path, error.strerror or str(error), way_out(error))
+
+
 class BusyError(UserError, ValueError):
     """A dataset version (or another resource) another run holds right now."""

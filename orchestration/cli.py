@@ -270,27 +270,15 @@ def run_handler(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except (OSError, ValueError, KeyError) as exc:  # a KeyError's message without the quotes str() adds
+        from rag_eval.metrics.errors import storage_error, way_out
+
         if isinstance(exc, OSError) and exc.strerror and (exc.filename or way_out(exc)):  # "path: cause; way out"
-            where = exc.filename or "writing its files (--out {}, --datasets {})".format(
+            where = "writing its files (--out {}, --datasets {})".format(
                 getattr(args, "out", "out"), getattr(args, "datasets", "datasets"))
-            print(f"error: {where}: {exc.strerror}{way_out(exc)}", file=sys.stderr)
+            print(f"error: {storage_error(where, exc)}", file=sys.stderr)
         else:
             print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
-
-
-def way_out(error: OSError) -> str:
-    """What to do about a storage ``error``, as ``"; ..."`` (``""`` when its errno says nothing to do)."""
-    import errno
-
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "; free space on that disk, then run the same command again (every judgement already answered is " \
-               "kept in the judgement cache)"
-    if error.errno == errno.EROFS:
-        return "; make that file system writable (or pass a folder elsewhere), then run the same command again"
-    if error.errno in (errno.EACCES, errno.EPERM):
-        return "; give this user write access to it (or pass a folder elsewhere), then run the same command again"
-    return ""
 
 
 def _stop(signum: int, frame) -> None:

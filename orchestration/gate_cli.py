@@ -16,6 +16,7 @@ GATE_FAILED = 4
 
 
 def _config(args: argparse.Namespace):
+    from rag_eval.metrics.core.bounded import quote
     from rag_eval.metrics.stats.gate import GateConfig
 
     margins = {}
@@ -24,7 +25,7 @@ def _config(args: argparse.Namespace):
         try:
             margins[metric] = float(value)
         except ValueError:
-            raise ValueError(f"--margin {item!r}: use METRIC=VALUE, e.g. faithfulness=0.03") from None
+            raise ValueError(f"--margin {quote(item)}: use METRIC=VALUE, e.g. faithfulness=0.03") from None
     config = GateConfig.load(args.config, metrics=args.metrics.split(",") if args.metrics else None,
                              repeats=args.repeats, max_coverage_drop=args.max_coverage_drop)
     config.margins.update(margins)

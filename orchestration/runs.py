@@ -30,8 +30,9 @@ def only_run_of(version: str, out: Path):
     version at the same time is refused with the first one's PID."""
     import fcntl
 
-    (out / ".locks").mkdir(parents=True, exist_ok=True)
-    with open(out / ".locks" / f"{version}.lock", "a+", encoding="utf-8") as lock:
+    from rag_eval.assets.outputs import output_folder
+
+    with open(output_folder(out, out / ".locks") / f"{version}.lock", "a+", encoding="utf-8") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

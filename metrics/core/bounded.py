@@ -5,7 +5,8 @@ YAML's anchors and aliases let a 1 KB file stand for billions of values (an "ali
 it is cheap (the aliases share one object), but anything that walks the value (a validation error
 quoting it, a copy) expands it. :func:`load_yaml` is the one YAML loader of the project's
 configuration files (custom metrics, target configurations): safe YAML (no Python objects) whose
-values, aliases expanded, number at most :data:`MAX_YAML_VALUES`. :func:`quote` is the ``repr`` an
+values, aliases expanded, number at most :data:`MAX_YAML_VALUES` and hold at most :data:`MAX_YAML_CHARS`
+characters (a few aliases of a long string would otherwise make an error message of hundreds of MB). :func:`quote` is the ``repr`` an
 error message gives of a value a user wrote: at most :data:`MAX_QUOTE` characters, however large
 or deeply nested the value.
 """
@@ -18,6 +19,8 @@ import yaml
 
 #: Values (scalars, lists, mappings) a configuration file may hold with its aliases expanded.
 MAX_YAML_VALUES = 100_000
+#: Characters the values of a configuration file may hold with its aliases expanded (10 MB of text).
+MAX_YAML_CHARS = 10_000_000
 #: Characters of a value an error message quotes at most.
 MAX_QUOTE = 300
 
@@ -43,20 +46,24 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return list(node.value) if isinstance(node, yaml.SequenceNode) else []
 
 
-def _expanded(node: yaml.Node, limit: int) -> int:
-    """How many values ``node`` stands for with every alias expanded, counting no further than
-    ``limit`` + 1 (each node counted once: an alias is a shared node; a node holding itself is
-    endless). No recursion."""
-    counts: dict[int, int] = {}
+def _expanded(node: yaml.Node) -> tuple[int, int]:
+    """How many values ``node`` stands for with every alias expanded, and how many characters its
+    scalars hold then, each counted no further than its limit + 1 (each node counted once: an
+    alias is a shared node; a node holding itself is endless). No recursion."""
+    limits = (MAX_YAML_VALUES + 1, MAX_YAML_CHARS + 1)
+    counts: dict[int, tuple[int, int]] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(node, False)]
     while stack:
         item, closing = stack.pop()
         if closing:
             open_nodes.discard(id(item))
-            counts[id(item)] = min(limit + 1, 1 + sum(counts[id(child)] for child in _children(item)))
+            children = [counts[id(child)] for child in _children(item)]
+            own = (1, len(item.value) if isinstance(item, yaml.ScalarNode) else 0)
+            counts[id(item)] = (min(limits[0], own[0] + sum(c[0] for c in children)),
+                                min(limits[1], own[1] + sum(c[1] for c in children)))
         elif id(item) in open_nodes:
-            return limit + 1  # an alias to a node it is inside of
+            return limits  # an alias to a node it is inside of
         elif id(item) not in counts:
             open_nodes.add(id(item))
             stack.append((item, True))
@@ -72,15 +79,18 @@ def load_yaml(text: str, where: str) -> Any:
     yaml.YAMLError
         Not valid YAML, naming the line and column.
     ValueError
-        Aliases that expand to more than :data:`MAX_YAML_VALUES` values, naming ``where`` (the file).
+        Aliases that expand to more than :data:`MAX_YAML_VALUES` values or to values of more than
+        :data:`MAX_YAML_CHARS` characters, naming ``where`` (the file).
     """
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        if _expanded(node, MAX_YAML_VALUES) > MAX_YAML_VALUES:
-            raise ValueError(f"{where}: its anchors and aliases expand to more than {MAX_YAML_VALUES:,} values "
+        values, chars = _expanded(node)
+        if values > MAX_YAML_VALUES or chars > MAX_YAML_CHARS:
+            size = f"{MAX_YAML_VALUES:,} values" if values > MAX_YAML_VALUES else f"{MAX_YAML_CHARS:,} characters"
+            raise ValueError(f"{where}: its anchors and aliases expand to more than {size} "
                              "(an alias bomb?): refused; write the values out, or reuse fewer")
         return loader.construct_document(node)
     finally:

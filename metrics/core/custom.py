@@ -77,7 +77,7 @@ class Definition(BaseModel):
     @model_validator(mode="after")
     def _distinct_fields(self) -> Definition:
         if len(set(self.fields)) != len(self.fields):
-            raise ValueError(f"fields: each field once, got {self.fields}")
+            raise ValueError(f"fields: each field once, got {quote(self.fields)}")
         return self
 
 
@@ -103,7 +103,7 @@ class Rubric(Scored):
     @model_validator(mode="after")
     def _five_levels(self) -> Rubric:
         if sorted(self.levels) != [1, 2, 3, 4, 5]:
-            raise ValueError(f"levels: describe each of 1, 2, 3, 4, 5, got {sorted(self.levels)}")
+            raise ValueError(f"levels: describe each of 1, 2, 3, 4, 5, got {quote(sorted(self.levels))}")
         return self
 
 
@@ -117,10 +117,10 @@ class Discrete(Definition):
     @model_validator(mode="after")
     def _known_pass_labels(self) -> Discrete:
         if len(set(self.labels)) != len(self.labels):
-            raise ValueError(f"labels: each label once, got {self.labels}")
+            raise ValueError(f"labels: each label once, got {quote(self.labels)}")
         unknown = [label for label in self.pass_labels if label not in self.labels]
         if unknown:
-            raise ValueError(f"pass_labels: {unknown} not among the labels {self.labels}")
+            raise ValueError(f"pass_labels: {quote(unknown)} not among the labels {quote(self.labels)}")
         return self
 
 
@@ -135,9 +135,9 @@ class Numeric(Scored):
     def _ordered(self) -> Numeric:
         low, high = self.range
         if not (math.isfinite(low) and math.isfinite(high)):
-            raise ValueError(f"range: both ends must be finite numbers, got {list(self.range)}")
+            raise ValueError(f"range: both ends must be finite numbers, got {quote(list(self.range))}")
         if not low < high:
-            raise ValueError(f"range: the low end must be below the high end, got {list(self.range)}")
+            raise ValueError(f"range: the low end must be below the high end, got {quote(list(self.range))}")
         return self
 
 
@@ -250,7 +250,7 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
         if taken:
             raise ValueError(f"{label}: field 'name': {taken}")
         if any(cls.name == definition.name for cls in made):
-            raise ValueError(f"{label}: field 'name': {definition.name!r} is defined twice")
+            raise ValueError(f"{label}: field 'name': {quote(definition.name)} is defined twice")
         try:
             cls = metric_class(definition)
             cls()  # the threshold on the range

@@ -16,6 +16,8 @@ from typing import Any
 
 #: Nesting deeper than this makes a line unreadable (deeper input cannot be a RAG sample).
 MAX_DEPTH = 64
+#: Why a record nested more than :data:`MAX_DEPTH` levels cannot be read.
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
 #: How much of a key a problem quotes.
 _KEY_CHARS = 80
 
@@ -63,38 +65,69 @@ def decode_json(text: str | bytes) -> Any:
     return json.loads(text, parse_int=_integer, parse_float=_float)
 
 
+def json_object(text: str | bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """A line of JSON as ``(record, None)``, or ``(None, why)`` when it is no record a reader can
+    use: not UTF-8 (bytes), not JSON, nested more than :data:`MAX_DEPTH` levels (deeper than the
+    interpreter's stack too), not an object, or holding a number the reader cannot hold
+    (:func:`record_problem`, naming its field). Never raises for the line's content."""
+    try:
+        record = decode_json(text)
+    except UnicodeDecodeError as exc:
+        return None, f"not valid UTF-8 (byte {exc.start})"
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON: {exc.msg} (column {exc.colno})"
+    except RecursionError:
+        return None, TOO_DEEP
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an object"
+    problem = record_problem(record)
+    return (None, problem) if problem else (record, None)
+
+
 def _too_many_digits(value: int) -> bool:
     """Whether ``str(value)`` would exceed the conversion limit (by its bit length: no conversion)."""
     return bool(_limit()) and abs(value).bit_length() > _limit() * math.log2(10)
 
 
-def record_problem(record: Mapping[str, Any]) -> str | None:
-    """Why the record cannot be read as a sample, else ``None``: nested more than
-    :data:`MAX_DEPTH` levels, or a field holding a number the reader cannot hold (an
-    :class:`Unreadable` marker, or an integer of more digits than Python converts), naming the
-    field (its key in the record, quoted up to 80 characters). Walks the record without recursion."""
+def field_problem(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The field (its key in the record, cut to 80 characters) that keeps the record from being
+    read, and why: nested more than :data:`MAX_DEPTH` levels deep, or holding a number the reader
+    cannot hold (an :class:`Unreadable` marker, or an integer of more digits than Python converts);
+    else ``None``. Walks the record without recursion."""
     for key, value in record.items():
+        name = str(key) if len(str(key)) <= _KEY_CHARS else f"{str(key)[:_KEY_CHARS]}…"
         stack = [(value, 2)]
         while stack:
             item, depth = stack.pop()
             if isinstance(item, (dict, list)):
                 if depth > MAX_DEPTH:
-                    return f"nested more than {MAX_DEPTH} levels deep"
+                    return name, TOO_DEEP
                 stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
             elif isinstance(item, Unreadable) or (isinstance(item, int) and _too_many_digits(item)):
-                name = str(key) if len(str(key)) <= _KEY_CHARS else f"{str(key)[:_KEY_CHARS]}…"
-                what = item.why if isinstance(item, Unreadable) else \
+                return name, item.why if isinstance(item, Unreadable) else \
                     f"an integer of more than the {_limit():,} digits this reader converts"
-                return f"field {name!r}: {what}"
     return None
+
+
+def record_problem(record: Mapping[str, Any]) -> str | None:
+    """Why the record cannot be read as a sample (:func:`field_problem`: nested too deeply, or
+    ``field '<key>': <why>`` for a number), else ``None``."""
+    found = field_problem(record)
+    if found is None:
+        return None
+    name, why = found
+    return why if why == TOO_DEEP else f"field {name!r}: {why}"
 
 
 def not_text(head: bytes) -> str | None:
     """What a file is, from its first bytes ``head``, when it is no UTF-8 text at all (said once for
     the file instead of "not valid UTF-8" on every line), with what to do; ``None`` otherwise:
-    a gzip-compressed file, or UTF-16 text (with or without its byte-order mark)."""
+    a gzip-compressed file, UTF-32 text with its byte-order mark, or UTF-16 text (with or without
+    its byte-order mark)."""
     if head.startswith(b"\x1f\x8b\x08"):
         return "a gzip-compressed file, not JSON lines: decompress it first (gunzip), then pass the .jsonl file"
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):  # before UTF-16: its LE mark starts so too
+        return "UTF-32 text, not UTF-8: convert it first (iconv -f UTF-32 -t UTF-8, which reads the mark)"
     for mark, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"), (b"", "utf-16-le"), (b"", "utf-16-be")):
         if not head.startswith(mark):
             continue

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from rag_eval.metrics.core.decoding import MAX_DEPTH, decode_json, not_text, record_problem
+from rag_eval.metrics.core.decoding import decode_json, json_object, not_text, record_problem
 from rag_eval.metrics.errors import InputError
 
 _WORD = re.compile(r"[^\W_]")
@@ -309,7 +309,7 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
     one, blank lines are skipped.
 
     Each line is decoded on its own, so a line that is not UTF-8, not JSON, not an
-    object, nested more than :data:`MAX_DEPTH` levels or holding a number the reader cannot
+    object, nested more than 64 levels or holding a number the reader cannot
     hold (an integer of more than 4,300 digits, ``1e400``: the field named;
     ``rag_eval.metrics.core.decoding``) becomes a sample whose ``problems['row']`` says why,
     and the others still load.
@@ -336,20 +336,9 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
             if not line.strip():
                 continue
             line = line.rstrip("\r\n")
-            try:
-                record = decode_json(line)
-            except json.JSONDecodeError as exc:
-                yield _unreadable(row, f"not valid JSON: {exc.msg} (column {exc.colno})", line), None
-                continue
-            except RecursionError:
-                yield _unreadable(row, f"nested more than {MAX_DEPTH} levels deep", line), None
-                continue
-            if not isinstance(record, dict):
-                yield _unreadable(row, f"a JSON {type(record).__name__}, not an object", line), None
-                continue
-            problem = record_problem(record)
-            if problem:
-                yield _unreadable(row, problem, line), None
+            record, problem = json_object(line)
+            if record is None:
+                yield _unreadable(row, str(problem), line), None
                 continue
             sample = sample_from_dict(record, row, fields)
             sample.source = _clip(line)

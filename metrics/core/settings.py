@@ -5,6 +5,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from rag_eval.metrics.core.bounded import quote
+
 
 def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict[str, Any]:
     """The settings of ``[tool.rag_eval.<section>]`` of ``path`` (default ``pyproject.toml`` in the
@@ -38,5 +40,5 @@ def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict
             values = {k: v for k, v in document.items() if k != "tool"}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(f"{source}: unknown {section} setting(s) {unknown}; known: {sorted(known)}")
+        raise ValueError(f"{source}: unknown {section} setting(s) {quote(unknown)}; known: {sorted(known)}")
     return dict(values)

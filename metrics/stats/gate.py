@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from rag_eval.metrics.core.bounded import clip, quote
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.judges.llm import LLMJudge
 from rag_eval.metrics.core.registry import FAMILIES, METRICS, build_metrics
@@ -59,24 +60,24 @@ class GateConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, list) or not self.metrics or not all(isinstance(m, str) for m in self.metrics):
             raise ValueError(f"gate config: metrics must be a list naming at least one metric to gate, "
-                             f"got {self.metrics!r}")
+                             f"got {quote(self.metrics)}")
         if not isinstance(self.margins, dict):
-            raise ValueError(f"gate config: margins is a table of metric = margin, got {self.margins!r}")
+            raise ValueError(f"gate config: margins is a table of metric = margin, got {quote(self.margins)}")
         if not isinstance(self.baseline, str):
-            raise ValueError(f"gate config: baseline is 'previous', 'tag:NAME' or a version key, got {self.baseline!r}")
+            raise ValueError(f"gate config: baseline is 'previous', 'tag:NAME' or a version key, got {quote(self.baseline)}")
         unknown = [m for m in [*self.metrics, *self.margins] if m not in METRICS]
         if unknown:
-            raise ValueError(f"gate config: unknown metric(s) {unknown}")
+            raise ValueError(f"gate config: unknown metric(s) {quote(unknown)}")
         numbers = {f"margins.{m}": v for m, v in self.margins.items()} | {"max_coverage_drop": self.max_coverage_drop}
         for name, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"gate config: {name} must be a finite number, 0 or more, got {value!r}")
+                raise ValueError(f"gate config: {clip(name, 80)} must be a finite number, 0 or more, got {quote(value)}")
         if self.max_coverage_drop > 1:
             raise ValueError(f"gate config: max_coverage_drop is a share of rows (0 to 1), got {self.max_coverage_drop}")
         if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
-            raise ValueError(f"gate config: repeats must be a whole number, 1 or more, got {self.repeats!r}")
+            raise ValueError(f"gate config: repeats must be a whole number, 1 or more, got {quote(self.repeats)}")
         if not isinstance(self.blocking, bool):
-            raise ValueError(f"gate config: blocking is true or false, got {self.blocking!r}")
+            raise ValueError(f"gate config: blocking is true or false, got {quote(self.blocking)}")
         if not self.baseline or self.baseline == "tag:":
             raise ValueError("gate config: baseline is 'previous', 'tag:NAME' or a version key")
 
@@ -125,7 +126,7 @@ def read_tags(datasets: str | Path) -> dict[str, str]:
 def set_tag(datasets: str | Path, name: str, version: str) -> None:
     """Point tag ``name`` at ``version`` in ``<datasets>/tags.json`` (written atomically)."""
     if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}", name):  # what it says: no escape, no '..'
-        raise ValueError(f"tag {name!r}: use letters, digits, '.', '_' or '-' (not first: '.')")
+        raise ValueError(f"tag {quote(name)}: use letters, digits, '.', '_' or '-' (not first: '.')")
     path = Path(datasets) / TAGS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tags = {**read_tags(datasets), name: version}
@@ -167,7 +168,7 @@ def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: d
     if baseline.startswith("tag:"):
         name = baseline[4:]
         if name not in tags:
-            raise ValueError(f"baseline tag {name!r} is not set: `rag-eval tag {name} VERSION` sets it "
+            raise ValueError(f"baseline tag {quote(name)} is not set: `rag-eval tag {name} VERSION` sets it "
                              f"(tags: {sorted(tags) or 'none'})")
         baseline = tags[name]
     if baseline not in versions:

@@ -181,3 +181,22 @@ def test_a_store_id_file_a_fault_left_half_written_is_repaired_on_the_next_run(t
         assert page.is_file() and {o["check"] for o in outcomes if not o["success"]} == set()
         assert repair_store_ids(site) == [] and store_id.read_text(encoding="utf-8").startswith("store_backend_id = ")
     assert len(list((site / ".validation_results").rglob("*.json"))) >= 3  # every run's result kept
+
+
+def test_a_validation_result_a_fault_left_cut_short_is_set_aside_on_the_next_run(tmp_path, capsys):
+    frame = profile(_write(tmp_path / "samples.jsonl", [{"user_input": "q?", "response": "r",
+                                                         "retrieved_contexts": ["c"], "reference": "x"}]), CORE)
+    site = tmp_path / "data_docs"
+    validate(frame, suite(frame, CORE, [0]), "v1", "run-1", site)
+    [result] = (site / ".validation_results").rglob("*.json")
+    whole = result.read_text(encoding="utf-8")
+    result.write_text(whole[:50], encoding="utf-8")  # cut short, as a full disk leaves it
+    capsys.readouterr()
+    _, page = validate(frame, suite(frame, CORE, [0]), "v1", "run-2", site)
+    printed = capsys.readouterr()
+    aside = tmp_path / "data_docs.unusable" / result.relative_to(site)
+    assert aside.read_text(encoding="utf-8") == whole[:50] and not result.exists()
+    assert printed.err == (f"Data Docs: a validation result a fault left cut short was set aside as {aside}; this run "
+                           "adds its own\n") and "Validation result not found" not in printed.out
+    [kept] = (site / ".validation_results").rglob("*.json")
+    assert json.loads(kept.read_text(encoding="utf-8"))["meta"]["run_id"]["run_name"] == "run-2" and page.is_file()

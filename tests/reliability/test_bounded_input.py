@@ -10,7 +10,7 @@ import time
 import pytest
 
 from rag_eval.assets.resources import ReportStore
-from rag_eval.metrics.core.bounded import MAX_QUOTE, MAX_YAML_VALUES, load_yaml
+from rag_eval.metrics.core.bounded import MAX_QUOTE, MAX_YAML_CHARS, MAX_YAML_VALUES, load_yaml
 from rag_eval.metrics.core.custom import load_custom_metrics
 from rag_eval.metrics.errors import StorageError
 from rag_eval.metrics.sources.targets.config import TargetConfigError, load_config
@@ -86,7 +86,7 @@ def test_reports_are_never_written_through_a_symlink_out_of_the_output_folder(tm
     with pytest.raises(StorageError) as refused:
         store.folder("v1")
     assert str(refused.value) == (f"{out / 'v1'}: a symbolic link out of the output folder {out} (to {elsewhere}); "
-                                  "reports are written inside the output folder only: remove the link, then run again")
+                                  "rag-eval writes inside the output folder only: remove the link, then run again")
     (out / "v2").symlink_to(tmp_path / "missing")  # dangling: refused too, nothing made there
     with pytest.raises(StorageError):
         store.folder("v2")
@@ -113,8 +113,11 @@ def test_a_version_name_too_long_is_refused_with_the_length_limit(tmp_path, monk
     (lambda text: gzip.compress(text.encode("utf-8")),
      "a gzip-compressed file, not JSON lines: decompress it first (gunzip), then pass the .jsonl file"),
     (lambda text: text.encode("utf-16"), "UTF-16 text, not UTF-8: convert it first (iconv -f UTF-16-LE -t UTF-8)"),
-    (lambda text: text.encode("utf-16-be"), "UTF-16 text, not UTF-8: convert it first (iconv -f UTF-16-BE -t UTF-8)")])
-def test_a_gzip_or_utf16_file_is_said_once_as_what_it_is(tmp_path, monkeypatch, capsys, encode, what):
+    (lambda text: text.encode("utf-16-be"), "UTF-16 text, not UTF-8: convert it first (iconv -f UTF-16-BE -t UTF-8)"),
+    *[(lambda text, codec=codec: ("\ufeff" + text).encode(codec),
+       "UTF-32 text, not UTF-8: convert it first (iconv -f UTF-32 -t UTF-8, which reads the mark)")
+      for codec in ("utf-32-le", "utf-32-be")]])
+def test_a_gzip_utf16_or_utf32_file_is_said_once_as_what_it_is(tmp_path, monkeypatch, capsys, encode, what):
     from rag_eval.metrics.core.samples import load_samples
     from rag_eval.metrics.errors import InputError
     from rag_eval.orchestration import cli
@@ -129,3 +132,135 @@ def test_a_gzip_or_utf16_file_is_said_once_as_what_it_is(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)
     assert cli.main(["register", str(path)]) == 2
     assert capsys.readouterr().err == f"error: {path}: {what}; nothing registered\n"
+
+
+LONG = "x" * 200_000
+
+
+def test_a_few_aliases_of_a_long_string_are_refused_by_their_expanded_size(tmp_path):
+    text = f'long: &s "{LONG}"\nmany: [{", ".join(["*s"] * 60)}]\n'  # 61 values, 12,000,000 characters expanded
+    message = (f"its anchors and aliases expand to more than {MAX_YAML_CHARS:,} characters (an alias bomb?): "
+               "refused; write the values out, or reuse fewer")
+    started = time.monotonic()
+    with pytest.raises(ValueError) as refused:
+        load_yaml(text, "strings.yaml")
+    assert str(refused.value) == f"strings.yaml: {message}" and time.monotonic() - started < 2
+    custom = tmp_path / "custom.yaml"
+    custom.write_text(text + "metrics:\n  - name: *s\n", encoding="utf-8")
+    with pytest.raises(ValueError) as refused:
+        load_custom_metrics(custom)
+    assert str(refused.value) == f"{custom}: {message}"
+    assert load_yaml(f'long: &s "{LONG}"\nmany: [{", ".join(["*s"] * 48)}]\n', "ok.yaml")["many"][47] == LONG
+
+
+def bounded(message: str, start: str) -> None:
+    """``message`` begins with ``start`` and quotes at most :data:`MAX_QUOTE` characters of the long value (the
+    rest of the message, such as the known names, under 400)."""
+    assert message.startswith(start) and len(message) < len(start) + MAX_QUOTE + 400, message[:500]
+
+
+def test_gate_traffic_and_settings_errors_quote_a_long_value_short(tmp_path):
+    from rag_eval.metrics.sources.traffic import TrafficConfig
+    from rag_eval.metrics.stats.gate import GateConfig
+
+    path = tmp_path / "settings.toml"
+    for text, start in [(f'metrics = ["{LONG}"]\n', "gate config: unknown metric(s) ['xxx"),
+                        (f'baseline = ["{LONG}"]\n', "gate config: baseline is 'previous', 'tag:NAME' or a version "
+                                                     "key, got ['xxx"),
+                        (f'repeats = "{LONG}"\n', "gate config: repeats must be a whole number, 1 or more, got 'xxx"),
+                        (f'"{LONG}" = 1\n', f"{path}: unknown gate setting(s) ['xxx")]:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(ValueError) as refused:
+            GateConfig.load(path)
+        bounded(str(refused.value), start)
+    for text, start in [(f'format = "{LONG}"\n', "traffic config: format is one of "),
+                        (f'metrics = ["{LONG}"]\n', "traffic config: unknown metric 'xxx"),
+                        (f'strata = ["{LONG}"]\n', "traffic config: strata are among ")]:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(ValueError) as refused:
+            TrafficConfig.load(path)
+        bounded(str(refused.value), start)
+
+
+def test_a_trace_mapping_naming_a_long_unknown_field_is_quoted_short(tmp_path):
+    from rag_eval.metrics.sources.traces.model import TraceProblem
+    from rag_eval.metrics.sources.traces.tables import read_table_files
+
+    table = tmp_path / "traces.jsonl"
+    table.write_text('{"trace_id": "t1", "start": "2026-01-01T00:00:00Z"}\n', encoding="utf-8")
+    with pytest.raises(ValueError) as refused:
+        list(read_table_files([table], {LONG: "question"}))
+    bounded(str(refused.value), "trace column mapping names unknown field(s) ['xxx")
+    [problem] = [p for p in read_table_files([table], {"user_input": LONG})
+                 if isinstance(p, TraceProblem) and p.reason.startswith("the mapping")]
+    bounded(problem.reason, "the mapping reads user_input from the column 'xxx")
+
+
+def test_sweep_with_an_unknown_retriever_quotes_its_name_short(tmp_path, monkeypatch, capsys):
+    from rag_eval.orchestration import cli
+
+    path = tmp_path / "targets.toml"
+    path.write_text(f'questions = "q.jsonl"\n[retriever.r]\ncallable = "m:f"\n[generator.g]\ncallable = "m:g"\n'
+                    f'[sweep]\nretriever = ["{LONG}"]\n', encoding="utf-8")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["sweep", str(path)]) == 2
+    err = capsys.readouterr().err
+    bounded(err, f"error: {path}: no retriever ['xxx")
+    assert err.endswith(" declared (declare [retriever.NAME], or a [system.NAME] callable returning contexts and "
+                        "response)\n") and err.count("\n") == 1
+
+
+def test_no_output_is_written_through_a_symlink_planted_deeper_in_the_output_folder(tmp_path):
+    from rag_eval.assets.outputs import output_folder
+    from rag_eval.assets.resources import ReportStore
+    from rag_eval.assets.traffic import TrafficStore
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    (out / "v1").mkdir(parents=True)
+    elsewhere.mkdir()
+    (elsewhere / "kept.json").write_text("theirs", encoding="utf-8")
+    store = ReportStore(root=str(out))
+    (out / "v1" / "summary.json").symlink_to(elsewhere / "kept.json")  # a file of a report folder
+    with pytest.raises(StorageError) as refused:
+        store.folder("v1")
+    assert str(refused.value) == (f"{out / 'v1' / 'summary.json'}: a symbolic link out of the output folder {out} "
+                                  f"(to {elsewhere / 'kept.json'}); rag-eval writes inside the output folder only: "
+                                  "remove the link, then run again")
+    (out / "data_docs" / "validations").mkdir(parents=True)
+    (out / "data_docs" / "validations" / "page.html").symlink_to(elsewhere / "page.html")  # deep in GE's site
+    with pytest.raises(StorageError, match=r"page\.html: a symbolic link out of the output folder"):
+        store.data_docs_site()
+    (out / "tables").symlink_to(elsewhere)  # the results store's folder
+    with pytest.raises(StorageError, match=r"faithfulness: a symbolic link out of the output folder"):
+        output_folder(out, out / "tables" / "faithfulness")
+    (out / "traffic").mkdir()
+    (out / "traffic" / "2026-11-01").symlink_to(elsewhere)
+    with pytest.raises(StorageError, match=r"2026-11-01: a symbolic link out of the output folder"):
+        TrafficStore(root=str(out / "traffic")).folder("2026-11-01")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["kept.json"]  # nothing made or written there
+    assert (elsewhere / "kept.json").read_text(encoding="utf-8") == "theirs"
+    (out / "v2").mkdir()
+    (out / "v2" / "same.json").symlink_to(out / "v1")  # a link that stays inside is an entry of the folder
+    assert store.folder("v2") == out / "v2"
+
+
+def test_a_run_refuses_a_results_folder_linked_out_of_the_output_folder_in_one_line(tmp_path, monkeypatch, capsys):
+    from rag_eval.orchestration import cli
+    from tests.conftest import FIQA
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "tables").symlink_to(elsewhere)
+    for name in [k for k in os.environ if k.startswith(("OPENAI_", "EMBEDDING_", "RAG_EVAL_"))]:
+        monkeypatch.delenv(name)  # the offline judge
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", str(FIQA), "--metrics", "faithfulness", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []
+    [failed] = [line for line in err.splitlines() if "failed: " in line]
+    assert failed.startswith(f"step ingest_dataset failed: {out / 'tables' / 'questions'}: a symbolic link out of the "
+                             f"output folder {out} (to {elsewhere / 'questions'}); rag-eval writes inside the output "
+                             "folder only: remove the link, then run again"), err[-3000:]

@@ -174,7 +174,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _part(path: Path, role: str, name: str, entry: Any) -> Part:
-    where = f"{path}: [{role}.{name}]"
+    where = f"{path}: [{role}.{clip(name, 80)}]"
     if not isinstance(entry, dict):
         raise TargetConfigError(f"{where} must be a table")
     kinds = [k for k in _KINDS if k in entry]
@@ -322,7 +322,7 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
         call = CallSettings(**(data.get("call") or {}))
     except TypeError:
         raise TargetConfigError(f"{path}: [call] takes concurrency, timeout, max_attempts and cache_path, got "
-                                f"{sorted(data['call'])}") from None
+                                f"{quote(sorted(data['call']))}") from None
     axes: list[tuple[str, list[Any]]] = []
     roles = ["system"] if parts["system"] else ["retriever", "generator"]
     for role in roles:
@@ -332,18 +332,19 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
             raise TargetConfigError(f"{path}: sweep.{role}: names of declared {role}s, got {quote(names)}")
         unknown = [n for n in names if n not in parts[role] and f"{role}.{n}" not in skipped]
         if unknown or not parts[role]:
-            raise TargetConfigError(f"{path}: no {role} {unknown or ''} declared (declare [{role}.NAME], "
+            named = f" {quote(unknown)}" if unknown else ""
+            raise TargetConfigError(f"{path}: no {role}{named} declared (declare [{role}.NAME], "
                                     "or a [system.NAME] callable returning contexts and response)")
         axes.append((role, [n for n in names if n in parts[role]]))
     for key, values in sweep.items():
         role, _, param = key.partition(".")
         if role not in roles or not param or not isinstance(values, list) or not values:
-            raise TargetConfigError(f"{path}: [sweep] {key}: write \"<retriever|generator|system>.<parameter>\" = "
+            raise TargetConfigError(f"{path}: [sweep] {quote(key)}: write \"<retriever|generator|system>.<parameter>\" = "
                                     "[values...]")
         axes.append((key, values))
     size = math.prod(len(values) for _, values in axes)
     if not size:
-        raise TargetConfigError(f"{path}: [sweep] names no value for {[key for key, values in axes if not values]}: "
+        raise TargetConfigError(f"{path}: [sweep] names no value for {quote([key for key, values in axes if not values])}: "
                                 "the grid is empty")
     if size > max_configurations:
         raise TargetConfigError(f"{path}: [sweep] expands to {size} configurations, more than the cap of "
@@ -368,10 +369,10 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
             try:
                 converted[option] = option_value(metric, option, value)
             except KeyError:
-                raise TargetConfigError(f"{path}: metric_options.{metric}.{option}: no such metric or option "
+                raise TargetConfigError(f"{path}: metric_options.{clip(f'{metric}.{option}', 80)}: no such metric or option "
                                         "(write { ndcg = { k = 10 } })") from None
             except ValueError as exc:
-                raise TargetConfigError(f"{path}: metric_options.{metric}.{option}: {exc}, got {quote(value)}") from None
+                raise TargetConfigError(f"{path}: metric_options.{metric}.{clip(option, 80)}: {exc}, got {quote(value)}") from None
         try:  # the metric checks its options' domains itself (k >= 1...)
             METRICS[metric](**{k: v for k, v in converted.items() if k not in PER_METRIC})
         except ValueError as exc:

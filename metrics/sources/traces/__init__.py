@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rag_eval.metrics.core.bounded import quote
 from rag_eval.metrics.sources.traces.model import Trace, TraceProblem, utc
 
 if TYPE_CHECKING:  # the readers import neither (their worker processes start faster)
@@ -64,7 +65,7 @@ def read_traces(source: str | Path, format: str = "otlp", mapping: dict[str, str
         For a ``source`` path that does not exist.
     """
     if format not in FORMATS:
-        raise ValueError(f"unknown trace format {format!r}; one of {list(FORMATS)}")
+        raise ValueError(f"unknown trace format {quote(format)}; one of {list(FORMATS)}")
     if format == "sql":
         from rag_eval.metrics.sources.traces.tables import read_sql
 

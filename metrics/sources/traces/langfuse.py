@@ -28,6 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rag_eval.metrics.core.bounded import quote
+from rag_eval.metrics.core.decoding import TOO_DEEP, decode_json, field_problem
 from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, duration_ns, finite, in_range
 
 _QUESTION_KEYS = ("user_input", "question", "query", "input")
@@ -80,10 +82,13 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
     if not isinstance(record, dict):
         yield TraceProblem(file, line, "line", f"a JSON {type(record).__name__}, not a trace object")
         return
+    if found := field_problem(record):  # nested too deeply, a number no reader holds
+        yield TraceProblem(file, line, *found)
+        return
     trace_id = record.get("id")
     start = iso_ns(record.get("timestamp"))
     if not isinstance(trace_id, str) or not trace_id:
-        yield TraceProblem(file, line, "id", f"missing or not a string: {trace_id!r}", None, start)
+        yield TraceProblem(file, line, "id", f"missing or not a string: {quote(trace_id)}", None, start)
         return
     if start is None:
         yield TraceProblem(file, line, "timestamp", f"missing or not an ISO 8601 time: {record.get('timestamp')!r}",
@@ -207,8 +212,10 @@ def read_langfuse(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
 
 def _parse(raw: bytes, file: str, line: int) -> Any:
     try:
-        return json.loads(raw)
+        return decode_json(raw)  # a number no reader holds is its trace's problem (trace_from_langfuse)
     except UnicodeDecodeError as exc:
         return TraceProblem(file, line, "line", f"not valid UTF-8 (byte {exc.start})")
     except json.JSONDecodeError as exc:
         return TraceProblem(file, line, "line", f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+    except RecursionError:
+        return TraceProblem(file, line, "line", TOO_DEEP)

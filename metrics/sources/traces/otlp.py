@@ -38,6 +38,8 @@ from typing import Any
 
 import msgspec
 
+from rag_eval.metrics.core.bounded import quote
+from rag_eval.metrics.core.decoding import TOO_DEEP, decode_json, field_problem
 from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, finite, in_range
 
 _DOCUMENTS = "retrieval.documents."
@@ -447,13 +449,13 @@ def _lenient(raw: bytes, file: str, line: int) -> tuple[_Request | None, list[Tr
     """A line the one-pass decoding refused, read with the standard JSON parser: the spans that
     can be read, and a problem naming the line and field of each thing that cannot."""
     try:
-        record = json.loads(raw)
+        record = decode_json(raw)  # a number no reader holds is its span's problem, below
     except UnicodeDecodeError as exc:
         return None, [TraceProblem(file, line, "line", f"not valid UTF-8 (byte {exc.start})")]
     except json.JSONDecodeError as exc:
         return None, [TraceProblem(file, line, "line", f"not valid JSON: {exc.msg} (column {exc.colno})")]
     except RecursionError:
-        return None, [TraceProblem(file, line, "line", "nested too deep")]
+        return None, [TraceProblem(file, line, "line", TOO_DEEP)]
     resources = record.get("resourceSpans") if isinstance(record, dict) else None
     if not isinstance(resources, list):
         got = "missing" if resources is None else f"a {type(resources).__name__}, not a list"
@@ -471,6 +473,9 @@ def _lenient(raw: bytes, file: str, line: int) -> tuple[_Request | None, list[Tr
         for scope in item.get("scopeSpans") or item.get("instrumentationLibrarySpans") or ():
             spans = []
             for span in (scope.get("spans") or ()) if isinstance(scope, dict) else ():
+                if isinstance(span, dict) and (found := field_problem(span)):
+                    problems.append(TraceProblem(file, line, found[0], f"{found[1]} (span {quote(span.get('name'))})"))
+                    continue
                 try:
                     spans.append(msgspec.convert(span, _Span))
                 except msgspec.ValidationError as exc:

@@ -27,6 +27,8 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rag_eval.metrics.core.bounded import quote
+from rag_eval.metrics.core.decoding import json_object
 from rag_eval.metrics.core.samples import sample_from_dict
 from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, duration_ns, in_range
 from rag_eval.metrics.sources.traces.langfuse import iso_ns
@@ -48,7 +50,7 @@ def _columns(mapping: Mapping[str, str] | None) -> dict[str, tuple[str, ...]]:
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(FIELDS))
     if unknown:
-        raise ValueError(f"trace column mapping names unknown field(s) {unknown}; known: {list(FIELDS)}")
+        raise ValueError(f"trace column mapping names unknown field(s) {quote(unknown)}; known: {list(FIELDS)}")
     return {f: (mapping[f],) if f in mapping else (f, *ALIASES.get(f, ())) for f in FIELDS}
 
 
@@ -62,7 +64,7 @@ def _list(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a number no reader holds, nested too deeply
             return value
     return value
 
@@ -186,18 +188,14 @@ def read_table_files(paths: Iterable[Path], mapping: Mapping[str, str] | None = 
                 for number, raw in enumerate(handle, start=1):
                     if not raw.strip():
                         continue
-                    try:
-                        row = json.loads(raw)
-                    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                        yield TraceProblem(str(path), number, "line", f"not valid JSON: {exc}")
-                        continue
-                    if not isinstance(row, dict):
-                        yield TraceProblem(str(path), number, "line", f"a JSON {type(row).__name__}, not an object")
+                    row, problem = json_object(raw)  # a number no reader holds, deep nesting: this line's problem
+                    if row is None:
+                        yield TraceProblem(str(path), number, "line", str(problem))
                         continue
                     seen.update(row)
                     yield from trace_from_row(row, columns, str(path), number)
         else:
-            raise ValueError(f"{path}: a trace table is .jsonl or .parquet, not {path.suffix!r}")
+            raise ValueError(f"{path}: a trace table is .jsonl or .parquet, not {quote(path.suffix)}")
         yield from unmapped(mapping, seen, str(path))
 
 
@@ -209,7 +207,7 @@ def unmapped(mapping: Mapping[str, str] | None, seen: set[str], source: str) -> 
     shown = ", ".join(sorted(seen)[:20]) + (", …" if len(seen) > 20 else "")
     for field, column in (mapping or {}).items():
         if column not in seen:
-            yield TraceProblem(source, 1, column, f"the mapping reads {field} from the column {column!r}, which no "
+            yield TraceProblem(source, 1, column, f"the mapping reads {field} from the column {quote(column)}, which no "
                                f"row has (its columns: {shown})")
 
 
