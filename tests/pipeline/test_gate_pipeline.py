@@ -41,7 +41,7 @@ def _gate_check(result):
 def test_each_version_is_compared_with_the_previous_one_blocking_or_warning(project, tmp_path):
     rows = _rows()
     project.write(FIRST, rows)
-    project.write(SECOND, worse)
+    project.write(SECOND, _worse(rows))
     config = _config(tmp_path, blocking=True)
     # The nightly job (evaluation_job) holds the comparison and its check.
     assert {"baseline_comparison"} <= {k.to_user_string() for k in defs.resolve_job_def("evaluation_job")
