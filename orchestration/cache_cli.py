@@ -41,12 +41,13 @@ def cache_path(args: argparse.Namespace) -> str | None:
     return config.cache_path if config.configured else None
 
 
-def expected(args: argparse.Namespace):
-    """The answers the command expects to buy (its parser's ``expected``), ``None`` when not known
-    beforehand or when its arguments are wrong (the command says why)."""
+def expected(args: argparse.Namespace, which: str = "expected"):
+    """The answers the command expects to buy (its parser's ``expected``; ``which="most"``: its
+    ``most``, a bound found without planning), ``None`` when not known beforehand or when its
+    arguments are wrong (the command says why)."""
     from rag_eval.metrics.judges.cache import CacheWarning
 
-    estimate = getattr(args, "expected", None)
+    estimate = getattr(args, which, None)
     if estimate is None:
         return None
     with warnings.catch_warnings():  # a cache that cannot be written is said once, by the check or the run
@@ -90,7 +91,10 @@ def before_run(args: argparse.Namespace) -> None:
             raise StorageError(shown(path, real), f"the judgement cache cannot take writes: {refused}", WAY_OUT)
     else:
         fold(real, spill_folders(out))
-        check_room(real, expected(args), shown(path, real), WAY_OUT)
+        try:  # a bound first (no request planned: the common case of a disk with room)
+            check_room(real, expected(args, "most"), shown(path, real), WAY_OUT, bound=True)
+        except StorageError:
+            check_room(real, expected(args), shown(path, real), WAY_OUT)
     JudgementCache.sink = SpillSink(spill_folders(out))
 
 

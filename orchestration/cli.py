@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                              prepare_instance, start_judge_check)
-from rag_eval.orchestration.dry_run import expected_answers
+from rag_eval.orchestration.dry_run import expected_answers, most_answers
 from rag_eval.orchestration.parsing import add_judge_arguments, named_file
 from rag_eval.orchestration.runs import end_of_startup
 
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
         p.set_defaults(handler=handler)
         if name in ("run", "backfill"):
-            p.set_defaults(judges=True, expected=expected_answers)
+            p.set_defaults(judges=True, expected=expected_answers, most=most_answers)
             p.add_argument("--metrics", default="core",
                            help="metrics and families to compute, comma-separated: metric names, core (default), "
                                 "ragas, azure, document_retrieval, custom, plugin, all")

@@ -73,6 +73,46 @@ def estimated(args: argparse.Namespace, run_config: dict, judge_resource: Any, f
     return estimate_cost(samples, metrics, judge, judges), judge
 
 
+def _files(args: argparse.Namespace) -> list[Path]:
+    """The dataset files ``rag-eval run`` (its dataset) or ``backfill`` (the versions under
+    ``--datasets`` between ``--from`` and ``--to``) reads."""
+    from rag_eval.assets.registration import dataset_file
+
+    if args.command != "backfill":
+        return [dataset_file(Path(args.dataset))]
+    folders = sorted(p for p in Path(args.datasets).iterdir() if (p / "samples.jsonl").is_file()) \
+        if Path(args.datasets).is_dir() else []
+    return [p / "samples.jsonl" for p in folders
+            if (not args.start or p.name >= args.start) and (not args.end or p.name <= args.end)]
+
+
+def most_answers(args: argparse.Namespace):
+    """At most how many answers ``rag-eval run`` or ``backfill`` could buy, without planning its
+    requests: lines × selected metrics × ``--max-row-requests`` (each counted as a chat answer and as
+    an embedding, ``rag_eval.metrics.judges.probe.Expected``); ``None`` without a per-row limit.
+    The room check tries this bound first and plans the requests (:func:`expected_answers`) only
+    when the disk has less room than it needs.
+
+    Raises
+    ------
+    ValueError, OSError
+        For arguments or a dataset the command itself refuses (it says why).
+    """
+    from rag_eval.metrics.core.registry import resolve_names
+    from rag_eval.metrics.judges.config import LLMConfig
+    from rag_eval.metrics.judges.probe import Expected
+
+    limit = LLMConfig.from_env(max_row_requests=getattr(args, "max_row_requests", None)).max_row_requests
+    if not limit:
+        return None
+    lines = 0
+    for file in _files(args):
+        with open(file, "rb") as stream:
+            lines += sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b"")) + 1
+    most = lines * len(resolve_names(args.metrics)) * limit
+    return Expected(most, most)
+
+
 def expected_answers(args: argparse.Namespace):
     """The answers ``rag-eval run`` (its dataset) or ``backfill`` (the versions under ``--datasets``
     between ``--from`` and ``--to``) would buy, as the dry run counts them
@@ -83,18 +123,10 @@ def expected_answers(args: argparse.Namespace):
     ValueError, OSError
         For arguments or a dataset the command itself refuses (it says why).
     """
-    from rag_eval.assets.registration import dataset_file
     from rag_eval.metrics.judges.probe import Expected
     from rag_eval.orchestration.parsing import judge_resource, run_config
 
-    if args.command == "backfill":
-        folders = sorted(p for p in Path(args.datasets).iterdir() if (p / "samples.jsonl").is_file()) \
-            if Path(args.datasets).is_dir() else []
-        files = [p / "samples.jsonl" for p in folders
-                 if (not args.start or p.name >= args.start) and (not args.end or p.name <= args.end)]
-    else:
-        files = [dataset_file(Path(args.dataset))]
-    total = estimated(args, run_config(args), judge_resource(args), files)[0].total
+    total = estimated(args, run_config(args), judge_resource(args), _files(args))[0].total
     return Expected(total["chat_requests"], total["embedding_requests"])
 
 

@@ -121,16 +121,19 @@ def refusal(real: Path, spill_folder: Path | None) -> str | None:
     return disk_problem(real.parent, refused)
 
 
-def check_room(real: Path, expected: Expected | None, where: str, way_out: str) -> None:
+def check_room(real: Path, expected: Expected | None, where: str, way_out: str, bound: bool = False) -> None:
     """Check that the disk of the judgement cache file ``real`` has room for ``expected`` answers at
     :func:`answer_bytes` each, plus :data:`RESERVE_BYTES` (``None``: the answers are not known
-    beforehand; the reserve only). Free room is the disk's free space plus the file's free pages.
+    beforehand; the reserve only; with ``bound``, an upper bound, and ``None`` fails the check: the
+    caller then counts the answers). Free room is the disk's free space plus the file's free pages.
 
     Raises
     ------
     StorageError
         Naming the cache (``where``), the room needed and free, and ``way_out``; nothing has been sent.
     """
+    if bound and expected is None:
+        raise StorageError(where, "no bound on the answers", way_out)
     sizes = answer_bytes(real)
     needed = RESERVE_BYTES + (expected.chat * sizes["chat"] + expected.embedding * sizes["embedding"]
                               if expected is not None else 0)

@@ -85,6 +85,28 @@ def test_the_room_check_sizes_answers_from_the_caches_rows(tmp_path):
                                        "32,768 an embedding, measured from its rows); way out")
 
 
+
+def test_the_room_check_bounds_the_answers_without_planning_them_first(tmp_path):
+    """The bound: lines × metrics × --max-row-requests, each as a chat answer and an embedding; a
+    disk with room for it is not planned (the plan is asked for only when the bound does not fit)."""
+    from rag_eval.orchestration import dry_run
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")  # 3 lines, a newline each
+    args = argparse.Namespace(command="run", dataset=str(data), metrics="faithfulness,context_recall",
+                              max_row_requests=7)
+    assert dry_run.most_answers(args) == Expected((3 + 1) * 2 * 7, (3 + 1) * 2 * 7)  # the last, empty line counted
+    assert dry_run.most_answers(argparse.Namespace(**{**vars(args), "max_row_requests": 0})) is None  # no limit
+    planned = []
+    args = argparse.Namespace(**vars(args), cache_path=str(tmp_path / "cache.sqlite"), base_url="http://127.0.0.1:9/v1",
+                              out=str(tmp_path / "out"), most=dry_run.most_answers,
+                              expected=lambda a: planned.append(a) or Expected(1, 0))
+    cache_cli.before_run(args)
+    assert planned == []  # 112 answers fit: nothing planned
+    args.max_row_requests = 10**15  # a bound of 8×10^15 answers fits no disk
+    cache_cli.before_run(args)
+    assert planned == [args]  # the bound did not fit: the requests were planned (1 answer: it fits)
+
 def test_a_spill_import_never_replaces_a_cached_answer_and_names_the_lines_it_skips(tmp_path):
     cache = JudgementCache(tmp_path / "cache.sqlite")
     kept, new = Key("a" * 64, "b" * 64), Key("c" * 64, "d" * 64)
