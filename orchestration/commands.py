@@ -159,7 +159,8 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
         return None
     ingestion = [spec.key.to_user_string() for spec in definitions(args).resolve_all_asset_specs()
                  if spec.group_name == "ingestion"]
-    if out_of_date(args.instance, definitions(args), version, [*ingestion, *selected, "eval_summary"]):
+    if out_of_date(args.instance, definitions(args), version,
+                   [*ingestion, *selected, "eval_summary", "baseline_comparison"]):
         return None
     return record.run_id, summary
 
@@ -272,7 +273,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     written = [p.name for p in sorted(folder.iterdir()) if p.is_file() and p.stat().st_mtime >= started - 0.5]
     print(f"wrote {', '.join(written)} in {folder}/ and its tables in {Path(args.out) / 'tables'}/ "
           f"(SQL: {Path(args.out) / 'rag_eval.duckdb'})")
-    print_gate(gate, folder)
+    print_gate(gate.metadata, gate.passed, folder)
     if not gate.passed:
         from rag_eval.orchestration.gate_cli import GATE_FAILED
 
@@ -288,11 +289,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary: dict) -> int:
     """Say that nothing was run and why, then what the run that evaluated ``version`` found."""
-    from rag_eval.orchestration.report import print_cannot_run, print_input_errors, print_rejected, print_table, print_unmeasured
+    from rag_eval.orchestration.records import latest_record
+    from rag_eval.orchestration.report import (print_cannot_run, print_gate, print_input_errors, print_rejected,
+                                               print_table, print_unmeasured)
 
     folder = Path(args.out) / version
     print(f"dataset version {version} is up to date: Dagster records its ingestion, {', '.join(summary['metrics'])} "
-          f"and eval_summary materialized and not stale, by run {run_id} with the same options and judge; nothing "
+          f", eval_summary and the gate (baseline_comparison) materialized and not stale, by run {run_id} with the same options and judge; nothing "
           f"was run or sent. Its reports in {folder}/ are that run's; --force evaluates the version again",
           file=sys.stderr)
     print_cannot_run(summary["cannot_run"])
@@ -301,6 +304,14 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
     print_table({**summary, "usage": {}})  # what that run sent is not this one's
     print_unmeasured(summary, folder / "results.parquet")
+    # The gate as that run decided it (up to date: baseline_comparison materialized and not stale).
+    gate = latest_record(args.instance, "baseline_comparison", version).asset_materialization.metadata
+    passed = gate["passed"].value if "passed" in gate else True
+    print_gate(gate, passed, folder)
+    if not passed:
+        from rag_eval.orchestration.gate_cli import GATE_FAILED
+
+        return GATE_FAILED
     return 0
 
 

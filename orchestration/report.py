@@ -160,17 +160,20 @@ def print_cannot_run(cannot_run: dict[str, str], stream: TextIO | None = None) -
               file=stream or sys.stderr)
 
 
-def print_gate(check, folder: Path, stream: TextIO | None = None) -> None:
-    """The regression gate of a run (``check``: its ``no_regression_vs_baseline`` evaluation) in
-    one line, then each failure; its reports are in ``folder`` when it compared."""
-    meta = check.metadata
-    if "verdict" not in meta:  # nothing to compare: no earlier version, or the baseline is this version
-        print(f"regression gate: nothing to compare ({meta['baseline'].value})", file=stream)
+def print_gate(metadata: dict, passed: bool, folder: Path, stream: TextIO | None = None) -> None:
+    """The regression gate of a run in one line (``metadata``: its ``no_regression_vs_baseline``
+    evaluation's, or ``baseline_comparison``'s materialization's), then its warnings (the two versions
+    judged by different judges) and each failure; its reports are in ``folder``."""
+    if "verdict" not in metadata:  # nothing to compare: no earlier version, or the baseline is this version
+        print(f"regression gate: nothing to compare ({metadata['baseline'].value})", file=stream)
         return
-    print(printable(f"regression gate vs baseline {meta['baseline'].value}: {meta['verdict'].value} "
+    print(printable(f"regression gate vs baseline {metadata['baseline'].value}: {metadata['verdict'].value} "
                     f"(report: {folder / 'report.html'}; `rag-eval gate {folder.name}` prints the table)"),
-          file=stream or (sys.stdout if check.passed else sys.stderr))
-    for failure in meta["failures"].value:
+          file=stream or (sys.stdout if passed else sys.stderr))
+    for note in metadata["notes"].value if "notes" in metadata else []:  # its warnings (rag-eval gate: all)
+        if note.startswith("WARNING"):
+            print(printable(note), file=stream or sys.stderr)
+    for failure in metadata["failures"].value:
         print(f"gate failed: {printable(failure)}", file=stream or sys.stderr)
 
 

@@ -105,7 +105,8 @@ def disk_problem(folder: str | Path, error: BaseException) -> str:
         return str(error)
     if disk.f_flag & os.ST_RDONLY:
         return f"read-only file system ({error})"
-    if disk.f_bavail == 0 or getattr(error, "sqlite_errorname", "") == "SQLITE_FULL":
+    # f_blocks 0: a file system without storage (/proc, /sys) says 0 bytes free whatever the error
+    if (disk.f_blocks and disk.f_bavail == 0) or getattr(error, "sqlite_errorname", "") == "SQLITE_FULL":
         return f"no space left on the disk ({error})"
     return str(error)
 
