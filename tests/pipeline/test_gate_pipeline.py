@@ -121,6 +121,10 @@ def test_the_cli_run_is_evaluation_job_the_same_assets_checks_and_gate_as_materi
     assert first.returncode == 0, first.stderr
     assert "regression gate: nothing to compare (no version before" in first.stdout
     assert second.returncode == 4, second.stderr
+    again = _cli(cli, "run", "v/b.jsonl", "--dataset-version", SECOND)  # a CI retry: up to date, still failing
+    assert again.returncode == 4 and "is up to date" in again.stderr, again.stderr
+    assert [line for line in again.stderr.splitlines() if line.startswith("gate failed: ")] == \
+        [line for line in second.stderr.splitlines() if line.startswith("gate failed: ")]
     instance = dg.DagsterInstance.from_config(str(cli / "dagster_home"))
     cli_runs = {r.dagster_run.tags["dagster/partition"]: r.dagster_run for r in instance.get_run_records()}
     assert {run.job_name for run in cli_runs.values()} == {"evaluation_job"}
