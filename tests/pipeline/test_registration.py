@@ -158,7 +158,7 @@ def test_a_damaged_results_database_is_set_aside_named_and_made_again(home, caps
     [aside] = database.parent.glob("rag_eval.duckdb.unusable-*Z")
     assert err.count(f"results database {database} is damaged (not a DuckDB file): set aside as {aside.name}") == 1
     assert aside.read_bytes() == b"not a duckdb file" * 100  # kept as it was, for whoever wants to look
-    assert len(list((home / "out" / "tables").rglob("a.parquet"))) == 13  # 7 ingestion tables, 5 metrics, summary
+    assert len(list((home / "out" / "tables").rglob("a.parquet"))) == 16  # 7 ingestion tables, 5 metrics, summary, labels, estimates, gate
     with duckdb.connect(str(database), read_only=True) as connection:  # made again, its views over the tables
         assert connection.sql("select count(*) from eval.faithfulness").fetchall() == [(1,)]
 
