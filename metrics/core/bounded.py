@@ -15,6 +15,7 @@ import reprlib
 from typing import Any
 
 import yaml
+from rag_eval.metrics.errors import InputError
 
 #: Values (scalars, lists, mappings) a configuration file may hold with its aliases expanded.
 MAX_YAML_VALUES = 100_000
@@ -80,7 +81,7 @@ def load_yaml(text: str, where: str) -> Any:
         if node is None:
             return None
         if _expanded(node, MAX_YAML_VALUES) > MAX_YAML_VALUES:
-            raise ValueError(f"{where}: its anchors and aliases expand to more than {MAX_YAML_VALUES:,} values "
+            raise InputError(f"{where}: its anchors and aliases expand to more than {MAX_YAML_VALUES:,} values "
                              "(an alias bomb?): refused; write the values out, or reuse fewer")
         return loader.construct_document(node)
     finally:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag_eval.metrics.sources.traces.model import Trace, TraceProblem, utc
+from rag_eval.metrics.errors import NotFoundError, SettingsError
 
 if TYPE_CHECKING:  # the readers import neither (their worker processes start faster)
     import pandas as pd
@@ -64,12 +65,12 @@ def read_traces(source: str | Path, format: str = "otlp", mapping: dict[str, str
         For a ``source`` path that does not exist.
     """
     if format not in FORMATS:
-        raise ValueError(f"unknown trace format {format!r}; one of {list(FORMATS)}")
+        raise SettingsError(f"unknown trace format {format!r}; one of {list(FORMATS)}")
     if format == "sql":
         from rag_eval.metrics.sources.traces.tables import read_sql
 
         if not query:
-            raise ValueError("a sql trace source needs a query")
+            raise SettingsError("a sql trace source needs a query")
         return read_sql(str(source), query, mapping)
     paths = files if files is not None else source_files(source, format)
     if format == "otlp":
@@ -95,7 +96,7 @@ def source_files(source: str | Path, format: str) -> list[Path]:
     """
     path = Path(source)
     if not path.exists():
-        raise FileNotFoundError(f"trace source not found: {path}")
+        raise NotFoundError(f"trace source not found: {path}")
     if path.is_file():
         return [path]
     suffixes = (".jsonl", ".parquet") if format == "table" else (".json", ".jsonl", ".ndjson")
