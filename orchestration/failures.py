@@ -22,8 +22,9 @@ BUG_REPORT = ("this is a bug in rag-eval, not a problem with your input or setti
               "rag-eval-pipeline maintainers with the command you ran, the version (`pip show rag-eval-pipeline`) "
               "and the traceback above (leave out API keys and private data)")
 _SYSTEM = re.compile(r"\[Errno \d+\] ")
-#: Dagster's class for a failure the product raised to say what is wrong (``dagster.Failure``).
-_FAILURE = "Failure"
+#: Dagster's classes for a step that failed on purpose: a ``dagster.Failure`` the product raised to say what is
+#: wrong, and a blocking asset check that failed (its verdict on the data is printed above the failure).
+_VERDICTS = ("Failure", "DagsterAssetCheckFailedError")
 
 
 class StepBug(Exception):
@@ -65,9 +66,10 @@ def _family() -> set[str]:
 def users_to_fix(error: Any) -> bool:
     """Whether a failed step's ``error`` (Dagster's account of it) is one the user can fix: somewhere
     in its chain a :class:`rag_eval.metrics.errors.UserError`, a ``dagster.Failure`` the product
-    raised to say what is wrong, or an error of the system (its message starts ``[Errno N]``)."""
+    raised to say what is wrong, a blocking asset check that failed, or an error of the system (its
+    message starts ``[Errno N]``)."""
     family = _family()
-    return any(e.cls_name in family or e.cls_name == _FAILURE or _SYSTEM.search(e.message)
+    return any(e.cls_name in family or e.cls_name in _VERDICTS or _SYSTEM.search(e.message)
                for e in _chain(error))
 
 
@@ -118,10 +120,10 @@ def report_bug(error: BaseException, stream: TextIO | None = None) -> int:
     if isinstance(error, StepBug):
         where, first = error.failures[0]
         root = _root(first)
-        said = root.message.strip().splitlines()[0] if root.message.strip() else ""
-        head = f"{root.cls_name}: {said.split(': ', 1)[-1] if said.startswith(root.cls_name) or ': ' in said else said}" \
-               f" (in {where})"
-        trace = "\n".join(f"{where}:\n{e.to_string().rstrip()}" for where, e in error.failures)
+        said = (root.message.strip().splitlines() or [""])[0]  # "module.Class: message", as Python prints it
+        prefix = re.compile(r"^[\w.]*" + re.escape(root.cls_name) + "(: |$)")
+        head = f"{root.cls_name}: {prefix.sub('', said)} (in {where})"
+        trace = "\n".join(f"{step}:\n{e.to_string().rstrip()}" for step, e in error.failures)
     else:
         lines = str(error).strip().splitlines()
         head = f"{type(error).__name__}: {lines[0] if lines else ''}"

@@ -404,7 +404,13 @@ def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
             raise NotFoundError(f"dataset file not found: {path}")
         if path.suffix.lower() in (".jsonl", ".ndjson"):
             return _read_jsonl(path, fields)
-        records = enumerate(_read_table(path, path.suffix.lower()))
+        try:
+            records = enumerate(_read_table(path, path.suffix.lower()))
+        except InputError:
+            raise
+        except (ValueError, RecursionError) as exc:  # JSON, CSV, Parquet or UTF-8 the file is not
+            raise InputError(f"{path}: cannot be read as a {path.suffix.lower()} file: "
+                             f"{type(exc).__name__}: {str(exc)[:300]}") from None
     elif isinstance(source, pd.DataFrame):
         records = enumerate(source.to_dict("records"))
     else:

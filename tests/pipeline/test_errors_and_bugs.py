@@ -1,8 +1,7 @@
 """What a user can fix is one ``error: ...`` line and exit status 2; a bug is "internal error", its
 traceback and a line asking for a bug report, exit status 70 (``rag_eval.orchestration.failures``,
 issue 36 part 4). A bug inside a metric's scorer stays that row's error, its traceback in the row's
-details."""
-import json
+details (tests/metrics/test_scoring.py)."""
 import os
 import subprocess
 import sys
@@ -97,29 +96,3 @@ def test_a_user_error_is_one_line_and_status_2(argv, line, project):
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(line.format(root=project)), \
         done.stderr[-3000:]
     assert not (project / "datasets").exists()
-
-
-def test_a_bug_in_a_metrics_scorer_is_that_rows_error_with_its_traceback():
-    from rag_eval.metrics import Status, evaluate
-    from rag_eval.metrics.core.base import Family, Measured, Metric
-    from tests.conftest import ScriptedJudge
-
-    class Lookup(Metric):
-        name, required_fields, family = "lookup", ("response",), Family.PLUGIN
-
-        async def measure(self, sample, judge):
-            verdicts = {"yes": 1.0}
-            return Measured(verdicts[sample.response.split()[0].lower()], "looked up")
-
-    rows = [{"id": "a", "user_input": "q?", "response": "Yes it is.", "retrieved_contexts": ["c"]},
-            {"id": "b", "user_input": "q?", "response": "No it is not.", "retrieved_contexts": ["c"]}]
-    results = evaluate(rows, metrics=[Lookup()], judge=ScriptedJudge()).results.sort_values("row")
-    assert list(results["status"]) == [Status.OK.value, Status.JUDGE_ERROR.value]
-    assert list(results["value"].iloc[:1]) == [1.0]
-    failed = results.iloc[1]
-    assert failed["reason"] == "lookup failed on this row: KeyError: 'no'"
-    details = json.loads(failed["details"]) if isinstance(failed["details"], str) else failed["details"]
-    trace = details["traceback"]
-    assert trace.startswith("Traceback (most recent call last):")
-    assert "return Measured(verdicts[sample.response.split()[0].lower()], \"looked up\")" in trace
-    assert trace.rstrip().endswith("KeyError: 'no'")
