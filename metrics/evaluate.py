@@ -94,7 +94,7 @@ def score_sample(sample: Sample | Mapping[str, Any], metrics: Iterable[str | Met
 
     Raises
     ------
-    KeyError
+    UnknownNameError
         For an unknown metric name.
     """
     judge = judge or default_judge()

@@ -319,7 +319,7 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
 
     Raises
     ------
-    KeyError
+    UnknownNameError
         For a name that is neither a metric nor a family.
     ValueError
         When nothing is selected because the families named (``custom``, ``plugin``) are
@@ -370,7 +370,7 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
 
     Raises
     ------
-    KeyError
+    UnknownNameError
         For an unknown metric name (the message lists the known ones).
     ValueError
         For an empty selection, or an option the metric does not take or a value it refuses

@@ -385,10 +385,11 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
 
     Raises
     ------
-    FileNotFoundError
-        If ``source`` is a path that does not exist.
-    ValueError
-        For an unsupported file type, a CSV file without a table, or an unknown field in ``fields``.
+    NotFoundError
+        If ``source`` is a path that does not exist (a ``FileNotFoundError``).
+    InputError, SettingsError
+        For an unsupported file type, a file that is not what its suffix says, a CSV file without a table
+        (``InputError``), or an unknown field in ``fields`` (``SettingsError``); both are ``ValueError``\s.
     """
     return list(iter_samples(source, fields))
 

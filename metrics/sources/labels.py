@@ -220,7 +220,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, Any] | 
 
     Raises
     ------
-    FileNotFoundError
+    NotFoundError
         For a missing file.
     ValueError
         For another file type, a ``.json`` file that is not JSON, or a CSV or JSON file that

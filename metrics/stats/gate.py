@@ -252,7 +252,7 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
 
     Raises
     ------
-    FileNotFoundError
+    NotFoundError
         When ``spec`` is none of these.
     ValueError
         For a ``.parquet`` file without the columns of a results file (a dataset in Parquet).

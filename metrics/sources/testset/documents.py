@@ -135,7 +135,7 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
 
     Raises
     ------
-    FileNotFoundError
+    NotFoundError
         When ``folder`` is not a folder.
     """
     root = Path(folder)

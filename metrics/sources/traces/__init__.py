@@ -61,7 +61,7 @@ def read_traces(source: str | Path, format: str = "otlp", mapping: dict[str, str
     ------
     ValueError
         For an unknown format, a ``sql`` source without a query, or a bad mapping.
-    FileNotFoundError
+    NotFoundError
         For a ``source`` path that does not exist.
     """
     if format not in FORMATS:
@@ -91,7 +91,7 @@ def source_files(source: str | Path, format: str) -> list[Path]:
 
     Raises
     ------
-    FileNotFoundError
+    NotFoundError
         If ``source`` does not exist.
     """
     path = Path(source)
