@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 #: Lines of rejected rows and of input errors printed (all are in summary.json and the tables).
 SHOWN = 5
@@ -254,7 +254,7 @@ def _said(message: str) -> str:
     return message
 
 
-def run_failures(result) -> list[tuple[str, object]]:
+def run_failures(result) -> list[tuple[str, Any]]:
     """``(where, error)`` for each failed step of a run (``dagster.ExecuteInProcessResult``; where is
     ``step <key>``), or for the run itself when no step failed (e.g. a resource that failed; ``run``):
     Dagster's account of each error (``cls_name``, ``message``, ``stack``, ``cause``)."""
