@@ -24,9 +24,10 @@ EXIT_USER = 2
 #: ``rag-eval run``: done, but some results are ``judge_error`` (the judge failed; reasons in results.parquet).
 EXIT_JUDGE_ERRORS = 3
 #: ``rag-eval compare|gate``: the regression gate failed (``rag_eval.orchestration.gate_cli.GATE_FAILED``).
-#: ``rag-eval run|backfill``: done, but judgements paid for could not be written to the judgement cache
-#: (its disk filled or turned read-only mid-run): they are in the spill file named on stderr, which the
-#: next run folds into the cache (or ``rag-eval cache import FILE``). Nothing paid for is lost.
+#: A command that sends judge requests: done, but judgements paid for could not be written to the judgement
+#: cache (its disk filled or turned read-only mid-run): they are in the spill file named on stderr, which the
+#: next run folds into the cache (or ``rag-eval cache import FILE``); or no place took them either, and the
+#: command stopped buying (the line says how many answers were lost).
 EXIT_SPILLED = 5
 #: A bug: "internal error", its traceback and where to report it (``EX_SOFTWARE`` of ``sysexits.h``).
 EXIT_INTERNAL = 70

@@ -117,4 +117,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default verifiers/aligned-<hash>.json)")
     parser.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
     add_judge_arguments(parser)
-    parser.set_defaults(handler=cmd_align, uses_instance=False)
+    parser.set_defaults(handler=cmd_align, uses_instance=False, judges=True)

@@ -25,56 +25,47 @@ def _store(args: argparse.Namespace):
     return DatasetStore(root=str(Path(args.datasets).resolve()))
 
 
-def labels_changed(instance, resources: dict, version: str) -> str | None:
+def labels_changed(instance, definitions, version: str) -> str | None:
     """Why ``version``'s label assets must run again, or ``None``: its ``labels.jsonl`` is not the
     file ``human_labels`` last read (new, edited or removed: Dagster does not see the file), or
-    Dagster reports ``human_labels`` or ``label_estimates`` missing or stale while the version has
-    labels (e.g. ``eval_summary`` re-run alone)."""
-    import dagster as dg
-
-    from rag_eval.assets.evaluation import metric_assets
-    from rag_eval.assets.ingestion import ingest_dataset
-    from rag_eval.assets.labels import human_labels, label_estimates, labels_path
+    Dagster reports ``human_labels`` or ``label_estimates`` missing or stale in ``definitions``
+    (the command's, ``rag_eval.orchestration.parsing.definitions``) while the version has labels
+    (e.g. ``eval_summary`` re-run alone)."""
+    from rag_eval.assets.labels import labels_path
     from rag_eval.assets.registration import sha256_of
-    from rag_eval.assets.summary import summary_asset
     from rag_eval.orchestration.records import latest_record, out_of_date
 
-    path = labels_path(resources["dataset_store"], version)
+    path = labels_path(definitions.resources["dataset_store"], version)
     read = latest_record(instance, "human_labels", version)
     recorded = read.asset_materialization.metadata["labels_sha256"].value if read else ""
     current = sha256_of(path) if path.exists() else ""
     if current != recorded:
         return f"{path.name} is {'new' if not recorded else 'removed' if not current else 'changed'}"
-    if current:
-        definitions = dg.Definitions(assets=[ingest_dataset, *metric_assets(), summary_asset(), human_labels,
-                                             label_estimates], resources=resources)
-        if out_of_date(instance, definitions, version, LABEL_ASSETS):
-            return "the label estimates are out of date"
+    if current and out_of_date(instance, definitions, version, LABEL_ASSETS):
+        return "the label estimates are out of date"
     return None
 
 
 def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
     """Materialize ``human_labels`` and ``label_estimates`` of ``version`` (no metric, no judge
-    request) and print the summary with its estimates; 1 if the run failed."""
+    request; a run of ``evaluation_job`` with these two) and print the summary with its
+    estimates; 1 if the run failed."""
     import json
 
     import dagster as dg
 
-    from rag_eval.assets.labels import human_labels, label_estimates
-    from rag_eval.orchestration.runs import end_of_startup, only_run_of
-    from rag_eval.orchestration.parsing import resources
+    from rag_eval.orchestration.jobs import run_in_process
+    from rag_eval.orchestration.parsing import definitions
     from rag_eval.orchestration.report import print_run_failure, print_table
+    from rag_eval.orchestration.runs import end_of_startup, only_run_of
 
     end_of_startup()
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Output(data_version=...), as evaluate_version
     print(f"dataset version {version}: its metrics are up to date, but {why}: re-estimating from the labels "
           "(human_labels, label_estimates); no metric is judged again", file=sys.stderr)
-    job = dg.Definitions(assets=[human_labels, label_estimates], resources=resources(args),
-                         jobs=[dg.define_asset_job("label_job", selection=LABEL_ASSETS)]).resolve_job_def("label_job")
     with only_run_of(version, Path(args.out)):
-        result = job.execute_in_process(instance=args.instance, partition_key=version, raise_on_error=False,
-                                        asset_selection=[dg.AssetKey(a) for a in LABEL_ASSETS],  # on the run record
-                                        run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+        result = run_in_process(definitions(args), "evaluation_job", dg.AssetSelection.assets(*LABEL_ASSETS), version,
+                                args.instance, {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
     if not result.success:
         print_run_failure(result)
         return 1

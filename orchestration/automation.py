@@ -84,8 +84,12 @@ def condition_of(spec: dg.AssetSpec) -> dg.AutomationCondition | None:
 
 
 def automated(assets: list) -> list:
-    """``assets`` (definitions of assets) with :func:`condition_of` on each of their assets."""
-    return dg.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=condition_of(spec)), assets)
+    """``assets`` (definitions of assets) with :func:`condition_of` on each of their assets that has
+    one; the others keep their own (the traffic group's)."""
+    checks = [a for a in assets if isinstance(a, dg.AssetChecksDefinition)]  # no asset of their own
+    return [*dg.map_asset_specs(lambda spec: spec.replace_attributes(
+        automation_condition=condition_of(spec) or spec.automation_condition),
+        [a for a in assets if not isinstance(a, dg.AssetChecksDefinition)]), *checks]
 
 
 nightly_evaluation = dg.AutomationConditionSensorDefinition(

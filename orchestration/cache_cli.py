@@ -1,30 +1,39 @@
-"""The judgement cache around ``rag-eval run`` and ``backfill`` (a judgement paid for is written
-somewhere, or not bought), and ``rag-eval cache import FILE``.
+"""The judgement cache around every command that sends judge requests (a judgement paid for is
+written somewhere, or not bought), and ``rag-eval cache import FILE``.
 
-Before the first request (the endpoint check included) :func:`before_run` checks that the LLM
-judge's cache takes writes (``rag_eval.metrics.judges.spill.check_writable``) and folds into it
-the spill files earlier runs left for it; when the run ends, :func:`after_run` writes what the
-cache still refuses to a spill file and says so in one line (exit status
+A command whose parser sets ``judges=True`` (``run``, ``backfill``, ``sweep``, ``traffic``,
+``calibrate``, ``align``, ``compare``/``gate``, ``testset``) is wrapped by ``rag-eval`` in
+:func:`before_run` and :func:`after_run`. Its parser may also set ``expected``: a function of the
+arguments giving the answers the command expects to buy (``rag_eval.metrics.judges.probe.Expected``,
+from the dry run's model), or ``None`` when they are not known beforehand.
+
+Before the first request (the endpoint check included) :func:`before_run` checks the LLM judge's
+cache (``rag_eval.metrics.judges.probe``), folds into it the spill files earlier runs left for it,
+and sets the process's spill sink (``rag_eval.metrics.judges.spill.SpillSink``); when the command
+ends, :func:`after_run` settles what the cache refused and says so in one line (exit status
 ``rag_eval.metrics.errors.EXIT_SPILLED``).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
-
-from rag_eval.metrics.errors import EXIT_SPILLED
 
 #: What to do when the cache cannot take writes before the run.
 WAY_OUT = ("nothing was sent: free space on its disk (or make it writable), or put the cache on another disk with "
            "--cache-path FILE, then run again")
+#: The spill files the last command of this process wrote (named when it is stopped: ``rag_eval.orchestration.cli``).
+SPILLED: list[Path] = []
 
 
 def cache_path(args: argparse.Namespace) -> str | None:
-    """The judgement cache the run's LLM judge would use (``--cache-path``, else the default);
-    ``None`` for the offline judge, or options the run itself refuses (it says why)."""
+    """The judgement cache the command's LLM judge would use (``--cache-path``, else the default);
+    ``None`` for the offline judge (``--offline`` too), or options the command itself refuses (it says why)."""
     from rag_eval.metrics.judges.config import LLMConfig
 
+    if getattr(args, "offline", False):
+        return None
     try:
         config = LLMConfig.from_env(base_url=getattr(args, "base_url", None), cache_path=getattr(args, "cache_path", None))
     except ValueError:
@@ -32,83 +41,149 @@ def cache_path(args: argparse.Namespace) -> str | None:
     return config.cache_path if config.configured else None
 
 
+def expected(args: argparse.Namespace):
+    """The answers the command expects to buy (its parser's ``expected``), ``None`` when not known
+    beforehand or when its arguments are wrong (the command says why)."""
+    from rag_eval.metrics.judges.cache import CacheWarning
+
+    estimate = getattr(args, "expected", None)
+    if estimate is None:
+        return None
+    with warnings.catch_warnings():  # a cache that cannot be written is said once, by the check or the run
+        warnings.simplefilter("ignore", CacheWarning)
+        try:
+            return estimate(args)
+        except (OSError, ValueError, KeyError):
+            return None
+
+
 def before_run(args: argparse.Namespace) -> None:
-    """Check the run's judgement cache takes writes, then fold the spill files left for it (in
-    ``--out``, then the system's temporary folder) into it, a note on stderr for each.
+    """Check the command's judgement cache and its room (``rag_eval.metrics.judges.probe``), fold the
+    spill files left for it (in ``--out``, the system's temporary folder and the output folders the
+    cache recorded) into it, a note on stderr for each, and send every answer the cache refuses from
+    now on to a spill file (``JudgementCache.sink``). A cache that cannot take writes does not stop a
+    command expecting no request (its spill files wait for a cache that takes them).
+
+    Raises
+    ------
+    SettingsError
+        An empty ``--cache-path``, or one naming a folder.
+    StorageError
+        The cache cannot take writes or has too little room (nothing has been sent), or it does not
+        take a spill file's answers.
+    """
+    from rag_eval.metrics.errors import StorageError
+    from rag_eval.metrics.judges.cache import JudgementCache
+    from rag_eval.metrics.judges.probe import cache_file, check_room, refusal, shown
+    from rag_eval.metrics.judges.spill import SpillSink, spill_folders
+
+    SPILLED.clear()
+    path = cache_path(args)
+    if path is None:
+        return
+    out = getattr(args, "out", None)
+    real = cache_file(path)
+    refused = refusal(real, Path(out).absolute() if out else None)
+    if refused is not None:
+        needs = expected(args)
+        if needs is None or needs.requests:
+            raise StorageError(shown(path, real), f"the judgement cache cannot take writes: {refused}", WAY_OUT)
+    else:
+        fold(real, spill_folders(out))
+        check_room(real, expected(args), shown(path, real), WAY_OUT)
+    JudgementCache.sink = SpillSink(spill_folders(out))
+
+
+def fold(cache_path: Path, folders: list[Path]) -> None:
+    """Fold the spill files of ``cache_path`` (``rag_eval.metrics.judges.spill.spills_of``) into it, a note each.
 
     Raises
     ------
     StorageError
-        The cache cannot take writes (nothing has been sent), or it does not take a spill file's answers.
+        The cache does not take a spill file's answers (that file is kept).
     """
     from rag_eval.metrics.judges.cache import JudgementCache
-    from rag_eval.metrics.judges.spill import check_writable, import_spill, spill_folders, spills_of
+    from rag_eval.metrics.judges.spill import import_spill, skipped_note, spills_of
 
-    path = cache_path(args)
-    if path is None:
-        return
-    check_writable(path, WAY_OUT)
-    spills = spills_of(path, spill_folders(args.out))
+    spills = spills_of(cache_path, folders)
     if not spills:
         return
-    cache = JudgementCache(path)
+    cache = JudgementCache(cache_path)
     try:
         for spill in spills:
-            answers, bad = import_spill(cache, spill)
+            answers, skipped = import_spill(cache, spill)
             print(f"note: {answers} judgements paid for by an earlier run folded from the spill file {spill} into the "
-                  f"judgement cache {path}" + (f" ({bad} unreadable lines skipped)" if bad else ""), file=sys.stderr)
+                  f"judgement cache {cache_path}{skipped_note(skipped)}", file=sys.stderr)
     finally:
         cache.close()
 
 
 def after_run(args: argparse.Namespace) -> int | None:
-    """Write the answers the run's judgement caches still refuse to a spill file (in ``--out``, else
-    the system's temporary folder), saying so in one line on stderr: :data:`EXIT_SPILLED`, or
-    ``None`` when every answer is in its cache. Never raises: when no folder takes the spill file
-    either, that is the line."""
-    from rag_eval.assets.resources import built_judges
-    from rag_eval.metrics.errors import StorageError
-    from rag_eval.metrics.judges.spill import spill_folders, write_spill
+    """Settle the answers the command's judgement caches refused (``rag_eval.metrics.judges.spill.settle``),
+    saying in one line on stderr where they are: :data:`~rag_eval.metrics.errors.EXIT_SPILLED`, or
+    ``None`` when every answer is in its cache. Never raises: when no folder takes them either, or
+    the command stopped buying (no place took its answers), that is the line."""
+    from rag_eval.metrics.errors import EXIT_SPILLED, StorageError
+    from rag_eval.metrics.judges.cache import JudgementCache
+    from rag_eval.metrics.judges.spill import settle
 
+    sink, JudgementCache.sink = JudgementCache.sink, None
+    if sink is None:
+        return None
     status = None
-    for cache in dict.fromkeys(j.cache for j in built_judges() if getattr(j, "cache", None) is not None):
+    for cache in sink.caches.values():
         try:
-            spill = write_spill(cache, spill_folders(getattr(args, "out", None)))
+            spills = settle(cache, sink)
         except StorageError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {exc}" + ("; no judgement was bought after that (the rest are judge_error: not sent)"
+                                     if cache.path in sink.refused else ""), file=sys.stderr)
             status = EXIT_SPILLED
             continue
-        if spill is not None:
-            print(f"error: the judgement cache {cache.path} could not take every judgement paid for ({cache.problem}): "
-                  f"they are in the spill file {spill}; free space on the cache's disk (or make it writable): the next "
-                  f"run folds it into the cache, or `rag-eval cache import {spill}` does now", file=sys.stderr)
-            status = EXIT_SPILLED
+        SPILLED.extend(spills)
+        stopped = "; no spill folder took writes for a while, so the judgements left were not bought (judge_error: " \
+                  "not sent): run again once there is space" if cache.path in sink.refused else ""
+        print(f"error: the judgement cache {cache.path} could not take every judgement paid for ({cache.problem}): "
+              f"they are in the spill file {', '.join(map(str, spills))}; free space on the cache's disk (or make it "
+              f"writable): the next run folds it into the cache, or `rag-eval cache import {spills[0]}` does now"
+              f"{stopped}", file=sys.stderr)
+        status = EXIT_SPILLED
+    sink.close()
     return status
 
 
 def add_cache_commands(sub: argparse._SubParsersAction) -> None:
     """``rag-eval cache import FILE [--cache-path FILE]``."""
+    from rag_eval.orchestration.parsing import named_file
+
     cache = sub.add_parser("cache", help="the judgement cache: fold a spill file into it")
     commands = cache.add_subparsers(dest="cache_command", required=True)
     imported = commands.add_parser("import", help="fold a spill file (judgements the cache could not take) into it")
     imported.add_argument("file", help="a judgement-spill-*.jsonl file a run wrote")
-    imported.add_argument("--cache-path", help="judgement cache file (default: the LLM judge's)")
+    imported.add_argument("--cache-path", type=named_file,
+                          help="judgement cache file (default: the one the spill file's header names)")
     imported.set_defaults(handler=cmd_cache_import, uses_instance=False)
 
 
 def cmd_cache_import(args: argparse.Namespace) -> int:
-    """Fold ``args.file`` into the judgement cache and delete it; one line says how many answers."""
+    """Fold ``args.file`` into the judgement cache (``--cache-path``, else the one its header names)
+    and delete it; one line says how many answers, and names the lines skipped."""
+    from rag_eval.metrics.errors import StorageError
     from rag_eval.metrics.judges.cache import JudgementCache
-    from rag_eval.metrics.judges.config import LLMConfig
-    from rag_eval.metrics.judges.spill import check_writable, import_spill
+    from rag_eval.metrics.judges.probe import cache_file, refusal, shown
+    from rag_eval.metrics.judges.spill import import_spill, read_spill, skipped_note
 
-    path = args.cache_path or LLMConfig.from_env().cache_path
-    check_writable(path, "free space on its disk (or make it writable), then import again: the spill file is kept")
-    cache = JudgementCache(path)
+    path = args.cache_path or read_spill(args.file)[0].get("cache")
+    if not isinstance(path, str) or not path:
+        raise StorageError(args.file, "its header names no judgement cache", "name one with --cache-path FILE")
+    real = cache_file(path)
+    refused = refusal(real, None)
+    if refused is not None:
+        raise StorageError(shown(path, real), f"the judgement cache cannot take writes: {refused}",
+                           "free space on its disk (or make it writable), then import again: the spill file is kept")
+    cache = JudgementCache(real)
     try:
-        answers, bad = import_spill(cache, args.file)
+        answers, skipped = import_spill(cache, args.file)
     finally:
         cache.close()
-    print(f"folded {answers} judgements from {Path(args.file)} into the judgement cache {path}" +
-          (f"; {bad} unreadable lines skipped" if bad else ""))
+    print(f"folded {answers} judgements from {Path(args.file)} into the judgement cache {path}{skipped_note(skipped)}")
     return 0

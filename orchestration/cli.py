@@ -17,7 +17,8 @@ from pathlib import Path
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                              prepare_instance, start_judge_check)
-from rag_eval.orchestration.parsing import add_judge_arguments
+from rag_eval.orchestration.dry_run import expected_answers
+from rag_eval.orchestration.parsing import add_judge_arguments, named_file
 from rag_eval.orchestration.runs import end_of_startup
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
@@ -73,13 +74,6 @@ def use_custom_metrics(argv: list[str] | None) -> None:
                             "one: fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
 
 
-def _named_file(value: str) -> str:
-    """An option's file name, refused when empty (``--verifier ""`` would mean the default silently)."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("an empty file name")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``rag-eval`` argument parser."""
     parser = argparse.ArgumentParser(prog="rag-eval", description=__doc__.splitlines()[0])
@@ -110,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
         p.set_defaults(handler=handler)
         if name in ("run", "backfill"):
+            p.set_defaults(judges=True, expected=expected_answers)
             p.add_argument("--metrics", default="core",
                            help="metrics and families to compute, comma-separated: metric names, core (default), "
                                 "ragas, azure, document_retrieval, custom, plugin, all")
@@ -131,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="score in this process (default) or in Spark tasks")
             p.add_argument("--spark-master", default="local[2]", help="Spark master URL (default local[2])")
             p.add_argument("--parallelism", type=int, default=2, help="Spark tasks per metric (default 2)")
-            p.add_argument("--verifier", metavar="FILE", type=_named_file, help="a judge variant rag-eval align wrote, read by its "
+            p.add_argument("--verifier", metavar="FILE", type=named_file, help="a judge variant rag-eval align wrote, read by its "
                            "content: the offline judge's verifier weights (default the shipped verifier.json), or an "
                            "LLM judge's labelled examples, put into its statement verification prompts (default none)")
             judge = add_judge_arguments(p)
@@ -145,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--json", help="also write the report as JSON to this file")
     calibrate.add_argument("--offline", action="store_true", help="use the offline judge even if an LLM is configured")
     add_custom_metrics(calibrate)
-    calibrate.set_defaults(handler=cmd_calibrate)
+    calibrate.set_defaults(handler=cmd_calibrate, judges=True)
     from rag_eval.orchestration.align import add_arguments as add_align_arguments
 
     add_align_arguments(sub.add_parser("align", help="align the judge to a version's faithfulness labels: refit the offline "
@@ -222,23 +217,24 @@ def _main(argv: list[str] | None) -> int:
 def _command(argv: list[str] | None) -> int:
     use_custom_metrics(argv)
     args = build_parser().parse_args(argv)
-    judging = args.command in ("run", "backfill") and not getattr(args, "dry_run", False)
+    judging = getattr(args, "judges", False) and not getattr(args, "dry_run", False)
     # Imported here, not with this module: `rag_eval.metrics` takes a second to import, and until `entry` has
     # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).
+    from rag_eval.metrics.errors import EXIT_JUDGE_ERRORS
     from rag_eval.orchestration.cache_cli import after_run, before_run
 
     if judging:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
         before_run(args)
+    if judging and args.command in ("run", "backfill"):
         start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
     if args.command not in ("run", "backfill"):  # these end their start-up themselves, once evaluating
         end_of_startup()
-    if not args.uses_instance:  # the gate's and the cache's commands read files only
-        return run_handler(args)
-    try:
-        status = _in_instance(args)
+    try:  # the gate's and the cache's commands read files only
+        status = _in_instance(args) if args.uses_instance else run_handler(args)
     finally:  # Ctrl-C too: what the cache could not take goes to a spill file
         spilled = after_run(args) if judging else None
-    return spilled if spilled and status == 0 else status  # a failure says so first; the spill line is printed
+    # A failure says so first (the spill line is printed); judge errors may be the rows not bought.
+    return spilled if spilled and status in (0, EXIT_JUDGE_ERRORS) else status
 
 
 def _in_instance(args: argparse.Namespace) -> int:
@@ -334,11 +330,14 @@ def stopped(signals: bytes) -> int:
     (130 for SIGINT, 143 for SIGTERM)."""
     import signal
 
+    from rag_eval.orchestration.cache_cli import SPILLED
+
     signum = next((s for s in signals if s in (signal.SIGINT, signal.SIGTERM)), signal.SIGINT)
     name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
-    print(f"rag-eval: stopped by {name}; every judgement already answered is kept in the judgement cache and "
-          "nothing half-written was kept: run the same command again to finish (it sends only what is left)",
-          file=sys.stderr)
+    kept = f"the judgement cache and the spill file {', '.join(map(str, SPILLED))} (the next run folds it into the " \
+           "cache)" if SPILLED else "the judgement cache"
+    print(f"rag-eval: stopped by {name}; every judgement already answered is kept in {kept} and nothing "
+          "half-written was kept: run the same command again to finish (it sends only what is left)", file=sys.stderr)
     return 128 + signum
 
 

@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
-from rag_eval.orchestration.parsing import judge_resource, resources, run_config
+from rag_eval.orchestration.parsing import definitions, judge_resource, run_config
 from rag_eval.orchestration.runs import end_of_startup, only_run_of
 
 
@@ -96,32 +96,23 @@ def check_out(args: argparse.Namespace) -> None:
         raise SettingsError(f"--out {out} is a file: pass a folder for the reports and the results tables")
 
 
-def execute_with_progress(metrics: list[str], version: str, run_config: dict, resources: dict, instance,
-                          labels: bool = False):
-    """Materialize ingestion, ``metrics`` and the summary in-process for ``version`` on
-    ``instance`` (``dg.materialize``; with ``labels``, the human labels and the estimates they
-    correct too), showing each metric's progress (bars on a terminal, plain lines otherwise)."""
+def execute_with_progress(metrics: list[str], version: str, run_config: dict, definitions, instance):
+    """Run ``evaluation_job`` of ``definitions`` in-process for ``version`` on ``instance`` with
+    ``metrics`` (``rag_eval.orchestration.jobs.evaluation_selection``: ingestion and its checks, the
+    metrics, the summary, the label estimates and the regression gate), showing each metric's
+    progress (bars on a terminal, plain lines otherwise)."""
     import dagster as dg
 
-    from rag_eval.assets.evaluation import metric_assets, progress_listeners
-    from rag_eval.assets.ingestion import ingest_dataset
-    from rag_eval.assets.labels import human_labels, label_estimates
-    from rag_eval.assets.quality_check import great_expectations_suite
-    from rag_eval.assets.summary import summary_asset
-
+    from rag_eval.assets.evaluation import progress_listeners
+    from rag_eval.orchestration.jobs import evaluation_selection, run_in_process
     from rag_eval.orchestration.orphans import process_tags
     from rag_eval.orchestration.report import progress_display
 
-    selection = dg.AssetSelection.groups("ingestion") | dg.AssetSelection.assets(*metrics, "eval_summary")
-    if labels:
-        selection = selection | dg.AssetSelection.groups("labels")
     with progress_display() as listener:
         progress_listeners.append(listener)
         try:
-            return dg.materialize([ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(),
-                                   human_labels, label_estimates], selection=selection,
-                                  run_config=run_config, instance=instance, resources=resources,
-                                  partition_key=version, raise_on_error=False, tags=process_tags())
+            return run_in_process(definitions, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(*metrics)),
+                                  version, instance, run_config, process_tags())
         finally:
             progress_listeners.remove(listener)
 
@@ -134,12 +125,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     judge settings and no judge error (a new run would ask again); its files and tables are
     where this run would write them. Else ``None`` (the run goes ahead; it writes again
     whatever is missing)."""
-    import dagster as dg
-
-    from rag_eval.assets.evaluation import metric_assets
-    from rag_eval.assets.ingestion import ingest_dataset
     from rag_eval.assets.results_store import set_aside_damaged, table_file
-    from rag_eval.assets.summary import summary_asset
     from rag_eval.metrics.core.registry import describe_judge, resolve_names
 
     from rag_eval.orchestration.records import changed_since_ingestion, latest_record, out_of_date
@@ -162,7 +148,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     except (OSError, ValueError):
         return None  # damaged (a crash, a full disk): the run goes ahead and writes it again
     judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge()), default=str))
-    built = resources(args)
+    built = definitions(args).resources
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
             summary["dataset_meta"] != built["dataset_store"].meta(version):
@@ -172,10 +158,9 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     run = args.instance.get_run_by_id(record.run_id)
     if run is None or run.run_config != run_config:
         return None
-    definitions = dg.Definitions(assets=[ingest_dataset, *metric_assets(), summary_asset()], resources=built)
-    ingestion = [spec.key.to_user_string() for spec in definitions.resolve_all_asset_specs()
+    ingestion = [spec.key.to_user_string() for spec in definitions(args).resolve_all_asset_specs()
                  if spec.group_name == "ingestion"]
-    if out_of_date(args.instance, definitions, version, [*ingestion, *selected, "eval_summary"]):
+    if out_of_date(args.instance, definitions(args), version, [*ingestion, *selected, "eval_summary"]):
         return None
     return record.run_id, summary
 
@@ -187,10 +172,27 @@ def interrupted(result) -> bool:
                for event in result.all_events if event.is_step_failure or event.is_run_failure)
 
 
-def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> dict | None:
-    """Materialize the selected metrics for ``version``; the summary, or ``None`` on failure.
-    Says first which selected metrics no line can feed, and last which lines were rejected
-    or lacked fields (also when under the limit)."""
+def gate_check(result):
+    """The regression gate's check (``no_regression_vs_baseline``) as a run evaluated it, or ``None``."""
+    from rag_eval.assets.gate import CHECK
+
+    return next((c for c in result.get_asset_check_evaluations() if c.check_name == CHECK), None)
+
+
+def only_the_gate_failed(result) -> bool:
+    """Whether a run failed only because its blocking regression gate failed: every asset
+    before it was materialized (the version is evaluated; the gate judged it a regression)."""
+    gate = gate_check(result)
+    steps = {event.step_key for event in result.all_events if event.is_step_failure}
+    return gate is not None and not gate.passed and steps <= {"baseline_comparison"}
+
+
+def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> tuple[dict, object] | None:
+    """Run ``evaluation_job`` for ``version`` with the selected metrics, the regression gate
+    included: ``(summary, the gate's check evaluation)``, or ``None`` when the run failed before
+    the gate. Says
+    first which selected metrics no line can feed, last which lines were rejected or lacked
+    fields (also when under the limit) and the gate's result."""
     import dagster as dg
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -210,21 +212,19 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
                                  {m: METRICS[m].required_fields for m in selected}))
 
-    built = resources(args)
     with only_run_of(version, Path(args.out)):
-        result = execute_with_progress(selected, version, run_config, built, args.instance,
-                                       has_labels(args.instance, built["dataset_store"], version))
+        result = execute_with_progress(selected, version, run_config, definitions(args), args.instance)
     if interrupted(result):
         raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
     limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
     print_failed_checks(result, limit)
-    if not result.success:
+    if not result.success and not only_the_gate_failed(result):
         print_run_failure(result)
         return None
     summary = json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"], limit)
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
-    return summary
+    return summary, gate_check(result)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -250,22 +250,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             from rag_eval.orchestration.annotate import labels_changed, refresh_labels
 
             # New labels of a version otherwise up to date: only the label assets run (no judge request).
-            why = labels_changed(args.instance, resources(args), version)
+            why = labels_changed(args.instance, definitions(args), version)
             return refresh_labels(version, args, why) if why else show_up_to_date(version, args, *last)
     from rag_eval.orchestration.failures import StepBug
 
     try:
-        summary = evaluate_version(version, args, config)
+        evaluated = evaluate_version(version, args, config)
     except StepBug:  # a bug failed a step (the CLI reports it): a version this run registered is not kept either
         if new:
             _forget(version, args)
         raise
-    if summary is None:
+    if evaluated is None:
         if new:  # a version this run registered and could not evaluate is not left behind
             _forget(version, args)
         return 1
-    from rag_eval.orchestration.report import print_table, print_unmeasured
+    from rag_eval.orchestration.report import print_gate, print_table, print_unmeasured
 
+    summary, gate = evaluated
     print_table(summary)
     print_unmeasured(summary, Path(args.out) / version / "results.parquet")
     failed = sum(c["judge_error"] for c in summary["coverage"].values())
@@ -275,6 +276,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     written = [p.name for p in sorted(folder.iterdir()) if p.is_file() and p.stat().st_mtime >= started - 0.5]
     print(f"wrote {', '.join(written)} in {folder}/ and its tables in {Path(args.out) / 'tables'}/ "
           f"(SQL: {Path(args.out) / 'rag_eval.duckdb'})")
+    print_gate(gate, folder)
+    if not gate.passed:
+        from rag_eval.orchestration.gate_cli import GATE_FAILED
+
+        return GATE_FAILED
     if failed:
         print(f"warning: {failed} of {total} results are judge_error (the judge failed; reasons in results.parquet)",
               file=sys.stderr)
@@ -326,7 +332,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
     if not chosen:
         raise SettingsError(f"no registered version between {args.start or 'the first'} and {args.end or 'the last'}")
-    failed = []
+    failed, regressed = [], 0
     for version in chosen:
         try:
             summary = evaluate_version(version, args, config)
@@ -341,10 +347,17 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         if summary is None:
             failed.append(version)
             continue
-        means = ", ".join(f"{m} {row['mean']}" for m, row in summary["metrics"].items())
-        print(f"{version}: {means}")
+        means = ", ".join(f"{m} {row['mean']}" for m, row in summary[0]["metrics"].items())
+        print(f"{version}: {means}" + ("" if summary[1].passed else "; the regression gate failed"))
+        regressed += not summary[1].passed
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    if regressed:
+        from rag_eval.orchestration.gate_cli import GATE_FAILED
+
+        print(f"the regression gate failed for {regressed} version(s): `rag-eval gate VERSION` shows why",
+              file=sys.stderr)
+        return 1 if failed else GATE_FAILED
     return 1 if failed else 0
 
 
@@ -385,12 +398,3 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
     return 0
-
-
-def has_labels(instance, dataset_store, version: str) -> bool:
-    """Whether a run of ``version`` includes the label assets: it has a labels file, or had one."""
-    from rag_eval.assets.labels import labels_path
-    from rag_eval.orchestration.records import latest_record
-
-    return labels_path(dataset_store, version).exists() or \
-        latest_record(instance, "human_labels", version) is not None

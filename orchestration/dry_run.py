@@ -51,10 +51,9 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
     return parts[0], parts[-1]
 
 
-def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> int:
-    """Print what ``rag-eval run`` with these arguments would send, per metric and in
-    total, after the judgement cache, and its price at ``--price``."""
-    from rag_eval.assets.registration import dataset_file
+def estimated(args: argparse.Namespace, run_config: dict, judge_resource: Any, files: list[Path]):
+    """``(estimate, judge)``: what scoring the samples of ``files`` with the metrics and judge
+    of these arguments would send, after the judgement cache (``rag_eval.metrics.judges.cost``)."""
     from rag_eval.metrics.judges.cost import estimate_cost
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.judges.config import PER_METRIC
@@ -62,7 +61,6 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
     from rag_eval.metrics.core.registry import build_metrics, resolve_names
     from rag_eval.metrics.core.samples import load_samples
 
-    price = parse_price(args.price)
     names = resolve_names(args.metrics)
     per_metric = run_config["ops"].get(METRICS_OP, {}).get("config", {})
     config = {name: per_metric.get(name, {}) for name in names}
@@ -72,8 +70,44 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
     judge = judge_resource.get_judge()
     judges = {n: judge.with_options(**{k: c[k] for k in PER_METRIC if k in c})
               for n, c in config.items() if isinstance(judge, LLMJudge) and c.keys() & set(PER_METRIC)}
-    samples = load_samples(dataset_file(Path(args.dataset)))  # the files `run` takes, and no other
-    estimate = estimate_cost(samples, metrics, judge, judges)
+    samples = [sample for file in files for sample in load_samples(file)]
+    return estimate_cost(samples, metrics, judge, judges), judge
+
+
+def expected_answers(args: argparse.Namespace):
+    """The answers ``rag-eval run`` (its dataset) or ``backfill`` (the versions under ``--datasets``
+    between ``--from`` and ``--to``) would buy, as the dry run counts them
+    (``rag_eval.metrics.judges.probe.Expected``).
+
+    Raises
+    ------
+    ValueError, OSError
+        For arguments or a dataset the command itself refuses (it says why).
+    """
+    from rag_eval.assets.registration import dataset_file
+    from rag_eval.metrics.judges.probe import Expected
+    from rag_eval.orchestration.parsing import judge_resource, run_config
+
+    if args.command == "backfill":
+        folders = sorted(p for p in Path(args.datasets).iterdir() if (p / "samples.jsonl").is_file()) \
+            if Path(args.datasets).is_dir() else []
+        files = [p / "samples.jsonl" for p in folders
+                 if (not args.start or p.name >= args.start) and (not args.end or p.name <= args.end)]
+    else:
+        files = [dataset_file(Path(args.dataset))]
+    total = estimated(args, run_config(args), judge_resource(args), files)[0].total
+    return Expected(total["chat_requests"], total["embedding_requests"])
+
+
+def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> int:
+    """Print what ``rag-eval run`` with these arguments would send, per metric and in
+    total, after the judgement cache, and its price at ``--price``."""
+    from rag_eval.assets.registration import dataset_file
+    from rag_eval.metrics.judges.llm import LLMJudge
+
+    price = parse_price(args.price)
+    # the files `run` takes, and no other
+    estimate, judge = estimated(args, run_config, judge_resource, [dataset_file(Path(args.dataset))])
     where = f" at {judge.describe()['base_url'] or 'the OpenAI API'}" if isinstance(judge, LLMJudge) else ""
     print(f"dry run: {estimate.rows} rows of {args.dataset}, judge {judge.name}{where}; nothing is sent or registered")
     print(f"{'metric':<32}{'chat':>8}{'embeddings':>12}{'prompt tokens':>16}{'completion tokens':>19}")

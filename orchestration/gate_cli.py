@@ -98,6 +98,19 @@ def _report_folder(args: argparse.Namespace, candidate) -> Path:
     return Path(args.out) / (candidate.name if candidate.name in evaluated_versions(args.out) else "gate")
 
 
+def expected_answers(args: argparse.Namespace):
+    """No judge request (``rag_eval.metrics.judges.probe.Expected`` of 0) when both sides are evaluated
+    results and ``repeats`` is 1; else ``None``: a side judged now, or repeats, are not counted beforehand."""
+    from rag_eval.metrics.judges.probe import Expected
+
+    if _config(args).repeats > 1:
+        return None
+    sides = [s for s in (args.baseline, args.candidate) if s and s != "previous" and not s.startswith("tag:")]
+    stored = all((Path(args.out) / s / "results.parquet").is_file() or (Path(s) / "results.parquet").is_file() or
+                 Path(s).suffix == ".parquet" for s in sides)
+    return Expected(0, 0) if stored else None
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare CANDIDATE with BASELINE (version keys, results files or datasets)."""
     from rag_eval.metrics.stats.gate import history, load_version, run_comparison
@@ -170,6 +183,7 @@ def add_gate_commands(sub) -> None:
     gate.add_argument("--baseline", help="override the config's baseline: previous, tag:NAME, a version key or a file")
     gate.set_defaults(handler=cmd_gate, uses_instance=False)
     for p in (compare, gate):
+        p.set_defaults(judges=True, expected=expected_answers)
         p.add_argument("--config", help="gate settings (TOML; default [tool.rag_eval.gate] of ./pyproject.toml)")
         p.add_argument("--metrics", help="gated metrics, comma-separated (default: the config's)")
         p.add_argument("--margin", action="append", metavar="METRIC=VALUE",

@@ -1,13 +1,24 @@
-"""Jobs: the evaluation of a dataset version, whole or by metric group."""
+"""Jobs: the evaluation of a dataset version, whole or by metric group; how a command runs one."""
+from collections.abc import Sequence
+
 import dagster as dg
+from dagster import AssetSelection
 
 INGESTION = dg.AssetSelection.groups("ingestion")
 # The summary, and the human labels with the estimates they correct (nothing without a labels.jsonl).
 SUMMARY = dg.AssetSelection.assets("eval_summary") | dg.AssetSelection.groups("labels")
 GATE = dg.AssetSelection.groups("gate")  # baseline_comparison and its check no_regression_vs_baseline
 
+
+def evaluation_selection(metrics: AssetSelection) -> AssetSelection:
+    """``evaluation_job``'s selection with ``metrics`` (the five core metrics in the job itself):
+    ingestion and its checks, the metrics, the summary, the label estimates and the regression gate.
+    ``rag-eval run`` runs ``evaluation_job`` with the metrics it was given."""
+    return INGESTION | metrics | SUMMARY | GATE
+
+
 evaluation_job = dg.define_asset_job(
-    "evaluation_job", selection=INGESTION | dg.AssetSelection.groups("core_metrics") | SUMMARY | GATE,
+    "evaluation_job", selection=evaluation_selection(dg.AssetSelection.groups("core_metrics")),
     description="Ingest a version, check it, score the five core metrics, write the summary and compare the "
                 "version with its baseline (the regression gate).")
 full_evaluation_job = dg.define_asset_job(
@@ -41,3 +52,15 @@ target_evaluation_job = dg.define_asset_job(
                 "Backfill it over the partitions of a sweep.")
 JOBS = [evaluation_job, target_evaluation_job, full_evaluation_job, diagnostics_job, response_metrics_job,
         retrieval_metrics_job, document_retrieval_job, ingestion_job]
+
+
+def run_in_process(definitions: dg.Definitions, job: str, selection: AssetSelection, version: str,
+                   instance: dg.DagsterInstance, run_config: dict | None = None,
+                   tags: dict[str, str] | None = None) -> dg.ExecuteInProcessResult:
+    """Materialize ``selection`` of ``definitions``' asset graph (and the checks of the assets
+    selected) for partition ``version`` in this process, as a run of ``job`` (its name on the run
+    record, as a run the UI launches); the result, also when the run failed."""
+    keys: Sequence[dg.AssetKey] = sorted(selection.resolve(definitions.resolve_asset_graph()))
+    return definitions.resolve_job_def(job).execute_in_process(
+        run_config=run_config, instance=instance, partition_key=version, raise_on_error=False, tags=tags,
+        asset_selection=keys)

@@ -6,6 +6,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 
+def named_file(value: str) -> str:
+    """An option's file name, refused when empty (``--verifier ""`` or ``--cache-path ""`` would mean the
+    default silently)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty file name")
+    return value
+
+
 def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """The LLM judge's options (``--base-url``, ``--model``...; ``judge_resource``
     reads them), as a group of ``parser``; their defaults and choices are ``LLMConfig``'s."""
@@ -28,7 +36,8 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGr
     judge.add_argument("--temperature", type=float, help=f"sampling temperature (default {default['temperature']:g})")
     judge.add_argument("--response-format", choices=RESPONSE_FORMATS,
                        help="json_object for endpoints without json_schema (DeepSeek, some vLLM builds)")
-    judge.add_argument("--cache-path", help=f"judgement cache file (default {default['cache_path']})")
+    judge.add_argument("--cache-path", type=named_file, help=f"judgement cache file (default {default['cache_path']}; "
+                       "a symbolic link is followed, a folder refused)")
     judge.add_argument("--cache-across-endpoints", action="store_true", default=None,
                        help="reuse cached judgements of another endpoint serving the same model")
     judge.add_argument("--max-row-requests", type=int,
@@ -126,3 +135,13 @@ def resources(args: argparse.Namespace) -> dict:
     return build_resources(out, Path(args.datasets).resolve(), judge_resource(args),
                            ExecutionResource(executor=args.executor, master=args.spark_master,
                                              parallelism=args.parallelism))
+
+
+def definitions(args: argparse.Namespace):
+    """The code location's definitions (``rag_eval.orchestration.location.build_definitions``: the
+    one asset graph, the jobs) with the command's :func:`resources`; built once per command."""
+    if getattr(args, "definitions", None) is None:
+        from rag_eval.orchestration.location import build_definitions
+
+        args.definitions = build_definitions(resources(args))
+    return args.definitions

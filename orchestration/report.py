@@ -160,6 +160,20 @@ def print_cannot_run(cannot_run: dict[str, str], stream: TextIO | None = None) -
               file=stream or sys.stderr)
 
 
+def print_gate(check, folder: Path, stream: TextIO | None = None) -> None:
+    """The regression gate of a run (``check``: its ``no_regression_vs_baseline`` evaluation) in
+    one line, then each failure; its reports are in ``folder`` when it compared."""
+    meta = check.metadata
+    if "verdict" not in meta:  # nothing to compare: no earlier version, or the baseline is this version
+        print(f"regression gate: nothing to compare ({meta['baseline'].value})", file=stream)
+        return
+    print(printable(f"regression gate vs baseline {meta['baseline'].value}: {meta['verdict'].value} "
+                    f"(report: {folder / 'report.html'}; `rag-eval gate {folder.name}` prints the table)"),
+          file=stream or (sys.stdout if check.passed else sys.stderr))
+    for failure in meta["failures"].value:
+        print(f"gate failed: {printable(failure)}", file=stream or sys.stderr)
+
+
 def print_unmeasured(summary: dict, results: Path, stream: TextIO | None = None) -> None:
     """One line per metric with no row scored because every row was ``not_applicable``
     (e.g. a custom metric with the offline judge), with the reason most rows gave; the

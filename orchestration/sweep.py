@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
     parser.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
     parser.add_argument("--base-url", help="OpenAI-compatible judge endpoint (default $OPENAI_BASE_URL)")
-    parser.set_defaults(handler=cmd_sweep, executor="local", spark_master="local[2]", parallelism=2)
+    parser.set_defaults(handler=cmd_sweep, judges=True, executor="local", spark_master="local[2]", parallelism=2)
 
 
 def _recorded(instance, asset: str, key: str, field: str):
@@ -72,8 +72,9 @@ def _first_level(instance, store, key: str) -> list[str]:
     return todo
 
 
-def run_incrementally(key: str, metrics: list[str], instance, resources: dict, run_config: dict) -> list:
-    """Materialize what is stale or missing for target run ``key``, level by level; the
+def run_incrementally(key: str, metrics: list[str], instance, definitions, run_config: dict) -> list:
+    """Materialize what is stale or missing for target run ``key``, level by level, each level a
+    run of ``target_evaluation_job`` of ``definitions`` (``rag_eval.orchestration.location``); the
     ``ExecuteInProcessResult`` of each run (none when nothing changed).
 
     Raises
@@ -85,26 +86,20 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
     """
     import dagster as dg
 
+    from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.orchestration.failures import raise_bugs
+    from rag_eval.orchestration.jobs import run_in_process
     from rag_eval.orchestration.report import run_failures
-
-    from rag_eval.assets.evaluation import METRICS_OP, metric_assets
-    from rag_eval.assets.ingestion import ingest_dataset
-    from rag_eval.assets.quality_check import great_expectations_suite
-    from rag_eval.assets.summary import summary_asset
-    from rag_eval.assets.targets import target_assets
-    from rag_eval.orchestration.definitions import defs
     from rag_eval.orchestration.records import latest_record, out_of_date
 
     levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL,
               metrics, ["eval_summary"]]
-    everything = [*target_assets, ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset()]
     results, done = [], set()
     for depth, level in enumerate(levels):
         if depth == 0:
-            todo = set(_first_level(instance, resources["dataset_store"], key))
+            todo = set(_first_level(instance, definitions.resources["dataset_store"], key))
         else:
-            todo = set(out_of_date(instance, defs, key, [a for a in level if a not in done]))
+            todo = set(out_of_date(instance, definitions, key, [a for a in level if a not in done]))
         if not todo:
             continue
         for asset in list(todo):  # what is certain to turn stale next runs in the same run
@@ -116,8 +111,8 @@ def run_incrementally(key: str, metrics: list[str], instance, resources: dict, r
         ops = {op: c for op, c in run_config.get("ops", {}).items()  # Dagster refuses config of unselected ops
                if op in selection or (op == "ingest_dataset" and "questions" in selection)
                or (op == METRICS_OP and set(selection) & set(metrics))}
-        result = dg.materialize(everything, selection=selection, partition_key=key, instance=instance,
-                                resources=resources, run_config={**run_config, "ops": ops}, raise_on_error=False)
+        result = run_in_process(definitions, "target_evaluation_job", dg.AssetSelection.assets(*selection), key,
+                                instance, {**run_config, "ops": ops})
         results.append(result)
         if not result.success:
             failures = run_failures(result)
@@ -242,7 +237,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from rag_eval.metrics.core.registry import resolve_names
     from rag_eval.metrics.sources.targets.config import load_config
     from rag_eval.orchestration.commands import check_out
-    from rag_eval.orchestration.parsing import resources as run_resources
+    from rag_eval.orchestration.parsing import definitions
     from rag_eval.orchestration.dry_run import check_judge
     from rag_eval.orchestration.report import printable
 
@@ -251,8 +246,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     metrics = list(dict.fromkeys(m for item in chosen for m in resolve_names([item.strip()])))  # ranked in this order
     for part, why in sweep.skipped.items():
         print(f"note: {part} left out of the sweep: {why}", file=sys.stderr)
-    resources = run_resources(args)
-    check_judge(resources["judge"])
+    built = definitions(args)
+    check_judge(built.resources["judge"])
     check_out(args)
     instance = args.instance
     store = DatasetStore(root=str(Path(args.datasets).resolve()))
@@ -265,7 +260,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         key = register_target_run(instance, store, sweep, configuration)
         print(f"{configuration.name}: target run {key}", file=sys.stderr)
         try:
-            results = run_incrementally(key, metrics, instance, resources, run_config)
+            results = run_incrementally(key, metrics, instance, built, run_config)
         except RuntimeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed.append(key)
@@ -278,7 +273,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               f"requests; materialized: {', '.join(ran) or 'nothing (unchanged)'}", file=sys.stderr)
         rows.append(table_row(key, configuration, metrics, Path(args.out), instance, cost))
     ranked = rank(rows, metrics)
-    print(printable(judged_by(ranked, metrics, resources["judge"].get_judge().describe())))
+    print(printable(judged_by(ranked, metrics, built.resources["judge"].get_judge().describe())))
     print_ranking(ranked, metrics)
     if args.json:
         Path(args.json).write_text(json.dumps({"metrics": metrics, "ranking": ranked}, indent=2), encoding="utf-8")

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     judge = add_judge_arguments(parser)
     judge.add_argument("--dry-run", action="store_true",
                        help="print the requests and tokens generation would send; send and write nothing")
-    parser.set_defaults(handler=cmd_testset, uses_instance=False)
+    parser.set_defaults(handler=cmd_testset, uses_instance=False, judges=True)
 
 
 def _usage_line(kind: str, usage, per: int) -> str:

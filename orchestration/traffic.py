@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-rows", type=int, help="traces judged per partition at most")
     parser.add_argument("--budget-cost", type=float, help="estimated judging cost per partition at most")
     parser.add_argument("--seed", type=int, help="the sample's seed")
-    parser.set_defaults(handler=cmd_traffic)
+    parser.set_defaults(handler=cmd_traffic, judges=True)
 
 
 def _print_problems(path: Path, count: int, shown: int = 3) -> None:

@@ -389,7 +389,7 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
         If ``source`` is a path that does not exist (a ``FileNotFoundError``).
     InputError, SettingsError
         For an unsupported file type, a file that is not what its suffix says, a CSV file without a table
-        (``InputError``), or an unknown field in ``fields`` (``SettingsError``); both are ``ValueError``\s.
+        (``InputError``), or an unknown field in ``fields`` (``SettingsError``); both are a ``ValueError``.
     """
     return list(iter_samples(source, fields))
 

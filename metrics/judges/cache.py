@@ -25,8 +25,9 @@ happens when the file cannot be used depends on why (each case named once in a
   where it can be; the answers this process cannot write are kept in memory and written
   as soon as the file takes them again (tried every :data:`RETRY_SECONDS` and when the
   cache is closed), so a full cache stays the cache and is used again once space returns;
-  what it still refuses when a run ends is handed over (:meth:`JudgementCache.take_unwritten`)
-  to a spill file (``rag_eval.metrics.judges.spill``);
+  with a :attr:`JudgementCache.sink` (``rag-eval`` sets one: ``rag_eval.metrics.judges.spill``),
+  from the first refusal on every answer goes to the sink's spill file as it arrives, and when
+  the sink refuses too, :attr:`JudgementCache.nowhere` says why (a judge then buys nothing more);
 * **locked** by another process past SQLite's busy timeout: the wait is said, and it goes
   on up to ``lock_wait`` seconds, after which the answer is kept in memory as above.
 """
@@ -41,11 +42,11 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 from urllib.parse import quote
 
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, shared TEXT, kind TEXT NOT NULL, "
@@ -177,6 +178,10 @@ class JudgementCache:
     Never raises on a damaged, read-only, full or locked file: see the module's notes.
     """
 
+    #: Where every cache of this process sends the answers its file refuses, as they arrive:
+    #: ``sink(cache, entries)``, whether it took them (``None``: kept in memory until the file takes them).
+    sink: ClassVar[Callable[[JudgementCache, list[tuple[Key, str, str]]], bool] | None] = None
+
     def __init__(self, path: str | Path, lease: float = 600.0, across_endpoints: bool = False,
                  lock_wait: float = 120.0) -> None:
         self.path = str(path)
@@ -196,6 +201,9 @@ class JudgementCache:
         self._read_only = False
         #: Why the file last refused a write, in the user's words (``None``: it never did).
         self.problem: str | None = None
+        #: Why no answer can be written anywhere (the file and the :attr:`sink` refused), else ``None``.
+        self.nowhere: str | None = None
+        self._spilling = False  # the file refused an answer: the later ones go to the sink
         with self._lock:
             self._guard(self._open)
 
@@ -369,13 +377,14 @@ class JudgementCache:
                 self._pending.pop(key.own, None)
                 self._memory.pop(key.own, None)
                 self._memory.pop(key.shared, None)
+            self.nowhere = None
 
     def _write(self, entries: list[tuple[Key, str, str]]) -> bool:
         """Write ``(key, kind, JSON text)`` entries in one transaction (lock held): whether the file took them."""
         def write() -> bool:
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany("INSERT OR REPLACE INTO answers (key, shared, kind, value) VALUES (?, ?, ?, ?)",
+                self._db.executemany("INSERT OR IGNORE INTO answers (key, shared, kind, value) VALUES (?, ?, ?, ?)",
                                      [(k.own, k.shared, kind, text) for k, kind, text in entries])
             return True
 
@@ -412,8 +421,14 @@ class JudgementCache:
 
         with self._lock:
             self._flush()
-            if self._pending or not self._guard(write, fallback=False):
+            if self._spilling or self._pending or not self._guard(write, fallback=False):
                 self._memory[key.own] = self._memory[key.shared] = json.loads(text)
+                sink = type(self).sink  # the class's: a function stored there is not a method
+                self._spilling = sink is not None
+                if sink is not None and sink(self, [(key, kind, text)]):
+                    return  # in a spill file: no longer this cache's to write
+                self.nowhere = f"it cannot take writes ({self.problem}) and no spill folder takes them either" \
+                    if sink is not None else None
                 self._pending[key.own] = (key, kind, text)
 
     # ---------------------------------------------------------------- claims
@@ -470,7 +485,8 @@ class JudgementCache:
 
     def store(self, entries: Iterable[tuple[Key, str, str]]) -> bool:
         """Write ``(key, kind, value as JSON text)`` entries (a spill file's, folded back) in one
-        transaction: whether the file took them (if not, :attr:`problem` says why; nothing is kept)."""
+        transaction, an answer the file holds already kept as it is: whether the file took them (if
+        not, :attr:`problem` says why; nothing is kept)."""
         with self._lock:
             self._retry_at = 0.0
             return self._write(list(entries))

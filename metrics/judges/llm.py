@@ -111,6 +111,7 @@ class LLMJudge(Judge):
         self.cache = JudgementCache(cfg.cache_path, lease=lease, across_endpoints=cfg.cache_across_endpoints) \
             if cfg.cache_path else None
         self.transport = Transport(cfg)
+        self.transport.refuse = self._may_buy
         self._shared = _Shared()
 
     def __repr__(self) -> str:
@@ -310,6 +311,14 @@ class LLMJudge(Judge):
         if self.config.response_format == "json_schema":
             return prompts.SYSTEM
         return f"{prompts.SYSTEM}\nJSON schema of the answer:\n{json.dumps(request.schema, ensure_ascii=False)}"
+
+    def _may_buy(self, kind: str) -> None:
+        """Refuse a request whose answer could be written nowhere (``JudgementCache.nowhere``), as the
+        transport is about to send it (``Transport.refuse``): that judgement is a ``JudgeError`` saying
+        so, nothing is sent."""
+        if self.cache is not None and self.cache.nowhere:
+            raise JudgeError(f"{kind}: not sent: the judgement cache {self.cache.path}: {self.cache.nowhere}; "
+                             "nothing more is bought that could not be kept")
 
     async def _ask_endpoint(self, request: prompts.Request, key: Key) -> dict[str, Any]:
         messages = [{"role": "system", "content": self._system(request)}, {"role": "user", "content": request.prompt}]

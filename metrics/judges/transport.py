@@ -88,6 +88,9 @@ class Transport:
         self.chat_client: openai.AsyncOpenAI | None = None
         self.embeddings_client: openai.AsyncOpenAI | None = None
         self.limit: AdaptiveLimit | None = None
+        #: Called with a request's kind as it is about to be sent (its slot taken): raises ``JudgeError``
+        #: to send nothing (the LLM judge's: no request whose answer could be written nowhere).
+        self.refuse: Callable[[str], None] | None = None
         #: Endpoint checks in progress or done, by chat model (or "embeddings endpoint").
         self.checks: dict[str, asyncio.Future] = {}
         self.loop = asyncio.new_event_loop()
@@ -196,12 +199,14 @@ class Transport:
             async for attempt in AsyncRetrying(stop=stop_after_attempt(self.config.max_attempts), wait=self._wait,
                                                retry=retry_if_exception(_retryable), reraise=True):
                 with attempt:
-                    attempts += 1
-                    if kind == "embedding":
-                        usage.embedding_requests += 1
-                    else:
-                        usage.chat_requests += 1
                     async with self.limit.slot():
+                        if self.refuse is not None:
+                            self.refuse(kind)
+                        attempts += 1
+                        if kind == "embedding":
+                            usage.embedding_requests += 1
+                        else:
+                            usage.chat_requests += 1
                         return await call()
         except openai.APIConnectionError as exc:  # includes APITimeoutError
             cause = connection_cause(exc)

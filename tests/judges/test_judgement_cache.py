@@ -139,35 +139,46 @@ def test_answers_of_a_cache_made_before_endpoint_keys_are_reused_only_across_end
     assert JudgementCache(path, across_endpoints=True).get(key) == {"entities": ["Ulm"]}
 
 
-def test_answers_the_cache_refuses_go_to_a_spill_file_that_cache_import_folds_in(server, tmp_path, judges, capsys):
-    from rag_eval.metrics.judges.spill import spills_of, write_spill
+def test_answers_the_cache_refuses_go_to_a_spill_file_as_they_arrive_and_cache_import_folds_it_in(
+        server, tmp_path, judges, capsys, monkeypatch):
+    from rag_eval.metrics.judges.spill import SpillSink, settle, spills_of
     from rag_eval.orchestration import cli
 
+    run(judges(server.url, tmp_path / "clean" / "cache.sqlite"))
+    expected = stored(tmp_path / "clean" / "cache.sqlite")  # every answer of the rows
+    server.seen.clear()
     cache = tmp_path / "cache.sqlite"
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the output folder should be")
+    sink = SpillSink([blocker / "out", tmp_path / "tmp"])  # the first folder cannot be made
+    monkeypatch.setattr(JudgementCache, "sink", sink)
     judge = judges(server.url, cache)
     judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL from the first answer on, as a full disk
     statuses, caught = run(judge)
     assert statuses == [Status.OK.value] * 5 * len(ROWS) and len(caught) == 1
-    blocker = tmp_path / "blocker"
-    blocker.write_text("a file where the output folder should be")
-    spill = write_spill(judge.cache, [blocker / "out", tmp_path / "tmp"])  # the first folder cannot be made
-    assert spill is not None and spill.parent == tmp_path / "tmp" and spill.name.startswith("judgement-spill-")
+    # Before the run is settled (as a process killed now would leave it): every answer is in the spill file.
+    [spill] = sink.files[str(cache)]
+    assert spill.parent == tmp_path / "tmp" and spill.name.startswith("judgement-spill-")
     header, *lines = spill.read_text(encoding="utf-8").splitlines()
-    assert json.loads(header) == {"format": "rag-eval judgement spill 1", "cache": str(cache), "answers": len(lines)}
-    assert lines and "sk-test-cache" not in spill.read_text(encoding="utf-8")
-    assert write_spill(judge.cache, [tmp_path / "tmp"]) is None  # handed over once
+    assert json.loads(header) == {"format": "rag-eval judgement spill 1", "cache": str(cache)}
+    spilled = {json.loads(line)["key"] for line in lines}
+    assert spilled and not stored(cache) & spilled and stored(cache) | spilled == expected  # nothing paid is lost
+    assert "sk-test-cache" not in spill.read_text(encoding="utf-8")
+    assert settle(judge.cache, sink) == [spill]  # nothing was left in memory
     judge.close()
-    kept = stored(cache)  # what fitted in the file's free pages; the spill file holds every other answer
-    assert not kept & {json.loads(line)["key"] for line in lines} and spills_of(cache, [tmp_path / "tmp"]) == [spill]
+    sink.close()
+    monkeypatch.setattr(JudgementCache, "sink", None)
+    assert spills_of(cache, [tmp_path / "tmp"]) == [spill]
     assert spills_of(tmp_path / "other.sqlite", [tmp_path / "tmp"]) == []  # another cache's spill files are left
     not_spill = tmp_path / "notes.jsonl"
     not_spill.write_text('{"id": 1}\n', encoding="utf-8")
     assert cli.main(["cache", "import", str(not_spill), "--cache-path", str(cache)]) == 2
     assert capsys.readouterr().err == f"error: {not_spill}: not a judgement spill file (its first line is not a spill " \
                                       "header); name a judgement-spill-*.jsonl file a run wrote\n"
-    assert cli.main(["cache", "import", str(spill), "--cache-path", str(cache)]) == 0
+    monkeypatch.chdir(tmp_path / "tmp")  # the default cache would be ./.rag_eval_cache/: the header's cache is used
+    assert cli.main(["cache", "import", str(spill)]) == 0
     assert capsys.readouterr().out == f"folded {len(lines)} judgements from {spill} into the judgement cache {cache}\n"
-    assert len(stored(cache)) == len(kept) + len(lines) and not spill.exists()
+    assert len(stored(cache)) >= len(lines) and not spill.exists() and not (tmp_path / "tmp" / ".rag_eval_cache").exists()
     asked = len(server.seen)
     statuses, caught = run(judges(server.url, cache))
     assert statuses == [Status.OK.value] * 5 * len(ROWS) and not caught and len(server.seen) == asked  # nothing re-bought
@@ -180,15 +191,15 @@ def test_spill_folders_skip_what_is_not_this_users_regular_file_and_nesting_is_a
     from rag_eval.metrics.judges.spill import import_spill, read_spill, spills_of
 
     cache = tmp_path / "cache.sqlite"
-    header = json.dumps({"format": "rag-eval judgement spill 1", "cache": str(cache), "answers": 2})
-    good = json.dumps({"key": "k1", "shared": "s", "kind": "statement_support", "value": '{"verdicts": [1]}'})
+    header = json.dumps({"format": "rag-eval judgement spill 1", "cache": str(cache)})
+    good = json.dumps({"key": "a" * 64, "shared": "b" * 64, "kind": "statement_support", "value": '{"verdicts": [1]}'})
     spill = tmp_path / "judgement-spill-1.jsonl"
     spill.write_text(f"{header}\n{good}\n{'[' * 100_000}\n", encoding="utf-8")
     os.mkfifo(tmp_path / "judgement-spill-2.jsonl")  # opened, it would block the run
     (tmp_path / "judgement-spill-3.jsonl").symlink_to(spill)
     assert spills_of(cache, [tmp_path]) == [spill]
-    _, entries, bad = read_spill(spill)
-    assert (len(entries), bad) == (1, 1)
+    _, entries, skipped = read_spill(spill)
+    assert (len(entries), skipped) == (1, ["line 3: not a JSON object"])
     empty = tmp_path / "judgement-spill-4.jsonl"
     empty.write_text(f"{header}\nnot json\n", encoding="utf-8")
-    assert import_spill(JudgementCache(str(cache)), empty) == (0, 1) and empty.exists()  # nothing folded: kept
+    assert import_spill(JudgementCache(str(cache)), empty) == (0, ["line 2: not a JSON object"]) and empty.exists()  # nothing folded: kept

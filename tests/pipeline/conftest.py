@@ -46,16 +46,10 @@ class Project:
                                                             resources=self.resources, raise_on_error=False, **kwargs)
 
     def materialize(self, version: str, selection, **kwargs):
-        from rag_eval.assets.evaluation import metric_assets
-        from rag_eval.assets.gate import baseline_comparison
-        from rag_eval.assets.ingestion import ingest_dataset
-        from rag_eval.assets.labels import human_labels, label_estimates
-        from rag_eval.assets.quality_check import great_expectations_suite
-        from rag_eval.assets.summary import summary_asset
+        from rag_eval.assets.graph import asset_graph
 
-        return dg.materialize([ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(), human_labels,
-                               label_estimates, baseline_comparison], selection=selection,
-                              partition_key=version, instance=self.instance, resources=self.resources, **kwargs)
+        return dg.materialize(asset_graph(), selection=selection, partition_key=version, instance=self.instance,
+                              resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:
         """``sql`` on the views of the results database, as a user runs it."""

@@ -10,6 +10,7 @@ import pytest
 import tenacity
 
 from rag_eval.assets.resources import JudgeResource, build_resources
+from rag_eval.orchestration.location import build_definitions
 from rag_eval.assets.targets import register_target_run
 from rag_eval.metrics.judges.cache import JudgementCache
 from rag_eval.metrics.sources.targets.call import call_part
@@ -88,7 +89,7 @@ def sweep_once(system, config: Path):
     before = {"retriever": target_system.calls["retriever"], "generator": len(system["generator"].seen),
               "judge": len(system["judge"].seen)}
     run_config = {"ops": {"eval_summary": {"config": {"scope": "version"}}}}
-    results = run_incrementally(key, METRICS, system["instance"], system["resources"], run_config)
+    results = run_incrementally(key, METRICS, system["instance"], build_definitions(system["resources"]), run_config)
     ran = {e.asset_key.to_user_string() for r in results for e in r.get_asset_materialization_events()}
     counted = {"retriever": target_system.calls["retriever"] - before["retriever"],
                "generator": len(system["generator"].seen) - before["generator"],

@@ -459,6 +459,11 @@ def test_a_cache_that_cannot_take_writes_at_start_is_one_line_and_nothing_is_sen
     assert cache_on_disk.run("b.jsonl", "v2")[0] == 0 and len(server.seen) == PER_ROW * 6
     status, _ = cache_on_disk.run_with("b.jsonl", "v2", "--force")  # every answer of v2 is in the cache
     assert status == 0 and len(server.seen) == PER_ROW * 6
+    disk.read_only()  # a run that would send nothing (the dry run counts 0 requests) is not refused
+    status, stderr = cache_on_disk.run_with("b.jsonl", "v2", "--force")
+    assert status == 0 and errors(stderr) == [] and len(server.seen) == PER_ROW * 6, stderr[-3000:]
+    disk.writable()
+    seen.append(("read-only, every answer cached (0 requests to send),", "(ran: nothing to write)"))
     for table in ("faithfulness", "context_recall", "answer_relevancy", "context_precision", "context_relevancy"):
         assert rows(cache_on_disk, table) == {"v1": 3, "v2": 3}, table
     for fault, line in seen:

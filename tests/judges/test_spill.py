@@ -1,0 +1,151 @@
+"""A judgement paid for is written somewhere, or not bought: the cache's check before a command,
+spill files, and what a command says when the cache and every spill folder refuse (issue 37)."""
+import argparse
+import json
+import signal
+import sqlite3
+import warnings
+
+import pytest
+
+from rag_eval.metrics import Status, evaluate
+from rag_eval.metrics.errors import EXIT_SPILLED, StorageError
+from rag_eval.metrics.judges.cache import JudgementCache, Key
+from rag_eval.metrics.judges.probe import ROW_OVERHEAD, Expected, answer_bytes, cache_file, check_room, refusal
+from rag_eval.metrics.judges.spill import SpillSink, import_spill, spills_of
+from rag_eval.orchestration import cache_cli, cli
+from tests.conftest import FIQA
+
+ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response": f"Person {i} was born in Ulm.",
+         "retrieved_contexts": [f"Person {i} was born in Ulm, Germany."], "reference": f"Person {i} was born in Ulm."}
+        for i in range(3)]
+MANY = [{**ROWS[0], "id": f"m{i}", "response": f"Person {i} was born in Ulm."} for i in range(40)]
+HEADER = '{"format": "rag-eval judgement spill 1", "cache": "%s"}\n'
+
+
+def test_the_probe_is_a_commit_to_the_cache_file_not_a_file_in_its_folder(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    JudgementCache(cache).close()
+    (tmp_path / "cache.sqlite-wal").mkdir()  # the folder takes files, the file takes no commit (its WAL cannot be made)
+    assert refusal(cache, tmp_path / "out") is not None
+    (tmp_path / "cache.sqlite-wal").rmdir()
+    assert refusal(cache, tmp_path / "out") is None
+    with sqlite3.connect(cache) as db:  # the commit recorded where this run would spill
+        assert db.execute("select folder from spill_folders").fetchall() == [(str(tmp_path / "out"),)]
+
+
+def test_a_cache_path_that_is_empty_or_a_folder_is_refused_and_a_link_is_followed(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["run", str(FIQA), "--cache-path", ""])
+    assert stop.value.code == 2 and "argument --cache-path: an empty file name" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="an empty file name"):
+        cache_file("")
+    folder = tmp_path / "caches"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=rf"^--cache-path {folder} is a folder: name the judgement cache file"):
+        cache_file(folder)
+    target = tmp_path / "real" / "cache.sqlite"
+    target.parent.mkdir()
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(target)
+    assert cache_file(link) == target
+    assert refusal(cache_file(link), None) is None and target.is_file() and link.is_symlink()  # the target got the commit
+
+
+@pytest.mark.parametrize("command", [["run", str(FIQA)], ["backfill"], ["calibrate", "labels.jsonl"],
+                                     ["align", "v1"], ["sweep", "target.toml"], ["traffic"],
+                                     ["compare", "a.jsonl", "b.jsonl"], ["testset", "docs"]])
+def test_every_command_that_judges_checks_the_cache_before_anything_else(command, server, tmp_path, monkeypatch,
+                                                                         capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-probe")
+    (tmp_path / ".rag_eval_cache" / "judgements.sqlite").mkdir(parents=True)  # the default cache path, a folder
+    assert cli.main(command) == 2
+    assert capsys.readouterr().err == "error: --cache-path .rag_eval_cache/judgements.sqlite is a folder: name the " \
+                                      "judgement cache file, e.g. .rag_eval_cache/judgements.sqlite/judgements.sqlite\n"
+    assert server.seen == []
+
+
+def test_the_room_check_sizes_answers_from_the_caches_rows(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with sqlite3.connect(cache) as db:
+        db.execute("create table answers (key text primary key, shared text, kind text not null, value text not null,"
+                   " created text)")
+        db.executemany("insert into answers (key, shared, kind, value) values (?, ?, ?, ?)",
+                       [(f"{i:064x}", "b" * 64, "statement_support", "x" * 1000) for i in range(3)])
+    # 64 + 64 + len("statement_support") + 1000 bytes, and the overhead of a row; no embedding: the default.
+    assert answer_bytes(cache) == {"chat": 64 + 64 + 17 + 1000 + ROW_OVERHEAD, "embedding": 32 * 1024}
+    check_room(cache, Expected(100, 10), str(cache), "way out")
+    with pytest.raises(StorageError) as refused:
+        check_room(cache, Expected(10**12, 0), str(cache), "way out")
+    assert str(refused.value).startswith(f"{cache}: the judgement cache has too little room: ")
+    assert str(refused.value).endswith(f"needs about {10**12 * (1145 + ROW_OVERHEAD) + 64 * 1024:,} for "
+                                       f"1,000,000,000,000 answers ({1145 + ROW_OVERHEAD:,} bytes a chat answer, "
+                                       "32,768 an embedding, measured from its rows); way out")
+
+
+def test_a_spill_import_never_replaces_a_cached_answer_and_names_the_lines_it_skips(tmp_path):
+    cache = JudgementCache(tmp_path / "cache.sqlite")
+    kept, new = Key("a" * 64, "b" * 64), Key("c" * 64, "d" * 64)
+    cache.put(kept, "statement_support", {"verdict": "cached"})
+    lines = [{"key": kept.own, "shared": kept.shared, "kind": "statement_support", "value": '{"verdict": "spilled"}'},
+             {"key": new.own, "shared": new.shared, "kind": "statement_support", "value": '{"verdict": "new"}'},
+             {"key": "not-a-key", "shared": "d" * 64, "kind": "statement_support", "value": "{}"},
+             {"key": "e" * 64, "shared": "d" * 64, "kind": "Bad Kind!", "value": "{}"},
+             {"key": "e" * 64, "shared": "d" * 64, "kind": "statement_support", "value": "{not json"},
+             {"key": "e" * 64, "shared": "d" * 64, "kind": "statement_support", "value": "NaN"}]
+    spill = tmp_path / "judgement-spill-1.jsonl"
+    spill.write_text(HEADER % (tmp_path / "cache.sqlite") + "".join(json.dumps(line) + "\n" for line in lines),
+                     encoding="utf-8")
+    assert import_spill(cache, spill) == (2, ["line 4: key: missing or not a cache key",
+                                              "line 5: kind: missing or not a cache kind",
+                                              "line 6: value: missing or not JSON text",
+                                              "line 7: value: missing or not JSON text"])
+    assert cache.get(kept) == {"verdict": "cached"} and cache.get(new) == {"verdict": "new"}
+    assert cache.get(Key("e" * 64, "d" * 64)) is None
+    cache.close()
+
+
+def test_a_spill_under_another_output_folder_is_found_through_the_folder_the_cache_recorded(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    assert refusal(cache, tmp_path / "out-a") is None  # the run with --out out-a recorded it
+    (tmp_path / "out-a").mkdir()
+    spill = tmp_path / "out-a" / "judgement-spill-1.jsonl"
+    spill.write_text(HEADER % cache, encoding="utf-8")
+    assert spills_of(cache, [tmp_path / "out-b"]) == [spill]  # the next run has --out out-b
+
+
+def test_with_no_place_for_answers_nothing_more_is_bought_and_the_command_says_so(make_judge, server, tmp_path,
+                                                                                 monkeypatch, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the folders should be")
+    sink = SpillSink([blocker / "out", blocker / "tmp"])  # neither folder can be made
+    monkeypatch.setattr(JudgementCache, "sink", sink)
+    judge = make_judge(cache_path=str(tmp_path / "cache.sqlite"), concurrency=1)
+    judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL, as a full disk
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = evaluate(MANY, metrics=["faithfulness"], judge=judge).results
+    # One request a row, one at a time; the file's free pages take the first answers, then the first answer that
+    # could be written nowhere is the last request sent.
+    sent = len(server.seen)
+    assert 1 <= sent < len(MANY)
+    assert results["status"].tolist() == [Status.OK.value] * sent + [Status.JUDGE_ERROR.value] * (len(MANY) - sent)
+    assert all("not sent: the judgement cache" in reason and "no spill folder takes them either" in reason
+               for reason in results["reason"].iloc[sent:])
+    assert cache_cli.after_run(argparse.Namespace()) == EXIT_SPILLED and JudgementCache.sink is None
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {judge.cache.path}: 1 judgements paid for could not be written to the cache (")
+    assert line.endswith("they are lost: free space on one of these disks before the next run; no judgement was "
+                         "bought after that (the rest are judge_error: not sent)")
+    judge.close()
+
+
+def test_the_stop_line_names_the_spill_file_when_answers_went_there(tmp_path, monkeypatch, capsys):
+    spill = tmp_path / "judgement-spill-1.jsonl"
+    monkeypatch.setattr(cache_cli, "SPILLED", [spill])
+    assert cli.stopped(bytes([signal.SIGTERM])) == 143
+    line = capsys.readouterr().err
+    assert f"every judgement already answered is kept in the judgement cache and the spill file {spill} (the next " \
+           "run folds it into the cache)" in line and "kept in the judgement cache and nothing" not in line
