@@ -18,6 +18,7 @@ from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
 from rag_eval.metrics.stats.gate import (GateConfig, evaluated_versions, history, load_version, read_tags, resolve_baseline,
                           run_comparison, write_reports)
 from rag_eval.metrics.reports.gate_report import comparison_table
+from rag_eval.metrics.errors import InputError
 
 CHECK = "no_regression_vs_baseline"
 _COLUMNS = {"version": "string", "baseline": "string", "metric": "string", "gated": "bool", "n": "int64",
@@ -72,7 +73,7 @@ def baseline_comparison(context: dg.AssetExecutionContext, config: GateAssetConf
         settings = GateConfig.load(config.config_path, baseline=config.baseline)
         versions = evaluated_versions(report_store.root)
         if version not in versions:
-            raise ValueError(f"version {version} has no results.parquet under {report_store.root}/")
+            raise InputError(f"version {version} has no results.parquet under {report_store.root}/")
         baseline = resolve_baseline(version, settings.baseline, versions, read_tags(dataset_store.root))
     except (OSError, ValueError) as exc:
         raise dg.Failure(str(exc)) from exc

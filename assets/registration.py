@@ -27,6 +27,7 @@ from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore
 from rag_eval.metrics.core.bounded import clip, quote
 from rag_eval.metrics.core.decoding import TOO_DEEP, field_problem, not_text
+from rag_eval.metrics.errors import InputError
 
 #: The longest version key (it names a folder and a partition).
 MAX_KEY_CHARS = 128
@@ -37,8 +38,8 @@ RESERVED_KEYS = frozenset({"tables", "rag_eval.duckdb", "data_docs", "traffic", 
 _TIMED_KEY = re.compile(r"\d{8}T\d{6}Z-.+")
 
 
-class RegistrationError(ValueError):
-    """A dataset or a version key that cannot be registered (a usage error)."""
+class RegistrationError(InputError):
+    """A dataset or a version key that cannot be registered (a usage error; a ``ValueError`` too)."""
 
 
 def default_key(name: str, digest: str, now: datetime | None = None) -> str:

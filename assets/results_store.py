@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 
 from rag_eval.assets.outputs import output_folder
 from rag_eval.assets.stored_results import StoredTable, TableFile
+from rag_eval.metrics.errors import InputError, UserError
 
 TABLES = "tables"
 DATABASE = "rag_eval.duckdb"
@@ -65,12 +66,12 @@ def table_file(root: str | Path, asset: str, partition: str) -> Path:
     return Path(root) / TABLES / asset / f"{partition}.parquet"
 
 
-class StoreError(OSError):
+class StoreError(UserError, OSError):
     """A partition file that could not be written (no space left, a read-only disk): names the
     file and the cause; nothing of the step is stored, its judgements are in the judgement cache."""
 
 
-class DamagedFile(ValueError):
+class DamagedFile(InputError):
     """A partition file that is not Parquet, met by a step reading it: set aside, said in the
     message (:func:`damaged_file`)."""
 

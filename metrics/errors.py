@@ -7,10 +7,13 @@ on one line and exits with :data:`EXIT_USER`. Any other exception reaching the C
 :data:`EXIT_INTERNAL`. Inside a metric's scorer an exception stays that row's error (its traceback in
 the row's details); it never ends the run.
 
-The classes keep the built-in base the code raised before (``ValueError``, ``OSError``), so a caller
-catching those still catches them.
+The classes keep the built-in base the code raised before (``ValueError``, ``OSError``,
+``FileNotFoundError``, ``KeyError``), so a caller catching those still catches them.
 """
 from __future__ import annotations
+
+import os
+import re
 
 #: The run did what it was asked, and what it measured passed.
 EXIT_OK = 0
@@ -28,6 +31,19 @@ EXIT_JUDGE_ERRORS = 3
 EXIT_SPILLED = 5
 #: A bug: "internal error", its traceback and where to report it (``EX_SOFTWARE`` of ``sysexits.h``).
 EXIT_INTERNAL = 70
+
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def redacted(text: str) -> str:
+    """``text`` with the value of every environment variable named like a secret (``OPENAI_API_KEY``,
+    ``*_TOKEN``, ``*_PASSWORD``...; values of 6 characters or more) replaced by ``[redacted]``: for
+    what a bug's message or traceback may carry into the output."""
+    for name, value in os.environ.items():
+        if len(value) >= 6 and _SECRET_NAME.search(name):
+            text = text.replace(value, "[redacted]")
+    return text
 
 
 class UserError(Exception):
@@ -78,3 +94,16 @@ def storage_error(path: object, error: OSError) -> StorageError:
 
 class BusyError(UserError, ValueError):
     """A dataset version (or another resource) another run holds right now."""
+
+
+class NotFoundError(UserError, FileNotFoundError):
+    """A file or folder the user named (a dataset, labels, traces, documents, results) that is not
+    there; the message names it."""
+
+
+class UnknownNameError(SettingsError, KeyError):
+    """A name that is not among those known (a metric, a family, a setting's key); the message lists
+    the known ones. A ``KeyError`` too, for callers catching that; shown without ``KeyError``'s quotes."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -16,6 +16,7 @@ from rag_eval.metrics.core.results import MetricResult
 from rag_eval.metrics.core.samples import Sample, load_samples, sample_from_dict, unavailable
 from rag_eval.metrics.core.scoring import EvaluationResult, default_judge, results_frame, score_all
 from rag_eval.metrics.core.spark import evaluate_spark, is_spark_data
+from rag_eval.metrics.errors import InputError
 
 __all__ = ["EvaluationResult", "default_judge", "evaluate", "results_frame", "score_sample"]
 
@@ -70,7 +71,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     loaded = samples if isinstance(samples, list) and all(isinstance(s, Sample) for s in samples) \
         else load_samples(samples, fields)
     if not loaded:
-        raise ValueError("no samples to evaluate")
+        raise InputError("no samples to evaluate")
     built = build_metrics(metrics, thresholds)
     for metric, why in unavailable(loaded, {m.name: m.required_fields for m in built}).items():
         warnings.warn(f"{metric} cannot run: {why}; its results are input_error", stacklevel=2)
@@ -93,7 +94,7 @@ def score_sample(sample: Sample | Mapping[str, Any], metrics: Iterable[str | Met
 
     Raises
     ------
-    KeyError
+    UnknownNameError
         For an unknown metric name.
     """
     judge = judge or default_judge()

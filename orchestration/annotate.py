@@ -95,6 +95,7 @@ def _refuse_unimported(sheet: Path, stored: set[tuple[int, str]]) -> None:
     ValueError
         Naming the sheet, how many labels it holds that were not imported, and what to do.
     """
+    from rag_eval.metrics.errors import SettingsError
     from rag_eval.metrics.sources.labels import read_records
 
     if not sheet.exists():
@@ -105,12 +106,13 @@ def _refuse_unimported(sheet: Path, stored: set[tuple[int, str]]) -> None:
             line = str(record.get("line") or "").strip()
             waiting += not (line.isdigit() and (int(line) - 1, str(record.get("metric") or "").strip()) in stored)
     if waiting:
-        raise ValueError(f"{sheet} holds {waiting} filled label(s) not imported yet: import them first "
-                         f"(rag-eval annotate import {sheet}) or move the sheet aside; it was not overwritten")
+        raise SettingsError(f"{sheet} holds {waiting} filled label(s) not imported yet: import them first "
+                            f"(rag-eval annotate import {sheet}) or move the sheet aside; it was not overwritten")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a seeded random sample of a version's rows to a CSV sheet and Label Studio tasks."""
+    from rag_eval.metrics.errors import SettingsError
     import pandas as pd
 
     from rag_eval.metrics.sources.annotate import draw, tasks, write_label_studio, write_sheet
@@ -122,20 +124,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     unknown = [m for m in metrics if m not in METRICS]
     if unknown or not metrics:
-        raise ValueError(f"--metrics: unknown metric(s) {unknown}" if unknown else "--metrics: name a metric")
+        raise SettingsError(f"--metrics: unknown metric(s) {unknown}" if unknown else "--metrics: name a metric")
     store = _store(args)
     samples = [s for s in load_samples(store.samples_path(version)) if "row" not in s.problems]
     results = Path(args.out) / version / "results.parquet"
     needed = args.stratify or args.show_judge
     if needed and not results.exists():
-        raise ValueError(f"{'--stratify' if args.stratify else '--show-judge'} needs the judge's results: evaluate "
-                         f"the version first (rag-eval run {args.dataset}); {results} does not exist")
+        raise SettingsError(f"{'--stratify' if args.stratify else '--show-judge'} needs the judge's results: evaluate "
+                            f"the version first (rag-eval run {args.dataset}); {results} does not exist")
     frame = pd.read_parquet(results, columns=["row", "metric", "status", "value", "passed", "reason"]) if needed \
         else None
     strata = None
     if args.stratify:
         if args.stratify not in METRICS:
-            raise ValueError(f"--stratify {args.stratify}: not a metric")
+            raise SettingsError(f"--stratify {args.stratify}: not a metric")
         mine = frame[frame["metric"] == args.stratify]
         strata = {int(r): ("pass" if p else "fail") if s == "ok" else s
                   for r, s, p in zip(mine["row"], mine["status"], mine["passed"])}
@@ -164,6 +166,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Read filled label files, check them, store them with their version (newest label wins)."""
+    from rag_eval.metrics.errors import SettingsError
     from rag_eval.metrics.sources.labels import merge, read_records, read_stored, validate, write_stored
     from rag_eval.metrics.core.samples import iter_samples
     from rag_eval.orchestration.report import printable
@@ -173,10 +176,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     named = {str(r[2]["version"]).strip() for r in records if isinstance(r[2], dict) and r[2].get("version")}
     version = args.dataset_version or (named.pop() if len(named) == 1 else None)
     if version is None:
-        raise ValueError("say which dataset version the labels are for: --dataset-version KEY" +
-                         (f" (the files name {sorted(named)})" if named else ""))
+        raise SettingsError("say which dataset version the labels are for: --dataset-version KEY" +
+                            (f" (the files name {sorted(named)})" if named else ""))
     if not store.samples_path(version).exists():
-        raise ValueError(f"dataset version {version} is not registered under {args.datasets}/")
+        raise SettingsError(f"dataset version {version} is not registered under {args.datasets}/")
     ids = {s.row: s.id for s in iter_samples(store.samples_path(version))}
     labels, problems, blank = validate(records, ids, version)
     for problem in problems:

@@ -39,16 +39,17 @@ def use_custom_metrics(argv: list[str] | None) -> None:
 
     Raises
     ------
-    ValueError
+    SettingsError
         For a file with an invalid definition (naming the file, the metric and the field;
         for ``./custom_metrics.yaml`` found in the working directory, saying so), a plugin
         that cannot be loaded, or when this process already loaded another file.
-    OSError
-        For a file that cannot be read.
+    NotFoundError, StorageError
+        For a file that is not there or cannot be read.
     """
     import os
 
     from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
+    from rag_eval.metrics.errors import SettingsError
 
     early = argparse.ArgumentParser(add_help=False)
     early.add_argument("--custom-metrics")
@@ -61,7 +62,7 @@ def use_custom_metrics(argv: list[str] | None) -> None:
             os.environ.pop(CUSTOM_METRICS_ENV, None)
         else:
             os.environ[CUSTOM_METRICS_ENV] = before
-        raise ValueError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
+        raise SettingsError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
                          f"--custom-metrics {named} needs a new process")
     try:
         load_extensions()
@@ -69,8 +70,8 @@ def use_custom_metrics(argv: list[str] | None) -> None:
         found = custom_metrics_file()
         if named or before or found is None or not str(exc).startswith(str(found)):  # not the file found here
             raise
-        raise type(exc)(f"{exc} (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is one: "
-                        "fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
+        raise SettingsError(f"{exc} (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is "
+                            "one: fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,10 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rag-eval``. Exit status: 0 done; 1 the run failed (a step or a
-    blocking check); 2 bad arguments or input, or a judgement cache that cannot take writes (nothing
-    sent); 3 done, but some results are judge errors; 4 the regression gate failed (``rag-eval
-    compare|gate``); 5 done, but judgements paid for went to the spill file named on stderr
-    (``rag_eval.metrics.errors``).
+    blocking check, for a reason the user can fix); 2 bad arguments or input, or a judgement cache that
+    cannot take writes (nothing sent); 3 done, but some results are judge errors; 4 the regression gate
+    failed (``rag-eval compare|gate``); 5 done, but judgements paid for went to the spill file named on
+    stderr; 70 a bug: "internal error", its traceback and where to report it
+    (``rag_eval.metrics.errors``, ``rag_eval.orchestration.failures``).
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
     Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.runs.end_of_startup`:
@@ -198,24 +200,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    """The command: what the user can fix is one ``error: ...`` line and status 2; anything else a bug
+    (``rag_eval.orchestration.failures.report_bug``: its traceback, status 70)."""
     try:
-        use_custom_metrics(argv)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        return _command(argv)
+    except Exception as exc:  # noqa: BLE001 - every failure is either the user's (one line) or a bug (reported)
+        from rag_eval.orchestration.failures import report_bug, user_line
+
+        line = user_line(exc)
+        if line is None:
+            return report_bug(exc)
+        print(line, file=sys.stderr)
         return 2
+
+
+def _command(argv: list[str] | None) -> int:
+    use_custom_metrics(argv)
     args = build_parser().parse_args(argv)
     judging = getattr(args, "judges", False) and not getattr(args, "dry_run", False)
     # Imported here, not with this module: `rag_eval.metrics` takes a second to import, and until `entry` has
     # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).
-    from rag_eval.metrics.errors import EXIT_JUDGE_ERRORS, EXIT_USER, UserError
+    from rag_eval.metrics.errors import EXIT_JUDGE_ERRORS
     from rag_eval.orchestration.cache_cli import after_run, before_run
 
-    if judging:
-        try:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
-            before_run(args)
-        except UserError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_USER
+    if judging:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
+        before_run(args)
     if judging and args.command in ("run", "backfill"):
         start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
     if args.command not in ("run", "backfill"):  # these end their start-up themselves, once evaluating
@@ -246,6 +255,8 @@ def _in_instance(args: argparse.Namespace) -> int:
                           file=sys.stderr)
             return run_handler(args)
     except (OSError, sqlite3.Error, SQLAlchemyError) as exc:  # the instance's storage (run_handler says the rest)
+        if isinstance(exc, OSError) and not exc.errno:  # not the system's: a bug
+            raise
         print(instance_unusable(exc), file=sys.stderr)
         return 2
 
@@ -266,18 +277,17 @@ def instance_unusable(error: BaseException) -> str:
 
 
 def run_handler(args: argparse.Namespace) -> int:
-    """The command's handler; bad input or a file error is ``error: ...`` and status 2."""
+    """The command's handler; what the user can fix (``rag_eval.orchestration.failures.user_line``: a
+    ``UserError``, a storage or other system error) is ``error: ...`` and status 2; a bug is raised."""
+    from rag_eval.orchestration.failures import user_line
+
     try:
         return args.handler(args)
-    except (OSError, ValueError, KeyError) as exc:  # a KeyError's message without the quotes str() adds
-        from rag_eval.metrics.errors import storage_error, way_out
-
-        if isinstance(exc, OSError) and exc.strerror and (exc.filename or way_out(exc)):  # "path: cause; way out"
-            where = "writing its files (--out {}, --datasets {})".format(
-                getattr(args, "out", "out"), getattr(args, "datasets", "datasets"))
-            print(f"error: {storage_error(where, exc)}", file=sys.stderr)
-        else:
-            print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
+    except Exception as exc:
+        line = user_line(exc, getattr(args, "out", "out"), getattr(args, "datasets", "datasets"))
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
         return 2
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from rag_eval.orchestration.parsing import definitions, judge_resource, run_config
-from rag_eval.orchestration.runs import VersionBusy, end_of_startup, only_run_of
+from rag_eval.orchestration.runs import end_of_startup, only_run_of
 
 
 def prepare_instance():
@@ -90,9 +90,10 @@ def register(args: argparse.Namespace) -> tuple[str, bool]:
 
 def check_out(args: argparse.Namespace) -> None:
     """Refuse an ``--out`` that is not a folder, before anything is registered."""
+    from rag_eval.metrics.errors import SettingsError
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file: pass a folder for the reports and the results tables")
+        raise SettingsError(f"--out {out} is a file: pass a folder for the reports and the results tables")
 
 
 def execute_with_progress(metrics: list[str], version: str, run_config: dict, definitions, instance):
@@ -230,11 +231,12 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 def cmd_run(args: argparse.Namespace) -> int:
     """Register the dataset and materialize the whole graph for it (``--dry-run``: print
     what it would send instead)."""
+    from rag_eval.metrics.errors import SettingsError
     from rag_eval.orchestration.dry_run import check_judge, dry_run
 
     config = run_config(args)
     if args.price is not None and not args.dry_run:
-        raise ValueError("--price applies to --dry-run only")
+        raise SettingsError("--price applies to --dry-run only")
     if args.dry_run:
         end_of_startup()
         return dry_run(args, config, judge_resource(args))
@@ -251,15 +253,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             # New labels of a version otherwise up to date: only the label assets run (no judge request).
             why = labels_changed(args.instance, definitions(args), version)
             return refresh_labels(version, args, why) if why else show_up_to_date(version, args, *last)
-    evaluated = evaluate_version(version, args, config)
+    from rag_eval.orchestration.failures import StepBug
+
+    try:
+        evaluated = evaluate_version(version, args, config)
+    except StepBug:  # a bug failed a step (the CLI reports it): a version this run registered is not kept either
+        if new:
+            _forget(version, args)
+        raise
     if evaluated is None:
         if new:  # a version this run registered and could not evaluate is not left behind
-            from rag_eval.assets.registration import unregister
-            from rag_eval.assets.resources import DatasetStore
-
-            unregister(args.instance, DatasetStore(root=str(Path(args.datasets).resolve())), version)
-            print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
-                  file=sys.stderr)
+            _forget(version, args)
         return 1
     from rag_eval.orchestration.report import print_gate, print_table, print_unmeasured
 
@@ -285,6 +289,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return EXIT_JUDGE_ERRORS
     return 0
+
+
+def _forget(version: str, args: argparse.Namespace) -> None:
+    """Unregister ``version``, registered by this run and not evaluated, saying so."""
+    from rag_eval.assets.registration import unregister
+    from rag_eval.assets.resources import DatasetStore
+
+    unregister(args.instance, DatasetStore(root=str(Path(args.datasets).resolve())), version)
+    print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
+          file=sys.stderr)
 
 
 def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary: dict) -> int:
@@ -318,6 +332,7 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
 def cmd_backfill(args: argparse.Namespace) -> int:
     """Evaluate registered versions in key order, from ``--from`` to ``--to`` inclusive."""
     from rag_eval.assets.partitions import dataset_versions
+    from rag_eval.metrics.errors import BusyError, SettingsError
 
     from rag_eval.orchestration.dry_run import check_judge
 
@@ -327,12 +342,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     versions = sorted(args.instance.get_dynamic_partitions(dataset_versions.name))
     chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
     if not chosen:
-        raise ValueError(f"no registered version between {args.start or 'the first'} and {args.end or 'the last'}")
+        raise SettingsError(f"no registered version between {args.start or 'the first'} and {args.end or 'the last'}")
     failed, regressed = [], 0
     for version in chosen:
         try:
             summary = evaluate_version(version, args, config)
-        except VersionBusy as exc:  # that process evaluates it: the backfill goes on with the others
+        except BusyError as exc:  # that process evaluates it: the backfill goes on with the others
             print(f"{version}: skipped: {exc}", file=sys.stderr)
             continue
         except FileNotFoundError as exc:  # its folder moved or deleted since registration: the others go on

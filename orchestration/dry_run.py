@@ -39,6 +39,7 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
     ValueError
         For anything but one or two finite non-negative numbers.
     """
+    from rag_eval.metrics.errors import SettingsError
     if text is None:
         return None
     try:
@@ -46,7 +47,7 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
     except ValueError:
         parts = []
     if len(parts) not in (1, 2) or not all(0 <= p < math.inf for p in parts):  # nan and inf too
-        raise ValueError(f"--price {text!r}: give PROMPT[,COMPLETION], prices per million tokens, e.g. 0.15,0.60")
+        raise SettingsError(f"--price {text!r}: give PROMPT[,COMPLETION], prices per million tokens, e.g. 0.15,0.60")
     return parts[0], parts[-1]
 
 

@@ -154,14 +154,15 @@ class Simulation:
     seed: int = 1
 
     def __post_init__(self) -> None:
+        from rag_eval.metrics.errors import SettingsError
         for name in ("fail_429", "fail_500", "fail_timeout", "malformed", "verdict_p1"):
             if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"--{name.replace('_', '-')} must be within 0..1, not {getattr(self, name)}")
+                raise SettingsError(f"--{name.replace('_', '-')} must be within 0..1, not {getattr(self, name)}")
         if self.fail_429 + self.fail_500 + self.fail_timeout > 1.0:
-            raise ValueError("--fail-429 + --fail-500 + --fail-timeout must not exceed 1")
+            raise SettingsError("--fail-429 + --fail-500 + --fail-timeout must not exceed 1")
         for name in ("latency_ms", "jitter_ms", "hang_s", "retry_after_s"):
             if not 0 <= getattr(self, name) < math.inf:  # nan and inf too
-                raise ValueError(f"--{name.replace('_', '-')} must be a finite number, not negative")
+                raise SettingsError(f"--{name.replace('_', '-')} must be a finite number, not negative")
 
 
 def random_verdicts(p1: float, rng: random.Random) -> Callable[[str, str | None], Any]:

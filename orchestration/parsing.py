@@ -58,6 +58,7 @@ def run_config(args: argparse.Namespace) -> dict:
         For an unknown metric or option, or a value of the wrong type or out of range;
         ``--executor spark`` without pyspark (``rag_eval.metrics.core.extras.MissingExtra``, naming the extra).
     """
+    from rag_eval.metrics.errors import SettingsError
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.reports.aggregate import is_ratio
     from rag_eval.metrics.judges.config import PER_METRIC, LLMConfig
@@ -69,7 +70,7 @@ def run_config(args: argparse.Namespace) -> dict:
 
         require("pyspark", "spark", "Spark execution")  # without it: the extra to install, before anything runs
     if not 0 <= args.max_rejected_share <= 1:
-        raise ValueError(f"--max-rejected-share {args.max_rejected_share:g}: give a share between 0 and 1")
+        raise SettingsError(f"--max-rejected-share {args.max_rejected_share:g}: give a share between 0 and 1")
     ops: dict = {"eval_summary": {"config": {"scale": args.scale, "dingo_layout": args.dingo_summary}},
                  "ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}}}
     items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
@@ -80,11 +81,11 @@ def run_config(args: argparse.Namespace) -> dict:
         types = option_types(metric) if metric in METRICS else {}
         if option not in types or not value:
             known = f"OPTION one of {', '.join(types)}" if types else "METRIC a metric name (see --metrics)"
-            raise ValueError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with {known}")
+            raise SettingsError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with {known}")
         try:
             converted = option_value(metric, option, value)
         except ValueError as exc:
-            raise ValueError(f"bad metric option {item!r}: {exc}") from None
+            raise SettingsError(f"bad metric option {item!r}: {exc}") from None
         if option == "threshold":  # a [0, 1] metric's threshold is given on the table's scale (--scale)
             converted /= args.scale if is_ratio(metric) else 1
         per_metric.setdefault(metric, {})[option] = converted
@@ -94,14 +95,14 @@ def run_config(args: argparse.Namespace) -> dict:
         except ValueError as exc:
             scale = f" (at --scale {args.scale}, thresholds of [0, 1] metrics are given on the 0-{args.scale} " \
                     "scale)" if is_ratio(metric) and args.scale != 1 else ""
-            raise ValueError(f"bad metric option for {metric}: {exc}{scale}") from None
+            raise SettingsError(f"bad metric option for {metric}: {exc}{scale}") from None
     if per_metric:  # the metric assets are one op (rag_eval.assets.evaluation): one config per metric under it
         ops[METRICS_OP] = {"config": per_metric}
     judging = [o for o in PER_METRIC if getattr(args, o, None) is not None] + \
         [f"{m}.{o}" for m, options in per_metric.items() for o in options if o in PER_METRIC]
     if judging and not LLMConfig.from_env(base_url=args.base_url).configured:
-        raise ValueError(f"{', '.join(judging)} apply to the LLM judge only: set OPENAI_BASE_URL or OPENAI_API_KEY, "
-                         "or pass --base-url")
+        raise SettingsError(f"{', '.join(judging)} apply to the LLM judge only: set OPENAI_BASE_URL or OPENAI_API_KEY, "
+                            "or pass --base-url")
     return {"ops": ops, "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -114,13 +115,14 @@ def judge_resource(args: argparse.Namespace):
     ValueError
         Naming the option, for a value outside its domain (``--strictness 0``, ``--temperature -1``).
     """
+    from rag_eval.metrics.errors import SettingsError
     from rag_eval.assets.resources import JudgeResource
 
     try:
         return JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
                                 if getattr(args, k, None) is not None})
     except ValidationError as exc:
-        raise ValueError("; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-')} {e['input']!r}: {e['msg']}"
+        raise SettingsError("; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-')} {e['input']!r}: {e['msg']}"
                                    for e in exc.errors())) from None
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 #: Lines of rejected rows and of input errors printed (all are in summary.json and the tables).
 SHOWN = 5
@@ -271,18 +271,33 @@ def _said(message: str) -> str:
     return message
 
 
-def print_run_failure(result, stream: TextIO | None = None) -> None:
-    """Each failed step of a run, or the run itself when no step failed (e.g. a resource that
-    failed), in one line: the root cause, then in brackets what Dagster was doing when it came
-    (the outermost error of the chain) when that is another error."""
-    stream = stream or sys.stderr
+def run_failures(result) -> list[tuple[str, Any]]:
+    """``(where, error)`` for each failed step of a run (``dagster.ExecuteInProcessResult``; where is
+    ``step <key>``), or for the run itself when no step failed (e.g. a resource that failed; ``run``):
+    Dagster's account of each error (``cls_name``, ``message``, ``stack``, ``cause``)."""
     failures = [event for event in result.all_events if event.is_step_failure] or \
         [event for event in result.all_events if event.is_run_failure
          and getattr(event.event_specific_data, "error", None) is not None]
-    for event in failures:
-        error = root = event.event_specific_data.error
+    return [(f"step {event.step_key}" if event.step_key else "run", event.event_specific_data.error)
+            for event in failures]
+
+
+def print_run_failure(result, stream: TextIO | None = None) -> None:
+    """Each failed step of a run, or the run itself when no step failed (e.g. a resource that
+    failed), the user can fix in one line: the root cause, then in brackets what Dagster was doing
+    when it came (the outermost error of the chain) when that is another error. Then, when any
+    failed with a bug, raises ``rag_eval.orchestration.failures.StepBug`` for them (the CLI prints
+    their tracebacks and exits 70)."""
+    from rag_eval.orchestration.failures import raise_bugs, users_to_fix
+
+    stream = stream or sys.stderr
+    failures = run_failures(result)
+    for where, error in failures:
+        if not users_to_fix(error):
+            continue
+        root = error
         while root.cause is not None:  # the chain down to the root cause
             root = root.cause
         context = f" [{_said(error.message.splitlines()[0]).rstrip(':')}]" if root is not error else ""
-        line = _said(root.message) + context
-        print(f"{f'step {event.step_key}' if event.step_key else 'run'} failed: {line}", file=stream)
+        print(f"{where} failed: {_said(root.message) + context}", file=stream)
+    raise_bugs(failures)

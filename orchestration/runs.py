@@ -20,25 +20,23 @@ def end_of_startup() -> None:
         gc.enable()
 
 
-class VersionBusy(ValueError):
-    """The version is being evaluated by another ``rag-eval`` process (its PID in the message)."""
-
-
 @contextmanager
 def only_run_of(version: str, out: Path):
     """Hold the version for this process: a second ``rag-eval`` evaluating the same
-    version at the same time is refused with the first one's PID."""
+    version at the same time is refused with the first one's PID
+    (:class:`rag_eval.metrics.errors.BusyError`)."""
     import fcntl
 
     from rag_eval.assets.outputs import output_folder
+    from rag_eval.metrics.errors import BusyError
 
     with open(output_folder(out, out / ".locks") / f"{version}.lock", "a+", encoding="utf-8") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
-            raise VersionBusy(f"dataset version {version} is being evaluated right now by another rag-eval run "
-                             f"({lock.read().strip() or 'PID unknown'}); wait for it to finish") from None
+            raise BusyError(f"dataset version {version} is being evaluated right now by another rag-eval run "
+                            f"({lock.read().strip() or 'PID unknown'}); wait for it to finish") from None
         lock.truncate(0)
         lock.write(f"PID {os.getpid()}")
         lock.flush()

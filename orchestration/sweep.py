@@ -80,12 +80,16 @@ def run_incrementally(key: str, metrics: list[str], instance, definitions, run_c
     Raises
     ------
     RuntimeError
-        If a run fails (its step's error is in the message).
+        If a run fails for a reason the user can fix (its step's error is in the message).
+    rag_eval.orchestration.failures.StepBug
+        If a run fails with a bug.
     """
     import dagster as dg
 
     from rag_eval.assets.evaluation import METRICS_OP
+    from rag_eval.orchestration.failures import raise_bugs
     from rag_eval.orchestration.jobs import run_in_process
+    from rag_eval.orchestration.report import run_failures
     from rag_eval.orchestration.records import latest_record, out_of_date
 
     levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL,
@@ -111,8 +115,9 @@ def run_incrementally(key: str, metrics: list[str], instance, definitions, run_c
                                 instance, {**run_config, "ops": ops})
         results.append(result)
         if not result.success:
-            errors = [e.event_specific_data.error.message.strip() for e in result.all_events
-                      if e.is_step_failure and getattr(e.event_specific_data, "error", None)]
+            failures = run_failures(result)
+            raise_bugs(failures)  # a bug ends the sweep (the CLI reports it); what the user can fix, this configuration
+            errors = [error.message.strip() for where, error in failures if where != "run"]
             raise RuntimeError(f"{key}: the run of {', '.join(selection)} failed: {'; '.join(errors) or 'see the UI'}")
         done |= set(selection)
     return results

@@ -40,6 +40,7 @@ def _usage_line(kind: str, usage, per: int) -> str:
 
 def cmd_testset(args: argparse.Namespace) -> int:
     """Read, chunk, generate (or inverse-cloze) and write; print counts, requests and tokens."""
+    from rag_eval.metrics.errors import InputError, SettingsError
     from rag_eval.metrics.judges.config import LLMConfig
     from rag_eval.metrics.judges.llm import LLMJudge
     from rag_eval.metrics.sources.testset import chunk_documents, inverse_cloze, read_documents, write_testset
@@ -47,7 +48,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
     from rag_eval.orchestration.parsing import judge_resource
 
     if args.questions < 1:
-        raise ValueError(f"-n {args.questions}: ask for 1 question or more")
+        raise SettingsError(f"-n {args.questions}: ask for 1 question or more")
     resource = judge_resource(args)  # the judge options, checked
     config = LLMConfig.from_env(**{name: getattr(resource, name) for name in LLMConfig.public_fields()})
     if args.dry_run and config.cache_path and not Path(config.cache_path).exists():
@@ -57,7 +58,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
         print(f"skipped {name}: {reason}", file=sys.stderr)
     chunks = chunk_documents(documents, args.chunk_tokens)
     if not chunks:
-        raise ValueError(f"{args.docs}: no document with text (.txt, .md, .html, .pdf)")
+        raise InputError(f"{args.docs}: no document with text (.txt, .md, .html, .pdf)")
     out = Path(args.out or Path("testsets") / Path(args.docs).resolve().name)
     print(f"{len(documents)} documents, {len(chunks)} chunks of at most {args.chunk_tokens} tokens", file=sys.stderr)
     report = {"documents": args.docs, "chunks": len(chunks), "chunk_tokens": args.chunk_tokens,

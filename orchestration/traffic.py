@@ -108,6 +108,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     ``--from`` and ``--to``, in key order; print each one's volume, means and drift verdicts.
     Exit 1 when a partition could not be summarized (no traffic arrived, a step failed), else 4
     when a drift check failed, else 0."""
+    from rag_eval.metrics.errors import SettingsError
     from rag_eval.assets.resources import JudgeResource
 
     from rag_eval.orchestration.report import print_run_failure
@@ -119,8 +120,8 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     keys = [k for k in new_partitions(settings, counts, {}, time.time())
             if (not args.start or k >= args.start) and (not args.end or k <= args.end)]
     if not keys:
-        raise ValueError(f"no ended partition with traces in {settings.source} between {args.start or 'the first'} "
-                         f"and {args.end or 'the last'} (partitions with traces: {', '.join(counts) or 'none'})")
+        raise SettingsError(f"no ended partition with traces in {settings.source} between {args.start or 'the first'} "
+                            f"and {args.end or 'the last'} (partitions with traces: {', '.join(counts) or 'none'})")
     end_of_startup()
     sample = {k: v for k, v in (("budget_rows", args.budget_rows), ("budget_cost", args.budget_cost),
                                 ("seed", args.seed)) if v is not None}

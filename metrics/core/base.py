@@ -11,6 +11,7 @@ import keyword
 import math
 import numbers
 import re
+import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -25,6 +26,7 @@ from rag_eval.metrics.judges.usage import Usage, current_usage
 from rag_eval.metrics.core.results import Direction, MetricResult, Status, passes
 from rag_eval.metrics.core.samples import ALIASES, FIELDS, Sample, is_target_error
 from rag_eval.metrics.text import normalise_rag_text
+from rag_eval.metrics.errors import SettingsError, redacted
 
 #: Fields whose text is normalised (``rag_eval.metrics.text.normalise_rag_text``) before judging.
 NORMALISED_FIELDS = ("response", "retrieved_contexts", "reference")
@@ -233,7 +235,7 @@ class Metric(ABC):
         try:
             self.options = self.Options(**options)
         except ValidationError as exc:
-            raise ValueError(f"{self.name}: {problems(exc)}") from None
+            raise SettingsError(f"{self.name}: {problems(exc)}") from None
         self.set_threshold(threshold)
 
     def set_threshold(self, threshold: float | None) -> None:
@@ -247,7 +249,7 @@ class Metric(ABC):
         self.threshold = self.default_threshold if threshold is None else float(threshold)
         low, high = self.value_range
         if not low <= self.threshold <= high:
-            raise ValueError(f"{self.name}: threshold {self.threshold:g} outside [{low:g}, {high:g}]")
+            raise SettingsError(f"{self.name}: threshold {self.threshold:g} outside [{low:g}, {high:g}]")
 
     @classmethod
     def code_version(cls, judge: str) -> str:
@@ -335,7 +337,8 @@ class Metric(ABC):
             raise
         except Exception as exc:  # noqa: BLE001 - a fault of this metric on this row loses no other row's or metric's result
             return MetricResult(status=Status.JUDGE_ERROR, value=None, passed=None,
-                                reason=f"{self.name} failed on this row: {type(exc).__name__}: {exc}", **base)
+                                reason=redacted(f"{self.name} failed on this row: {type(exc).__name__}: {exc}"),
+                                details={"traceback": redacted("".join(traceback.format_exception(exc)))}, **base)
         wrong = type(outcome).__name__ if not isinstance(outcome, (Measured, NotApplicable)) else \
             f"Measured with a {type(outcome.value).__name__} value" \
             if isinstance(outcome, Measured) and not isinstance(outcome.value, numbers.Real) else None

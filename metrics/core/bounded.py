@@ -16,6 +16,7 @@ import reprlib
 from typing import Any
 
 import yaml
+from rag_eval.metrics.errors import InputError
 
 #: Values (scalars, lists, mappings) a configuration file may hold with its aliases expanded.
 MAX_YAML_VALUES = 100_000
@@ -90,7 +91,7 @@ def load_yaml(text: str, where: str) -> Any:
         values, chars = _expanded(node)
         if values > MAX_YAML_VALUES or chars > MAX_YAML_CHARS:
             size = f"{MAX_YAML_VALUES:,} values" if values > MAX_YAML_VALUES else f"{MAX_YAML_CHARS:,} characters"
-            raise ValueError(f"{where}: its anchors and aliases expand to more than {size} "
+            raise InputError(f"{where}: its anchors and aliases expand to more than {size} "
                              "(an alias bomb?): refused; write the values out, or reuse fewer")
         return loader.construct_document(node)
     finally:

@@ -55,6 +55,7 @@ from rag_eval.metrics.judgements.custom import ANSWER, CustomJudgement, CustomTe
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.core.results import Direction
 from rag_eval.metrics.core.samples import Sample
+from rag_eval.metrics.errors import NotFoundError, SettingsError, StorageError
 
 FieldName = Literal["user_input", "response", "retrieved_contexts", "reference"]
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -215,28 +216,30 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
         (five rubric levels, pass labels among the labels, an ordered finite range, a threshold
         on the range), a name used twice or taken by an asset or an output column
         (``rag_eval.metrics.core.base.name_problem``).
-    OSError
-        For a file that cannot be read.
+    NotFoundError, StorageError
+        For a file that is not there or cannot be read.
     """
     path = Path(path)
     try:
         document = load_yaml(path.read_text(encoding="utf-8"), str(path))
+    except FileNotFoundError:
+        raise NotFoundError(f"custom metrics file {path}: not found") from None
     except OSError as exc:
-        raise OSError(f"custom metrics file {path}: {exc.strerror or exc}") from None
+        raise StorageError(path, f"the custom metrics file cannot be read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {clip(str(exc), 2 * MAX_QUOTE)}") from None
+        raise SettingsError(f"{path}: not valid YAML: {clip(str(exc), 2 * MAX_QUOTE)}") from None
     if document is None:
         return []
     if not isinstance(document, dict) or set(document) != {"metrics"} or not isinstance(document["metrics"], list):
-        raise ValueError(f"{path}: expected one key 'metrics' holding a list of metric definitions")
+        raise SettingsError(f"{path}: expected one key 'metrics' holding a list of metric definitions")
     made: list[type[CustomMetric]] = []
     for number, raw in enumerate(document["metrics"], start=1):
         label = f"{path}: metric {quote(raw.get('name'))} (entry {number})" if isinstance(raw, dict) \
             else f"{path}: entry {number}"
         if not isinstance(raw, dict):
-            raise ValueError(f"{label}: expected a metric definition (name, kind, fields, prompt...), got {quote(raw)}")
+            raise SettingsError(f"{label}: expected a metric definition (name, kind, fields, prompt...), got {quote(raw)}")
         if "kind" not in raw:
-            raise ValueError(f"{label}: field 'kind': missing (aspect_critic, rubric, discrete or numeric)")
+            raise SettingsError(f"{label}: field 'kind': missing (aspect_critic, rubric, discrete or numeric)")
         try:
             definition = _ADAPTER.validate_python(raw)
         except ValidationError as exc:
@@ -245,17 +248,17 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
             if any(e["type"] == "string_type" and isinstance(e["input"], bool) for e in exc.errors()):
                 problems += ("; YAML reads unquoted yes, no, on, off, true and false as booleans: quote them "
                              "(labels: ['yes', 'no'])")
-            raise ValueError(f"{label}: {problems}") from None
+            raise SettingsError(f"{label}: {problems}") from None
         taken = name_problem(definition.name)
         if taken:
-            raise ValueError(f"{label}: field 'name': {taken}")
+            raise SettingsError(f"{label}: field 'name': {taken}")
         if any(cls.name == definition.name for cls in made):
-            raise ValueError(f"{label}: field 'name': {quote(definition.name)} is defined twice")
+            raise SettingsError(f"{label}: field 'name': {quote(definition.name)} is defined twice")
         try:
             cls = metric_class(definition)
             cls()  # the threshold on the range
         except ValueError as exc:
-            raise ValueError(f"{label}: field 'threshold': {exc}") from None
+            raise SettingsError(f"{label}: field 'threshold': {exc}") from None
         made.append(cls)
     return made
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from rag_eval.metrics.errors import UserError
+
 DISTRIBUTION = "rag-eval-pipeline"
 
 
-class MissingExtra(ImportError, ValueError):
+class MissingExtra(UserError, ImportError, ValueError):
     """An optional module is not installed; the message names the extra that installs it.
-    A ``ValueError`` too, so the CLI reports it as bad input (``error: ...``, exit status 2)."""
+    A :class:`rag_eval.metrics.errors.UserError`, so the CLI reports it in one line (``error: ...``, exit status 2)."""
 
 
 def install_hint(extra: str) -> str:

@@ -57,6 +57,7 @@ from rag_eval.metrics.rag.faithfulness import Faithfulness
 from rag_eval.metrics.rag.noise_sensitivity import NoiseSensitivityIrrelevant, NoiseSensitivityRelevant
 from rag_eval.metrics.rag.nv_context_relevance import NVContextRelevance
 from rag_eval.metrics.retrieval.document_retrieval import DOCUMENT_RETRIEVAL_METRICS
+from rag_eval.metrics.errors import SettingsError, UnknownNameError
 
 if TYPE_CHECKING:
     from rag_eval.metrics.judges.base import Judge
@@ -115,16 +116,16 @@ def _plugin_points() -> list[tuple[str, type[Metric]]]:
         try:
             loaded = point.load()
         except Exception as exc:  # noqa: BLE001 - any failure of third-party code: say which plugin
-            raise ValueError(f"{where}: cannot be loaded: {type(exc).__name__}: {exc}") from None
+            raise SettingsError(f"{where}: cannot be loaded: {type(exc).__name__}: {exc}") from None
         for cls in loaded if isinstance(loaded, (list, tuple)) else [loaded]:
             if not (isinstance(cls, type) and issubclass(cls, Metric)) or inspect.isabstract(cls):
-                raise ValueError(f"{where}: {cls!r} is not a concrete rag_eval.metrics.core.base.Metric subclass")
+                raise SettingsError(f"{where}: {cls!r} is not a concrete rag_eval.metrics.core.base.Metric subclass")
             missing = [a for a in ("name", "required_fields", "family") if not hasattr(cls, a)]
             if missing:
-                raise ValueError(f"{where}: {cls.__qualname__} does not declare {', '.join(missing)}")
+                raise SettingsError(f"{where}: {cls.__qualname__} does not declare {', '.join(missing)}")
             refused = name_problem(cls.name)
             if refused:
-                raise ValueError(f"{where}: {cls.__qualname__}: field 'name': {refused}")
+                raise SettingsError(f"{where}: {cls.__qualname__}: field 'name': {refused}")
             found.append((where, cls))
     return found
 
@@ -142,7 +143,7 @@ def _with_extensions(builtin: list[type[Metric]], source: Path | None) -> dict[s
     for where, what, cls in extra:
         taken = origin.get(cls.name) or ("a family" if cls.name in {f.value for f in Family} | {"all"} else None)
         if taken:
-            raise ValueError(f"{where}: field 'name': {cls.name!r} is taken by {taken}")
+            raise SettingsError(f"{where}: field 'name': {cls.name!r} is taken by {taken}")
         metrics[cls.name], origin[cls.name] = cls, what
     return metrics
 
@@ -252,8 +253,8 @@ def load_extensions(custom_metrics: str | os.PathLike[str] | None = None) -> Pat
     source = Path(custom_metrics).resolve() if custom_metrics else custom_metrics_file()
     if METRICS.extensions_loaded:
         if source != METRICS.custom_source:
-            raise ValueError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
-                             f"{source or 'no file'} needs a new process")
+            raise SettingsError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
+                                f"{source or 'no file'} needs a new process")
         return source
     METRICS.extend(source)
     return source
@@ -309,7 +310,7 @@ def option_value(metric: str, option: str, value: Any) -> Any:
     try:
         return TypeAdapter(kind).validate_python(value)
     except ValidationError as exc:
-        raise ValueError(exc.errors()[0]["msg"]) from None
+        raise SettingsError(exc.errors()[0]["msg"]) from None
 
 
 def resolve_names(selection: str | Iterable[str]) -> list[str]:
@@ -318,7 +319,7 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
 
     Raises
     ------
-    KeyError
+    UnknownNameError
         For a name that is neither a metric nor a family.
     ValueError
         When nothing is selected because the families named (``custom``, ``plugin``) are
@@ -336,8 +337,8 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
         else:
             source = f"custom metrics read from {METRICS.custom_source}" if METRICS.custom_source else _NO_FILE \
                 if METRICS.extensions_loaded else "custom and plugin metrics not loaded (rag_eval.metrics.load_extensions())"
-            raise KeyError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
-                           f"{', '.join(FAMILIES)}, all; {source}")
+            raise UnknownNameError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
+                                   f"{', '.join(FAMILIES)}, all; {source}")
     names = [name for name in METRICS if name in chosen]
     read = METRICS.custom_source
     empty = {"custom": f"no custom metrics were read ({read} defines none)" if read
@@ -347,7 +348,7 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
              if METRICS.extensions_loaded else "plugin metrics not loaded (rag_eval.metrics.load_extensions())"}
     said = [empty[item] for item in dict.fromkeys(items) if item in empty and not FAMILIES[item]]
     if not names and said:
-        raise ValueError(f"no metric selected: {'; '.join(said)}")
+        raise SettingsError(f"no metric selected: {'; '.join(said)}")
     return names
 
 
@@ -369,7 +370,7 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
 
     Raises
     ------
-    KeyError
+    UnknownNameError
         For an unknown metric name (the message lists the known ones).
     ValueError
         For an empty selection, or an option the metric does not take or a value it refuses
@@ -378,10 +379,10 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
     thresholds, options = dict(thresholds or {}), dict(options or {})
     unknown = (set(thresholds) | set(options)) - set(METRICS)
     if unknown:
-        raise KeyError(f"settings for unknown metrics {sorted(unknown)}; known: {list(METRICS)}")
+        raise UnknownNameError(f"settings for unknown metrics {sorted(unknown)}; known: {list(METRICS)}")
     metrics = CORE_METRICS if metrics is None else list(metrics)
     if not metrics:
-        raise ValueError("no metric selected")
+        raise SettingsError("no metric selected")
     metrics = [name for item in metrics
                for name in ([item] if isinstance(item, Metric) or item in METRICS else resolve_names([item]))]
     built = []

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from rag_eval.metrics.core.decoding import decode_json, json_object, not_text, record_problem
-from rag_eval.metrics.errors import InputError
+from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError
 
 _WORD = re.compile(r"[^\W_]")
 
@@ -242,7 +242,7 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
     fields = dict(fields or {})
     unknown = set(fields) - set(FIELDS) - {"id"}
     if unknown:
-        raise ValueError(f"field mapping names unknown fields {sorted(unknown)}; known: {list(FIELDS)} and 'id'")
+        raise SettingsError(f"field mapping names unknown fields {sorted(unknown)}; known: {list(FIELDS)} and 'id'")
     values: dict[str, Any] = {}
     problems: dict[str, str] = {}
     for name in FIELDS:
@@ -352,16 +352,16 @@ def _read_table(path: Path, suffix: str) -> list[Any]:
             return pd.DataFrame(data).to_dict("records")  # column-oriented (RAGAS/HF export)
         if isinstance(data, list):
             return data
-        raise ValueError(f"{path}: expected a list of records or a dict of columns")
+        raise InputError(f"{path}: expected a list of records or a dict of columns")
     if suffix == ".csv":
         try:
             # No type guessing ("8" stays text); a line of spaces is a record (pandas would drop it as blank).
             return pd.read_csv(path, dtype=str, skip_blank_lines=False).to_dict("records")
         except pd.errors.EmptyDataError:
-            raise ValueError(f"{path}: no CSV table in it (empty, or blank lines only)") from None
+            raise InputError(f"{path}: no CSV table in it (empty, or blank lines only)") from None
     if suffix == ".parquet":
         return pd.read_parquet(path).to_dict("records")
-    raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
+    raise InputError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
 
 
 def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]],
@@ -374,10 +374,11 @@ def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
 
     Raises
     ------
-    FileNotFoundError
-        If ``source`` is a path that does not exist.
-    ValueError
-        For an unsupported file type, a CSV file without a table, or an unknown field in ``fields``.
+    NotFoundError
+        If ``source`` is a path that does not exist (a ``FileNotFoundError``).
+    InputError, SettingsError
+        For an unsupported file type, a file that is not what its suffix says, a CSV file without a table
+        (``InputError``), or an unknown field in ``fields`` (``SettingsError``); both are a ``ValueError``.
     """
     return list(iter_samples(source, fields))
 
@@ -390,10 +391,16 @@ def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
     if isinstance(source, (str, Path)):
         path = Path(source)
         if not path.exists():
-            raise FileNotFoundError(f"dataset file not found: {path}")
+            raise NotFoundError(f"dataset file not found: {path}")
         if path.suffix.lower() in (".jsonl", ".ndjson"):
             return _read_jsonl(path, fields)
-        records = enumerate(_read_table(path, path.suffix.lower()))
+        try:
+            records = enumerate(_read_table(path, path.suffix.lower()))
+        except InputError:
+            raise
+        except (ValueError, RecursionError) as exc:  # JSON, CSV, Parquet or UTF-8 the file is not
+            raise InputError(f"{path}: cannot be read as a {path.suffix.lower()} file: "
+                             f"{type(exc).__name__}: {str(exc)[:300]}") from None
     elif isinstance(source, pd.DataFrame):
         records = enumerate(source.to_dict("records"))
     else:

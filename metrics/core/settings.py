@@ -4,6 +4,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Any
+from rag_eval.metrics.errors import SettingsError
 
 from rag_eval.metrics.core.bounded import quote
 
@@ -27,18 +28,18 @@ def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict
         try:
             document = tomllib.loads(source.read_text(encoding="utf-8"))
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{source}: not UTF-8 (byte {exc.start})") from None
+            raise SettingsError(f"{source}: not UTF-8 (byte {exc.start})") from None
         except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{source}: not valid TOML: {exc}") from exc
+            raise SettingsError(f"{source}: not valid TOML: {exc}") from exc
         values = document
         keys = ("tool", "rag_eval", section)
         for depth, key in enumerate(keys, start=1):
             values = values.get(key, {})
             if not isinstance(values, dict):
-                raise ValueError(f"{source}: {'.'.join(keys[:depth])} must be a table, got {type(values).__name__}")
+                raise SettingsError(f"{source}: {'.'.join(keys[:depth])} must be a table, got {type(values).__name__}")
         if path and not values:
             values = {k: v for k, v in document.items() if k != "tool"}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(f"{source}: unknown {section} setting(s) {quote(unknown)}; known: {sorted(known)}")
+        raise SettingsError(f"{source}: unknown {section} setting(s) {quote(unknown)}; known: {sorted(known)}")
     return dict(values)

@@ -34,6 +34,7 @@ from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.judges.verifier import FEATURES
 from rag_eval.metrics.stats.agreement import accuracy, auroc
 from rag_eval.metrics.stats.ppi import MeanEstimate, ppi_mean
+from rag_eval.metrics.errors import InputError, SettingsError
 
 @dataclass(frozen=True)
 class Agreement:
@@ -119,10 +120,10 @@ def labelled_rows(samples: Sequence[Sample], labels: Mapping[str, float], judge:
         When the judge could not judge a row (an LLM judge's failure after its retries).
     """
     if folds < 2:
-        raise ValueError(f"folds must be at least 2, got {folds}")
+        raise SettingsError(f"folds must be at least 2, got {folds}")
     bad = {k: v for k, v in labels.items() if not 0 <= v <= 1}
     if bad:
-        raise ValueError(f"faithfulness labels must lie in [0, 1]: {dict(list(bad.items())[:3])}")
+        raise InputError(f"faithfulness labels must lie in [0, 1]: {dict(list(bad.items())[:3])}")
     metric = build_metrics(["faithfulness"])[0]
     results = score_all(list(samples), [metric], judge)
     if failed := [r for r in results if r.status == Status.JUDGE_ERROR]:  # never dropped as "not measured"
@@ -131,13 +132,13 @@ def labelled_rows(samples: Sequence[Sample], labels: Mapping[str, float], judge:
     scored = [(s, r) for s, r in zip(samples, results) if r.value is not None]
     in_labels = np.array([s.id in labels for s, _ in scored], dtype=bool)
     if in_labels.sum() < 2 * folds:
-        raise ValueError(f"{in_labels.sum()} labelled rows with a measured faithfulness among {len(scored)}: "
+        raise InputError(f"{in_labels.sum()} labelled rows with a measured faithfulness among {len(scored)}: "
                          f"aligning needs at least {2 * folds} (--folds {folds})")
     target = np.array([labels.get(s.id, 0.0) for s, _ in scored])
     labelled = np.flatnonzero(in_labels)
     y = target[labelled]
     if len(set(y >= metric.threshold)) < 2:
-        raise ValueError(f"every one of the {len(y)} labels {'passes' if y[0] >= metric.threshold else 'fails'}: "
+        raise InputError(f"every one of the {len(y)} labels {'passes' if y[0] >= metric.threshold else 'fails'}: "
                          "aligning needs labels of both kinds (a constant judge would agree with them all)")
     return Labelled(scored, np.array([r.value for _, r in scored]), target, labelled, np.flatnonzero(~in_labels),
                     [labelled[p] for p in fold_positions(len(labelled), folds, seed)], metric.threshold)

@@ -24,6 +24,7 @@ from rag_eval.metrics.judges.align import Alignment, Labelled, labelled_rows
 from rag_eval.metrics.judges.base import JudgeError
 from rag_eval.metrics.judges.examples import Example, Examples
 from rag_eval.metrics.judges.llm import LLMJudge
+from rag_eval.metrics.errors import InputError, SettingsError
 
 
 def mistakes(rows: Labelled) -> list[int]:
@@ -92,13 +93,13 @@ def align_examples(samples: Sequence[Sample], labels: Mapping[str, float], judge
         When a row could not be judged with the examples.
     """
     if k < 1:
-        raise ValueError(f"k (examples) must be at least 1, got {k}")
+        raise SettingsError(f"k (examples) must be at least 1, got {k}")
     default = judge.with_examples(None)
     rows = labelled_rows(samples, labels, default, folds, seed)
     wrong = mistakes(rows)
     final = examples_of(rows, wrong, k)
     if final is None:
-        raise ValueError(f"the judge's pass/fail agrees with all {len(rows.labelled)} labels: there is no mistake "
+        raise InputError(f"the judge's pass/fail agrees with all {len(rows.labelled)} labels: there is no mistake "
                          "to add as an example")
     unlabelled = [rows.scored[i][0] for i in rows.unlabelled]
     after, rest = np.empty(len(rows.scored)), np.zeros(len(unlabelled))

@@ -11,6 +11,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from rag_eval.metrics.judges.endpoint import check_base_url
 from rag_eval.metrics.judges.plan import Budget
+from rag_eval.metrics.errors import SettingsError
 
 #: The judge settings a metric may set for itself (``LLMJudge.with_options``, the CLI's
 #: ``--metric-option``, a metric asset's run config).
@@ -78,14 +79,14 @@ class LLMConfig:
 
     def __post_init__(self) -> None:
         if self.response_format not in RESPONSE_FORMATS:
-            raise ValueError(f"response_format: one of {', '.join(RESPONSE_FORMATS)} (got {self.response_format!r})")
+            raise SettingsError(f"response_format: one of {', '.join(RESPONSE_FORMATS)} (got {self.response_format!r})")
         check_base_url(self.base_url, "base_url")
         check_base_url(self.embedding_base_url, "embedding_base_url")
         for name, check in _checks().items():
             try:
                 setattr(self, name, check.validate_python(getattr(self, name)))
             except ValidationError as exc:
-                raise ValueError(f"{name}: {exc.errors()[0]['msg']} (got {getattr(self, name)!r})") from None
+                raise SettingsError(f"{name}: {exc.errors()[0]['msg']} (got {getattr(self, name)!r})") from None
 
     @classmethod
     def types(cls) -> dict[str, Any]:

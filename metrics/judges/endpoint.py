@@ -18,6 +18,7 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
+from rag_eval.metrics.errors import SettingsError, UserError
 
 if TYPE_CHECKING:
     import openai
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
 _UNKNOWN_MODEL = ("does not exist", "not found", "not exist", "unknown model", "no such model", "invalid model")
 
 
-class EndpointError(ConnectionError):
+class EndpointError(UserError, ConnectionError):
     """The judge endpoint cannot be used: refused connection, unknown host, no answer,
-    a refused key (401/403) or an unknown model. The run stops before spending."""
+    a refused key (401/403) or an unknown model. The run stops before spending (a ``UserError``:
+    the URL, the key, the model or the network are the user's to fix)."""
 
 
 def public_url(url: str | None) -> str | None:
@@ -53,12 +55,12 @@ def check_base_url(url: str | None, name: str = "base_url") -> None:
         return
     parts = urlsplit(url)
     if parts.username or parts.password or parts.query or parts.fragment:
-        raise ValueError(
+        raise SettingsError(
             f"{name} {public_url(url)} carries credentials (user info or a query string); pass the API key in "
             "the environment instead — OPENAI_API_KEY (EMBEDDING_API_KEY for a separate embeddings endpoint) — "
             "and give the URL without them")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{name} {url!r} is not an http(s) URL")
+        raise SettingsError(f"{name} {url!r} is not an http(s) URL")
 
 
 def connection_cause(exc: BaseException) -> str | None:

@@ -16,6 +16,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from rag_eval.metrics.judges.verifier import FEATURES, Verifier
+from rag_eval.metrics.errors import InputError
 
 #: L2 strength on the shipped model's weights, over the summed group weights (1).
 PENALTY = 1e-3
@@ -44,7 +45,7 @@ class Groups:
         summed verdicts of answer ``i``'s statements whose features are ``None``; equal weights
         unless given. Raises ``ValueError`` for an answer without statements."""
         if any(not statements for statements in judged):
-            raise ValueError("every labelled answer needs at least one statement")
+            raise InputError("every labelled answer needs at least one statement")
         rows = [[values[f] for f in FEATURES] for statements in judged for values in statements if values is not None]
         group = [i for i, statements in enumerate(judged) for values in statements if values is not None]
         w = np.ones(len(judged)) if weight is None else np.asarray(weight, dtype=float)

@@ -40,6 +40,7 @@ from rag_eval.metrics.judges.endpoint import public_url
 from rag_eval.metrics.judges.plan import MESSAGE_TOKENS, Budget, Plan, Planned, current_plan, estimate_tokens, record, reply_tokens
 from rag_eval.metrics.judges.transport import Transport
 from rag_eval.metrics.judges.usage import Usage, current_usage
+from rag_eval.metrics.errors import SettingsError
 
 if TYPE_CHECKING:
     from rag_eval.metrics.judges.examples import Examples
@@ -128,7 +129,7 @@ class LLMJudge(Judge):
         allowed = {*PER_METRIC, "seed", "repeat"}
         unknown = set(options) - allowed
         if unknown:
-            raise ValueError(f"per-metric options are {sorted(allowed)}, not {sorted(unknown)}")
+            raise SettingsError(f"per-metric options are {sorted(allowed)}, not {sorted(unknown)}")
         twin = copy.copy(self)
         twin.config = replace(self.config, **{k: v for k, v in options.items() if v is not None})
         twin.name = twin._name()

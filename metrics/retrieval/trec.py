@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+from rag_eval.metrics.errors import InputError
 
 
 def read_trec(qrels: str | Path, run: str | Path) -> list[dict[str, Any]]:
@@ -31,13 +32,13 @@ def read_trec(qrels: str | Path, run: str | Path) -> list[dict[str, Any]]:
             if not parts:
                 continue
             if len(parts) < columns:
-                raise ValueError(f"{path}:{line_no}: expected {columns} columns, got {len(parts)}")
+                raise InputError(f"{path}:{line_no}: expected {columns} columns, got {len(parts)}")
             try:
                 if target is truth:
                     target[parts[0]].append({"document_id": parts[2], "query_relevance_label": int(parts[3])})
                 else:
                     target[parts[0]].append({"document_id": parts[2], "relevance_score": float(parts[4])})
             except ValueError as exc:
-                raise ValueError(f"{path}:{line_no}: {exc}") from exc
+                raise InputError(f"{path}:{line_no}: {exc}") from exc
     return [{"id": qid, "retrieval_ground_truth": truth[qid], "retrieved_documents": retrieved.get(qid, [])}
             for qid in sorted(truth)]

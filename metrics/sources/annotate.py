@@ -31,6 +31,7 @@ from rag_eval.metrics.sources.labels import is_ratio
 from rag_eval.metrics.core.registry import METRICS
 from rag_eval.metrics.core.results import Direction
 from rag_eval.metrics.core.samples import Sample
+from rag_eval.metrics.errors import SettingsError
 
 #: What a person is asked, per metric (others: the metric's own description).
 GUIDELINES = {
@@ -98,7 +99,7 @@ def draw(rows: list[int], n: int, seed: int = 0, strata: Mapping[int, str] | Non
         For ``n`` below 1.
     """
     if n < 1:
-        raise ValueError(f"-n {n}: draw at least one row")
+        raise SettingsError(f"-n {n}: draw at least one row")
     if strata is None:
         return _shuffle(sorted(rows), seed)[:n]
     groups: dict[str, list[int]] = {}

@@ -36,6 +36,7 @@ from typing import Any
 
 from rag_eval.metrics.core.registry import METRICS
 from rag_eval.metrics.core.results import Direction
+from rag_eval.metrics.errors import InputError, NotFoundError
 
 #: A version's labels, beside its ``samples.jsonl``.
 LABELS_FILE = "labels.jsonl"
@@ -49,8 +50,8 @@ _NUMBER = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
 STORED_KEYS = ("id", "line", "metric", "label", "annotator", "notes", "labelled_at", "source")
 
 
-class LabelProblem(ValueError):
-    """A label record that cannot be used: ``where`` (``labels.csv line 7``), the field, why."""
+class LabelProblem(InputError):
+    """A label record that cannot be used (a ``ValueError`` too): ``where`` (``labels.csv line 7``), the field, why."""
 
     def __init__(self, where: str, field: str, message: str) -> None:
         super().__init__(f"{where}: field '{field}': {message}")
@@ -116,7 +117,7 @@ def _utf8(path: Path) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"{path} line {line}: not UTF-8 (byte {exc.start}); save it as UTF-8") from None
+        raise InputError(f"{path} line {line}: not UTF-8 (byte {exc.start}); save it as UTF-8") from None
 
 
 def _csv_records(path: Path) -> Iterator[tuple[int, str, dict[str, Any] | str]]:
@@ -219,7 +220,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, Any] | 
 
     Raises
     ------
-    FileNotFoundError
+    NotFoundError
         For a missing file.
     ValueError
         For another file type, a ``.json`` file that is not JSON, or a CSV or JSON file that
@@ -227,7 +228,7 @@ def read_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, Any] | 
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"label file not found: {path}")
+        raise NotFoundError(f"label file not found: {path}")
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return _csv_records(path)
@@ -238,12 +239,12 @@ def read_records(path: str | Path) -> Iterator[tuple[int, str, dict[str, Any] | 
         try:
             return _label_studio(path, json.loads(text))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} line {exc.lineno}: not valid JSON: {exc.msg}") from None
+            raise InputError(f"{path} line {exc.lineno}: not valid JSON: {exc.msg}") from None
         except ValueError as exc:  # an integer of more than 4,300 digits
-            raise ValueError(f"{path}: not readable: {exc}") from None
+            raise InputError(f"{path}: not readable: {exc}") from None
         except RecursionError:
-            raise ValueError(f"{path}: not readable: JSON nested too deeply") from None
-    raise ValueError(f"{path}: unsupported label file type {suffix!r} (use .csv, .jsonl, or Label Studio's .json)")
+            raise InputError(f"{path}: not readable: JSON nested too deeply") from None
+    raise InputError(f"{path}: unsupported label file type {suffix!r} (use .csv, .jsonl, or Label Studio's .json)")
 
 
 def _text(value: Any) -> str | None:

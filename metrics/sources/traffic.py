@@ -46,6 +46,7 @@ from rag_eval.metrics.core.settings import tool_section
 from rag_eval.metrics.stats.sampling import STRATA, Budget
 from rag_eval.metrics.sources.traces import FORMATS, Trace, TraceProblem, read_traces, source_files
 from rag_eval.metrics.sources.traces.parquet import WrittenTraces, within, write_traces
+from rag_eval.metrics.errors import SettingsError
 
 HOUR_NS = 3600 * 10 ** 9
 #: Fields production traffic does not have: a metric reading one of them is refused.
@@ -84,33 +85,33 @@ class TrafficConfig:
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
-            raise ValueError(f"traffic config: format is one of {list(FORMATS)}, not {quote(self.format)}")
+            raise SettingsError(f"traffic config: format is one of {list(FORMATS)}, not {quote(self.format)}")
         if self.partition not in ("daily", "hourly"):
-            raise ValueError(f"traffic config: partition is 'daily' or 'hourly', not {quote(self.partition)}")
+            raise SettingsError(f"traffic config: partition is 'daily' or 'hourly', not {quote(self.partition)}")
         if not self.metrics:
-            raise ValueError("traffic config: metrics must name at least one metric")
+            raise SettingsError("traffic config: metrics must name at least one metric")
         for metric in [*self.metrics, *self.margins]:
             if metric not in METRICS:
-                raise ValueError(f"traffic config: unknown metric {quote(metric)}")
+                raise SettingsError(f"traffic config: unknown metric {quote(metric)}")
             needs = [f for f in METRICS[metric].required_fields if f in REFERENCE_FIELDS]
             if needs:
-                raise ValueError(f"traffic config: {metric} reads {needs[0]}, which production traffic has not; "
-                                 "choose reference-free metrics")
+                raise SettingsError(f"traffic config: {metric} reads {needs[0]}, which production traffic has not; "
+                                    "choose reference-free metrics")
         if [s for s in self.strata if s not in STRATA]:
-            raise ValueError(f"traffic config: strata are among {list(STRATA)}, not {quote(self.strata)}")
+            raise SettingsError(f"traffic config: strata are among {list(STRATA)}, not {quote(self.strata)}")
         for name in ("budget_rows", "window", "min_traces", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"traffic config: {name} must be a whole number, 0 or more, got {quote(value)}")
+                raise SettingsError(f"traffic config: {name} must be a whole number, 0 or more, got {quote(value)}")
         if not isinstance(self.blocking, bool):
-            raise ValueError(f"traffic config: blocking is true or false, got {quote(self.blocking)}")
+            raise SettingsError(f"traffic config: blocking is true or false, got {quote(self.blocking)}")
         if len(self.price) != 2 or any(not isinstance(p, int | float) or p < 0 for p in self.price):
-            raise ValueError(f"traffic config: price is [prompt, completion] per million tokens, got {quote(self.price)}")
+            raise SettingsError(f"traffic config: price is [prompt, completion] per million tokens, got {quote(self.price)}")
         numbers = {"budget_cost": self.budget_cost, **{f"margins.{m}": v for m, v in self.margins.items()}}
         for name, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or \
                     (value < 0 and name != "budget_cost"):
-                raise ValueError(f"traffic config: {clip(name, 80)} must be a finite number, got {quote(value)}")
+                raise SettingsError(f"traffic config: {clip(name, 80)} must be a finite number, got {quote(value)}")
 
     @property
     def budget(self) -> Budget:

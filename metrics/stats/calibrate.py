@@ -31,6 +31,7 @@ from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.core.registry import build_metrics, describe_judge
 from rag_eval.metrics.core.results import MetricResult
 from rag_eval.metrics.core.samples import sample_from_dict
+from rag_eval.metrics.errors import InputError
 
 _ACCEPT: dict[Any, int] = {True: 1, False: 0, **{word: int(passes) for word, passes in VERDICTS.items()}}
 
@@ -38,7 +39,7 @@ _ACCEPT: dict[Any, int] = {True: 1, False: 0, **{word: int(passes) for word, pas
 def _label_type(records: list[dict[str, Any]]) -> str:
     given = {r.get("label_type") for r in records} - {None}
     if len(given) > 1:
-        raise ValueError(f"metric {records[0]['metric']!r} mixes label types {sorted(given)}")
+        raise InputError(f"metric {records[0]['metric']!r} mixes label types {sorted(given)}")
     if given:
         return given.pop()
     labels = [r["label"] for r in records]
@@ -52,10 +53,10 @@ def _as_label(value: Any, kind: str, line: int) -> float:
     if kind == "binary":
         key = value.lower() if isinstance(value, str) else value
         if key not in _ACCEPT and key not in (0, 1):
-            raise ValueError(f"line {line}: field 'label': {value!r} is not a binary label (true/false, accept/reject)")
+            raise InputError(f"line {line}: field 'label': {value!r} is not a binary label (true/false, accept/reject)")
         return float(_ACCEPT.get(key, key))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"line {line}: field 'label': {value!r} is not a number")
+        raise InputError(f"line {line}: field 'label': {value!r} is not a number")
     return float(value)
 
 
@@ -72,19 +73,19 @@ def read_labels(source: str | Path | Iterable[Mapping[str, Any]]) -> list[dict[s
     if isinstance(source, (str, Path)):
         for number, _, record in read_records(source):  # the one reader of label files (rag_eval.metrics.sources.labels)
             if isinstance(record, str):
-                raise ValueError(f"line {number}: {record}")
+                raise InputError(f"line {number}: {record}")
             raw.append((number, record))
     else:
         raw = list(enumerate(source, start=1))
     records = []
     for number, record in raw:
         if not isinstance(record, dict) or not isinstance(record.get("metric"), str):
-            raise ValueError(f"line {number}: field 'metric': missing (a metric name is required)")
+            raise InputError(f"line {number}: field 'metric': missing (a metric name is required)")
         if {"a", "b", "preferred"} <= record.keys():
             if record["preferred"] not in ("a", "b"):
-                raise ValueError(f"line {number}: field 'preferred': {record['preferred']!r} is not 'a' or 'b'")
+                raise InputError(f"line {number}: field 'preferred': {record['preferred']!r} is not 'a' or 'b'")
         elif not {"sample", "label"} <= record.keys():
-            raise ValueError(f"line {number}: neither pairwise (a, b, preferred) nor per-sample (sample, label)")
+            raise InputError(f"line {number}: neither pairwise (a, b, preferred) nor per-sample (sample, label)")
         records.append({**record, "line": number})
     return records
 
@@ -213,7 +214,7 @@ def calibrate(labels: str | Path | Iterable[Mapping[str, Any]], judge: Judge | N
         pairwise = [r for r in mine if "preferred" in r]
         single = [r for r in mine if "preferred" not in r]
         if pairwise and single:
-            raise ValueError(f"metric {name!r} mixes pairwise and per-sample labels (line {single[0]['line']})")
+            raise InputError(f"metric {name!r} mixes pairwise and per-sample labels (line {single[0]['line']})")
         report["metrics"][name] = _pairwise(pairwise, results, worst) if pairwise else \
             _per_sample(single, results, _label_type(single), metric.threshold, worst)
     return report

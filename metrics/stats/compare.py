@@ -67,6 +67,7 @@ from rag_eval.metrics.reports.diagnosis import diagnose, diagnostics_in, moved
 from rag_eval.metrics.stats.ppi import MeanEstimate, difference
 from rag_eval.metrics.core.registry import METRICS
 from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.errors import InputError, SettingsError
 
 #: Bootstrap draws per metric; the smallest p-value is 1 / (RESAMPLES + 1).
 RESAMPLES = 4000
@@ -305,14 +306,14 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     for label, frame in zip(names, (baseline, candidate)):
         missing = {"sample_id", "metric", "status", "value", "reason"} - set(frame.columns)
         if missing:
-            raise ValueError(f"{label}: results lack the column(s) {sorted(missing)}")
+            raise InputError(f"{label}: results lack the column(s) {sorted(missing)}")
     base, cand = _keyed(baseline), _keyed(candidate)
     shared = [m for m in dict.fromkeys(base["metric"]) if m in set(cand["metric"])]
     chosen = list(dict.fromkeys(metrics)) if metrics is not None else shared
     absent = [m for m in chosen if m not in shared]
     gated = list(dict.fromkeys(gated)) if gated is not None else chosen
     if set(gated) - set(chosen):
-        raise ValueError(f"gated metric(s) {sorted(set(gated) - set(chosen))} are not among those compared")
+        raise SettingsError(f"gated metric(s) {sorted(set(gated) - set(chosen))} are not among those compared")
     margins = dict(margins or {})
     base_rows, cand_rows = _per_row(base), _per_row(cand)
     base_keys, cand_keys = set(base["key"]), set(cand["key"])

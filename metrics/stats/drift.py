@@ -35,6 +35,7 @@ import pandas as pd
 from rag_eval.metrics.stats.compare import ALPHA, MIN_ROWS, RESAMPLES, bootstrap_means, default_margin, holm
 from rag_eval.metrics.core.registry import METRICS
 from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.errors import InputError
 
 DROP, RISE, NO_CHANGE = "drop", "rise", "no change detected"
 NOT_APPLICABLE, TOO_FEW, NO_WINDOW = "not applicable", "too few rows", "no trailing window"
@@ -116,7 +117,7 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
     for label, frame in (("day", day), ("window", window)):
         missing = {"metric", "status", "value"} - set(frame.columns)
         if missing and len(frame.columns):
-            raise ValueError(f"{label}: results lack the column(s) {sorted(missing)}")
+            raise InputError(f"{label}: results lack the column(s) {sorted(missing)}")
     if not len(window.columns):
         window = pd.DataFrame(columns=["metric", "status", "value"])
     chosen = list(dict.fromkeys(metrics if metrics is not None else day["metric"]))

@@ -34,6 +34,7 @@ from rag_eval.metrics.judges.llm import LLMJudge
 from rag_eval.metrics.core.registry import FAMILIES, METRICS, build_metrics
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.settings import tool_section
+from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError
 
 TAGS_FILE = "tags.json"
 
@@ -59,27 +60,27 @@ class GateConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, list) or not self.metrics or not all(isinstance(m, str) for m in self.metrics):
-            raise ValueError(f"gate config: metrics must be a list naming at least one metric to gate, "
+            raise SettingsError(f"gate config: metrics must be a list naming at least one metric to gate, "
                              f"got {quote(self.metrics)}")
         if not isinstance(self.margins, dict):
-            raise ValueError(f"gate config: margins is a table of metric = margin, got {quote(self.margins)}")
+            raise SettingsError(f"gate config: margins is a table of metric = margin, got {quote(self.margins)}")
         if not isinstance(self.baseline, str):
-            raise ValueError(f"gate config: baseline is 'previous', 'tag:NAME' or a version key, got {quote(self.baseline)}")
+            raise SettingsError(f"gate config: baseline is 'previous', 'tag:NAME' or a version key, got {quote(self.baseline)}")
         unknown = [m for m in [*self.metrics, *self.margins] if m not in METRICS]
         if unknown:
-            raise ValueError(f"gate config: unknown metric(s) {quote(unknown)}")
+            raise SettingsError(f"gate config: unknown metric(s) {quote(unknown)}")
         numbers = {f"margins.{m}": v for m, v in self.margins.items()} | {"max_coverage_drop": self.max_coverage_drop}
         for name, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"gate config: {clip(name, 80)} must be a finite number, 0 or more, got {quote(value)}")
+                raise SettingsError(f"gate config: {clip(name, 80)} must be a finite number, 0 or more, got {quote(value)}")
         if self.max_coverage_drop > 1:
-            raise ValueError(f"gate config: max_coverage_drop is a share of rows (0 to 1), got {self.max_coverage_drop}")
+            raise SettingsError(f"gate config: max_coverage_drop is a share of rows (0 to 1), got {self.max_coverage_drop}")
         if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
-            raise ValueError(f"gate config: repeats must be a whole number, 1 or more, got {quote(self.repeats)}")
+            raise SettingsError(f"gate config: repeats must be a whole number, 1 or more, got {quote(self.repeats)}")
         if not isinstance(self.blocking, bool):
-            raise ValueError(f"gate config: blocking is true or false, got {quote(self.blocking)}")
+            raise SettingsError(f"gate config: blocking is true or false, got {quote(self.blocking)}")
         if not self.baseline or self.baseline == "tag:":
-            raise ValueError("gate config: baseline is 'previous', 'tag:NAME' or a version key")
+            raise SettingsError("gate config: baseline is 'previous', 'tag:NAME' or a version key")
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> GateConfig:
@@ -99,8 +100,8 @@ class GateConfig:
         try:
             return cls(**values)
         except ValueError as exc:  # which file the value came from (or the command's options)
-            raise ValueError(f"{exc} (settings: {path or 'pyproject.toml'}"
-                             f"{' and the command line' if given else ''})") from None
+            raise SettingsError(f"{exc} (settings: {path or 'pyproject.toml'}"
+                                f"{' and the command line' if given else ''})") from None
 
 
 def read_tags(datasets: str | Path) -> dict[str, str]:
@@ -117,16 +118,16 @@ def read_tags(datasets: str | Path) -> dict[str, str]:
     try:
         tags = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not JSON: {exc}") from None
+        raise SettingsError(f"{path}: not JSON: {exc}") from None
     if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
-        raise ValueError(f"{path}: expected a JSON object {{tag: version key}}")
+        raise SettingsError(f"{path}: expected a JSON object {{tag: version key}}")
     return tags
 
 
 def set_tag(datasets: str | Path, name: str, version: str) -> None:
     """Point tag ``name`` at ``version`` in ``<datasets>/tags.json`` (written atomically)."""
     if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}", name):  # what it says: no escape, no '..'
-        raise ValueError(f"tag {quote(name)}: use letters, digits, '.', '_' or '-' (not first: '.')")
+        raise SettingsError(f"tag {quote(name)}: use letters, digits, '.', '_' or '-' (not first: '.')")
     path = Path(datasets) / TAGS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tags = {**read_tags(datasets), name: version}
@@ -168,11 +169,11 @@ def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: d
     if baseline.startswith("tag:"):
         name = baseline[4:]
         if name not in tags:
-            raise ValueError(f"baseline tag {quote(name)} is not set: `rag-eval tag {name} VERSION` sets it "
+            raise SettingsError(f"baseline tag {quote(name)} is not set: `rag-eval tag {name} VERSION` sets it "
                              f"(tags: {sorted(tags) or 'none'})")
         baseline = tags[name]
     if baseline not in versions:
-        raise ValueError(f"baseline version {baseline} has no results (out/{baseline}/results.parquet); evaluate it "
+        raise InputError(f"baseline version {baseline} has no results (out/{baseline}/results.parquet); evaluate it "
                          "first with `rag-eval run`")
     return baseline
 
@@ -252,7 +253,7 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
 
     Raises
     ------
-    FileNotFoundError
+    NotFoundError
         When ``spec`` is none of these.
     ValueError
         For a ``.parquet`` file without the columns of a results file (a dataset in Parquet).
@@ -272,15 +273,15 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
         results = pd.read_parquet(path)
         missing = sorted({"metric", "status", "value", "row"} - set(results.columns))
         if missing:
-            raise ValueError(f"{spec}: not a results file (no column {', '.join(map(repr, missing))}): give "
+            raise InputError(f"{spec}: not a results file (no column {', '.join(map(repr, missing))}): give "
                              "out/<version>/results.parquet, a version key, or a dataset (.jsonl)")
         return Version(name, results)
     samples = path / "samples.jsonl" if path.is_dir() else path
     if samples.is_file():
         return Version(name, evaluate(samples, metrics=metrics, judge=judge).results, samples,
                        path if path.is_dir() else None)
-    raise FileNotFoundError(f"{spec}: not a version with results under {out}/, a results .parquet file, or a dataset "
-                            "(.jsonl, or a folder holding samples.jsonl or results.parquet)")
+    raise NotFoundError(f"{spec}: not a version with results under {out}/, a results .parquet file, or a dataset "
+                        "(.jsonl, or a folder holding samples.jsonl or results.parquet)")
 
 
 def judged_apart(baseline: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:

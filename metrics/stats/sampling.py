@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rag_eval.metrics.sources.traces import Trace
+from rag_eval.metrics.errors import SettingsError
 
 STRATA = ("route", "score_band")
 
@@ -52,12 +53,12 @@ class Budget:
 
     def __post_init__(self) -> None:
         if self.rows is not None and (isinstance(self.rows, bool) or not isinstance(self.rows, int) or self.rows < 0):
-            raise ValueError(f"budget rows must be a whole number, 0 or more, got {self.rows!r}")
+            raise SettingsError(f"budget rows must be a whole number, 0 or more, got {self.rows!r}")
         if self.cost is not None and (not isinstance(self.cost, int | float) or not math.isfinite(self.cost)
                                       or self.cost < 0):
-            raise ValueError(f"budget cost must be a finite number, 0 or more, got {self.cost!r}")
+            raise SettingsError(f"budget cost must be a finite number, 0 or more, got {self.cost!r}")
         if self.cost is not None and self.price is None:
-            raise ValueError("a cost budget needs prices (per million prompt and completion tokens)")
+            raise SettingsError("a cost budget needs prices (per million prompt and completion tokens)")
 
 
 @dataclass
@@ -105,7 +106,7 @@ def stratum_keys(traces: Sequence[Trace], by: Sequence[str] = STRATA) -> list[st
     """
     unknown = [b for b in by if b not in STRATA]
     if unknown:
-        raise ValueError(f"traces are stratified by {list(STRATA)}, not {unknown}")
+        raise SettingsError(f"traces are stratified by {list(STRATA)}, not {unknown}")
     bands = score_bands(traces) if "score_band" in by else None
     keys = []
     for i, trace in enumerate(traces):

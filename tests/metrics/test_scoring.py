@@ -6,6 +6,7 @@ from the peers' code run on the same inputs / the regression cases (BR-NN).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -524,3 +525,30 @@ def test_a_failing_prefetch_loses_no_result():
     got = [(r.metric, r.status, r.value) for r in score_all(rows, build_metrics(["core"]), failing)]
     assert got == [(r.metric, r.status, r.value) for r in score_all(rows, build_metrics(["core"]), plain)]
     assert len(got) == 10 and failing.calls == plain.calls
+
+
+def test_a_bug_in_a_metrics_scorer_is_that_rows_error_with_its_traceback():
+    # A bug of a metric on one row (issue 36 part 4): that row's judge_error, the traceback in its details; the
+    # other row is scored.
+    from rag_eval.metrics import evaluate
+    from rag_eval.metrics.core.base import Family, Measured, Metric
+
+    class Lookup(Metric):
+        name, required_fields, family = "lookup", ("response",), Family.PLUGIN
+
+        async def measure(self, sample, judge):
+            verdicts = {"yes": 1.0}
+            return Measured(verdicts[sample.response.split()[0].lower()], "looked up")
+
+    rows = [{"id": "a", "user_input": "q?", "response": "Yes it is.", "retrieved_contexts": ["c"]},
+            {"id": "b", "user_input": "q?", "response": "No it is not.", "retrieved_contexts": ["c"]}]
+    results = evaluate(rows, metrics=[Lookup()], judge=ScriptedJudge()).results.sort_values("row")
+    assert list(results["status"]) == [Status.OK.value, Status.JUDGE_ERROR.value]
+    assert list(results["value"].iloc[:1]) == [1.0]
+    failed = results.iloc[1]
+    assert failed["reason"] == "lookup failed on this row: KeyError: 'no'"
+    details = json.loads(failed["details"]) if isinstance(failed["details"], str) else failed["details"]
+    trace = details["traceback"]
+    assert trace.startswith("Traceback (most recent call last):")
+    assert "return Measured(verdicts[sample.response.split()[0].lower()], \"looked up\")" in trace
+    assert trace.rstrip().endswith("KeyError: 'no'")

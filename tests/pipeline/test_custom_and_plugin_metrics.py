@@ -228,8 +228,8 @@ def test_a_metric_named_like_an_asset_stops_the_cli_and_the_code_location_naming
     located = rag_eval("import rag_eval.orchestration.definitions", cwd=folder, module="-c",
                        env={**env, "RAG_EVAL_CUSTOM_METRICS": str(folder / "retriever.yaml")})
     assert located.returncode == 1 and located.stderr.strip().splitlines()[-1] == \
-        f"ValueError: {folder / 'retriever.yaml'}: metric 'retriever' (entry 1): field 'name': 'retriever' is taken " \
-        "by an asset"
+        f"rag_eval.metrics.errors.SettingsError: {folder / 'retriever.yaml'}: metric 'retriever' (entry 1): field " \
+        "'name': 'retriever' is taken by an asset"
 
 
 def plugin(site: Path, name: str, source: str) -> None:

@@ -65,6 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote
 from rag_eval.metrics.judges.config import PER_METRIC
 from rag_eval.metrics.core.registry import METRICS, option_value
+from rag_eval.metrics.errors import SettingsError
 
 ROLES = ("retriever", "generator", "system")
 _KINDS = {"callable": "callable", "url": "http", "model": "openai"}
@@ -74,8 +75,8 @@ ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_CONFIGURATIONS = 256
 
 
-class TargetConfigError(ValueError):
-    """A configuration file that cannot be used; the message names the file and the entry."""
+class TargetConfigError(SettingsError):
+    """A configuration file that cannot be used; the message names the file and the entry (a ``ValueError`` too)."""
 
 
 @dataclass(frozen=True)

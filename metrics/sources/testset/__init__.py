@@ -23,6 +23,7 @@ from typing import Any
 
 from rag_eval.metrics.sources.testset.documents import Chunk, Document, chunk_documents, read_documents
 from rag_eval.metrics.sources.testset.inverse_cloze import inverse_cloze
+from rag_eval.metrics.errors import SettingsError
 
 __all__ = ["Chunk", "Document", "chunk_documents", "inverse_cloze", "read_documents", "write_testset"]
 
@@ -66,7 +67,7 @@ def write_testset(out: str | Path, questions: list[dict[str, Any]], corpus: list
     """
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--out {folder} is a file: give a folder for the test set")
+        raise SettingsError(f"--out {folder} is a file: give a folder for the test set")
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "questions.jsonl", folder / "corpus.jsonl"]
     _jsonl(written[0], questions)

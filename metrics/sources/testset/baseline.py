@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from rag_eval.metrics.core.extras import require
+from rag_eval.metrics.errors import InputError
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]{2,}")
 
@@ -43,7 +44,7 @@ def load_corpus(corpus: str) -> tuple[list[str], list[str]]:
             continue
         row = json.loads(line)
         if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("text"), str):
-            raise ValueError(f"{corpus} line {number}: expected {{\"id\": str, \"text\": str}}")
+            raise InputError(f"{corpus} line {number}: expected {{\"id\": str, \"text\": str}}")
         ids.append(row["id"])
         texts.append(row["text"])
     return ids, texts

@@ -26,6 +26,7 @@ from pathlib import Path
 from rag_eval.metrics.core.extras import require
 from rag_eval.metrics.judges.plan import estimate_tokens
 from rag_eval.metrics.text import normalise_rag_text, split_sentences
+from rag_eval.metrics.errors import NotFoundError, SettingsError
 
 SUFFIXES = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html",
             ".pdf": "pdf"}
@@ -134,12 +135,12 @@ def read_documents(folder: str | Path) -> tuple[list[Document], dict[str, str]]:
 
     Raises
     ------
-    FileNotFoundError
+    NotFoundError
         When ``folder`` is not a folder.
     """
     root = Path(folder)
     if not root.is_dir():
-        raise FileNotFoundError(f"documents folder not found: {root}")
+        raise NotFoundError(f"documents folder not found: {root}")
     documents: list[Document] = []
     skipped: dict[str, str] = {}
     first: dict[bytes, str] = {}
@@ -206,7 +207,7 @@ def chunk_document(document: Document, chunk_tokens: int = CHUNK_TOKENS) -> list
         For ``chunk_tokens`` below 32.
     """
     if chunk_tokens < 32:
-        raise ValueError(f"chunk size {chunk_tokens}: give at least 32 tokens")
+        raise SettingsError(f"chunk size {chunk_tokens}: give at least 32 tokens")
     paragraphs = [p for p in (normalise_rag_text(block).replace("\n", " ") for block in
                               re.split(r"\n\s*\n", document.text.replace("\r\n", "\n"))) if p.strip()]
     texts: list[str] = []

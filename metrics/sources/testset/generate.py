@@ -52,6 +52,7 @@ from rag_eval.metrics.judges.usage import Usage, current_usage
 from rag_eval.metrics.sources.testset.documents import Chunk
 from rag_eval.metrics.sources.testset.inverse_cloze import spread
 from rag_eval.metrics.text import content_tokens
+from rag_eval.metrics.errors import InputError, SettingsError
 
 KINDS = ("single_hop", "multi_hop", "abstract")
 #: Share of each kind among the questions asked (RAGAS's default query distribution).
@@ -175,9 +176,9 @@ async def agenerate(judge: Judge, chunks: list[Chunk], n: int, seed: int = 0) ->
         When the first ``FAIL_FAST`` generations all fail with the same endpoint error (nothing more is sent).
     """
     if n < 1:
-        raise ValueError(f"-n {n}: ask for 1 question or more")
+        raise SettingsError(f"-n {n}: ask for 1 question or more")
     if not chunks:
-        raise ValueError("no chunk to write questions from")
+        raise InputError("no chunk to write questions from")
     result = Testset()
     pools = seeds(chunks, seed)
     wanted = counts(n)

@@ -21,6 +21,7 @@ from typing import Any
 
 from rag_eval.metrics.sources.testset.documents import Chunk
 from rag_eval.metrics.text import content_tokens, has_cjk, split_sentences
+from rag_eval.metrics.errors import SettingsError
 
 #: A sentence with fewer content tokens is not used as a query.
 MIN_QUERY_TOKENS = 5
@@ -96,7 +97,7 @@ def inverse_cloze(chunks: list[Chunk], n: int, seed: int = 0) -> tuple[list[dict
         For ``n`` below 1.
     """
     if n < 1:
-        raise ValueError(f"-n {n}: ask for 1 question or more")
+        raise SettingsError(f"-n {n}: ask for 1 question or more")
     rng = random.Random(seed)
     seen = Counter(s for chunk in chunks for s in set(split_sentences(chunk.text)))
     repeated = {s for s, count in seen.items() if count > 1}

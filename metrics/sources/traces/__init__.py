@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from rag_eval.metrics.core.bounded import quote
 from rag_eval.metrics.sources.traces.model import Trace, TraceProblem, utc
+from rag_eval.metrics.errors import NotFoundError, SettingsError
 
 if TYPE_CHECKING:  # the readers import neither (their worker processes start faster)
     import pandas as pd
@@ -61,16 +62,16 @@ def read_traces(source: str | Path, format: str = "otlp", mapping: dict[str, str
     ------
     ValueError
         For an unknown format, a ``sql`` source without a query, or a bad mapping.
-    FileNotFoundError
+    NotFoundError
         For a ``source`` path that does not exist.
     """
     if format not in FORMATS:
-        raise ValueError(f"unknown trace format {quote(format)}; one of {list(FORMATS)}")
+        raise SettingsError(f"unknown trace format {quote(format)}; one of {list(FORMATS)}")
     if format == "sql":
         from rag_eval.metrics.sources.traces.tables import read_sql
 
         if not query:
-            raise ValueError("a sql trace source needs a query")
+            raise SettingsError("a sql trace source needs a query")
         return read_sql(str(source), query, mapping)
     paths = files if files is not None else source_files(source, format)
     if format == "otlp":
@@ -91,12 +92,12 @@ def source_files(source: str | Path, format: str) -> list[Path]:
 
     Raises
     ------
-    FileNotFoundError
+    NotFoundError
         If ``source`` does not exist.
     """
     path = Path(source)
     if not path.exists():
-        raise FileNotFoundError(f"trace source not found: {path}")
+        raise NotFoundError(f"trace source not found: {path}")
     if path.is_file():
         return [path]
     suffixes = (".jsonl", ".parquet") if format == "table" else (".json", ".jsonl", ".ndjson")

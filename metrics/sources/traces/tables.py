@@ -32,6 +32,7 @@ from rag_eval.metrics.core.decoding import json_object
 from rag_eval.metrics.core.samples import sample_from_dict
 from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, duration_ns, in_range
 from rag_eval.metrics.sources.traces.langfuse import iso_ns
+from rag_eval.metrics.errors import InputError, SettingsError
 
 FIELDS = ("trace_id", "start", "end", "latency_ms", "user_input", "response", "retrieved_contexts",
           "retrieved_documents", "document_ids", "document_scores", "prompt_tokens", "completion_tokens",
@@ -50,7 +51,7 @@ def _columns(mapping: Mapping[str, str] | None) -> dict[str, tuple[str, ...]]:
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(FIELDS))
     if unknown:
-        raise ValueError(f"trace column mapping names unknown field(s) {quote(unknown)}; known: {list(FIELDS)}")
+        raise SettingsError(f"trace column mapping names unknown field(s) {quote(unknown)}; known: {list(FIELDS)}")
     return {f: (mapping[f],) if f in mapping else (f, *ALIASES.get(f, ())) for f in FIELDS}
 
 
@@ -195,7 +196,7 @@ def read_table_files(paths: Iterable[Path], mapping: Mapping[str, str] | None = 
                     seen.update(row)
                     yield from trace_from_row(row, columns, str(path), number)
         else:
-            raise ValueError(f"{path}: a trace table is .jsonl or .parquet, not {quote(path.suffix)}")
+            raise InputError(f"{path}: a trace table is .jsonl or .parquet, not {quote(path.suffix)}")
         yield from unmapped(mapping, seen, str(path))
 
 
@@ -235,19 +236,19 @@ def _rows(url: str, query: str, params: Mapping[str, Any] | None) -> Iterator[Ma
     try:
         engine = sqlalchemy.create_engine(url)
     except Exception as exc:  # noqa: BLE001 - the driver's own words, without the URL's password
-        raise ValueError(f"trace database {where}: {type(exc).__name__}: {str(exc).replace(url, where)}") from None
+        raise InputError(f"trace database {where}: {type(exc).__name__}: {str(exc).replace(url, where)}") from None
     try:
         with engine.connect() as connection:
             try:
                 result = connection.execution_options(stream_results=True, max_row_buffer=CHUNK_ROWS).execute(
                     sqlalchemy.text(query), dict(params or {}))
             except sqlalchemy.exc.SQLAlchemyError as exc:
-                raise ValueError(f"trace database {where}: {str(exc.orig if hasattr(exc, 'orig') else exc).strip()}"
+                raise InputError(f"trace database {where}: {str(exc.orig if hasattr(exc, 'orig') else exc).strip()}"
                                  ) from None
             while rows := result.mappings().fetchmany(CHUNK_ROWS):
                 yield from (dict(row) for row in rows)
     except sqlalchemy.exc.OperationalError as exc:  # cannot connect: the driver's words, password hidden
-        raise ValueError(f"trace database {where}: {str(exc.orig).strip().replace(url, where)}") from None
+        raise InputError(f"trace database {where}: {str(exc.orig).strip().replace(url, where)}") from None
     finally:
         engine.dispose()
 
