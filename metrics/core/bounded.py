@@ -81,7 +81,8 @@ def load_yaml(text: str, where: str) -> Any:
         Not valid YAML, naming the line and column.
     ValueError
         Aliases that expand to more than :data:`MAX_YAML_VALUES` values or to values of more than
-        :data:`MAX_YAML_CHARS` characters, naming ``where`` (the file).
+        :data:`MAX_YAML_CHARS` characters, or collections nested deeper than Python's recursion
+        limit, naming ``where`` (the file).
     """
     loader = yaml.SafeLoader(text)
     try:
@@ -94,5 +95,7 @@ def load_yaml(text: str, where: str) -> Any:
             raise InputError(f"{where}: its anchors and aliases expand to more than {size} "
                              "(an alias bomb?): refused; write the values out, or reuse fewer")
         return loader.construct_document(node)
+    except RecursionError:  # PyYAML composes and constructs nested collections by recursion
+        raise InputError(f"{where}: its values are nested too deeply to read") from None
     finally:
         loader.dispose()

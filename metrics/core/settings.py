@@ -31,6 +31,8 @@ def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict
             raise SettingsError(f"{source}: not UTF-8 (byte {exc.start})") from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{source}: not valid TOML: {exc}") from exc
+        except RecursionError:  # tomllib parses nested arrays and tables by recursion
+            raise SettingsError(f"{source}: its values are nested too deeply to read") from None
         values = document
         keys = ("tool", "rag_eval", section)
         for depth, key in enumerate(keys, start=1):

@@ -105,6 +105,19 @@ def _commit(path: Path, folder: Path | None) -> BaseException | None:
     return None
 
 
+def is_judgement_cache(path: str | Path) -> bool:
+    """Whether ``path`` is an existing judgement cache: a SQLite file with the cache's ``answers``
+    table (opened read-only; nothing is created or changed)."""
+    if not Path(path).is_file():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_SECONDS)) as db:
+            return db.execute("select 1 from sqlite_master where type = 'table' and name = 'answers'").fetchone() \
+                is not None
+    except sqlite3.Error:
+        return False
+
+
 def shown(path: str | Path, real: Path) -> str:
     """The cache as a message names it: ``path``, and its real file when ``path`` is a link."""
     return str(real) if str(real) == str(Path(path).absolute()) else f"{path} (a link to {real})"

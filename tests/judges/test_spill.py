@@ -86,10 +86,12 @@ def test_the_room_check_sizes_answers_from_the_caches_rows(tmp_path):
 
 
 
-def test_the_room_check_bounds_the_answers_without_planning_them_first(tmp_path):
+def test_the_room_check_bounds_the_answers_without_planning_them_first(tmp_path, monkeypatch):
     """The bound: lines × metrics × --max-row-requests, each as a chat answer and an embedding; a
     disk with room for it is not planned (the plan is asked for only when the bound does not fit)."""
     from rag_eval.orchestration import dry_run
+
+    monkeypatch.setattr(JudgementCache, "sink", None)  # before_run sets the process's sink: put back after the test
 
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")  # 3 lines, a newline each
@@ -171,3 +173,18 @@ def test_the_stop_line_names_the_spill_file_when_answers_went_there(tmp_path, mo
     line = capsys.readouterr().err
     assert f"every judgement already answered is kept in the judgement cache and the spill file {spill} (the next " \
            "run folds it into the cache)" in line and "kept in the judgement cache and nothing" not in line
+
+
+def test_a_spill_header_naming_no_judgement_cache_changes_no_file(tmp_path, capsys):
+    """Without --cache-path the header's cache is used only when it is an existing judgement cache:
+    a header naming another file, or no file, creates and changes nothing and says to name the cache."""
+    text = tmp_path / "hosts"
+    text.write_text("127.0.0.1 localhost\n", encoding="utf-8")
+    for named in (text, tmp_path / "made" / "new.sqlite"):
+        spill = tmp_path / "judgement-spill-9.jsonl"
+        spill.write_text(HEADER % named, encoding="utf-8")
+        assert cli.main(["cache", "import", str(spill)]) == 2
+        assert capsys.readouterr().err == (f"error: {spill}: its header names '{named}', which is not an existing "
+                                           "judgement cache; name the cache to fold it into with --cache-path FILE\n")
+    assert text.read_text(encoding="utf-8") == "127.0.0.1 localhost\n" and sorted(p.name for p in tmp_path.iterdir()) \
+        == ["hosts", "judgement-spill-9.jsonl"]

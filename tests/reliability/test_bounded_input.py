@@ -264,3 +264,19 @@ def test_a_run_refuses_a_results_folder_linked_out_of_the_output_folder_in_one_l
     assert failed.startswith(f"step ingest_dataset failed: {out / 'tables' / 'questions'}: a symbolic link out of the "
                              f"output folder {out} (to {elsewhere / 'questions'}); rag-eval writes inside the output "
                              "folder only: remove the link, then run again"), err[-3000:]
+
+
+def test_configuration_nested_too_deeply_is_one_line_naming_the_file(tmp_path, capsys):
+    """YAML and TOML nested past Python's recursion limit (PyYAML and tomllib recurse): the file
+    named in one line, no RecursionError traceback (custom metrics, gate settings, a sweep)."""
+    from rag_eval.orchestration import cli
+
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("metrics: " + "[" * 50_000 + "]" * 50_000, encoding="utf-8")
+    with pytest.raises(ValueError) as refused:
+        load_yaml(deep.read_text(encoding="utf-8"), str(deep))
+    assert str(refused.value) == f"{deep}: its values are nested too deeply to read"
+    settings = tmp_path / "gate.toml"
+    settings.write_text("metrics = " + "[" * 50_000 + "]" * 50_000, encoding="utf-8")
+    assert cli.main(["gate", "--config", str(settings), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"error: {settings}: its values are nested too deeply to read\n"

@@ -167,7 +167,7 @@ def _read(path: Path) -> dict[str, Any]:
         else:
             data = tomllib.loads(text)
     except Exception as exc:  # noqa: BLE001 - tomllib.TOMLDecodeError, yaml.YAMLError: both name the line
-        message = str(exc)
+        message = "its values are nested too deeply to read" if isinstance(exc, RecursionError) else str(exc)
         raise TargetConfigError(message if message.startswith(f"{path}: ") else f"{path}: {clip(message, 2 * MAX_QUOTE)}") from None
     if not isinstance(data, dict):
         raise TargetConfigError(f"{path}: expected a table of settings at the top")
