@@ -48,3 +48,19 @@ def output_folder(root: str | Path, path: str | Path, tree: bool = False) -> Pat
             if entry.is_symlink():
                 _refuse_out(root, inside, entry)
     return path
+
+
+def output_file(root: str | Path, path: str | Path) -> Path:
+    """The file ``path`` directly under the output folder ``root`` (``out/rag_eval.duckdb``), after
+    checking that it is not a symbolic link leading out of ``root`` (a database opened through it
+    would be created or written elsewhere).
+
+    Raises
+    ------
+    StorageError
+        Naming the link, its target and the way out.
+    """
+    root, path = Path(root), Path(path)
+    if path.is_symlink():
+        _refuse_out(root, root.resolve(), path)
+    return path

@@ -47,7 +47,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.assets.outputs import output_folder
+from rag_eval.assets.outputs import output_file, output_folder
 from rag_eval.assets.stored_results import StoredTable, TableFile
 from rag_eval.metrics.errors import InputError, UserError
 
@@ -253,8 +253,9 @@ def refresh_views(root: Path, say: Callable[[str], None]) -> bool:
     it was done. Another run adding views at the same moment is waited for up to :data:`VIEW_WAIT`
     s; a database held longer (a DuckDB shell), or that cannot be written, is named through ``say``
     and left as it is: the results are in their files, and the next run makes the views. A damaged
-    database (not a DuckDB file) is set aside (:func:`set_aside`), said, and made again."""
-    database, deadline = root / DATABASE, time.monotonic() + VIEW_WAIT
+    database (not a DuckDB file) is set aside (:func:`set_aside`), said, and made again; a link
+    leading out of ``root`` is refused (``rag_eval.assets.outputs.output_file``: ``StorageError``)."""
+    database, deadline = output_file(root, root / DATABASE), time.monotonic() + VIEW_WAIT
     while True:
         tables = _tables(root)
         try:

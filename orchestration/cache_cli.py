@@ -170,13 +170,16 @@ def add_cache_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_cache_import(args: argparse.Namespace) -> int:
     """Fold ``args.file`` into the judgement cache (``--cache-path``, else the one its header names
-    when that is an existing judgement cache: a header never creates or changes another file) and delete it; one line says how many answers, and names the lines skipped."""
-    from rag_eval.metrics.errors import StorageError
+    when that is an existing judgement cache: a header never creates or changes another file) and
+    delete it; one line says how many answers, and names the lines skipped."""
+    from rag_eval.metrics.errors import InputError, StorageError
     from rag_eval.metrics.judges.cache import JudgementCache
     from rag_eval.metrics.core.bounded import quote
     from rag_eval.metrics.judges.probe import cache_file, is_judgement_cache, refusal, shown
     from rag_eval.metrics.judges.spill import import_spill, read_spill, skipped_note
 
+    if not Path(args.file).is_file():  # a FIFO would block, a device never end
+        raise InputError(f"{args.file}: not a regular file: name a judgement-spill-*.jsonl file a run wrote")
     path = args.cache_path or read_spill(args.file)[0].get("cache")
     if not isinstance(path, str) or not path:
         raise StorageError(args.file, "its header names no judgement cache", "name one with --cache-path FILE")

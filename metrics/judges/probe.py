@@ -29,8 +29,10 @@ DEFAULT_ANSWER_BYTES = {"chat": 1024, "embedding": 32 * 1024}
 ROW_OVERHEAD = 256
 #: Rows of each kind measured at most (the newest), so the check stays quick on a large cache.
 MEASURED_ROWS = 1000
-#: Room kept besides the expected answers: the write-ahead log's first pages.
-RESERVE_BYTES = 64 * 1024
+#: Room kept besides the expected answers: SQLite's write-ahead log, which grows to its automatic
+#: checkpoint (1,000 pages of 4 KiB by default; each commit writes whole pages, so a few answers fill
+#: it long before the database grows) before it is reused, and a transaction's pages beyond that.
+RESERVE_BYTES = 1000 * 4096 + 64 * 1024
 _RECORD = ("CREATE TABLE IF NOT EXISTS spill_folders (folder TEXT PRIMARY KEY, used REAL NOT NULL)",
            "INSERT OR REPLACE INTO spill_folders (folder, used) VALUES (?, ?)")
 

@@ -11,7 +11,7 @@ import pytest
 from rag_eval.metrics import Status, evaluate
 from rag_eval.metrics.errors import EXIT_SPILLED, StorageError
 from rag_eval.metrics.judges.cache import JudgementCache, Key
-from rag_eval.metrics.judges.probe import ROW_OVERHEAD, Expected, answer_bytes, cache_file, check_room, refusal
+from rag_eval.metrics.judges.probe import RESERVE_BYTES, ROW_OVERHEAD, Expected, answer_bytes, cache_file, check_room, refusal
 from rag_eval.metrics.judges.spill import SpillSink, import_spill, spills_of
 from rag_eval.orchestration import cache_cli, cli
 from tests.conftest import FIQA
@@ -80,7 +80,7 @@ def test_the_room_check_sizes_answers_from_the_caches_rows(tmp_path):
     with pytest.raises(StorageError) as refused:
         check_room(cache, Expected(10**12, 0), str(cache), "way out")
     assert str(refused.value).startswith(f"{cache}: the judgement cache has too little room: ")
-    assert str(refused.value).endswith(f"needs about {10**12 * (1145 + ROW_OVERHEAD) + 64 * 1024:,} for "
+    assert str(refused.value).endswith(f"needs about {10**12 * (1145 + ROW_OVERHEAD) + RESERVE_BYTES:,} for "
                                        f"1,000,000,000,000 answers ({1145 + ROW_OVERHEAD:,} bytes a chat answer, "
                                        "32,768 an embedding, measured from its rows); way out")
 
@@ -188,3 +188,16 @@ def test_a_spill_header_naming_no_judgement_cache_changes_no_file(tmp_path, caps
                                            "judgement cache; name the cache to fold it into with --cache-path FILE\n")
     assert text.read_text(encoding="utf-8") == "127.0.0.1 localhost\n" and sorted(p.name for p in tmp_path.iterdir()) \
         == ["hosts", "judgement-spill-9.jsonl"]
+
+
+def test_cache_import_refuses_what_is_not_a_regular_file_without_reading_it(tmp_path, capsys):
+    """A FIFO would block the import and a device never end (/dev/zero grew to gigabytes): refused unread."""
+    import os
+
+    fifo = tmp_path / "judgement-spill-1.jsonl"
+    os.mkfifo(fifo)
+    for named in (fifo, "/dev/zero"):
+        assert cli.main(["cache", "import", str(named), "--cache-path", str(tmp_path / "c.sqlite")]) == 2
+        assert capsys.readouterr().err == (f"error: {named}: not a regular file: name a judgement-spill-*.jsonl file "
+                                           "a run wrote\n")
+    assert not (tmp_path / "c.sqlite").exists()

@@ -238,6 +238,11 @@ def test_no_output_is_written_through_a_symlink_planted_deeper_in_the_output_fol
     (out / "traffic" / "2026-11-01").symlink_to(elsewhere)
     with pytest.raises(StorageError, match=r"2026-11-01: a symbolic link out of the output folder"):
         TrafficStore(root=str(out / "traffic")).folder("2026-11-01")
+    (out / "rag_eval.duckdb").symlink_to(elsewhere / "new.duckdb")  # the results database's views
+    from rag_eval.assets.results_store import refresh_views
+
+    with pytest.raises(StorageError, match=r"rag_eval\.duckdb: a symbolic link out of the output folder"):
+        refresh_views(out, print)
     assert sorted(p.name for p in elsewhere.iterdir()) == ["kept.json"]  # nothing made or written there
     assert (elsewhere / "kept.json").read_text(encoding="utf-8") == "theirs"
     (out / "v2").mkdir()
