@@ -4,7 +4,8 @@
 a CSV sheet, Label Studio tasks and config); ``import`` reads the filled files back, checks them
 (``rag_eval.metrics.sources.labels``) and stores them with the version (``<datasets>/<version>/labels.jsonl``).
 ``rag-eval run`` of a version otherwise up to date whose labels changed materializes only
-``human_labels`` and ``label_estimates`` (:func:`refresh_labels`): nothing is judged again.
+``human_labels``, ``label_estimates`` and the gate that decides on them (:func:`refresh_labels`):
+nothing is judged again.
 
 Exit status of ``import``: 0 every label line stored; 1 some lines refused (each named with its
 line and field; the others stored); 2 bad arguments or a file that cannot be read.
@@ -47,16 +48,18 @@ def labels_changed(instance, definitions, version: str) -> str | None:
 
 
 def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
-    """Materialize ``human_labels`` and ``label_estimates`` of ``version`` (no metric, no judge
-    request; a run of ``evaluation_job`` with these two) and print the summary with its
-    estimates; 1 if the run failed."""
+    """Materialize ``human_labels``, ``label_estimates`` and the gate that decides on them of
+    ``version`` (no metric, no judge request; a run of ``evaluation_job`` with these three), print the
+    summary with its estimates and the gate; 1 if the run failed, 4 if the gate failed."""
     import json
 
     import dagster as dg
 
     from rag_eval.orchestration.jobs import run_in_process
     from rag_eval.orchestration.parsing import definitions
-    from rag_eval.orchestration.report import print_run_failure, print_table
+    from rag_eval.orchestration.commands import gate_check, only_the_gate_failed
+    from rag_eval.orchestration.gate_cli import GATE_FAILED
+    from rag_eval.orchestration.report import print_gate, print_run_failure, print_table
     from rag_eval.orchestration.runs import end_of_startup, only_run_of
 
     end_of_startup()
@@ -64,14 +67,17 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
     print(f"dataset version {version}: its metrics are up to date, but {why}: re-estimating from the labels "
           "(human_labels, label_estimates); no metric is judged again", file=sys.stderr)
     with only_run_of(version, Path(args.out)):
-        result = run_in_process(definitions(args), "evaluation_job", dg.AssetSelection.assets(*LABEL_ASSETS), version,
+        result = run_in_process(definitions(args), "evaluation_job",
+                                dg.AssetSelection.assets(*LABEL_ASSETS, "baseline_comparison"), version,
                                 args.instance, {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
-    if not result.success:
+    if not result.success and not only_the_gate_failed(result):
         print_run_failure(result)
         return 1
     summary = json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
     print_table({**summary, "usage": {}})
-    return 0
+    gate = gate_check(result)  # the gate decides on the labels' estimates too: decided again
+    print_gate(gate.metadata, gate.passed, Path(args.out) / version)
+    return 0 if gate.passed else GATE_FAILED
 
 
 def _version(args: argparse.Namespace) -> str:

@@ -106,8 +106,10 @@ def test_labels_round_trip_then_ten_more_labels_re_estimate_without_judging(judg
     assert "labels.jsonl is changed: re-estimating from the labels" in printed.err
     [run] = instance.get_runs(limit=1)
     assert len(instance.get_runs()) == runs + 1
-    assert {k.to_user_string() for k in run.asset_selection} == {"human_labels", "label_estimates"}
-    assert materialized(instance, run.run_id) == {"human_labels", "label_estimates"}
+    # The labels, their estimates and the gate that decides on them (new labels re-decide it).
+    assert {k.to_user_string() for k in run.asset_selection} == {"human_labels", "label_estimates",
+                                                                 "baseline_comparison"}
+    assert materialized(instance, run.run_id) == {"human_labels", "label_estimates", "baseline_comparison"}
     if judged:
         assert (len(judged.chat_requests()), len(judged.embedding_requests())) == sent  # 0 judge requests
     summary = json.loads((tmp_path / "out" / version / "summary.json").read_text(encoding="utf-8"))
