@@ -57,7 +57,7 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
 
     from rag_eval.orchestration.jobs import run_in_process
     from rag_eval.orchestration.parsing import definitions
-    from rag_eval.orchestration.commands import gate_check, only_the_gate_failed
+    from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
     from rag_eval.orchestration.gate_cli import GATE_FAILED
     from rag_eval.orchestration.report import print_gate, print_run_failure, print_table
     from rag_eval.orchestration.runs import end_of_startup, only_run_of

@@ -173,21 +173,6 @@ def interrupted(result) -> bool:
                for event in result.all_events if event.is_step_failure or event.is_run_failure)
 
 
-def gate_check(result):
-    """The regression gate's check (``no_regression_vs_baseline``) as a run evaluated it, or ``None``."""
-    from rag_eval.assets.gate import CHECK
-
-    return next((c for c in result.get_asset_check_evaluations() if c.check_name == CHECK), None)
-
-
-def only_the_gate_failed(result) -> bool:
-    """Whether a run failed only because its blocking regression gate failed: every asset
-    before it was materialized (the version is evaluated; the gate judged it a regression)."""
-    gate = gate_check(result)
-    steps = {event.step_key for event in result.all_events if event.is_step_failure}
-    return gate is not None and not gate.passed and steps <= {"baseline_comparison"}
-
-
 def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> tuple[dict, object] | None:
     """Run ``evaluation_job`` for ``version`` with the selected metrics, the regression gate
     included: ``(summary, the gate's check evaluation)``, or ``None`` when the run failed before
@@ -200,6 +185,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from rag_eval.metrics.core.registry import METRICS, resolve_names
     from rag_eval.metrics.core.samples import iter_samples, unavailable
+    from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
     from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 

@@ -64,3 +64,18 @@ def run_in_process(definitions: dg.Definitions, job: str, selection: AssetSelect
     return definitions.resolve_job_def(job).execute_in_process(
         run_config=run_config, instance=instance, partition_key=version, raise_on_error=False, tags=tags,
         asset_selection=keys)
+
+
+def gate_check(result):
+    """The regression gate's check (``no_regression_vs_baseline``) as a run evaluated it, or ``None``."""
+    from rag_eval.assets.gate import CHECK
+
+    return next((c for c in result.get_asset_check_evaluations() if c.check_name == CHECK), None)
+
+
+def only_the_gate_failed(result) -> bool:
+    """Whether a run failed only because its blocking regression gate failed: every asset
+    before it was materialized (the version is evaluated; the gate judged it a regression)."""
+    gate = gate_check(result)
+    steps = {event.step_key for event in result.all_events if event.is_step_failure}
+    return gate is not None and not gate.passed and steps <= {"baseline_comparison"}
