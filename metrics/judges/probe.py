@@ -77,7 +77,7 @@ def answer_bytes(path: Path) -> dict[str, int]:
     query = ("SELECT avg(length(key) + length(shared) + length(kind) + length(CAST(value AS BLOB))) FROM "
              "(SELECT * FROM answers WHERE (kind = 'embedding') = ? ORDER BY rowid DESC LIMIT ?)")
     try:
-        with closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_SECONDS)) as db:
+        with _read_only(path) as db:
             for kind, embedding in (("chat", False), ("embedding", True)):
                 mean = db.execute(query, (embedding, MEASURED_ROWS)).fetchone()[0]
                 if mean:
@@ -107,13 +107,18 @@ def _commit(path: Path, folder: Path | None) -> BaseException | None:
     return None
 
 
+def _read_only(path: str | Path) -> closing[sqlite3.Connection]:
+    """The cache file ``path`` opened read-only (nothing created or changed), closed on leaving."""
+    return closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_SECONDS))
+
+
 def is_judgement_cache(path: str | Path) -> bool:
     """Whether ``path`` is an existing judgement cache: a SQLite file with the cache's ``answers``
     table (opened read-only; nothing is created or changed)."""
     if not Path(path).is_file():
         return False
     try:
-        with closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_SECONDS)) as db:
+        with _read_only(path) as db:
             return db.execute("select 1 from sqlite_master where type = 'table' and name = 'answers'").fetchone() \
                 is not None
     except sqlite3.Error:
@@ -164,7 +169,7 @@ def check_room(real: Path, expected: Expected | None, where: str, way_out: str, 
 def _free_pages(path: Path) -> int:
     """Bytes of the cache file's free pages (a new answer may go there)."""
     try:
-        with closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_SECONDS)) as db:
+        with _read_only(path) as db:
             return db.execute("PRAGMA freelist_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
     except sqlite3.Error:
         return 0
