@@ -49,6 +49,8 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 from urllib.parse import quote
 
+from rag_eval.metrics.judges.kept import kept_problem
+
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, shared TEXT, kind TEXT NOT NULL, "
            "value TEXT NOT NULL, created TEXT DEFAULT CURRENT_TIMESTAMP)",
            "CREATE INDEX IF NOT EXISTS answers_shared ON answers (shared)",
@@ -157,6 +159,16 @@ def salvage(path: str | Path) -> list[tuple]:
             except sqlite3.Error:
                 continue
         return usable(found)
+
+
+def _usable(row: tuple | None) -> Any | None:
+    """The value of an ``(kind, value as JSON text)`` row, ``None`` when it no longer decodes or is
+    no answer of its kind (``rag_eval.metrics.judges.kept``): a miss, asked again and overwritten."""
+    try:
+        value = json.loads(row[1]) if row else None
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return value if value is not None and kept_problem(row[0], value) is None else None
 
 
 class JudgementCache:
@@ -394,18 +406,16 @@ class JudgementCache:
     # ---------------------------------------------------------------- values
     def get(self, key: Key) -> Any | None:
         """The value stored under the ``own`` key, else, across endpoints, the latest under
-        the ``shared`` one; ``None`` when there is none (or it no longer decodes)."""
+        the ``shared`` one; ``None`` when there is none, or it no longer decodes or is no answer of its
+        kind (``rag_eval.metrics.judges.kept``: asked again, and :meth:`put` overwrites it)."""
         shared = key.shared if self.across_endpoints else None
         with self._lock:
             if key.own in self._memory or shared in self._memory:
                 return self._memory.get(key.own, self._memory.get(shared))
             row = self._guard(lambda: self._db.execute(
-                "SELECT value FROM answers WHERE key = ? OR shared = ? ORDER BY key = ? DESC, created DESC LIMIT 1",
-                (key.own, shared, key.own)).fetchone())
-        try:
-            return json.loads(row[0]) if row else None
-        except (json.JSONDecodeError, TypeError):
-            return None  # a damaged entry is a miss: the judgement is asked again and rewritten
+                "SELECT kind, value FROM answers WHERE key = ? OR shared = ? ORDER BY key = ? DESC, created DESC "
+                "LIMIT 1", (key.own, shared, key.own)).fetchone())
+        return _usable(row)
 
     def put(self, key: Key, kind: str, value: Any) -> None:
         """Store ``value`` (JSON-serialisable) under ``key`` and drop this process's claim
@@ -445,8 +455,9 @@ class JudgementCache:
             """The keys without a value, or ``None`` while a live process holds any of them."""
             wanted = set()
             for key in keys:
-                if self._db.execute("SELECT 1 FROM answers WHERE key = ?", (key.own,)).fetchone():
-                    continue
+                row = self._db.execute("SELECT kind, value FROM answers WHERE key = ?", (key.own,)).fetchone()
+                if _usable(row) is not None:
+                    continue  # an answer that is no answer of its kind is asked again
                 row = self._db.execute("SELECT owner, host, pid, since FROM claims WHERE key = ?",
                                        (key.own,)).fetchone()
                 if row is not None and row[0] != self._owner and now - row[3] <= self.lease \

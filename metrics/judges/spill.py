@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 from rag_eval.metrics.errors import StorageError
 from rag_eval.metrics.judges.cache import BUSY_SECONDS, JudgementCache, Key, disk_problem
+from rag_eval.metrics.judges.kept import kept_problem
 
 #: The names of spill files (``judgement-spill-<UTC time>-<pid>.jsonl``).
 SPILL_GLOB = "judgement-spill-*.jsonl"
@@ -149,7 +150,8 @@ def _entry(line: str) -> tuple[Key, str, str]:
     Raises
     ------
     ValueError
-        Naming the field that is missing or not of its shape (a value must be JSON text).
+        Naming the field that is missing or not of its shape (a value must be JSON text of an answer
+        of its kind: ``rag_eval.metrics.judges.kept``).
     """
     try:
         item = json.loads(line)
@@ -161,9 +163,12 @@ def _entry(line: str) -> tuple[Key, str, str]:
         if not isinstance(item.get(field), str) or not shape.fullmatch(item[field]):
             raise ValueError(f"{field}: missing or not a cache {field}")
     try:
-        json.loads(item["value"], parse_constant=_no_constant)
+        value = json.loads(item["value"], parse_constant=_no_constant)
     except (ValueError, TypeError, RecursionError):
         raise ValueError("value: missing or not JSON text") from None
+    problem = kept_problem(item["kind"], value)
+    if problem is not None:
+        raise ValueError(f"value: not an answer of kind {item['kind']} ({problem})")
     return Key(item["key"], item["shared"]), item["kind"], item["value"]
 
 

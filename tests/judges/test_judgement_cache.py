@@ -192,7 +192,7 @@ def test_spill_folders_skip_what_is_not_this_users_regular_file_and_nesting_is_a
 
     cache = tmp_path / "cache.sqlite"
     header = json.dumps({"format": "rag-eval judgement spill 1", "cache": str(cache)})
-    good = json.dumps({"key": "a" * 64, "shared": "b" * 64, "kind": "statement_support", "value": '{"verdicts": [1]}'})
+    good = json.dumps({"key": "a" * 64, "shared": "b" * 64, "kind": "statement_support", "value": '{"verdicts": [1], "reasons": ["stated"]}'})
     spill = tmp_path / "judgement-spill-1.jsonl"
     spill.write_text(f"{header}\n{good}\n{'[' * 100_000}\n", encoding="utf-8")
     os.mkfifo(tmp_path / "judgement-spill-2.jsonl")  # opened, it would block the run

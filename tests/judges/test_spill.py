@@ -11,6 +11,7 @@ import pytest
 from rag_eval.metrics import Status, evaluate
 from rag_eval.metrics.errors import EXIT_SPILLED, StorageError
 from rag_eval.metrics.judges.cache import JudgementCache, Key
+from rag_eval.metrics.judges.kept import kept_problem
 from rag_eval.metrics.judges.probe import RESERVE_BYTES, ROW_OVERHEAD, Expected, answer_bytes, cache_file, check_room, refusal
 from rag_eval.metrics.judges.spill import SpillSink, import_spill, spills_of
 from rag_eval.orchestration import cache_cli, cli
@@ -112,9 +113,10 @@ def test_the_room_check_bounds_the_answers_without_planning_them_first(tmp_path,
 def test_a_spill_import_never_replaces_a_cached_answer_and_names_the_lines_it_skips(tmp_path):
     cache = JudgementCache(tmp_path / "cache.sqlite")
     kept, new = Key("a" * 64, "b" * 64), Key("c" * 64, "d" * 64)
-    cache.put(kept, "statement_support", {"verdict": "cached"})
-    lines = [{"key": kept.own, "shared": kept.shared, "kind": "statement_support", "value": '{"verdict": "spilled"}'},
-             {"key": new.own, "shared": new.shared, "kind": "statement_support", "value": '{"verdict": "new"}'},
+    cached, spilled, fresh = ({"verdicts": [v], "reasons": [why]} for v, why in ((1, "cached"), (0, "spilled"), (1, "new")))
+    cache.put(kept, "statement_support", cached)
+    lines = [{"key": kept.own, "shared": kept.shared, "kind": "statement_support", "value": json.dumps(spilled)},
+             {"key": new.own, "shared": new.shared, "kind": "statement_support", "value": json.dumps(fresh)},
              {"key": "not-a-key", "shared": "d" * 64, "kind": "statement_support", "value": "{}"},
              {"key": "e" * 64, "shared": "d" * 64, "kind": "Bad Kind!", "value": "{}"},
              {"key": "e" * 64, "shared": "d" * 64, "kind": "statement_support", "value": "{not json"},
@@ -126,9 +128,72 @@ def test_a_spill_import_never_replaces_a_cached_answer_and_names_the_lines_it_sk
                                               "line 5: kind: missing or not a cache kind",
                                               "line 6: value: missing or not JSON text",
                                               "line 7: value: missing or not JSON text"])
-    assert cache.get(kept) == {"verdict": "cached"} and cache.get(new) == {"verdict": "new"}
+    assert cache.get(kept) == cached and cache.get(new) == fresh
     assert cache.get(Key("e" * 64, "d" * 64)) is None
     cache.close()
+
+
+def test_a_spilled_value_that_is_no_answer_of_its_kind_is_skipped_and_named(tmp_path):
+    """Valid JSON is not enough: ``{}``, ``1e999`` (infinity) or a list where the kind keeps an object
+    would break every row reading it; such lines are skipped and named, the good one folded."""
+    cache = JudgementCache(tmp_path / "cache.sqlite")
+    good = {"verdicts": [1, 0], "reasons": ["stated", "not stated"]}
+    values = [("statement_support", "{}"), ("statement_support", "1e999"), ("context_relevance_a", "[0, 2]"),
+              ("statement_support", '{"verdicts": [1e999], "reasons": ["x"]}'), ("embedding", '{"x": 1}'),
+              ("statement_support", '{"verdicts": "1", "reasons": []}'), ("statement_support", json.dumps(good))]
+    lines = [{"key": f"{i:064x}", "shared": "d" * 64, "kind": kind, "value": value} for i, (kind, value) in enumerate(values)]
+    spill = tmp_path / "judgement-spill-1.jsonl"
+    spill.write_text(HEADER % (tmp_path / "cache.sqlite") + "".join(json.dumps(line) + "\n" for line in lines),
+                     encoding="utf-8")
+    assert import_spill(cache, spill) == (1, [
+        "line 2: value: not an answer of kind statement_support (not an object with verdicts, reasons)",
+        "line 3: value: not an answer of kind statement_support (a number that is not finite)",
+        "line 4: value: not an answer of kind context_relevance_a (not an object with ratings)",
+        "line 5: value: not an answer of kind statement_support (a number that is not finite)",
+        "line 6: value: not an answer of kind embedding (not a non-empty list of numbers)",
+        "line 7: value: not an answer of kind statement_support (verdicts: not a list of integers)"])
+    assert cache.get(Key(f"{6:064x}", "d" * 64)) == good
+    assert all(cache.get(Key(f"{i:064x}", "d" * 64)) is None for i in range(6))
+    assert len(cache) == 1
+    cache.close()
+
+
+def test_a_cached_value_that_is_no_answer_of_its_kind_is_asked_again_and_overwritten(make_judge, server, tmp_path):
+    """A cache entry of the wrong shape (written by an older import) is a miss: asked once more, replaced, and
+    the row scores; the next run asks nothing."""
+    path = tmp_path / "cache.sqlite"
+    judge = make_judge(cache_path=str(path))
+    first = evaluate(ROWS[:1], metrics=["faithfulness"], judge=judge).results
+    asked = len(server.seen)
+    assert first["status"].tolist() == [Status.OK.value] and asked >= 1
+    judge.close()
+    with sqlite3.connect(path) as db:
+        good = dict(db.execute("select key, value from answers").fetchall())
+        db.execute("update answers set value = '{}'")
+    again = make_judge(cache_path=str(path))
+    second = evaluate(ROWS[:1], metrics=["faithfulness"], judge=again).results
+    assert second["status"].tolist() == [Status.OK.value] and len(server.seen) == 2 * asked
+    assert second["value"].tolist() == first["value"].tolist() and second["cache_hits"].tolist() == [0]
+    again.close()
+    with sqlite3.connect(path) as db:
+        assert dict(db.execute("select key, value from answers").fetchall()) == good  # overwritten with the answer
+    third = make_judge(cache_path=str(path))
+    assert evaluate(ROWS[:1], metrics=["faithfulness"], judge=third).results["status"].tolist() == [Status.OK.value]
+    assert len(server.seen) == 2 * asked
+
+
+def test_every_answer_the_judges_keep_passes_the_check_of_its_kind(make_judge, server, tmp_path):
+    """The check knows each kind the metrics ask for: all of them, answered by the test server and cached, pass."""
+    rows = [{**ROWS[0], "response": "Person 0 was born in Ulm. He liked cars.",
+             "retrieved_contexts": ["Person 0 was born in Ulm, Germany.", "Cars are fast."]}]
+    judge = make_judge(cache_path=str(tmp_path / "cache.sqlite"))
+    evaluate(rows, metrics=["all"], judge=judge)
+    judge.close()
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        kept = db.execute("select kind, value from answers").fetchall()
+    assert len({kind for kind, _ in kept}) >= 15 and "embedding" in {kind for kind, _ in kept}
+    assert [(kind, kept_problem(kind, json.loads(value))) for kind, value in kept
+            if kept_problem(kind, json.loads(value))] == []
 
 
 def test_a_spill_under_another_output_folder_is_found_through_the_folder_the_cache_recorded(tmp_path):

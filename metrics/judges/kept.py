@@ -1,0 +1,79 @@
+"""What a cached answer of each kind must look like: the one check of a value read from the
+judgement cache (``rag_eval.metrics.judges.cache.JudgementCache``: a value failing it is a miss,
+asked again and overwritten) and of a spilled answer folded into it (``rag_eval.metrics.judges.spill``:
+a line failing it is skipped and named).
+
+A judgement keeps what its request's ``read`` made of a valid reply (``rag_eval.metrics.judges.prompts.Request``),
+always a JSON object: :data:`FIELDS` gives, for each kind (or prefix of kinds), the fields it has
+and what each holds. An embedding is a non-empty list of numbers. No value holds a number that is
+not finite (``1e999`` reads as infinity). A kind not listed (a newer judgement) must be an object.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: What each field of a kept judgement holds: a check of the value and its description.
+_HOLDS = {
+    "text": (lambda v: isinstance(v, str), "a string"),
+    "integer": (lambda v: type(v) is int, "an integer"),
+    "flag": (lambda v: isinstance(v, bool), "true or false"),
+    "object": (lambda v: isinstance(v, dict), "an object"),
+    "number": (lambda v: type(v) in (int, float), "a number"),
+    "texts": (lambda v: isinstance(v, list) and all(isinstance(i, str) for i in v), "a list of strings"),
+    "integers": (lambda v: isinstance(v, list) and all(type(i) is int for i in v), "a list of integers"),
+    "rows": (lambda v: isinstance(v, list) and all(isinstance(i, list) for i in v), "a list of lists"),
+}
+#: The fields of a kept judgement, by kind; a key ending in ``_`` or ``.`` names the kinds it begins.
+FIELDS: dict[str, dict[str, str]] = {
+    "statement_support": {"verdicts": "integers", "reasons": "texts"},
+    "context_relevance_": {"ratings": "integers"},
+    "whole_context_relevance_": {"rating": "integer"},
+    "reference_attribution": {"attributed": "integers", "attribution_reasons": "texts", "useful": "integers",
+                              "usefulness_reasons": "texts"},
+    "context_support_matrix": {"matrix": "rows"},
+    "statement_classification": {"supported": "integers", "covered": "integers"},
+    "answer_questions": {"questions": "texts", "noncommittal": "integers"},
+    "entities": {"entities": "texts"},
+    "question_generation": {"user_input": "text", "reference": "text"},
+    "question_critic": {"answerable": "flag", "standalone": "flag", "reason": "text"},
+    "likert_": {"score": "integer", "reason": "text"},
+    "custom_": {"reason": "text"},
+    "target.": {"value": "object", "latency": "number"},
+}
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(map(_finite, value.values()))
+    if isinstance(value, list):
+        return all(map(_finite, value))
+    return True
+
+
+def _fields(kind: str) -> dict[str, str]:
+    if kind in FIELDS:
+        return FIELDS[kind]
+    return next((fields for name, fields in FIELDS.items() if name[-1] in "_." and kind.startswith(name)), {})
+
+
+def kept_problem(kind: str, value: Any) -> str | None:
+    """Why ``value`` (decoded JSON) is not an answer of ``kind`` as the judge keeps it (see the
+    module's notes), e.g. ``"not an object with verdicts, reasons"`` or ``"verdicts: not a list of
+    integers"``; ``None`` when it is one. Never raises."""
+    if not _finite(value):
+        return "a number that is not finite"
+    if kind == "embedding":
+        if isinstance(value, list) and value and all(type(i) in (int, float) for i in value):
+            return None
+        return "not a non-empty list of numbers"
+    fields = _fields(kind)
+    if not isinstance(value, dict) or not set(fields) <= set(value):
+        return f"not an object with {', '.join(fields)}" if fields else "not an object"
+    for name, holds in fields.items():
+        check, described = _HOLDS[holds]
+        if not check(value[name]):
+            return f"{name}: not {described}"
+    return None
