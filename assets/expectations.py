@@ -28,6 +28,7 @@ import json
 import re
 import shutil
 import sys
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +252,28 @@ def repair_store_ids(site: Path) -> list[Path]:
     return repaired
 
 
+def write_store_id(site: Path) -> None:
+    """Write the validation results store's id file of the Data Docs ``site`` when it is missing (after
+    :func:`repair_store_ids`), before GE would: GE only logs "Invalid store configuration ... [Errno 28]"
+    when it cannot write it (a full disk), and goes on. A file cut short by the fault is removed.
+
+    Raises
+    ------
+    OSError
+        Naming the file (``filename``) that could not be written, with the system's cause.
+    """
+    path = site / ".validation_results" / STORE_ID
+    if path.exists():
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "x", encoding="utf-8") as handle:
+            handle.write(f"store_backend_id = {uuid.uuid4()}\n")
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+
+
 def set_aside_damaged_results(site: Path) -> list[Path]:
     """Move each validation result of the Data Docs ``site`` that a fault left cut short (no JSON)
     to the same place under ``<site>.unusable/`` (kept for a look, out of GE's way: GE printed
@@ -326,6 +349,7 @@ def validate(frame: pd.DataFrame, expectations: list, version: str, run_id: str,
     with open(site / ".lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the site's index and result files, written by one process at a time
         repair_store_ids(site)
+        write_store_id(site)
         for aside in set_aside_damaged_results(site):
             print(f"Data Docs: a validation result a fault left cut short was set aside as {aside}; this run "
                   "adds its own", file=sys.stderr)

@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.reports.formats import ragas_table
 from rag_eval.metrics.core.results import Status
+from rag_eval.metrics.errors import StorageError, way_out
 
 #: The columns of a metric's table (``rag_eval.metrics.core.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
 SCHEMA = pa.schema([("version", pa.string()), ("sample_id", pa.string()), ("row", pa.int64()),
@@ -90,22 +91,41 @@ class TableWriter:
     """Appends frames of one asset partition's rows (the columns of ``schema``, in its order)
     to a new Parquet file in the temporary folder, one row group per frame; :meth:`close`
     gives the :class:`TableFile`. The file's name carries the process id, so a later
-    writer deletes the files of a process that was killed."""
+    writer deletes the files of a process that was killed.
+
+    Raises
+    ------
+    StorageError
+        From each method, when the file cannot be written (a full or read-only temporary folder): naming it.
+    """
 
     def __init__(self, schema: pa.Schema) -> None:
-        _remove_orphans(Path(tempfile.gettempdir()))
-        handle, name = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", suffix=".parquet")
-        os.close(handle)
+        self.path = Path(tempfile.gettempdir())
+        with self._named():
+            _remove_orphans(self.path)
+            handle, name = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", suffix=".parquet")
+            os.close(handle)
         self.path, self.schema, self.rows, self.dtypes = Path(name), schema, 0, None
         self._writer: pq.ParquetWriter | None = None
+
+    @contextmanager
+    def _named(self) -> Iterator[None]:
+        """An ``OSError`` (pyarrow's name no file) as a ``StorageError`` naming :attr:`path` and the way out."""
+        try:
+            yield
+        except OSError as exc:
+            cause = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise StorageError(self.path, f"a results file in the temporary folder could not be written ({cause}); "
+                               "TMPDIR names another folder for them", way_out(exc)) from None
 
     def write(self, frame: pd.DataFrame) -> None:
         """Append ``frame``."""
         table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False, nthreads=ARROW_THREADS)
-        if self._writer is None:  # the first frame's pandas metadata: read back with the same dtypes
-            self.dtypes = tuple((name, str(dtype)) for name, dtype in frame.dtypes.items())
-            self._writer = pq.ParquetWriter(self.path, table.schema)
-        self._writer.write_table(table)
+        with self._named():
+            if self._writer is None:  # the first frame's pandas metadata: read back with the same dtypes
+                self.dtypes = tuple((name, str(dtype)) for name, dtype in frame.dtypes.items())
+                self._writer = pq.ParquetWriter(self.path, table.schema)
+            self._writer.write_table(table)
         self.rows += len(frame)
 
     def close(self) -> TableFile:
@@ -113,13 +133,15 @@ class TableWriter:
         if self._writer is None:
             TableWriter.write(self, pd.DataFrame({field.name: pd.Series(dtype=_EMPTY[field.type])
                                                   for field in self.schema}))
-        self._writer.close()
+        with self._named():
+            self._writer.close()
         return TableFile(self.path, self.rows, self.dtypes)
 
     def discard(self) -> None:
         """Close and delete the file (the step failed)."""
         if self._writer is not None:
-            self._writer.close()
+            with suppress(OSError):  # a full disk refuses the footer too: the file goes all the same
+                self._writer.close()
         self.path.unlink(missing_ok=True)
 
 

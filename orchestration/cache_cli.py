@@ -125,9 +125,11 @@ def fold(cache_path: Path, folders: list[Path]) -> None:
 def after_run(args: argparse.Namespace) -> int | None:
     """Settle the answers the command's judgement caches refused (``rag_eval.metrics.judges.spill.settle``),
     saying in one line on stderr where they are: :data:`~rag_eval.metrics.errors.EXIT_SPILLED`, or
-    ``None`` when every answer is in its cache. Never raises: when no folder takes them either, or
-    the command stopped buying (no place took its answers), that is the line."""
-    from rag_eval.metrics.errors import EXIT_SPILLED, StorageError
+    ``None`` when every answer is in its cache. Never raises: when no folder takes them either (the
+    cache, ``--out`` and the temporary folder, each named in the line), or the command stopped buying
+    (no place took its answers), that is the line, and :data:`~rag_eval.metrics.errors.EXIT_USER`:
+    storage that cannot be written."""
+    from rag_eval.metrics.errors import EXIT_SPILLED, EXIT_USER, StorageError
     from rag_eval.metrics.judges.cache import JudgementCache
     from rag_eval.metrics.judges.spill import settle
 
@@ -141,7 +143,7 @@ def after_run(args: argparse.Namespace) -> int | None:
         except StorageError as exc:
             print(f"error: {exc}" + ("; no judgement was bought after that (the rest are judge_error: not sent)"
                                      if cache.path in sink.refused else ""), file=sys.stderr)
-            status = EXIT_SPILLED
+            status = EXIT_USER
             continue
         SPILLED.extend(spills)
         stopped = "; no spill folder took writes for a while, so the judgements left were not bought (judge_error: " \
@@ -150,8 +152,20 @@ def after_run(args: argparse.Namespace) -> int | None:
               f"they are in the spill file {', '.join(map(str, spills))}; free space on the cache's disk (or make it "
               f"writable): the next run folds it into the cache, or `rag-eval cache import {spills[0]}` does now"
               f"{stopped}", file=sys.stderr)
-        status = EXIT_SPILLED
+        status = status or EXIT_SPILLED
     sink.close()
+    return status
+
+
+def exit_status(status: int, settled: int | None) -> int:
+    """The exit status of a command that ended with ``status`` and whose :func:`after_run` gave
+    ``settled``: a failure says so first (the spill line is printed), except that answers paid for
+    that could be written nowhere (:data:`~rag_eval.metrics.errors.EXIT_USER`) are also why its steps
+    failed; judge errors may be the rows not bought."""
+    from rag_eval.metrics.errors import EXIT_FAILED, EXIT_JUDGE_ERRORS, EXIT_OK, EXIT_USER
+
+    if settled is not None and status in (EXIT_OK, EXIT_JUDGE_ERRORS, *((EXIT_FAILED,) if settled == EXIT_USER else ())):
+        return settled
     return status
 
 

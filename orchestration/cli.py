@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     blocking check, for a reason the user can fix); 2 bad arguments or input, or a judgement cache that
     cannot take writes (nothing sent); 3 done, but some results are judge errors; 4 the regression gate
     failed (``rag-eval compare|gate``); 5 done, but judgements paid for went to the spill file named on
-    stderr; 70 a bug: "internal error", its traceback and where to report it
+    stderr (2 when no place took them: ``rag_eval.orchestration.cache_cli.exit_status``); 70 a bug: "internal error", its traceback and where to report it
     (``rag_eval.metrics.errors``, ``rag_eval.orchestration.failures``).
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
@@ -220,8 +220,7 @@ def _command(argv: list[str] | None) -> int:
     judging = getattr(args, "judges", False) and not getattr(args, "dry_run", False)
     # Imported here, not with this module: `rag_eval.metrics` takes a second to import, and until `entry` has
     # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).
-    from rag_eval.metrics.errors import EXIT_JUDGE_ERRORS
-    from rag_eval.orchestration.cache_cli import after_run, before_run
+    from rag_eval.orchestration.cache_cli import after_run, before_run, exit_status
 
     if judging:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
         before_run(args)
@@ -233,8 +232,7 @@ def _command(argv: list[str] | None) -> int:
         status = _in_instance(args) if args.uses_instance else run_handler(args)
     finally:  # Ctrl-C too: what the cache could not take goes to a spill file
         spilled = after_run(args) if judging else None
-    # A failure says so first (the spill line is printed); judge errors may be the rows not bought.
-    return spilled if spilled and status in (0, EXIT_JUDGE_ERRORS) else status
+    return exit_status(status, spilled)
 
 
 def _in_instance(args: argparse.Namespace) -> int:

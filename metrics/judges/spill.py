@@ -4,7 +4,8 @@
 (``JudgementCache.sink``): from the first answer the cache file refuses (its disk fills, or turns
 read-only, mid-run), every answer that arrives goes to a *spill file* as it is received (appended
 and flushed: a process killed after that loses none). A spill file is JSON lines, a header naming
-the cache, then one answer a line, in the first folder that takes it (the output folder, else the
+the cache, then one answer a line (written with its first answers: a folder that refuses them is
+left without a file), in the first folder that takes it (the output folder, else the
 system's temporary folder). When no folder takes writes either, the cache says so
 (``JudgementCache.nowhere``) and the judge sends no further request.
 
@@ -54,6 +55,11 @@ def _lines(entries: list[tuple[Key, str, str]]) -> str:
                    + "\n" for k, kind, text in entries)
 
 
+def _header_line(cache: JudgementCache) -> str:
+    """A spill file's first line, naming ``cache`` (written with the file's first answers, never alone)."""
+    return json.dumps({"format": _FORMAT, "cache": str(Path(cache.path).resolve())}) + "\n"
+
+
 class SpillSink:
     """Appends the answers a judgement cache refuses to its spill file, in the first of ``folders``
     that takes them (a folder that fails later is left for the next one, with a new file).
@@ -78,12 +84,12 @@ class SpillSink:
             self.caches[cache.path] = cache
             handle, start = self._open.get(cache.path, (None, 0))
             for index in range(start, len(self.folders)):
-                folder = self.folders[index]
+                folder, new = self.folders[index], handle is None
                 try:
                     if handle is None:
                         handle = self._new_file(cache, folder)
                         self._open[cache.path] = (handle, index)
-                    handle.write(text)
+                    handle.write((_header_line(cache) if new else "") + text)
                     handle.flush()
                     return True
                 except OSError as exc:
@@ -92,6 +98,8 @@ class SpillSink:
                     if handle is not None:
                         with contextlib.suppress(OSError):
                             handle.close()
+                        if new:  # a file without one answer in it is no spill file: removed
+                            self._remove(cache, Path(handle.name))
                     handle = None
             self.refused.add(cache.path)
             return False
@@ -101,8 +109,12 @@ class SpillSink:
         name = f"judgement-spill-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}-{os.getpid()}.jsonl"
         handle = open(folder / name, "x", encoding="utf-8")  # kept open: answers are appended
         self.files.setdefault(cache.path, []).append(folder / name)
-        handle.write(json.dumps({"format": _FORMAT, "cache": str(Path(cache.path).resolve())}) + "\n")
         return handle
+
+    def _remove(self, cache: JudgementCache, path: Path) -> None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        self.files[cache.path].remove(path)
 
     def close(self) -> None:
         """Sync and close the spill files."""

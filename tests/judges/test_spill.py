@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from rag_eval.metrics import Status, evaluate
-from rag_eval.metrics.errors import EXIT_SPILLED, StorageError
+from rag_eval.metrics.errors import EXIT_USER, StorageError
 from rag_eval.metrics.judges.cache import JudgementCache, Key
 from rag_eval.metrics.judges.kept import kept_problem
 from rag_eval.metrics.judges.probe import RESERVE_BYTES, ROW_OVERHEAD, Expected, answer_bytes, cache_file, check_room, refusal
@@ -223,7 +223,7 @@ def test_with_no_place_for_answers_nothing_more_is_bought_and_the_command_says_s
     assert results["status"].tolist() == [Status.OK.value] * sent + [Status.JUDGE_ERROR.value] * (len(MANY) - sent)
     assert all("not sent: the judgement cache" in reason and "no spill folder takes them either" in reason
                for reason in results["reason"].iloc[sent:])
-    assert cache_cli.after_run(argparse.Namespace()) == EXIT_SPILLED and JudgementCache.sink is None
+    assert cache_cli.after_run(argparse.Namespace()) == EXIT_USER and JudgementCache.sink is None
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {judge.cache.path}: 1 judgements paid for could not be written to the cache (")
     assert line.endswith("they are lost: free space on one of these disks before the next run; no judgement was "

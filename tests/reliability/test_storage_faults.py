@@ -185,10 +185,12 @@ def test_a_damaged_cache_is_set_aside_and_what_can_be_read_is_carried_over(make_
 # ------------------------------------------------------------------ rag-eval run: out/, DuckDB, DAGSTER_HOME
 class Project:
     """``rag-eval run`` with the LLM judge on the test server (by environment), ``--out`` and
-    ``DAGSTER_HOME`` where the test puts them, the judgement cache beside; run in the small disk's namespace."""
+    ``DAGSTER_HOME`` where the test puts them, the judgement cache beside (and ``TMPDIR``, when ``tmp`` is
+    given); run in the small disk's namespace."""
 
-    def __init__(self, root: Path, disk: SmallDisk, server, out: Path, home: Path, cache: Path | None = None) -> None:
-        self.root, self.disk, self.server, self.out, self.home = root, disk, server, out, home
+    def __init__(self, root: Path, disk: SmallDisk, server, out: Path, home: Path, cache: Path | None = None,
+                 tmp: Path | None = None) -> None:
+        self.root, self.disk, self.server, self.out, self.home, self.tmp = root, disk, server, out, home, tmp
         self.cache = cache or root / "cache.sqlite"
         lines = FIQA.read_text(encoding="utf-8").splitlines(True)
         for name, part in (("a.jsonl", lines[:3]), ("b.jsonl", lines[3:6])):
@@ -199,7 +201,8 @@ class Project:
 
     def run_with(self, dataset: str, version: str, *more: str) -> tuple[int, str]:
         env = {**child_env(), "DAGSTER_HOME": str(self.home), "OPENAI_BASE_URL": self.server.url,
-               "OPENAI_API_KEY": "sk-test-disk", "OPENAI_MODEL": "judge-test", "EMBEDDING_MODEL": "embed-test"}
+               "OPENAI_API_KEY": "sk-test-disk", "OPENAI_MODEL": "judge-test", "EMBEDDING_MODEL": "embed-test",
+               **({"TMPDIR": str(self.tmp)} if self.tmp else {})}
         done = self.disk.run([sys.executable, "-m", "rag_eval.orchestration.cli", "run", dataset, "--dataset-version", version,
                               "--out", str(self.out), "--cache-path", str(self.cache), *more],
                              cwd=self.root, env=env)
