@@ -20,9 +20,6 @@ import sys
 import warnings
 from pathlib import Path
 
-#: What to do when the cache cannot take writes before the run.
-WAY_OUT = ("nothing was sent: free space on its disk (or make it writable), or put the cache on another disk with "
-           "--cache-path FILE, then run again")
 #: The spill files the last command of this process wrote (named when it is stopped: ``rag_eval.orchestration.cli``).
 SPILLED: list[Path] = []
 
@@ -39,6 +36,14 @@ def cache_path(args: argparse.Namespace) -> str | None:
     except ValueError:
         return None
     return config.cache_path if config.configured else None
+
+
+def way_out(args: argparse.Namespace) -> str:
+    """What to do when the cache cannot take writes before the command, naming only options the
+    command has: ``--cache-path`` where its parser takes it (``run``, ``backfill``, ``align``,
+    ``testset``); the others use the default cache and can free space or make it writable."""
+    elsewhere = "or put the cache on another disk with --cache-path FILE, " if hasattr(args, "cache_path") else ""
+    return f"nothing was sent: free space on its disk (or make it writable), {elsewhere}then run again"
 
 
 def expected(args: argparse.Namespace, which: str = "expected"):
@@ -88,13 +93,13 @@ def before_run(args: argparse.Namespace) -> None:
     if refused is not None:
         needs = expected(args)
         if needs is None or needs.requests:
-            raise StorageError(shown(path, real), f"the judgement cache cannot take writes: {refused}", WAY_OUT)
+            raise StorageError(shown(path, real), f"the judgement cache cannot take writes: {refused}", way_out(args))
     else:
         fold(real, spill_folders(out))
         try:  # a bound first (no request planned: the common case of a disk with room)
-            check_room(real, expected(args, "most"), shown(path, real), WAY_OUT, bound=True)
+            check_room(real, expected(args, "most"), shown(path, real), way_out(args), bound=True)
         except StorageError:
-            check_room(real, expected(args), shown(path, real), WAY_OUT)
+            check_room(real, expected(args), shown(path, real), way_out(args))
     JudgementCache.sink = SpillSink(spill_folders(out))
 
 

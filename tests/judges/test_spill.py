@@ -2,6 +2,7 @@
 spill files, and what a command says when the cache and every spill folder refuse (issue 37)."""
 import argparse
 import json
+import re
 import signal
 import sqlite3
 import warnings
@@ -22,6 +23,9 @@ ROWS = [{"id": f"r{i}", "user_input": f"Where was person {i} born?", "response":
         for i in range(3)]
 MANY = [{**ROWS[0], "id": f"m{i}", "response": f"Person {i} was born in Ulm."} for i in range(40)]
 HEADER = '{"format": "rag-eval judgement spill 1", "cache": "%s"}\n'
+#: Every command that sends judge requests (its parser sets ``judges=True``), with arguments.
+JUDGING = [["run", str(FIQA)], ["backfill"], ["calibrate", "labels.jsonl"], ["align", "v1"], ["sweep", "target.toml"],
+           ["traffic"], ["compare", "a.jsonl", "b.jsonl"], ["gate"], ["testset", "docs"]]
 
 
 def test_the_probe_is_a_commit_to_the_cache_file_not_a_file_in_its_folder(tmp_path):
@@ -53,9 +57,7 @@ def test_a_cache_path_that_is_empty_or_a_folder_is_refused_and_a_link_is_followe
     assert refusal(cache_file(link), None) is None and target.is_file() and link.is_symlink()  # the target got the commit
 
 
-@pytest.mark.parametrize("command", [["run", str(FIQA)], ["backfill"], ["calibrate", "labels.jsonl"],
-                                     ["align", "v1"], ["sweep", "target.toml"], ["traffic"],
-                                     ["compare", "a.jsonl", "b.jsonl"], ["testset", "docs"]])
+@pytest.mark.parametrize("command", JUDGING)
 def test_every_command_that_judges_checks_the_cache_before_anything_else(command, server, tmp_path, monkeypatch,
                                                                          capsys):
     monkeypatch.chdir(tmp_path)
@@ -66,6 +68,27 @@ def test_every_command_that_judges_checks_the_cache_before_anything_else(command
     assert capsys.readouterr().err == "error: --cache-path .rag_eval_cache/judgements.sqlite is a folder: name the " \
                                       "judgement cache file, e.g. .rag_eval_cache/judgements.sqlite/judgements.sqlite\n"
     assert server.seen == []
+
+
+@pytest.mark.parametrize("command", JUDGING)
+def test_the_refusal_names_only_options_the_command_takes(command, tmp_path, monkeypatch):
+    """The way out of a cache that takes no writes names ``--cache-path`` only to commands that have it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9")  # an LLM judge is configured; nothing is sent
+    cache = tmp_path / ".rag_eval_cache" / "judgements.sqlite"  # the default cache: the only one a command without
+    JudgementCache(cache).close()                              # --cache-path can use
+    (tmp_path / ".rag_eval_cache" / "judgements.sqlite-wal").mkdir()  # its commits fail: it takes no writes
+    [parser] = [action.choices[command[0]] for action in cli.build_parser()._subparsers._group_actions]
+    args = parser.parse_args(command[1:])
+    args.command, args.expected = command[0], lambda _: Expected(1, 0)  # a request to send: refused
+    with pytest.raises(StorageError) as refused:
+        cache_cli.before_run(args)
+    line = str(refused.value)
+    assert line.startswith(f"{cache}: the judgement cache cannot take writes: ") and \
+        "; nothing was sent: free space on its disk (or make it writable), " in line and line.endswith("then run again")
+    accepted = {option for action in parser._actions for option in action.option_strings}
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", line.split("; nothing was sent: ")[1]))
+    assert named <= accepted and ("--cache-path" in named) == ("--cache-path" in accepted), (named, accepted)
 
 
 def test_the_room_check_sizes_answers_from_the_caches_rows(tmp_path):
