@@ -244,11 +244,15 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         examples = self._variant(llm=True)
         return f"llm:{config.model}" + (f"+{examples.label}" if examples else "")
 
-    def get_judge(self) -> Judge:
+    def get_judge(self, read_only_cache: bool = False) -> Judge:
         """One judge per process and configuration, so its model or connections, its
-        concurrency limit and its caches are shared by every metric asset of a run."""
+        concurrency limit and its caches are shared by every metric asset of a run. With
+        ``read_only_cache`` (a dry run's), an LLM judge of its own, not kept, that only reads its
+        cache (``LLMJudge``): the caller closes it."""
         config = self._config()
         examples = self._variant(llm=True) if config.configured else None
+        if read_only_cache and config.configured:
+            return LLMJudge(config, examples, read_only_cache=True)
         key = repr([*sorted(asdict(config).items()), examples and examples.label]) if config.configured else \
             f"offline:{self.support_threshold}:{OfflineJudge.label_of(self._verifier())}"
         if key not in _JUDGES:

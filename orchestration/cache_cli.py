@@ -63,6 +63,28 @@ def expected(args: argparse.Namespace, which: str = "expected"):
             return None
 
 
+def predicted_refusal(args: argparse.Namespace, needs) -> str | None:
+    """What :func:`before_run` would refuse the command with, for ``needs`` answers
+    (``rag_eval.metrics.judges.probe.Expected``), judged without writing (a dry run's:
+    ``rag_eval.metrics.judges.probe.unwritable`` and the room check); ``None`` when it would not be
+    refused, or sends no request."""
+    from rag_eval.metrics.errors import StorageError
+    from rag_eval.metrics.judges.probe import cache_file, check_room, shown, unwritable
+
+    path = cache_path(args)
+    if path is None or not needs.requests:
+        return None
+    real = cache_file(path)
+    refused = unwritable(real)
+    try:
+        if refused is not None:
+            raise StorageError(shown(path, real), f"the judgement cache cannot take writes: {refused}", way_out(args))
+        check_room(real, needs, shown(path, real), way_out(args))
+    except StorageError as exc:
+        return str(exc)
+    return None
+
+
 def before_run(args: argparse.Namespace) -> None:
     """Check the command's judgement cache and its room (``rag_eval.metrics.judges.probe``), fold the
     spill files left for it (in ``--out``, the system's temporary folder and the output folders the

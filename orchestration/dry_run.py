@@ -51,9 +51,11 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
     return parts[0], parts[-1]
 
 
-def estimated(args: argparse.Namespace, run_config: dict, judge_resource: Any, files: list[Path]):
+def estimated(args: argparse.Namespace, run_config: dict, judge_resource: Any, files: list[Path],
+              read_only_cache: bool = False):
     """``(estimate, judge)``: what scoring the samples of ``files`` with the metrics and judge
-    of these arguments would send, after the judgement cache (``rag_eval.metrics.judges.cost``)."""
+    of these arguments would send, after the judgement cache (``rag_eval.metrics.judges.cost``;
+    ``read_only_cache``: a judge of its own that only reads it, ``JudgeResource.get_judge``)."""
     from rag_eval.metrics.judges.cost import estimate_cost
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.judges.config import PER_METRIC
@@ -67,7 +69,7 @@ def estimated(args: argparse.Namespace, run_config: dict, judge_resource: Any, f
     options = {n: {k: v for k, v in c.items() if k not in ("threshold", *PER_METRIC)} for n, c in config.items()}
     metrics = build_metrics(names, {n: c["threshold"] for n, c in config.items() if "threshold" in c},
                             {n: o for n, o in options.items() if o})
-    judge = judge_resource.get_judge()
+    judge = judge_resource.get_judge(read_only_cache=read_only_cache)
     judges = {n: judge.with_options(**{k: c[k] for k in PER_METRIC if k in c})
               for n, c in config.items() if isinstance(judge, LLMJudge) and c.keys() & set(PER_METRIC)}
     samples = [sample for file in files for sample in load_samples(file)]
@@ -133,13 +135,20 @@ def expected_answers(args: argparse.Namespace):
 
 def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> int:
     """Print what ``rag-eval run`` with these arguments would send, per metric and in
-    total, after the judgement cache, and its price at ``--price``."""
+    total, after the judgement cache (read only: the cache file is neither created nor changed),
+    and its price at ``--price``; and, when the real run would be refused before its first request
+    (its cache cannot take writes or lacks room: ``rag_eval.orchestration.cache_cli.predicted_refusal``),
+    that refusal's line."""
     from rag_eval.assets.registration import dataset_file
     from rag_eval.metrics.judges.llm import LLMJudge
+    from rag_eval.metrics.judges.probe import Expected
+    from rag_eval.orchestration.cache_cli import predicted_refusal
 
     price = parse_price(args.price)
     # the files `run` takes, and no other
-    estimate, judge = estimated(args, run_config, judge_resource, [dataset_file(Path(args.dataset))])
+    estimate, judge = estimated(args, run_config, judge_resource, [dataset_file(Path(args.dataset))], True)
+    if isinstance(judge, LLMJudge):
+        judge.close()  # its own (not kept): its connections and its read-only cache
     where = f" at {judge.describe()['base_url'] or 'the OpenAI API'}" if isinstance(judge, LLMJudge) else ""
     print(f"dry run: {estimate.rows} rows of {args.dataset}, judge {judge.name}{where}; nothing is sent or registered")
     print(f"{'metric':<32}{'chat':>8}{'embeddings':>12}{'prompt tokens':>16}{'completion tokens':>19}")
@@ -156,4 +165,7 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
               "(judge_error):")
         for item in estimate.over_budget[:5]:
             print(f"  row {item['row']} (id {item['sample_id']}): {item['reason']}")
+    refused = predicted_refusal(args, Expected(estimate.total["chat_requests"], estimate.total["embedding_requests"]))
+    if refused:
+        print(f"the run would be refused before its first request: {refused}")
     return 0

@@ -161,6 +161,14 @@ def salvage(path: str | Path) -> list[tuple]:
         return usable(found)
 
 
+def read_only_uri(path: str | Path) -> str:
+    """The SQLite URI opening ``path`` for reading only without creating or changing any file: immutable
+    when no WAL holds answers (a read-only open of a WAL database would create its ``-wal`` and ``-shm``)."""
+    wal = Path(f"{path}-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    return f"file:{quote(str(path))}?mode=ro" + ("" if pending else "&immutable=1")
+
+
 def _usable(row: tuple | None) -> Any | None:
     """The value of an ``(kind, value as JSON text)`` row, ``None`` when it no longer decodes or is
     no answer of its kind (``rag_eval.metrics.judges.kept``): a miss, asked again and overwritten."""
@@ -187,6 +195,9 @@ class JudgementCache:
         key), not only from the endpoint's own.
     lock_wait : float
         Seconds to wait, after saying so, for a file another process keeps locked.
+    read_only : bool
+        Only read the file (a dry run's): nothing is created or changed, not even SQLite's WAL index
+        where no WAL holds answers (:func:`read_only_uri`); an answer put is kept in memory only.
 
     Never raises on a damaged, read-only, full or locked file: see the module's notes.
     """
@@ -196,8 +207,9 @@ class JudgementCache:
     sink: ClassVar[Callable[[JudgementCache, list[tuple[Key, str, str]]], bool] | None] = None
 
     def __init__(self, path: str | Path, lease: float = 600.0, across_endpoints: bool = False,
-                 lock_wait: float = 120.0) -> None:
+                 lock_wait: float = 120.0, read_only: bool = False) -> None:
         self.path = str(path)
+        self.read_only = read_only
         self.lease = lease
         self.across_endpoints = across_endpoints
         self.lock_wait = lock_wait
@@ -222,6 +234,11 @@ class JudgementCache:
 
     # ------------------------------------------------------------ resilience
     def _open(self) -> None:
+        if self.read_only:
+            self._read_only = True
+            self._db = sqlite3.connect(read_only_uri(self.path), uri=True, check_same_thread=False,
+                                       isolation_level=None, timeout=BUSY_SECONDS)
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._read_only = False

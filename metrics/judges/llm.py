@@ -28,6 +28,7 @@ import json
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -92,6 +93,9 @@ class LLMJudge(Judge):
         Labelled examples put before every ``statement_support`` prompt (a variant ``rag-eval align``
         writes, ``rag_eval.metrics.judges.examples``): they name the judge (``llm:<model>+aligned-<hash>``)
         and enter those judgements' cache keys; without them the prompts and keys are the default judge's.
+    read_only_cache : bool
+        Only read the cache (a dry run's: ``JudgementCache(read_only=True)``); none when its file does not
+        exist: nothing is created or changed.
 
     Notes
     -----
@@ -101,15 +105,17 @@ class LLMJudge(Judge):
     encoder; ``describe()`` then says so under ``embedding_fallback``.
     """
 
-    def __init__(self, config: LLMConfig | None = None, examples: Examples | None = None) -> None:
+    def __init__(self, config: LLMConfig | None = None, examples: Examples | None = None,
+                 read_only_cache: bool = False) -> None:
         self.config = config or LLMConfig.from_env()
         self.examples = examples
         self.name = self._name()
         cfg = self.config
         # The longest a live claimant may take: a request and its re-ask, each with all its attempts.
         lease = 2 * cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60
-        self.cache = JudgementCache(cfg.cache_path, lease=lease, across_endpoints=cfg.cache_across_endpoints) \
-            if cfg.cache_path else None
+        kept = cfg.cache_path and (not read_only_cache or Path(cfg.cache_path).is_file())
+        self.cache = JudgementCache(cfg.cache_path, lease=lease, across_endpoints=cfg.cache_across_endpoints,
+                                    read_only=read_only_cache) if kept else None
         self.transport = Transport(cfg)
         self.transport.refuse = self._may_buy
         self._shared = _Shared()

@@ -16,10 +16,9 @@ import time
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 from rag_eval.metrics.errors import SettingsError, StorageError
-from rag_eval.metrics.judges.cache import BUSY_SECONDS, disk_problem
+from rag_eval.metrics.judges.cache import BUSY_SECONDS, disk_problem, read_only_uri
 
 #: Bytes of one answer when the cache holds none of that kind to measure: a chat judgement's JSON
 #: verdicts (about 1 KiB), an embedding's vector (1,536 numbers of about 20 characters).
@@ -108,8 +107,8 @@ def _commit(path: Path, folder: Path | None) -> BaseException | None:
 
 
 def _read_only(path: str | Path) -> closing[sqlite3.Connection]:
-    """The cache file ``path`` opened read-only (nothing created or changed), closed on leaving."""
-    return closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_SECONDS))
+    """The cache file ``path`` opened read-only (nothing created or changed: ``read_only_uri``), closed on leaving."""
+    return closing(sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_SECONDS))
 
 
 def is_judgement_cache(path: str | Path) -> bool:
@@ -141,6 +140,24 @@ def refusal(real: Path, spill_folder: Path | None) -> str | None:
     return disk_problem(real.parent, refused)
 
 
+def _existing(path: Path) -> Path:
+    """``path``, else its nearest folder that exists."""
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
+def unwritable(real: Path) -> str | None:
+    """Why the judgement cache file ``real`` would refuse writes, judged without writing (a dry
+    run's; :func:`refusal` commits): its file system is read-only or has no space left, or this user
+    may not write it (or its folder, for a file not made yet); else ``None``."""
+    where = _existing(real)
+    disk = os.statvfs(where)
+    if disk.f_flag & os.ST_RDONLY:
+        return "read-only file system"
+    if disk.f_blocks and disk.f_bavail == 0:
+        return "no space left on the disk"
+    return None if os.access(where, os.W_OK) else f"permission denied ({where} cannot be written by this user)"
+
+
 def check_room(real: Path, expected: Expected | None, where: str, way_out: str, bound: bool = False) -> None:
     """Check that the disk of the judgement cache file ``real`` has room for ``expected`` answers at
     :func:`answer_bytes` each, plus :data:`RESERVE_BYTES` (``None``: the answers are not known
@@ -157,7 +174,7 @@ def check_room(real: Path, expected: Expected | None, where: str, way_out: str, 
     sizes = answer_bytes(real)
     needed = RESERVE_BYTES + (expected.chat * sizes["chat"] + expected.embedding * sizes["embedding"]
                               if expected is not None else 0)
-    disk = os.statvfs(real.parent)
+    disk = os.statvfs(_existing(real.parent))
     free = disk.f_bavail * disk.f_frsize + _free_pages(real)
     if free < needed:
         answers = f"{expected.requests:,} answers ({sizes['chat']:,} bytes a chat answer, {sizes['embedding']:,} an " \

@@ -1,5 +1,6 @@
 """Cost bounded and visible before it is spent (issue 10 point 7): over HTTP against the
 project's test server."""
+import json
 import re
 from pathlib import Path
 
@@ -113,3 +114,27 @@ def test_a_price_that_is_not_a_finite_non_negative_number_is_refused(text):
     with pytest.raises(ValueError, match=f"--price {re.escape(repr(text))}: give PROMPT"):
         parse_price(text)
     assert parse_price("0.15,0.60") == (0.15, 0.6) and parse_price("2") == (2.0, 2.0)
+
+
+def test_cli_dry_run_only_reads_the_cache_and_creates_none(make_judge, server, tmp_path, monkeypatch, capsys):
+    """The dry run counts after the cache, reading it: a cache it names but that does not exist is not made
+    (nor its folder), an existing one keeps its bytes and gets no -wal or -shm beside it."""
+    from rag_eval.orchestration import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_MODEL", "judge-test")  # make_judge's: the same cache keys
+    (tmp_path / "one.jsonl").write_text(f"{json.dumps(ROW)}\n", encoding="utf-8")
+    dry = ["run", "one.jsonl", "--dry-run", "--base-url", server.url, "--metrics", "faithfulness", "--cache-path"]
+    assert cli.main([*dry, str(tmp_path / "new" / "cache.sqlite")]) == 0
+    assert not (tmp_path / "new").exists() and "total" in capsys.readouterr().out
+    cache = tmp_path / "cache.sqlite"
+    judge = make_judge(cache_path=str(cache))
+    evaluate([ROW], metrics=["faithfulness"], judge=judge)  # its answers cached
+    judge.close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert cli.main([*dry, str(cache)]) == 0
+    total = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("total")).split()
+    assert total[1:3] == ["0", "0"]  # read from the cache
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    assert len(server.seen) == 1  # the evaluation's one request; the dry runs sent nothing

@@ -3,7 +3,8 @@ system's temporary folder (``TMPDIR``) all on one small disk that fills mid-run 
 
 What the user must see: every line names its path (pyarrow's and great-expectations' errors name
 none), the last one says that the answers paid for could be written nowhere, naming the cache and
-both spill folders, the exit status is the storage error's (2), and no empty spill file is left."""
+both spill folders, the exit status is the storage error's (2), and no empty spill file is left.
+And ``--dry-run`` says when the real run would be refused, writing nothing."""
 import re
 
 import pytest
@@ -50,3 +51,19 @@ def test_cache_out_and_tmpdir_full_is_one_line_naming_them_and_the_storage_statu
                       "after that (the rest are judge_error: not sent)"), line
     assert not list(disk.view(project.out).glob("judgement-spill-*")) and not list(disk.view(tmp).glob("judgement-spill-*"))
     fault_row("judgement cache, out/ and TMPDIR full mid-run", line, 0, lost, 0, 0)
+
+
+def test_the_dry_run_says_the_run_would_be_refused_and_writes_nothing(tmp_path, disk, server):
+    project = Project(tmp_path, disk, server, tmp_path / "out", tmp_path / "home", cache=disk.root / "cache.sqlite")
+    refused = f"the run would be refused before its first request: {project.cache}: the judgement cache cannot take " \
+              "writes: {}; nothing was sent: free space on its disk (or make it writable), or put the cache on another " \
+              "disk with --cache-path FILE, then run again"
+    for make, undo, cause in ((disk.read_only, disk.writable, "read-only file system"),
+                              (disk.fill, disk.free, "no space left on the disk")):
+        make()
+        assert project.run_with("a.jsonl", "v1", "--dry-run") == (0, "")
+        assert refused.format(cause) in project.stdout.splitlines(), project.stdout
+        undo()
+    assert project.run_with("a.jsonl", "v1", "--dry-run") == (0, "")
+    assert "refused" not in project.stdout and "total" in project.stdout
+    assert sorted(p.name for p in disk.view(disk.root).iterdir()) == [] and server.seen == []  # no cache was made

@@ -207,6 +207,7 @@ class Project:
                               "--out", str(self.out), "--cache-path", str(self.cache), *more],
                              cwd=self.root, env=env)
         assert "Traceback" not in done.stderr, done.stderr[-3000:]
+        self.stdout = done.stdout
         return done.returncode, done.stderr
 
     def read(self, path: Path) -> bytes:
