@@ -6,7 +6,9 @@ it is cheap (the aliases share one object), but anything that walks the value (a
 quoting it, a copy) expands it. :func:`load_yaml` is the one YAML loader of the project's
 configuration files (custom metrics, target configurations): safe YAML (no Python objects) whose
 values, aliases expanded, number at most :data:`MAX_YAML_VALUES` and hold at most :data:`MAX_YAML_CHARS`
-characters (a few aliases of a long string would otherwise make an error message of hundreds of MB). :func:`quote` is the ``repr`` an
+characters (a few aliases of a long string would otherwise make an error message of hundreds of MB), in a
+text of at most :data:`MAX_YAML_TEXT` characters (refused before it is parsed: PyYAML reads some
+100 KB a second, and a 300,000-entry file took 46 s and 860 MB to be refused). :func:`quote` is the ``repr`` an
 error message gives of a value a user wrote: at most :data:`MAX_QUOTE` characters, however large
 or deeply nested the value.
 """
@@ -22,6 +24,8 @@ from rag_eval.metrics.errors import InputError
 MAX_YAML_VALUES = 100_000
 #: Characters the values of a configuration file may hold with its aliases expanded (10 MB of text).
 MAX_YAML_CHARS = 10_000_000
+#: Characters a configuration file may hold (1 MB of text; these files are a few KB).
+MAX_YAML_TEXT = 1_000_000
 #: Characters of a value an error message quotes at most.
 MAX_QUOTE = 300
 
@@ -47,14 +51,15 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return list(node.value) if isinstance(node, yaml.SequenceNode) else []
 
 
-def _expanded(node: yaml.Node) -> tuple[int, int]:
+def _expanded(node: yaml.Node) -> tuple[int, int, bool]:
     """How many values ``node`` stands for with every alias expanded, and how many characters its
     scalars hold then, each counted no further than its limit + 1 (each node counted once: an
-    alias is a shared node; a node holding itself is endless). No recursion."""
+    alias is a shared node; a node holding itself is endless); and whether it holds an alias. No recursion."""
     limits = (MAX_YAML_VALUES + 1, MAX_YAML_CHARS + 1)
     counts: dict[int, tuple[int, int]] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    shared = False
     while stack:
         item, closing = stack.pop()
         if closing:
@@ -64,12 +69,14 @@ def _expanded(node: yaml.Node) -> tuple[int, int]:
             counts[id(item)] = (min(limits[0], own[0] + sum(c[0] for c in children)),
                                 min(limits[1], own[1] + sum(c[1] for c in children)))
         elif id(item) in open_nodes:
-            return limits  # an alias to a node it is inside of
-        elif id(item) not in counts:
+            return (*limits, True)  # an alias to a node it is inside of
+        elif id(item) in counts:
+            shared = True  # met again: an alias
+        else:
             open_nodes.add(id(item))
             stack.append((item, True))
             stack.extend((child, False) for child in _children(item))
-    return counts[id(node)]
+    return (*counts[id(node)], shared)
 
 
 def load_yaml(text: str, where: str) -> Any:
@@ -80,20 +87,25 @@ def load_yaml(text: str, where: str) -> Any:
     yaml.YAMLError
         Not valid YAML, naming the line and column.
     ValueError
-        Aliases that expand to more than :data:`MAX_YAML_VALUES` values or to values of more than
-        :data:`MAX_YAML_CHARS` characters, or collections nested deeper than Python's recursion
-        limit, naming ``where`` (the file).
+        A text of more than :data:`MAX_YAML_TEXT` characters (before it is parsed); more than
+        :data:`MAX_YAML_VALUES` values or values of more than :data:`MAX_YAML_CHARS` characters (said to
+        be an alias bomb only when aliases expand to them); or collections nested deeper than Python's
+        recursion limit, naming ``where`` (the file).
     """
+    if len(text) > MAX_YAML_TEXT:
+        raise InputError(f"{where}: {len(text):,} characters, more than a configuration file may hold "
+                         f"({MAX_YAML_TEXT:,}): refused; keep long data (questions, documents) in their own files")
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        values, chars = _expanded(node)
+        values, chars, aliased = _expanded(node)
         if values > MAX_YAML_VALUES or chars > MAX_YAML_CHARS:
             size = f"{MAX_YAML_VALUES:,} values" if values > MAX_YAML_VALUES else f"{MAX_YAML_CHARS:,} characters"
-            raise InputError(f"{where}: its anchors and aliases expand to more than {size} "
-                             "(an alias bomb?): refused; write the values out, or reuse fewer")
+            raise InputError(f"{where}: its anchors and aliases expand to more than {size} (an alias bomb?): refused; "
+                             "write the values out, or reuse fewer" if aliased else
+                             f"{where}: it holds more than {size}, more than a configuration file may: refused")
         return loader.construct_document(node)
     except RecursionError:  # PyYAML composes and constructs nested collections by recursion
         raise InputError(f"{where}: its values are nested too deeply to read") from None

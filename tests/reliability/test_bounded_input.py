@@ -10,7 +10,7 @@ import time
 import pytest
 
 from rag_eval.assets.resources import ReportStore
-from rag_eval.metrics.core.bounded import MAX_QUOTE, MAX_YAML_CHARS, MAX_YAML_VALUES, load_yaml
+from rag_eval.metrics.core.bounded import MAX_QUOTE, MAX_YAML_CHARS, MAX_YAML_TEXT, MAX_YAML_VALUES, load_yaml
 from rag_eval.metrics.core.custom import load_custom_metrics
 from rag_eval.metrics.errors import StorageError
 from rag_eval.metrics.sources.targets.config import TargetConfigError, load_config
@@ -43,6 +43,26 @@ def test_an_alias_bomb_of_custom_metrics_is_refused_in_a_line_at_once(tmp_path):
     assert done.returncode == 2 and done.stderr == f"error: {path}: {BOMB_MESSAGE}\n"
 
 
+def test_a_large_file_without_aliases_is_refused_by_its_size_at_once_not_as_an_alias_bomb(tmp_path):
+    """A plain 300,000-entry file took 46 s and 860 MB to be called an alias bomb: its text is too long."""
+    path = tmp_path / "custom.yaml"
+    path.write_text("metrics: []\n" + "".join(f"k{i}: {i}\n" for i in range(300_000)), encoding="utf-8")
+    size = len(path.read_text(encoding="utf-8"))
+    assert size > MAX_YAML_TEXT
+    started = time.monotonic()
+    with pytest.raises(ValueError) as refused:
+        load_custom_metrics(path)
+    assert str(refused.value) == (f"{path}: {size:,} characters, more than a configuration file may hold "
+                                  f"({MAX_YAML_TEXT:,}): refused; keep long data (questions, documents) in their own "
+                                  "files") and time.monotonic() - started < 2
+    many = "[" + ", ".join(["1"] * (MAX_YAML_VALUES + 1)) + "]"  # within the text limit, no alias: its real count
+    assert len(many) < MAX_YAML_TEXT
+    with pytest.raises(ValueError) as refused:
+        load_yaml(many, "many.yaml")
+    assert str(refused.value) == (f"many.yaml: it holds more than {MAX_YAML_VALUES:,} values, more than a "
+                                  "configuration file may: refused")
+
+
 def test_an_alias_inside_its_own_anchor_is_refused_and_shared_anchors_are_read():
     with pytest.raises(ValueError, match="alias bomb"):
         load_yaml("a: &a [1, *a]\n", "loop.yaml")
@@ -52,7 +72,7 @@ def test_an_alias_inside_its_own_anchor_is_refused_and_shared_anchors_are_read()
 
 def test_a_large_value_in_a_wrong_field_is_quoted_short(tmp_path):
     path = tmp_path / "custom.yaml"
-    items = ", ".join(f'"item {i:05d} {"x" * 40}"' for i in range(20_000))  # under the alias limit, ~1 MB
+    items = ", ".join(f'"item {i:05d} {"x" * 40}"' for i in range(15_000))  # under the limits, ~0.8 MB
     path.write_text(f"metrics:\n  - name: big\n    kind: aspect_critic\n    fields: [response]\n"
                     f"    definition: [{items}]\n", encoding="utf-8")
     with pytest.raises(ValueError) as refused:
@@ -60,7 +80,7 @@ def test_a_large_value_in_a_wrong_field_is_quoted_short(tmp_path):
     message = str(refused.value)
     assert message.startswith(f"{path}: metric 'big' (entry 1): field '") and "field 'definition': " in message
     assert "item 00000" in message
-    assert len(message) < len(str(path)) + 200 + MAX_QUOTE and "item 19999" not in message
+    assert len(message) < len(str(path)) + 200 + MAX_QUOTE and "item 14999" not in message
 
 
 def test_an_alias_bomb_and_a_large_value_of_a_target_configuration_are_bounded(tmp_path):
@@ -70,7 +90,7 @@ def test_an_alias_bomb_and_a_large_value_of_a_target_configuration_are_bounded(t
         load_config(bomb)
     assert str(refused.value) == f"{bomb}: {BOMB_MESSAGE}"
     large = tmp_path / "large.yaml"
-    large.write_text("questions: q.jsonl\nsystem: {callable: [" + ", ".join(['"' + "y" * 50 + '"'] * 20_000) + "]}\n",
+    large.write_text("questions: q.jsonl\nsystem: {callable: [" + ", ".join(['"' + "y" * 50 + '"'] * 15_000) + "]}\n",
                      encoding="utf-8")
     with pytest.raises(TargetConfigError) as refused:
         load_config(large)
