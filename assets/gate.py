@@ -15,8 +15,8 @@ import pandas as pd
 
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
-from rag_eval.metrics.stats.gate import (GateConfig, evaluated_versions, history, load_version, read_tags, resolve_baseline,
-                          run_comparison, write_reports)
+from rag_eval.metrics.stats.gate import (GateConfig, evaluated_versions, history, load_version, no_baseline, read_tags,
+                          resolve_baseline, run_comparison, write_reports)
 from rag_eval.metrics.reports.gate_report import comparison_table
 from rag_eval.metrics.errors import InputError
 
@@ -79,7 +79,7 @@ def baseline_comparison(context: dg.AssetExecutionContext, config: GateAssetConf
         raise dg.Failure(str(exc)) from exc
     severity = dg.AssetCheckSeverity.ERROR if settings.blocking else dg.AssetCheckSeverity.WARN
     if baseline is None or baseline == version:
-        why = "the baseline is this version" if baseline else f"no version before {version} has results"
+        why = "the baseline is this version" if baseline else no_baseline(version)
         context.log.info(f"{version}: nothing to compare ({why})")
         yield dg.Output(comparison_frame(None, version), metadata={"baseline": why})
         yield dg.AssetCheckResult(check_name=CHECK, passed=True, severity=severity, metadata={"baseline": why})

@@ -131,7 +131,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     """Compare CANDIDATE (default: the latest evaluated version) with its configured baseline."""
     from rag_eval.metrics.errors import SettingsError
-    from rag_eval.metrics.stats.gate import evaluated_versions, is_timed, read_tags, resolve_baseline
+    from rag_eval.metrics.stats.gate import evaluated_versions, is_timed, no_baseline, read_tags, resolve_baseline
 
     config = _config(args)
     versions = evaluated_versions(args.out)
@@ -147,8 +147,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if rule == "previous" or rule.startswith("tag:") or (rule in versions and not Path(rule).exists()):
         baseline = resolve_baseline(candidate, rule, versions, read_tags(args.datasets))
     if baseline is None or baseline == candidate:
-        print(f"no baseline for {candidate} ({rule}: {'it is the baseline itself' if baseline else 'no earlier version'}"
-              "); nothing to compare, the gate passes")
+        why = "it is the baseline itself" if baseline else "no earlier version" if is_timed(candidate) else \
+            no_baseline(candidate)
+        print(f"no baseline for {candidate} ({rule}: {why}); nothing to compare, the gate passes")
         return 0
     args.baseline, args.candidate = baseline, candidate
     return cmd_compare(args)

@@ -152,6 +152,16 @@ def is_timed(version: str) -> bool:
     return bool(_TIMED.match(version))
 
 
+def no_baseline(candidate: str) -> str:
+    """Why ``previous`` gives ``candidate`` no baseline (:func:`resolve_baseline` gave ``None``) and, for a key
+    without a registration time (named by hand with ``--dataset-version``, or a sweep's target run), what to pass."""
+    if is_timed(candidate):
+        return f"no version before {candidate} has results"
+    return (f"{candidate} is a version key without a registration time (named by hand, or a target run), and "
+            "`previous` follows the registration times of generated keys: name its baseline with `rag-eval gate "
+            "--baseline VERSION` (or tag:NAME), or set `baseline` in the gate settings")
+
+
 def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: dict[str, str]) -> str | None:
     """The baseline of ``candidate``: for ``previous`` the latest time-keyed version of
     ``versions`` registered before it (``None`` when there is none, or when ``candidate``'s key

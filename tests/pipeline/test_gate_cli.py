@@ -182,3 +182,23 @@ def test_a_reference_free_file_gated_against_itself_passes_naming_the_metrics_no
     body = json.loads((tmp_path / "r" / "comparison.json").read_text())
     assert body["metrics"]["context_recall"]["verdict"] == "not applicable" and body["failures"] == []
     assert body["metrics"]["faithfulness"]["verdict"] == "no change detected"
+
+
+def test_a_key_named_by_hand_has_no_previous_version_and_the_gate_says_what_to_pass(tmp_path, monkeypatch, capsys):
+    """``previous`` follows registration times: for keys named by hand the line said "no version before … has
+    results" though earlier versions had results; it names what to pass instead."""
+    from rag_eval.metrics.stats.gate import no_baseline
+    from rag_eval.orchestration import cli
+
+    monkeypatch.chdir(tmp_path)
+    for key in ("alpha", "beta"):
+        (tmp_path / "out" / key).mkdir(parents=True)
+        (tmp_path / "out" / key / "results.parquet").write_bytes(b"")  # evaluated (the gate reads no result here)
+    assert cli.main(["gate", "beta", "--out", "out"]) == 0
+    out = capsys.readouterr().out
+    assert out == (f"no baseline for beta (previous: {no_baseline('beta')}); nothing to compare, the gate passes\n")
+    assert no_baseline("beta") == ("beta is a version key without a registration time (named by hand, or a target "
+                                   "run), and `previous` follows the registration times of generated keys: name its "
+                                   "baseline with `rag-eval gate --baseline VERSION` (or tag:NAME), or set `baseline` "
+                                   "in the gate settings")
+    assert no_baseline("20261130T020000Z-fiqa-0123abcd") == "no version before 20261130T020000Z-fiqa-0123abcd has results"
