@@ -19,9 +19,24 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
-#: The spill files the last command of this process wrote (named when it is stopped: ``rag_eval.orchestration.cli``).
-SPILLED: list[Path] = []
+
+
+class Settled(NamedTuple):
+    """What :func:`after_run` settled: the exit status it gives (``None``: every answer is in its cache)
+    and the spill files the command wrote (the stop line names them: ``rag_eval.orchestration.cli.stopped``)."""
+
+    status: int | None = None
+    spills: tuple[Path, ...] = ()
+
+
+class Stopped(KeyboardInterrupt):
+    """The command was stopped (Ctrl-C, SIGTERM) after :func:`after_run` settled: ``spills``, its spill files."""
+
+    def __init__(self, spills: tuple[Path, ...]) -> None:
+        super().__init__()
+        self.spills = spills
 
 
 def cache_path(args: argparse.Namespace) -> str | None:
@@ -105,7 +120,6 @@ def before_run(args: argparse.Namespace) -> None:
     from rag_eval.metrics.judges.probe import cache_file, check_room, refusal, shown
     from rag_eval.metrics.judges.spill import SpillSink, spill_folders
 
-    SPILLED.clear()
     path = cache_path(args)
     if path is None:
         return
@@ -149,10 +163,10 @@ def fold(cache_path: Path, folders: list[Path]) -> None:
         cache.close()
 
 
-def after_run(args: argparse.Namespace) -> int | None:
+def after_run(args: argparse.Namespace) -> Settled:
     """Settle the answers the command's judgement caches refused (``rag_eval.metrics.judges.spill.settle``),
-    saying in one line on stderr where they are: :data:`~rag_eval.metrics.errors.EXIT_SPILLED`, or
-    ``None`` when every answer is in its cache. Never raises: when no folder takes them either (the
+    saying in one line on stderr where they are: :class:`Settled` with the spill files and
+    :data:`~rag_eval.metrics.errors.EXIT_SPILLED`, or no status when every answer is in its cache. Never raises: when no folder takes them either (the
     cache, ``--out`` and the temporary folder, each named in the line), or the command stopped buying
     (no place took its answers), that is the line, and :data:`~rag_eval.metrics.errors.EXIT_USER`:
     storage that cannot be written."""
@@ -162,8 +176,8 @@ def after_run(args: argparse.Namespace) -> int | None:
 
     sink, JudgementCache.sink = JudgementCache.sink, None
     if sink is None:
-        return None
-    status = None
+        return Settled()
+    status, spilled = None, []
     for cache in sink.caches.values():
         try:
             spills = settle(cache, sink)
@@ -172,7 +186,7 @@ def after_run(args: argparse.Namespace) -> int | None:
                                      if cache.path in sink.refused else ""), file=sys.stderr)
             status = EXIT_USER
             continue
-        SPILLED.extend(spills)
+        spilled += spills
         stopped = "; no spill folder took writes for a while, so the judgements left were not bought (judge_error: " \
                   "not sent): run again once there is space" if cache.path in sink.refused else ""
         print(f"error: the judgement cache {cache.path} could not take every judgement paid for ({cache.problem}): "
@@ -181,7 +195,7 @@ def after_run(args: argparse.Namespace) -> int | None:
               f"{stopped}", file=sys.stderr)
         status = status or EXIT_SPILLED
     sink.close()
-    return status
+    return Settled(status, tuple(spilled))
 
 
 def exit_status(status: int, settled: int | None) -> int:

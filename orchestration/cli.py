@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
@@ -220,7 +221,7 @@ def _command(argv: list[str] | None) -> int:
     judging = getattr(args, "judges", False) and not getattr(args, "dry_run", False)
     # Imported here, not with this module: `rag_eval.metrics` takes a second to import, and until `entry` has
     # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).
-    from rag_eval.orchestration.cache_cli import after_run, before_run, exit_status
+    from rag_eval.orchestration.cache_cli import Stopped, after_run, before_run, exit_status
 
     if judging:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
         before_run(args)
@@ -230,9 +231,12 @@ def _command(argv: list[str] | None) -> int:
         end_of_startup()
     try:  # the gate's and the cache's commands read files only
         status = _in_instance(args) if args.uses_instance else run_handler(args)
-    finally:  # Ctrl-C too: what the cache could not take goes to a spill file
-        spilled = after_run(args) if judging else None
-    return exit_status(status, spilled)
+    except BaseException as failed:  # Ctrl-C too: what the cache could not take goes to a spill file
+        settled = after_run(args) if judging else None
+        if isinstance(failed, KeyboardInterrupt):  # the stop line names the spill files
+            raise Stopped(settled.spills if settled else ()) from None
+        raise
+    return exit_status(status, after_run(args).status if judging else None)
 
 
 def _in_instance(args: argparse.Namespace) -> int:
@@ -322,18 +326,17 @@ def _relay_ctrl_c(wake: int) -> None:
     threading.Thread(target=relay, args=(threading.main_thread().ident,), daemon=True, name="ctrl-c").start()
 
 
-def stopped(signals: bytes) -> int:
+def stopped(signals: bytes, spilled: Sequence[Path] = ()) -> int:
     """Say in one line that the command was stopped (``signals``: the numbers of the signals
-    received, as the wake-up pipe got them) and what is kept; the shell's status for the signal
-    (130 for SIGINT, 143 for SIGTERM)."""
+    received, as the wake-up pipe got them) and what is kept (``spilled``: the spill files it wrote,
+    ``rag_eval.orchestration.cache_cli.Stopped``); the shell's status for the signal (130 for SIGINT,
+    143 for SIGTERM)."""
     import signal
-
-    from rag_eval.orchestration.cache_cli import SPILLED
 
     signum = next((s for s in signals if s in (signal.SIGINT, signal.SIGTERM)), signal.SIGINT)
     name = "SIGINT (Ctrl-C)" if signum == signal.SIGINT else "SIGTERM"
-    kept = f"the judgement cache and the spill file {', '.join(map(str, SPILLED))} (the next run folds it into the " \
-           "cache)" if SPILLED else "the judgement cache"
+    kept = f"the judgement cache and the spill file {', '.join(map(str, spilled))} (the next run folds it into the " \
+           "cache)" if spilled else "the judgement cache"
     print(f"rag-eval: stopped by {name}; every judgement already answered is kept in {kept} and nothing "
           "half-written was kept: run the same command again to finish (it sends only what is left)", file=sys.stderr)
     return 128 + signum
@@ -362,12 +365,12 @@ def entry() -> None:
     _relay_ctrl_c(wake)
     try:
         status = main()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         try:
             signals = os.read(received, 64)
         except BlockingIOError:
             signals = b""
-        status = stopped(signals)
+        status = stopped(signals, getattr(stop, "spills", ()))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from rag_eval.metrics import Status, evaluate
-from rag_eval.metrics.errors import EXIT_USER, StorageError
+from rag_eval.metrics.errors import EXIT_SPILLED, EXIT_USER, StorageError
 from rag_eval.metrics.judges.cache import JudgementCache, Key
 from rag_eval.metrics.judges.kept import kept_problem
 from rag_eval.metrics.judges.probe import RESERVE_BYTES, ROW_OVERHEAD, Expected, answer_bytes, cache_file, check_room, refusal
@@ -246,7 +246,7 @@ def test_with_no_place_for_answers_nothing_more_is_bought_and_the_command_says_s
     assert results["status"].tolist() == [Status.OK.value] * sent + [Status.JUDGE_ERROR.value] * (len(MANY) - sent)
     assert all("not sent: the judgement cache" in reason and "no spill folder takes them either" in reason
                for reason in results["reason"].iloc[sent:])
-    assert cache_cli.after_run(argparse.Namespace()) == EXIT_USER and JudgementCache.sink is None
+    assert cache_cli.after_run(argparse.Namespace()) == (EXIT_USER, ()) and JudgementCache.sink is None
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {judge.cache.path}: 1 judgements paid for could not be written to the cache (")
     assert line.endswith("they are lost: free space on one of these disks before the next run; no judgement was "
@@ -254,10 +254,25 @@ def test_with_no_place_for_answers_nothing_more_is_bought_and_the_command_says_s
     judge.close()
 
 
+def test_the_spill_files_a_command_wrote_are_what_after_run_returns(make_judge, server, tmp_path, monkeypatch, capsys):
+    """The command owns the list of its spill files (``Settled.spills``, named by the stop line), no module list."""
+    monkeypatch.setattr(JudgementCache, "sink", SpillSink([tmp_path / "out"]))
+    judge = make_judge(cache_path=str(tmp_path / "cache.sqlite"), concurrency=1)
+    judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL, as a full disk
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert evaluate(MANY[:20], metrics=["faithfulness"], judge=judge).results["status"].tolist() == \
+            [Status.OK.value] * 20
+    [spill] = (tmp_path / "out").glob("judgement-spill-*.jsonl")
+    assert cache_cli.after_run(argparse.Namespace()) == (EXIT_SPILLED, (spill,))
+    assert f"they are in the spill file {spill}" in capsys.readouterr().err
+    assert cache_cli.after_run(argparse.Namespace()) == (None, ())  # the next command starts with none
+    judge.close()
+
+
 def test_the_stop_line_names_the_spill_file_when_answers_went_there(tmp_path, monkeypatch, capsys):
     spill = tmp_path / "judgement-spill-1.jsonl"
-    monkeypatch.setattr(cache_cli, "SPILLED", [spill])
-    assert cli.stopped(bytes([signal.SIGTERM])) == 143
+    assert cli.stopped(bytes([signal.SIGTERM]), [spill]) == 143
     line = capsys.readouterr().err
     assert f"every judgement already answered is kept in the judgement cache and the spill file {spill} (the next " \
            "run folds it into the cache)" in line and "kept in the judgement cache and nothing" not in line
