@@ -32,8 +32,9 @@ lint: setup
 	@# The documentation site (mkdocs.yml): broken links, a metric docstring or the CLI reference that fails to render.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 
-# Two workers (pytest-xdist), a test file per worker at a time: its module fixtures (a daemon, a server) built once.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# Two workers (pytest-xdist), a test file per worker at a time: its module fixtures (a daemon, a server) built once;
+# the 25 slowest tests listed at the end (what to make faster next).
+PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
 # With the network off where namespaces allow it, so an accidental download fails the tests: as root a network
 # namespace alone, else in a user namespace (tests/postgres.py starts PostgreSQL as `nobody` in either).
 test: lint

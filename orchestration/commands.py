@@ -183,6 +183,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    from rag_eval.assets.expectations import warm_up
     from rag_eval.metrics.core.registry import METRICS, resolve_names
     from rag_eval.metrics.core.samples import iter_samples, unavailable
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
@@ -199,6 +200,8 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
                                  {m: METRICS[m].required_fields for m in selected}))
 
+    if args.executor != "spark":
+        warm_up()  # great-expectations' import overlaps the metric steps (its step runs last)
     with only_run_of(version, Path(args.out)):
         result = execute_with_progress(selected, version, run_config, definitions(args), args.instance)
     if interrupted(result):
