@@ -49,11 +49,16 @@ test: lint
 	fi
 
 # The UI on :3000, and great-expectations' Data Docs (out/data_docs/) on :3001 for the UI's links to them.
+# dagster dev runs in a session of its own: one Ctrl-C asks it to stop, and after 5 s (left alone its webserver
+# and code servers can take minutes) what it started is killed; a run it launched is marked failed by the next one.
 dev: setup
 	mkdir -p out/data_docs
-	$(BIN)/python -m http.server 3001 --bind 127.0.0.1 --directory out/data_docs >/dev/null 2>&1 & trap "kill $$!" EXIT; \
+	$(BIN)/python -m http.server 3001 --bind 127.0.0.1 --directory out/data_docs >/dev/null 2>&1 & docs=$$!; \
 	RAG_EVAL_DATA_DOCS_URL=http://127.0.0.1:3001 DAGSTER_HOME=$(CURDIR)/dagster_home \
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	setsid $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000 & dev=$$!; \
+	stop() { kill -INT -$$dev 2>/dev/null; for i in $$(seq 10); do kill -0 -$$dev 2>/dev/null || break; sleep 0.5; done; \
+		kill -KILL -$$dev 2>/dev/null; kill $$docs 2>/dev/null; echo "make dev: stopped"; }; \
+	trap 'stop; exit 130' INT TERM; wait $$dev; status=$$?; kill $$docs 2>/dev/null; exit $$status
 
 # After a change of pyproject.toml's dependencies: pins every package of every extra again (versions kept
 # where they still fit; `rm requirements.lock` first to take the newest ones).
