@@ -22,7 +22,7 @@ import pyarrow as pa
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.quality import Validation
 from rag_eval.assets.registration import sha256_of
-from rag_eval.assets.resources import DatasetStore
+from rag_eval.assets.resources import SETTINGS_FILE, DatasetStore
 from rag_eval.assets.stored_results import TableWriter
 from rag_eval.metrics.core.registry import CORE_METRICS, METRICS
 from rag_eval.metrics.core.samples import FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame, unavailable, unusable
@@ -37,11 +37,29 @@ FIELD_ASSETS = {"user_input": "questions", "response": "responses", "retrieved_c
                 "retrieved_documents": "retrieved_documents"}
 
 
+#: The share of rejected lines a version may have when nothing else says (:func:`rejection_limit`).
+DEFAULT_REJECTED_SHARE = 0.05
+
+
 class IngestConfig(dg.Config):
     """``max_rejected_share``: the share of rejected lines (no selected metric can use them)
-    above which the version fails its blocking check."""
+    above which the version fails its blocking check; unset, the version's own
+    (:func:`rejection_limit`)."""
 
-    max_rejected_share: float = 0.05
+    max_rejected_share: float | None = None
+
+
+def rejection_limit(given: float | None, store: DatasetStore, version: str) -> tuple[float, str]:
+    """The share of rejected lines ``version`` may have, and where it comes from: ``given`` (the
+    run's ``ingest_dataset`` config), else the version's ``settings.json`` (``rag-eval register`` or
+    ``run --max-rejected-share``, so a launch from the UI, a backfill or the automation uses it too),
+    else :data:`DEFAULT_REJECTED_SHARE`."""
+    if given is not None:
+        return given, "the run's ingest_dataset config"
+    kept = store.settings(version).get("max_rejected_share")
+    if kept is not None:
+        return float(kept), f"the version's {store.samples_path(version).with_name(SETTINGS_FILE)}"
+    return DEFAULT_REJECTED_SHARE, "the default"
 
 
 def selected_metrics(asset_selection: set[dg.AssetKey] | None) -> dict[str, tuple[str, ...]]:
@@ -155,10 +173,14 @@ def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, data
     finally:
         for writer in writers.values():  # a file not stored (the step failed or stopped) goes too
             writer.discard()
+    limit, source = rejection_limit(config.max_rejected_share, dataset_store, version)
     yield dg.AssetCheckResult(
         check_name="rejected_share_within_limit", asset_key="rejected_samples",
-        passed=share <= config.max_rejected_share,
-        metadata={"rejected_share": share, "limit": config.max_rejected_share, "rejected_rows": len(rejected),
+        passed=share <= limit, description=None if share <= limit else (
+            f"{share:.1%} of the lines rejected > limit {limit:.1%} ({source}; raise it for this version with "
+            f"rag-eval register {dataset_store.samples_path(version).parent} --max-rejected-share SHARE, or in the "
+            "run's ingest_dataset config)"),
+        metadata={"rejected_share": share, "limit": limit, "limit_source": source, "rejected_rows": len(rejected),
                   "total_rows": lines, "rejected": dg.MetadataValue.json(report["rejected"][:50]),
                   "input_errors": dg.MetadataValue.json(report["input_errors"][:50]),
                   "input_error_rows": len(report["input_errors"]), "cannot_run": dg.MetadataValue.json(cannot_run)},

@@ -26,11 +26,17 @@ from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.judges.verifier import Verifier
 
 
+#: A version's own settings, beside its samples (:meth:`DatasetStore.settings`).
+SETTINGS_FILE = "settings.json"
+
+
 class DatasetStore(dg.ConfigurableResource):
     """Dataset versions on disk, one folder per version::
 
         <root>/<version>/samples.jsonl   one JSON object a line (required)
         <root>/<version>/meta.json       {"retriever": ..., "generator": ..., ...} (optional)
+        <root>/<version>/settings.json   {"max_rejected_share": 0.3} (optional: ``rag-eval register`` or
+                                         ``run --max-rejected-share``; every launch of the version reads it)
 
     Version keys sort by time when they start with a UTC timestamp, as the keys
     ``rag-eval register`` makes do (``20261130T020000Z-fiqa``).
@@ -45,6 +51,11 @@ class DatasetStore(dg.ConfigurableResource):
     def meta(self, version: str) -> dict:
         """The version's ``meta.json`` (which retriever and generator produced it), or ``{}``."""
         path = Path(self.root) / version / "meta.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+    def settings(self, version: str) -> dict:
+        """The version's own settings (``settings.json``, kept with it at registration), or ``{}``."""
+        path = Path(self.root) / version / SETTINGS_FILE
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
     def versions(self) -> list[str]:

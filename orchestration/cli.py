@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "run's summary is shown and nothing is run")
             p.add_argument("--meta", help="the version's meta.json (retriever, generator...; default: the meta.json "
                                           "beside the dataset, if any)")
+        p.add_argument("--max-rejected-share", type=float, metavar="SHARE",
+                       help="share of lines no selected metric can use above which a version fails (default: the "
+                            "version's own, else 0.05); register and run keep it with the version, so a launch from "
+                            "the UI, a backfill or the automation uses it too; backfill uses it for these runs")
         p.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
         p.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
         p.set_defaults(handler=handler)
@@ -112,9 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--scale", type=int, choices=(1, 10), default=1,
                            help="10 presents the [0, 1] metrics on dingo's 0-10 scale in the table, summary.json "
                                 "and --threshold values")
-            p.add_argument("--max-rejected-share", type=float, default=0.05, metavar="SHARE",
-                           help="share of lines no selected metric can use above which the version fails "
-                                "(default 0.05)")
             p.add_argument("--dingo-summary", action="store_true",
                            help="also write summary_dingo.json in dingo 2.5's exact layout")
             p.add_argument("--threshold", action="append", metavar="METRIC=VALUE",

@@ -84,8 +84,9 @@ def register(args: argparse.Namespace) -> tuple[str, bool]:
     from rag_eval.assets.resources import DatasetStore
 
     meta = Path(args.meta) if args.meta else None
+    settings = {} if args.max_rejected_share is None else {"max_rejected_share": args.max_rejected_share}
     return register_version(args.instance, DatasetStore(root=str(Path(args.datasets).resolve())),
-                            Path(args.dataset), args.dataset_version, meta, args.replace)
+                            Path(args.dataset), args.dataset_version, meta, args.replace, settings)
 
 
 def check_out(args: argparse.Namespace) -> None:
@@ -184,6 +185,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from rag_eval.assets.expectations import warm_up
+    from rag_eval.assets.ingestion import rejection_limit
     from rag_eval.metrics.core.registry import METRICS, resolve_names
     from rag_eval.metrics.core.samples import iter_samples, unavailable
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
@@ -206,7 +208,8 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
         result = execute_with_progress(selected, version, run_config, definitions(args), args.instance)
     if interrupted(result):
         raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
-    limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
+    limit, _ = rejection_limit(run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"],
+                               definitions(args).resources["dataset_store"], version)
     print_failed_checks(result, limit)
     if not result.success and not only_the_gate_failed(result):
         print_run_failure(result)
@@ -292,6 +295,7 @@ def _forget(version: str, args: argparse.Namespace) -> None:
 
 def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary: dict) -> int:
     """Say that nothing was run and why, then what the run that evaluated ``version`` found."""
+    from rag_eval.assets.ingestion import rejection_limit
     from rag_eval.orchestration.records import latest_record
     from rag_eval.orchestration.report import (print_cannot_run, print_gate, print_input_errors, print_rejected,
                                                print_table, print_unmeasured)
@@ -303,7 +307,7 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
           file=sys.stderr)
     print_cannot_run(summary["cannot_run"])
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"],
-                   args.max_rejected_share)
+                   rejection_limit(None, definitions(args).resources["dataset_store"], version)[0])
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
     print_table({**summary, "usage": {}})  # what that run sent is not this one's
     print_unmeasured(summary, folder / "results.parquet")

@@ -69,10 +69,12 @@ def run_config(args: argparse.Namespace) -> dict:
         from rag_eval.metrics.core.extras import require
 
         require("pyspark", "spark", "Spark execution")  # without it: the extra to install, before anything runs
-    if not 0 <= args.max_rejected_share <= 1:
-        raise SettingsError(f"--max-rejected-share {args.max_rejected_share:g}: give a share between 0 and 1")
+    share = args.max_rejected_share
+    if share is not None and not 0 <= share <= 1:
+        raise SettingsError(f"--max-rejected-share {share:g}: give a share between 0 and 1")
+    # `run` keeps the share with the version (rag_eval.assets.ingestion.rejection_limit); a backfill's is its runs'.
     ops: dict = {"eval_summary": {"config": {"scale": args.scale, "dingo_layout": args.dingo_summary}},
-                 "ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}}}
+                 "ingest_dataset": {"config": {"max_rejected_share": share if args.command == "backfill" else None}}}
     items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
     per_metric: dict[str, dict] = {}
     for item in items + (args.metric_option or []):
