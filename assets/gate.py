@@ -57,13 +57,10 @@ def gate_asset(registry: Registry) -> dg.AssetsDefinition:
     """The ``baseline_comparison`` asset and its check, gating metrics of ``registry``; built once per set of metrics."""
 
     @dg.asset(
-        partitions_def=dataset_versions,
-        group_name="gate",
-        code_version="1",
-        kinds={"pandas"},
         # Reads the results.parquet that eval_summary writes and the labels.jsonl that human_labels reads, of this
         # version and the baseline: new labels re-run the comparison too.
-        deps=["eval_summary", "label_estimates"],
+        deps=["eval_summary", "label_estimates"], partitions_def=dataset_versions, group_name="gate", code_version="1",
+        kinds={"pandas"},
         check_specs=[dg.AssetCheckSpec(CHECK, asset="baseline_comparison", blocking=True, partitions_def=dataset_versions,
                                        description="No gated metric regressed beyond its margin against the baseline, "
                                                    "and coverage did not drop beyond the limit. A baseline sharing no "
