@@ -224,26 +224,42 @@ def test_rag_eval_run_passes_its_custom_metrics_file_down_and_writes_no_environm
     assert Counter(s.kind for s in server.chat_requests()) == {"custom_polite": 3, "custom_terse": 3}
 
 
-def test_a_run_dagster_launches_loads_the_code_locations_custom_metrics_itself(user, server):
-    # A run the UI or the daemon launches runs in a new process (a run worker) that loads the code location
-    # (rag_eval.orchestration.definitions) again: the registry is rebuilt there from the same rule, the
-    # variable the deployment sets (nobody writes it).
+def test_a_run_the_daemon_launches_loads_the_code_locations_custom_metrics_itself(user):
+    # The daemon dequeues a launched run and starts a run worker (a new process) that loads the code location
+    # (rag_eval.orchestration.definitions) again: the worker builds its registry from the same rule, the
+    # variable the deployment sets (nobody writes it). No endpoint: the custom metric is not_applicable, saying why.
+    import time
+
+    import dagster as dg
+
     folder, env = user
-    env.update(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-test-launched",
-               RAG_EVAL_CUSTOM_METRICS=str(one_metric(folder / "polite.yaml", "polite")))
-    server.script = lambda seen: Reply(content=json.dumps({"reason": "r", "verdict": 1}))
-    done = rag_eval("register", "samples.jsonl", "--dataset-version", "v1", cwd=folder, env=env)
-    assert done.returncode == 0, done.stderr
-    fields = "questions,responses,retrieved_contexts,references,retrieved_documents,retrieval_ground_truth"
-    launched = subprocess.run([str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m",
-                               "rag_eval.orchestration.definitions", "--partition", "v1",
-                               "--select", f"{fields},rejected_samples,polite"],
+    env["RAG_EVAL_CUSTOM_METRICS"] = str(one_metric(folder / "polite.yaml", "polite"))
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    assert rag_eval("register", "samples.jsonl", "--dataset-version", "v1", cwd=folder, env=env).returncode == 0
+    bin_dir = Path(sys.executable).parent
+    location = ["-m", "rag_eval.orchestration.definitions"]
+    launched = subprocess.run([str(bin_dir / "dagster"), "job", "launch", *location, "-j", "__ASSET_JOB",
+                               "--op-selection", "ingest_dataset,score_metrics", "--tags", '{"dagster/partition": "v1"}'],
                               cwd=folder, env=env, capture_output=True, text=True, timeout=300)
     assert launched.returncode == 0, launched.stderr[-3000:]
+    daemon = subprocess.Popen([str(bin_dir / "dagster-daemon"), "run", *location], cwd=folder, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            deadline = time.monotonic() + 240
+            while not (run := instance.get_runs()[0]).is_finished and time.monotonic() < deadline:
+                time.sleep(2)
+            assert run.status == dg.DagsterRunStatus.SUCCESS
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    why = ("polite is a custom aspect_critic metric: it needs an LLM judge endpoint (set OPENAI_BASE_URL or pass "
+           "--base-url); the offline judge has no rule for it")
     with duckdb.connect(str(folder / "out" / "rag_eval.duckdb"), read_only=True) as db:
-        assert db.sql("select row, status, value from eval.polite order by row").fetchall() == \
-            [(0, "ok", 1.0), (1, "ok", 1.0), (2, "ok", 1.0)]
-    assert Counter(s.kind for s in server.chat_requests()) == {"custom_polite": 3}
+        assert db.sql("select row, status, reason from eval.polite order by row").fetchall() == \
+            [(0, "not_applicable", why), (1, "not_applicable", why), (2, "not_applicable", why)]
 
 
 def test_every_asset_that_is_not_a_metric_and_every_resource_has_its_name_reserved():
