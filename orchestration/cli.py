@@ -14,12 +14,16 @@ import argparse
 import gc
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                              prepare_instance, start_judge_check)
 from rag_eval.orchestration.dry_run import expected_answers, most_answers
 from rag_eval.orchestration.parsing import add_judge_arguments, named_file
 from rag_eval.orchestration.runs import end_of_startup
+
+if TYPE_CHECKING:  # the metrics are imported once the command starts (test_house: the CLI module imports without them)
+    from rag_eval.metrics.core.registry import Registry
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
@@ -31,7 +35,7 @@ def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
                              "when present); the Dagster UI and daemon read the variable and file where they start")
 
 
-def command_registry(args: argparse.Namespace):
+def command_registry(args: argparse.Namespace) -> Registry:
     """The command's metric registry, built once as it starts (``rag_eval.metrics.core.registry.build_registry``):
     the built-in metrics, the custom metrics of ``--custom-metrics FILE`` (else ``$RAG_EVAL_CUSTOM_METRICS``,
     else ``./custom_metrics.yaml``: ``custom_metrics_file``; the environment is read, never written) and the
