@@ -14,12 +14,16 @@ import argparse
 import gc
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                              prepare_instance, start_judge_check)
 from rag_eval.orchestration.dry_run import expected_answers, most_answers
 from rag_eval.orchestration.parsing import add_judge_arguments, named_file
 from rag_eval.orchestration.runs import end_of_startup
+
+if TYPE_CHECKING:  # the metrics are imported once the command starts (test_house: the CLI module imports without them)
+    from rag_eval.metrics.core.registry import Registry
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
@@ -28,50 +32,39 @@ def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
     """The ``--custom-metrics FILE`` option (``rag_eval.metrics.core.custom``)."""
     parser.add_argument("--custom-metrics", metavar="FILE",
                         help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
-                             "when present); the Dagster UI and daemon read the same variable and file")
+                             "when present); the Dagster UI and daemon read the variable and file where they start")
 
 
-def use_custom_metrics(argv: list[str] | None) -> None:
-    """Load the custom metrics (``--custom-metrics``, else ``$RAG_EVAL_CUSTOM_METRICS``, else
-    ``./custom_metrics.yaml``) and the installed plugins into the metric registry
-    (``rag_eval.metrics.core.registry.load_extensions``), before the command reads it. A file named here is
-    also put in ``$RAG_EVAL_CUSTOM_METRICS``, so Dagster's run workers read it too.
+def command_registry(args: argparse.Namespace) -> Registry:
+    """The command's metric registry, built once as it starts (``rag_eval.metrics.core.registry.build_registry``):
+    the built-in metrics, the custom metrics of ``--custom-metrics FILE`` (else ``$RAG_EVAL_CUSTOM_METRICS``,
+    else ``./custom_metrics.yaml``: ``custom_metrics_file``; the environment is read, never written) and the
+    installed plugins'. The handlers take it from ``args.registry``; the in-process runs use it as their
+    definitions' (``rag_eval.orchestration.parsing.definitions``).
 
     Raises
     ------
     SettingsError
         For a file with an invalid definition (naming the file, the metric and the field;
         for ``./custom_metrics.yaml`` found in the working directory, saying so), a plugin
-        that cannot be loaded, or when this process already loaded another file.
+        that cannot be loaded.
     NotFoundError, StorageError
         For a file that is not there or cannot be read.
     """
     import os
 
-    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
+    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, build_registry, custom_metrics_file
     from rag_eval.metrics.errors import SettingsError
 
-    early = argparse.ArgumentParser(add_help=False)
-    early.add_argument("--custom-metrics")
-    named = early.parse_known_args(argv)[0].custom_metrics
-    before = os.environ.get(CUSTOM_METRICS_ENV)
-    if named:
-        os.environ[CUSTOM_METRICS_ENV] = str(Path(named).resolve())
-    if METRICS.extensions_loaded and custom_metrics_file() != METRICS.custom_source:
-        if before is None:  # as it was: the next command of this process is not refused too
-            os.environ.pop(CUSTOM_METRICS_ENV, None)
-        else:
-            os.environ[CUSTOM_METRICS_ENV] = before
-        raise SettingsError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
-                         f"--custom-metrics {named} needs a new process")
+    named = getattr(args, "custom_metrics", None)
+    found = custom_metrics_file(named)
     try:
-        load_extensions()
+        return build_registry(found)
     except (OSError, ValueError) as exc:
-        found = custom_metrics_file()
-        if named or before or found is None or not str(exc).startswith(str(found)):  # not the file found here
-            raise
-        raise SettingsError(f"{exc} (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is "
-                            "one: fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
+        if named or os.environ.get(CUSTOM_METRICS_ENV) or found is None or not str(exc).startswith(str(found)):
+            raise  # not the file found in the working directory
+        raise SettingsError(f"{exc} (every rag-eval command reads ./custom_metrics.yaml when there is one: fix it, "
+                            "or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,8 +209,8 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _command(argv: list[str] | None) -> int:
-    use_custom_metrics(argv)
     args = build_parser().parse_args(argv)
+    args.registry = command_registry(args)
     judging = getattr(args, "judges", False) and not getattr(args, "dry_run", False)
     # Imported here, not with this module: `rag_eval.metrics` takes a second to import, and until `entry` has
     # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).

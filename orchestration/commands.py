@@ -132,7 +132,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     from rag_eval.orchestration.records import changed_since_ingestion, latest_record, out_of_date
 
     folder = Path(args.out).resolve() / version
-    selected = resolve_names(args.metrics)
+    selected = resolve_names(args.metrics, args.registry)
     files = [folder / "summary.json", folder / "results.parquet", folder / "ragas_scores.csv",
              *([folder / "summary_dingo.json"] if args.dingo_summary else []),
              *(table_file(args.out, asset, version) for asset in [*selected, "eval_summary"])]
@@ -148,7 +148,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
         summary = json.loads(files[0].read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # damaged (a crash, a full disk): the run goes ahead and writes it again
-    judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge()), default=str))
+    judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge(), args.registry), default=str))
     built = definitions(args).resources
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
@@ -186,7 +186,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from rag_eval.assets.expectations import warm_up
     from rag_eval.assets.ingestion import rejection_limit
-    from rag_eval.metrics.core.registry import METRICS, resolve_names
+    from rag_eval.metrics.core.registry import resolve_names
     from rag_eval.metrics.core.samples import iter_samples, unavailable
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
     from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
@@ -197,10 +197,10 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
         else "in this process"
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
           file=sys.stderr)
-    selected = resolve_names(args.metrics)
+    selected = resolve_names(args.metrics, args.registry)
     # Read line by line up to the first line with every field usable: no copy of the version is held.
     print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
-                                 {m: METRICS[m].required_fields for m in selected}))
+                                 {m: args.registry[m].required_fields for m in selected}))
 
     if args.executor != "spark":
         warm_up()  # great-expectations' import overlaps the metric steps (its step runs last)
@@ -394,7 +394,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     judge = OfflineJudge() if args.offline else default_judge()
     try:
-        report = calibrate(args.labels, judge=judge)
+        report = calibrate(args.labels, judge=judge, registry=args.registry)
     finally:
         if hasattr(judge, "close"):
             judge.close()

@@ -62,9 +62,10 @@ def run_config(args: argparse.Namespace) -> dict:
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.reports.aggregate import is_ratio
     from rag_eval.metrics.judges.config import PER_METRIC, LLMConfig
-    from rag_eval.metrics.core.registry import METRICS, option_types, option_value, resolve_names
+    from rag_eval.metrics.core.registry import option_types, option_value, resolve_names
 
-    resolve_names(args.metrics)  # unknown names fail here, before anything is registered
+    registry = args.registry  # the command's (rag_eval.orchestration.cli builds it once)
+    resolve_names(args.metrics, registry)  # unknown names fail here, before anything is registered
     if getattr(args, "executor", "local") == "spark":
         from rag_eval.metrics.core.extras import require
 
@@ -80,23 +81,23 @@ def run_config(args: argparse.Namespace) -> dict:
     for item in items + (args.metric_option or []):
         target, _, value = item.partition("=")
         metric, _, option = target.partition(".")
-        types = option_types(metric) if metric in METRICS else {}
+        types = option_types(metric, registry) if metric in registry else {}
         if option not in types or not value:
             known = f"OPTION one of {', '.join(types)}" if types else "METRIC a metric name (see --metrics)"
             raise SettingsError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with {known}")
         try:
-            converted = option_value(metric, option, value)
+            converted = option_value(metric, option, value, registry)
         except ValueError as exc:
             raise SettingsError(f"bad metric option {item!r}: {exc}") from None
         if option == "threshold":  # a [0, 1] metric's threshold is given on the table's scale (--scale)
-            converted /= args.scale if is_ratio(metric) else 1
+            converted /= args.scale if is_ratio(metric, registry) else 1
         per_metric.setdefault(metric, {})[option] = converted
     for metric, config in per_metric.items():
         try:  # the metric checks its own options and its threshold's range (per instance: label_max=10...)
-            METRICS[metric](**{k: v for k, v in config.items() if k not in PER_METRIC})
+            registry[metric](**{k: v for k, v in config.items() if k not in PER_METRIC})
         except ValueError as exc:
             scale = f" (at --scale {args.scale}, thresholds of [0, 1] metrics are given on the 0-{args.scale} " \
-                    "scale)" if is_ratio(metric) and args.scale != 1 else ""
+                    "scale)" if is_ratio(metric, registry) and args.scale != 1 else ""
             raise SettingsError(f"bad metric option for {metric}: {exc}{scale}") from None
     if per_metric:  # the metric assets are one op (rag_eval.assets.evaluation): one config per metric under it
         ops[METRICS_OP] = {"config": per_metric}
@@ -141,9 +142,10 @@ def resources(args: argparse.Namespace) -> dict:
 
 def definitions(args: argparse.Namespace):
     """The code location's definitions (``rag_eval.orchestration.location.build_definitions``: the
-    one asset graph, the jobs) with the command's :func:`resources`; built once per command."""
+    one asset graph, the jobs) over the command's metric registry (``args.registry``) with its
+    :func:`resources`; built once per command."""
     if getattr(args, "definitions", None) is None:
         from rag_eval.orchestration.location import build_definitions
 
-        args.definitions = build_definitions(resources(args))
+        args.definitions = build_definitions(args.registry, resources(args))
     return args.definitions

@@ -56,7 +56,7 @@ def traffic_sensor(config: TrafficConfig) -> dg.SensorDefinition:
                            "RAG_EVAL_SENSOR_INTERVAL.")
     def new_traffic(context: dg.SensorEvaluationContext, traffic_store: TrafficStore):
         """Compare the source's spans per partition with what the cursor says was requested."""
-        settings = traffic_store.settings()
+        settings = traffic_store.settings(config.known)
         try:
             counts = partition_counts(traffic_store, settings)
         except FileNotFoundError as exc:
@@ -115,7 +115,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     from rag_eval.orchestration.runs import end_of_startup
 
     store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
-    settings = store.settings()
+    settings = store.settings(args.registry)
     counts = partition_counts(store, settings)
     keys = [k for k in new_partitions(settings, counts, {}, time.time())
             if (not args.start or k >= args.start) and (not args.end or k <= args.end)]

@@ -498,10 +498,10 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
 def test_a_new_metric_code_version_makes_it_and_the_summary_stale_and_rerun_the_next_night(project, fiqa_rows,
                                                                                           monkeypatch):
     from rag_eval.assets.evaluation import build_metric_assets
-    from rag_eval.assets.gate import baseline_comparison
-    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.gate import gate_asset
+    from rag_eval.assets.ingestion import ingestion_asset
     from rag_eval.assets.summary import build_summary_asset
-    from rag_eval.metrics.core.registry import METRICS
+    from rag_eval.metrics.core.registry import builtin_registry
     from rag_eval.orchestration.automation import automated
 
     project.write("v1", fiqa_rows[:2])
@@ -510,9 +510,11 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale_and_rerun_the_
     nights = Nights(project.instance)
     assert nights.next() == {} and nights.next() == {}
     # A developer changes faithfulness's formula and bumps its version: the code location reloads.
-    monkeypatch.setattr(METRICS["faithfulness"], "version", METRICS["faithfulness"].version + "-next")
-    reloaded = dg.Definitions(assets=automated([ingest_dataset, build_metric_assets(), build_summary_asset(),
-                                                baseline_comparison]), resources=project.resources)
+    metrics = builtin_registry()
+    monkeypatch.setattr(metrics["faithfulness"], "version", metrics["faithfulness"].version + "-next")
+    reloaded = dg.Definitions(assets=automated([ingestion_asset(metrics), build_metric_assets(metrics),
+                                                build_summary_asset(metrics),
+                                                gate_asset(metrics)]), resources=project.resources)
     stale = out_of_date(project.instance, reloaded, "v1", EVALUATED)
     requested = nights.next(reloaded)
     assert stale == {"faithfulness": "has a new code version", "eval_summary": "has a new code version"}
@@ -610,7 +612,7 @@ def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project,
 
 
 def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkeypatch, capsys):
-    from rag_eval.metrics.core.registry import METRICS
+    from rag_eval.metrics.core.registry import builtin_registry
     from rag_eval.orchestration import cli
 
     dataset = tmp_path / "fiqa3.jsonl"
@@ -636,7 +638,7 @@ def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkey
     [summary_path] = list((tmp_path / "out").glob("*/summary.json"))
     summary = json.loads(summary_path.read_text())
     assert summary["metrics"]["faithfulness"]["threshold"] == 7.0 and summary["total"] == 5
-    assert set(summary["metrics"]) == set(METRICS) and summary["coverage"]["ndcg"]["input_error"] == 5
+    assert set(summary["metrics"]) == set(builtin_registry()) and summary["coverage"]["ndcg"]["input_error"] == 5
     # The share given to `run` is kept with the version, for every launch of it (the UI, a backfill, the automation).
     assert json.loads((summary_path.parent.parent.parent / "datasets" / summary_path.parent.name /
                        "settings.json").read_text()) == {"max_rejected_share": 0.25}
