@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from rag_eval.orchestration.parsing import definitions, judge_resource, run_config
-from rag_eval.orchestration.runs import end_of_startup, only_run_of
+from rag_eval.orchestration.runs import after_startup, only_run_of
 
 
 def prepare_instance():
@@ -189,7 +189,6 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
-    end_of_startup()
     where = f"on Spark ({args.spark_master}, {args.parallelism} tasks per metric)" if args.executor == "spark" \
         else "in this process"
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
@@ -199,7 +198,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
                                  {m: METRICS[m].required_fields for m in selected}))
 
-    with only_run_of(version, Path(args.out)):
+    with only_run_of(version, Path(args.out)), after_startup():
         result = execute_with_progress(selected, version, run_config, definitions(args), args.instance)
     if interrupted(result):
         raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
@@ -224,8 +223,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.price is not None and not args.dry_run:
         raise SettingsError("--price applies to --dry-run only")
     if args.dry_run:
-        end_of_startup()
-        return dry_run(args, config, judge_resource(args))
+        with after_startup():
+            return dry_run(args, config, judge_resource(args))
     check_judge(judge_resource(args))
     check_out(args)
     version, new = register(args)
