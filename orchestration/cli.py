@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                             prepare_instance, start_judge_check)
+                                             dagster_home, prepare_instance, start_judge_check)
 from rag_eval.orchestration.dry_run import expected_answers, most_answers
 from rag_eval.orchestration.parsing import add_judge_arguments, named_file
 from rag_eval.orchestration.runs import after_startup
@@ -262,11 +262,9 @@ def _in_instance(args: argparse.Namespace) -> int:
 
 def instance_unusable(error: BaseException) -> str:
     """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
-    import os
-
     from rag_eval.metrics.judges.cache import disk_problem
 
-    home = os.environ.get("DAGSTER_HOME", "dagster_home")
+    home = dagster_home()
     cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]
     advice = "a file of it is damaged: move the folder aside (its run history and registered versions go with it; " \
              "`rag-eval register` adds a version again)" if "malformed" in cause or "not a database" in cause \

@@ -24,24 +24,30 @@ from rag_eval.orchestration.parsing import definitions, judge_resource, run_conf
 from rag_eval.orchestration.runs import after_startup, only_run_of
 
 
+def dagster_home() -> Path:
+    """The folder of the command's Dagster instance: ``$DAGSTER_HOME`` when set, else the project-local
+    ``dagster_home/`` (of the working directory), as an absolute path."""
+    return Path(os.environ.get("DAGSTER_HOME") or "dagster_home").expanduser().resolve()
+
+
 def prepare_instance():
-    """The process's Dagster instance: the project-local ``dagster_home/`` unless DAGSTER_HOME
-    is set; an instance folder without ``dagster.yaml`` gets a copy of the project's. Its
-    storage is created by one process at a time (two first runs at once would race on it).
+    """The command's Dagster instance, in :func:`dagster_home` (opened from that folder: the process's
+    environment is left as it is); an instance folder without ``dagster.yaml`` gets a copy of the
+    project's. Its storage is created by one process at a time (two first runs at once would race on it).
     Created once per command (each creation opens its storages) and handed to the
     command as ``args.instance``."""
     import fcntl
 
     from dagster import DagsterInstance
 
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path("dagster_home").resolve())))
+    home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     with open(home / ".rag-eval-setup.lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
         if not (home / "dagster.yaml").exists() and template.exists():
             shutil.copyfile(template, home / "dagster.yaml")
-        instance = DagsterInstance.get()
+        instance = DagsterInstance.from_config(str(home))
         ready = home / ".rag-eval-storage-ready"
         if not ready.exists():  # first use, or a first use killed while Dagster created its tables
             _complete_storage(instance)
@@ -191,7 +197,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 
     where = f"on Spark ({args.spark_master}, {args.parallelism} tasks per metric)" if args.executor == "spark" \
         else "in this process"
-    print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+    print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={dagster_home()})",
           file=sys.stderr)
     selected = resolve_names(args.metrics)
     # Read line by line up to the first line with every field usable: no copy of the version is held.
