@@ -112,15 +112,17 @@ class ExecutionResource(dg.ConfigurableResource):
     master: str = "local[2]"
     parallelism: int = 2
     spark_conf: dict[str, str] = {}
+    #: Told ``(metric, done, total)`` after each scored sample, in the process that scores (``rag-eval run``
+    #: draws its progress bars with it); not configuration: the copy Dagster makes of the resource for a run keeps it.
+    progress: dg.ResourceDependency[Callable[[str, int, int], None] | None] = None
     _spark: Any = PrivateAttr(default=None)
     _started: bool = PrivateAttr(default=False)
 
-    def score(self, tasks: list[Task], version: str,
-              progress: Callable[[str, int, int], None] | None = None) -> list[TableFile]:
+    def score(self, tasks: list[Task], version: str) -> list[TableFile]:
         """Per-row results (``rag_eval.metrics.evaluate.results_frame``, with ``version`` first) of
         each ``(metric, samples, judge)`` task, every metric of the call judged together,
         wherever it runs, each written to its file chunk by chunk as it is judged;
-        ``progress(metric, done, total)`` after each scored sample.
+        ``progress(metric, done, total)`` after each scored sample when this resource has a ``progress``.
 
         Raises
         ------
@@ -134,8 +136,8 @@ class ExecutionResource(dg.ConfigurableResource):
 
         def step(metric: Metric) -> None:
             done[metric.name] += 1
-            if progress:
-                progress(metric.name, done[metric.name], total[metric.name])
+            if self.progress:
+                self.progress(metric.name, done[metric.name], total[metric.name])
 
         writers = [ResultWriter(version) for _ in tasks]
         try:

@@ -102,25 +102,21 @@ def check_out(args: argparse.Namespace) -> None:
         raise SettingsError(f"--out {out} is a file: pass a folder for the reports and the results tables")
 
 
-def execute_with_progress(metrics: list[str], version: str, run_config: dict, definitions, instance):
-    """Run ``evaluation_job`` of ``definitions`` in-process for ``version`` on ``instance`` with
+def execute_with_progress(metrics: list[str], version: str, run_config: dict, args: argparse.Namespace):
+    """Run ``evaluation_job`` of the command's definitions in-process for ``version`` on its instance with
     ``metrics`` (``rag_eval.orchestration.jobs.evaluation_selection``: ingestion and its checks, the
     metrics, the summary, the label estimates and the regression gate), showing each metric's
-    progress (bars on a terminal, plain lines otherwise)."""
+    progress (bars on a terminal, plain lines otherwise): the command's progress display, which its
+    execution resource tells (``rag_eval.orchestration.parsing.resources``), is open for the run."""
     import dagster as dg
 
-    from rag_eval.assets.evaluation import progress_listeners
     from rag_eval.orchestration.jobs import evaluation_selection, run_in_process
     from rag_eval.orchestration.orphans import process_tags
-    from rag_eval.orchestration.report import progress_display
 
-    with progress_display() as listener:
-        progress_listeners.append(listener)
-        try:
-            return run_in_process(definitions, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(*metrics)),
-                                  version, instance, run_config, process_tags())
-        finally:
-            progress_listeners.remove(listener)
+    built = definitions(args)
+    with args.progress:
+        return run_in_process(built, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(*metrics)),
+                              version, args.instance, run_config, process_tags())
 
 
 def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tuple[str, dict] | None:
@@ -205,7 +201,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
                                  {m: METRICS[m].required_fields for m in selected}))
 
     with only_run_of(version, Path(args.out)), after_startup():
-        result = execute_with_progress(selected, version, run_config, definitions(args), args.instance)
+        result = execute_with_progress(selected, version, run_config, args)
     if interrupted(result):
         raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
     limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]

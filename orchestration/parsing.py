@@ -127,14 +127,18 @@ def judge_resource(args: argparse.Namespace):
 
 
 def resources(args: argparse.Namespace) -> dict:
-    """The resources of a run (``rag_eval.assets.resources.build_resources``) at ``--datasets`` and ``--out``."""
+    """The resources of a run (``rag_eval.assets.resources.build_resources``) at ``--datasets`` and ``--out``;
+    the execution resource tells the command's progress display, ``args.progress``
+    (``rag_eval.orchestration.report.ProgressDisplay``: it draws while the command has it open)."""
     from rag_eval.assets.resources import ExecutionResource, build_resources
+    from rag_eval.orchestration.report import ProgressDisplay
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    args.progress = ProgressDisplay()
     return build_resources(out, Path(args.datasets).resolve(), judge_resource(args),
                            ExecutionResource(executor=args.executor, master=args.spark_master,
-                                             parallelism=args.parallelism))
+                                             parallelism=args.parallelism, progress=args.progress))
 
 
 def definitions(args: argparse.Namespace):
