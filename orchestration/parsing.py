@@ -108,7 +108,8 @@ def run_config(args: argparse.Namespace) -> dict:
 
 def judge_resource(args: argparse.Namespace):
     """The ``judge`` resource of the judge options given (``--base-url``, ``--model``...;
-    any field of ``JudgeResource`` the parser declares).
+    any field of ``JudgeResource`` the parser declares), built once per command: the command's
+    checks and its runs share its judges (``JudgeResource.built_judges``).
 
     Raises
     ------
@@ -118,9 +119,12 @@ def judge_resource(args: argparse.Namespace):
     from rag_eval.metrics.errors import SettingsError
     from rag_eval.assets.resources import JudgeResource
 
+    if getattr(args, "judge_resource", None) is not None:
+        return args.judge_resource
     try:
-        return JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
-                                if getattr(args, k, None) is not None})
+        args.judge_resource = JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
+                                               if getattr(args, k, None) is not None})
+        return args.judge_resource
     except ValidationError as exc:
         raise SettingsError("; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-')} {e['input']!r}: {e['msg']}"
                                    for e in exc.errors())) from None
