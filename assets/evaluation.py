@@ -35,11 +35,6 @@ from rag_eval.metrics.core.scoring import CHUNK_ROWS
 from rag_eval.metrics.core.samples import Sample
 
 
-#: Callables ``(metric, done, total)`` told after each scored sample, in the process that
-#: runs the asset (``rag-eval run`` draws its progress bars with them).
-progress_listeners: list[Callable[[str, int, int], None]] = []
-
-
 def _plain(annotation: Any) -> Any:
     """The Dagster config type of an option's annotation: ``Literal["a", "b"]`` is ``str``,
     ``int | None`` is ``int``."""
@@ -142,12 +137,8 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
                 by_fields[needs] = every.only(needs)
             tasks.append((metric, by_fields[needs], metric_judge))
 
-        def progress(metric: str, done: int, total: int) -> None:
-            for listener in progress_listeners:
-                listener(metric, done, total)
-
-        try:
-            stored = execution.score(tasks, context.partition_key, progress)
+        try:  # progress, if any, told by the execution resource (``ExecutionResource.progress``)
+            stored = execution.score(tasks, context.partition_key)
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
         try:

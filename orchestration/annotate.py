@@ -60,13 +60,12 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
     from rag_eval.orchestration.gate_cli import GATE_FAILED
     from rag_eval.orchestration.report import print_gate, print_run_failure, print_table
-    from rag_eval.orchestration.runs import end_of_startup, only_run_of
+    from rag_eval.orchestration.runs import after_startup, only_run_of
 
-    end_of_startup()
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Output(data_version=...), as evaluate_version
     print(f"dataset version {version}: its metrics are up to date, but {why}: re-estimating from the labels "
           "(human_labels, label_estimates); no metric is judged again", file=sys.stderr)
-    with only_run_of(version, Path(args.out)):
+    with only_run_of(version, Path(args.out)), after_startup():
         result = run_in_process(definitions(args), "evaluation_job",
                                 dg.AssetSelection.assets(*LABEL_ASSETS, "baseline_comparison"), version,
                                 args.instance, {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})

@@ -11,16 +11,16 @@ what they print ``rag_eval.orchestration.report``.
 from __future__ import annotations
 
 import argparse
-import gc
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                             prepare_instance, start_judge_check)
+                                             dagster_home, prepare_instance, start_judge_check)
 from rag_eval.orchestration.dry_run import expected_answers, most_answers
 from rag_eval.orchestration.parsing import add_judge_arguments, named_file
-from rag_eval.orchestration.runs import end_of_startup
+from rag_eval.orchestration.runs import after_startup
 
 if TYPE_CHECKING:  # the metrics are imported once the command starts (test_house: the CLI module imports without them)
     from rag_eval.metrics.core.registry import Registry
@@ -181,16 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     (``rag_eval.metrics.errors``, ``rag_eval.orchestration.failures``).
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
-    Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.runs.end_of_startup`:
+    Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.runs.after_startup`:
     what start-up builds stays alive, and collecting it over and over as it grew took a large share
-    of a zero-request re-run (docs/performance.md). The caller's setting is restored on return."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    of a zero-request re-run (docs/performance.md). The caller's setting is restored on return
+    (``rag_eval.metrics.core.collector.collector``; importing ``rag_eval.metrics`` for it, before the pause,
+    costs the same CPU with the collector on or off)."""
+    from rag_eval.metrics.core.collector import collector
+
+    with collector(enabled=False):
         return _main(argv)
-    finally:
-        gc.unfreeze()
-        (gc.enable if collecting else gc.disable)()
 
 
 def _main(argv: list[str] | None) -> int:
@@ -221,12 +220,12 @@ def _command(argv: list[str] | None) -> int:
         before_run(args)
     if judging and args.command in ("run", "backfill"):
         start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
-    if args.command not in ("run", "backfill"):  # these end their start-up themselves, once evaluating
-        end_of_startup()
-    try:  # the gate's and the cache's commands read files only
-        status = _in_instance(args) if args.uses_instance else run_handler(args)
-    finally:  # Ctrl-C too: what the cache could not take goes to a spill file
-        spilled = after_run(args) if judging else None
+    # run and backfill end their start-up themselves, once evaluating
+    with after_startup() if args.command not in ("run", "backfill") else contextlib.nullcontext():
+        try:  # the gate's and the cache's commands read files only
+            status = _in_instance(args) if args.uses_instance else run_handler(args)
+        finally:  # Ctrl-C too: what the cache could not take goes to a spill file
+            spilled = after_run(args) if judging else None
     # A failure says so first (the spill line is printed); judge errors may be the rows not bought.
     return spilled if spilled and status in (0, EXIT_JUDGE_ERRORS) else status
 
@@ -257,11 +256,9 @@ def _in_instance(args: argparse.Namespace) -> int:
 
 def instance_unusable(error: BaseException) -> str:
     """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
-    import os
-
     from rag_eval.metrics.judges.cache import disk_problem
 
-    home = os.environ.get("DAGSTER_HOME", "dagster_home")
+    home = dagster_home()
     cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]
     advice = "a file of it is damaged: move the folder aside (its run history and registered versions go with it; " \
              "`rag-eval register` adds a version again)" if "malformed" in cause or "not a database" in cause \

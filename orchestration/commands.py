@@ -21,27 +21,33 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from rag_eval.orchestration.parsing import definitions, judge_resource, run_config
-from rag_eval.orchestration.runs import end_of_startup, only_run_of
+from rag_eval.orchestration.runs import after_startup, only_run_of
+
+
+def dagster_home() -> Path:
+    """The folder of the command's Dagster instance: ``$DAGSTER_HOME`` when set, else the project-local
+    ``dagster_home/`` (of the working directory), as an absolute path."""
+    return Path(os.environ.get("DAGSTER_HOME") or "dagster_home").expanduser().resolve()
 
 
 def prepare_instance():
-    """The process's Dagster instance: the project-local ``dagster_home/`` unless DAGSTER_HOME
-    is set; an instance folder without ``dagster.yaml`` gets a copy of the project's. Its
-    storage is created by one process at a time (two first runs at once would race on it).
+    """The command's Dagster instance, in :func:`dagster_home` (opened from that folder: the process's
+    environment is left as it is); an instance folder without ``dagster.yaml`` gets a copy of the
+    project's. Its storage is created by one process at a time (two first runs at once would race on it).
     Created once per command (each creation opens its storages) and handed to the
     command as ``args.instance``."""
     import fcntl
 
     from dagster import DagsterInstance
 
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path("dagster_home").resolve())))
+    home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     with open(home / ".rag-eval-setup.lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
         if not (home / "dagster.yaml").exists() and template.exists():
             shutil.copyfile(template, home / "dagster.yaml")
-        instance = DagsterInstance.get()
+        instance = DagsterInstance.from_config(str(home))
         ready = home / ".rag-eval-storage-ready"
         if not ready.exists():  # first use, or a first use killed while Dagster created its tables
             _complete_storage(instance)
@@ -97,25 +103,21 @@ def check_out(args: argparse.Namespace) -> None:
         raise SettingsError(f"--out {out} is a file: pass a folder for the reports and the results tables")
 
 
-def execute_with_progress(metrics: list[str], version: str, run_config: dict, definitions, instance):
-    """Run ``evaluation_job`` of ``definitions`` in-process for ``version`` on ``instance`` with
+def execute_with_progress(metrics: list[str], version: str, run_config: dict, args: argparse.Namespace):
+    """Run ``evaluation_job`` of the command's definitions in-process for ``version`` on its instance with
     ``metrics`` (``rag_eval.orchestration.jobs.evaluation_selection``: ingestion and its checks, the
     metrics, the summary, the label estimates and the regression gate), showing each metric's
-    progress (bars on a terminal, plain lines otherwise)."""
+    progress (bars on a terminal, plain lines otherwise): the command's progress display, which its
+    execution resource tells (``rag_eval.orchestration.parsing.resources``), is open for the run."""
     import dagster as dg
 
-    from rag_eval.assets.evaluation import progress_listeners
     from rag_eval.orchestration.jobs import evaluation_selection, run_in_process
     from rag_eval.orchestration.orphans import process_tags
-    from rag_eval.orchestration.report import progress_display
 
-    with progress_display() as listener:
-        progress_listeners.append(listener)
-        try:
-            return run_in_process(definitions, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(*metrics)),
-                                  version, instance, run_config, process_tags())
-        finally:
-            progress_listeners.remove(listener)
+    built = definitions(args)
+    with args.progress:
+        return run_in_process(built, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(*metrics)),
+                              version, args.instance, run_config, process_tags())
 
 
 def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tuple[str, dict] | None:
@@ -192,10 +194,9 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
-    end_of_startup()
     where = f"on Spark ({args.spark_master}, {args.parallelism} tasks per metric)" if args.executor == "spark" \
         else "in this process"
-    print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+    print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={dagster_home()})",
           file=sys.stderr)
     selected = resolve_names(args.metrics, args.registry)
     # Read line by line up to the first line with every field usable: no copy of the version is held.
@@ -204,8 +205,8 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 
     if args.executor != "spark":
         warm_up()  # great-expectations' import overlaps the metric steps (its step runs last)
-    with only_run_of(version, Path(args.out)):
-        result = execute_with_progress(selected, version, run_config, definitions(args), args.instance)
+    with only_run_of(version, Path(args.out)), after_startup():
+        result = execute_with_progress(selected, version, run_config, args)
     if interrupted(result):
         raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
     limit, _ = rejection_limit(run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"],
@@ -230,8 +231,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.price is not None and not args.dry_run:
         raise SettingsError("--price applies to --dry-run only")
     if args.dry_run:
-        end_of_startup()
-        return dry_run(args, config, judge_resource(args))
+        with after_startup():
+            return dry_run(args, config, judge_resource(args))
     check_judge(judge_resource(args))
     check_out(args)
     version, new = register(args)

@@ -111,7 +111,8 @@ def run_config(args: argparse.Namespace) -> dict:
 
 def judge_resource(args: argparse.Namespace):
     """The ``judge`` resource of the judge options given (``--base-url``, ``--model``...;
-    any field of ``JudgeResource`` the parser declares).
+    any field of ``JudgeResource`` the parser declares), built once per command: the command's
+    checks and its runs share its judges (``JudgeResource.built_judges``).
 
     Raises
     ------
@@ -121,23 +122,30 @@ def judge_resource(args: argparse.Namespace):
     from rag_eval.metrics.errors import SettingsError
     from rag_eval.assets.resources import JudgeResource
 
+    if getattr(args, "judge_resource", None) is not None:
+        return args.judge_resource
     try:
-        return JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
-                                if getattr(args, k, None) is not None})
+        args.judge_resource = JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
+                                               if getattr(args, k, None) is not None})
+        return args.judge_resource
     except ValidationError as exc:
         raise SettingsError("; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-')} {e['input']!r}: {e['msg']}"
                                    for e in exc.errors())) from None
 
 
 def resources(args: argparse.Namespace) -> dict:
-    """The resources of a run (``rag_eval.assets.resources.build_resources``) at ``--datasets`` and ``--out``."""
+    """The resources of a run (``rag_eval.assets.resources.build_resources``) at ``--datasets`` and ``--out``;
+    the execution resource tells the command's progress display, ``args.progress``
+    (``rag_eval.orchestration.report.ProgressDisplay``: it draws while the command has it open)."""
     from rag_eval.assets.resources import ExecutionResource, build_resources
+    from rag_eval.orchestration.report import ProgressDisplay
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    args.progress = ProgressDisplay()
     return build_resources(out, Path(args.datasets).resolve(), judge_resource(args),
                            ExecutionResource(executor=args.executor, master=args.spark_master,
-                                             parallelism=args.parallelism))
+                                             parallelism=args.parallelism, progress=args.progress))
 
 
 def definitions(args: argparse.Namespace):

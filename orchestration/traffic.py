@@ -112,7 +112,6 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     from rag_eval.assets.resources import JudgeResource
 
     from rag_eval.orchestration.report import print_run_failure
-    from rag_eval.orchestration.runs import end_of_startup
 
     store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
     settings = store.settings(args.registry)
@@ -122,7 +121,6 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     if not keys:
         raise SettingsError(f"no ended partition with traces in {settings.source} between {args.start or 'the first'} "
                             f"and {args.end or 'the last'} (partitions with traces: {', '.join(counts) or 'none'})")
-    end_of_startup()
     sample = {k: v for k, v in (("budget_rows", args.budget_rows), ("budget_cost", args.budget_cost),
                                 ("seed", args.seed)) if v is not None}
     # The run's log stays in the instance (the UI shows it); the console gets the summaries below.
