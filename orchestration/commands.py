@@ -10,8 +10,11 @@ and ``results.parquet`` under ``out/<version>/``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -47,12 +50,78 @@ def prepare_instance():
         template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
         if not (home / "dagster.yaml").exists() and template.exists():
             shutil.copyfile(template, home / "dagster.yaml")
-        instance = DagsterInstance.from_config(str(home))
-        ready = home / ".rag-eval-storage-ready"
-        if not ready.exists():  # first use, or a first use killed while Dagster created its tables
-            _complete_storage(instance)
-            ready.touch()
+        with instance_settings(home):
+            instance = DagsterInstance.from_config(str(home))
+            ready = home / ".rag-eval-storage-ready"
+            if not ready.exists():  # first use, or a first use killed while Dagster created its tables
+                _complete_storage(instance)
+                ready.touch()
     return instance
+
+
+@contextlib.contextmanager
+def instance_settings(home: Path):
+    """Say in one line what is wrong with the settings of the instance in ``home``: its
+    ``dagster.yaml`` (a variable it reads that is not set, an invalid value) or the database it
+    names (a URL that is not one, a server that refuses the connection or the password, after
+    Dagster's retries), as a ``SettingsError`` naming the file; the password is never shown."""
+    import dagster as dg
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from rag_eval.metrics.errors import SettingsError
+
+    where = home / "dagster.yaml"
+    retries = _Retries()  # dagster-postgres' warnings as it retries a connection: counted, not printed
+    logging.getLogger().addHandler(retries)
+    try:
+        yield
+    except dg.DagsterInvalidConfigError as exc:
+        unset = re.search(r'environment variable "([^"]+)" which is not set', str(exc))
+        why = f"it reads the environment variable {unset.group(1)}, which is not set" if unset else \
+            next((e.message for e in exc.errors), str(exc)).splitlines()[0]
+        raise SettingsError(_hidden(f"the Dagster instance {where}: {why}")) from None
+    except Exception as exc:  # the database's error, also wrapped (dagster-postgres' retries)
+        chain = [exc, *_causes(exc)]
+        database = next((e for e in chain if isinstance(e, SQLAlchemyError)), None)
+        if database is None:
+            raise
+        cause = str(getattr(database, "orig", None) or database).strip().splitlines()
+        why = next((line.strip() for line in cause if "FATAL" in line or "error" in line.lower()), cause[0] if cause
+                   else type(exc).__name__)
+        tries = f" (after {retries.count + 1} attempts)" if retries.count else ""
+        raise SettingsError(_hidden(f"the Dagster instance {where}: its database cannot be used{tries}: {why} (check "
+                                    "the URL it reads, e.g. $DAGSTER_POSTGRES_URL, its password and the server)")) from None
+    finally:
+        logging.getLogger().removeHandler(retries)
+
+
+class _Retries(logging.Handler):
+    """Counts the root logger's records of retried database connections instead of printing them (the
+    others are printed as Python would print them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "Retrying failed database connection" in record.getMessage():
+            self.count += 1
+        elif logging.lastResort is not None:
+            logging.lastResort.handle(record)
+
+
+def _causes(exc: BaseException):
+    """What ``exc`` was raised from, and so on down."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+        yield exc
+
+
+def _hidden(text: str) -> str:
+    """``text`` with the password of any URL in it (``scheme://user:PASSWORD@host``) and secret variables redacted."""
+    from rag_eval.metrics.errors import redacted
+
+    return redacted(re.sub(r"(://[^:/@\s]*:)[^@\s]+@", r"\1[redacted]@", text))
 
 
 def _complete_storage(instance) -> None:
