@@ -6,25 +6,37 @@ DATASET ?= examples/fiqa/samples.jsonl
 # More options of `rag-eval run`, e.g. make run DATASET=mine.jsonl ARGS='--max-rejected-share 0.2'.
 ARGS ?=
 
-.PHONY: setup run lint test dev lock clean
+.PHONY: setup setup-dev run lint test dev lock clean
 
-# The versions of requirements.lock (`make lock` writes it) with every extra the tests exercise (`.[dev]`).
+# What running needs, no extra (about 830 MB), at the versions of requirements.lock (`make lock` writes it).
 $(BIN)/rag-eval: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e .
 	@# The project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (containers often do), every
 	@# command would compile its ~100 modules again; an edited module is compiled again as usual.
 	$(BIN)/python -m compileall -q metrics assets orchestration
 	touch $@
 
+# Every extra the tests exercise, the docs, the test runner and the linters (`.[dev]`, about 1.8 GB in all).
+$(VENV)/.dev: $(BIN)/rag-eval
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	touch $@
+
+# The Dagster UI (the `ui` extra) for make dev.
+$(VENV)/.ui: $(BIN)/rag-eval
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[ui]'
+	touch $@
+
 setup: $(BIN)/rag-eval
+
+setup-dev: $(VENV)/.dev
 
 run: setup
 	$(BIN)/rag-eval run $(DATASET) $(ARGS)
 
 # Fast checks first: ruff, mypy on metrics/, import cycles and wrong-way imports (tools/import_cycles.py), the docs build.
-lint: setup
+lint: setup-dev
 	$(BIN)/ruff check .
 	mkdir -p .mypy_src/rag_eval && ln -sfn ../../metrics .mypy_src/rag_eval/metrics
 	$(BIN)/mypy
@@ -32,8 +44,9 @@ lint: setup
 	@# The documentation site (mkdocs.yml): broken links, a metric docstring or the CLI reference that fails to render.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 
-# Two workers (pytest-xdist), a test file per worker at a time: its module fixtures (a daemon, a server) built once.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# Two workers (pytest-xdist), a test file per worker at a time: its module fixtures (a daemon, a server) built once;
+# the 25 slowest tests listed at the end (what to make faster next).
+PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
 # With the network off where namespaces allow it, so an accidental download fails the tests: as root a network
 # namespace alone, else in a user namespace (tests/postgres.py starts PostgreSQL as `nobody` in either).
 test: lint
@@ -48,15 +61,20 @@ test: lint
 	fi
 
 # The UI on :3000, and great-expectations' Data Docs (out/data_docs/) on :3001 for the UI's links to them.
-dev: setup
+# dagster dev runs in a session of its own: one Ctrl-C asks it to stop, and after 5 s (left alone its webserver
+# and code servers can take minutes) what it started is killed; a run it launched is marked failed by the next one.
+dev: $(VENV)/.ui
 	mkdir -p out/data_docs
-	$(BIN)/python -m http.server 3001 --bind 127.0.0.1 --directory out/data_docs >/dev/null 2>&1 & trap "kill $$!" EXIT; \
+	$(BIN)/python -m http.server 3001 --bind 127.0.0.1 --directory out/data_docs >/dev/null 2>&1 & docs=$$!; \
 	RAG_EVAL_DATA_DOCS_URL=http://127.0.0.1:3001 DAGSTER_HOME=$(CURDIR)/dagster_home \
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	setsid $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000 & dev=$$!; \
+	stop() { kill -INT -$$dev 2>/dev/null; for i in $$(seq 10); do kill -0 -$$dev 2>/dev/null || break; sleep 0.5; done; \
+		kill -KILL -$$dev 2>/dev/null; kill $$docs 2>/dev/null; echo "make dev: stopped"; }; \
+	trap 'stop; exit 130' INT TERM; wait $$dev; status=$$?; kill $$docs 2>/dev/null; exit $$status
 
 # After a change of pyproject.toml's dependencies: pins every package of every extra again (versions kept
 # where they still fit; `rm requirements.lock` first to take the newest ones).
-lock: setup
+lock: setup-dev
 	$(BIN)/python -m pip install --quiet uv==0.13.9
 	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 --universal -o requirements.lock
 

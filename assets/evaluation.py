@@ -6,9 +6,9 @@ together, every request of every metric under the judge's one concurrency limit 
 ``rag_eval.metrics.evaluate.evaluate`` does); each output keeps its own key, group, code version
 and lineage (it depends on exactly the field assets it reads).
 
-The multi-asset and its run config are built from the registry when asked for
-(:func:`metric_assets`), after the caller loaded the custom and plugin metrics it wants
-(``rag_eval.metrics.core.registry.load_extensions``: ``rag_eval.orchestration.definitions`` and the CLI do)."""
+The multi-asset and its run config are built from the registry the caller passes
+(:func:`metric_assets`; ``rag_eval.metrics.core.registry.build_registry``: ``rag_eval.orchestration.definitions``
+and the CLI build theirs once)."""
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
@@ -29,15 +29,10 @@ from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.core.base import Family
 from rag_eval.metrics.judges.config import PER_METRIC
 from rag_eval.metrics.judges.endpoint import EndpointError
-from rag_eval.metrics.core.registry import METRICS, build_metrics, option_types
+from rag_eval.metrics.core.registry import Registry, build_metrics, given, option_types
 from rag_eval.metrics.core.results import Status
 from rag_eval.metrics.core.scoring import CHUNK_ROWS
 from rag_eval.metrics.core.samples import Sample
-
-
-#: Callables ``(metric, done, total)`` told after each scored sample, in the process that
-#: runs the asset (``rag-eval run`` draws its progress bars with them).
-progress_listeners: list[Callable[[str, int, int], None]] = []
 
 
 def _plain(annotation: Any) -> Any:
@@ -49,8 +44,8 @@ def _plain(annotation: Any) -> Any:
     return _plain(inner[0]) if inner and get_origin(annotation) in (Union, UnionType) else annotation
 
 
-def metrics_config() -> tuple[type[dg.Config], tuple[str, ...]]:
-    """The run configuration of the metric assets, one ``MetricConfig`` per registered metric
+def metrics_config(registry: Registry) -> tuple[type[dg.Config], tuple[str, ...]]:
+    """The run configuration of the metric assets, one ``MetricConfig`` per metric of ``registry``
     (e.g. ``{"ops": {"score_metrics": {"config": {"answer_relevancy": {"strictness": 5}}}}}``):
     its pass/fail threshold, its judging options (model, temperature, strictness with the LLM
     judge) and its ``Options`` (``mode``, ``k``...); and the names of those ``Options``.
@@ -58,11 +53,11 @@ def metrics_config() -> tuple[type[dg.Config], tuple[str, ...]]:
     Every option has its type (``rag_eval.metrics.core.registry.option_types``: the threshold, the judge
     settings a metric may set for itself and its ``Options`` fields), checked by the metric
     itself when it is built; domains kept: strictness 0 is refused as the step starts."""
-    options = {option: kind for name in METRICS for option, kind in option_types(name).items()}
+    options = {option: kind for name in registry for option, kind in option_types(name, registry).items()}
     metric_config = create_model("MetricConfig", __base__=dg.Config,
                                  **{name: (_plain(kind) | None, None) for name, kind in options.items()})
     config = type("MetricsConfig", (dg.Config,), {
-        "__annotations__": dict.fromkeys(METRICS, metric_config), **{name: metric_config() for name in METRICS},
+        "__annotations__": dict.fromkeys(registry, metric_config), **{name: metric_config() for name in registry},
         "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
     return config, tuple(name for name in options if name not in ("threshold", *PER_METRIC))
 
@@ -86,44 +81,46 @@ def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-def metric_code_version(name: str, judge: str | None = None) -> str:
+def metric_code_version(name: str, judge: str | None = None, registry: Registry | None = None) -> str:
     """Changes with the metric's formula, its judgements' versions or the judge that decides
-    them (``Metric.code_version``; ``judge``: the judge the definitions' resource configures,
-    ``JudgeResource().code_version()``, worked out here when not given)."""
-    return METRICS[name].code_version(judge or JudgeResource().code_version())
+    them (``Metric.code_version`` of ``name`` in ``registry``, default the built-in metrics; ``judge``:
+    the judge the definitions' resource configures, ``JudgeResource().code_version()``, worked out here
+    when not given)."""
+    return given(registry)[name].code_version(judge or JudgeResource().code_version())
 
 
-def _metric_out(name: str, judge: str) -> dg.AssetOut:
-    cls = METRICS[name]
-    return dg.AssetOut(group_name=GROUPS[cls.family], code_version=metric_code_version(name, judge), kinds={"pandas"},
+def _metric_out(name: str, judge: str, registry: Registry) -> dg.AssetOut:
+    cls = registry[name]
+    return dg.AssetOut(group_name=GROUPS[cls.family], code_version=metric_code_version(name, judge, registry),
+                       kinds={"pandas"},
                        description=(cls.__doc__ or name).strip().splitlines()[0], is_required=False,
                        metadata={"reads": list(cls.required_fields),
                                  "direction": cls.direction.value, "range": list(cls.value_range)})
 
 
-def build_metric_assets() -> dg.AssetsDefinition:
-    """The multi-asset computing the selected metrics on the version's samples; each
+def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
+    """The multi-asset computing the selected metrics of ``registry`` on the version's samples; each
     metric's output reads only the field assets of the fields the metric needs."""
 
     judge_version = JudgeResource().code_version()  # once: building a resource is not free
-    MetricsConfig, metric_options = metrics_config()
+    MetricsConfig, metric_options = metrics_config(registry)
 
     @dg.multi_asset(
         name=METRICS_OP,
-        outs={name: _metric_out(name, judge_version) for name in METRICS},
+        outs={name: _metric_out(name, judge_version, registry) for name in registry},
         deps=list(FIELD_ASSETS.values()),  # read by the step itself, only those its metrics need
         internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
-                             for name, cls in METRICS.items()},
+                             for name, cls in registry.items()},
         partitions_def=dataset_versions,
         can_subset=True,
     )
     def score_metrics(context: dg.AssetExecutionContext, config: MetricsConfig, judge: JudgeResource,
                       execution: ExecutionResource):
         """Judge every selected metric of the version at once; one output per metric."""
-        names = [name for name in METRICS if name in context.selected_output_names]
+        names = [name for name in registry if name in context.selected_output_names]
         scorer = judge.get_judge()
         database = context.resources.io_manager
-        needed = [FIELD_ASSETS[f] for f in dict.fromkeys(f for n in names for f in METRICS[n].required_fields)]
+        needed = [FIELD_ASSETS[f] for f in dict.fromkeys(f for n in names for f in registry[n].required_fields)]
         with database.connection() as connection:
             tables = database.stored(connection, context.partition_key, needed)
         if missing := [asset for asset in needed if asset not in tables]:
@@ -134,18 +131,14 @@ def build_metric_assets() -> dg.AssetsDefinition:
         every = FieldSamples.stored({_FIELD_OF[asset]: table for asset, table in tables.items()}, database.connection)
         tasks, by_fields = [], {}
         for name in names:
-            metric, metric_judge = _configured(name, getattr(config, name), metric_options, scorer)
-            needs = METRICS[name].required_fields
+            metric, metric_judge = _configured(name, getattr(config, name), metric_options, scorer, registry)
+            needs = registry[name].required_fields
             if needs not in by_fields:  # each metric sees only the fields it reads, as its own asset did
                 by_fields[needs] = every.only(needs)
             tasks.append((metric, by_fields[needs], metric_judge))
 
-        def progress(metric: str, done: int, total: int) -> None:
-            for listener in progress_listeners:
-                listener(metric, done, total)
-
-        try:
-            stored = execution.score(tasks, context.partition_key, progress)
+        try:  # progress, if any, told by the execution resource (``ExecutionResource.progress``)
+            stored = execution.score(tasks, context.partition_key)
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
         try:
@@ -218,14 +211,15 @@ class FieldSamples(Sequence[Sample]):
         return self._last[1]
 
 
-def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], scorer):
-    """The metric ``name`` with its run configuration (``metrics_config``), and the judge it is judged with."""
+def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], scorer, registry: Registry):
+    """The metric ``name`` of ``registry`` with its run configuration (``metrics_config``), and the judge it is
+    judged with."""
     from rag_eval.metrics.judges.llm import LLMJudge
 
     options = {k: getattr(config, k) for k in metric_options if getattr(config, k) is not None}
     try:
         metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None,
-                               {name: options} if options else None)[0]
+                               {name: options} if options else None, registry)[0]
     except ValueError as exc:
         raise dg.Failure(str(exc)) from exc
     judging = {k: getattr(config, k) for k in PER_METRIC if getattr(config, k) is not None}
@@ -236,12 +230,12 @@ def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], s
     return metric, scorer
 
 
-def metric_assets() -> list[dg.AssetsDefinition]:
-    """``[build_metric_assets()]``, built once per set of registered metrics (the registry grows
-    when ``rag_eval.metrics.core.registry.load_extensions`` runs): the CLI asks for them more than once a command."""
-    return _metric_assets(tuple(METRICS.items()))
+def metric_assets(registry: Registry) -> list[dg.AssetsDefinition]:
+    """``[build_metric_assets(registry)]``, built once per set of metrics (registries holding the same
+    metrics share it): the CLI asks for them more than once a command."""
+    return _metric_assets(registry)
 
 
 @functools.cache
-def _metric_assets(registered: tuple) -> list[dg.AssetsDefinition]:
-    return [build_metric_assets()]
+def _metric_assets(registry: Registry) -> list[dg.AssetsDefinition]:
+    return [build_metric_assets(registry)]

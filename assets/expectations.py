@@ -28,6 +28,7 @@ import json
 import re
 import shutil
 import sys
+import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -168,6 +169,24 @@ def great_expectations():
         for name in blocked:
             del sys.modules[name]
     return gx
+
+
+def warm_up() -> threading.Thread:
+    """Start importing great-expectations (:func:`great_expectations`: about 5 s of CPU, most of
+    a run's fixed cost) in a background thread, so that the import overlaps the steps before the
+    suite's, which runs last and mostly waits on the judge; that step then finds it imported, or
+    waits for the rest (Python's import lock). Not where pyspark may be imported meanwhile
+    (``--executor spark``): the import hides pyspark while it runs. An import that fails here
+    fails again, and is reported, in the suite's step."""
+    def load() -> None:
+        try:
+            great_expectations()
+        except Exception:  # noqa: BLE001 - the suite's step imports it again and reports the error
+            pass
+
+    thread = threading.Thread(target=load, name="great-expectations import", daemon=True)
+    thread.start()
+    return thread
 
 
 def suite(frame: pd.DataFrame, fields: Iterable[str], labels: list[int]) -> list:

@@ -8,24 +8,26 @@ selection of it (``rag_eval.orchestration.jobs``).
 import dagster as dg
 
 from rag_eval.assets.evaluation import metric_assets
-from rag_eval.assets.gate import baseline_comparison
-from rag_eval.assets.ingestion import ingest_dataset
-from rag_eval.assets.labels import human_labels, label_estimates
-from rag_eval.assets.quality_check import great_expectations_suite
+from rag_eval.assets.gate import gate_asset
+from rag_eval.assets.ingestion import ingestion_asset
+from rag_eval.assets.labels import human_labels_asset, label_estimates_asset
+from rag_eval.assets.quality_check import quality_check
 from rag_eval.assets.summary import summary_asset
 from rag_eval.assets.targets import target_assets
 from rag_eval.assets.traffic import traffic_assets
+from rag_eval.metrics.core.registry import Registry
 from rag_eval.metrics.sources.traffic import TrafficConfig
 
 
-def asset_graph(traffic: TrafficConfig | None = None) -> list[dg.AssetsDefinition]:
+def asset_graph(registry: Registry, traffic: TrafficConfig | None = None) -> list[dg.AssetsDefinition]:
     """Every asset and asset check of the pipeline: the target system's assets (``rag-eval
     sweep``), the ingestion of a dataset version and its great-expectations checks, one asset per
-    registered metric, the summary, the human labels and the estimates they correct, the regression
+    metric of ``registry``, the summary, the human labels and the estimates they correct, the regression
     gate, and the traffic group's assets when ``traffic`` settings are given.
 
-    The metric assets are those of the registry as loaded when this is called: load the custom
-    metrics and plugins first (``rag_eval.metrics.core.registry.load_extensions``).
+    ``registry``: the metrics, with the custom and plugin ones the caller chose
+    (``rag_eval.metrics.core.registry.build_registry``; the built-in ones: ``builtin_registry()``).
     """
-    return [*target_assets, ingest_dataset, great_expectations_suite, *metric_assets(), summary_asset(),
-            human_labels, label_estimates, baseline_comparison, *(traffic_assets(traffic) if traffic else [])]
+    return [*target_assets, ingestion_asset(registry), quality_check(registry), *metric_assets(registry),
+            summary_asset(registry), human_labels_asset(registry), label_estimates_asset(registry),
+            gate_asset(registry), *(traffic_assets(traffic) if traffic else [])]

@@ -9,6 +9,7 @@ field is unusable; lines no selected metric can use are also kept in
 ``rejected_samples`` with the reason and the line as read.
 """
 
+import functools
 import hashlib
 import itertools
 import json
@@ -22,9 +23,9 @@ import pyarrow as pa
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.quality import Validation
 from rag_eval.assets.registration import sha256_of
-from rag_eval.assets.resources import DatasetStore
+from rag_eval.assets.resources import SETTINGS_FILE, DatasetStore
 from rag_eval.assets.stored_results import TableWriter
-from rag_eval.metrics.core.registry import CORE_METRICS, METRICS
+from rag_eval.metrics.core.registry import CORE_METRICS, Registry
 from rag_eval.metrics.core.samples import FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame, unavailable, unusable
 
 # The blocking check below is partitioned like its asset, which Dagster 1.13 calls a preview: chosen knowingly,
@@ -37,17 +38,36 @@ FIELD_ASSETS = {"user_input": "questions", "response": "responses", "retrieved_c
                 "retrieved_documents": "retrieved_documents"}
 
 
+#: The share of rejected lines a version may have when nothing else says (:func:`rejection_limit`).
+DEFAULT_REJECTED_SHARE = 0.05
+
+
 class IngestConfig(dg.Config):
     """``max_rejected_share``: the share of rejected lines (no selected metric can use them)
-    above which the version fails its blocking check."""
+    above which the version fails its blocking check; unset, the version's own
+    (:func:`rejection_limit`)."""
 
-    max_rejected_share: float = 0.05
+    max_rejected_share: float | None = None
 
 
-def selected_metrics(asset_selection: set[dg.AssetKey] | None) -> dict[str, tuple[str, ...]]:
-    """``{metric: fields it reads}`` for the metric assets of the run (the core metrics when it selects none)."""
-    selected = [m for m in METRICS if asset_selection and dg.AssetKey(m) in asset_selection] or CORE_METRICS
-    return {m: METRICS[m].required_fields for m in selected}
+def rejection_limit(given: float | None, store: DatasetStore, version: str) -> tuple[float, str]:
+    """The share of rejected lines ``version`` may have, and where it comes from: ``given`` (the
+    run's ``ingest_dataset`` config), else the version's ``settings.json`` (``rag-eval register`` or
+    ``run --max-rejected-share``, so a launch from the UI, a backfill or the automation uses it too),
+    else :data:`DEFAULT_REJECTED_SHARE`."""
+    if given is not None:
+        return given, "the run's ingest_dataset config"
+    kept = store.settings(version).get("max_rejected_share")
+    if kept is not None:
+        return float(kept), f"the version's {store.samples_path(version).with_name(SETTINGS_FILE)}"
+    return DEFAULT_REJECTED_SHARE, "the default"
+
+
+def selected_metrics(asset_selection: set[dg.AssetKey] | None, registry: Registry) -> dict[str, tuple[str, ...]]:
+    """``{metric: fields it reads}`` for the metric assets of ``registry`` the run selects (the core metrics
+    when it selects none)."""
+    selected = [m for m in registry if asset_selection and dg.AssetKey(m) in asset_selection] or CORE_METRICS
+    return {m: registry[m].required_fields for m in selected}
 
 
 class ContentDigest:
@@ -82,87 +102,99 @@ def content_version(frame: pd.DataFrame, columns: list[str]) -> dg.DataVersion:
 READ_LINES = 2_000
 
 
-@dg.multi_asset(
-    partitions_def=dataset_versions,
-    group_name="ingestion",
-    # A target run's samples.jsonl is written by `system_responses` (assets/targets.py); file-based
-    # versions never materialize these, and their ingestion does not need them.
-    deps=["question_set", "system_contexts", "system_responses"],
-    outs={
-        **{asset: dg.AssetOut(code_version="2", kinds={"pandas"},
-                              description=f"The {field} of every line of the version (id, row, {field}, "
-                                          "problem: why it is unusable, unreadable: why the line is).")
-           for field, asset in FIELD_ASSETS.items()},
-        "rejected_samples": dg.AssetOut(code_version="2", kinds={"pandas"},
-                                        description="Lines no selected metric can use: row, line, id, reason and "
-                                                    "the line as read."),
-    },
-    check_specs=[dg.AssetCheckSpec("rejected_share_within_limit", asset="rejected_samples", blocking=True,
-                                   partitions_def=dataset_versions,
-                                   description="The share of rejected lines is at most max_rejected_share.")],
-)
-def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, dataset_store: DatasetStore):
-    """Load ``<datasets>/<version>/samples.jsonl``, validate it, split it into field assets.
+@functools.cache
+def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
+    """The ``ingest_dataset`` multi-asset, its lines checked against the selected metrics of ``registry``
+    (:func:`selected_metrics`); built once per set of metrics."""
 
-    Every line goes to every field asset, so every metric reports on every line: a
-    missing or malformed field is the ``input_error`` of the metrics that read it, and a
-    line no selected metric can use (unreadable, or lacking a field of every metric) is
-    also listed in ``rejected_samples`` and counted against ``max_rejected_share``.
-    """
-    version = context.partition_key
-    path = dataset_store.samples_path(version)
-    required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
-    validation, usable, cannot_run, sources, lines = Validation(required), set(), {}, {}, 0
-    writers = {asset: TableWriter(pa.schema([("id", pa.string()), ("row", pa.int64()), (field, pa.string()),
-                                             ("version", pa.string()), ("problem", pa.string()),
-                                             ("unreadable", pa.string())]))
-               for field, asset in FIELD_ASSETS.items()}
-    digests = {asset: ContentDigest() for asset in FIELD_ASSETS.values()}
-    try:  # the lines a chunk at a time: each field's rows go to its file, so the version is never whole in memory
-        samples = iter_samples(path)
-        for chunk in iter(lambda: list(itertools.islice(samples, READ_LINES)), []):
-            validation.add(chunk)
-            cannot_run = unavailable(chunk, required, usable)  # the last chunk's answer holds for them all
-            sources.update((s.row, s.source) for s in chunk if unusable(s, required) is not None)
-            frame, lines = samples_to_frame(chunk), lines + len(chunk)
-            unreadable = [s.problems.get("row") for s in chunk]
-            for field, asset in FIELD_ASSETS.items():
-                out = frame[["id", "row", field]].assign(version=version)
-                out[field] = out[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
-                out["problem"] = pd.Series([s.problems.get(field) for s in chunk], dtype="string")
-                out["unreadable"] = pd.Series(unreadable, dtype="string")
-                writers[asset].write(out)
-                digests[asset].update(out, [field, "problem", "unreadable"])
-        if not lines:
-            raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
-        report = validation.report()
-        for metric, why in cannot_run.items():
-            context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
-        context.log.info(f"{version}: {lines} lines, {len(report['rejected'])} rejected, "
-                         f"{len(report['input_errors'])} with input errors, metrics {list(required)}")
-        for asset, writer in writers.items():  # each file moved into its place by the results store
-            yield dg.Output(writer.close(), output_name=asset, metadata={"num_rows": lines},
-                            data_version=digests[asset].version())
-        rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
-            version=version, sample=lambda f: [sources[r] for r in f["row"]])
-        share = len(rejected) / lines
-        source_sha256 = sha256_of(path)
-        yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
-                        metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": lines,
-                                  "input_error_rows": len(report["input_errors"]), "source_sha256": source_sha256,
-                                  "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
-                                  "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version))})
-    finally:
-        for writer in writers.values():  # a file not stored (the step failed or stopped) goes too
-            writer.discard()
-    yield dg.AssetCheckResult(
-        check_name="rejected_share_within_limit", asset_key="rejected_samples",
-        passed=share <= config.max_rejected_share,
-        metadata={"rejected_share": share, "limit": config.max_rejected_share, "rejected_rows": len(rejected),
-                  "total_rows": lines, "rejected": dg.MetadataValue.json(report["rejected"][:50]),
-                  "input_errors": dg.MetadataValue.json(report["input_errors"][:50]),
-                  "input_error_rows": len(report["input_errors"]), "cannot_run": dg.MetadataValue.json(cannot_run)},
+    @dg.multi_asset(
+        partitions_def=dataset_versions,
+        group_name="ingestion",
+        # A target run's samples.jsonl is written by `system_responses` (assets/targets.py); file-based
+        # versions never materialize these, and their ingestion does not need them.
+        deps=["question_set", "system_contexts", "system_responses"],
+        outs={
+            **{asset: dg.AssetOut(code_version="2", kinds={"pandas"},
+                                  description=f"The {field} of every line of the version (id, row, {field}, "
+                                              "problem: why it is unusable, unreadable: why the line is).")
+               for field, asset in FIELD_ASSETS.items()},
+            "rejected_samples": dg.AssetOut(code_version="2", kinds={"pandas"},
+                                            description="Lines no selected metric can use: row, line, id, reason and "
+                                                        "the line as read."),
+        },
+        check_specs=[dg.AssetCheckSpec("rejected_share_within_limit", asset="rejected_samples", blocking=True,
+                                       partitions_def=dataset_versions,
+                                       description="The share of rejected lines is at most max_rejected_share.")],
     )
+    def ingest_dataset(context: dg.AssetExecutionContext, config: IngestConfig, dataset_store: DatasetStore):
+        """Load ``<datasets>/<version>/samples.jsonl``, validate it, split it into field assets.
+
+        Every line goes to every field asset, so every metric reports on every line: a
+        missing or malformed field is the ``input_error`` of the metrics that read it, and a
+        line no selected metric can use (unreadable, or lacking a field of every metric) is
+        also listed in ``rejected_samples`` and counted against ``max_rejected_share``.
+        """
+        version = context.partition_key
+        path = dataset_store.samples_path(version)
+        required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys,
+                                    registry)
+        validation, usable, cannot_run, sources, lines = Validation(required), set(), {}, {}, 0
+        writers = {asset: TableWriter(pa.schema([("id", pa.string()), ("row", pa.int64()), (field, pa.string()),
+                                                 ("version", pa.string()), ("problem", pa.string()),
+                                                 ("unreadable", pa.string())]))
+                   for field, asset in FIELD_ASSETS.items()}
+        digests = {asset: ContentDigest() for asset in FIELD_ASSETS.values()}
+        try:  # the lines a chunk at a time: each field's rows go to its file, so the version is never whole in memory
+            samples = iter_samples(path)
+            for chunk in iter(lambda: list(itertools.islice(samples, READ_LINES)), []):
+                validation.add(chunk)
+                cannot_run = unavailable(chunk, required, usable)  # the last chunk's answer holds for them all
+                sources.update((s.row, s.source) for s in chunk if unusable(s, required) is not None)
+                frame, lines = samples_to_frame(chunk), lines + len(chunk)
+                unreadable = [s.problems.get("row") for s in chunk]
+                for field, asset in FIELD_ASSETS.items():
+                    out = frame[["id", "row", field]].assign(version=version)
+                    out[field] = out[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
+                    out["problem"] = pd.Series([s.problems.get(field) for s in chunk], dtype="string")
+                    out["unreadable"] = pd.Series(unreadable, dtype="string")
+                    writers[asset].write(out)
+                    digests[asset].update(out, [field, "problem", "unreadable"])
+            if not lines:
+                raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
+            report = validation.report()
+            for metric, why in cannot_run.items():
+                context.log.warning(f"{metric} cannot run on {version}: {why}; every line will be its input_error")
+            context.log.info(f"{version}: {lines} lines, {len(report['rejected'])} rejected, "
+                             f"{len(report['input_errors'])} with input errors, metrics {list(required)}")
+            for asset, writer in writers.items():  # each file moved into its place by the results store
+                yield dg.Output(writer.close(), output_name=asset, metadata={"num_rows": lines},
+                                data_version=digests[asset].version())
+            rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
+                version=version, sample=lambda f: [sources[r] for r in f["row"]])
+            share = len(rejected) / lines
+            source_sha256 = sha256_of(path)
+            yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
+                            metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": lines,
+                                      "input_error_rows": len(report["input_errors"]), "source_sha256": source_sha256,
+                                      "metrics": list(required), "cannot_run": dg.MetadataValue.json(cannot_run),
+                                      "dataset_meta": dg.MetadataValue.json(dataset_store.meta(version))})
+        finally:
+            for writer in writers.values():  # a file not stored (the step failed or stopped) goes too
+                writer.discard()
+        limit, source = rejection_limit(config.max_rejected_share, dataset_store, version)
+        yield dg.AssetCheckResult(
+            check_name="rejected_share_within_limit", asset_key="rejected_samples",
+            passed=share <= limit, description=None if share <= limit else (
+                f"{share:.1%} of the lines rejected > limit {limit:.1%} ({source}; raise it for this version with "
+                f"rag-eval register {dataset_store.samples_path(version).parent} --max-rejected-share SHARE, or in "
+                "the run's ingest_dataset config)"),
+            metadata={"rejected_share": share, "limit": limit, "limit_source": source, "rejected_rows": len(rejected),
+                      "total_rows": lines, "rejected": dg.MetadataValue.json(report["rejected"][:50]),
+                      "input_errors": dg.MetadataValue.json(report["input_errors"][:50]),
+                      "input_error_rows": len(report["input_errors"]), "cannot_run": dg.MetadataValue.json(cannot_run)},
+        )
+
+    return ingest_dataset
 
 
 def as_text(value) -> str | None:

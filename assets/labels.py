@@ -10,6 +10,7 @@ prediction-powered estimate, its interval and the judge–human agreement
 raw mean, and stores one row per metric (``eval.label_estimates``). New labels make these
 two stale and nothing else: no metric is judged again.
 """
+import functools
 import json
 import os
 from pathlib import Path
@@ -23,7 +24,7 @@ from rag_eval.assets.registration import sha256_of
 from rag_eval.assets.resources import DatasetStore, ReportStore
 from rag_eval.metrics.stats.estimates import add_estimates
 from rag_eval.metrics.sources.labels import LABELS_FILE, STORED_KEYS, labels_frame
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry
 
 _LABEL_COLUMNS = {"version": "string", **dict.fromkeys(STORED_KEYS, "string"), "line": "int64", "label": "float64"}
 _ESTIMATE_COLUMNS = {"version": "string", "metric": "string", "basis": "string", "raw_mean": "float64",
@@ -37,34 +38,41 @@ def labels_path(dataset_store: DatasetStore, version: str) -> Path:
     return Path(dataset_store.root) / version / LABELS_FILE
 
 
-@dg.asset(
-    partitions_def=dataset_versions,
-    group_name="labels",
-    code_version="1",
-    kinds={"pandas"},
-    deps=["questions"],  # the rows the labels name: their ids
-    description="People's labels of the version's rows, per (line, metric), from its labels.jsonl "
-                "(rag-eval annotate import); lines that cannot be used are listed in the metadata.",
-)
-def human_labels(context: dg.AssetExecutionContext, dataset_store: DatasetStore) -> dg.Output[pd.DataFrame]:
-    """The version's usable labels; the file's SHA-256 as ``labels_sha256`` (``rag-eval run`` compares it)."""
-    version = context.partition_key
-    path = labels_path(dataset_store, version)
-    database = context.resources.io_manager
-    with database.connection() as connection:
-        found = database.stored(connection, version, ["questions"])
-        if "questions" not in found:
-            raise dg.Failure(f"version {version} has not been ingested: its rows are unknown")
-        ids = dict(connection.execute(f"select row, id from ({found['questions'].query})").fetchall())
-    labels, problems = labels_frame(path.parent, ids, version)
-    for problem in problems[:20]:
-        context.log.warning(f"{version}: label refused: {problem}")
-    frame = labels.assign(version=version)[list(_LABEL_COLUMNS)].astype(_LABEL_COLUMNS)
-    metadata = {"num_rows": len(frame), "labels_sha256": sha256_of(path) if path.exists() else "",
-                "refused": dg.MetadataValue.json([str(p) for p in problems[:50]]), "refused_rows": len(problems),
-                "per_metric": dg.MetadataValue.json(frame["metric"].value_counts().to_dict())}
-    return dg.Output(frame, metadata=metadata,
-                     data_version=content_version(frame, ["line", "metric", "label"]))
+@functools.cache
+def human_labels_asset(registry: Registry) -> dg.AssetsDefinition:
+    """The ``human_labels`` asset, its labels checked against the metrics of ``registry``; built once per set of
+    metrics."""
+
+    @dg.asset(
+        partitions_def=dataset_versions,
+        group_name="labels",
+        code_version="1",
+        kinds={"pandas"},
+        deps=["questions"],  # the rows the labels name: their ids
+        description="People's labels of the version's rows, per (line, metric), from its labels.jsonl "
+                    "(rag-eval annotate import); lines that cannot be used are listed in the metadata.",
+    )
+    def human_labels(context: dg.AssetExecutionContext, dataset_store: DatasetStore) -> dg.Output[pd.DataFrame]:
+        """The version's usable labels; the file's SHA-256 as ``labels_sha256`` (``rag-eval run`` compares it)."""
+        version = context.partition_key
+        path = labels_path(dataset_store, version)
+        database = context.resources.io_manager
+        with database.connection() as connection:
+            found = database.stored(connection, version, ["questions"])
+            if "questions" not in found:
+                raise dg.Failure(f"version {version} has not been ingested: its rows are unknown")
+            ids = dict(connection.execute(f"select row, id from ({found['questions'].query})").fetchall())
+        labels, problems = labels_frame(path.parent, ids, version, registry)
+        for problem in problems[:20]:
+            context.log.warning(f"{version}: label refused: {problem}")
+        frame = labels.assign(version=version)[list(_LABEL_COLUMNS)].astype(_LABEL_COLUMNS)
+        metadata = {"num_rows": len(frame), "labels_sha256": sha256_of(path) if path.exists() else "",
+                    "refused": dg.MetadataValue.json([str(p) for p in problems[:50]]), "refused_rows": len(problems),
+                    "per_metric": dg.MetadataValue.json(frame["metric"].value_counts().to_dict())}
+        return dg.Output(frame, metadata=metadata,
+                         data_version=content_version(frame, ["line", "metric", "label"]))
+
+    return human_labels
 
 
 def estimates_frame(version: str, estimates: dict) -> pd.DataFrame:
@@ -92,45 +100,51 @@ def markdown_estimates(estimates: dict) -> str:
     return "\n".join(lines)
 
 
-@dg.asset(
-    partitions_def=dataset_versions,
-    group_name="labels",
-    code_version="1",
-    kinds={"pandas"},
-    # Reads the labels and the metric tables itself, and adds to the summary.json that eval_summary wrote.
-    deps=["human_labels", "eval_summary", *METRICS],
-    description="Each labelled metric corrected by the labels: the prediction-powered (PPI++) estimate with its "
-                "95 % interval beside the judge's raw mean, and judge-human agreement; added to summary.json.",
-)
-def label_estimates(context: dg.AssetExecutionContext, report_store: ReportStore) -> dg.Output[pd.DataFrame]:
-    """Estimate the labelled metrics of the version and add them to its summary.json."""
-    version = context.partition_key
-    path = Path(report_store.root) / version / "summary.json"
-    if not path.exists():
-        raise dg.Failure(f"version {version} has no summary.json: materialize eval_summary first")
-    summary = json.loads(path.read_text(encoding="utf-8"))
-    database = context.resources.io_manager
-    with database.connection() as connection:
-        tables = database.stored(connection, version, ["human_labels", *(m for m in summary["metrics"] if m in METRICS)])
-        labels = tables.pop("human_labels").frame(connection) if "human_labels" in tables else \
-            pd.DataFrame(columns=list(_LABEL_COLUMNS))
-        labelled = [tables[m] for m in dict.fromkeys(labels["metric"]) if m in tables]
-        results = pd.concat([t.frame(connection, compact=True) for t in labelled], ignore_index=True) if labelled \
-            else pd.DataFrame(columns=["row", "sample_id", "metric", "status", "value", "threshold", "direction"])
-    estimates = add_estimates(summary, results, labels)
-    staged = path.with_name(f".summary.json.{os.getpid()}.tmp")
-    staged.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    os.replace(staged, path)
-    metadata: dict = {"labels": len(labels), "summary_path": str(path),
-                      "table": dg.MetadataValue.md(markdown_estimates(estimates))}
-    for metric, e in estimates.items():
-        metadata[f"{metric}_basis"] = e.basis
-        metadata[f"{metric}_labels_n"] = dg.MetadataValue.int(e.n)
-        if e.raw_mean is not None:
-            metadata[f"{metric}_raw_mean"] = dg.MetadataValue.float(e.raw_mean)
-        if e.estimate is not None:
-            for key in ("estimate", "ci_low", "ci_high"):
-                metadata[f"{metric}_ppi_{key}"] = dg.MetadataValue.float(float(getattr(e.estimate, key)))
-    if estimates:
-        context.log.info("\n" + markdown_estimates(estimates))
-    return dg.Output(estimates_frame(version, estimates), metadata=metadata)
+@functools.cache
+def label_estimates_asset(registry: Registry) -> dg.AssetsDefinition:
+    """The ``label_estimates`` asset over the metrics of ``registry``; built once per set of metrics."""
+
+    @dg.asset(
+        partitions_def=dataset_versions,
+        group_name="labels",
+        code_version="1",
+        kinds={"pandas"},
+        # Reads the labels and the metric tables itself, and adds to the summary.json that eval_summary wrote.
+        deps=["human_labels", "eval_summary", *registry],
+        description="Each labelled metric corrected by the labels: the prediction-powered (PPI++) estimate with its "
+                    "95 % interval beside the judge's raw mean, and judge-human agreement; added to summary.json.",
+    )
+    def label_estimates(context: dg.AssetExecutionContext, report_store: ReportStore) -> dg.Output[pd.DataFrame]:
+        """Estimate the labelled metrics of the version and add them to its summary.json."""
+        version = context.partition_key
+        path = Path(report_store.root) / version / "summary.json"
+        if not path.exists():
+            raise dg.Failure(f"version {version} has no summary.json: materialize eval_summary first")
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        database = context.resources.io_manager
+        with database.connection() as connection:
+            tables = database.stored(connection, version, ["human_labels", *(m for m in summary["metrics"] if m in registry)])
+            labels = tables.pop("human_labels").frame(connection) if "human_labels" in tables else \
+                pd.DataFrame(columns=list(_LABEL_COLUMNS))
+            labelled = [tables[m] for m in dict.fromkeys(labels["metric"]) if m in tables]
+            results = pd.concat([t.frame(connection, compact=True) for t in labelled], ignore_index=True) if labelled \
+                else pd.DataFrame(columns=["row", "sample_id", "metric", "status", "value", "threshold", "direction"])
+        estimates = add_estimates(summary, results, labels, registry)
+        staged = path.with_name(f".summary.json.{os.getpid()}.tmp")
+        staged.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+        os.replace(staged, path)
+        metadata: dict = {"labels": len(labels), "summary_path": str(path),
+                          "table": dg.MetadataValue.md(markdown_estimates(estimates))}
+        for metric, e in estimates.items():
+            metadata[f"{metric}_basis"] = e.basis
+            metadata[f"{metric}_labels_n"] = dg.MetadataValue.int(e.n)
+            if e.raw_mean is not None:
+                metadata[f"{metric}_raw_mean"] = dg.MetadataValue.float(e.raw_mean)
+            if e.estimate is not None:
+                for key in ("estimate", "ci_low", "ci_high"):
+                    metadata[f"{metric}_ppi_{key}"] = dg.MetadataValue.float(float(getattr(e.estimate, key)))
+        if estimates:
+            context.log.info("\n" + markdown_estimates(estimates))
+        return dg.Output(estimates_frame(version, estimates), metadata=metadata)
+
+    return label_estimates

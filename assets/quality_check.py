@@ -12,6 +12,8 @@ every check links its Data Docs page. None is blocking: ``rejected_share_within_
 runs last among the steps ready (``dagster/priority`` -1): the metrics and the summary do not
 wait for great-expectations' import.
 """
+import functools
+
 import dagster as dg
 
 from rag_eval.assets.evaluation import METRICS_OP
@@ -20,7 +22,7 @@ from rag_eval.assets.ingestion import selected_metrics
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, ReportStore
 from rag_eval.metrics.core.base import Family
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.errors import storage_error
 from rag_eval.metrics.retrieval.document_retrieval import RankingSettings
 
@@ -28,55 +30,66 @@ from rag_eval.metrics.retrieval.document_retrieval import RankingSettings
 SHOWN = 5
 
 
-def relevance_labels(metrics: list[str], run_config: dict) -> list[int]:
-    """The relevance labels the selected document-retrieval ``metrics`` take: each one's scale
+def relevance_labels(metrics: list[str], run_config: dict, registry: Registry | None = None) -> list[int]:
+    """The relevance labels the selected document-retrieval ``metrics`` (of ``registry``, default the built-in
+    ones) take: each one's scale
     ``[label_min, label_max]`` from the run config of the metric step (its defaults, Azure's
     0-4, else), all of them together."""
     options = (run_config.get("ops", {}).get(METRICS_OP) or {}).get("config") or {}
     labels: set[int] = set()
     for metric in metrics:
-        if METRICS[metric].family == Family.DOCUMENT_RETRIEVAL:
-            given = options.get(metric) or {}
-            scale = RankingSettings(**{k: given[k] for k in ("label_min", "label_max") if given.get(k) is not None})
+        if given(registry)[metric].family == Family.DOCUMENT_RETRIEVAL:
+            chosen = options.get(metric) or {}
+            scale = RankingSettings(**{k: chosen[k] for k in ("label_min", "label_max") if chosen.get(k) is not None})
             labels.update(range(scale.label_min, scale.label_max + 1))
     return sorted(labels) or list(range(RankingSettings().label_min, RankingSettings().label_max + 1))
 
 
-@dg.multi_asset_check(
-    specs=[dg.AssetCheckSpec(check.name, asset=check.asset, description=check.description,
-                             partitions_def=dataset_versions) for check in CHECKS.values()],
-    can_subset=True,  # a check without expectations for the run's fields has no result
-    op_tags={"dagster/priority": "-1"},
-    description="great-expectations' suite on the version's lines, one asset check per group of expectations.",
-)
-def great_expectations_suite(context: dg.AssetCheckExecutionContext, dataset_store: DatasetStore,
-                             report_store: ReportStore):
-    """Validate the version's profile under the suite; one result per check with expectations."""
-    version = context.partition_key
-    required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys)
-    fields = list(dict.fromkeys(f for needs in required.values() for f in needs))
-    frame = profile(dataset_store.samples_path(version), fields)
-    expectations = suite(frame, fields, relevance_labels(list(required), context.run.run_config))
-    site = report_store.data_docs_site()
-    try:
-        outcomes, page = validate(frame, expectations, version, context.run.run_id, site)
-    except OSError as exc:  # GE names no file: the site's folder, and the way out
-        raise storage_error(site, exc) from None
-    docs = {"data_docs": dg.MetadataValue.url(report_store.link(page)),
-            "data_docs_path": dg.MetadataValue.path(str(page))}
-    selected = {key.name for key in context.selected_asset_check_keys}
-    for name, check in CHECKS.items():
-        mine = [o for o in outcomes if o["check"] == name]
-        if not mine or name not in selected:
-            continue
-        failed = [o for o in mine if not o["success"]]
-        failing = [f for o in failed for f in o["failing"]]
-        count = sum(o["unexpected_count"] for o in failed)
-        told = [f["message"] for f in failing[:SHOWN]] + ([f"… {count - SHOWN} more"] if count > SHOWN else [])
-        yield dg.AssetCheckResult(
-            asset_key=check.asset, check_name=name, passed=not failed, severity=dg.AssetCheckSeverity(check.severity),
-            description="; ".join(told) or None,
-            metadata={"failing_lines": count, "failures": dg.MetadataValue.json(failing),
-                      "expectations": dg.MetadataValue.json([{k: o[k] for k in (
-                          "expectation", "column", "field", "success", "unexpected_count")} for o in mine]),
-                      "metrics": list(required), **docs})
+@functools.cache
+def quality_check(registry: Registry) -> dg.AssetChecksDefinition:
+    """The ``great_expectations_suite`` checks, on the fields of the selected metrics of ``registry``;
+    built once per set of metrics."""
+
+    @dg.multi_asset_check(
+        specs=[dg.AssetCheckSpec(check.name, asset=check.asset, description=check.description,
+                                 partitions_def=dataset_versions) for check in CHECKS.values()],
+        can_subset=True,  # a check without expectations for the run's fields has no result
+        op_tags={"dagster/priority": "-1"},
+        description="great-expectations' suite on the version's lines, one asset check per group of expectations.",
+    )
+    def great_expectations_suite(context: dg.AssetCheckExecutionContext, dataset_store: DatasetStore,
+                                 report_store: ReportStore):
+        """Validate the version's profile under the suite; one result per check with expectations."""
+        version = context.partition_key
+        required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys,
+                                    registry)
+        fields = list(dict.fromkeys(f for needs in required.values() for f in needs))
+        frame = profile(dataset_store.samples_path(version), fields)
+        expectations = suite(frame, fields, relevance_labels(list(required), context.run.run_config, registry))
+        site = report_store.data_docs_site()
+        try:
+            outcomes, page = validate(frame, expectations, version, context.run.run_id, site)
+        except OSError as exc:  # GE names no file: the site's folder, and the way out
+            raise storage_error(site, exc) from None
+        docs = {"data_docs": dg.MetadataValue.url(report_store.link(page)),
+                "data_docs_path": dg.MetadataValue.path(str(page))}
+        selected = {key.name for key in context.selected_asset_check_keys}
+        for name, check in CHECKS.items():
+            mine = [o for o in outcomes if o["check"] == name]
+            if not mine or name not in selected:
+                continue
+            failed = [o for o in mine if not o["success"]]
+            failing = [f for o in failed for f in o["failing"]]
+            count = sum(o["unexpected_count"] for o in failed)
+            told = [f["message"] for f in failing[:SHOWN]] + ([f"… {count - SHOWN} more"] if count > SHOWN else [])
+            yield dg.AssetCheckResult(
+                asset_key=check.asset, check_name=name, passed=not failed, severity=dg.AssetCheckSeverity(check.severity),
+                description="; ".join(told) or None,
+                metadata={"failing_lines": count, "failures": dg.MetadataValue.json(failing),
+                          "expectations": dg.MetadataValue.json([{k: o[k] for k in (
+                              "expectation", "column", "field", "success", "unexpected_count")} for o in mine]),
+                          "metrics": list(required), **docs})
+
+    return great_expectations_suite
+
+

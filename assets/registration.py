@@ -24,7 +24,7 @@ import dagster as dg
 from sqlalchemy.exc import IntegrityError
 
 from rag_eval.assets.partitions import dataset_versions
-from rag_eval.assets.resources import DatasetStore
+from rag_eval.assets.resources import SETTINGS_FILE, DatasetStore
 from rag_eval.metrics.core.bounded import clip, quote
 from rag_eval.metrics.core.decoding import TOO_DEEP, field_problem, not_text
 from rag_eval.metrics.errors import InputError
@@ -156,11 +156,13 @@ def _add_partition(instance: dg.DagsterInstance, key: str) -> bool:
 
 
 def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset: Path, version: str | None = None,
-                     meta: Path | None = None, replace: bool = False) -> tuple[str, bool]:
+                     meta: Path | None = None, replace: bool = False, settings: dict | None = None) -> tuple[str, bool]:
     """Register ``dataset`` (a JSONL file or a version folder) as a version: ``(key, new)``.
 
     Without ``version``, a version with the same content is reused, else a default key
-    is made. ``meta`` defaults to the ``meta.json`` beside the dataset, if any.
+    is made. ``meta`` defaults to the ``meta.json`` beside the dataset, if any. ``settings``
+    (``{"max_rejected_share": 0.3}``) are kept with the version, over those it had
+    (``rag_eval.assets.resources.DatasetStore.settings``), before its partition can be launched.
 
     Raises
     ------
@@ -186,7 +188,7 @@ def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset:
     candidates = store.versions() if version is None else [version] if store.samples_path(version).exists() else []
     same = next((v for v in candidates if same_content(store.samples_path(v), source)), None)
     if same is not None:
-        return same, _reuse(instance, store, same, meta_text)
+        return same, _reuse(instance, store, same, meta_text, settings)
     stage = root / f".staging-{uuid.uuid4().hex}"
     stage.mkdir(parents=True)
     try:  # one snapshot of the file: what is hashed, compared and renamed into place
@@ -194,9 +196,11 @@ def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset:
         digest = _snapshot(source, staged)
         version = version or default_key(source.parent.name if source.stem == "samples" else source.stem, digest)
         if store.samples_path(version).exists():
-            return version, _update(instance, store, version, staged, meta_text, replace)
+            return version, _update(instance, store, version, staged, meta_text, replace, settings)
         if meta_text is not None:
             (stage / "meta.json").write_text(meta_text, encoding="utf-8")
+        if settings:
+            (stage / SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
         added = _add_partition(instance, version)
         try:
             os.rename(stage, root / version)  # atomic; refused when the folder exists (non-empty)
@@ -205,14 +209,14 @@ def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset:
                 if added:
                     instance.delete_dynamic_partition(dataset_versions.name, version)
                 raise
-            return version, _update(instance, store, version, staged, meta_text, replace)  # a concurrent twin won
+            return version, _update(instance, store, version, staged, meta_text, replace, settings)  # a twin won
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return version, True
 
 
 def _update(instance: dg.DagsterInstance, store: DatasetStore, version: str, staged: Path, meta_text: str | None,
-            replace: bool) -> bool:
+            replace: bool, settings: dict | None) -> bool:
     """An existing version and the ``staged`` copy of a file: the same content is reused; other
     content needs ``replace`` (the staged copy then takes the version's place, atomically)."""
     target = store.samples_path(version)
@@ -221,13 +225,20 @@ def _update(instance: dg.DagsterInstance, store: DatasetStore, version: str, sta
             raise RegistrationError(f"dataset version {version!r} already exists with other content ({target}); "
                                     "pass --replace to replace it, or choose another --dataset-version")
         os.replace(staged, target)
-    return _reuse(instance, store, version, meta_text)
+    return _reuse(instance, store, version, meta_text, settings)
 
 
-def _reuse(instance: dg.DagsterInstance, store: DatasetStore, version: str, meta_text: str | None) -> bool:
-    """An existing version kept (its meta file written when given, its partition added if missing): ``False``."""
+def _reuse(instance: dg.DagsterInstance, store: DatasetStore, version: str, meta_text: str | None,
+           settings: dict | None) -> bool:
+    """An existing version kept (its meta file written when given, ``settings`` added to its own,
+    its partition added if missing): ``False``."""
     if meta_text is not None:
         store.samples_path(version).with_name("meta.json").write_text(meta_text, encoding="utf-8")
+    if settings:
+        path = store.samples_path(version).with_name(SETTINGS_FILE)
+        staged = path.with_name(f".{SETTINGS_FILE}.{uuid.uuid4().hex}")
+        staged.write_text(json.dumps({**store.settings(version), **settings}, indent=2), encoding="utf-8")
+        os.replace(staged, path)  # atomic: a run starting now reads the old settings or the new
     _add_partition(instance, version)
     return False
 

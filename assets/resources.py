@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 import dagster as dg
-from pydantic import PrivateAttr, create_model
+from pydantic import Field, PrivateAttr, create_model
 
 from rag_eval.assets.outputs import output_folder
 from rag_eval.assets.results_store import ResultsStore
@@ -26,11 +26,17 @@ from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.judges.verifier import Verifier
 
 
+#: A version's own settings, beside its samples (:meth:`DatasetStore.settings`).
+SETTINGS_FILE = "settings.json"
+
+
 class DatasetStore(dg.ConfigurableResource):
     """Dataset versions on disk, one folder per version::
 
         <root>/<version>/samples.jsonl   one JSON object a line (required)
         <root>/<version>/meta.json       {"retriever": ..., "generator": ..., ...} (optional)
+        <root>/<version>/settings.json   {"max_rejected_share": 0.3} (optional: ``rag-eval register`` or
+                                         ``run --max-rejected-share``; every launch of the version reads it)
 
     Version keys sort by time when they start with a UTC timestamp, as the keys
     ``rag-eval register`` makes do (``20261130T020000Z-fiqa``).
@@ -45,6 +51,11 @@ class DatasetStore(dg.ConfigurableResource):
     def meta(self, version: str) -> dict:
         """The version's ``meta.json`` (which retriever and generator produced it), or ``{}``."""
         path = Path(self.root) / version / "meta.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+    def settings(self, version: str) -> dict:
+        """The version's own settings (``settings.json``, kept with it at registration), or ``{}``."""
+        path = Path(self.root) / version / SETTINGS_FILE
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
     def versions(self) -> list[str]:
@@ -112,15 +123,17 @@ class ExecutionResource(dg.ConfigurableResource):
     master: str = "local[2]"
     parallelism: int = 2
     spark_conf: dict[str, str] = {}
+    #: Told ``(metric, done, total)`` after each scored sample, in the process that scores (``rag-eval run``
+    #: draws its progress bars with it); not configuration: the copy Dagster makes of the resource for a run keeps it.
+    progress: dg.ResourceDependency[Callable[[str, int, int], None] | None] = None
     _spark: Any = PrivateAttr(default=None)
     _started: bool = PrivateAttr(default=False)
 
-    def score(self, tasks: list[Task], version: str,
-              progress: Callable[[str, int, int], None] | None = None) -> list[TableFile]:
+    def score(self, tasks: list[Task], version: str) -> list[TableFile]:
         """Per-row results (``rag_eval.metrics.evaluate.results_frame``, with ``version`` first) of
         each ``(metric, samples, judge)`` task, every metric of the call judged together,
         wherever it runs, each written to its file chunk by chunk as it is judged;
-        ``progress(metric, done, total)`` after each scored sample.
+        ``progress(metric, done, total)`` after each scored sample when this resource has a ``progress``.
 
         Raises
         ------
@@ -134,8 +147,8 @@ class ExecutionResource(dg.ConfigurableResource):
 
         def step(metric: Metric) -> None:
             done[metric.name] += 1
-            if progress:
-                progress(metric.name, done[metric.name], total[metric.name])
+            if self.progress:
+                self.progress(metric.name, done[metric.name], total[metric.name])
 
         writers = [ResultWriter(version) for _ in tasks]
         try:
@@ -188,7 +201,18 @@ class ExecutionResource(dg.ConfigurableResource):
             self._spark.stop()
 
 
-_JUDGES: dict[str, Judge] = {}
+class BuiltJudges:
+    """The judges one :class:`JudgeResource` built, one per configuration (its ``built_judges``)."""
+
+    def __init__(self) -> None:
+        self._judges: dict[str, Judge] = {}
+
+    def get(self, key: str, build: Callable[[], Judge]) -> Judge:
+        """The judge built for ``key``, ``build()`` the first time it is asked for."""
+        if key not in self._judges:
+            self._judges[key] = build()
+        return self._judges[key]
+
 
 #: Every public setting of ``LLMConfig`` (the one model of the judge's settings), optional:
 #: unset, it takes the environment's value, then ``LLMConfig``'s default.
@@ -217,6 +241,10 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
 
     support_threshold: float | None = None
     verifier: str | None = None
+    #: The judges :meth:`get_judge` built (not configuration): the copy Dagster makes of the resource for
+    #: each run (run configuration applied) shares its origin's, so a command's checks before its runs and
+    #: the steps of every run share one judge per configuration.
+    built_judges: dg.ResourceDependency[BuiltJudges] = Field(default_factory=BuiltJudges)
 
     def _variant(self, llm: bool) -> Verifier | Examples | None:
         """The variant file's judge variant (``None`` unset), refused when it is not ``llm``'s kind."""
@@ -245,29 +273,28 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         return f"llm:{config.model}" + (f"+{examples.label}" if examples else "")
 
     def get_judge(self, read_only_cache: bool = False) -> Judge:
-        """One judge per process and configuration, so its model or connections, its
-        concurrency limit and its caches are shared by every metric asset of a run. With
-        ``read_only_cache`` (a dry run's), an LLM judge of its own, not kept, that only reads its
-        cache (``LLMJudge``): the caller closes it."""
+        """One judge per resource (its ``built_judges``, shared by its copies) and configuration, so its model
+        or connections, its concurrency limit, its endpoint check and its caches are shared by every
+        metric asset of a run and by the command that runs it. With ``read_only_cache`` (a dry run's), an
+        LLM judge of its own, not kept, that only reads its cache (``LLMJudge``): the caller closes it.
+
+        Raises
+        ------
+        ValueError
+            For settings the judge refuses (``LLMConfig``: e.g. a ``base_url`` with credentials).
+        SettingsError
+            For a ``verifier`` file of the other judge's kind.
+        """
         config = self._config()
         examples = self._variant(llm=True) if config.configured else None
-        if read_only_cache and config.configured:
+        if read_only_cache and config.configured:  # a dry run's: its own, not kept
             return LLMJudge(config, examples, read_only_cache=True)
-        key = repr([*sorted(asdict(config).items()), examples and examples.label]) if config.configured else \
-            f"offline:{self.support_threshold}:{OfflineJudge.label_of(self._verifier())}"
-        if key not in _JUDGES:
-            if config.configured:
-                _JUDGES[key] = LLMJudge(config, examples)
-            else:
-                options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
-                _JUDGES[key] = OfflineJudge(**options, verifier=self._verifier().path)
-        return _JUDGES[key]
-
-
-def built_judges() -> list[Judge]:
-    """Every judge :meth:`JudgeResource.get_judge` built in this process (``rag-eval`` settles their
-    caches when a run ends: ``rag_eval.orchestration.cache_cli.after_run``)."""
-    return list(_JUDGES.values())
+        if config.configured:
+            key = repr([*sorted(asdict(config).items()), examples and examples.label])
+            return self.built_judges.get(key, lambda: LLMJudge(config, examples))
+        options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
+        return self.built_judges.get(f"offline:{self.support_threshold}:{OfflineJudge.label_of(self._verifier())}",
+                               lambda: OfflineJudge(**options, verifier=self._verifier().path))
 
 
 def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", judge: JudgeResource | None = None,

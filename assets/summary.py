@@ -23,7 +23,7 @@ from rag_eval.assets.stored_results import staged, write_ragas_csv_by_chunks, wr
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
 from rag_eval.metrics.reports.formats import write_azure_jsonl
 from rag_eval.metrics.reports.gate_report import diagnosis_markdown
-from rag_eval.metrics.core.registry import METRICS, describe_judge
+from rag_eval.metrics.core.registry import Registry, describe_judge
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
 LISTED_LINES = 20
@@ -70,26 +70,27 @@ def summary_frame(summary: dict, version: str, run_id: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _selected_metrics(context: dg.AssetExecutionContext) -> list[str]:
+def _selected_metrics(context: dg.AssetExecutionContext, registry: Registry) -> list[str]:
     selection = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys or set()
-    return [m for m in METRICS if dg.AssetKey(m) in selection]
+    return [m for m in registry if dg.AssetKey(m) in selection]
 
 
 SUMMARY_VERSION = "4"
 
 
-def summary_code_version() -> str:
-    """The summary's own version plus a digest of every metric's code version: Dagster does not
-    carry staleness downstream, so a metric with a new code version makes the summary stale too."""
+def summary_code_version(registry: Registry) -> str:
+    """The summary's own version plus a digest of the code version of every metric of ``registry``: Dagster
+    does not carry staleness downstream, so a metric with a new code version makes the summary stale too."""
     judge = JudgeResource().code_version()
-    metrics = hashlib.sha256(" ".join(metric_code_version(m, judge) for m in sorted(METRICS)).encode()).hexdigest()
+    metrics = hashlib.sha256(" ".join(metric_code_version(m, judge, registry) for m in sorted(registry))
+                             .encode()).hexdigest()
     return f"{SUMMARY_VERSION}-{metrics[:12]}"
 
 
 def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
-                 dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
-    """Aggregate the run's metric results and write the version's report files (the body of the
-    ``eval_summary`` asset, :func:`summary_asset`).
+                 dataset_store: DatasetStore, judge: JudgeResource, registry: Registry) -> dg.Output[pd.DataFrame]:
+    """Aggregate the run's results of the metrics of ``registry`` and write the version's report files
+    (the body of the ``eval_summary`` asset, :func:`summary_asset`).
 
     Raises
     ------
@@ -98,7 +99,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
         disk reported as the file is closed): naming the version's report folder.
     """
     try:
-        return _summarize(context, config, report_store, dataset_store, judge)
+        return _summarize(context, config, report_store, dataset_store, judge, registry)
     except OSError as exc:
         if exc.filename is not None or isinstance(exc, StoreError):
             raise
@@ -108,7 +109,7 @@ def eval_summary(context: dg.AssetExecutionContext, config: SummaryConfig, repor
 
 
 def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
-               dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
+               dataset_store: DatasetStore, judge: JudgeResource, registry: Registry) -> dg.Output[pd.DataFrame]:
     version = context.partition_key
     scope = config.scope or context.run.tags.get(SCOPE_TAG, "run")
     if scope not in ("run", "version"):
@@ -116,14 +117,14 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
     database = context.resources.io_manager
     # Held for the reads and the files written from the tables only: another process waits for the file meanwhile.
     with database.connection() as connection:
-        tables = database.stored(connection, version, [*METRICS, "rejected_samples",
+        tables = database.stored(connection, version, [*registry, "rejected_samples",
                                                        *(FIELD_ASSETS[f] for f in _TABLE_FIELDS)])
-        stored = {name: tables[name] for name in METRICS if name in tables}
-        selected = [m for m in _selected_metrics(context) if m in stored]
+        stored = {name: tables[name] for name in registry if name in tables}
+        selected = [m for m in _selected_metrics(context, registry) if m in stored]
         if not stored:
             raise dg.Failure(f"no metric has been computed for version {version}")
         described = selected if selected and scope == "run" else list(stored)
-        azure = any(METRICS[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
+        azure = any(registry[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
         # Every column but the evidence, which only input errors are described from (the Azure rows read it all).
         results = pd.concat([stored[m].frame(connection, compact=not azure) for m in described], ignore_index=True) \
             .drop(columns="version")
@@ -136,8 +137,9 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
                                   folder / "ragas_scores.csv")
     earlier = set(described) - set(selected)
     with database.connection() as connection:  # the failed claims of the diagnosis' worst rows, read on demand
-        summary = summarize(results, task_name=version, judge=describe_judge(judge.get_judge()), scale=config.scale,
-                            earlier=earlier, failed_of=lambda metric, rows: stored[metric].failed_at(connection, rows))
+        summary = summarize(results, task_name=version, judge=describe_judge(judge.get_judge(), registry),
+                            scale=config.scale, earlier=earlier, registry=registry,
+                            failed_of=lambda metric, rows: stored[metric].failed_at(connection, rows))
     summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
                            "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
                            "lines": rejected.sort_values("row")[["line", "id", "reason"]]
@@ -175,34 +177,37 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
         metadata["diagnosis"] = dg.MetadataValue.md("\n".join(diagnosis_markdown(summary["diagnosis"])))
     context.log.info("\n" + markdown_table(summary))
     # The SQL table keeps the internal [0, 1] scale whatever the presentation of summary.json.
-    internal = summary if config.scale == 1 else {**summarize(results, version, summary["judge"], earlier=earlier),
+    internal = summary if config.scale == 1 else {**summarize(results, version, summary["judge"], earlier=earlier,
+                                                                registry=registry),
                                                    "rejected": summary["rejected"]}
     return dg.Output(summary_frame(internal, version, context.run_id), metadata=metadata)
 
 
-def build_summary_asset() -> dg.AssetsDefinition:
-    """The ``eval_summary`` asset (:func:`eval_summary`) over the registered metrics."""
+def build_summary_asset(registry: Registry) -> dg.AssetsDefinition:
+    """The ``eval_summary`` asset (:func:`eval_summary`) over the metrics of ``registry``."""
+
+    def summary_of(context: dg.AssetExecutionContext, config: SummaryConfig, report_store: ReportStore,
+                   dataset_store: DatasetStore, judge: JudgeResource) -> dg.Output[pd.DataFrame]:
+        return eval_summary(context, config, report_store, dataset_store, judge, registry)
+
     return dg.asset(
+        name="eval_summary",
         partitions_def=dataset_versions,
         group_name="summary",
-        code_version=summary_code_version(),
+        code_version=summary_code_version(registry),
         kinds={"pandas"},
         # Every metric asset and field asset is a dep: the summary reads the tables it describes itself, on
         # demand over one connection (rag_eval.assets.results_store.PartitionFiles.stored; no input events per table); only
         # the metrics the run selected are summarized. A version whose
         # data changed shows its summary stale at once, like the metrics that read the changed field
         # (Dagster does not carry staleness downstream).
-        deps=[*METRICS, "rejected_samples", *FIELD_ASSETS.values()],
+        deps=[*registry, "rejected_samples", *FIELD_ASSETS.values()],
         description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
                     "azure_results.jsonl for the version.",
-    )(eval_summary)
-
-
-def summary_asset() -> dg.AssetsDefinition:
-    """``build_summary_asset()``, built once per set of registered metrics (as ``metric_assets``)."""
-    return _summary_asset(tuple(METRICS.items()))
+    )(summary_of)
 
 
 @functools.cache
-def _summary_asset(registered: tuple) -> dg.AssetsDefinition:
-    return build_summary_asset()
+def summary_asset(registry: Registry) -> dg.AssetsDefinition:
+    """``build_summary_asset(registry)``, built once per set of metrics (as ``metric_assets``)."""
+    return build_summary_asset(registry)

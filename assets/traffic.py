@@ -32,7 +32,7 @@ from rag_eval.assets.outputs import output_folder
 from rag_eval.assets.partitions import traffic_partitions
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.stats.drift import DROP, drift
-from rag_eval.metrics.core.registry import build_metrics
+from rag_eval.metrics.core.registry import Registry, build_metrics
 from rag_eval.metrics.stats.sampling import Budget, judging_cost, select
 from rag_eval.metrics.core.scoring import results_frame, score_all
 from rag_eval.metrics.sources.traces import problems_frame, to_sample
@@ -68,8 +68,9 @@ class TrafficStore(dg.ConfigurableResource):
     config_path: str | None = None
     source: str | None = None
 
-    def settings(self) -> TrafficConfig:
-        """The traffic settings (``rag_eval.metrics.sources.traffic.TrafficConfig``).
+    def settings(self, registry: Registry | None = None) -> TrafficConfig:
+        """The traffic settings (``rag_eval.metrics.sources.traffic.TrafficConfig``), naming metrics of
+        ``registry`` (default the built-in ones).
 
         Raises
         ------
@@ -77,7 +78,7 @@ class TrafficStore(dg.ConfigurableResource):
             For unreadable or invalid settings.
         """
         try:
-            return TrafficConfig.load(self.config_path, source=self.source)
+            return TrafficConfig.load(self.config_path, registry, source=self.source)
         except (OSError, ValueError) as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
 
@@ -192,8 +193,8 @@ class TrafficSampleConfig(dg.Config):
     seed: int | None = None
 
 
-def _sample_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition) -> dg.AssetsDefinition:
-    """``traffic_sample`` in ``windows``, costed with ``config``'s metrics."""
+def _sample_asset(traffic: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition) -> dg.AssetsDefinition:
+    """``traffic_sample`` in ``windows``, costed with ``traffic``'s metrics."""
     @dg.asset(
         partitions_def=windows, group_name=GROUP, code_version="1", kinds={"parquet"}, deps=["traffic_samples"],
         automation_condition=FOLLOWS,
@@ -203,7 +204,7 @@ def _sample_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
     def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfig, traffic_store: TrafficStore,
                        judge: JudgeResource) -> dg.MaterializeResult:
         """Select the partition's sample (``rag_eval.metrics.stats.sampling.select``)."""
-        settings = traffic_store.settings()
+        settings = traffic_store.settings(traffic.known)
         folder = traffic_store.folder(context.partition_key)
         traces = table_traces(pq.read_table(folder / "traces.parquet"))
         rows = settings.budget_rows if config.budget_rows is None else config.budget_rows
@@ -216,7 +217,8 @@ def _sample_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
         cost_of = None
         if budget.cost is not None:
             samples = [to_sample(t, i) for i, t in enumerate(traces)]
-            cost_of = judging_cost(samples, build_metrics(config.metrics), judge.get_judge(), budget.price)
+            cost_of = judging_cost(samples, build_metrics(traffic.metrics, registry=traffic.known), judge.get_judge(),
+                                   budget.price)
         selection = select(traces, budget, seed, settings.strata, cost_of)
         table = traces_table([traces[i] for i in selection.rows]).append_column(
             "stratum", pa.array(selection.stratum, pa.string())).append_column(
@@ -242,7 +244,7 @@ def _sample_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
 def scores_code_version(config: TrafficConfig) -> str:
     """Changes with a code version of ``config``'s metrics or the judge (as the metric assets')."""
     judge = JudgeResource().code_version()
-    versions = " ".join(metric_code_version(m, judge) for m in sorted(config.metrics))
+    versions = " ".join(metric_code_version(m, judge, config.known) for m in sorted(config.metrics))
     return "1-" + hashlib.sha256(versions.encode()).hexdigest()[:12]
 
 
@@ -261,7 +263,7 @@ def _scores_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
         traces = table_traces(pq.read_table(folder / "sample.parquet"))
         samples = [to_sample(t, i) for i, t in enumerate(traces)]
         scorer = judge.get_judge()
-        metrics = build_metrics(config.metrics)
+        metrics = build_metrics(config.metrics, registry=config.known)
         try:
             frame = results_frame(score_all(samples, metrics, scorer) if samples else [])
         finally:
@@ -305,7 +307,7 @@ def _summary_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
     )
     def traffic_summary(context: dg.AssetExecutionContext, traffic_store: TrafficStore):
         """Summarize the partition, compare it with its trailing window, rewrite the traffic page."""
-        settings = traffic_store.settings()
+        settings = traffic_store.settings(config.known)
         key = context.partition_key
         folder = traffic_store.folder(key)
         day = _results(folder)
@@ -313,7 +315,7 @@ def _summary_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
                                                                       / "results.parquet").exists()]
         before = pd.concat([_results(traffic_store.folder(k)) for k in window_keys], ignore_index=True) \
             if window_keys else pd.DataFrame(columns=["metric", "status", "value"])
-        drifts = drift(day, before, config.metrics, settings.margins, settings.seed)
+        drifts = drift(day, before, config.metrics, settings.margins, settings.seed, registry=config.known)
         sample = pd.read_parquet(folder / "sample.parquet")
         traces = pd.read_parquet(folder / "traces.parquet", columns=["latency_ms", "prompt_tokens", "completion_tokens",
                                                                      "total_tokens"])

@@ -71,12 +71,12 @@ from rag_eval.metrics.stats.calibrate import bootstrap  # noqa: E402
 from rag_eval.metrics.reports.diagnosis import diagnostics_in  # noqa: E402
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 from rag_eval.metrics.judges.offline import OfflineJudge  # noqa: E402
-from rag_eval.metrics.core.registry import FAMILIES, METRICS  # noqa: E402
+from rag_eval.metrics.core.registry import builtin_registry  # noqa: E402
 from rag_eval.metrics.core.results import Direction  # noqa: E402
 from rag_eval.orchestration.judge_sim import JudgeServer  # noqa: E402
 
 #: RAGChecker's groups in order: retriever, generator, overall.
-DIAGNOSTICS = [m for members in diagnostics_in(FAMILIES["diagnostics"]).values() for m in members]
+DIAGNOSTICS = [m for members in diagnostics_in(builtin_registry().families["diagnostics"]).values() for m in members]
 CONTEXT_PRECISION = "retriever_context_precision"
 
 
@@ -168,7 +168,7 @@ def verdicts(cases: list[tuple[dict, dict]], judge) -> dict[str, list[float]]:
             if result["status"] != "ok":
                 agree[metric].append((label, 0.0))
                 continue
-            higher = METRICS[metric].direction is Direction.HIGHER
+            higher = builtin_registry()[metric].direction is Direction.HIGHER
             said = result["value"] >= 0.5 if higher else result["value"] > 0
             agree[metric].append((label, float(int(said) == label)))
     return agree

@@ -253,6 +253,12 @@ def main_job(path: Path, rows: int, concurrency: int, root: str | None, project:
             "cpu_s": run["cpu_s"], "cpu_by": run["cpu_by"]}
 
 
+#: A structured-output request as the judge's are (the simulated endpoint answers those only).
+VERDICT_FORMAT = {"type": "json_schema", "json_schema": {"name": "verdict", "strict": True, "schema": {
+    "type": "object", "properties": {"verdict": {"type": "integer", "enum": [0, 1]}}, "required": ["verdict"],
+    "additionalProperties": False}}}
+
+
 def ceiling(rows: int, per_row: float, concurrency: int, root: str) -> dict:
     """A bare client sending ``rows x per_row`` small chat requests, ``concurrency`` at a time
     (timed from the first request: the client's import and connection set-up are not counted)."""
@@ -269,7 +275,8 @@ def ceiling(rows: int, per_row: float, concurrency: int, root: str) -> dict:
         async def one(i: int) -> None:
             async with limit:
                 await client.chat.completions.create(model="judge-sim", messages=[
-                    {"role": "user", "content": f"Is statement {i} supported? Answer yes or no."}])
+                    {"role": "user", "content": f"Is statement {i} supported? Answer yes or no."}],
+                    response_format=VERDICT_FORMAT)
 
         start = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(total)))

@@ -11,7 +11,7 @@ import pandas as pd
 from rag_eval.metrics.reports.aggregate import summarize
 from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.core.registry import build_metrics, describe_judge
+from rag_eval.metrics.core.registry import Registry, build_metrics, describe_judge
 from rag_eval.metrics.core.results import MetricResult
 from rag_eval.metrics.core.samples import Sample, load_samples, sample_from_dict, unavailable
 from rag_eval.metrics.core.scoring import EvaluationResult, default_judge, results_frame, score_all
@@ -25,7 +25,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
              metrics: Iterable[str | Metric] | None = None, judge: Judge | None = None,
              fields: Mapping[str, str] | None = None, thresholds: Mapping[str, float] | None = None,
              task_name: str = "rag_eval", scale: int = 1,
-             progress: Callable[[int], None] | None = None, labels: str | Path | None = None) -> EvaluationResult:
+             progress: Callable[[int], None] | None = None, labels: str | Path | None = None,
+             registry: Registry | None = None) -> EvaluationResult:
     """Evaluate a RAG dataset with the given metrics and judge.
 
     Parameters
@@ -51,6 +52,9 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         Human labels of these rows (a CSV, JSONL or Label Studio file, ``rag_eval.metrics.sources.labels``): each
         labelled metric of the summary gets its prediction-powered estimate beside the raw mean
         (``rag_eval.metrics.stats.estimates.add_estimates``); a label line that cannot be used raises.
+    registry : Registry, optional
+        The metrics names name: default the built-in ones; with a custom metrics file and the
+        installed plugins' metrics, ``rag_eval.metrics.build_registry(path)``.
 
     Returns
     -------
@@ -66,31 +70,34 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         unknown metric, a label line that cannot be used (naming its line and field).
     """
     if is_spark_data(samples):
-        return evaluate_spark(samples, metrics, judge, dict(fields or {}), dict(thresholds or {}), task_name, scale)
+        return evaluate_spark(samples, metrics, judge, dict(fields or {}), dict(thresholds or {}), task_name, scale,
+                              registry=registry)
     judge = judge or default_judge()
     loaded = samples if isinstance(samples, list) and all(isinstance(s, Sample) for s in samples) \
         else load_samples(samples, fields)
     if not loaded:
         raise InputError("no samples to evaluate")
-    built = build_metrics(metrics, thresholds)
+    built = build_metrics(metrics, thresholds, registry=registry)
     for metric, why in unavailable(loaded, {m.name: m.required_fields for m in built}).items():
         warnings.warn(f"{metric} cannot run: {why}; its results are input_error", stacklevel=2)
     frame = results_frame(score_all(loaded, built, judge, progress))
-    summary = summarize(frame, task_name, describe_judge(judge), scale)
+    summary = summarize(frame, task_name, describe_judge(judge, registry), scale, registry=registry)
     if labels is not None:
         from rag_eval.metrics.stats.estimates import add_estimates
         from rag_eval.metrics.sources.labels import read_records, validate
 
-        found, problems, _ = validate(read_records(labels), {s.row: s.id for s in loaded})
+        found, problems, _ = validate(read_records(labels), {s.row: s.id for s in loaded}, registry=registry)
         if problems:
             raise problems[0]
-        add_estimates(summary, frame, pd.DataFrame(found, columns=["line", "id", "metric", "label"]))
+        add_estimates(summary, frame, pd.DataFrame(found, columns=["line", "id", "metric", "label"]), registry)
     return EvaluationResult(frame, summary, loaded)
 
 
 def score_sample(sample: Sample | Mapping[str, Any], metrics: Iterable[str | Metric] | None = None,
-                 judge: Judge | None = None, fields: Mapping[str, str] | None = None) -> dict[str, MetricResult]:
-    """Score one sample; returns ``{metric_name: MetricResult}``.
+                 judge: Judge | None = None, fields: Mapping[str, str] | None = None,
+                 registry: Registry | None = None) -> dict[str, MetricResult]:
+    """Score one sample with ``metrics`` of ``registry`` (default the built-in ones); returns
+    ``{metric_name: MetricResult}``.
 
     Raises
     ------
@@ -100,4 +107,4 @@ def score_sample(sample: Sample | Mapping[str, Any], metrics: Iterable[str | Met
     judge = judge or default_judge()
     if not isinstance(sample, Sample):
         sample = sample_from_dict(sample, 0, fields)
-    return {m.name: m.score(sample, judge) for m in build_metrics(metrics)}
+    return {m.name: m.score(sample, judge) for m in build_metrics(metrics, registry=registry)}

@@ -60,13 +60,12 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
     from rag_eval.orchestration.gate_cli import GATE_FAILED
     from rag_eval.orchestration.report import print_gate, print_run_failure, print_table
-    from rag_eval.orchestration.runs import end_of_startup, only_run_of
+    from rag_eval.orchestration.runs import after_startup, only_run_of
 
-    end_of_startup()
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Output(data_version=...), as evaluate_version
     print(f"dataset version {version}: its metrics are up to date, but {why}: re-estimating from the labels "
           "(human_labels, label_estimates); no metric is judged again", file=sys.stderr)
-    with only_run_of(version, Path(args.out)):
+    with only_run_of(version, Path(args.out)), after_startup():
         result = run_in_process(definitions(args), "evaluation_job",
                                 dg.AssetSelection.assets(*LABEL_ASSETS, "baseline_comparison"), version,
                                 args.instance, {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
@@ -123,12 +122,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from rag_eval.metrics.sources.annotate import draw, tasks, write_label_studio, write_sheet
     from rag_eval.metrics.sources.labels import read_stored
-    from rag_eval.metrics.core.registry import METRICS
     from rag_eval.metrics.core.samples import load_samples
 
     version = _version(args)
+    registry = args.registry
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    unknown = [m for m in metrics if m not in METRICS]
+    unknown = [m for m in metrics if m not in registry]
     if unknown or not metrics:
         raise SettingsError(f"--metrics: unknown metric(s) {unknown}" if unknown else "--metrics: name a metric")
     store = _store(args)
@@ -142,7 +141,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         else None
     strata = None
     if args.stratify:
-        if args.stratify not in METRICS:
+        if args.stratify not in registry:
             raise SettingsError(f"--stratify {args.stratify}: not a metric")
         mine = frame[frame["metric"] == args.stratify]
         strata = {int(r): ("pass" if p else "fail") if s == "ok" else s
@@ -152,14 +151,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     labelled = {(r["line"] - 1, r["metric"]) for r in read_stored(store.samples_path(version).parent)}
     judged = {(int(r), m): (None if pd.isna(v) else float(v), reason) for r, m, v, reason in
               zip(frame["row"], frame["metric"], frame["value"], frame["reason"])} if args.show_judge else None
-    records = [r for r in tasks([by_row[row] for row in rows], metrics, version, judged)
+    records = [r for r in tasks([by_row[row] for row in rows], metrics, version, judged, registry)
                if (r["line"] - 1, r["metric"]) not in labelled
-               and all(by_row[r["line"] - 1].missing(f) is None for f in METRICS[r["metric"]].required_fields)]
+               and all(by_row[r["line"] - 1].missing(f) is None for f in registry[r["metric"]].required_fields)]
     folder = Path(args.out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     _refuse_unimported(folder / f"{version}.csv", labelled)
     sheet = write_sheet(records, folder / f"{version}.csv")
-    label_studio, config = write_label_studio(records, metrics, folder, version)
+    label_studio, config = write_label_studio(records, metrics, folder, version, registry)
     how = f"stratified by the judge's verdict on {args.stratify}, proportional allocation" if args.stratify \
         else "uniform; its first rows are a uniform sample too: label from the top"
     print(f"drew {len(rows)} of {len(samples)} rows of {version} (seed {args.seed}, {how}): {len(records)} to label "

@@ -11,16 +11,20 @@ what they print ``rag_eval.orchestration.report``.
 from __future__ import annotations
 
 import argparse
-import gc
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                             prepare_instance, start_judge_check)
+                                             dagster_home, prepare_instance, start_judge_check)
 from rag_eval.orchestration.dry_run import expected_answers, most_answers
 from rag_eval.orchestration.parsing import add_judge_arguments, named_file
-from rag_eval.orchestration.runs import end_of_startup
+from rag_eval.orchestration.runs import after_startup
+
+if TYPE_CHECKING:  # the metrics are imported once the command starts (test_house: the CLI module imports without them)
+    from rag_eval.metrics.core.registry import Registry
 
 DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 
@@ -29,50 +33,39 @@ def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
     """The ``--custom-metrics FILE`` option (``rag_eval.metrics.core.custom``)."""
     parser.add_argument("--custom-metrics", metavar="FILE",
                         help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
-                             "when present); the Dagster UI and daemon read the same variable and file")
+                             "when present); the Dagster UI and daemon read the variable and file where they start")
 
 
-def use_custom_metrics(argv: list[str] | None) -> None:
-    """Load the custom metrics (``--custom-metrics``, else ``$RAG_EVAL_CUSTOM_METRICS``, else
-    ``./custom_metrics.yaml``) and the installed plugins into the metric registry
-    (``rag_eval.metrics.core.registry.load_extensions``), before the command reads it. A file named here is
-    also put in ``$RAG_EVAL_CUSTOM_METRICS``, so Dagster's run workers read it too.
+def command_registry(args: argparse.Namespace) -> Registry:
+    """The command's metric registry, built once as it starts (``rag_eval.metrics.core.registry.build_registry``):
+    the built-in metrics, the custom metrics of ``--custom-metrics FILE`` (else ``$RAG_EVAL_CUSTOM_METRICS``,
+    else ``./custom_metrics.yaml``: ``custom_metrics_file``; the environment is read, never written) and the
+    installed plugins'. The handlers take it from ``args.registry``; the in-process runs use it as their
+    definitions' (``rag_eval.orchestration.parsing.definitions``).
 
     Raises
     ------
     SettingsError
         For a file with an invalid definition (naming the file, the metric and the field;
         for ``./custom_metrics.yaml`` found in the working directory, saying so), a plugin
-        that cannot be loaded, or when this process already loaded another file.
+        that cannot be loaded.
     NotFoundError, StorageError
         For a file that is not there or cannot be read.
     """
     import os
 
-    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, METRICS, custom_metrics_file, load_extensions
+    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, build_registry, custom_metrics_file
     from rag_eval.metrics.errors import SettingsError
 
-    early = argparse.ArgumentParser(add_help=False)
-    early.add_argument("--custom-metrics")
-    named = early.parse_known_args(argv)[0].custom_metrics
-    before = os.environ.get(CUSTOM_METRICS_ENV)
-    if named:
-        os.environ[CUSTOM_METRICS_ENV] = str(Path(named).resolve())
-    if METRICS.extensions_loaded and custom_metrics_file() != METRICS.custom_source:
-        if before is None:  # as it was: the next command of this process is not refused too
-            os.environ.pop(CUSTOM_METRICS_ENV, None)
-        else:
-            os.environ[CUSTOM_METRICS_ENV] = before
-        raise SettingsError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
-                         f"--custom-metrics {named} needs a new process")
+    named = getattr(args, "custom_metrics", None)
+    found = custom_metrics_file(named)
     try:
-        load_extensions()
+        return build_registry(found)
     except (OSError, ValueError) as exc:
-        found = custom_metrics_file()
-        if named or before or found is None or not str(exc).startswith(str(found)):  # not the file found here
-            raise
-        raise SettingsError(f"{exc} (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is "
-                            "one: fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
+        if named or os.environ.get(CUSTOM_METRICS_ENV) or found is None or not str(exc).startswith(str(found)):
+            raise  # not the file found in the working directory
+        raise SettingsError(f"{exc} (every rag-eval command reads ./custom_metrics.yaml when there is one: fix it, "
+                            "or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "run's summary is shown and nothing is run")
             p.add_argument("--meta", help="the version's meta.json (retriever, generator...; default: the meta.json "
                                           "beside the dataset, if any)")
+        p.add_argument("--max-rejected-share", type=float, metavar="SHARE",
+                       help="share of lines no selected metric can use above which a version fails (default: the "
+                            "version's own, else 0.05); register and run keep it with the version, so a launch from "
+                            "the UI, a backfill or the automation uses it too; backfill uses it for these runs")
         p.add_argument("--datasets", default="datasets", help="folder of dataset versions (default datasets/)")
         p.add_argument("--out", default="out", help="folder of reports and rag_eval.duckdb (default out/)")
         p.set_defaults(handler=handler)
@@ -113,9 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--scale", type=int, choices=(1, 10), default=1,
                            help="10 presents the [0, 1] metrics on dingo's 0-10 scale in the table, summary.json "
                                 "and --threshold values")
-            p.add_argument("--max-rejected-share", type=float, default=0.05, metavar="SHARE",
-                           help="share of lines no selected metric can use above which the version fails "
-                                "(default 0.05)")
             p.add_argument("--dingo-summary", action="store_true",
                            help="also write summary_dingo.json in dingo 2.5's exact layout")
             p.add_argument("--threshold", action="append", metavar="METRIC=VALUE",
@@ -188,16 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     (``rag_eval.metrics.errors``, ``rag_eval.orchestration.failures``).
 
     Python's cyclic garbage collector is off while the command starts up (its imports, the
-    Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.runs.end_of_startup`:
+    Dagster instance, ``run``'s up-to-date check), up to :func:`rag_eval.orchestration.runs.after_startup`:
     what start-up builds stays alive, and collecting it over and over as it grew took a large share
-    of a zero-request re-run (docs/performance.md). The caller's setting is restored on return."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    of a zero-request re-run (docs/performance.md). The caller's setting is restored on return
+    (``rag_eval.metrics.core.collector.collector``; importing ``rag_eval.metrics`` for it, before the pause,
+    costs the same CPU with the collector on or off)."""
+    from rag_eval.metrics.core.collector import collector
+
+    with collector(enabled=False):
         return _main(argv)
-    finally:
-        gc.unfreeze()
-        (gc.enable if collecting else gc.disable)()
 
 
 def _main(argv: list[str] | None) -> int:
@@ -216,8 +209,8 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _command(argv: list[str] | None) -> int:
-    use_custom_metrics(argv)
     args = build_parser().parse_args(argv)
+    args.registry = command_registry(args)
     judging = getattr(args, "judges", False) and not getattr(args, "dry_run", False)
     # Imported here, not with this module: `rag_eval.metrics` takes a second to import, and until `entry` has
     # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).
@@ -227,16 +220,17 @@ def _command(argv: list[str] | None) -> int:
         before_run(args)
     if judging and args.command in ("run", "backfill"):
         start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
-    if args.command not in ("run", "backfill"):  # these end their start-up themselves, once evaluating
-        end_of_startup()
-    try:  # the gate's and the cache's commands read files only
-        status = _in_instance(args) if args.uses_instance else run_handler(args)
-    except BaseException as failed:  # Ctrl-C too: what the cache could not take goes to a spill file
+    # run and backfill end their start-up themselves, once evaluating
+    with after_startup() if args.command not in ("run", "backfill") else contextlib.nullcontext():
+        try:  # the gate's and the cache's commands read files only
+            status = _in_instance(args) if args.uses_instance else run_handler(args)
+        except BaseException as failed:  # Ctrl-C too: what the cache could not take goes to a spill file
+            settled = after_run(args) if judging else None
+            if isinstance(failed, KeyboardInterrupt):  # the stop line names the spill files
+                raise Stopped(settled.spills if settled else ()) from None
+            raise
         settled = after_run(args) if judging else None
-        if isinstance(failed, KeyboardInterrupt):  # the stop line names the spill files
-            raise Stopped(settled.spills if settled else ()) from None
-        raise
-    return exit_status(status, after_run(args).status if judging else None)
+    return exit_status(status, settled.status if settled else None)
 
 
 def _in_instance(args: argparse.Namespace) -> int:
@@ -265,11 +259,9 @@ def _in_instance(args: argparse.Namespace) -> int:
 
 def instance_unusable(error: BaseException) -> str:
     """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
-    import os
-
     from rag_eval.metrics.judges.cache import disk_problem
 
-    home = os.environ.get("DAGSTER_HOME", "dagster_home")
+    home = dagster_home()
     cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]
     advice = "a file of it is damaged: move the folder aside (its run history and registered versions go with it; " \
              "`rag-eval register` adds a version again)" if "malformed" in cause or "not a database" in cause \

@@ -10,8 +10,11 @@ and ``results.parquet`` under ``out/<version>/``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
+import re
 import shutil
 import sys
 import time
@@ -21,32 +24,104 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from rag_eval.orchestration.parsing import definitions, judge_resource, run_config
-from rag_eval.orchestration.runs import end_of_startup, only_run_of
+from rag_eval.orchestration.runs import after_startup, only_run_of
+
+
+def dagster_home() -> Path:
+    """The folder of the command's Dagster instance: ``$DAGSTER_HOME`` when set, else the project-local
+    ``dagster_home/`` (of the working directory), as an absolute path."""
+    return Path(os.environ.get("DAGSTER_HOME") or "dagster_home").expanduser().resolve()
 
 
 def prepare_instance():
-    """The process's Dagster instance: the project-local ``dagster_home/`` unless DAGSTER_HOME
-    is set; an instance folder without ``dagster.yaml`` gets a copy of the project's. Its
-    storage is created by one process at a time (two first runs at once would race on it).
+    """The command's Dagster instance, in :func:`dagster_home` (opened from that folder: the process's
+    environment is left as it is); an instance folder without ``dagster.yaml`` gets a copy of the
+    project's. Its storage is created by one process at a time (two first runs at once would race on it).
     Created once per command (each creation opens its storages) and handed to the
     command as ``args.instance``."""
     import fcntl
 
     from dagster import DagsterInstance
 
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path("dagster_home").resolve())))
+    home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     with open(home / ".rag-eval-setup.lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         template = Path(__file__).resolve().parent.parent / "dagster_home" / "dagster.yaml"
         if not (home / "dagster.yaml").exists() and template.exists():
             shutil.copyfile(template, home / "dagster.yaml")
-        instance = DagsterInstance.get()
-        ready = home / ".rag-eval-storage-ready"
-        if not ready.exists():  # first use, or a first use killed while Dagster created its tables
-            _complete_storage(instance)
-            ready.touch()
+        with instance_settings(home):
+            instance = DagsterInstance.from_config(str(home))
+            ready = home / ".rag-eval-storage-ready"
+            if not ready.exists():  # first use, or a first use killed while Dagster created its tables
+                _complete_storage(instance)
+                ready.touch()
     return instance
+
+
+@contextlib.contextmanager
+def instance_settings(home: Path):
+    """Say in one line what is wrong with the settings of the instance in ``home``: its
+    ``dagster.yaml`` (a variable it reads that is not set, an invalid value) or the database it
+    names (a URL that is not one, a server that refuses the connection or the password, after
+    Dagster's retries), as a ``SettingsError`` naming the file; the password is never shown."""
+    import dagster as dg
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from rag_eval.metrics.errors import SettingsError
+
+    where = home / "dagster.yaml"
+    retries = _Retries()  # dagster-postgres' warnings as it retries a connection: counted, not printed
+    logging.getLogger().addHandler(retries)
+    try:
+        yield
+    except dg.DagsterInvalidConfigError as exc:
+        unset = re.search(r'environment variable "([^"]+)" which is not set', str(exc))
+        why = f"it reads the environment variable {unset.group(1)}, which is not set" if unset else \
+            next((e.message for e in exc.errors), str(exc)).splitlines()[0]
+        raise SettingsError(_hidden(f"the Dagster instance {where}: {why}")) from None
+    except Exception as exc:  # the database's error, also wrapped (dagster-postgres' retries)
+        chain = [exc, *_causes(exc)]
+        database = next((e for e in chain if isinstance(e, SQLAlchemyError)), None)
+        if database is None:
+            raise
+        cause = str(getattr(database, "orig", None) or database).strip().splitlines()
+        why = next((line.strip() for line in cause if "FATAL" in line or "error" in line.lower()), cause[0] if cause
+                   else type(exc).__name__)
+        tries = f" (after {retries.count + 1} attempts)" if retries.count else ""
+        raise SettingsError(_hidden(f"the Dagster instance {where}: its database cannot be used{tries}: {why} (check "
+                                    "the URL it reads, e.g. $DAGSTER_POSTGRES_URL, its password and the server)")) from None
+    finally:
+        logging.getLogger().removeHandler(retries)
+
+
+class _Retries(logging.Handler):
+    """Counts the root logger's records of retried database connections instead of printing them (the
+    others are printed as Python would print them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "Retrying failed database connection" in record.getMessage():
+            self.count += 1
+        elif logging.lastResort is not None:
+            logging.lastResort.handle(record)
+
+
+def _causes(exc: BaseException):
+    """What ``exc`` was raised from, and so on down."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+        yield exc
+
+
+def _hidden(text: str) -> str:
+    """``text`` with the password of any URL in it (``scheme://user:PASSWORD@host``) and secret variables redacted."""
+    from rag_eval.metrics.errors import redacted
+
+    return redacted(re.sub(r"(://[^:/@\s]*:)[^@\s]+@", r"\1[redacted]@", text))
 
 
 def _complete_storage(instance) -> None:
@@ -84,8 +159,9 @@ def register(args: argparse.Namespace) -> tuple[str, bool]:
     from rag_eval.assets.resources import DatasetStore
 
     meta = Path(args.meta) if args.meta else None
+    settings = {} if args.max_rejected_share is None else {"max_rejected_share": args.max_rejected_share}
     return register_version(args.instance, DatasetStore(root=str(Path(args.datasets).resolve())),
-                            Path(args.dataset), args.dataset_version, meta, args.replace)
+                            Path(args.dataset), args.dataset_version, meta, args.replace, settings)
 
 
 def check_out(args: argparse.Namespace) -> None:
@@ -96,25 +172,21 @@ def check_out(args: argparse.Namespace) -> None:
         raise SettingsError(f"--out {out} is a file: pass a folder for the reports and the results tables")
 
 
-def execute_with_progress(metrics: list[str], version: str, run_config: dict, definitions, instance):
-    """Run ``evaluation_job`` of ``definitions`` in-process for ``version`` on ``instance`` with
+def execute_with_progress(metrics: list[str], version: str, run_config: dict, args: argparse.Namespace):
+    """Run ``evaluation_job`` of the command's definitions in-process for ``version`` on its instance with
     ``metrics`` (``rag_eval.orchestration.jobs.evaluation_selection``: ingestion and its checks, the
     metrics, the summary, the label estimates and the regression gate), showing each metric's
-    progress (bars on a terminal, plain lines otherwise)."""
+    progress (bars on a terminal, plain lines otherwise): the command's progress display, which its
+    execution resource tells (``rag_eval.orchestration.parsing.resources``), is open for the run."""
     import dagster as dg
 
-    from rag_eval.assets.evaluation import progress_listeners
     from rag_eval.orchestration.jobs import evaluation_selection, run_in_process
     from rag_eval.orchestration.orphans import process_tags
-    from rag_eval.orchestration.report import progress_display
 
-    with progress_display() as listener:
-        progress_listeners.append(listener)
-        try:
-            return run_in_process(definitions, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(*metrics)),
-                                  version, instance, run_config, process_tags())
-        finally:
-            progress_listeners.remove(listener)
+    built = definitions(args)
+    with args.progress:
+        return run_in_process(built, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(*metrics)),
+                              version, args.instance, run_config, process_tags())
 
 
 def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tuple[str, dict] | None:
@@ -131,7 +203,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     from rag_eval.orchestration.records import changed_since_ingestion, latest_record, out_of_date
 
     folder = Path(args.out).resolve() / version
-    selected = resolve_names(args.metrics)
+    selected = resolve_names(args.metrics, args.registry)
     files = [folder / "summary.json", folder / "results.parquet", folder / "ragas_scores.csv",
              *([folder / "summary_dingo.json"] if args.dingo_summary else []),
              *(table_file(args.out, asset, version) for asset in [*selected, "eval_summary"])]
@@ -147,7 +219,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
         summary = json.loads(files[0].read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # damaged (a crash, a full disk): the run goes ahead and writes it again
-    judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge()), default=str))
+    judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge(), args.registry), default=str))
     built = definitions(args).resources
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
@@ -183,27 +255,31 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    from rag_eval.metrics.core.registry import METRICS, resolve_names
+    from rag_eval.assets.expectations import warm_up
+    from rag_eval.assets.ingestion import rejection_limit
+    from rag_eval.metrics.core.registry import resolve_names
     from rag_eval.metrics.core.samples import iter_samples, unavailable
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
     from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
-    end_of_startup()
     where = f"on Spark ({args.spark_master}, {args.parallelism} tasks per metric)" if args.executor == "spark" \
         else "in this process"
-    print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={os.environ['DAGSTER_HOME']})",
+    print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={dagster_home()})",
           file=sys.stderr)
-    selected = resolve_names(args.metrics)
+    selected = resolve_names(args.metrics, args.registry)
     # Read line by line up to the first line with every field usable: no copy of the version is held.
     print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
-                                 {m: METRICS[m].required_fields for m in selected}))
+                                 {m: args.registry[m].required_fields for m in selected}))
 
-    with only_run_of(version, Path(args.out)):
-        result = execute_with_progress(selected, version, run_config, definitions(args), args.instance)
+    if args.executor != "spark":
+        warm_up()  # great-expectations' import overlaps the metric steps (its step runs last)
+    with only_run_of(version, Path(args.out)), after_startup():
+        result = execute_with_progress(selected, version, run_config, args)
     if interrupted(result):
         raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
-    limit = run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"]
+    limit, _ = rejection_limit(run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"],
+                               definitions(args).resources["dataset_store"], version)
     print_failed_checks(result, limit)
     if not result.success and not only_the_gate_failed(result):
         print_run_failure(result)
@@ -224,8 +300,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.price is not None and not args.dry_run:
         raise SettingsError("--price applies to --dry-run only")
     if args.dry_run:
-        end_of_startup()
-        return dry_run(args, config, judge_resource(args))
+        with after_startup():
+            return dry_run(args, config, judge_resource(args))
     check_judge(judge_resource(args))
     check_out(args)
     version, new = register(args)
@@ -289,6 +365,7 @@ def _forget(version: str, args: argparse.Namespace) -> None:
 
 def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary: dict) -> int:
     """Say that nothing was run and why, then what the run that evaluated ``version`` found."""
+    from rag_eval.assets.ingestion import rejection_limit
     from rag_eval.orchestration.records import latest_record
     from rag_eval.orchestration.report import (print_cannot_run, print_gate, print_input_errors, print_rejected,
                                                print_table, print_unmeasured)
@@ -300,7 +377,7 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
           file=sys.stderr)
     print_cannot_run(summary["cannot_run"])
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"],
-                   args.max_rejected_share)
+                   rejection_limit(None, definitions(args).resources["dataset_store"], version)[0])
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
     print_table({**summary, "usage": {}})  # what that run sent is not this one's
     print_unmeasured(summary, folder / "results.parquet")
@@ -387,7 +464,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     judge = OfflineJudge() if args.offline else default_judge()
     try:
-        report = calibrate(args.labels, judge=judge)
+        report = calibrate(args.labels, judge=judge, registry=args.registry)
     finally:
         if hasattr(judge, "close"):
             judge.close()

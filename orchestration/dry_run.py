@@ -63,12 +63,12 @@ def estimated(args: argparse.Namespace, run_config: dict, judge_resource: Any, f
     from rag_eval.metrics.core.registry import build_metrics, resolve_names
     from rag_eval.metrics.core.samples import load_samples
 
-    names = resolve_names(args.metrics)
+    names = resolve_names(args.metrics, args.registry)
     per_metric = run_config["ops"].get(METRICS_OP, {}).get("config", {})
     config = {name: per_metric.get(name, {}) for name in names}
     options = {n: {k: v for k, v in c.items() if k not in ("threshold", *PER_METRIC)} for n, c in config.items()}
     metrics = build_metrics(names, {n: c["threshold"] for n, c in config.items() if "threshold" in c},
-                            {n: o for n, o in options.items() if o})
+                            {n: o for n, o in options.items() if o}, args.registry)
     judge = judge_resource.get_judge(read_only_cache=read_only_cache)
     judges = {n: judge.with_options(**{k: c[k] for k in PER_METRIC if k in c})
               for n, c in config.items() if isinstance(judge, LLMJudge) and c.keys() & set(PER_METRIC)}
@@ -112,7 +112,7 @@ def most_answers(args: argparse.Namespace):
     for file in _files(args):
         with open(file, "rb") as stream:
             lines += sum(chunk.count(b"\n") for chunk in iter(lambda: stream.read(1 << 20), b"")) + 1
-    most = lines * len(resolve_names(args.metrics)) * limit
+    most = lines * len(resolve_names(args.metrics, args.registry)) * limit
     return Expected(most, most)
 
 

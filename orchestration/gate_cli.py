@@ -16,6 +16,8 @@ GATE_FAILED = 4
 
 
 def _config(args: argparse.Namespace):
+    from dataclasses import replace
+
     from rag_eval.metrics.core.bounded import quote
     from rag_eval.metrics.errors import SettingsError
     from rag_eval.metrics.stats.gate import GateConfig
@@ -27,10 +29,10 @@ def _config(args: argparse.Namespace):
             margins[metric] = float(value)
         except ValueError:
             raise SettingsError(f"--margin {quote(item)}: use METRIC=VALUE, e.g. faithfulness=0.03") from None
-    config = GateConfig.load(args.config, metrics=args.metrics.split(",") if args.metrics else None,
+    config = GateConfig.load(args.config, registry=args.registry, metrics=args.metrics.split(",") if args.metrics else None,
                              repeats=args.repeats, max_coverage_drop=args.max_coverage_drop)
     config.margins.update(margins)
-    GateConfig(**vars(config))  # validate the merged settings
+    replace(config, registry=args.registry)  # validate the merged settings
     return config
 
 
@@ -119,7 +121,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     config = _config(args)
     judge = _judge(args)
     try:
-        sides = [load_version(spec, args.out, args.datasets, judge, config.metrics)
+        sides = [load_version(spec, args.out, args.datasets, judge, config.metrics, args.registry)
                  for spec in (args.baseline, args.candidate)]
         comparison, notes = run_comparison(*sides, config, judge)
     finally:

@@ -9,7 +9,7 @@ import dagster as dg
 from rag_eval.assets.graph import asset_graph
 from rag_eval.assets.resources import build_resources
 from rag_eval.assets.traffic import TrafficStore
-from rag_eval.metrics.core.registry import load_extensions
+from rag_eval.metrics.core.registry import Registry
 from rag_eval.metrics.sources.traffic import TrafficConfig
 from rag_eval.orchestration.automation import automated, nightly_evaluation
 from rag_eval.orchestration.jobs import JOBS
@@ -17,24 +17,21 @@ from rag_eval.orchestration.sensors import new_dataset_versions
 from rag_eval.orchestration.traffic import traffic_job, traffic_sensor
 
 
-def build_definitions(resources: dict | None = None) -> dg.Definitions:
-    """The code location's definitions, after the custom metrics file and the installed plugins
-    are loaded (``rag_eval.metrics.core.registry.load_extensions``: ``$RAG_EVAL_CUSTOM_METRICS``, else
-    ``./custom_metrics.yaml``), so the UI, the daemon and their run workers see the CLI's metrics.
-    ``resources``: those of ``rag_eval.assets.resources.build_resources`` (default: its defaults,
-    the judge the environment configures).
+def build_definitions(registry: Registry, resources: dict | None = None) -> dg.Definitions:
+    """The code location's definitions over the metrics of ``registry`` (the entry point built it once:
+    ``rag_eval.metrics.core.registry.build_registry``). ``resources``: those of
+    ``rag_eval.assets.resources.build_resources`` (default: its defaults, the judge the environment
+    configures).
 
     Raises
     ------
-    ValueError, OSError
-        As ``load_extensions`` does: the code location fails to load, naming the file or plugin;
-        as ``rag_eval.metrics.sources.traffic.TrafficConfig.load`` does for bad traffic settings.
+    SettingsError
+        As ``rag_eval.metrics.sources.traffic.TrafficConfig.load`` does for bad traffic settings.
     """
-    load_extensions()
-    traffic = TrafficConfig.load()  # [tool.rag_eval.traffic] of ./pyproject.toml
+    traffic = TrafficConfig.load(registry=registry)  # [tool.rag_eval.traffic] of ./pyproject.toml
     return dg.Definitions(
         # Each asset with its automation condition (orchestration/automation.py: the nightly evaluation).
-        assets=automated(asset_graph(traffic)),
+        assets=automated(asset_graph(registry, traffic)),
         jobs=[*JOBS, traffic_job(traffic)],
         sensors=[new_dataset_versions, nightly_evaluation, traffic_sensor(traffic)],
         # datasets/ and out/ (tables/<asset>/<version>.parquet and the views of rag_eval.duckdb); the

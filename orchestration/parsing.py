@@ -62,39 +62,42 @@ def run_config(args: argparse.Namespace) -> dict:
     from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.reports.aggregate import is_ratio
     from rag_eval.metrics.judges.config import PER_METRIC, LLMConfig
-    from rag_eval.metrics.core.registry import METRICS, option_types, option_value, resolve_names
+    from rag_eval.metrics.core.registry import option_types, option_value, resolve_names
 
-    resolve_names(args.metrics)  # unknown names fail here, before anything is registered
+    registry = args.registry  # the command's (rag_eval.orchestration.cli builds it once)
+    resolve_names(args.metrics, registry)  # unknown names fail here, before anything is registered
     if getattr(args, "executor", "local") == "spark":
         from rag_eval.metrics.core.extras import require
 
         require("pyspark", "spark", "Spark execution")  # without it: the extra to install, before anything runs
-    if not 0 <= args.max_rejected_share <= 1:
-        raise SettingsError(f"--max-rejected-share {args.max_rejected_share:g}: give a share between 0 and 1")
+    share = args.max_rejected_share
+    if share is not None and not 0 <= share <= 1:
+        raise SettingsError(f"--max-rejected-share {share:g}: give a share between 0 and 1")
+    # `run` keeps the share with the version (rag_eval.assets.ingestion.rejection_limit); a backfill's is its runs'.
     ops: dict = {"eval_summary": {"config": {"scale": args.scale, "dingo_layout": args.dingo_summary}},
-                 "ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}}}
+                 "ingest_dataset": {"config": {"max_rejected_share": share if args.command == "backfill" else None}}}
     items = [f"{t.partition('=')[0]}.threshold={t.partition('=')[2]}" for t in args.threshold or []]
     per_metric: dict[str, dict] = {}
     for item in items + (args.metric_option or []):
         target, _, value = item.partition("=")
         metric, _, option = target.partition(".")
-        types = option_types(metric) if metric in METRICS else {}
+        types = option_types(metric, registry) if metric in registry else {}
         if option not in types or not value:
             known = f"OPTION one of {', '.join(types)}" if types else "METRIC a metric name (see --metrics)"
             raise SettingsError(f"bad metric option {item!r}: use METRIC.OPTION=VALUE with {known}")
         try:
-            converted = option_value(metric, option, value)
+            converted = option_value(metric, option, value, registry)
         except ValueError as exc:
             raise SettingsError(f"bad metric option {item!r}: {exc}") from None
         if option == "threshold":  # a [0, 1] metric's threshold is given on the table's scale (--scale)
-            converted /= args.scale if is_ratio(metric) else 1
+            converted /= args.scale if is_ratio(metric, registry) else 1
         per_metric.setdefault(metric, {})[option] = converted
     for metric, config in per_metric.items():
         try:  # the metric checks its own options and its threshold's range (per instance: label_max=10...)
-            METRICS[metric](**{k: v for k, v in config.items() if k not in PER_METRIC})
+            registry[metric](**{k: v for k, v in config.items() if k not in PER_METRIC})
         except ValueError as exc:
             scale = f" (at --scale {args.scale}, thresholds of [0, 1] metrics are given on the 0-{args.scale} " \
-                    "scale)" if is_ratio(metric) and args.scale != 1 else ""
+                    "scale)" if is_ratio(metric, registry) and args.scale != 1 else ""
             raise SettingsError(f"bad metric option for {metric}: {exc}{scale}") from None
     if per_metric:  # the metric assets are one op (rag_eval.assets.evaluation): one config per metric under it
         ops[METRICS_OP] = {"config": per_metric}
@@ -108,7 +111,8 @@ def run_config(args: argparse.Namespace) -> dict:
 
 def judge_resource(args: argparse.Namespace):
     """The ``judge`` resource of the judge options given (``--base-url``, ``--model``...;
-    any field of ``JudgeResource`` the parser declares).
+    any field of ``JudgeResource`` the parser declares), built once per command: the command's
+    checks and its runs share its judges (``JudgeResource.built_judges``).
 
     Raises
     ------
@@ -118,30 +122,38 @@ def judge_resource(args: argparse.Namespace):
     from rag_eval.metrics.errors import SettingsError
     from rag_eval.assets.resources import JudgeResource
 
+    if getattr(args, "judge_resource", None) is not None:
+        return args.judge_resource
     try:
-        return JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
-                                if getattr(args, k, None) is not None})
+        args.judge_resource = JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
+                                               if getattr(args, k, None) is not None})
+        return args.judge_resource
     except ValidationError as exc:
         raise SettingsError("; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-')} {e['input']!r}: {e['msg']}"
                                    for e in exc.errors())) from None
 
 
 def resources(args: argparse.Namespace) -> dict:
-    """The resources of a run (``rag_eval.assets.resources.build_resources``) at ``--datasets`` and ``--out``."""
+    """The resources of a run (``rag_eval.assets.resources.build_resources``) at ``--datasets`` and ``--out``;
+    the execution resource tells the command's progress display, ``args.progress``
+    (``rag_eval.orchestration.report.ProgressDisplay``: it draws while the command has it open)."""
     from rag_eval.assets.resources import ExecutionResource, build_resources
+    from rag_eval.orchestration.report import ProgressDisplay
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    args.progress = ProgressDisplay()
     return build_resources(out, Path(args.datasets).resolve(), judge_resource(args),
                            ExecutionResource(executor=args.executor, master=args.spark_master,
-                                             parallelism=args.parallelism))
+                                             parallelism=args.parallelism, progress=args.progress))
 
 
 def definitions(args: argparse.Namespace):
     """The code location's definitions (``rag_eval.orchestration.location.build_definitions``: the
-    one asset graph, the jobs) with the command's :func:`resources`; built once per command."""
+    one asset graph, the jobs) over the command's metric registry (``args.registry``) with its
+    :func:`resources`; built once per command."""
     if getattr(args, "definitions", None) is None:
         from rag_eval.orchestration.location import build_definitions
 
-        args.definitions = build_definitions(resources(args))
+        args.definitions = build_definitions(args.registry, resources(args))
     return args.definitions

@@ -9,8 +9,6 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,35 +24,46 @@ def printable(text: object) -> str:
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
 
 
-@contextmanager
-def progress_display(stream: TextIO | None = None, every: float = 10.0) -> Iterator[Callable[[str, int, int], None]]:
-    """A listener ``(metric, done, total)`` drawing progress: rich bars when ``stream`` is a
-    terminal, else a plain line per metric at its start, every ``every`` seconds and at its end."""
-    stream = stream or sys.stderr
-    if stream.isatty():
-        from rich.console import Console
-        from rich.progress import Progress
+class ProgressDisplay:
+    """A listener ``(metric, done, total)`` drawing progress while it is open (``with``): rich bars when
+    ``stream`` (default stderr) is a terminal, else a plain line per metric at its start, every ``every``
+    seconds and at its end. Told anything while closed, it draws nothing (a command's runs that show no
+    progress share its execution resource)."""
 
-        with Progress(transient=True, console=Console(file=stream)) as bars:
-            tasks: dict[str, int] = {}
+    def __init__(self, stream: TextIO | None = None, every: float = 10.0) -> None:
+        self.stream, self.every = stream or sys.stderr, every
+        self._bars: Any = None
+        self._tasks: dict[str, Any] = {}
+        self._last: dict[str, float] | None = None
 
-            def draw(metric: str, done: int, total: int) -> None:
-                if metric not in tasks:
-                    tasks[metric] = bars.add_task(metric, total=total)
-                bars.update(tasks[metric], completed=done)
+    def __enter__(self) -> ProgressDisplay:
+        self._tasks, self._last = {}, {}
+        if self.stream.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
 
-            yield draw
-        return
-    last: dict[str, float] = {}
+            self._bars = Progress(transient=True, console=Console(file=self.stream))
+            self._bars.__enter__()
+        return self
 
-    def line(metric: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if metric in last and done < total and now - last[metric] < every:
+    def __exit__(self, *exc: object) -> None:
+        bars, self._bars, self._last = self._bars, None, None
+        if bars is not None:
+            bars.__exit__(*exc)
+
+    def __call__(self, metric: str, done: int, total: int) -> None:
+        if self._bars is not None:
+            if metric not in self._tasks:
+                self._tasks[metric] = self._bars.add_task(metric, total=total)
+            self._bars.update(self._tasks[metric], completed=done)
             return
-        last[metric] = now
-        print(f"{metric}: {done}/{total} scored", file=stream, flush=True)
-
-    yield line
+        if self._last is None:  # closed
+            return
+        now = time.monotonic()
+        if metric in self._last and done < total and now - self._last[metric] < self.every:
+            return
+        self._last[metric] = now
+        print(f"{metric}: {done}/{total} scored", file=self.stream, flush=True)
 
 
 def _fmt(value: float | None, digits: str = ".4g") -> str:

@@ -1,23 +1,24 @@
 """What every command that runs the pipeline in-process does around its runs: where start-up
-ends (:func:`end_of_startup`), and one process at a time per dataset version (:func:`only_run_of`).
-``rag_eval.orchestration.commands``, ``~.annotate`` and ``~.traffic`` use them."""
+ends (:func:`after_startup`), and one process at a time per dataset version (:func:`only_run_of`).
+``rag_eval.orchestration.cli``, ``~.commands`` and ``~.annotate`` use them."""
 from __future__ import annotations
 
-import gc
 import os
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 
-def end_of_startup() -> None:
-    """Start collecting cyclic garbage again (``rag_eval.orchestration.cli.main`` stops it while the command
-    starts up), called as the command's own work begins (before a run is executed...). What
-    start-up built lives as long as the process: it is left out of the collections to come
-    (``gc.freeze``), which would otherwise traverse it again and again as the run's own
-    objects come and go (its cost: docs/performance.md)."""
-    if not gc.isenabled():  # once: a backfill's next version is not start-up
-        gc.freeze()
-        gc.enable()
+def after_startup() -> AbstractContextManager[None]:
+    """A context manager around a command's own work (a run executed, a dry run, a command other than
+    ``run`` and ``backfill``):
+    Python's cyclic garbage collector, paused while the command starts up (``rag_eval.orchestration.cli.main``),
+    collects again, and what start-up built, which lives as long as the process, is left out of its
+    collections (``gc.freeze``), which would otherwise traverse it again and again as the work's own
+    objects come and go (its cost: docs/performance.md). On exit the collector is paused again, as for
+    the start-up of a backfill's next version (``rag_eval.metrics.core.collector.collector``)."""
+    from rag_eval.metrics.core.collector import collector  # not with this module: rag_eval.metrics is slow to import
+
+    return collector(enabled=True, freeze=True)
 
 
 @contextmanager

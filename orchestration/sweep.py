@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_eval.metrics.core.registry import Registry
 from rag_eval.metrics.sources.targets.config import MAX_CONFIGURATIONS
 
 FIELD_LEVEL = ["questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
@@ -139,31 +140,30 @@ def run_cost(results: list) -> dict[str, int]:
     return cost
 
 
-def rank(rows: list[dict], metrics: list[str]) -> list[dict]:
-    """``rows`` ordered best first on ``metrics`` in turn (each metric's direction; a
+def rank(rows: list[dict], metrics: list[str], registry: Registry) -> list[dict]:
+    """``rows`` ordered best first on ``metrics`` in turn (each metric's direction in ``registry``; a
     configuration without a value last)."""
-    from rag_eval.metrics.core.registry import METRICS
     from rag_eval.metrics.core.results import Direction
 
     def key(row: dict):
         out = []
         for metric in metrics:
             mean = row["metrics"].get(metric, {}).get("mean")
-            sign = -1 if METRICS[metric].direction is Direction.HIGHER else 1
+            sign = -1 if registry[metric].direction is Direction.HIGHER else 1
             out.append((mean is None, sign * (mean or 0.0)))
         return out
 
     return sorted(rows, key=key)
 
 
-def table_row(key: str, configuration, metrics: list[str], out: Path, instance, cost: dict) -> dict:
+def table_row(key: str, configuration, metrics: list[str], out: Path, instance, cost: dict,
+              registry: Registry) -> dict:
     """One configuration's line: mean and bootstrap 95 % interval per metric (over its ``ok``
     rows, ``rag_eval.metrics.stats.agreement.bootstrap``) and the judge its rows name (None for a metric
-    asking no judgement), target errors and cost."""
+    of ``registry`` asking no judgement), target errors and cost."""
     import pandas as pd
 
     from rag_eval.metrics.stats.agreement import bootstrap
-    from rag_eval.metrics.core.registry import METRICS
 
     results = pd.read_parquet(out / key / "results.parquet")
     row = {"configuration": configuration.name, "partition": key, "metrics": {}, **cost}
@@ -175,7 +175,7 @@ def table_row(key: str, configuration, metrics: list[str], out: Path, instance, 
                                   "measured": len(values),
                                   "total": int((results["metric"] == metric).sum()),
                                   "judge": (", ".join(sorted(set(ok["judge"].dropna()))) or None)
-                                  if METRICS[metric].judgements else None}
+                                  if registry[metric].judgements else None}
     row["target_errors"] = int(max((_recorded(instance, a, key, "target_errors") or 0)
                                    for a in ("system_contexts", "system_responses")))
     row["tokens"] = sum(int(_recorded(instance, a, key, t) or 0) for a in ("system_contexts", "system_responses")
@@ -185,16 +185,15 @@ def table_row(key: str, configuration, metrics: list[str], out: Path, instance, 
     return row
 
 
-def judged_by(rows: list[dict], metrics: list[str], judge: dict) -> str:
+def judged_by(rows: list[dict], metrics: list[str], judge: dict, registry: Registry) -> str:
     """Who scored the table's metrics, as their result rows name it (``judge``: the
     configured judge's description, for its rule version): ``judge offline-heuristic (rule
-    version 6): context_recall, context_precision; no judge: ndcg``."""
-    from rag_eval.metrics.core.registry import METRICS
+    version 6): context_recall, context_precision; no judge: ndcg``; ``metrics`` of ``registry``."""
 
     groups: dict[str, list[str]] = {}
     for metric in metrics:
         names = sorted({n for row in rows for n in (row["metrics"][metric]["judge"] or "").split(", ") if n})
-        label = ("judge " + ", ".join(names) if names else "nothing scored") if METRICS[metric].judgements \
+        label = ("judge " + ", ".join(names) if names else "nothing scored") if registry[metric].judgements \
             else "no judge"
         if names == [judge.get("judge")] and judge.get("rule_version"):
             label += f" (rule version {judge['rule_version']})"
@@ -241,9 +240,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from rag_eval.orchestration.dry_run import check_judge
     from rag_eval.orchestration.report import printable
 
-    sweep = load_config(args.config, args.max_configurations)
+    sweep = load_config(args.config, args.max_configurations, args.registry)
     chosen = args.metrics.split(",") if args.metrics else sweep.metrics or ["core"]
-    metrics = list(dict.fromkeys(m for item in chosen for m in resolve_names([item.strip()])))  # ranked in this order
+    metrics = list(dict.fromkeys(m for item in chosen for m in resolve_names([item.strip()], args.registry)))  # ranked in this order
     for part, why in sweep.skipped.items():
         print(f"note: {part} left out of the sweep: {why}", file=sys.stderr)
     built = definitions(args)
@@ -271,9 +270,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             ran = [a for a in ran if a not in FIELD_LEVEL] + ["ingest_dataset (all fields)"]
         print(f"  {len(results)} run(s), {cost['target_calls']} target calls, {cost['judge_requests']} judge "
               f"requests; materialized: {', '.join(ran) or 'nothing (unchanged)'}", file=sys.stderr)
-        rows.append(table_row(key, configuration, metrics, Path(args.out), instance, cost))
-    ranked = rank(rows, metrics)
-    print(printable(judged_by(ranked, metrics, built.resources["judge"].get_judge().describe())))
+        rows.append(table_row(key, configuration, metrics, Path(args.out), instance, cost, args.registry))
+    ranked = rank(rows, metrics, args.registry)
+    print(printable(judged_by(ranked, metrics, built.resources["judge"].get_judge().describe(), args.registry)))
     print_ranking(ranked, metrics)
     if args.json:
         Path(args.json).write_text(json.dumps({"metrics": metrics, "ranking": ranked}, indent=2), encoding="utf-8")

@@ -56,7 +56,7 @@ def traffic_sensor(config: TrafficConfig) -> dg.SensorDefinition:
                            "RAG_EVAL_SENSOR_INTERVAL.")
     def new_traffic(context: dg.SensorEvaluationContext, traffic_store: TrafficStore):
         """Compare the source's spans per partition with what the cursor says was requested."""
-        settings = traffic_store.settings()
+        settings = traffic_store.settings(config.known)
         try:
             counts = partition_counts(traffic_store, settings)
         except FileNotFoundError as exc:
@@ -112,17 +112,15 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     from rag_eval.assets.resources import JudgeResource
 
     from rag_eval.orchestration.report import print_run_failure
-    from rag_eval.orchestration.runs import end_of_startup
 
     store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
-    settings = store.settings()
+    settings = store.settings(args.registry)
     counts = partition_counts(store, settings)
     keys = [k for k in new_partitions(settings, counts, {}, time.time())
             if (not args.start or k >= args.start) and (not args.end or k <= args.end)]
     if not keys:
         raise SettingsError(f"no ended partition with traces in {settings.source} between {args.start or 'the first'} "
                             f"and {args.end or 'the last'} (partitions with traces: {', '.join(counts) or 'none'})")
-    end_of_startup()
     sample = {k: v for k, v in (("budget_rows", args.budget_rows), ("budget_cost", args.budget_cost),
                                 ("seed", args.seed)) if v is not None}
     # The run's log stays in the instance (the UI shows it); the console gets the summaries below.

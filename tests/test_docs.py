@@ -3,7 +3,7 @@ the README's first screen is the Quickstart's.
 
 A shell block of ``docs/quickstart.md`` is *runnable* when the line before its opening fence is
 ``<!-- quickstart: runnable -->`` (an HTML comment, invisible on the site). Each of its lines is run in turn with
-bash, in a copy of the repository whose ``.venv`` is a link to this checkout's (set up by ``make setup``), with no
+bash, in a copy of the repository whose ``.venv`` is a link to this checkout's (set up by ``make setup-dev``), with no
 LLM endpoint, Dagster home or custom-metrics variable from the caller's environment: every command must exit 0,
 and a line whose comment quotes output (``# "dataset version … is up to date"``) must print each part of the
 quote between the ``…``.
@@ -65,7 +65,7 @@ def copy_of_the_repository(tmp_path: Path) -> Path:
     the environment set up: ``pyproject.toml`` and ``requirements.lock`` dated before ``.venv/bin/rag-eval``."""
     venv = ROOT / ".venv"
     if not (venv / "bin" / "rag-eval").exists():
-        pytest.skip("no .venv in the checkout: `make setup` first")
+        pytest.skip("no .venv in the checkout: `make setup-dev` first")
     copy = tmp_path / "repo"
     shutil.copytree(ROOT, copy, symlinks=True, ignore=lambda folder, names: [n for n in names if n in NOT_COPIED])
     for leftover in (copy / "dagster_home").iterdir():  # the committed dagster.yaml only

@@ -31,7 +31,7 @@ definition in a file is enough::
         direction: lower
 
 Each definition becomes a :class:`CustomMetric` subclass (registered by
-``rag_eval.metrics.core.registry`` from ``$RAG_EVAL_CUSTOM_METRICS`` or ``./custom_metrics.yaml``),
+``rag_eval.metrics.core.registry.build_registry`` from the file an entry point was given),
 judged by one LLM request per row (``rag_eval.metrics.judgements.custom``), cached, counted and
 budgeted like the built-in metrics. Values: ``aspect_critic`` the verdict 0/1 (threshold
 0.5: verdict 1 passes, or 0 with ``direction: lower``); ``rubric`` the level 1-5 (default

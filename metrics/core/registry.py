@@ -1,35 +1,36 @@
-"""The metrics the pipeline knows, by the name the peers use.
+"""The metrics the pipeline knows, by the name the peers use: registries are values.
 
 Every ``Metric`` subclass with a ``name`` in a module of ``rag_eval.metrics.rag``, ``rag_eval.metrics.azure``,
-``rag_eval.metrics.retrieval`` or ``rag_eval.metrics.diagnostics`` is registered: adding a metric is adding its module (and its
-test). The ones imported below are listed in the order reports show them; a module not
-listed here comes after them, in module order. The registry (:data:`METRICS`) is built on
-first use, not when ``metrics`` is imported.
+``rag_eval.metrics.retrieval`` or ``rag_eval.metrics.diagnostics`` is built in: adding a metric is adding its
+module (and its test). The ones imported below are listed in the order reports show them; a module not
+listed here comes after them, in module order. :func:`builtin_registry` is them (built on first use, not
+when ``metrics`` is imported; immutable, so shared).
 
-:func:`load_extensions` adds, after them and in this order (an explicit call: the CLI makes
-it as a command starts, ``rag_eval.orchestration.definitions`` before it builds the asset graph, a
-Python API user when they want them; importing ``metrics`` never does):
+:func:`build_registry` returns a new :class:`Registry` with, after them and in this order:
 
-* the custom metrics of a file: the one given, else the one ``$RAG_EVAL_CUSTOM_METRICS``
-  names, else ``custom_metrics.yaml`` in the working directory when there is one
-  (``rag_eval.metrics.core.custom``; the CLI's ``--custom-metrics FILE`` sets the variable, so Dagster's
-  run workers read the same file), family ``custom``;
+* the custom metrics of a file (``rag_eval.metrics.core.custom``), family ``custom``;
 * the metrics of installed plugins: every entry point of the group :data:`PLUGIN_GROUP`
   (``rag_eval.metrics``), a ``Metric`` subclass or a list of them (``rag_eval.metrics.core.base.Metric``
   documents the contract), by distribution and entry point name.
 
-So the CLI, the Dagster code location (the UI, the daemon, their run workers) and a Python
-caller that loads the extensions see the same metrics.
+Each entry point builds its registry once and passes it down: the CLI from ``--custom-metrics FILE``, the
+Dagster code location (``rag_eval.orchestration.definitions``: the UI, the daemon, their run workers) as it
+loads, both choosing the file by :func:`custom_metrics_file` (the one named, else ``$RAG_EVAL_CUSTOM_METRICS``,
+else ``./custom_metrics.yaml`` when there is one); a Python caller passes the registry it built (the
+functions here default to :func:`builtin_registry`). Importing ``metrics`` never reads a file or loads a
+plugin, and registries of different files coexist in one process.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
 import pkgutil
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import rag_eval.metrics.azure
@@ -82,10 +83,12 @@ CUSTOM_METRICS_ENV = "RAG_EVAL_CUSTOM_METRICS"
 CUSTOM_METRICS_FILE = "custom_metrics.yaml"
 
 
-def custom_metrics_file() -> Path | None:
-    """The custom metrics file: ``$RAG_EVAL_CUSTOM_METRICS`` (which must exist), else
-    ``./custom_metrics.yaml`` when there is one, else ``None``."""
-    named = os.environ.get(CUSTOM_METRICS_ENV)
+def custom_metrics_file(named: str | os.PathLike[str] | None = None) -> Path | None:
+    """The custom metrics file an entry point reads: ``named`` (the CLI's ``--custom-metrics``),
+    else the one ``$RAG_EVAL_CUSTOM_METRICS`` names (a user's setting: read, never written), else
+    ``./custom_metrics.yaml`` when there is one, else ``None``. A file named must exist
+    (:func:`build_registry` says so when it does not)."""
+    named = named or os.environ.get(CUSTOM_METRICS_ENV)
     if named:
         return Path(named).resolve()
     default = Path(CUSTOM_METRICS_FILE)
@@ -130,16 +133,16 @@ def _plugin_points() -> list[tuple[str, type[Metric]]]:
     return found
 
 
-def _with_extensions(builtin: list[type[Metric]], source: Path | None) -> dict[str, type[Metric]]:
-    """The built-in metrics, then the custom file's (``source``), then the plugins'; a name
-    may be used once."""
+def _with_extensions(builtin: list[type[Metric]], source: Path | None, plugins: bool) -> dict[str, type[Metric]]:
+    """The built-in metrics, then the custom file's (``source``), then the plugins' (if
+    ``plugins``); a name may be used once."""
     metrics = {cls.name: cls for cls in builtin}
     origin = {cls.name: f"a built-in metric ({cls.__module__}.{cls.__qualname__})" for cls in builtin}
     extra: list[tuple[str, str, type[Metric]]] = [
         (f"{source}: metric {cls.name!r}", f"the custom metric {cls.name!r} of {source}", cls)
         for cls in (load_custom_metrics(source) if source else [])]
     extra += [(f"{where}: {cls.__qualname__}", f"the plugin metric {cls.__module__}.{cls.__qualname__} ({where})", cls)
-              for where, cls in _plugin_points()]
+              for where, cls in (_plugin_points() if plugins else [])]
     for where, what, cls in extra:
         taken = origin.get(cls.name) or ("a family" if cls.name in {f.value for f in Family} | {"all"} else None)
         if taken:
@@ -150,6 +153,7 @@ def _with_extensions(builtin: list[type[Metric]], source: Path | None) -> dict[s
 
 _WHERE = f"--custom-metrics FILE, ${CUSTOM_METRICS_ENV} or ./{CUSTOM_METRICS_FILE}"
 _NO_FILE = f"no custom metrics file read ({_WHERE})"
+_BUILD = "rag_eval.metrics.build_registry()"
 
 
 def _builtin() -> list[type[Metric]]:
@@ -162,123 +166,114 @@ def _builtin() -> list[type[Metric]]:
 
 
 class Registry(Mapping[str, type[Metric]]):
-    """The registered metric classes by name, in registry order (a read-only mapping): the
-    built-in ones, built on first use, then those :func:`load_extensions` adds.
+    """The registered metric classes by name, in registry order: an immutable value (a read-only
+    mapping). :func:`builtin_registry` is the built-in metrics; :func:`build_registry` adds a custom
+    metrics file's and the plugins'. Registries built from different files coexist in one process.
 
-    ``extensions_loaded`` says whether :func:`load_extensions` ran in this process;
-    ``custom_source`` is the custom metrics file it read (``None``: none)."""
+    ``custom_source`` is the custom metrics file read (``None``: none); ``extended`` says whether the
+    custom metrics file and the plugins were looked for (``False`` for :func:`builtin_registry`)."""
 
-    def __init__(self) -> None:
-        self._metrics: dict[str, type[Metric]] | None = None
-        self.extensions_loaded = False
-        self.custom_source: Path | None = None
+    def __init__(self, metrics: Mapping[str, type[Metric]], custom_source: Path | None = None,
+                 extended: bool = False) -> None:
+        self._metrics: Mapping[str, type[Metric]] = MappingProxyType(dict(metrics))
+        self._families = MappingProxyType({family.value: tuple(
+            name for name, cls in metrics.items() if cls.family is family or family in cls.also_in)
+            for family in Family})
+        self._custom_source, self._extended = custom_source, extended
 
-    def _built(self) -> dict[str, type[Metric]]:
-        if self._metrics is None:
-            self._metrics = {cls.name: cls for cls in _builtin()}
-        return self._metrics
+    @property
+    def custom_source(self) -> Path | None:
+        """The custom metrics file read (``None``: none)."""
+        return self._custom_source
+
+    @property
+    def extended(self) -> bool:
+        """Whether the custom metrics file and the plugins were looked for."""
+        return self._extended
+
+    @property
+    def families(self) -> Mapping[str, tuple[str, ...]]:
+        """Metric names by family (``rag_eval.metrics.core.base.Family``: core, ragas, azure,
+        document_retrieval, custom, plugin, diagnostics), in registry order."""
+        return self._families
 
     def __getitem__(self, name: str) -> type[Metric]:
-        return self._built()[name]
+        return self._metrics[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._built())
+        return iter(self._metrics)
 
     def __len__(self) -> int:
-        return len(self._built())
+        return len(self._metrics)
+
+    def __hash__(self) -> int:  # equal registries (the same metrics) hash alike: their assets are built once
+        return hash(frozenset(self._metrics.items()))
 
     def __repr__(self) -> str:
         return f"Registry({', '.join(self)})"
 
-    def extend(self, source: Path | None) -> None:
-        """Add the custom metrics of ``source`` and the plugins' (see :func:`load_extensions`)."""
-        self._metrics = _with_extensions(list(self._built().values()), source)
-        self.extensions_loaded, self.custom_source = True, source
+
+#: The five core metrics of the dingo RAG guide, in the order reports show them (family ``core``).
+CORE_METRICS = ("faithfulness", "answer_relevancy", "context_relevancy", "context_recall", "context_precision")
 
 
-#: The registered metric classes by name (:class:`Registry`), built on first use.
-METRICS = Registry()
+@functools.cache
+def builtin_registry() -> Registry:
+    """The built-in metrics (:class:`Registry`), built on first use and shared: it is immutable."""
+    return Registry({cls.name: cls for cls in _builtin()})
 
 
-class _Family(Sequence[str]):
-    """The names of one family's metrics, in registry order, as they are at the time of use."""
-
-    def __init__(self, family: Family) -> None:
-        self._family = family
-
-    def _names(self) -> tuple[str, ...]:
-        return tuple(name for name, cls in METRICS.items() if cls.family is self._family or self._family in cls.also_in)
-
-    def __getitem__(self, index):
-        return self._names()[index]
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __repr__(self) -> str:
-        return repr(self._names())
-
-
-#: Metric names by family (``rag_eval.metrics.core.base.Family``: core, ragas, azure, document_retrieval, custom,
-#: plugin), in registry order.
-FAMILIES: dict[str, Sequence[str]] = {family.value: _Family(family) for family in Family}
-#: The five core metrics of the dingo RAG guide, in the order reports show them.
-CORE_METRICS: Sequence[str] = FAMILIES[Family.CORE.value]
-
-
-def load_extensions(custom_metrics: str | os.PathLike[str] | None = None) -> Path | None:
-    """Add the custom metrics of a YAML file and the installed plugins' metrics to the registry.
+def build_registry(custom_metrics: str | os.PathLike[str] | None = None, plugins: bool = True) -> Registry:
+    """A new registry: the built-in metrics, then the custom metrics of a YAML file, then the
+    installed plugins' metrics (in that order; a name may be used once).
 
     Parameters
     ----------
     custom_metrics : path, optional
-        The custom metrics file (``rag_eval.metrics.core.custom``). Default: the file ``$RAG_EVAL_CUSTOM_METRICS``
-        names (which must exist), else ``./custom_metrics.yaml`` when there is one, else none.
-
-    Returns
-    -------
-    Path or None
-        The custom metrics file read. A second call reading the same file does nothing.
+        The custom metrics file (``rag_eval.metrics.core.custom``); ``None``: none. The entry points
+        choose it with :func:`custom_metrics_file`.
+    plugins : bool
+        Whether to add the metrics of every entry point of :data:`PLUGIN_GROUP`.
 
     Raises
     ------
-    ValueError
+    SettingsError
         For an invalid custom metric (naming the file, the metric and the field), a plugin that
-        cannot be loaded or is refused (naming its entry point and distribution), a name taken
-        twice, or when this process loaded another custom metrics file already (its asset
-        graph and run workers were built with that one: a new process is needed).
-    OSError
-        For a custom metrics file that cannot be read.
+        cannot be loaded or is refused (naming its entry point and distribution), or a name taken
+        twice.
+    NotFoundError, StorageError
+        For a custom metrics file that is not there or cannot be read.
     """
-    source = Path(custom_metrics).resolve() if custom_metrics else custom_metrics_file()
-    if METRICS.extensions_loaded:
-        if source != METRICS.custom_source:
-            raise SettingsError(f"this process loaded the custom metrics of {METRICS.custom_source or 'no file'}; "
-                                f"{source or 'no file'} needs a new process")
-        return source
-    METRICS.extend(source)
-    return source
+    source = Path(custom_metrics).resolve() if custom_metrics else None
+    return Registry(_with_extensions(list(builtin_registry().values()), source, plugins), source, extended=True)
 
 
-def prompt_versions() -> dict[str, str]:
-    """The version of every LLM request kind the registered metrics' judgements send."""
-    return {kind: judgement.version for cls in METRICS.values() for judgement in cls.judgements
+def given(registry: Registry | None) -> Registry:
+    """``registry``, or :func:`builtin_registry` for ``None`` (what the Python API defaults to)."""
+    return builtin_registry() if registry is None else registry
+
+
+def prompt_versions(registry: Registry | None = None) -> dict[str, str]:
+    """The version of every LLM request kind the metrics of ``registry`` (default
+    :func:`builtin_registry`) send."""
+    return {kind: judgement.version for cls in given(registry).values() for judgement in cls.judgements
             for kind in judgement.requests}
 
 
-def describe_judge(judge: Judge) -> dict[str, Any]:
+def describe_judge(judge: Judge, registry: Registry | None = None) -> dict[str, Any]:
     """What summaries and reports record of ``judge``: its ``describe()`` and, for the LLM judge,
-    ``prompt_versions`` (:func:`prompt_versions`), which decide its verdicts as much as its model."""
+    ``prompt_versions`` (:func:`prompt_versions` of ``registry``), which decide its verdicts as much
+    as its model."""
     from rag_eval.metrics.judges.llm import LLMJudge
 
     described = judge.describe()
     if isinstance(judge, LLMJudge):
-        described["prompt_versions"] = prompt_versions()
+        described["prompt_versions"] = prompt_versions(registry)
     return described
 
 
-def option_types(name: str) -> dict[str, Any]:
-    """What the metric ``name`` may be configured with, by option, with its type: its
+def option_types(name: str, registry: Registry | None = None) -> dict[str, Any]:
+    """What the metric ``name`` of ``registry`` (default :func:`builtin_registry`) may be configured with, by option, with its type: its
     ``threshold``, the judge settings a metric may set for itself (``PER_METRIC``, typed as in
     ``LLMConfig``, with their domains) and the fields of its ``Options`` model. The CLI's
     ``--metric-option`` and the metric assets' run config both read it.
@@ -290,11 +285,11 @@ def option_types(name: str) -> dict[str, Any]:
     """
     hints = LLMConfig.types()
     return {"threshold": float, **{option: hints[option] for option in PER_METRIC},
-            **{option: field.annotation for option, field in METRICS[name].Options.model_fields.items()}}
+            **{option: field.annotation for option, field in given(registry)[name].Options.model_fields.items()}}
 
 
-def option_value(metric: str, option: str, value: Any) -> Any:
-    """``value`` of ``metric``'s ``option`` converted to its type (:func:`option_types`; a string
+def option_value(metric: str, option: str, value: Any, registry: Registry | None = None) -> Any:
+    """``value`` of ``metric``'s ``option`` converted to its type (:func:`option_types` of ``registry``; a string
     such as ``"3"`` is read as the type says).
 
     Raises
@@ -306,15 +301,15 @@ def option_value(metric: str, option: str, value: Any) -> Any:
     """
     from pydantic import TypeAdapter, ValidationError
 
-    kind = option_types(metric)[option]  # KeyError for either
+    kind = option_types(metric, registry)[option]  # KeyError for either
     try:
         return TypeAdapter(kind).validate_python(value)
     except ValidationError as exc:
         raise SettingsError(exc.errors()[0]["msg"]) from None
 
 
-def resolve_names(selection: str | Iterable[str]) -> list[str]:
-    """Metric names from names and family names (``core``, ``ragas``, ``azure``,
+def resolve_names(selection: str | Iterable[str], registry: Registry | None = None) -> list[str]:
+    """Metric names of ``registry`` (default :func:`builtin_registry`) from names and family names (``core``, ``ragas``, ``azure``,
     ``document_retrieval``, ``custom``, ``plugin``, ``all``), comma-separated or as an iterable, in registry order.
 
     Raises
@@ -325,48 +320,54 @@ def resolve_names(selection: str | Iterable[str]) -> list[str]:
         When nothing is selected because the families named (``custom``, ``plugin``) are
         empty, saying which custom metrics file was read (or that none was found).
     """
+    metrics = given(registry)
+    families = metrics.families
     items = [s.strip() for s in selection.split(",")] if isinstance(selection, str) else list(selection)
     chosen: set[str] = set()
     for item in filter(None, items):
         if item == "all":
-            chosen.update(METRICS)
-        elif item in FAMILIES:
-            chosen.update(FAMILIES[item])
-        elif item in METRICS:
+            chosen.update(metrics)
+        elif item in families:
+            chosen.update(families[item])
+        elif item in metrics:
             chosen.add(item)
         else:
-            source = f"custom metrics read from {METRICS.custom_source}" if METRICS.custom_source else _NO_FILE \
-                if METRICS.extensions_loaded else "custom and plugin metrics not loaded (rag_eval.metrics.load_extensions())"
-            raise UnknownNameError(f"unknown metric {item!r}; known: {', '.join(METRICS)}; families: "
-                                   f"{', '.join(FAMILIES)}, all; {source}")
-    names = [name for name in METRICS if name in chosen]
-    read = METRICS.custom_source
+            source = f"custom metrics read from {metrics.custom_source}" if metrics.custom_source else _NO_FILE \
+                if metrics.extended else f"custom and plugin metrics not loaded ({_BUILD})"
+            raise UnknownNameError(f"unknown metric {item!r}; known: {', '.join(metrics)}; families: "
+                                   f"{', '.join(families)}, all; {source}")
+    names = [name for name in metrics if name in chosen]
+    read = metrics.custom_source
     empty = {"custom": f"no custom metrics were read ({read} defines none)" if read
              else f"no custom metrics were read (no custom metrics file found: {_WHERE})"
-             if METRICS.extensions_loaded else "custom metrics not loaded (rag_eval.metrics.load_extensions())",
+             if metrics.extended else f"custom metrics not loaded ({_BUILD})",
              "plugin": f"no plugin metric is installed (entry point group {PLUGIN_GROUP})"
-             if METRICS.extensions_loaded else "plugin metrics not loaded (rag_eval.metrics.load_extensions())"}
-    said = [empty[item] for item in dict.fromkeys(items) if item in empty and not FAMILIES[item]]
+             if metrics.extended else f"plugin metrics not loaded ({_BUILD})"}
+    said = [empty[item] for item in dict.fromkeys(items) if item in empty and not families[item]]
     if not names and said:
         raise SettingsError(f"no metric selected: {'; '.join(said)}")
     return names
 
 
 def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Mapping[str, float] | None = None,
-                  options: Mapping[str, Mapping[str, Any]] | None = None) -> list[Metric]:
-    """Metric instances from names (or instances, passed through).
+                  options: Mapping[str, Mapping[str, Any]] | None = None,
+                  registry: Registry | None = None) -> list[Metric]:
+    """Metric instances from names of ``registry`` (or instances, passed through).
 
     Parameters
     ----------
     metrics : iterable of str or Metric, optional
         Metric names, family names (``core``, ``ragas``, ``azure``, ``document_retrieval``,
-        ``custom``, ``plugin``, ``all``) or instances (e.g. of ``rag_eval.metrics.core.custom.load_custom_metrics``). Defaults to :data:`CORE_METRICS`.
+        ``custom``, ``plugin``, ``all``) or instances (e.g. of ``rag_eval.metrics.core.custom.load_custom_metrics``). Defaults to the family ``core``.
     thresholds : mapping, optional
         ``{metric_name: threshold}`` overriding the defaults of named metrics.
     options : mapping, optional
         ``{metric_name: {option: value}}`` for metrics with options (``mode`` of
         factual_correctness; ``k``, ``label_min``, ``label_max``, ``gain``, ``tie_break`` of
         the document retrieval metrics).
+    registry : Registry, optional
+        The metrics the names name (default :func:`builtin_registry`; with custom and plugin
+        metrics: :func:`build_registry`).
 
     Raises
     ------
@@ -376,19 +377,20 @@ def build_metrics(metrics: Iterable[str | Metric] | None = None, thresholds: Map
         For an empty selection, or an option the metric does not take or a value it refuses
         (the metric's ``Options`` model).
     """
+    known = given(registry)
     thresholds, options = dict(thresholds or {}), dict(options or {})
-    unknown = (set(thresholds) | set(options)) - set(METRICS)
+    unknown = (set(thresholds) | set(options)) - set(known)
     if unknown:
-        raise UnknownNameError(f"settings for unknown metrics {sorted(unknown)}; known: {list(METRICS)}")
-    metrics = CORE_METRICS if metrics is None else list(metrics)
+        raise UnknownNameError(f"settings for unknown metrics {sorted(unknown)}; known: {list(known)}")
+    metrics = list(known.families[Family.CORE.value]) if metrics is None else list(metrics)
     if not metrics:
         raise SettingsError("no metric selected")
     metrics = [name for item in metrics
-               for name in ([item] if isinstance(item, Metric) or item in METRICS else resolve_names([item]))]
+               for name in ([item] if isinstance(item, Metric) or item in known else resolve_names([item], known))]
     built = []
     for item in metrics:
         if isinstance(item, Metric):
             built.append(item)
             continue
-        built.append(METRICS[item](threshold=thresholds.get(item), **options.get(item, {})))
+        built.append(known[item](threshold=thresholds.get(item), **options.get(item, {})))
     return built

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
@@ -15,6 +14,7 @@ import pandas as pd
 
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.core.base import Metric, asked
+from rag_eval.metrics.core.collector import collector
 from rag_eval.metrics.reports.formats import azure_rows, fields_frame, ragas_table
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
@@ -141,11 +141,8 @@ def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | Non
         # The objects alive before the chunk (the process's modules, a Dagster run's machinery)
         # are left out of the collections its many short-lived objects trigger: they were
         # traversed again by each, a quarter of a 1,000-row LLM run's CPU (``gc.freeze``).
-        gc.freeze()
-        try:
+        with collector(freeze=True):
             results = judge.run(chunk(part))
-        finally:
-            gc.unfreeze()
         yield results
 
 

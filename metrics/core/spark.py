@@ -26,7 +26,7 @@ from typing import Any
 from rag_eval.metrics.reports.aggregate import summarize
 from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.core.registry import build_metrics, describe_judge
+from rag_eval.metrics.core.registry import Registry, build_metrics, describe_judge
 from rag_eval.metrics.core.results import MetricResult
 from rag_eval.metrics.core.samples import Sample, sample_from_dict
 from rag_eval.metrics.core.scoring import EvaluationResult, default_judge, results_frame, score_all
@@ -84,12 +84,14 @@ def score_on_spark(spark, samples: list[Sample], metrics: list[Metric], judge: J
 
 def evaluate_spark(data, metrics: Iterable[str | Metric] | None = None, judge: Judge | None = None,
                    fields: dict[str, str] | None = None, thresholds: dict[str, float] | None = None,
-                   task_name: str = "rag_eval", scale: int = 1, parallelism: int | None = None):
+                   task_name: str = "rag_eval", scale: int = 1, parallelism: int | None = None,
+                   registry: Registry | None = None):
     """``rag_eval.metrics.evaluate.evaluate`` for a Spark DataFrame or an RDD of dicts.
 
     Rows are numbered in the data's order (``zipWithIndex``), scored in Spark tasks and
     summarised on the driver; the result equals the local path's for the same rows and
-    judge. ``EvaluationResult.samples`` is empty: the samples stay on the executors.
+    judge. ``EvaluationResult.samples`` is empty: the samples stay on the executors. Names name
+    metrics of ``registry`` (default the built-in ones).
 
     Raises
     ------
@@ -100,7 +102,7 @@ def evaluate_spark(data, metrics: Iterable[str | Metric] | None = None, judge: J
         raise TypeError(f"expected a pyspark DataFrame or RDD, got {type(data).__name__}")
     rdd = data.rdd.map(lambda row: row.asDict(recursive=True)) if type(data).__name__ == "DataFrame" else data
     judge = judge or default_judge()
-    built = build_metrics(metrics, thresholds)
+    built = build_metrics(metrics, thresholds, registry=registry)
     slices = _slices(parallelism or rdd.getNumPartitions(), judge)
     indexed = rdd.zipWithIndex().map(lambda pair: (pair[1], pair[0]))
     if slices != rdd.getNumPartitions():
@@ -109,4 +111,5 @@ def evaluate_spark(data, metrics: Iterable[str | Metric] | None = None, judge: J
     results = indexed.mapPartitions(functools.partial(_score_partition, metrics=built, recipe=recipe,
                                                       fields=fields)).collect()
     frame = results_frame(_ordered(results, built))
-    return EvaluationResult(frame, summarize(frame, task_name, describe_judge(judge), scale), [])
+    return EvaluationResult(frame, summarize(frame, task_name, describe_judge(judge, registry), scale,
+                                             registry=registry), [])

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from rag_eval.metrics.reports.diagnosis import FailedOf, diagnose
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry, given
 
 from rag_eval.metrics.core.results import Direction, Status
 
@@ -23,15 +23,16 @@ from rag_eval.metrics.core.results import Direction, Status
 USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits"]
 
 
-def field_key(metric: str) -> str:
-    """dingo's group key: the fields a metric reads, comma-joined."""
-    cls = METRICS.get(metric)
+def field_key(metric: str, registry: Registry | None = None) -> str:
+    """dingo's group key: the fields the metric of ``registry`` (default the built-in ones) reads, comma-joined."""
+    cls = given(registry).get(metric)
     return ",".join(cls.required_fields) if cls else "default"
 
 
-def is_ratio(metric: str) -> bool:
-    """True for a metric on [0, 1]: the only scale overall figures average and ``--scale 10`` stretches."""
-    cls = METRICS.get(metric)
+def is_ratio(metric: str, registry: Registry | None = None) -> bool:
+    """True for a metric of ``registry`` (default the built-in ones) on [0, 1]: the only scale overall figures
+    average and ``--scale 10`` stretches."""
+    cls = given(registry).get(metric)
     return cls is not None and tuple(cls.value_range) == (0.0, 1.0)
 
 
@@ -107,7 +108,7 @@ def metric_stats(values: list[float], digits: int) -> dict[str, Any]:
 
 def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping[str, Any] | None = None,
               scale: int = 1, earlier: frozenset[str] | set[str] = frozenset(),
-              failed_of: FailedOf | None = None) -> dict[str, Any]:
+              failed_of: FailedOf | None = None, registry: Registry | None = None) -> dict[str, Any]:
     """Build summary.json from per-row results.
 
     Parameters
@@ -131,6 +132,9 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     failed_of : callable, optional
         The failed claims of rows whose ``details`` ``results`` lacks, for the diagnosis
         (``rag_eval.metrics.reports.diagnosis.diagnose``).
+    registry : Registry, optional
+        The metrics' classes (their fields, scale): default the built-in ones
+        (``rag_eval.metrics.core.registry.builtin_registry``).
 
     Returns
     -------
@@ -168,11 +172,11 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     overview: dict[str, dict[str, Any]] = {}
     turned: dict[str, list[float]] = {}
     for metric, frame in results.groupby("metric", sort=False):
-        key = field_key(metric)
+        key = field_key(metric, registry)
         labels = pd.Series([_label(metric, status, passed) for status, passed in zip(frame["status"], frame["passed"])])
         for label, count in labels.value_counts().items():
             type_ratio.setdefault(key, {})[label] = round(count / total, 6)
-        factor = scale if is_ratio(metric) else 1  # only [0, 1] metrics have a 0-10 presentation
+        factor = scale if is_ratio(metric, registry) else 1  # only [0, 1] metrics have a 0-10 presentation
         values = [float(v) * factor for v in frame.loc[frame["status"] == Status.OK.value, "value"]]
         group = metrics_score.setdefault(key, {"stats": {}, "summary": {}})
         group["stats"][metric] = metric_stats(values, digits)
@@ -185,12 +189,12 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
             "pass_rate": round(float(measured["passed"].astype(bool).mean()), 4) if len(measured) else None,
             "measured": len(measured), "total": len(frame),
             "threshold": float(frame["threshold"].iloc[0]) * factor, "direction": frame["direction"].iloc[0],
-            "scale": ("0-10" if scale == 10 else "0-1") if is_ratio(metric) else _own_scale(metric),
+            "scale": ("0-10" if scale == 10 else "0-1") if is_ratio(metric, registry) else _own_scale(metric, registry),
             "usage": _usage(frame), "this_run": metric not in earlier,
         }
         if "judge" in frame:
             overview[metric]["judge"] = ", ".join(sorted({n for n in frame["judge"].dropna() if n})) or None
-        if values and is_ratio(metric):
+        if values and is_ratio(metric, registry):
             turned.setdefault(key, []).append(goodness(statistics.fmean(values), overview[metric]["direction"], scale))
     for key, group in metrics_score.items():
         group["overall_average"] = round(statistics.fmean(turned[key]), digits) if turned.get(key) else None
@@ -216,8 +220,8 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     }
 
 
-def _own_scale(metric: str) -> str:
-    cls = METRICS.get(metric)
+def _own_scale(metric: str, registry: Registry | None) -> str:
+    cls = given(registry).get(metric)
     if cls is None:
         return "unknown"
     low, high = cls.value_range

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rag_eval.metrics.diagnostics.claims import ClaimMetric, Diagnostic
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import builtin_registry
 from rag_eval.metrics.core.results import Direction, Status, passes
 
 #: RAGChecker's groups, in the order reports show them.
@@ -36,16 +36,18 @@ FailedOf = Callable[[str, list[int]], Mapping[int, Sequence[str]]]
 
 
 def _diagnostic(metric: str) -> type[ClaimMetric]:
-    """The registered class of ``metric``, a diagnostic."""
-    cls = METRICS[metric]
+    """The built-in class of ``metric``, a diagnostic."""
+    cls = builtin_registry()[metric]
     assert issubclass(cls, ClaimMetric)
     return cls
 
 
 def diagnostics_in(metrics: Iterable[str]) -> dict[str, list[str]]:
     """``{group: [metric, ...]}`` of the diagnostics among ``metrics`` (in their order), groups in
-    :data:`GROUPS` order, empty groups left out."""
-    found = [m for m in metrics if isinstance(METRICS.get(m), type) and issubclass(METRICS[m], Diagnostic)]
+    :data:`GROUPS` order, empty groups left out. The diagnostics are built-in metrics (family
+    ``diagnostics``, ``rag_eval.metrics.core.registry.builtin_registry``)."""
+    builtin = builtin_registry()
+    found = [m for m in metrics if isinstance(builtin.get(m), type) and issubclass(builtin[m], Diagnostic)]
     return {g: members for g in GROUPS if (members := [m for m in found if _diagnostic(m).group == g])}
 
 

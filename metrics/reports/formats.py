@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import builtin_registry
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.core.samples import Sample
 
@@ -57,8 +57,8 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
 
     Likert evaluators: ``<name>`` (and ``gpt_<name>`` for older readers), ``<name>_reason``,
     ``<name>_result`` (pass, fail, not_applicable, error), ``<name>_threshold`` and
-    ``<name>_status``; custom and plugin metrics the same keys, as Azure's custom evaluators
-    give them. GroundednessPro: ``groundedness_pro_label`` (bool) and
+    ``<name>_status``; custom and plugin metrics (every metric that is not built in) the same keys, as
+    Azure's custom evaluators give them. GroundednessPro: ``groundedness_pro_label`` (bool) and
     ``groundedness_pro_reason``. DocumentRetrieval: flat, as ``DocumentRetrievalEvaluator``
     returns them — ``ndcg@<k>``, ``xdcg@<k>`` (``k`` as used), ``fidelity``,
     ``top1_relevance``, ``top3_max_relevance``, ``holes``, ``holes_ratio``,
@@ -68,11 +68,12 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
     are the count thresholds; a value that could not be computed is ``None`` with its
     ``_reason``. Samples without Azure metrics are left out.
     """
-    rows = []
+    builtin, rows = builtin_registry(), []
     for (row, sample_id), frame in results.groupby(["row", "sample_id"], sort=True, dropna=False):
         record: dict[str, Any] = {"id": sample_id, "row": None if pd.isna(row) else int(row)}
         for result in frame.to_dict("records"):
-            name, family = result["metric"], METRICS[result["metric"]].family if result["metric"] in METRICS else ""
+            name = result["metric"]
+            family = builtin[name].family if name in builtin else "custom"  # custom or plugin: read alike
             value, word = _value(result["value"]), _result_word(result["status"], result["passed"])
             if name == "groundedness_pro":
                 record.update({"groundedness_pro_label": None if value is None else value == 1.0,

@@ -20,7 +20,6 @@ import pandas as pd
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.stats.drift import Drift
 from rag_eval.metrics.reports.gate_report import _STYLE, _short, _svg, cost_svg, trend_svg, version_stats
-from rag_eval.metrics.core.registry import METRICS
 from rag_eval.metrics.core.results import Direction, Status
 
 #: Worst rows kept per metric.
@@ -30,10 +29,11 @@ _TEXT = 300
 
 def worst_rows(results: pd.DataFrame, questions: dict[str, str], limit: int = WORST_ROWS) -> dict[str, list[dict]]:
     """Per metric, the ``limit`` rows scored worst (direction-aware), with the trace id, the
-    value, the judge's reason and the question (cut at 300 characters)."""
+    value, the judge's reason and the question (cut at 300 characters). The direction is the
+    results' own (their ``direction`` column)."""
     worst = {}
     for metric, frame in results[results["status"] == Status.OK.value].groupby("metric", sort=False):
-        lower = METRICS[metric].direction == Direction.LOWER if metric in METRICS else False
+        lower = frame["direction"].iloc[0] == Direction.LOWER.value
         rows = frame.sort_values("value", ascending=not lower, kind="stable").head(limit)
         worst[metric] = [{"trace_id": r.sample_id, "value": float(r.value), "reason": str(r.reason)[:_TEXT],
                           "user_input": (questions.get(r.sample_id) or "")[:_TEXT]} for r in rows.itertuples()]

@@ -28,7 +28,7 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from rag_eval.metrics.sources.labels import is_ratio
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.errors import SettingsError
@@ -49,15 +49,16 @@ SHOWN_FIELDS = ("user_input", "retrieved_contexts", "response", "reference")
 SHEET_COLUMNS = ("line", "id", "metric", "guideline", *SHOWN_FIELDS, "label", "annotator", "notes", "version")
 
 
-def guideline(metric: str) -> str:
-    """The question a person answers for ``metric``, with the label it takes."""
+def guideline(metric: str, registry: Registry | None = None) -> str:
+    """The question a person answers for ``metric`` (of ``registry``, default the built-in metrics), with
+    the label it takes."""
     if metric in GUIDELINES:
         return GUIDELINES[metric]
-    cls = METRICS[metric]
+    cls = given(registry)[metric]
     low, high = cls.value_range
     described = (cls.__doc__ or metric).strip().splitlines()[0].replace("``", "")
     way = "higher" if cls.direction is Direction.HIGHER else "lower"
-    words = " (or pass/fail)" if is_ratio(metric) else ""
+    words = " (or pass/fail)" if is_ratio(metric, registry) else ""
     return f"{described} Label: a number from {low:g} to {high:g}, {way} is better{words}."
 
 
@@ -115,16 +116,17 @@ def _contexts(contexts: list[str] | None) -> str:
 
 
 def tasks(samples: list[Sample], metrics: list[str], version: str,
-          judged: Mapping[tuple[int, str], tuple[float | None, str]] | None = None) -> list[dict[str, Any]]:
-    """One record per (sample, metric), in the samples' order: line, id, metric, guideline,
-    the fields the metric reads (others empty), version; with ``judged`` (``{(row, metric):
+          judged: Mapping[tuple[int, str], tuple[float | None, str]] | None = None,
+          registry: Registry | None = None) -> list[dict[str, Any]]:
+    """One record per (sample, metric of ``registry``, default the built-in ones), in the samples' order:
+    line, id, metric, guideline, the fields the metric reads (others empty), version; with ``judged`` (``{(row, metric):
     (score, reason)}``) also ``judge_score`` and ``judge_reason`` (annotators are blind to
     the judge otherwise)."""
     records = []
     for sample in samples:
         for metric in metrics:
-            reads = set(METRICS[metric].required_fields)
-            record = {"line": sample.line, "id": sample.id, "metric": metric, "guideline": guideline(metric),
+            reads = set(given(registry)[metric].required_fields)
+            record = {"line": sample.line, "id": sample.id, "metric": metric, "guideline": guideline(metric, registry),
                       **{f: (_contexts(sample.retrieved_contexts) if f == "retrieved_contexts" else
                              getattr(sample, f) or "") if f in reads else "" for f in SHOWN_FIELDS},
                       "label": "", "annotator": "", "notes": "", "version": version}
@@ -147,19 +149,19 @@ def write_sheet(records: list[dict[str, Any]], path: str | Path) -> Path:
     return path
 
 
-def label_config(metrics: list[str]) -> str:
+def label_config(metrics: list[str], registry: Registry | None = None) -> str:
     """A Label Studio labeling config for the exported tasks: the guideline, the fields, a
     ``label`` choice pass/fail for [0, 1] metrics and a number (``label_<metric>``) on each
-    other metric's scale, and a ``notes`` text area."""
-    ratio = [m for m in metrics if is_ratio(m)]
-    scaled = [m for m in metrics if not is_ratio(m)]
+    other metric's scale, and a ``notes`` text area; ``metrics`` of ``registry`` (default the built-in ones)."""
+    ratio = [m for m in metrics if is_ratio(m, registry)]
+    scaled = [m for m in metrics if not is_ratio(m, registry)]
     lines = ["<View>", '  <Header value="$metric"/>', '  <Text name="guideline" value="$guideline"/>']
     lines += [f'  <Header value="{f}" size="6"/>\n  <Text name="{f}" value="${f}"/>' for f in SHOWN_FIELDS]
     if ratio:
         lines.append('  <Choices name="label" toName="response" choice="single" showInline="true">\n'
                      '    <Choice value="pass"/>\n    <Choice value="fail"/>\n  </Choices>')
     for metric in scaled:
-        low, high = METRICS[metric].value_range
+        low, high = given(registry)[metric].value_range
         lines.append(f'  <Header value={quoteattr(f"{metric} only: a number from {low:g} to {high:g}")} size="6"/>\n'
                      f'  <Number name="label_{metric}" toName="response" min="{low:g}" max="{high:g}"/>')
     lines += ['  <TextArea name="notes" toName="response" placeholder="notes (optional)" rows="2"/>', "</View>"]
@@ -167,14 +169,14 @@ def label_config(metrics: list[str]) -> str:
 
 
 def write_label_studio(records: list[dict[str, Any]], metrics: list[str], folder: str | Path,
-                       stem: str) -> tuple[Path, Path]:
+                       stem: str, registry: Registry | None = None) -> tuple[Path, Path]:
     """``<stem>.label_studio.json`` (tasks: each record as a task's ``data``, its id as
-    ``sample_id``) and ``<stem>.label_config.xml``; their paths. Import the tasks into a
+    ``sample_id``) and ``<stem>.label_config.xml`` (:func:`label_config` of ``metrics`` of ``registry``); their paths. Import the tasks into a
     project set up with the config; export it as JSON for ``rag-eval annotate import``."""
     folder = Path(folder)
     tasks_path, config_path = folder / f"{stem}.label_studio.json", folder / f"{stem}.label_config.xml"
     data = [{"data": {("sample_id" if k == "id" else k): v for k, v in r.items()
                       if k not in ("label", "annotator", "notes")}} for r in records]
     tasks_path.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-    config_path.write_text(label_config(metrics), encoding="utf-8")
+    config_path.write_text(label_config(metrics, registry), encoding="utf-8")
     return tasks_path, config_path

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction
 from rag_eval.metrics.errors import InputError, NotFoundError
 
@@ -58,20 +58,22 @@ class LabelProblem(InputError):
         self.where, self.field = where, field
 
 
-def is_ratio(metric: str) -> bool:
-    """Whether ``metric`` is on [0, 1], the scale verdict words and binary labels belong to."""
-    return tuple(METRICS[metric].value_range) == (0.0, 1.0)
+def is_ratio(metric: str, registry: Registry | None = None) -> bool:
+    """Whether ``metric`` (of ``registry``, default the built-in metrics) is on [0, 1], the scale verdict
+    words and binary labels belong to."""
+    return tuple(given(registry)[metric].value_range) == (0.0, 1.0)
 
 
-def verdict_value(passes: bool, metric: str) -> float:
-    """A verdict as a number on a [0, 1] metric's scale: 1 passes (0 for a lower-is-better metric)."""
-    higher = METRICS[metric].direction is Direction.HIGHER
+def verdict_value(passes: bool, metric: str, registry: Registry | None = None) -> float:
+    """A verdict as a number on a [0, 1] metric's scale (``metric`` of ``registry``, default the built-in
+    metrics): 1 passes (0 for a lower-is-better metric)."""
+    higher = given(registry)[metric].direction is Direction.HIGHER
     return float(passes == higher)
 
 
-def label_value(value: Any, metric: str) -> float | None:
-    """The label ``value`` of ``metric`` as a number on the metric's scale; ``None`` for a blank
-    one (a row not labelled yet).
+def label_value(value: Any, metric: str, registry: Registry | None = None) -> float | None:
+    """The label ``value`` of ``metric`` (of ``registry``, default the built-in metrics) as a number on the
+    metric's scale; ``None`` for a blank one (a row not labelled yet).
 
     Raises
     ------
@@ -82,12 +84,12 @@ def label_value(value: Any, metric: str) -> float | None:
     if value is None or (isinstance(value, float) and math.isnan(value)) or \
             (isinstance(value, str) and not value.strip()):
         return None
-    low, high = METRICS[metric].value_range
-    kind = f"a number in [{low:g}, {high:g}]" + (" or pass/fail" if is_ratio(metric) else "")
+    low, high = given(registry)[metric].value_range
+    kind = f"a number in [{low:g}, {high:g}]" + (" or pass/fail" if is_ratio(metric, registry) else "")
     if isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in VERDICTS):
-        if not is_ratio(metric):
+        if not is_ratio(metric, registry):
             raise ValueError(f"{value!r} is a verdict; {metric} takes {kind}")
-        return verdict_value(value if isinstance(value, bool) else VERDICTS[value.strip().lower()], metric)
+        return verdict_value(value if isinstance(value, bool) else VERDICTS[value.strip().lower()], metric, registry)
     if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value.strip()):
         value = value.strip().replace(",", ".")  # a spreadsheet of a locale writing 0,5 for 0.5
     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
@@ -255,7 +257,8 @@ def _text(value: Any) -> str | None:
 
 
 def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Mapping[int, str],
-             version: str | None = None) -> tuple[list[dict[str, Any]], list[LabelProblem], int]:
+             version: str | None = None,
+             registry: Registry | None = None) -> tuple[list[dict[str, Any]], list[LabelProblem], int]:
     """Check label records against a version's rows; ``(labels, problems, blank)``.
 
     Parameters
@@ -266,6 +269,9 @@ def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Mapp
         The version's sample id of each row (``Sample.row``, the line minus one).
     version : str, optional
         The version the labels are for: a record naming another ``version`` is refused.
+    registry : Registry, optional
+        The metrics a label may name: default the built-in ones
+        (``rag_eval.metrics.core.registry.builtin_registry``).
 
     Returns
     -------
@@ -288,10 +294,10 @@ def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Mapp
             if isinstance(record, str):
                 raise LabelProblem(where, "line", record)
             metric = _text(record.get("metric"))
-            if metric is None or metric not in METRICS:
+            if metric is None or metric not in given(registry):
                 raise LabelProblem(where, "metric", "missing" if metric is None else f"unknown metric {metric!r}")
             try:
-                label = label_value(record.get("label"), metric)
+                label = label_value(record.get("label"), metric, registry)
             except ValueError as exc:
                 raise LabelProblem(where, "label", str(exc)) from None
             if label is None:
@@ -367,12 +373,13 @@ def write_stored(folder: str | Path, labels: list[dict[str, Any]]) -> Path:
 
 
 
-def labels_frame(folder: str | Path, ids: Mapping[int, str], version: str | None = None) -> tuple[Any, list[LabelProblem]]:
+def labels_frame(folder: str | Path, ids: Mapping[int, str], version: str | None = None,
+                 registry: Registry | None = None) -> tuple[Any, list[LabelProblem]]:
     """A version's stored labels (``<folder>/labels.jsonl``), checked again against its rows
-    (``ids``: ``{row: sample id}``), as a DataFrame of :data:`FRAME_COLUMNS`, with the problems of
+    (``ids``: ``{row: sample id}``) and the metrics of ``registry`` (:func:`validate`), as a DataFrame of :data:`FRAME_COLUMNS`, with the problems of
     the lines refused (a file edited by hand); an empty frame without the file. Columns: :data:`STORED_KEYS`."""
     import pandas as pd
 
     path = Path(folder) / LABELS_FILE
-    labels, problems, _ = validate(read_records(path), ids, version) if path.exists() else ([], [], 0)
+    labels, problems, _ = validate(read_records(path), ids, version, registry) if path.exists() else ([], [], 0)
     return pd.DataFrame(labels, columns=list(STORED_KEYS)).astype({"line": "int64", "label": "float64"}), problems

@@ -36,12 +36,12 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from rag_eval.metrics.core.bounded import clip, quote
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.settings import tool_section
 from rag_eval.metrics.stats.sampling import STRATA, Budget
 from rag_eval.metrics.sources.traces import FORMATS, Trace, TraceProblem, read_traces, source_files
@@ -82,8 +82,13 @@ class TrafficConfig:
     margins: dict[str, float] = field(default_factory=dict)
     blocking: bool = False
     min_traces: int = 1
+    #: The metrics ``metrics`` and ``margins`` may name (default the built-in ones): not a setting of the file.
+    registry: InitVar[Registry | None] = None
+    #: ``registry``, where the traffic assets find the metrics they judge.
+    known: Registry = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, registry: Registry | None) -> None:
+        known = self.known = given(registry)
         if self.format not in FORMATS:
             raise SettingsError(f"traffic config: format is one of {list(FORMATS)}, not {quote(self.format)}")
         if self.partition not in ("daily", "hourly"):
@@ -91,9 +96,9 @@ class TrafficConfig:
         if not self.metrics:
             raise SettingsError("traffic config: metrics must name at least one metric")
         for metric in [*self.metrics, *self.margins]:
-            if metric not in METRICS:
+            if metric not in known:
                 raise SettingsError(f"traffic config: unknown metric {quote(metric)}")
-            needs = [f for f in METRICS[metric].required_fields if f in REFERENCE_FIELDS]
+            needs = [f for f in known[metric].required_fields if f in REFERENCE_FIELDS]
             if needs:
                 raise SettingsError(f"traffic config: {metric} reads {needs[0]}, which production traffic has not; "
                                     "choose reference-free metrics")
@@ -120,10 +125,12 @@ class TrafficConfig:
                       price=(float(self.price[0]), float(self.price[1])))
 
     @classmethod
-    def load(cls, path: str | Path | None = None, **overrides: Any) -> TrafficConfig:
+    def load(cls, path: str | Path | None = None, registry: Registry | None = None,
+             **overrides: Any) -> TrafficConfig:
         """Settings from ``path`` (default ``pyproject.toml`` in the working folder, whose
         ``[tool.rag_eval.traffic]`` may be absent: defaults), then ``overrides`` (``None`` ignored);
-        ``$RAG_EVAL_TRAFFIC_SOURCE`` overrides ``source`` when set.
+        ``$RAG_EVAL_TRAFFIC_SOURCE`` overrides ``source`` when set. The metrics named are those of
+        ``registry`` (default the built-in ones).
 
         Raises
         ------
@@ -132,11 +139,11 @@ class TrafficConfig:
         ValueError
             For a file that is not TOML, an unknown key (named with the file), or a bad value.
         """
-        values = tool_section(path, "traffic", {f.name for f in fields(cls)})
+        values = tool_section(path, "traffic", {f.name for f in fields(cls) if f.init})
         if os.environ.get("RAG_EVAL_TRAFFIC_SOURCE"):
             values["source"] = os.environ["RAG_EVAL_TRAFFIC_SOURCE"]
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return cls(**values, registry=registry)
 
 
 def file_hours(path: Path, format: str, mapping: dict[str, str] | None = None) -> Counter:

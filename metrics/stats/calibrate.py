@@ -28,7 +28,7 @@ from rag_eval.metrics.stats.agreement import auroc, bootstrap, kendall, spearman
 from rag_eval.metrics.sources.labels import VERDICTS, read_records
 from rag_eval.metrics.core.scoring import default_judge, score_all
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.core.registry import build_metrics, describe_judge
+from rag_eval.metrics.core.registry import Registry, build_metrics, describe_judge
 from rag_eval.metrics.core.results import MetricResult
 from rag_eval.metrics.core.samples import sample_from_dict
 from rag_eval.metrics.errors import InputError
@@ -169,7 +169,7 @@ def _round(value: float) -> float | None:
 
 
 def calibrate(labels: str | Path | Iterable[Mapping[str, Any]], judge: Judge | None = None,
-              worst: int = 5) -> dict[str, Any]:
+              worst: int = 5, registry: Registry | None = None) -> dict[str, Any]:
     """Agreement of ``judge`` with human labels, per metric.
 
     Parameters
@@ -181,6 +181,9 @@ def calibrate(labels: str | Path | Iterable[Mapping[str, Any]], judge: Judge | N
         in the environment, else the offline judge).
     worst : int, default 5
         How many of the worst disagreements to list per metric, with the judge's reasons.
+    registry : Registry, optional
+        The metrics the labels name: default the built-in ones (custom ones:
+        ``rag_eval.metrics.build_registry``).
 
     Returns
     -------
@@ -203,10 +206,10 @@ def calibrate(labels: str | Path | Iterable[Mapping[str, Any]], judge: Judge | N
     """
     records = read_labels(labels)
     judge = judge or default_judge()
-    report: dict[str, Any] = {"judge": describe_judge(judge), "metrics": {}}
+    report: dict[str, Any] = {"judge": describe_judge(judge, registry), "metrics": {}}
     for name in dict.fromkeys(r["metric"] for r in records):
         mine = [r for r in records if r["metric"] == name]
-        [metric] = build_metrics([name])
+        [metric] = build_metrics([name], registry=registry)
         keyed = [((r["line"], side), r[side]) for r in mine for side in ("a", "b") if "preferred" in r] + \
                 [((r["line"], "s"), r["sample"]) for r in mine if "preferred" not in r]
         samples = [sample_from_dict(raw, line - 1) for (line, _), raw in keyed]

@@ -65,7 +65,7 @@ import pandas as pd
 
 from rag_eval.metrics.reports.diagnosis import diagnose, diagnostics_in, moved
 from rag_eval.metrics.stats.ppi import MeanEstimate, difference
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.errors import InputError, SettingsError
 
@@ -86,8 +86,8 @@ ERROR_STATUSES = (Status.JUDGE_ERROR.value, Status.INPUT_ERROR.value, Status.TAR
 WORST_ROWS = 5
 
 
-def default_margin(metric: str) -> float:
-    """The margin of ``metric`` on its own scale: 0.02 of its range when the range is at
+def default_margin(metric: str, registry: Registry | None = None) -> float:
+    """The margin of ``metric`` (of ``registry``, default the built-in metrics) on its own scale: 0.02 of its range when the range is at
     most 100 wide (0.02 on [0, 1], 0.08 on 1-5 Likert), 0.5 for the count metrics.
 
     Raises
@@ -95,7 +95,7 @@ def default_margin(metric: str) -> float:
     KeyError
         For an unknown metric.
     """
-    low, high = METRICS[metric].value_range
+    low, high = given(registry)[metric].value_range
     return 0.5 if high - low > 100 else round(0.02 * (high - low), 10)
 
 
@@ -216,9 +216,9 @@ def _per_row(frame: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _direction(metric: str, *frames: pd.DataFrame) -> str:
-    if metric in METRICS:
-        return METRICS[metric].direction.value
+def _direction(metric: str, known: Registry, *frames: pd.DataFrame) -> str:
+    if metric in known:
+        return known[metric].direction.value
     for frame in frames:
         values = frame.loc[frame["metric"] == metric, "direction"] if "direction" in frame else None
         if values is not None and len(values):
@@ -264,7 +264,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
             margins: Mapping[str, float] | None = None, gated: Iterable[str] | None = None,
             max_coverage_drop: float = 0.05, seed: int = 0, resamples: int = RESAMPLES,
             names: tuple[str, str] = ("baseline", "candidate"),
-            estimates: tuple[Mapping[str, MeanEstimate], Mapping[str, MeanEstimate]] | None = None) -> Comparison:
+            estimates: tuple[Mapping[str, MeanEstimate], Mapping[str, MeanEstimate]] | None = None,
+            registry: Registry | None = None) -> Comparison:
     """Compare ``candidate`` with ``baseline``, metric by metric, rows matched by id.
 
     Parameters
@@ -291,6 +292,10 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         ``{metric: MeanEstimate}`` of the baseline and of the candidate (prediction-powered
         estimates from their human labels, ``rag_eval.metrics.stats.estimates``): a metric estimated in both is
         decided on their difference (module notes), its ``basis`` saying so.
+    registry : Registry, optional
+        The metrics' classes (direction, range): default the built-in ones
+        (``rag_eval.metrics.core.registry.builtin_registry``); a metric it does not know is read as higher
+        is better (unless the frames say) with a margin of 0.02.
 
     Returns
     -------
@@ -323,10 +328,11 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     worst: dict[str, list[dict[str, Any]]] = {}
     failures: list[str] = []
     undecidable: set[str] = set()
+    known = given(registry)
     for metric in chosen:
-        direction = _direction(metric, baseline, candidate)
-        margin = float(margins.get(metric, default_margin(metric) if metric in METRICS else 0.02))
-        scale = METRICS[metric].value_range if metric in METRICS else (float("nan"), float("nan"))
+        direction = _direction(metric, known, baseline, candidate)
+        margin = float(margins.get(metric, default_margin(metric, known) if metric in known else 0.02))
+        scale = known[metric].value_range if metric in known else (float("nan"), float("nan"))
         if metric in absent:
             side = names[0] if metric not in set(base["metric"]) else names[1]
             results[metric] = MetricComparison(metric, direction, scale, 0, None, None, None, None, None, margin,

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rag_eval.metrics.stats.compare import ALPHA, MIN_ROWS, RESAMPLES, bootstrap_means, default_margin, holm
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.errors import InputError
 
@@ -89,7 +89,7 @@ def _ok_values(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, float | No
 
 def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None = None,
           margins: Mapping[str, float] | None = None, seed: int = 0, resamples: int = RESAMPLES,
-          min_rows: int = MIN_ROWS) -> dict[str, Drift]:
+          min_rows: int = MIN_ROWS, registry: Registry | None = None) -> dict[str, Drift]:
     """Compare the day's results with the window's, metric by metric (see the module's notes).
 
     Parameters
@@ -103,6 +103,10 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
         ``{metric: margin}`` on its scale; others get ``rag_eval.metrics.stats.compare.default_margin``.
     seed, resamples, min_rows
         The bootstrap's seed and draws; the ``ok`` rows each side needs for a decision.
+    registry : Registry, optional
+        The metrics' classes (direction, range): default the built-in ones
+        (``rag_eval.metrics.core.registry.builtin_registry``); a metric it does not know is read as higher
+        is better with a margin of 0.02.
 
     Returns
     -------
@@ -124,9 +128,10 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
     margins = dict(margins or {})
     found: dict[str, Drift] = {}
     draws: dict[str, np.ndarray] = {}
+    known = given(registry)
     for metric in chosen:
-        direction = METRICS[metric].direction.value if metric in METRICS else Direction.HIGHER.value
-        margin = float(margins.get(metric, default_margin(metric) if metric in METRICS else 0.02))
+        direction = known[metric].direction.value if metric in known else Direction.HIGHER.value
+        margin = float(margins.get(metric, default_margin(metric, known) if metric in known else 0.02))
         today, coverage_day = _ok_values(day, metric)
         before, coverage_window = _ok_values(window, metric)
         result = Drift(metric, direction, len(today), len(before), None, None, None, None, None, margin, None, None,

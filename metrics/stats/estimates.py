@@ -30,7 +30,7 @@ import pandas as pd
 
 from rag_eval.metrics.stats.agreement import accuracy, auroc, cohen_kappa, spearman
 from rag_eval.metrics.stats.ppi import MeanEstimate, classical_mean, ppi_mean
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 
 #: Labelled rows scored ``ok`` a metric needs before it gets an estimate: the interval is a normal
@@ -81,7 +81,7 @@ def _round(value: float) -> float | None:
 
 
 def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
-                    confidence: float = 0.95) -> LabelledMetric:
+                    confidence: float = 0.95, registry: Registry | None = None) -> LabelledMetric:
     """``metric``'s labels against its judge's results on one version.
 
     Parameters
@@ -97,6 +97,9 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
         The metric.
     confidence : float
         Coverage of the interval (0.95).
+    registry : Registry, optional
+        Where ``metric``'s class (its value range) is: default the built-in metrics
+        (``rag_eval.metrics.core.registry.builtin_registry``).
 
     Returns
     -------
@@ -123,7 +126,7 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
     y = labelled.loc[ok[labelled.index], "label"].to_numpy(float)
     f = labelled.loc[ok[labelled.index], "value"].to_numpy(float)
     unlabelled = joined.loc[ok & joined["label"].isna(), "value"].to_numpy(float)
-    low, high = METRICS[metric].value_range
+    low, high = given(registry)[metric].value_range
     scale = (float(low), float(high))  # the pseudo-rows' labels (rag_eval.metrics.stats.ppi) sit at its ends
     kind = "binary" if scale == (0.0, 1.0) and set(y) <= {0.0, 1.0} else "scale"
     scored = joined.loc[ok, "value"].to_numpy(float)
@@ -163,17 +166,20 @@ def _agreement(labels: np.ndarray, scores: np.ndarray, frame: pd.DataFrame, kind
             "auroc": _round(auroc(scores if higher else -scores, human_pass.astype(int)))}
 
 
-def add_estimates(summary: dict[str, Any], results: pd.DataFrame, labels: pd.DataFrame) -> dict[str, LabelledMetric]:
+def add_estimates(summary: dict[str, Any], results: pd.DataFrame, labels: pd.DataFrame,
+                  registry: Registry | None = None) -> dict[str, LabelledMetric]:
     """Put each labelled metric's blocks (:meth:`LabelledMetric.to_summary`) under
     ``summary["metrics"][<metric>]`` and the label counts under ``summary["labels"]``, on the
-    summary's scale (``"0-10"``: [0, 1] metrics times 10); the metrics' estimates."""
+    summary's scale (``"0-10"``: [0, 1] metrics times 10); the metrics' estimates. Metrics
+    ``registry`` (default the built-in ones) does not know are left as they are."""
+    known = given(registry)
     done: dict[str, LabelledMetric] = {}
     for metric, row in summary["metrics"].items():
         for key in ("ppi", "raw_mean", "agreement", "labels"):
             row.pop(key, None)  # a summary of earlier labels is not carried over
-        if metric in METRICS and (labels["metric"] == metric).any():
-            done[metric] = metric_estimate(results, labels, metric)
-            ratio = tuple(METRICS[metric].value_range) == (0.0, 1.0)
+        if metric in known and (labels["metric"] == metric).any():
+            done[metric] = metric_estimate(results, labels, metric, registry=known)
+            ratio = tuple(known[metric].value_range) == (0.0, 1.0)
             row.update(done[metric].to_summary(10.0 if ratio and summary.get("scale") == "0-10" else 1.0))
     summary.pop("labels", None)
     if len(labels):

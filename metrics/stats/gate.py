@@ -22,7 +22,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import pandas as pd
 from rag_eval.metrics.core.bounded import clip, quote
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.judges.llm import LLMJudge
-from rag_eval.metrics.core.registry import FAMILIES, METRICS, build_metrics
+from rag_eval.metrics.core.registry import CORE_METRICS, Registry, build_metrics, given
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.settings import tool_section
 from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError
@@ -51,14 +51,19 @@ class GateConfig:
         not a boolean, or a baseline that is neither ``previous``, ``tag:NAME`` nor a plausible version key.
     """
 
-    metrics: list[str] = field(default_factory=lambda: list(FAMILIES["core"]))
+    metrics: list[str] = field(default_factory=lambda: list(CORE_METRICS))
     margins: dict[str, float] = field(default_factory=dict)
     baseline: str = "previous"
     max_coverage_drop: float = 0.05
     repeats: int = 1
     blocking: bool = True
+    #: The metrics the settings may name (default the built-in ones): not a setting of the file.
+    registry: InitVar[Registry | None] = None
+    #: ``registry``, as the comparison reads the metrics' directions and ranges from it.
+    known: Registry = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, registry: Registry | None) -> None:
+        self.known = given(registry)
         if not isinstance(self.metrics, list) or not self.metrics or not all(isinstance(m, str) for m in self.metrics):
             raise SettingsError(f"gate config: metrics must be a list naming at least one metric to gate, "
                              f"got {quote(self.metrics)}")
@@ -66,7 +71,7 @@ class GateConfig:
             raise SettingsError(f"gate config: margins is a table of metric = margin, got {quote(self.margins)}")
         if not isinstance(self.baseline, str):
             raise SettingsError(f"gate config: baseline is 'previous', 'tag:NAME' or a version key, got {quote(self.baseline)}")
-        unknown = [m for m in [*self.metrics, *self.margins] if m not in METRICS]
+        unknown = [m for m in [*self.metrics, *self.margins] if m not in self.known]
         if unknown:
             raise SettingsError(f"gate config: unknown metric(s) {quote(unknown)}")
         numbers = {f"margins.{m}": v for m, v in self.margins.items()} | {"max_coverage_drop": self.max_coverage_drop}
@@ -83,9 +88,10 @@ class GateConfig:
             raise SettingsError("gate config: baseline is 'previous', 'tag:NAME' or a version key")
 
     @classmethod
-    def load(cls, path: str | Path | None = None, **overrides: Any) -> GateConfig:
+    def load(cls, path: str | Path | None = None, registry: Registry | None = None, **overrides: Any) -> GateConfig:
         """Settings from ``path`` (default ``pyproject.toml`` in the working folder, whose
-        ``[tool.rag_eval.gate]`` may be absent: defaults), then ``overrides`` (``None`` ignored).
+        ``[tool.rag_eval.gate]`` may be absent: defaults), then ``overrides`` (``None`` ignored), naming
+        metrics of ``registry`` (default the built-in ones).
 
         Raises
         ------
@@ -94,14 +100,14 @@ class GateConfig:
         ValueError
             For a file that is not TOML, an unknown key (named with the file), or a bad value.
         """
-        values = tool_section(path, "gate", {f.name for f in fields(cls)})
-        given = {k: v for k, v in overrides.items() if v is not None}
-        values.update(given)
+        values = tool_section(path, "gate", {f.name for f in fields(cls) if f.init})
+        chosen = {k: v for k, v in overrides.items() if v is not None}
+        values.update(chosen)
         try:
-            return cls(**values)
+            return cls(**values, registry=registry)
         except ValueError as exc:  # which file the value came from (or the command's options)
             raise SettingsError(f"{exc} (settings: {path or 'pyproject.toml'}"
-                                f"{' and the command line' if given else ''})") from None
+                                f"{' and the command line' if chosen else ''})") from None
 
 
 def read_tags(datasets: str | Path) -> dict[str, str]:
@@ -199,7 +205,7 @@ def effective_repeats(judge: Judge, repeats: int) -> tuple[int, str | None]:
 
 
 def with_repeats(results: pd.DataFrame, samples: list[Sample], judge: Judge, repeats: int,
-                 metrics: list[str]) -> pd.DataFrame:
+                 metrics: list[str], registry: Registry | None = None) -> pd.DataFrame:
     """``results`` (repeat 0) plus repeats ``1 .. repeats-1`` of ``metrics`` judged again by
     ``judge`` with the repeat index (LLM judge: seed ``seed + r`` and the repeat in the cache
     key, so a second call costs nothing). A ``repeat`` column tells them apart.
@@ -210,13 +216,15 @@ def with_repeats(results: pd.DataFrame, samples: list[Sample], judge: Judge, rep
         The version's per-row results (``results.parquet``).
     samples : list of Sample
         The version's samples, as loaded from its ``samples.jsonl``.
+    registry : Registry, optional
+        Where ``metrics`` are (default the built-in ones).
     """
     from rag_eval.metrics.core.scoring import results_frame, score_all
 
     frames = [results[results["metric"].isin(metrics)].assign(repeat=0)]
     for repeat in range(1, repeats):
         again = judge.with_options(repeat=repeat)  # type: ignore[attr-defined]  # repeats: the LLM judge's
-        frames.append(results_frame(score_all(samples, build_metrics(metrics), again)).assign(repeat=repeat))
+        frames.append(results_frame(score_all(samples, build_metrics(metrics, registry=registry), again)).assign(repeat=repeat))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -231,9 +239,9 @@ class Version:
     samples_path: Path | None = None
     labels_folder: Path | None = None
 
-    def estimates(self) -> tuple[dict[str, Any], list[str]]:
-        """``({metric: MeanEstimate}, notes)``: the prediction-powered estimate of each metric with
-        enough labels (``rag_eval.metrics.stats.estimates``), and a note per labelled metric without one or per
+    def estimates(self, registry: Registry | None = None) -> tuple[dict[str, Any], list[str]]:
+        """``({metric: MeanEstimate}, notes)``: the prediction-powered estimate of each metric (of
+        ``registry``, default the built-in ones) with enough labels (``rag_eval.metrics.stats.estimates``), and a note per labelled metric without one or per
         label line refused."""
         from rag_eval.metrics.stats.estimates import metric_estimate
         from rag_eval.metrics.sources.labels import labels_frame
@@ -242,12 +250,12 @@ class Version:
             return {}, []
         first = self.results[self.results["repeat"] == 0] if "repeat" in self.results else self.results
         ids = dict(zip(first["row"].astype(int), first["sample_id"].astype(str)))
-        labels, problems = labels_frame(self.labels_folder, ids)
+        labels, problems = labels_frame(self.labels_folder, ids, registry=registry)
         notes = [f"{self.name}: label refused: {p}" for p in problems[:5]]
         estimates = {}
         for metric in dict.fromkeys(labels["metric"]):
             if metric in set(first["metric"]):
-                labelled = metric_estimate(first, labels, metric)
+                labelled = metric_estimate(first, labels, metric, registry=registry)
                 if labelled.estimate is None:
                     notes.append(f"{self.name}: {metric} judged on the judge's scores: {labelled.note}")
                 else:
@@ -255,11 +263,12 @@ class Version:
         return estimates, notes
 
 
-def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge, metrics: list[str]) -> Version:
+def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge, metrics: list[str],
+                 registry: Registry | None = None) -> Version:
     """A comparison side from ``spec``: a version key (``<out>/<key>/results.parquet``, its labels
     in ``<datasets>/<key>/``), a results file (``.parquet``), a folder holding ``results.parquet``,
     or a dataset (``.jsonl``, or a folder holding ``samples.jsonl``) evaluated now with ``judge``
-    on ``metrics`` (a folder's ``labels.jsonl`` is its labels).
+    on ``metrics`` of ``registry`` (default the built-in ones; a folder's ``labels.jsonl`` is its labels).
 
     Raises
     ------
@@ -288,7 +297,7 @@ def load_version(spec: str, out: str | Path, datasets: str | Path, judge: Judge,
         return Version(name, results)
     samples = path / "samples.jsonl" if path.is_dir() else path
     if samples.is_file():
-        return Version(name, evaluate(samples, metrics=metrics, judge=judge).results, samples,
+        return Version(name, evaluate(samples, metrics=metrics, judge=judge, registry=registry).results, samples,
                        path if path.is_dir() else None)
     raise NotFoundError(f"{spec}: not a version with results under {out}/, a results .parquet file, or a dataset "
                         "(.jsonl, or a folder holding samples.jsonl or results.parquet)")
@@ -311,7 +320,7 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
     """Compare ``candidate`` with ``baseline`` on the gated metrics (and every other metric both
     hold, ungated), with ``config.repeats`` judgements per row where the judge and the
     samples allow it. Returns ``(Comparison, notes)``; the notes say how the judge's variance
-    entered (or why it did not)."""
+    entered (or why it did not). The metrics are those of ``config``'s registry (``GateConfig.known``)."""
     from rag_eval.metrics.stats.compare import compare
     from rag_eval.metrics.core.samples import load_samples
 
@@ -323,18 +332,21 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
         if repeats > 1 and side.samples_path is None:
             notes.append(f"{side.name}: no samples file to judge repeats on; its rows count once")
         elif repeats > 1:
-            results = with_repeats(results, load_samples(side.samples_path), judge, repeats, config.metrics)
+            results = with_repeats(results, load_samples(side.samples_path), judge, repeats, config.metrics,
+                                   config.known)
         sides.append(results)
     if repeats > 1:
         notes.append(f"judged {repeats} times per row ({judge.name}, seed + repeat per repeat); the interval "
                      "resamples rows of per-row means, so it holds row sampling and judge noise")
     shared = set(sides[0]["metric"]) & set(sides[1]["metric"])
     others = [m for m in dict.fromkeys(sides[1]["metric"]) if m in shared and m not in config.metrics]
-    (base_estimates, base_notes), (cand_estimates, cand_notes) = baseline.estimates(), candidate.estimates()
+    (base_estimates, base_notes), (cand_estimates, cand_notes) = (side.estimates(config.known)
+                                                                  for side in (baseline, candidate))
     notes += base_notes + cand_notes + judged_apart(baseline.results, candidate.results)
     comparison = compare(sides[0], sides[1], metrics=[*config.metrics, *others], margins=config.margins,
                          gated=config.metrics, max_coverage_drop=config.max_coverage_drop, seed=seed,
-                         names=(baseline.name, candidate.name), estimates=(base_estimates, cand_estimates))
+                         names=(baseline.name, candidate.name), estimates=(base_estimates, cand_estimates),
+                         registry=config.known)
     corrected = [f"{m.metric} {m.basis}" for m in comparison.metrics.values() if m.basis != "judge"]
     if corrected:
         notes.append("decided on the versions' human labels (prediction-powered estimates, difference of two "

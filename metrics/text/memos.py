@@ -1,4 +1,7 @@
-"""Bounded memos of the pure text functions (``rag_eval.metrics.text``) and the offline judge's rules."""
+"""Bounded memos of the pure text functions (``rag_eval.metrics.text``) and the offline judge's rules.
+
+Caches of pure functions, not state: what a memo holds never changes a result, only how soon it comes.
+``_MEMOS`` lists them (each added as its module is imported) so that :func:`forget_memos` can empty them all."""
 from __future__ import annotations
 
 import functools

@@ -161,13 +161,46 @@ def test_a_bad_definition_names_the_file_the_metric_and_the_field(entry, message
 
 
 def test_an_unknown_name_says_which_custom_metrics_file_was_read(monkeypatch):
-    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, load_extensions, resolve_names
+    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, build_registry, custom_metrics_file, resolve_names
 
     monkeypatch.delenv(CUSTOM_METRICS_ENV, raising=False)
-    assert load_extensions() is None  # no file in the working directory (the repository's root)
+    assert custom_metrics_file() is None  # no file in the working directory (the repository's root)
     with pytest.raises(KeyError, match=r"unknown metric 'helpfulness'; .*; no custom metrics file read "
                                        r"\(--custom-metrics FILE, \$RAG_EVAL_CUSTOM_METRICS or ./custom_metrics.yaml\)"):
-        resolve_names("core,helpfulness")
+        resolve_names("core,helpfulness", build_registry(custom_metrics_file()))
+
+
+def mine(path: Path, name: str) -> Path:
+    """A custom metrics file of one aspect critic, ``name``, on the response."""
+    path.write_text(f"metrics:\n  - {{name: {name}, kind: aspect_critic, fields: [response], prompt: 'Is it {name}?'}}\n",
+                    encoding="utf-8")
+    return path
+
+
+def test_two_registries_of_two_files_live_in_one_process_each_with_its_metric(tmp_path, server, make_judge):
+    # It was one process-global registry, extended once: a second file "needed a new process".
+    from rag_eval.metrics import build_registry, builtin_registry, evaluate
+    from rag_eval.metrics.core.registry import resolve_names
+
+    first = build_registry(mine(tmp_path / "first.yaml", "polite"), plugins=False)
+    second = build_registry(mine(tmp_path / "second.yaml", "concise"), plugins=False)
+    assert (resolve_names("custom", first), resolve_names("custom", second)) == (["polite"], ["concise"])
+    assert (first.custom_source, second.custom_source) == (tmp_path / "first.yaml", tmp_path / "second.yaml")
+    assert "polite" not in second and "concise" not in first and not {"polite", "concise"} & set(builtin_registry())
+    assert list(first)[:len(builtin_registry())] == list(builtin_registry())  # the built-in ones first, in order
+    with pytest.raises(TypeError):
+        first["concise"] = second["concise"]  # type: ignore[index]  # a value: not to be changed in place
+    # Each registry scores its own metric, one after the other (polite: verdict 1; concise: verdict 0).
+    server.script = lambda seen: Reply(content=json.dumps({"reason": "r", "verdict": int(seen.kind == "custom_polite")}))
+    row = [{"user_input": "Hours?", "response": "Nine to five."}]
+    judge = make_judge()
+    polite = evaluate(row, metrics=["custom"], judge=judge, registry=first).results
+    concise = evaluate(row, metrics=["custom"], judge=judge, registry=second).results
+    assert list(zip(polite["metric"], polite["value"])) == [("polite", 1.0)]
+    assert list(zip(concise["metric"], concise["value"])) == [("concise", 0.0)]
+    assert [s.kind for s in server.chat_requests()] == ["custom_polite", "custom_concise"]
+    with pytest.raises(KeyError, match=f"unknown metric 'polite'; .*; custom metrics read from {tmp_path / 'second.yaml'}"):
+        evaluate(row, metrics=["polite"], judge=judge, registry=second)
 
 
 @pytest.mark.parametrize("name", ["judge", "report_store", "dataset_store", "execution", "io_manager"])
@@ -249,3 +282,12 @@ def test_names_that_only_look_like_the_reserved_ones_load(tmp_path):
                     encoding="utf-8")
     assert [c.name for c in load_custom_metrics(path)] == ["reasoning", "status_of_reply", "question_clarity",
                                                            "gpt4_style"]
+
+
+def test_the_core_metrics_constant_is_the_core_family_of_the_built_in_registry():
+    # CORE_METRICS is a fixed tuple now (it was a view over the process-global registry).
+    from rag_eval.metrics import CORE_METRICS, builtin_registry
+
+    assert builtin_registry().families["core"] == CORE_METRICS == (
+        "faithfulness", "answer_relevancy", "context_relevancy", "context_recall", "context_precision")
+    assert builtin_registry() is builtin_registry() and not builtin_registry().extended

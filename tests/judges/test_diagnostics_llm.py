@@ -6,7 +6,7 @@ import re
 import pytest
 
 from rag_eval.metrics import evaluate
-from rag_eval.metrics.core.registry import FAMILIES
+from rag_eval.metrics.core.registry import builtin_registry
 from rag_eval.orchestration.judge_sim import Reply, build_answer, embedding_body
 from tests.metrics.test_diagnostics import CHUNKS, CORRECT, EXPECTED, MATRIX, ROW, STATED
 
@@ -74,7 +74,7 @@ def test_diagnostics_add_three_requests_a_row_beyond_the_core_metrics(server, ma
     assert len(server.embedding_requests()) == core_embeddings
     # The RAGAS metrics asking the same checks add none: their requests are the diagnostics'.
     server.seen.clear()
-    evaluate(rows, [*FAMILIES["diagnostics"], "factual_correctness"],
+    evaluate(rows, [*builtin_registry().families["diagnostics"], "factual_correctness"],
              judge=make_judge(cache_path=str(tmp_path / "ragas.sqlite")))
     assert len(server.chat_requests()) == 3 + 2 + 2
 

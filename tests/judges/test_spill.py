@@ -10,6 +10,7 @@ import warnings
 import pytest
 
 from rag_eval.metrics import Status, evaluate
+from rag_eval.metrics.core.registry import builtin_registry
 from rag_eval.metrics.errors import EXIT_SPILLED, EXIT_USER, StorageError
 from rag_eval.metrics.judges.cache import JudgementCache, Key
 from rag_eval.metrics.judges.kept import kept_problem
@@ -120,7 +121,7 @@ def test_the_room_check_bounds_the_answers_without_planning_them_first(tmp_path,
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")  # 3 lines, a newline each
     args = argparse.Namespace(command="run", dataset=str(data), metrics="faithfulness,context_recall",
-                              max_row_requests=7)
+                              max_row_requests=7, registry=builtin_registry())
     assert dry_run.most_answers(args) == Expected((3 + 1) * 2 * 7, (3 + 1) * 2 * 7)  # the last, empty line counted
     assert dry_run.most_answers(argparse.Namespace(**{**vars(args), "max_row_requests": 0})) is None  # no limit
     planned = []

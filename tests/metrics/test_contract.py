@@ -12,11 +12,12 @@ import pytest
 
 from rag_eval.metrics import evaluate
 from rag_eval.metrics.judges.offline import OfflineJudge
-from rag_eval.metrics.core.registry import METRICS
+from rag_eval.metrics.core.registry import builtin_registry
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.core.samples import sample_from_dict
 from tests.conftest import ScriptedJudge
 
+METRICS = builtin_registry()
 NAMES = list(METRICS)
 #: One row every metric can score: text fields with two statements each, and documents.
 FULL = {"id": "c1", "user_input": "Where was Marie Curie born?",
@@ -128,7 +129,7 @@ def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
     import duckdb
 
     from rag_eval.assets.evaluation import METRICS_OP, metric_assets
-    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.ingestion import ingestion_asset
     from rag_eval.assets.resources import build_resources
     from rag_eval.assets.summary import summary_asset
 
@@ -137,7 +138,7 @@ def test_each_metric_asset_gives_what_evaluate_gives(local, tmp_path):
     (folder / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("dataset_version", ["v1"])
-        result = dg.materialize([ingest_dataset, *metric_assets(), summary_asset()], partition_key="v1", instance=instance,
+        result = dg.materialize([ingestion_asset(METRICS), *metric_assets(METRICS), summary_asset(METRICS)], partition_key="v1", instance=instance,
                                 resources=build_resources(tmp_path / "out", tmp_path / "datasets"))
         assert result.success
         with duckdb.connect(str(tmp_path / "out" / "rag_eval.duckdb"), read_only=True) as database:

@@ -47,8 +47,9 @@ class Project:
 
     def materialize(self, version: str, selection, **kwargs):
         from rag_eval.assets.graph import asset_graph
+        from rag_eval.metrics.core.registry import builtin_registry
 
-        return dg.materialize(asset_graph(), selection=selection, partition_key=version, instance=self.instance,
+        return dg.materialize(asset_graph(builtin_registry()), selection=selection, partition_key=version, instance=self.instance,
                               resources=self.resources, **kwargs)
 
     def query(self, sql: str) -> pd.DataFrame:

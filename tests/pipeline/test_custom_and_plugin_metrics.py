@@ -79,11 +79,11 @@ GROUP = ("from rag_eval.orchestration.definitions import defs; import dagster as
 @pytest.mark.parametrize("code, printed", [
     ("import rag_eval_language; print(rag_eval_language.LanguageMatch.name)", ["language_match"]),
     # Importing metrics loads no plugin (it used to: "partially initialized module 'rag_eval_language'").
-    ("import rag_eval_language\nfrom rag_eval.metrics import METRICS, load_extensions\nfrom rag_eval.metrics.core.registry import resolve_names\n"
+    ("import rag_eval_language\nfrom rag_eval.metrics import build_registry\nfrom rag_eval.metrics.core.registry import resolve_names\n"
      "try:\n    resolve_names('language_match')\nexcept KeyError as exc:\n    print(exc.args[0].rsplit('; ', 1)[1])\n"
-     "load_extensions(); print(METRICS['language_match'] is rag_eval_language.LanguageMatch)",
-     ["custom and plugin metrics not loaded (rag_eval.metrics.load_extensions())", "True"]),
-    ("import rag_eval.metrics, rag_eval_language; rag_eval.metrics.load_extensions(); print(list(rag_eval.metrics.core.registry.FAMILIES['plugin']))",
+     "print(build_registry()['language_match'] is rag_eval_language.LanguageMatch)",
+     ["custom and plugin metrics not loaded (rag_eval.metrics.build_registry())", "True"]),
+    ("import rag_eval.metrics, rag_eval_language; print(list(rag_eval.metrics.build_registry().families['plugin']))",
      ["['language_match']"]),
     (f"import rag_eval_language; {GROUP}", ["plugin_metrics"]),
     (f"{GROUP}; import rag_eval_language; print(defs.resolve_asset_graph().get(dg.AssetKey('language_match')) "
@@ -109,8 +109,8 @@ def test_custom_and_plugin_metrics_through_rag_eval_run_the_code_location_and_th
             "status = main(['run', 'samples.jsonl', '--dataset-version', 'v1', '--metrics', "
             "'faithfulness,custom,plugin']); "
             "from rag_eval.orchestration.definitions import defs; g = defs.resolve_asset_graph(); "
-            "from rag_eval.metrics import OfflineJudge, evaluate; "
-            "api = evaluate('samples.jsonl', metrics=['language_match'], judge=OfflineJudge()); "
+            "from rag_eval.metrics import OfflineJudge, build_registry, evaluate; "
+            "api = evaluate('samples.jsonl', metrics=['language_match'], judge=OfflineJudge(), registry=build_registry()); "
             "print(json.dumps({'status': status, 'api': list(api.results['value']), **{k: [g.get(dg.AssetKey(k))"
             ".group_name, sorted(p.to_user_string() for p in g.get(dg.AssetKey(k)).parent_keys), "
             "g.get(dg.AssetKey(k)).code_version] for k in ('language_match', 'helpfulness', 'politeness')}}))")
@@ -195,21 +195,80 @@ def test_a_taken_name_or_a_broken_plugin_stops_rag_eval_naming_it(user):
            "ModuleNotFoundError: No module named 'no_such_module'" in done.stderr
 
 
-def test_another_file_in_a_process_that_loaded_the_registry_is_refused(capsys):
+def one_metric(path: Path, name: str) -> Path:
+    """A custom metrics file of one aspect critic, ``name``, on the response."""
+    path.write_text(f"metrics:\n  - name: {name}\n    kind: aspect_critic\n    fields: [response]\n"
+                    f"    prompt: Is the response {name}\n", encoding="utf-8")
+    return path
+
+
+def test_rag_eval_run_passes_its_custom_metrics_file_down_and_writes_no_environment(tmp_path, server, monkeypatch):
+    # The CLI used to put --custom-metrics in $RAG_EVAL_CUSTOM_METRICS for Dagster's workers, and a second
+    # file in the same process "needed a new process". Two runs of one process, each with its own file.
     from rag_eval.orchestration.cli import main
 
-    assert main(["calibrate", "labels.jsonl", "--custom-metrics", str(EXAMPLE / "custom_metrics.yaml")]) == 2
-    assert "this process loaded the custom metrics of no file; --custom-metrics" in capsys.readouterr().err
-    assert "RAG_EVAL_CUSTOM_METRICS" not in os.environ  # left as it was: the next command of this process runs
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS),
+                                            encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-run")
+    monkeypatch.delenv("RAG_EVAL_CUSTOM_METRICS", raising=False)
+    server.script = lambda seen: Reply(content=json.dumps({"reason": "r", "verdict": int(seen.kind == "custom_polite")}))
+    for version, name in (("v1", "polite"), ("v2", "terse")):
+        assert main(["run", "samples.jsonl", "--dataset-version", version, "--metrics", "custom", "--custom-metrics",
+                     str(one_metric(tmp_path / f"{name}.yaml", name)), "--base-url", server.url,
+                     "--model", "judge-test"]) == 0
+        assert "RAG_EVAL_CUSTOM_METRICS" not in os.environ
+        summary = json.loads((tmp_path / "out" / version / "summary.json").read_text(encoding="utf-8"))
+        assert {m: row["mean"] for m, row in summary["metrics"].items()} == {name: 1.0 if name == "polite" else 0.0}
+    assert Counter(s.kind for s in server.chat_requests()) == {"custom_polite": 3, "custom_terse": 3}
+
+
+def test_a_run_the_daemon_launches_loads_the_code_locations_custom_metrics_itself(user):
+    # The daemon dequeues a launched run and starts a run worker (a new process) that loads the code location
+    # (rag_eval.orchestration.definitions) again: the worker builds its registry from the same rule, the
+    # variable the deployment sets (nobody writes it). No endpoint: the custom metric is not_applicable, saying why.
+    import time
+
+    import dagster as dg
+
+    folder, env = user
+    env["RAG_EVAL_CUSTOM_METRICS"] = str(one_metric(folder / "polite.yaml", "polite"))
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    assert rag_eval("register", "samples.jsonl", "--dataset-version", "v1", cwd=folder, env=env).returncode == 0
+    bin_dir = Path(sys.executable).parent
+    location = ["-m", "rag_eval.orchestration.definitions"]
+    launched = subprocess.run([str(bin_dir / "dagster"), "job", "launch", *location, "-j", "__ASSET_JOB",
+                               "--op-selection", "ingest_dataset,score_metrics", "--tags", '{"dagster/partition": "v1"}'],
+                              cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    daemon = subprocess.Popen([str(bin_dir / "dagster-daemon"), "run", *location], cwd=folder, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            deadline = time.monotonic() + 240
+            while not (run := instance.get_runs()[0]).is_finished and time.monotonic() < deadline:
+                time.sleep(2)
+            assert run.status == dg.DagsterRunStatus.SUCCESS
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    why = ("polite is a custom aspect_critic metric: it needs an LLM judge endpoint (set OPENAI_BASE_URL or pass "
+           "--base-url); the offline judge has no rule for it")
+    with duckdb.connect(str(folder / "out" / "rag_eval.duckdb"), read_only=True) as db:
+        assert db.sql("select row, status, reason from eval.polite order by row").fetchall() == \
+            [(0, "not_applicable", why), (1, "not_applicable", why), (2, "not_applicable", why)]
 
 
 def test_every_asset_that_is_not_a_metric_and_every_resource_has_its_name_reserved():
     from rag_eval.metrics.core.base import ASSET_NAMES, RESOURCE_NAMES
-    from rag_eval.metrics.core.registry import METRICS
+    from rag_eval.metrics.core.registry import builtin_registry
     from rag_eval.orchestration.definitions import defs
 
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert keys - set(METRICS) == ASSET_NAMES  # a new asset must be added to ASSET_NAMES (and none kept stale)
+    assert keys - set(builtin_registry()) == ASSET_NAMES  # a new asset must be added to ASSET_NAMES (and none kept stale)
     assert set(defs.resources) == RESOURCE_NAMES  # a metric `judge` was eval_summary's input loaded as a resource
 
 
@@ -344,11 +403,11 @@ def test_a_word_dagster_refuses_is_refused_at_load_time(name, tmp_path):
 def test_a_broken_custom_metrics_file_in_the_working_directory_says_where_it_was_found(user):
     folder, env = user
     (folder / "custom_metrics.yaml").write_text("metrics: [helpfulness]\n", encoding="utf-8")
-    done = rag_eval("--help", cwd=folder, env=env)
+    done = rag_eval("run", "samples.jsonl", cwd=folder, env=env)
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
         f"error: {folder / 'custom_metrics.yaml'}: entry 1: expected a metric definition (name, kind, fields, "
-        "prompt...), got 'helpfulness' (every rag-eval command, --help too, reads ./custom_metrics.yaml when there is "
-        "one: fix it, or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)"))
+        "prompt...), got 'helpfulness' (every rag-eval command reads ./custom_metrics.yaml when there is one: fix it, "
+        "or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)"))
 
 
 def test_every_command_that_scores_takes_the_custom_metrics_file():

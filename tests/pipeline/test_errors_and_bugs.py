@@ -96,3 +96,32 @@ def test_a_user_error_is_one_line_and_status_2(argv, line, project):
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(line.format(root=project)), \
         done.stderr[-3000:]
     assert not (project / "datasets").exists()
+
+
+@pytest.mark.parametrize("url, line", [
+    (None, "error: the Dagster instance {home}/dagster.yaml: it reads the environment variable DAGSTER_POSTGRES_URL, "
+           "which is not set"),
+    ("not a url", "error: the Dagster instance {home}/dagster.yaml: its database cannot be used: Could not parse "
+                  "SQLAlchemy URL from given URL string (check the URL it reads"),
+    ("wrong password", "error: the Dagster instance {home}/dagster.yaml: its database cannot be used (after "),
+])
+def test_postgresql_settings_that_cannot_work_are_one_line_and_status_2(url, line, project, postgres):
+    """The production instance (deploy/postgres/dagster.yaml) with its variable unset, a URL that is not one, or a
+    password the server refuses (after dagster-postgres' retries, which print nothing): one line, status 2, the
+    password in it nowhere."""
+    database = postgres.database()
+    home = project / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_bytes((ROOT / "deploy" / "postgres" / "dagster.yaml").read_bytes())
+    wrong = database.url.replace(database.password, "not-" + database.password)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAG_EVAL_", "DAGSTER_POSTGRES"))}
+    env.update({"wrong password": {"DAGSTER_POSTGRES_URL": wrong}, "not a url": {"DAGSTER_POSTGRES_URL": url}}.get(
+        url, {}), DAGSTER_HOME=str(home))
+    done = subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", "register", "s.jsonl"], cwd=project,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_USER, done.stderr[-3000:]
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(line.format(home=home)), done.stderr[-3000:]
+    if url == "wrong password":
+        assert 'password authentication failed for user "' in done.stderr
+    assert database.password not in done.stdout + done.stderr
+    assert not (project / "datasets").exists()

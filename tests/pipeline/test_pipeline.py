@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import rag_eval.metrics.text
+from rag_eval.assets.registration import register_version
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.core.registry import CORE_METRICS
 from rag_eval.metrics.core.samples import sample_from_dict
@@ -73,6 +74,9 @@ def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa
     result = project.run("v1")  # 1 of 5 lines no core metric can use: 20 % > 5 %, the version fails its check
     [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert not check.passed and check.metadata["rejected_share"].value == 0.2
+    assert check.description == (f"20.0% of the lines rejected > limit 5.0% (the default; raise it for this version with "
+                                 f"rag-eval register {project.datasets / 'v1'} --max-rejected-share SHARE, or in the "
+                                 "run's ingest_dataset config)")
     assert materialized(result) == FIELD_ASSETS
     rejected = project.query("select row, line, id, reason, sample from eval.rejected_samples where version = 'v1'")
     assert rejected.to_dict("records") == [{
@@ -86,6 +90,24 @@ def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa
     assert summary["total"] == 5 and summary["rejected"]["rows"] == 1 and summary["rejected"]["share"] == 0.2
     assert summary["rejected"]["lines"] == [{"line": 5, "id": "nothing-usable", "reason": rejected["reason"][0]}]
     assert all(summary["coverage"][m]["input_error"] == 1 for m in CORE_METRICS)
+
+
+def test_a_rejection_limit_registered_with_the_version_holds_for_every_launch(project, fiqa_rows):
+    """`rag-eval register --max-rejected-share 0.25` keeps the share with the version: a run launched
+    with no run config (the UI's Materialize, a backfill, the automation) uses it; a run's own config wins."""
+    project.write("v1", fiqa_rows + [{"id": "nothing-usable", "user_input": "What is an ETF?"}])
+    store = project.resources["dataset_store"]
+    key, new = register_version(project.instance, store, project.datasets / "v1", settings={"max_rejected_share": 0.25})
+    assert (key, new) == ("v1", False)  # the same content: the version is kept, its settings added
+    result = project.run("v1")
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
+    assert result.success and check.passed
+    assert (check.metadata["limit"].value, check.metadata["limit_source"].value) == (
+        0.25, f"the version's {project.datasets / 'v1' / 'settings.json'}")
+    result = project.run("v1", run_config={"ops": {"ingest_dataset": {"config": {"max_rejected_share": 0.1}}}})
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
+    assert not result.success and not check.passed
+    assert check.description.startswith("20.0% of the lines rejected > limit 10.0% (the run's ingest_dataset config;")
 
 
 def test_the_great_expectations_checks_name_line_and_field_and_link_their_data_docs(project, fiqa_rows):
@@ -476,10 +498,10 @@ def test_responses_only_change_rejudges_only_response_metrics(llm_project, fiqa_
 def test_a_new_metric_code_version_makes_it_and_the_summary_stale_and_rerun_the_next_night(project, fiqa_rows,
                                                                                           monkeypatch):
     from rag_eval.assets.evaluation import build_metric_assets
-    from rag_eval.assets.gate import baseline_comparison
-    from rag_eval.assets.ingestion import ingest_dataset
+    from rag_eval.assets.gate import gate_asset
+    from rag_eval.assets.ingestion import ingestion_asset
     from rag_eval.assets.summary import build_summary_asset
-    from rag_eval.metrics.core.registry import METRICS
+    from rag_eval.metrics.core.registry import builtin_registry
     from rag_eval.orchestration.automation import automated
 
     project.write("v1", fiqa_rows[:2])
@@ -488,9 +510,11 @@ def test_a_new_metric_code_version_makes_it_and_the_summary_stale_and_rerun_the_
     nights = Nights(project.instance)
     assert nights.next() == {} and nights.next() == {}
     # A developer changes faithfulness's formula and bumps its version: the code location reloads.
-    monkeypatch.setattr(METRICS["faithfulness"], "version", METRICS["faithfulness"].version + "-next")
-    reloaded = dg.Definitions(assets=automated([ingest_dataset, build_metric_assets(), build_summary_asset(),
-                                                baseline_comparison]), resources=project.resources)
+    metrics = builtin_registry()
+    monkeypatch.setattr(metrics["faithfulness"], "version", metrics["faithfulness"].version + "-next")
+    reloaded = dg.Definitions(assets=automated([ingestion_asset(metrics), build_metric_assets(metrics),
+                                                build_summary_asset(metrics),
+                                                gate_asset(metrics)]), resources=project.resources)
     stale = out_of_date(project.instance, reloaded, "v1", EVALUATED)
     requested = nights.next(reloaded)
     assert stale == {"faithfulness": "has a new code version", "eval_summary": "has a new code version"}
@@ -588,7 +612,7 @@ def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project,
 
 
 def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkeypatch, capsys):
-    from rag_eval.metrics.core.registry import METRICS
+    from rag_eval.metrics.core.registry import builtin_registry
     from rag_eval.orchestration import cli
 
     dataset = tmp_path / "fiqa3.jsonl"
@@ -614,7 +638,10 @@ def test_cli_runs_every_metric_on_fiqa_and_says_what_cannot_run(tmp_path, monkey
     [summary_path] = list((tmp_path / "out").glob("*/summary.json"))
     summary = json.loads(summary_path.read_text())
     assert summary["metrics"]["faithfulness"]["threshold"] == 7.0 and summary["total"] == 5
-    assert set(summary["metrics"]) == set(METRICS) and summary["coverage"]["ndcg"]["input_error"] == 5
+    assert set(summary["metrics"]) == set(builtin_registry()) and summary["coverage"]["ndcg"]["input_error"] == 5
+    # The share given to `run` is kept with the version, for every launch of it (the UI, a backfill, the automation).
+    assert json.loads((summary_path.parent.parent.parent / "datasets" / summary_path.parent.name /
+                       "settings.json").read_text()) == {"max_rejected_share": 0.25}
     dingo = json.loads((summary_path.parent / "summary_dingo.json").read_text())
     assert set(dingo["metrics_score"]["user_input,response,retrieved_contexts,reference"]["stats"]) == {
         "LLMRAGFaithfulness", "LLMRAGAnswerRelevancy", "LLMRAGContextRelevancy", "LLMRAGContextRecall",

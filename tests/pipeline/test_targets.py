@@ -12,6 +12,7 @@ import tenacity
 from rag_eval.assets.resources import JudgeResource, build_resources
 from rag_eval.orchestration.location import build_definitions
 from rag_eval.assets.targets import register_target_run
+from rag_eval.metrics.core.registry import builtin_registry
 from rag_eval.metrics.judges.cache import JudgementCache
 from rag_eval.metrics.sources.targets.call import call_part
 from rag_eval.metrics.sources.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
@@ -89,7 +90,8 @@ def sweep_once(system, config: Path):
     before = {"retriever": target_system.calls["retriever"], "generator": len(system["generator"].seen),
               "judge": len(system["judge"].seen)}
     run_config = {"ops": {"eval_summary": {"config": {"scope": "version"}}}}
-    results = run_incrementally(key, METRICS, system["instance"], build_definitions(system["resources"]), run_config)
+    results = run_incrementally(key, METRICS, system["instance"], build_definitions(builtin_registry(), system["resources"]),
+                                run_config)
     ran = {e.asset_key.to_user_string() for r in results for e in r.get_asset_materialization_events()}
     counted = {"retriever": target_system.calls["retriever"] - before["retriever"],
                "generator": len(system["generator"].seen) - before["generator"],
@@ -252,11 +254,12 @@ def test_the_sweep_says_which_judge_scored_each_metric():
 
     offline = {"judge": "offline-heuristic", "rule_version": "7"}
     metrics = ["context_recall", "ndcg", "context_precision"]
-    assert judged_by([row("offline-heuristic", "offline-heuristic")] * 2, metrics, offline) == \
+    assert judged_by([row("offline-heuristic", "offline-heuristic")] * 2, metrics, offline, builtin_registry()) == \
         "judge offline-heuristic (rule version 7): context_recall, context_precision; no judge: ndcg"
     # Rows naming another judge than the configured one (an LLM's): named as the rows say, without a
     # rule version; a judged metric no row of which was scored says so.
-    assert judged_by([row("llm:gpt-4o-mini", None), row("llm:gpt-4o-mini", None)], metrics, offline) == \
+    assert judged_by([row("llm:gpt-4o-mini", None), row("llm:gpt-4o-mini", None)], metrics, offline,
+                     builtin_registry()) == \
         "judge llm:gpt-4o-mini: context_recall; no judge: ndcg; nothing scored: context_precision"
 
 

@@ -171,3 +171,21 @@ def test_hourly_partitions(tmp_path):
     window = hourly.time_window_for_partition_key("2026-11-01-13:00")
     assert (window.end - window.start).total_seconds() == 3600
     assert TrafficStore(root=str(tmp_path)).folder("2026-11-01-13:00") == tmp_path / "2026-11-01-1300"
+
+
+def test_a_cost_budget_costs_the_sample_with_the_traffic_metrics(example_traces, tmp_path, monkeypatch):
+    # traffic_sample read the metrics off its run config (which has none): a cost budget was an AttributeError.
+    # The offline judge sends nothing, so every sampled trace costs 0 and the row budget bounds the sample.
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(example_traces))
+    job = dg.Definitions(assets=traffic_assets(CONFIG), jobs=[traffic_job(CONFIG)],
+                         resources={"traffic_store": store, "judge": JudgeResource()}).resolve_job_def("traffic_job")
+    config = {"ops": {"traffic_sample": {"config": {"budget_rows": 5, "budget_cost": 0.5}}}}
+    with dg.instance_for_test() as instance:
+        result = job.execute_in_process(partition_key="2026-11-01", instance=instance, run_config=config,
+                                        raise_on_error=False)
+    assert result.success
+    drawn = json.loads((tmp_path / "out" / "2026-11-01" / "sample.json").read_text(encoding="utf-8"))
+    assert (drawn["rows"], drawn["cost"], drawn["estimated_cost"]) == (5, 0.5, 0.0)
+    assert len(pd.read_parquet(tmp_path / "out" / "2026-11-01" / "sample.parquet")) == 5

@@ -64,7 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote
 from rag_eval.metrics.judges.config import PER_METRIC
-from rag_eval.metrics.core.registry import METRICS, option_value
+from rag_eval.metrics.core.registry import Registry, given, option_value
 from rag_eval.metrics.errors import SettingsError
 
 ROLES = ("retriever", "generator", "system")
@@ -293,9 +293,11 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
         raise TargetConfigError(f"{path}: {key}: {error['msg']}, got {clip(quote(error.get('input')), 60)}") from None
 
 
-def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) -> SweepConfig:
+def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS,
+                registry: Registry | None = None) -> SweepConfig:
     """Parse a configuration file into its configurations (the grid expanded), each under a
-    unique name (see :func:`_label` and :func:`_unique`).
+    unique name (see :func:`_label` and :func:`_unique`); its ``metric_options`` are checked against
+    the metrics of ``registry`` (default the built-in ones).
 
     Raises
     ------
@@ -364,18 +366,19 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS) 
                 labels.append(f"{_label(param)}{_label(value)}")
         configurations.append(Configuration("-".join(_label(x) for x in labels), selected, call))
     options = data.get("metric_options") or {}
-    for metric, given in options.items():  # checked here, not as the run starts (a Dagster config error)
+    known = given(registry)
+    for metric, chosen in options.items():  # checked here, not as the run starts (a Dagster config error)
         converted = {}
-        for option, value in given.items():
+        for option, value in chosen.items():
             try:
-                converted[option] = option_value(metric, option, value)
+                converted[option] = option_value(metric, option, value, known)
             except KeyError:
                 raise TargetConfigError(f"{path}: metric_options.{clip(f'{metric}.{option}', 80)}: no such metric or option "
                                         "(write { ndcg = { k = 10 } })") from None
             except ValueError as exc:
                 raise TargetConfigError(f"{path}: metric_options.{metric}.{clip(option, 80)}: {exc}, got {quote(value)}") from None
         try:  # the metric checks its options' domains itself (k >= 1...)
-            METRICS[metric](**{k: v for k, v in converted.items() if k not in PER_METRIC})
+            known[metric](**{k: v for k, v in converted.items() if k not in PER_METRIC})
         except ValueError as exc:
             raise TargetConfigError(f"{path}: metric_options.{metric}: {exc}") from None
     return SweepConfig(path, (path.parent / data["questions"]).resolve(), list(data.get("metrics") or []),

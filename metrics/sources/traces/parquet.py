@@ -5,7 +5,6 @@ column (no pandas), and keeps the problems met; ``table_traces`` reads them back
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 from collections import Counter
@@ -16,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rag_eval.metrics.core.collector import collector
 from rag_eval.metrics.sources.traces.model import Trace, TraceProblem
 
 #: The Parquet schema of traces (:func:`traces_table`): times in UTC, lists as lists, ``problems`` as JSON text.
@@ -105,26 +105,23 @@ def write_traces(items: Iterable[Trace | TraceProblem], path: Path) -> WrittenTr
     path.parent.mkdir(parents=True, exist_ok=True)
     # Reading makes no reference cycles (each object is freed by its count): the cyclic collector is paused,
     # its passes over the traces in flight cost a quarter of the CPU (bench/trace_ingest_bench.py).
-    collecting = gc.isenabled()
-    gc.disable()
     try:
-        for item in items:
-            if isinstance(item, TraceProblem):
-                written.problems.append(item)
-                continue
-            chunk.append(item)
-            written.traces += 1
-            written.latencies.append(item.latency_ms)
-            written.routes[item.route or "-"] += 1
-            for name in TOKEN_FIELDS:
-                written.tokens[name] += getattr(item, name) or 0
-            if len(chunk) >= WRITE_TRACES:
+        with collector(enabled=False):
+            for item in items:
+                if isinstance(item, TraceProblem):
+                    written.problems.append(item)
+                    continue
+                chunk.append(item)
+                written.traces += 1
+                written.latencies.append(item.latency_ms)
+                written.routes[item.route or "-"] += 1
+                for name in TOKEN_FIELDS:
+                    written.tokens[name] += getattr(item, name) or 0
+                if len(chunk) >= WRITE_TRACES:
+                    flush()
+            if chunk or writer is None:
                 flush()
-        if chunk or writer is None:
-            flush()
     finally:
-        if collecting:
-            gc.enable()
         if writer is not None:
             writer.close()
     digest = hashlib.sha256()
