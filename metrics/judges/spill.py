@@ -40,7 +40,7 @@ _FORMAT = "rag-eval judgement spill 1"
 #: What a spilled line's fields must look like (a cache key is a SHA-256 in hex; keys of a cache made
 #: before endpoints were keyed carry the prefix ``unknown-endpoint:``).
 _SHAPES = {"key": re.compile(r"(unknown-endpoint:)?[0-9a-f]{64}"), "shared": re.compile(r"[0-9a-f]{64}"),
-           "kind": re.compile(r"[a-z][a-z0-9_]{0,63}")}
+           "kind": re.compile(r"[a-z][a-z0-9_]{0,63}|target\.(retriever|generator|system)")}
 #: Skipped lines named in a message at most.
 NAMED = 5
 

@@ -164,12 +164,13 @@ def test_a_spilled_value_that_is_no_answer_of_its_kind_is_skipped_and_named(tmp_
     good = {"verdicts": [1, 0], "reasons": ["stated", "not stated"]}
     values = [("statement_support", "{}"), ("statement_support", "1e999"), ("context_relevance_a", "[0, 2]"),
               ("statement_support", '{"verdicts": [1e999], "reasons": ["x"]}'), ("embedding", '{"x": 1}'),
-              ("statement_support", '{"verdicts": "1", "reasons": []}'), ("statement_support", json.dumps(good))]
+              ("statement_support", '{"verdicts": "1", "reasons": []}'), ("statement_support", json.dumps(good)),
+              ("target.generator", '{"value": {"response": "Paris."}, "latency": 0.2}')]
     lines = [{"key": f"{i:064x}", "shared": "d" * 64, "kind": kind, "value": value} for i, (kind, value) in enumerate(values)]
     spill = tmp_path / "judgement-spill-1.jsonl"
     spill.write_text(HEADER % (tmp_path / "cache.sqlite") + "".join(json.dumps(line) + "\n" for line in lines),
                      encoding="utf-8")
-    assert import_spill(cache, spill) == (1, [
+    assert import_spill(cache, spill) == (2, [
         "line 2: value: not an answer of kind statement_support (not an object with verdicts, reasons)",
         "line 3: value: not an answer of kind statement_support (a number that is not finite)",
         "line 4: value: not an answer of kind context_relevance_a (not an object with ratings)",
@@ -177,8 +178,10 @@ def test_a_spilled_value_that_is_no_answer_of_its_kind_is_skipped_and_named(tmp_
         "line 6: value: not an answer of kind embedding (not a non-empty list of numbers)",
         "line 7: value: not an answer of kind statement_support (verdicts: not a list of integers)"])
     assert cache.get(Key(f"{6:064x}", "d" * 64)) == good
+    # A target system's answer (rag-eval sweep's paid calls) is folded too.
+    assert cache.get(Key(f"{7:064x}", "d" * 64)) == {"value": {"response": "Paris."}, "latency": 0.2}
     assert all(cache.get(Key(f"{i:064x}", "d" * 64)) is None for i in range(6))
-    assert len(cache) == 1
+    assert len(cache) == 2
     cache.close()
 
 
