@@ -293,6 +293,7 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 def cmd_run(args: argparse.Namespace) -> int:
     """Register the dataset and materialize the whole graph for it (``--dry-run``: print
     what it would send instead)."""
+    from rag_eval.assets.ingestion import rejection_limit
     from rag_eval.metrics.errors import SettingsError
     from rag_eval.orchestration.dry_run import check_judge, dry_run
 
@@ -305,6 +306,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_judge(judge_resource(args))
     check_out(args)
     version, new = register(args)
+    # The limit the version keeps (its settings.json: this run's --max-rejected-share, else an earlier one), in
+    # the run's config: a version evaluated under another limit, or failing this one, is not up to date.
+    config["ops"]["ingest_dataset"]["config"]["max_rejected_share"] = rejection_limit(
+        None, definitions(args).resources["dataset_store"], version)[0]
     started = time.time()
     if not (new or args.replace or args.force):
         with only_run_of(version, Path(args.out)):

@@ -110,6 +110,25 @@ def test_a_rejection_limit_registered_with_the_version_holds_for_every_launch(pr
     assert check.description.startswith("20.0% of the lines rejected > limit 10.0% (the run's ingest_dataset config;")
 
 
+def test_a_version_over_a_new_rejection_limit_is_not_up_to_date(tmp_path, monkeypatch, capsys):
+    """Evaluated under --max-rejected-share 0.25 (2 of 10 lines rejected), the version run again with 0.05
+    fails its check (exit 1), and so does the next plain run: neither is "up to date" with the passing run."""
+    from rag_eval.orchestration import cli
+
+    rows = [json.loads(line) for line in FIQA.read_text(encoding="utf-8").splitlines()[:8]]
+    dataset = tmp_path / "mine.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{oops\n" + '{"id": "only-a-question", '
+                       '"user_input": "What is an ETF?"}\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(dataset), "--max-rejected-share", "0.25"]) == 0
+    assert cli.main(["run", str(dataset), "--max-rejected-share", "0.05"]) == 1
+    assert cli.main(["run", str(dataset)]) == 1  # the version keeps 0.05 now
+    err = capsys.readouterr().err
+    assert "up to date" not in err
+    assert err.count("quality check rejected_share_within_limit failed: 20.0% of the lines rejected > limit 5.0%") == 2
+
+
 def test_the_great_expectations_checks_name_line_and_field_and_link_their_data_docs(project, fiqa_rows):
     # Worked out by hand. Lines 1-4 are FiQA's (no ids: stable ids from question and reference); line 5 repeats
     # line 1 (its id too); line 6 has a number for a response and no context. Nothing is rejected (line 6 feeds the
