@@ -376,9 +376,9 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
                                                print_table, print_unmeasured)
 
     folder = Path(args.out) / version
-    print(f"dataset version {version} is up to date: Dagster records its ingestion, {', '.join(summary['metrics'])} "
-          f", eval_summary and the gate (baseline_comparison) materialized and not stale, by run {run_id} with the same options and judge; nothing "
-          f"was run or sent. Its reports in {folder}/ are that run's; --force evaluates the version again",
+    print(f"dataset version {version} is up to date: Dagster records its ingestion, {', '.join(summary['metrics'])}"
+          f", eval_summary and the gate (baseline_comparison) materialized and not stale, by run {run_id} with the "
+          f"same options and judge; nothing was run or sent. Its reports in {folder}/ are that run's; --force evaluates the version again",
           file=sys.stderr)
     print_cannot_run(summary["cannot_run"])
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"],

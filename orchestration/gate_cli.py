@@ -78,7 +78,7 @@ def _finish(comparison, notes: list[str], folder: Path, history) -> int:
 
     _print_table(comparison)
     for note in [*notes, *filter(None, [missing_charts()])]:
-        print(f"note: {printable(note)}")
+        print(printable(note) if note.startswith("WARNING") else f"note: {printable(note)}")
     paths = write_reports(comparison, notes, folder, history)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     if comparison.passed:
