@@ -165,18 +165,31 @@ def test_a_spilled_value_that_is_no_answer_of_its_kind_is_skipped_and_named(tmp_
     values = [("statement_support", "{}"), ("statement_support", "1e999"), ("context_relevance_a", "[0, 2]"),
               ("statement_support", '{"verdicts": [1e999], "reasons": ["x"]}'), ("embedding", '{"x": 1}'),
               ("statement_support", '{"verdicts": "1", "reasons": []}'), ("statement_support", json.dumps(good)),
-              ("target.generator", '{"value": {"response": "Paris."}, "latency": 0.2}')]
+              ("target.generator", '{"value": {"response": "Paris."}, "latency": 0.2}'),
+              # Values a valid reply never has (the attack review's): a verdict 7, a rating 9, a reason missing,
+              # nesting 600 deep (below json's limit, past Python's recursion one for a recursive check).
+              ("statement_support", '{"verdicts": [7, 0], "reasons": ["a", "b"]}'),
+              ("context_relevance_a", '{"ratings": [9]}'),
+              ("statement_support", '{"verdicts": [1, 0], "reasons": ["a"]}'),
+              ("entities", '{"entities": ' + "[" * 600 + "]" * 600 + "}")]
     lines = [{"key": f"{i:064x}", "shared": "d" * 64, "kind": kind, "value": value} for i, (kind, value) in enumerate(values)]
     spill = tmp_path / "judgement-spill-1.jsonl"
     spill.write_text(HEADER % (tmp_path / "cache.sqlite") + "".join(json.dumps(line) + "\n" for line in lines),
                      encoding="utf-8")
     assert import_spill(cache, spill) == (2, [
         "line 2: value: not an answer of kind statement_support (not an object with verdicts, reasons)",
-        "line 3: value: not an answer of kind statement_support (a number that is not finite)",
+        "line 3: value: not an answer of kind statement_support (a number that is not finite, or nested deeper "
+        "than 8 levels)",
         "line 4: value: not an answer of kind context_relevance_a (not an object with ratings)",
-        "line 5: value: not an answer of kind statement_support (a number that is not finite)",
+        "line 5: value: not an answer of kind statement_support (a number that is not finite, or nested deeper "
+        "than 8 levels)",
         "line 6: value: not an answer of kind embedding (not a non-empty list of numbers)",
-        "line 7: value: not an answer of kind statement_support (verdicts: not a list of integers)"])
+        "line 7: value: not an answer of kind statement_support (verdicts: not a list of 0s and 1s)",
+        "line 10: value: not an answer of kind statement_support (verdicts: not a list of 0s and 1s)",
+        "line 11: value: not an answer of kind context_relevance_a (ratings: not a list of integers from 0 to 2)",
+        "line 12: value: not an answer of kind statement_support (verdicts and reasons: not of the same length)",
+        "line 13: value: not an answer of kind entities (a number that is not finite, or nested deeper than 8 "
+        "levels)"])
     assert cache.get(Key(f"{6:064x}", "d" * 64)) == good
     # A target system's answer (rag-eval sweep's paid calls) is folded too.
     assert cache.get(Key(f"{7:064x}", "d" * 64)) == {"value": {"response": "Paris."}, "latency": 0.2}
