@@ -80,6 +80,12 @@ def instance_settings(home: Path):
         why = f"it reads the environment variable {unset.group(1)}, which is not set" if unset else \
             next((e.message for e in exc.errors), str(exc)).splitlines()[0]
         raise SettingsError(_hidden(f"the Dagster instance {where}: {why}")) from None
+    except ImportError as exc:  # the URL names a database driver that is not installed
+        raise SettingsError(_hidden(f"the Dagster instance {where}: its database URL needs the driver {exc.name}, which "
+                                    "is not installed") + ": for PostgreSQL write postgresql+psycopg2://USER:PASSWORD@HOST"
+                                                          "/DB (the postgres extra installs psycopg2)") from None
+    except ValueError as exc:  # a URL SQLAlchemy parsed, with a part it cannot read (a port that is no number)
+        raise SettingsError(_hidden(f"the Dagster instance {where}: its database URL cannot be read: {exc}")) from None
     except Exception as exc:  # the database's error, also wrapped (dagster-postgres' retries)
         chain = [exc, *_causes(exc)]
         database = next((e for e in chain if isinstance(e, SQLAlchemyError)), None)
@@ -118,9 +124,17 @@ def _causes(exc: BaseException):
 
 
 def _hidden(text: str) -> str:
-    """``text`` with the password of any URL in it (``scheme://user:PASSWORD@host``) and secret variables redacted."""
+    """``text`` with the password of any URL in it (``scheme://user:PASSWORD@host``), the passwords of the URLs in
+    the environment (each part of one holding an unescaped ``@`` too: a driver reads what follows as the host)
+    and the values of secret variables redacted."""
     from rag_eval.metrics.errors import redacted
 
+    for value in os.environ.values():
+        userinfo = value.split("://", 1)[1].rpartition("@")[0] if "://" in value else ""
+        password = userinfo.partition(":")[2]
+        for part in sorted({password, *password.split("@")}, key=len, reverse=True):
+            if len(part) >= 2:
+                text = text.replace(part, "[redacted]")
     return redacted(re.sub(r"(://[^:/@\s]*:)[^@\s]+@", r"\1[redacted]@", text))
 
 

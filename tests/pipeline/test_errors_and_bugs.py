@@ -3,6 +3,7 @@ traceback and a line asking for a bug report, exit status 70 (``rag_eval.orchest
 issue 36 part 4). A bug inside a metric's scorer stays that row's error, its traceback in the row's
 details (tests/metrics/test_scoring.py)."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,14 @@ def test_a_user_error_is_one_line_and_status_2(argv, line, project):
     ("not a url", "error: the Dagster instance {home}/dagster.yaml: its database cannot be used: Could not parse "
                   "SQLAlchemy URL from given URL string (check the URL it reads"),
     ("wrong password", "error: the Dagster instance {home}/dagster.yaml: its database cannot be used (after "),
+    # The attack review's: the usual URL without the driver, a port that is no number, an unescaped @ in the
+    # password (the driver takes what follows it for the host, and says so).
+    ("postgresql://u:pw-4471@127.0.0.1:1/db", "error: the Dagster instance {home}/dagster.yaml: its database URL needs "
+     "the driver psycopg, which is not installed: for PostgreSQL write postgresql+psycopg2://USER:PASSWORD@HOST/DB"),
+    ("postgresql+psycopg2://u:pw-4471@[::1:1/db", "error: the Dagster instance {home}/dagster.yaml: its database URL "
+     "cannot be read: "),
+    ("postgresql+psycopg2://u:S3cret@PW-4471@nohost.invalid:5432/db", "error: the Dagster instance "
+     "{home}/dagster.yaml: its database cannot be used (after "),
 ])
 def test_postgresql_settings_that_cannot_work_are_one_line_and_status_2(url, line, project, postgres):
     """The production instance (deploy/postgres/dagster.yaml) with its variable unset, a URL that is not one, or a
@@ -115,8 +124,8 @@ def test_postgresql_settings_that_cannot_work_are_one_line_and_status_2(url, lin
     (home / "dagster.yaml").write_bytes((ROOT / "deploy" / "postgres" / "dagster.yaml").read_bytes())
     wrong = database.url.replace(database.password, "not-" + database.password)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAG_EVAL_", "DAGSTER_POSTGRES"))}
-    env.update({"wrong password": {"DAGSTER_POSTGRES_URL": wrong}, "not a url": {"DAGSTER_POSTGRES_URL": url}}.get(
-        url, {}), DAGSTER_HOME=str(home))
+    env.update({} if url is None else {"DAGSTER_POSTGRES_URL": wrong if url == "wrong password" else url},
+               DAGSTER_HOME=str(home))
     done = subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", "register", "s.jsonl"], cwd=project,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == EXIT_USER, done.stderr[-3000:]
@@ -124,4 +133,5 @@ def test_postgresql_settings_that_cannot_work_are_one_line_and_status_2(url, lin
     if url == "wrong password":
         assert 'password authentication failed for user "' in done.stderr
     assert database.password not in done.stdout + done.stderr
+    assert not {"pw-4471", "S3cret", "PW-4471"} & set(re.split(r"[\s:@\"/]+", done.stderr))
     assert not (project / "datasets").exists()
