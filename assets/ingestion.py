@@ -26,6 +26,7 @@ from rag_eval.assets.registration import sha256_of
 from rag_eval.assets.resources import SETTINGS_FILE, DatasetStore
 from rag_eval.assets.stored_results import TableWriter
 from rag_eval.metrics.core.registry import CORE_METRICS, Registry
+from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.core.samples import FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame, unavailable, unusable
 
 # The blocking check below is partitioned like its asset, which Dagster 1.13 calls a preview: chosen knowingly,
@@ -54,7 +55,13 @@ def rejection_limit(given: float | None, store: DatasetStore, version: str) -> t
     """The share of rejected lines ``version`` may have, and where it comes from: ``given`` (the
     run's ``ingest_dataset`` config), else the version's ``settings.json`` (``rag-eval register`` or
     ``run --max-rejected-share``, so a launch from the UI, a backfill or the automation uses it too),
-    else :data:`DEFAULT_REJECTED_SHARE`."""
+    else :data:`DEFAULT_REJECTED_SHARE`.
+
+    Raises
+    ------
+    SettingsError
+        For a ``settings.json`` that cannot be read or holds no share from 0 to 1 (:meth:`DatasetStore.settings`).
+    """
     if given is not None:
         return given, "the run's ingest_dataset config"
     kept = store.settings(version).get("max_rejected_share")
@@ -181,7 +188,10 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
         finally:
             for writer in writers.values():  # a file not stored (the step failed or stopped) goes too
                 writer.discard()
-        limit, source = rejection_limit(config.max_rejected_share, dataset_store, version)
+        try:
+            limit, source = rejection_limit(config.max_rejected_share, dataset_store, version)
+        except SettingsError as exc:  # a settings.json planted or broken: the step fails with its one line
+            raise dg.Failure(str(exc), allow_retries=False) from exc
         yield dg.AssetCheckResult(
             check_name="rejected_share_within_limit", asset_key="rejected_samples",
             passed=share <= limit, description=None if share <= limit else (

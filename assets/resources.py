@@ -1,6 +1,7 @@
 """Resources: where dataset versions and reports live, which judge scores, and where."""
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from rag_eval.assets.results_store import ResultsStore
 from rag_eval.assets.stored_results import ResultWriter, TableFile
 
 from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.core.bounded import clip, read_bounded
 from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
 from rag_eval.metrics.errors import SettingsError
@@ -28,6 +30,8 @@ from rag_eval.metrics.judges.verifier import Verifier
 
 #: A version's own settings, beside its samples (:meth:`DatasetStore.settings`).
 SETTINGS_FILE = "settings.json"
+#: Bytes a version's ``settings.json`` may hold (64 KiB: rag-eval writes a few dozen).
+MAX_SETTINGS_BYTES = 64 * 1024
 
 
 class DatasetStore(dg.ConfigurableResource):
@@ -54,9 +58,34 @@ class DatasetStore(dg.ConfigurableResource):
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
     def settings(self, version: str) -> dict:
-        """The version's own settings (``settings.json``, kept with it at registration), or ``{}``."""
+        """The version's own settings (``settings.json``, kept with it at registration), or ``{}`` without one.
+
+        Raises
+        ------
+        SettingsError
+            Naming the file, what is wrong and how to fix it: a symbolic link or not a regular file, more
+            than :data:`MAX_SETTINGS_BYTES`, not UTF-8 JSON, not a JSON object, or a ``max_rejected_share``
+            that is not a number from 0 to 1 (``null`` is no share).
+        """
         path = Path(self.root) / version / SETTINGS_FILE
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if not os.path.lexists(path):
+            return {}
+        fix = f"delete it, then give the share again: rag-eval register {path.parent} --max-rejected-share SHARE"
+        try:
+            values = json.loads(read_bounded(path, MAX_SETTINGS_BYTES, links=False, fix=fix))
+        except SettingsError:
+            raise
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, an integer too long
+            raise SettingsError(f"{path}: not valid JSON ({clip(str(exc) or 'nested too deeply', 100)}); {fix}") from None
+        if not isinstance(values, dict):
+            raise SettingsError(f"{path}: must hold a JSON object such as {{\"max_rejected_share\": 0.3}}, "
+                                f"got {type(values).__name__}; {fix}")
+        share = values.get("max_rejected_share")
+        if share is not None and (isinstance(share, bool) or not isinstance(share, int | float)
+                                  or not math.isfinite(share) or not 0 <= share <= 1):
+            raise SettingsError(f"{path}: max_rejected_share must be a number from 0 to 1, got "
+                                f"{clip(json.dumps(share), 40)}; {fix}")
+        return values
 
     def versions(self) -> list[str]:
         """Folder names holding a ``samples.jsonl``, sorted (hidden folders, such as a

@@ -8,24 +8,32 @@ configuration files (custom metrics, target configurations): safe YAML (no Pytho
 values, aliases expanded, number at most :data:`MAX_YAML_VALUES` and hold at most :data:`MAX_YAML_CHARS`
 characters (a few aliases of a long string would otherwise make an error message of hundreds of MB), in a
 text of at most :data:`MAX_YAML_TEXT` characters (refused before it is parsed: PyYAML reads some
-100 KB a second, and a 300,000-entry file took 46 s and 860 MB to be refused). :func:`quote` is the ``repr`` an
+100 KB a second, and a 300,000-entry file took 46 s and 860 MB to be refused). :func:`read_bounded` reads
+a configuration or settings file (YAML, TOML, JSON) without reading more than its limit: a regular file only
+(a link to ``/dev/zero`` would otherwise be read until memory runs out). :func:`quote` is the ``repr`` an
 error message gives of a value a user wrote: at most :data:`MAX_QUOTE` characters, however large
 or deeply nested the value.
 """
 from __future__ import annotations
 
+import errno
+import os
 import reprlib
+import stat
+from pathlib import Path
 from typing import Any
 
 import yaml
-from rag_eval.metrics.errors import InputError
+from rag_eval.metrics.errors import InputError, SettingsError
 
 #: Values (scalars, lists, mappings) a configuration file may hold with its aliases expanded.
 MAX_YAML_VALUES = 100_000
 #: Characters the values of a configuration file may hold with its aliases expanded (10 MB of text).
 MAX_YAML_CHARS = 10_000_000
-#: Characters a configuration file may hold (1 MB of text; these files are a few KB).
+#: Characters a configuration file may hold (1 MB of text; these files are a few KB): bytes, read from a file.
 MAX_YAML_TEXT = 1_000_000
+#: What to do with a configuration file too large (:func:`load_yaml`, :func:`read_bounded`).
+_KEEP_SHORT = "keep long data (questions, documents) in their own files"
 #: Characters of a value an error message quotes at most.
 MAX_QUOTE = 300
 
@@ -43,6 +51,42 @@ def quote(value: Any) -> str:
 def clip(text: str, limit: int = MAX_QUOTE) -> str:
     """``text`` cut to ``limit`` characters (``…`` where cut): a library's message that may quote a whole line."""
     return text if len(text) <= limit else f"{text[:limit - 1]}…"
+
+
+def read_bounded(path: str | Path, limit: int = MAX_YAML_TEXT, *, links: bool = True, fix: str = "") -> str:
+    """The UTF-8 text of the file ``path``, reading at most ``limit`` + 1 bytes of it.
+
+    ``links=False`` refuses a symbolic link (checked as the file is opened, ``O_NOFOLLOW``): for a file
+    rag-eval writes itself. ``fix`` ends the message of a file refused (too large, not a regular file, a link);
+    unset, a configuration file's (keep long data elsewhere; give a regular file).
+
+    Raises
+    ------
+    SettingsError
+        Naming ``path``: not a regular file (a folder, a device such as ``/dev/zero``, a pipe), a
+        symbolic link when ``links`` is false, or more than ``limit`` bytes.
+    FileNotFoundError, OSError
+        As :func:`open` does, for a file that is not there or cannot be read.
+    UnicodeDecodeError
+        For a file that is not UTF-8.
+    """
+    try:  # O_NONBLOCK: opening a pipe no one writes to returns at once (it is refused below)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if links else os.O_NOFOLLOW))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not links:
+            raise SettingsError(f"{path}: a symbolic link, which rag-eval does not follow here: refused; {fix}") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise SettingsError(f"{path}: not a regular file (a folder, a device or a pipe): refused; "
+                            f"{fix or 'give a regular file'}")
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise SettingsError(f"{path}: {max(info.st_size, len(data)):,} bytes, more than a configuration file may "
+                            f"hold ({limit:,}): refused; {fix or _KEEP_SHORT}")
+    return data.decode("utf-8")
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -94,7 +138,7 @@ def load_yaml(text: str, where: str) -> Any:
     """
     if len(text) > MAX_YAML_TEXT:
         raise InputError(f"{where}: {len(text):,} characters, more than a configuration file may hold "
-                         f"({MAX_YAML_TEXT:,}): refused; keep long data (questions, documents) in their own files")
+                         f"({MAX_YAML_TEXT:,}): refused; {_KEEP_SHORT}")
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

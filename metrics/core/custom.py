@@ -49,7 +49,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, model_validator
 
-from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote
+from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote, read_bounded
 from rag_eval.metrics.core.base import NAME_PATTERN, Family, Measured, Metric, NotApplicable, name_problem
 from rag_eval.metrics.judgements.custom import ANSWER, CustomJudgement, CustomTexts, NeedsEndpoint
 from rag_eval.metrics.judges.base import Judge
@@ -212,7 +212,7 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
     ------
     ValueError
         Naming the file, the metric (its name and position, from 1) and the field: a file that
-        is not YAML, a definition of an unknown kind, a missing or unknown field, a bad value
+        is not YAML, not a regular file or too large (``rag_eval.metrics.core.bounded.read_bounded``), a definition of an unknown kind, a missing or unknown field, a bad value
         (five rubric levels, pass labels among the labels, an ordered finite range, a threshold
         on the range), a name used twice or taken by an asset or an output column
         (``rag_eval.metrics.core.base.name_problem``).
@@ -221,7 +221,7 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
     """
     path = Path(path)
     try:
-        document = load_yaml(path.read_text(encoding="utf-8"), str(path))
+        document = load_yaml(read_bounded(path), str(path))
     except FileNotFoundError:
         raise NotFoundError(f"custom metrics file {path}: not found") from None
     except OSError as exc:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 from rag_eval.metrics.errors import SettingsError
 
-from rag_eval.metrics.core.bounded import quote
+from rag_eval.metrics.core.bounded import quote, read_bounded
 
 
 def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict[str, Any]:
@@ -19,18 +19,24 @@ def tool_section(path: str | Path | None, section: str, known: set[str]) -> dict
     FileNotFoundError
         If ``path`` is given and does not exist.
     ValueError
-        For a file that is not UTF-8 TOML, a ``tool``, ``tool.rag_eval`` or section that is not a
-        table, or a key not in ``known`` (each named with the file).
+        For a file that is not UTF-8 TOML (or holds an integer too long to read), not a regular file or
+        larger than :data:`rag_eval.metrics.core.bounded.MAX_YAML_TEXT` (refused before it is read whole),
+        a ``tool``, ``tool.rag_eval`` or section that is not a table, or a key not in ``known`` (each named
+        with the file).
     """
     source = Path(path) if path else Path("pyproject.toml")
     values: dict[str, Any] = {}
     if path or source.exists():
         try:
-            document = tomllib.loads(source.read_text(encoding="utf-8"))
+            document = tomllib.loads(read_bounded(source))
+        except SettingsError:  # refused unread (too large, not a regular file)
+            raise
         except UnicodeDecodeError as exc:
             raise SettingsError(f"{source}: not UTF-8 (byte {exc.start})") from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{source}: not valid TOML: {exc}") from exc
+        except ValueError as exc:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+            raise SettingsError(f"{source}: a value cannot be read: {str(exc).split(';')[0]}") from None
         except RecursionError:  # tomllib parses nested arrays and tables by recursion
             raise SettingsError(f"{source}: its values are nested too deeply to read") from None
         values = document

@@ -12,6 +12,7 @@ import pytest
 from rag_eval.assets.resources import ReportStore
 from rag_eval.metrics.core.bounded import MAX_QUOTE, MAX_YAML_CHARS, MAX_YAML_TEXT, MAX_YAML_VALUES, load_yaml
 from rag_eval.metrics.core.custom import load_custom_metrics
+from rag_eval.metrics.core.settings import tool_section
 from rag_eval.metrics.errors import StorageError
 from rag_eval.metrics.sources.targets.config import TargetConfigError, load_config
 
@@ -44,7 +45,8 @@ def test_an_alias_bomb_of_custom_metrics_is_refused_in_a_line_at_once(tmp_path):
 
 
 def test_a_large_file_without_aliases_is_refused_by_its_size_at_once_not_as_an_alias_bomb(tmp_path):
-    """A plain 300,000-entry file took 46 s and 860 MB to be called an alias bomb: its text is too long."""
+    """A plain 300,000-entry file took 46 s and 860 MB to be called an alias bomb: its text is too long (its
+    bytes, counted as the file is read: ASCII, as many as its characters)."""
     path = tmp_path / "custom.yaml"
     path.write_text("metrics: []\n" + "".join(f"k{i}: {i}\n" for i in range(300_000)), encoding="utf-8")
     size = len(path.read_text(encoding="utf-8"))
@@ -52,7 +54,7 @@ def test_a_large_file_without_aliases_is_refused_by_its_size_at_once_not_as_an_a
     started = time.monotonic()
     with pytest.raises(ValueError) as refused:
         load_custom_metrics(path)
-    assert str(refused.value) == (f"{path}: {size:,} characters, more than a configuration file may hold "
+    assert str(refused.value) == (f"{path}: {size:,} bytes, more than a configuration file may hold "
                                   f"({MAX_YAML_TEXT:,}): refused; keep long data (questions, documents) in their own "
                                   "files") and time.monotonic() - started < 2
     many = "[" + ", ".join(["1"] * (MAX_YAML_VALUES + 1)) + "]"  # within the text limit, no alias: its real count
@@ -305,3 +307,59 @@ def test_configuration_nested_too_deeply_is_one_line_naming_the_file(tmp_path, c
     settings.write_text("metrics = " + "[" * 50_000 + "]" * 50_000, encoding="utf-8")
     assert cli.main(["gate", "--config", str(settings), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == f"error: {settings}: its values are nested too deeply to read\n"
+
+
+def test_a_toml_integer_too_long_for_python_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    """tomllib's int() of 5,000 digits raised ValueError "Exceeds the limit (4300 digits)", a traceback (exit 70):
+    a --config, and ./pyproject.toml read by default."""
+    from rag_eval.orchestration import cli
+
+    limit = sys.get_int_max_str_digits()
+    assert limit == 4300
+    settings = tmp_path / "gate.toml"
+    settings.write_text("repeats = " + "1" * 5000 + "\n", encoding="utf-8")
+    problem = "a value cannot be read: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"
+    assert cli.main(["gate", "--config", str(settings), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"error: {settings}: {problem}\n"
+    (tmp_path / "pyproject.toml").write_text("[tool.rag_eval.gate]\nrepeats = " + "1" * 5000 + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["gate", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"error: pyproject.toml: {problem}\n"
+
+
+def test_a_toml_settings_file_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path, capsys):
+    """A 200 MB --config was parsed for 26 s at 620 MB: one byte over the YAML loader's limit is refused at once."""
+    from rag_eval.orchestration import cli
+
+    settings = tmp_path / "gate.toml"
+    settings.write_text("# " + "x" * (MAX_YAML_TEXT - 15) + "\nrepeats = 3\n", encoding="utf-8")  # the limit exactly: read
+    assert settings.stat().st_size == MAX_YAML_TEXT and tool_section(settings, "gate", {"repeats"}) == {"repeats": 3}
+    settings.write_text("# " + "x" * (MAX_YAML_TEXT - 2) + "\n", encoding="utf-8")  # one byte more
+    started = time.monotonic()
+    assert cli.main(["gate", "--config", str(settings), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (f"error: {settings}: {MAX_YAML_TEXT + 1:,} bytes, more than a configuration "
+                                       f"file may hold ({MAX_YAML_TEXT:,}): refused; keep long data (questions, "
+                                       "documents) in their own files\n") and time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("kind", ["device", "pipe", "folder"])
+def test_a_configuration_file_that_is_no_regular_file_is_refused_unread(tmp_path, capsys, kind):
+    """--config or --custom-metrics linked to /dev/zero was read until memory ran out (MemoryError); a pipe
+    no one writes to would wait for ever; a folder was a traceback."""
+    from rag_eval.orchestration import cli
+
+    where = tmp_path / "where"
+    if kind == "device":
+        where.symlink_to("/dev/zero")
+    elif kind == "pipe":
+        os.mkfifo(where)
+    else:
+        where.mkdir()
+    refused = f"{where}: not a regular file (a folder, a device or a pipe): refused; give a regular file"
+    assert cli.main(["gate", "--config", str(where), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"error: {refused}\n"
+    with pytest.raises(ValueError) as custom:
+        load_custom_metrics(where)
+    with pytest.raises(ValueError) as targets:
+        load_config(where)
+    assert str(custom.value) == str(targets.value) == refused

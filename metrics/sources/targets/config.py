@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote
+from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote, read_bounded
 from rag_eval.metrics.judges.config import PER_METRIC
 from rag_eval.metrics.core.registry import Registry, given, option_value
 from rag_eval.metrics.errors import SettingsError
@@ -158,7 +158,7 @@ class SweepConfig:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path)
     except FileNotFoundError:
         raise TargetConfigError(f"target configuration not found: {path}") from None
     try:
