@@ -89,8 +89,8 @@ def instance_settings(home: Path):
     except Exception as exc:  # the database's error, also wrapped (dagster-postgres' retries)
         chain = [exc, *_causes(exc)]
         database = next((e for e in chain if isinstance(e, SQLAlchemyError)), None)
-        if database is None:
-            raise
+        if database is None or type(getattr(database, "orig", None)).__module__ == "sqlite3":
+            raise  # not the database's, or the SQLite files of the folder (rag_eval.orchestration.cli says what to do)
         cause = str(getattr(database, "orig", None) or database).strip().splitlines()
         why = next((line.strip() for line in cause if "FATAL" in line or "error" in line.lower()), cause[0] if cause
                    else type(exc).__name__)

@@ -1,4 +1,4 @@
-"""Crash at any point: ``rag-eval run`` killed (SIGKILL) at 20 random points over its phases, then
+"""Crash at any point: ``rag-eval run`` killed (SIGKILL) at 10 random points over its phases, then
 run again; and stopped by SIGTERM and by Ctrl-C (SIGINT to its process group).
 
 Each kill starts from a fresh project (datasets/, out/, DAGSTER_HOME, the judgement cache) and
@@ -12,7 +12,8 @@ step) and *summary* (then to the end: report files, the checks, the table). The 
 chains, from a fresh project each: the run is killed in its registration, run again and killed in
 its ingestion, again in its judging, writing results, summary (each at a random delay within the
 phase, seeded: ``random.Random(30)``; the phase a kill landed in is the one observed when it
-landed), then run to the end; four chains (more while fewer than 20 kills landed).
+landed), then run to the end; two chains (more while fewer than 10 kills landed; four chains and 20 kills
+until 2026-12-07, when the suite's time had to fall: each chain still lands a kill in every phase).
 
 The run that ends each chain must exit 0 with no traceback; its outputs
 (summary.json, results.parquet and ragas_scores.csv without the usage counts of this run; the
@@ -47,7 +48,7 @@ pytestmark = pytest.mark.slow  # the test server, Dagster runs
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 3
 PHASES = ("registration", "ingestion", "judging", "writing results", "summary")
-CHAINS = 4  # each a run killed in each phase in turn, then one run to the end (more if kills were missed)
+CHAINS = 2  # each a run killed in each phase in turn, then one run to the end (more if kills were missed)
 RECENT = 0.5  # an answer sent this shortly before the kill may not be stored yet: still in flight
 #: What differs between two runs with the same results: what each run sent, its run id, its endpoint check.
 RUN_OWN = {*USAGE_COLUMNS, "usage", "usage_earlier_runs", "run_id", "endpoint_check"}
@@ -283,7 +284,7 @@ def test_killed_at_any_point_and_run_again_the_outputs_are_the_undisturbed_runs(
                "writing results": bounds["writing results"] - bounds["judging"],
                "summary": bounds["summary"] - bounds["writing results"]}
     kills, chain = [], 0
-    while chain < CHAINS or (len(kills) < 20 and chain < CHAINS + 2):
+    while chain < CHAINS or (len(kills) < 5 * CHAINS and chain < CHAINS + 2):
         chain += 1
         slow_server.seen.clear()
         project, in_flight = new_project(tmp_path / f"chain{chain}"), 0
@@ -324,7 +325,7 @@ def test_killed_at_any_point_and_run_again_the_outputs_are_the_undisturbed_runs(
           "received after it, in flight (with the answers of the last 0.5 s)")
     for kill in kills:
         print(*kill, sep="\t")
-    assert len(kills) >= 20
+    assert len(kills) >= 5 * CHAINS
     assert {observed for _, _, observed, *_ in kills} == set(PHASES)
 
 
