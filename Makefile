@@ -8,20 +8,26 @@ ARGS ?=
 
 .PHONY: setup setup-dev run lint test dev lock clean
 
-# What running needs, no extra (about 830 MB), at the versions of requirements.lock (`make lock` writes it).
-$(BIN)/rag-eval: pyproject.toml requirements.lock
+# $(call install,EXTRAS): the environment with the project and EXTRAS (e.g. [dev]), at the versions of
+# requirements.lock (`make lock` writes it). The project's own bytecode is compiled once: where
+# PYTHONDONTWRITEBYTECODE is set (containers often do), every command would compile its ~100 modules again.
+define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c requirements.lock -e .
-	@# The project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (containers often do), every
-	@# command would compile its ~100 modules again; an edited module is compiled again as usual.
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.$(1)'
 	$(BIN)/python -m compileall -q metrics assets orchestration
+endef
+
+# What running needs, no extra (about 830 MB).
+$(BIN)/rag-eval: pyproject.toml requirements.lock
+	$(call install,)
 	touch $@
 
-# Every extra the tests exercise, the docs, the test runner and the linters (`.[dev]`, about 1.8 GB in all).
-$(VENV)/.dev: $(BIN)/rag-eval
-	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
-	touch $@
+# Every extra the tests exercise, the docs, the test runner and the linters (`.[dev]`, about 1.8 GB in all),
+# in one install (it holds what running needs too).
+$(VENV)/.dev: pyproject.toml requirements.lock
+	$(call install,[dev])
+	touch $(BIN)/rag-eval $@
 
 # The Dagster UI (the `ui` extra) for make dev.
 $(VENV)/.ui: $(BIN)/rag-eval
