@@ -56,6 +56,7 @@ mean with zero width.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +68,7 @@ from rag_eval.metrics.stats.sampling import priority
 
 #: The least inclusion probability of active sampling, as a share of the uniform rate ``B / N``
 #: (``bench/cascade_bench.py`` chose it on the tuning rows: docs/explanation/cascade.md).
-FLOOR = 0.5
+FLOOR = 0.9
 
 #: Strong-judged rows with ``pi < 1`` an interval needs (the variance is estimated from them).
 MIN_DRAWN = 2
@@ -103,26 +104,19 @@ class CascadeEstimate:
     cheap_mean: float | None
     agreement: float | None
 
-    def to_dict(self, digits: int = 6) -> dict[str, Any]:
-        """The fields as a JSON-ready dict, floats rounded to ``digits``."""
-        def rounded(value: float | None) -> float | None:
-            return None if value is None else round(value, digits)
-        return {**self.estimate.to_dict(digits), "intercept": rounded(self.intercept),
-                "cheap_mean": rounded(self.cheap_mean), "agreement": rounded(self.agreement)}
-
 
 def budget_rows(budget: float | int, rows: int) -> float:
-    """The budget ``B`` in (expected) rows: an ``int`` is rows (0 to ``rows``), a ``float`` a
-    share of ``rows`` in [0, 1].
+    """The budget ``B`` in (expected) rows: a whole number (``int``) is rows (0 to ``rows``), a
+    ``float`` a share of ``rows`` in [0, 1] (so ``1`` is one row, ``1.0`` every row).
 
     Raises
     ------
     ValueError
         A bool, a negative or non-finite budget, a share above 1 or more rows than there are.
     """
-    if isinstance(budget, bool) or not isinstance(budget, int | float) or not math.isfinite(budget) or budget < 0:
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not math.isfinite(budget) or budget < 0:
         raise ValueError(f"strong budget must be a share in [0, 1] or a whole number of rows, got {budget!r}")
-    if isinstance(budget, float):
+    if not isinstance(budget, numbers.Integral):
         if budget > 1.0:
             raise ValueError(f"strong budget share must be at most 1, got {budget}")
         return budget * rows
@@ -229,7 +223,9 @@ def row_uniforms(ids: Sequence[str], seed: int) -> np.ndarray:
 
 
 def sample_of(uniforms: np.ndarray, pi: np.ndarray, method: str) -> StrongSample:
-    """The rows with ``u_i < pi_i``."""
+    """The sample of the rows with ``u_i < pi_i``: ``uniforms`` from :func:`row_uniforms` (kept
+    across budgets, so that samples nest), ``pi`` from :func:`inclusion_probabilities`, ``method``
+    ``"uniform"`` or ``"active"`` (named in the estimate). Arrays of one length; nothing raised."""
     return StrongSample(np.asarray(pi, float), np.asarray(uniforms) < pi, method)
 
 

@@ -195,3 +195,24 @@ def test_bad_rows_are_named_by_line_and_field():
 def test_a_bad_budget_is_refused(budget, message):
     with pytest.raises(ValueError, match=message):
         inclusion_probabilities(10, budget)
+
+
+def test_the_bench_compares_with_the_strong_judge_alone_on_the_same_sample():
+    from bench import cascade_bench
+    from bench.trust_bench import Pool
+
+    # A cheap judge that says the same on every row carries no information: lam = 0 and the
+    # uniform cascade is the classical interval itself (same width, same hits).
+    constant = Pool(np.array([1.0, 0.0]), np.array([0.5, 0.5]), np.array([0.7, 0.3]))
+    out = cascade_bench.simulate(constant, "labels", budgets=(0.1,), rows=500, draws=100)[0.1]
+    assert out["uniform_width"] == pytest.approx(out["classical_width"])
+    assert out["uniform_coverage"] == out["classical_coverage"]
+    # Mean strong rows: 10 % of 500 = 50 expected, standard error sqrt(45 / 100) = 0.67.
+    assert abs(out["uniform_rows"] - 50) < 3 * 0.67
+    # A cheap judge equal to the strong one: every residual is 0, the estimate exact, width 0.
+    perfect = Pool(np.array([1.0, 0.0]), np.array([1.0, 0.0]), np.array([0.7, 0.3]))
+    out = cascade_bench.simulate(perfect, "labels", budgets=(0.1,), rows=500, draws=20)[0.1]
+    assert (out["uniform_coverage"], out["uniform_width"]) == (1.0, 0.0)
+    # The noisy strong judge flips 10 % of the labels: the same cheap judge no longer matches it.
+    out = cascade_bench.simulate(perfect, "noisy labels", budgets=(0.1,), rows=500, draws=20)[0.1]
+    assert out["uniform_width"] > 0.0
