@@ -160,8 +160,8 @@ def inclusion_probabilities(rows: int, budget: float | int, uncertainty: Any = N
     Raises
     ------
     ValueError
-        A bad budget or floor, an uncertainty of another length or negative, or forced rows
-        more than the budget.
+        A bad budget or floor, an uncertainty of another length or negative, a NaN uncertainty
+        on a row not forced (naming its line), or forced rows more than the budget.
     """
     total = budget_rows(budget, rows)
     if not 0.0 < floor <= 1.0:
@@ -174,6 +174,9 @@ def inclusion_probabilities(rows: int, budget: float | int, uncertainty: Any = N
         must = np.isnan(s)
     if len(must) != rows:
         raise ValueError(f"forced must hold {rows} values")
+    if s is not None and (np.isnan(s) & ~must).any():
+        raise ValueError(f"line {int(np.argmax(np.isnan(s) & ~must)) + 1}: uncertainty: NaN (no cheap score) on a row "
+                         "not forced: a row without a cheap score must be strong-judged for sure")
     spare, free = total - must.sum(), int((~must).sum())
     if spare < 0 or (spare == 0 and free and total > 0):
         raise ValueError(f"{int(must.sum())} row(s) must be strong-judged (no cheap score), more than a "

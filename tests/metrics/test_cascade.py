@@ -44,6 +44,8 @@ def test_rows_without_a_cheap_score_are_always_drawn_and_count_toward_the_budget
     assert pi[2:].min() == pytest.approx(0.125)
     with pytest.raises(ValueError, match="2 row\\(s\\) must be strong-judged"):
         inclusion_probabilities(10, 1, uncertainty)
+    with pytest.raises(ValueError, match=r"^line 1: uncertainty: NaN"):
+        inclusion_probabilities(10, 4, uncertainty, forced=[False, True] + [False] * 8)
 
 
 @pytest.mark.parametrize("active", [False, True])
