@@ -35,15 +35,16 @@ budget on guessing). They count toward the budget; the rest of it is spread over
 the estimator of Zrnic & Candès (their ``b = 0``) with the Poisson-sampling (Horvitz–Thompson)
 variance of the mean over these ``N`` rows; for fixed ``lam`` and ``b`` both are unbiased over
 the draw. ``lam`` is power-tuned as PPI++ does: the value minimising ``se²``, clipped to [0, 1].
-``b`` is the residuals' ``1 / pi``-weighted mean over the drawn rows (Hájek), so they sum to 0
-and ``theta = mean_i g_i``; ``se²`` is then multiplied by ``(N_s / sum_drawn 1 / pi)²`` (``N_s``
-the rows with a cheap score), the ratio estimator's linearised variance (Särndal, Swensson &
-Wretman 1992, §5.7), which follows the realised sample size. Without ``b`` a residual mean that
+``b`` is the residuals' ``1 / pi``-weighted mean over the drawn rows (Hájek), so their weighted
+sum is 0 and ``theta`` is the mean of ``g_i`` (of ``y_i`` on a row without a cheap score);
+``se²`` is then multiplied by ``(N_s / sum_drawn 1 / pi)²`` (``N_s`` the rows with a cheap
+score), the ratio estimator's linearised variance (Särndal, Swensson & Wretman 1992, §5.7),
+which follows the realised sample size. Without ``b`` a residual mean that
 is not 0 (a biased cheap judge, or ``lam < 1``) adds its square to every row's variance: at
 ``lam = 0`` and a pass rate of 0.7, 0.7 / 0.21 = 3.3 times the variance of the strong judge's
 own sample mean. For uniform sampling of ``n`` rows this is PPI++'s point estimate with the
 cheap mean over all ``N`` rows, and PPI++'s rectifier variance with the finite-population
-correction ``1 - n / N`` and without ``lam² var(f) / N`` (the cheap mean is known on every row):
+correction ``1 - n / N`` and without ``lam² var(f) / (N - n)`` (the cheap mean is known on every row):
 ``tests/metrics/test_cascade.py`` checks the relation.
 
 **Which mean.** The estimand is what the strong judge would say on *these* ``N`` rows, as a full
