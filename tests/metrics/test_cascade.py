@@ -25,8 +25,8 @@ def test_active_probabilities_are_proportional_to_uncertainty_above_the_floor():
 
 
 def test_probabilities_capped_at_one_give_their_excess_to_the_other_rows():
-    # Budget 5: the floor is 0.25; c s >= 1 for the three uncertain rows (capped at 1), so the
-    # 2 - 1.5 ... rest: 5 - 3 - 6 * 0.25 = 0.5 goes to the 0.1 row (c = 5).
+    # Budget 5: the floor is 0.25; c s >= 1 for the three most uncertain rows (capped at 1), so
+    # the rest, 5 - 3 - 6 * 0.25 = 0.5, goes to the 0.1 row (c = 5: 0.5 c and 0.4 c pass 1).
     assert inclusion_probabilities(10, 5, UNCERTAINTY, floor=0.5) == pytest.approx([1, 1, 1] + [0.25] * 6 + [0.5])
     # Budget 6: the four uncertain rows all reach 1 (4), so the six certain ones share the other 2.
     assert inclusion_probabilities(10, 6, UNCERTAINTY, floor=0.5) == pytest.approx([1, 1, 1] + [1 / 3] * 6 + [1])
