@@ -1,0 +1,356 @@
+"""A judge cascade: the cheap judge on every row, the strong judge on a seeded sample, one estimate.
+
+The cheap judge (the offline verifier, a small model) scores all ``N`` rows; the strong judge
+scores a sample; the published number estimates **the strong judge's mean over all N rows**,
+with a 95 % interval valid whatever the cheap judge's quality (a better cheap judge only makes
+it narrower). This is prediction-powered inference with the strong judge as the trusted signal
+(``rag_eval.metrics.stats.ppi``, issue 26), and, when the sample favours the rows the cheap judge
+is least sure of, active statistical inference (Zrnic & Candès, *Active Statistical
+Inference*, ICML 2024).
+
+**The draw** (:func:`inclusion_probabilities`, :func:`draw`). Each row ``i`` gets an inclusion
+probability ``pi_i`` and a seeded uniform ``u_i`` (``rag_eval.metrics.stats.sampling.priority``
+of the seed and the row id: the same on every run and machine, whatever the rows' order); it is
+strong-judged iff ``u_i < pi_i`` (Poisson sampling: each row drawn independently, the sample's
+size random around ``sum(pi)``). *Uniform*: ``pi_i = B / N`` for a budget of ``B`` rows.
+*Active*: ``pi_i = min(1, max(floor * B / N, c * s_i))`` for the cheap judge's uncertainty
+``s_i`` (:func:`score_uncertainty`: ``sqrt(f (1 - f))`` for a score in [0, 1]), ``c`` set so
+that ``sum(pi) = B``: proportional to the uncertainty, never below ``floor`` times the uniform
+rate (so every row can be drawn and no weight ``1 / pi`` exceeds ``N / (floor B)``), capped at 1
+with the excess spread over the other rows. ``pi_i`` never decreases when ``B`` grows, so for
+one seed a larger budget's sample **contains** the smaller one's: raising the budget judges
+only the added rows.
+
+**Rows without a cheap score** (``judge_error``) get ``pi_i = 1``: always strong-judged, they
+enter the estimate with their strong score as it is and add no variance, so the estimate stays
+valid whatever made the cheap judge fail (a fill such as 0.5 would also be valid, but spends
+budget on guessing). They count toward the budget; the rest of it is spread over the scored rows.
+
+**The estimate** (:func:`cascade_mean`). With the cheap prediction ``g_i = lam f_i + b`` and
+``xi_i`` 1 for a strong-judged row::
+
+    theta = mean_i [ g_i + (y_i - g_i) * xi_i / pi_i ]
+    se²   = sum_i xi_i (y_i - g_i)² (1 - pi_i) / pi_i² / N²
+
+the estimator of Zrnic & Candès (their ``b = 0``) with the Poisson-sampling (Horvitz–Thompson)
+variance of the mean over these ``N`` rows; for fixed ``lam`` and ``b`` both are unbiased over
+the draw. ``lam`` is power-tuned as PPI++ does: the value minimising ``se²``, clipped to [0, 1].
+``b`` is the residuals' ``1 / pi``-weighted mean over the drawn rows (Hájek), so their weighted
+sum is 0 and ``theta`` is the mean of ``g_i`` (of ``y_i`` on a row without a cheap score);
+``se²`` is then multiplied by ``(N_s / sum_drawn 1 / pi)²`` (``N_s`` the rows with a cheap
+score), the ratio estimator's linearised variance (Särndal, Swensson & Wretman 1992, §5.7),
+which follows the realised sample size. Without ``b`` a residual mean that
+is not 0 (a biased cheap judge, or ``lam < 1``) adds its square to every row's variance: at
+``lam = 0`` and a pass rate of 0.7, 0.7 / 0.21 = 3.3 times the variance of the strong judge's
+own sample mean. For uniform sampling of ``n`` rows this is PPI++'s point estimate with the
+cheap mean over all ``N`` rows, and PPI++'s rectifier variance with the finite-population
+correction ``1 - n / N`` and without ``lam² var(f) / (N - n)`` (the cheap mean is known on every row):
+``tests/metrics/test_cascade.py`` checks the relation.
+
+**Which mean.** The estimand is what the strong judge would say on *these* ``N`` rows, as a full
+strong run would publish it. The paper's variance (the terms' sample variance over ``N``) is
+that of the mean of an infinite population the rows come from: it adds the strong scores' own
+variance over ``N`` and over-covers the mean of these rows, the more the larger the budget. A
+row with ``pi = 1`` adds no variance; with ``pi = 1`` on every row the estimate is the strong
+mean with zero width.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rag_eval.metrics.stats.ppi import MeanEstimate, _z
+from rag_eval.metrics.stats.sampling import priority
+
+#: The least inclusion probability of active sampling, as a share of the uniform rate ``B / N``
+#: (``bench/cascade_bench.py`` chose it on the tuning rows: docs/explanation/cascade.md).
+FLOOR = 0.9
+
+#: Strong-judged rows with ``pi < 1`` an interval needs (the variance is estimated from them).
+MIN_DRAWN = 2
+
+
+@dataclass(frozen=True)
+class StrongSample:
+    """The rows the strong judge scores: per row (in input order) the inclusion probability
+    ``pi`` and whether it is ``drawn``; ``method`` is ``"uniform"`` or ``"active"``."""
+
+    pi: np.ndarray
+    drawn: np.ndarray
+    method: str
+
+    @property
+    def rows(self) -> int:
+        """Strong requests (rows) the sample costs."""
+        return int(self.drawn.sum())
+
+
+@dataclass(frozen=True)
+class CascadeEstimate:
+    """The strong judge's mean over all rows as the cascade estimates it (``estimate.method``
+    ``"cascade-uniform"`` or ``"cascade-active"``, ``n`` the strong-judged rows, ``N`` all rows,
+    ``lam`` the cheap score's weight), the ``intercept`` ``b`` of the cheap prediction, the
+    cheap judge's raw mean over its scored rows, and ``agreement``: the share of rows where the
+    two judges' pass/fail at ``threshold`` agree, estimated from the strong-judged rows with a
+    cheap score (weighted by ``1 / pi``, so it is the population's agreement, not the
+    uncertain rows'); ``None`` without such a row."""
+
+    estimate: MeanEstimate
+    intercept: float
+    cheap_mean: float | None
+    agreement: float | None
+
+
+def budget_rows(budget: float | int, rows: int) -> float:
+    """The budget ``B`` in (expected) rows: a whole number (``int``) is rows (0 to ``rows``), a
+    ``float`` a share of ``rows`` in [0, 1] (so ``1`` is one row, ``1.0`` every row).
+
+    Raises
+    ------
+    ValueError
+        A bool, a negative or non-finite budget, a share above 1 or more rows than there are.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not math.isfinite(budget) or budget < 0:
+        raise ValueError(f"strong budget must be a share in [0, 1] or a whole number of rows, got {budget!r}")
+    if not isinstance(budget, numbers.Integral):
+        if budget > 1.0:
+            raise ValueError(f"strong budget share must be at most 1, got {budget}")
+        return budget * rows
+    if budget > rows:
+        raise ValueError(f"strong budget of {budget} rows exceeds the {rows} rows")
+    return float(budget)
+
+
+def score_uncertainty(scores: Any) -> np.ndarray:
+    """The cheap judge's uncertainty of a score in [0, 1]: ``sqrt(f (1 - f))`` (the standard
+    deviation of a pass drawn with probability ``f``): 0.5 at 0.5, 0 at either end. NaN (no
+    score) stays NaN; values outside [0, 1] are cut to it."""
+    f = np.clip(np.asarray(scores, dtype=float), 0.0, 1.0)
+    return np.sqrt(f * (1.0 - f))
+
+
+def inclusion_probabilities(rows: int, budget: float | int, uncertainty: Any = None, floor: float = FLOOR,
+                            forced: Any = None) -> np.ndarray:
+    """Each row's probability of being strong-judged (the module docstring's draw).
+
+    Parameters
+    ----------
+    rows : int
+        ``N``, the rows.
+    budget : float or int
+        A share of the rows or a number of rows (:func:`budget_rows`): ``sum(pi)`` equals it.
+    uncertainty : array-like of float, shape (N,), optional
+        The cheap judge's uncertainty per row (>= 0, NaN where it has no score): active
+        sampling. ``None``: uniform.
+    floor : float
+        Active sampling's least probability as a share of the uniform rate, in (0, 1] (1 is
+        uniform sampling): every row can be drawn.
+    forced : array-like of bool, shape (N,), optional
+        Rows always strong-judged (``pi = 1``); by default those whose uncertainty is NaN.
+
+    Returns
+    -------
+    ndarray of float, shape (N,)
+        ``pi`` in [0, 1], summing to the budget; non-decreasing in the budget row by row.
+
+    Raises
+    ------
+    ValueError
+        A bad budget or floor, an uncertainty of another length or negative, a NaN uncertainty
+        on a row not forced (naming its line), or forced rows more than the budget.
+    """
+    total = budget_rows(budget, rows)
+    if not 0.0 < floor <= 1.0:
+        raise ValueError(f"floor must be a share of the uniform rate in (0, 1], got {floor}")
+    s = None if uncertainty is None else np.asarray(uncertainty, dtype=float).reshape(-1)
+    if s is not None and (len(s) != rows or (s < 0).any()):
+        raise ValueError(f"uncertainty must hold {rows} values >= 0 (NaN for no score)")
+    must = np.zeros(rows, bool) if forced is None else np.asarray(forced, bool).reshape(-1)
+    if s is not None and forced is None:
+        must = np.isnan(s)
+    if len(must) != rows:
+        raise ValueError(f"forced must hold {rows} values")
+    if s is not None and (np.isnan(s) & ~must).any():
+        raise ValueError(f"line {int(np.argmax(np.isnan(s) & ~must)) + 1}: uncertainty: NaN (no cheap score) on a row "
+                         "not forced: a row without a cheap score must be strong-judged for sure")
+    spare, free = total - must.sum(), int((~must).sum())
+    if spare < 0 or (spare == 0 and free and total > 0):
+        raise ValueError(f"{int(must.sum())} row(s) must be strong-judged (no cheap score), more than a "
+                         f"budget of {total:g} rows leaves room for: raise the budget")
+    pi = np.ones(rows)
+    if free:
+        pi[~must] = _spread(spare, s[~must] if s is not None else np.ones(free), floor if s is not None else 1.0)
+    return pi
+
+
+def _spread(total: float, s: np.ndarray, floor: float) -> np.ndarray:
+    """``min(1, max(floor * total / n, c s))`` with ``c`` found by bisection so the sum is ``total``;
+    when the rows with ``s > 0`` all reach 1 first, the rest of ``total`` goes evenly to the others."""
+    n = len(s)
+    low = floor * total / n
+
+    def probabilities(c: float) -> np.ndarray:
+        return np.minimum(1.0, np.maximum(low, c * s))
+
+    if not s.any() or floor == 1.0:
+        return np.full(n, total / n)
+    positive = s > 0
+    certain = int((~positive).sum())
+    if positive.sum() + low * certain <= total:
+        return np.where(positive, 1.0, (total - positive.sum()) / certain if certain else 1.0)
+    lo, hi = 0.0, 1.0 / float(s[positive].min())  # at hi every row with s > 0 is at 1
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if probabilities(mid).sum() < total else (lo, mid)
+    return probabilities(hi)
+
+
+def row_uniforms(ids: Sequence[str], seed: int) -> np.ndarray:
+    """Each row's seeded uniform ``u_i`` in [0, 1) (``sampling.priority`` of seed and id).
+
+    Raises
+    ------
+    ValueError
+        Two rows with one id (they would share their draw); the error names the later line.
+    """
+    seen: dict[str, int] = {}
+    for line, row_id in enumerate(ids, start=1):
+        if str(row_id) in seen:
+            raise ValueError(f"line {line}: id {row_id!r} repeats line {seen[str(row_id)]}'s: row ids must be unique")
+        seen[str(row_id)] = line
+    return np.array([priority(seed, str(row_id)) for row_id in ids])
+
+
+def sample_of(uniforms: np.ndarray, pi: np.ndarray, method: str) -> StrongSample:
+    """The sample of the rows with ``u_i < pi_i``: ``uniforms`` from :func:`row_uniforms` (kept
+    across budgets, so that samples nest), ``pi`` from :func:`inclusion_probabilities`, ``method``
+    ``"uniform"`` or ``"active"`` (named in the estimate). Arrays of one length; nothing raised."""
+    return StrongSample(np.asarray(pi, float), np.asarray(uniforms) < pi, method)
+
+
+def draw(ids: Sequence[str], seed: int, budget: float | int, uncertainty: Any = None,
+         floor: float = FLOOR, forced: Any = None) -> StrongSample:
+    """The strong sample of the rows ``ids``: :func:`inclusion_probabilities` (uniform without
+    ``uncertainty``, else active; ``forced`` rows, by default those of NaN uncertainty, always
+    drawn: pass the rows without a cheap score for uniform sampling), then ``u_i < pi_i``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`inclusion_probabilities` and :func:`row_uniforms` do.
+    """
+    pi = inclusion_probabilities(len(ids), budget, uncertainty, floor, forced)
+    return sample_of(row_uniforms(ids, seed), pi, "uniform" if uncertainty is None else "active")
+
+
+def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: float = 0.95,
+                 lam: float | None = None, intercept: float | None = None,
+                 threshold: float = 0.5) -> CascadeEstimate:
+    """The strong judge's mean over all ``N`` rows, estimated from the cheap judge's scores on
+    every row and the strong judge's on the sample (the module docstring's ``theta ± z se``).
+
+    Parameters
+    ----------
+    cheap : array-like of float, shape (N,)
+        The cheap judge's score per row; NaN where it has none (such a row must have ``pi = 1``).
+    strong : array-like of float, shape (N,)
+        The strong judge's score per drawn row; the others are ignored (NaN by convention).
+    sample : StrongSample
+        The draw (:func:`draw`): ``pi`` and ``drawn`` per row, in the same order.
+    confidence : float
+        Two-sided coverage of the interval, in (0, 1).
+    lam, intercept : float, optional
+        The cheap prediction ``lam f + intercept``; ``None`` fits them to the drawn rows
+        (``lam`` clipped to [0, 1]). Both given: the estimate is unbiased over the draw
+        (``intercept = 0`` is Zrnic & Candès's form) and so is ``se²`` for its variance (0
+        when no row with ``pi < 1`` is drawn); nothing is fitted, so one drawn row suffices.
+    threshold : float
+        Pass/fail cut of both judges' scores for ``agreement`` (a score >= it passes).
+
+    Returns
+    -------
+    CascadeEstimate
+        ``theta ± z se``; with ``pi = 1`` on every row (a budget of all rows) that is the strong
+        judge's mean with zero width.
+
+    Raises
+    ------
+    ValueError
+        Arrays of other lengths than the sample; no strong-judged row; a drawn row without a strong score, a row
+        without a cheap score that was not sure to be drawn, or a row that can never be drawn
+        (``pi = 0``), each naming its line (from 1) and field; fewer than ``MIN_DRAWN``
+        strong-judged rows among those with ``pi < 1``; a confidence outside (0, 1).
+    """
+    f = np.asarray(cheap, dtype=float).reshape(-1)
+    y = np.asarray(strong, dtype=float).reshape(-1)
+    pi, drawn, rows = sample.pi, sample.drawn, len(sample.pi)
+    if len(f) != rows or len(y) != rows:
+        raise ValueError(f"cheap ({len(f)}) and strong ({len(y)}) scores must have one per sampled row ({rows})")
+    if not drawn.any():
+        raise ValueError("no row was strong-judged (a budget of 0, or a draw that took none): the strong "
+                         "judge's mean cannot be estimated; raise the budget")
+    _check_rows(f, y, pi, drawn)
+    z = _z(confidence)
+    method = f"cascade-{sample.method}"
+    scored = ~np.isnan(f)
+    cheap_mean = float(f[scored].mean()) if scored.any() else None
+    agreement = _agreement(f, y, pi, drawn & scored, threshold)
+    sampled = pi < 1.0
+    fitted = drawn & sampled
+    if (lam is None or intercept is None) and sampled.any() and fitted.sum() < MIN_DRAWN:
+        raise ValueError(f"{int(fitted.sum())} strong-judged row(s) among the {int(sampled.sum())} sampled: "
+                         f"an interval needs at least {MIN_DRAWN}; raise the budget")
+    w = (1.0 - pi[fitted]) / pi[fitted] ** 2
+    if lam is None:
+        lam = _power_tuning(f[fitted], y[fitted], w, intercept)
+    both, hajek = drawn & scored, intercept is None
+    if intercept is None:  # the residuals' mean over the scored rows (Hajek): they sum to 0 below
+        intercept = float(np.average(y[both] - lam * f[both], weights=1.0 / pi[both])) if both.any() else 0.0
+    g = np.where(scored, lam * np.nan_to_num(f) + intercept, 0.0)
+    theta = float((g + np.where(drawn, np.nan_to_num(y) - g, 0.0) / pi).mean())
+    variance = float((w * (y[fitted] - g[fitted]) ** 2).sum())
+    if hajek and both.any():  # the fitted intercept's share: scored rows over their estimate from the draw
+        variance *= (scored.sum() / (1.0 / pi[both]).sum()) ** 2
+    se = math.sqrt(variance) / rows
+    return CascadeEstimate(MeanEstimate(theta, theta - z * se, theta + z * se, se, int(drawn.sum()), rows, lam,
+                                        method, confidence), intercept, cheap_mean, agreement)
+
+
+def _check_rows(f: np.ndarray, y: np.ndarray, pi: np.ndarray, drawn: np.ndarray) -> None:
+    """The first bad row, as a one-line error naming its line (from 1) and field."""
+    problems = (
+        (drawn & ~np.isfinite(y), "strong: drawn for the strong judge but has no finite strong score"),
+        (np.isinf(f), "cheap: the cheap score must be finite (NaN for none)"),
+        (np.isnan(f) & (pi < 1.0), "cheap: no cheap score, so the row must be strong-judged for sure (pi = 1)"),
+        (~(pi > 0.0) | (pi > 1.0), "pi: the inclusion probability must lie in (0, 1]: a row that can never be "
+                                   "drawn would bias the estimate"),
+    )
+    for bad, message in problems:
+        if bad.any():
+            raise ValueError(f"line {int(np.argmax(bad)) + 1}: {message}")
+
+
+def _power_tuning(f: np.ndarray, y: np.ndarray, w: np.ndarray, intercept: float | None) -> float:
+    """The ``lam`` minimising ``sum w (y - lam f - b)²`` over the drawn rows (``b`` fitted with it,
+    or the ``intercept`` given), clipped to [0, 1] as PPI++ does; 0 for no row or a constant cheap judge."""
+    if not len(w):
+        return 0.0
+    if intercept is None:
+        f, y = f - np.average(f, weights=w), y - np.average(y, weights=w)
+    else:
+        y = y - intercept
+    spread = float((w * f * f).sum())
+    return float(np.clip((w * f * y).sum() / spread, 0.0, 1.0)) if spread > 0 else 0.0
+
+
+def _agreement(f: np.ndarray, y: np.ndarray, pi: np.ndarray, both: np.ndarray, threshold: float) -> float | None:
+    """Share of rows where the judges' pass/fail agree, from the rows ``both`` scored, weights ``1 / pi``."""
+    if not both.any():
+        return None
+    same = (f[both] >= threshold) == (y[both] >= threshold)
+    return float(np.average(same, weights=1.0 / pi[both]))

@@ -1,0 +1,220 @@
+"""The judge cascade's draw and estimate (rag_eval.metrics.stats.cascade): inclusion probabilities,
+the nested seeded draw, exact unbiasedness by enumeration, hand-worked values, the relation to
+PPI++ under uniform sampling, and coverage on a synthetic population. Pure numpy: fast."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from rag_eval.metrics.stats.cascade import (StrongSample, cascade_mean, draw, inclusion_probabilities,
+                                            score_uncertainty)
+from rag_eval.metrics.stats.ppi import ppi_mean
+
+Z = 1.959963984540054
+UNCERTAINTY = [0.5, 0.5, 0.4, 0, 0, 0, 0, 0, 0, 0.1]
+
+
+def test_active_probabilities_are_proportional_to_uncertainty_above_the_floor():
+    # Budget 4 of 10 rows, floor 0.5 of the uniform rate 0.4: every pi >= 0.2. The six rows of
+    # uncertainty 0 and the one of 0.1 sit at the floor (1.4); the other three share 2.6 in
+    # proportion: c = 2.6 / 1.4 = 13/7, so pi = 13/14, 13/14 and 0.4 * 13/7 = 26/35 (0.1 c < 0.2).
+    pi = inclusion_probabilities(10, 4, UNCERTAINTY, floor=0.5)
+    assert pi == pytest.approx([13 / 14, 13 / 14, 26 / 35] + [0.2] * 7)
+    assert pi.sum() == pytest.approx(4.0)
+
+
+def test_probabilities_capped_at_one_give_their_excess_to_the_other_rows():
+    # Budget 5: the floor is 0.25; c s >= 1 for the three most uncertain rows (capped at 1), so
+    # the rest, 5 - 3 - 6 * 0.25 = 0.5, goes to the 0.1 row (c = 5: 0.5 c and 0.4 c pass 1).
+    assert inclusion_probabilities(10, 5, UNCERTAINTY, floor=0.5) == pytest.approx([1, 1, 1] + [0.25] * 6 + [0.5])
+    # Budget 6: the four uncertain rows all reach 1 (4), so the six certain ones share the other 2.
+    assert inclusion_probabilities(10, 6, UNCERTAINTY, floor=0.5) == pytest.approx([1, 1, 1] + [1 / 3] * 6 + [1])
+    # A share is of the rows: 0.3 of 10 is 3 rows; uniform sampling gives each row 3/10.
+    assert inclusion_probabilities(10, 0.3) == pytest.approx([0.3] * 10)
+
+
+def test_rows_without_a_cheap_score_are_always_drawn_and_count_toward_the_budget():
+    # Two rows with no cheap score (NaN uncertainty): pi = 1; the other 8 share 4 - 2 = 2 rows
+    # at least at the floor 0.5 * 2 / 8 = 0.125.
+    uncertainty = [np.nan, np.nan, 0.5, 0.5, 0, 0, 0, 0, 0, 0]
+    pi = inclusion_probabilities(10, 4, uncertainty, floor=0.5)
+    assert pi[:2].tolist() == [1.0, 1.0]
+    assert pi.sum() == pytest.approx(4.0)
+    assert pi[2:].min() == pytest.approx(0.125)
+    with pytest.raises(ValueError, match="2 row\\(s\\) must be strong-judged"):
+        inclusion_probabilities(10, 1, uncertainty)
+    with pytest.raises(ValueError, match=r"^line 1: uncertainty: NaN"):
+        inclusion_probabilities(10, 4, uncertainty, forced=[False, True] + [False] * 8)
+
+
+@pytest.mark.parametrize("active", [False, True])
+def test_a_larger_budget_s_sample_contains_the_smaller_one_s(active):
+    rng = np.random.default_rng(7)
+    ids = [f"q-{i}" for i in range(500)]
+    cheap = rng.random(500)
+    cheap[::50] = np.nan  # judge_error rows: drawn at every budget
+    uncertainty = score_uncertainty(cheap) if active else None
+    samples = [draw(ids, 3, budget, uncertainty) for budget in (0.05, 0.1, 0.2, 0.5, 1.0)]
+    for smaller, larger in itertools.pairwise(samples):
+        assert (larger.pi >= smaller.pi - 1e-12).all()
+        assert (larger.drawn >= smaller.drawn).all()
+        assert larger.rows > smaller.rows
+    assert samples[-1].drawn.all()
+    # Another seed draws other rows.
+    assert (draw(ids, 4, 0.1, uncertainty).drawn != samples[1].drawn).any()
+
+
+def test_hand_worked_four_rows_with_fixed_lam():
+    # pi = 1/2 everywhere, rows 1, 2, 4 drawn; g = 0.5 f = 0.45, 0.1, 0.3, 0.2.
+    # Terms g + (y - g) / pi: 0.45 + 1.1, 0.1 - 0.2, 0.3, 0.2 + 1.6 -> mean 3.55 / 4 = 0.8875.
+    # se^2 = (1 - pi) / pi^2 * (0.55^2 + 0.1^2 + 0.8^2) / 16 = 2 * 0.9525 / 16.
+    sample = StrongSample(np.full(4, 0.5), np.array([True, True, False, True]), "uniform")
+    out = cascade_mean([0.9, 0.2, 0.6, 0.4], [1, 0, np.nan, 1], sample, lam=0.5, intercept=0.0)
+    assert out.estimate.estimate == pytest.approx(0.8875)
+    assert out.estimate.se == pytest.approx(math.sqrt(2 * 0.9525 / 16))
+    assert (out.estimate.n, out.estimate.N, out.estimate.method) == (3, 4, "cascade-uniform")
+
+
+def test_hand_worked_four_rows_tuned():
+    # Drawn f = 0.9, 0.2, 0.4, y = 1, 0, 1 (equal weights): centred sums give slope
+    # 0.3 / 0.26 > 1, clipped to lam = 1; intercept mean(y - f) = 1/6. The residuals sum to 0,
+    # so theta = mean(f) + 1/6 = 0.525 + 1/6; residuals -1/15, -11/30, 13/30:
+    # se^2 = 2 * (1/225 + 121/900 + 169/900) / 16 * (4 / 6)^2, the last factor the 4 scored
+    # rows over their estimate from the draw, 3 / 0.5 (the fitted intercept's Hajek correction).
+    sample = StrongSample(np.full(4, 0.5), np.array([True, True, False, True]), "uniform")
+    out = cascade_mean([0.9, 0.2, 0.6, 0.4], [1, 0, np.nan, 1], sample)
+    assert (out.estimate.lam, out.intercept) == pytest.approx((1.0, 1 / 6))
+    assert out.estimate.estimate == pytest.approx(0.525 + 1 / 6)
+    assert out.estimate.se == pytest.approx(math.sqrt(2 * (4 + 121 + 169) / 900 / 16 * (4 / 6) ** 2))
+    assert out.estimate.ci_low == pytest.approx(out.estimate.estimate - Z * out.estimate.se)
+    # Pass at 0.5: the judges agree on rows 1 and 2, not 4; the cheap mean is over all rows.
+    assert out.agreement == pytest.approx(2 / 3)
+    assert out.cheap_mean == pytest.approx(0.525)
+
+
+def test_the_estimate_and_its_variance_estimate_are_unbiased_by_enumeration():
+    # Row 0 has no cheap score (pi = 1); rows 1-4 are drawn with the unequal pi below. Over all
+    # 16 subsets, weighted by their probability: E[theta] is the strong mean exactly and E[se^2]
+    # is theta's variance exactly (Horvitz-Thompson, fixed lam and intercept).
+    cheap = np.array([np.nan, 0.9, 0.1, 0.6, 0.3])
+    strong = np.array([1.0, 1.0, 0.0, 0.0, 1.0])
+    pi = np.array([1.0, 0.2, 0.5, 0.7, 0.9])
+    thetas, variances, weights = [], [], []
+    for chosen in itertools.product([False, True], repeat=4):
+        drawn = np.array([True, *chosen])
+        weights.append(np.prod(np.where(drawn, pi, 1 - pi)))
+        out = cascade_mean(cheap, np.where(drawn, strong, np.nan), StrongSample(pi, drawn, "active"),
+                           lam=0.6, intercept=0.1).estimate
+        thetas.append(out.estimate)
+        variances.append(out.se ** 2)
+    weights, thetas = np.array(weights), np.array(thetas)
+    assert weights.sum() == pytest.approx(1.0)
+    assert weights @ thetas == pytest.approx(strong.mean(), abs=1e-12)
+    assert weights @ np.array(variances) == pytest.approx(weights @ (thetas - strong.mean()) ** 2, abs=1e-12)
+
+
+def test_the_tuned_estimate_is_unbiased_within_its_simulation_error():
+    # A fixed population of 400 rows; 3,000 active draws at a 20 % budget. The tuned lam and
+    # intercept make the estimator a ratio (bias of order 1/n); the mean over draws must lie
+    # within 4 simulation standard errors of the strong mean.
+    rng = np.random.default_rng(11)
+    cheap = rng.beta(2, 2, 400)
+    strong = (rng.random(400) < 0.2 + 0.6 * cheap).astype(float)
+    pi = inclusion_probabilities(400, 0.2, score_uncertainty(cheap))
+    thetas = np.array([cascade_mean(cheap, strong, StrongSample(pi, rng.random(400) < pi, "active")).estimate.estimate
+                       for _ in range(3000)])
+    assert abs(thetas.mean() - strong.mean()) < 4 * thetas.std() / math.sqrt(len(thetas))
+
+
+def test_every_row_drawn_for_sure_gives_the_strong_mean_with_zero_width():
+    cheap = [0.2, np.nan, 0.7, 0.9]
+    strong = [0.0, 1.0, 1.0, 0.0]
+    out = cascade_mean(cheap, strong, draw(["a", "b", "c", "d"], 0, 1.0, score_uncertainty(cheap)))
+    assert out.estimate.estimate == 0.5
+    assert (out.estimate.ci_low, out.estimate.ci_high, out.estimate.se) == (0.5, 0.5, 0.0)
+    assert out.estimate.n == 4
+
+
+def test_uniform_sampling_with_fixed_n_is_ppi_plus_plus_on_the_rows_themselves():
+    # With pi = n / N and exactly n rows drawn, the fitted intercept centres the residuals:
+    # theta = lam mean_all(f) + mean_drawn(y - lam f), PPI++'s estimate with the cheap mean over
+    # all N rows instead of the N - n undrawn ones; se^2 = (1 - n/N) var(y - lam f) / n, PPI++'s
+    # rectifier variance with the finite-population correction and without lam^2 var(f) / (N - n)
+    # (the cheap mean is known on every row, not estimated for a population beyond them).
+    rng = np.random.default_rng(5)
+    big_n, n, lam = 2000, 200, 0.8
+    cheap = rng.random(big_n)
+    strong = (rng.random(big_n) < cheap).astype(float)
+    drawn = np.zeros(big_n, bool)
+    drawn[rng.choice(big_n, n, replace=False)] = True
+    out = cascade_mean(cheap, strong, StrongSample(np.full(big_n, n / big_n), drawn, "uniform"), lam=lam).estimate
+    ppi = ppi_mean(strong[drawn], cheap[drawn], cheap[~drawn], lam=lam, pseudo=0.0)
+    assert out.estimate == pytest.approx(ppi.estimate + lam * (cheap.mean() - cheap[~drawn].mean()))
+    residual_variance = np.var(strong[drawn] - lam * cheap[drawn])
+    assert out.se ** 2 == pytest.approx((1 - n / big_n) * residual_variance / n)
+    assert ppi.se ** 2 == pytest.approx(residual_variance / n + lam ** 2 * np.var(cheap[~drawn]) / (big_n - n))
+    # At this size the two point estimates differ by far less than the interval's width.
+    assert abs(out.estimate - ppi.estimate) < 0.1 * (out.ci_high - out.ci_low)
+
+
+@pytest.mark.parametrize("uncertain", [False, True])
+def test_coverage_on_a_synthetic_population_is_95_percent_within_the_binomial_band(uncertain):
+    # 400 versions of 1,000 rows, a cheap score informative of the strong verdict, 3 % judge_error
+    # rows; a 10 % budget. 95 % coverage over 400 draws has standard error 1.09 %: within 3.
+    rng = np.random.default_rng(2)
+    ids = [str(i) for i in range(1000)]
+    hits = 0
+    for version in range(400):
+        cheap = rng.beta(0.7, 0.7, 1000)
+        strong = (rng.random(1000) < 0.1 + 0.8 * cheap).astype(float)
+        cheap[rng.random(1000) < 0.03] = np.nan
+        sample = draw(ids, version, 0.1, score_uncertainty(cheap) if uncertain else None, forced=np.isnan(cheap))
+        assert sample.drawn[np.isnan(cheap)].all()
+        out = cascade_mean(cheap, np.where(sample.drawn, strong, np.nan), sample).estimate
+        hits += out.ci_low <= strong.mean() <= out.ci_high
+    band = 3 * math.sqrt(0.95 * 0.05 / 400)
+    assert 0.95 - band <= hits / 400 <= 0.95 + band
+
+
+def test_bad_rows_are_named_by_line_and_field():
+    sample = StrongSample(np.array([1.0, 0.5, 0.5]), np.array([True, True, False]), "active")
+    with pytest.raises(ValueError, match=r"^line 2: strong: drawn for the strong judge"):
+        cascade_mean([np.nan, 0.4, 0.3], [1.0, np.nan, np.nan], sample)
+    with pytest.raises(ValueError, match=r"^line 3: cheap: no cheap score"):
+        cascade_mean([0.2, 0.4, np.nan], [1.0, 0.0, np.nan], sample)
+    with pytest.raises(ValueError, match=r"^line 3: id 'a' repeats line 1's"):
+        draw(["a", "b", "a"], 0, 0.5)
+    with pytest.raises(ValueError, match="no row was strong-judged"):
+        cascade_mean([0.2, 0.4, 0.3], [np.nan] * 3, StrongSample(np.full(3, 0.1), np.zeros(3, bool), "uniform"))
+    with pytest.raises(ValueError, match="1 strong-judged row\\(s\\) among the 3 sampled"):
+        cascade_mean([0.2, 0.4, 0.3], [1.0, np.nan, np.nan],
+                     StrongSample(np.full(3, 0.5), np.array([True, False, False]), "uniform"))
+
+
+@pytest.mark.parametrize("budget, message", [(1.5, "at most 1"), (11, "exceeds the 10 rows"), (-1, "share"),
+                                             (True, "share")])
+def test_a_bad_budget_is_refused(budget, message):
+    with pytest.raises(ValueError, match=message):
+        inclusion_probabilities(10, budget)
+
+
+def test_the_bench_compares_with_the_strong_judge_alone_on_the_same_sample():
+    from bench import cascade_bench
+    from bench.trust_bench import Pool
+
+    # A cheap judge that says the same on every row carries no information: lam = 0 and the
+    # uniform cascade is the classical interval itself (same width, same hits).
+    constant = Pool(np.array([1.0, 0.0]), np.array([0.5, 0.5]), np.array([0.7, 0.3]))
+    out = cascade_bench.simulate(constant, "labels", budgets=(0.1,), rows=500, draws=100)[0.1]
+    assert out["uniform_width"] == pytest.approx(out["classical_width"])
+    assert out["uniform_coverage"] == out["classical_coverage"]
+    # Mean strong rows: 10 % of 500 = 50 expected, standard error sqrt(45 / 100) = 0.67.
+    assert abs(out["uniform_rows"] - 50) < 3 * 0.67
+    # A cheap judge equal to the strong one: every residual is 0, the estimate exact, width 0.
+    perfect = Pool(np.array([1.0, 0.0]), np.array([1.0, 0.0]), np.array([0.7, 0.3]))
+    out = cascade_bench.simulate(perfect, "labels", budgets=(0.1,), rows=500, draws=20)[0.1]
+    assert (out["uniform_coverage"], out["uniform_width"]) == (1.0, 0.0)
+    # The noisy strong judge flips 10 % of the labels: the same cheap judge no longer matches it.
+    out = cascade_bench.simulate(perfect, "noisy labels", budgets=(0.1,), rows=500, draws=20)[0.1]
+    assert out["uniform_width"] > 0.0
