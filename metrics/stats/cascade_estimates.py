@@ -79,7 +79,7 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
                                                      summary_factor(summary, metric, registry))
         row["published"] = "ppi" if row.get("ppi") else \
             "cascade" if (row.get("cascade") or {}).get("estimate") else "mean"
-    usage = {c: int(strong[f"strong_{c}"].fillna(0).sum()) for c in USAGE_COLUMNS}
+    usage = {c: int(_counts(strong[f"strong_{c}"]).sum()) for c in USAGE_COLUMNS}
     summary["cascade"] = {**settings, "strong_judge": _judges(strong),
                           "metrics": {m: b["n"] for m, b in blocks.items()}, "usage": usage}
     return blocks
@@ -122,13 +122,18 @@ def _requests(drawn: pd.DataFrame, rows: int) -> dict[str, Any]:
     judge reports usage (a row's requests sent plus judgements answered from the cache; the full run
     is their Horvitz-Thompson total, ``sum c / pi`` over the drawn rows, unbiased over the draw),
     else in rows (``rows`` the rows covered)."""
-    sent = drawn["strong_chat_requests"].fillna(0) + drawn["strong_embedding_requests"].fillna(0)
-    cost = sent + drawn["strong_cache_hits"].fillna(0)
+    sent = _counts(drawn["strong_chat_requests"]) + _counts(drawn["strong_embedding_requests"])
+    cost = sent + _counts(drawn["strong_cache_hits"])
     if cost.sum() > 0:
         full = round(float((cost / drawn["inclusion_probability"]).sum()))
         return {"unit": "requests", "used": int(cost.sum()), "sent": int(sent.sum()),
                 "from_cache": int(cost.sum() - sent.sum()), "full_run": full, "saved": full - int(cost.sum())}
     return {"unit": "rows", "used": len(drawn), "full_run": rows, "saved": rows - len(drawn)}
+
+
+def _counts(column: pd.Series) -> pd.Series:
+    """A usage column as numbers, 0 where empty (a row not drawn)."""
+    return pd.to_numeric(column).fillna(0)
 
 
 def _judges(frame: pd.DataFrame) -> str | None:

@@ -1,12 +1,16 @@
-"""The cascade's summary blocks (``add_cascade_estimates``) on hand-made frames, values worked by hand."""
+"""The cascade's draw from cheap results, its summary blocks (``add_cascade_estimates``) on hand-made frames,
+values worked by hand, and ``evaluate``'s refusals of a bad cascade setting."""
 import math
+import re
 
 import pandas as pd
 import pytest
 
-from rag_eval.metrics.core.strong import STRONG_COLUMNS
+from rag_eval.metrics import build_metrics, evaluate
+from rag_eval.metrics.core.strong import STRONG_COLUMNS, draw_strong
 from rag_eval.metrics.reports.aggregate import summarize
 from rag_eval.metrics.stats.cascade_estimates import add_cascade_estimates
+from tests.conftest import ScriptedJudge
 
 SETTINGS = {"sampling": "uniform", "budget": 0.5, "seed": 0}
 
@@ -94,3 +98,63 @@ def test_labels_estimate_stays_the_published_figure_beside_the_cascade():
     row = summary["metrics"]["faithfulness"]
     assert row["published"] == "ppi" and row["ppi"] == {"estimate": 0.7}
     assert row["cascade"]["estimate"]["estimate"] == pytest.approx(2 / 3, abs=1e-6)
+
+
+def test_a_likert_metric_is_drawn_actively_on_its_score_rescaled_to_0_1():
+    # groundedness (1-5) scored 1, 3, 5: rescaled 0, 0.5, 1, uncertainties 0, 0.5, 0. A budget of half the
+    # 3 rows is B = 1.5; the floor is 0.9 * 1.5 / 3 = 0.45, so the middle row gets 1.5 - 2 * 0.45 = 0.6.
+    results, _ = frames([("ok", 1.0), ("ok", 3.0), ("ok", 5.0)], [])
+    results["metric"] = "groundedness"
+    uniforms = pd.Series([0.5, 0.5, 0.5], index=[0, 1, 2])
+    draws, notes = draw_strong(results, build_metrics(["groundedness"]), uniforms, 0.5, "active")
+    assert draws["inclusion_probability"].tolist() == pytest.approx([0.45, 0.6, 0.45])
+    assert draws["drawn"].tolist() == [False, True, False] and notes == {}
+
+
+def test_more_cheap_failures_than_the_budget_draw_no_sample_and_say_why():
+    results, _ = frames([("judge_error", None), ("judge_error", None), ("ok", 0.5), ("not_applicable", None)], [])
+    draws, notes = draw_strong(results, build_metrics(["faithfulness"]), pd.Series([0.1] * 4), 1, "uniform")
+    assert draws["inclusion_probability"].isna().all() and not draws["drawn"].any()
+    assert notes["faithfulness"].startswith("no strong sample drawn: 2 row(s) must be strong-judged")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"strong_judge": ScriptedJudge()}, "a judge cascade needs both strong_judge and strong_budget"),
+    ({"strong_judge": None, "strong_budget": 0.1}, "a judge cascade needs both strong_judge and strong_budget"),
+    ({"strong_budget": 1.5}, "strong budget share must be at most 1, got 1.5"),
+    ({"strong_budget": 3}, "strong budget of 3 rows exceeds the 2 rows"),
+    ({"strong_budget": 1, "strong_sampling": "random"}, "strong_sampling must be one of active, uniform, got 'random'"),
+])
+def test_a_bad_cascade_setting_is_refused_before_anything_is_scored(options, message):
+    cheap = ScriptedJudge()
+    rows = [{"id": f"r{i}", "user_input": "q", "response": "The answer.", "retrieved_contexts": ["c"]} for i in range(2)]
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        evaluate(rows, metrics=["faithfulness"], judge=cheap, **{"strong_judge": ScriptedJudge(), **options})
+    assert cheap.calls == []
+
+
+def test_two_rows_with_one_id_are_refused_before_anything_is_scored():
+    cheap = ScriptedJudge()
+    rows = [{"id": "a", "user_input": "q", "response": "The answer.", "retrieved_contexts": ["c"]}] * 2
+    with pytest.raises(ValueError, match=r"^line 2: id 'a' repeats line 1's"):
+        evaluate(rows, metrics=["faithfulness"], judge=cheap, strong_judge=ScriptedJudge(), strong_budget=1)
+    assert cheap.calls == []
+
+
+def test_with_labels_too_the_summary_publishes_the_labels_estimate_beside_the_cascade_s(tmp_path):
+    # The cheap judge passes every statement (faithfulness 1 on every row), the strong judge none (0): the
+    # cascade estimates the strong mean as 0 exactly (a constant cheap judge leaves the strong sample's mean,
+    # every drawn residual 0). People labelled 12 rows, half 1 and half 0: the labels' estimate corrects the
+    # cheap judge and is the published figure.
+    rows = [{"id": f"r{i}", "user_input": "q", "response": "The answer.", "retrieved_contexts": ["c"]} for i in range(30)]
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,metric,label\n" + "".join(f"r{i},faithfulness,{i % 2}\n" for i in range(12)))
+    result = evaluate(rows, metrics=["faithfulness"], judge=ScriptedJudge(), labels=labels,
+                      strong_judge=ScriptedJudge(support=lambda item: 0), strong_budget=0.5, seed=3)
+    row = result.summary["metrics"]["faithfulness"]
+    assert row["mean"] == 1.0 and row["published"] == "ppi" and row["ppi"]["method"] == "ppi++"
+    assert row["ppi"]["n"] == 12 and row["ppi"]["ci_low"] < 0.5 < row["ppi"]["ci_high"]
+    assert row["cascade"]["estimate"]["estimate"] == 0.0 and row["cascade"]["agreement"] == 0.0
+    assert result.summary["labels"]["metrics"] == {"faithfulness": 12}
+    n = row["cascade"]["n"]  # a judge reporting no usage: the saving is counted in rows
+    assert row["cascade"]["requests"] == {"unit": "rows", "used": n, "full_run": 30, "saved": 30 - n} and 0 < n < 30
