@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rag_eval.metrics.core.registry import Registry
+from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.stats.cascade import StrongSample, cascade_mean
-from rag_eval.metrics.stats.estimates import scaled, summary_factor
+from rag_eval.metrics.stats.estimates import scaled, summary_factor, within
 
 #: Failed drawn lines a note names at most (then "and k more").
 NAMED_LINES = 5
@@ -58,7 +58,8 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
         Written under ``summary["cascade"]``: ``sampling`` (``"active"`` or ``"uniform"``), and
         the budget and seed.
     registry : Registry, optional
-        The metrics' classes (which are on [0, 1]): default the built-in ones.
+        The metrics' classes (their value range, to which each estimate and interval is cut, as the
+        labels' are; which are on [0, 1]): default the built-in ones.
 
     Returns
     -------
@@ -75,8 +76,10 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
         mine = strong[strong["metric"] == metric]
         if len(mine):
             cheap = results.loc[results["metric"] == metric, ["row", "status", "value", "threshold", "direction"]]
+            known = given(registry).get(metric)
+            scale = (float(known.value_range[0]), float(known.value_range[1])) if known else None
             blocks[metric] = row["cascade"] = _block(cheap.merge(mine, on="row"), str(settings["sampling"]),
-                                                     summary_factor(summary, metric, registry))
+                                                     summary_factor(summary, metric, registry), scale)
         row["published"] = "ppi" if row.get("ppi") else \
             "cascade" if (row.get("cascade") or {}).get("estimate") else "mean"
     usage = {c: int(_counts(strong[f"strong_{c}"]).sum()) for c in USAGE_COLUMNS}
@@ -85,8 +88,10 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
     return blocks
 
 
-def _block(joined: pd.DataFrame, sampling: str, factor: float) -> dict[str, Any]:
-    """One metric's cascade block from its cheap and strong rows joined by row."""
+def _block(joined: pd.DataFrame, sampling: str, factor: float,
+           scale: tuple[float, float] | None) -> dict[str, Any]:
+    """One metric's cascade block from its cheap and strong rows joined by row; the estimate and its
+    interval cut to the metric's ``scale`` (its value range, where the strong mean lies) when known."""
     inside = joined[joined["inclusion_probability"].notna()]
     drawn = inside["strong_status"].notna().to_numpy()
     block: dict[str, Any] = {"estimate": None, "agreement": None, "strong_judge": _judges(inside),
@@ -112,7 +117,7 @@ def _block(joined: pd.DataFrame, sampling: str, factor: float) -> dict[str, Any]
     except ValueError as error:
         block["note"] = f"no estimate: {error}"
         return block
-    block["estimate"] = scaled(found.estimate, factor)
+    block["estimate"] = scaled(within(found.estimate, scale) if scale else found.estimate, factor)
     block["agreement"] = None if found.agreement is None else round(found.agreement, 4)
     return block
 

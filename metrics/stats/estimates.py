@@ -149,14 +149,14 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
     if len(y) < MIN_LABELS:
         labelled_metric.note = f"{len(y)} labelled row(s) scored ok: an interval needs {MIN_LABELS}"
     elif not len(unlabelled):
-        labelled_metric.estimate = _within(classical_mean(y, confidence, scale=scale), scale)
+        labelled_metric.estimate = within(classical_mean(y, confidence, scale=scale), scale)
         labelled_metric.note = "every row scored ok is labelled: the labels' own (Agresti-Coull) interval"
     else:
-        labelled_metric.estimate = _within(ppi_mean(y, f, unlabelled, confidence, scale=scale), scale)
+        labelled_metric.estimate = within(ppi_mean(y, f, unlabelled, confidence, scale=scale), scale)
     return labelled_metric
 
 
-def _within(estimate: MeanEstimate, scale: tuple[float, float]) -> MeanEstimate:
+def within(estimate: MeanEstimate, scale: tuple[float, float]) -> MeanEstimate:
     """The estimate and its interval cut to the metric's scale, where the mean lies (a normal
     interval near an end reaches past it; cutting it never leaves the true mean out)."""
     low, high = scale

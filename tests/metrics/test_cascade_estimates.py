@@ -67,14 +67,15 @@ def test_a_cheap_judge_exact_on_the_drawn_rows_gives_its_mean_with_the_failed_ro
 def test_a_constant_cheap_judge_leaves_the_strong_sample_s_own_interval_on_the_0_10_scale():
     # Cheap 0.5 everywhere: lam = 0, b = the drawn strong scores' mean (1 + 0 + 1) / 3 = 2/3 = theta.
     # se² = sum w (y - b)² (N / sum 1/pi)² / N², w = (1 - 0.5) / 0.5² = 2: 2 * (1/9 + 4/9 + 1/9) * (4/6)² / 16
-    # = 1/27, se = 0.19245; on the 0-10 scale, times 10.
+    # = 1/27, se = 0.19245; on the 0-10 scale, times 10. The interval's top, 6.667 + 1.96 * 1.9245 = 10.44, is
+    # cut to the scale's end, 10, where the strong mean cannot pass.
     results, strong_frame = frames([("ok", 0.5)] * 4, [(0.5, "ok", 1.0), (0.5, "ok", 0.0), (0.5, "ok", 1.0),
                                                        (0.5, None, None)])
     summary = summarize(results, scale=10)
     estimate = add_cascade_estimates(summary, results, strong_frame, SETTINGS)["faithfulness"]["estimate"]
     se = 10 / math.sqrt(27)
     assert estimate["estimate"] == pytest.approx(20 / 3, abs=1e-5) and estimate["se"] == pytest.approx(se, abs=1e-5)
-    assert estimate["ci_low"] == pytest.approx(20 / 3 - 1.959964 * se, abs=1e-4)
+    assert estimate["ci_low"] == pytest.approx(20 / 3 - 1.959964 * se, abs=1e-4) and estimate["ci_high"] == 10.0
     assert (estimate["lam"], estimate["n"], estimate["N"]) == (0.0, 3, 4)
 
 
