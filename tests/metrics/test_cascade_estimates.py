@@ -159,3 +159,13 @@ def test_with_labels_too_the_summary_publishes_the_labels_estimate_beside_the_ca
     assert result.summary["labels"]["metrics"] == {"faithfulness": 12}
     n = row["cascade"]["n"]  # a judge reporting no usage: the saving is counted in rows
     assert row["cascade"]["requests"] == {"unit": "rows", "used": n, "full_run": 30, "saved": 30 - n} and 0 < n < 30
+
+
+def test_agreement_of_a_lower_is_better_metric_passes_scores_at_or_below_the_threshold():
+    # Threshold 0.5, lower is better: cheap 0.5 passes and strong 0.6 fails on row 1 (disagree), both 0.2 pass
+    # on row 2 (agree): agreement 1/2 (read as higher-is-better, 0.5 and 0.6 would both pass: 1). Every row
+    # drawn for sure: the estimate is the strong mean 0.4.
+    results, strong_frame = frames([("ok", 0.5), ("ok", 0.2)], [(1.0, "ok", 0.6), (1.0, "ok", 0.2)])
+    results["direction"] = "lower_is_better"
+    block = add_cascade_estimates(summarize(results), results, strong_frame, SETTINGS)["faithfulness"]
+    assert block["agreement"] == 0.5 and block["estimate"]["estimate"] == pytest.approx(0.4)
