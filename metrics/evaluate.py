@@ -16,6 +16,8 @@ from rag_eval.metrics.core.results import MetricResult
 from rag_eval.metrics.core.samples import Sample, load_samples, sample_from_dict, unavailable
 from rag_eval.metrics.core.scoring import EvaluationResult, default_judge, results_frame, score_all
 from rag_eval.metrics.core.spark import evaluate_spark, is_spark_data
+from rag_eval.metrics.core.strong import check_cascade, draw_strong, score_strong
+from rag_eval.metrics.stats.cascade_estimates import add_cascade_estimates
 from rag_eval.metrics.errors import InputError
 
 __all__ = ["EvaluationResult", "default_judge", "evaluate", "results_frame", "score_sample"]
@@ -26,7 +28,9 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
              fields: Mapping[str, str] | None = None, thresholds: Mapping[str, float] | None = None,
              task_name: str = "rag_eval", scale: int = 1,
              progress: Callable[[int], None] | None = None, labels: str | Path | None = None,
-             registry: Registry | None = None) -> EvaluationResult:
+             registry: Registry | None = None, strong_judge: Judge | None = None,
+             strong_budget: float | int | None = None, strong_sampling: str = "active",
+             seed: int = 0) -> EvaluationResult:
     """Evaluate a RAG dataset with the given metrics and judge.
 
     Parameters
@@ -55,6 +59,23 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     registry : Registry, optional
         The metrics names name: default the built-in ones; with a custom metrics file and the
         installed plugins' metrics, ``rag_eval.metrics.build_registry(path)``.
+    strong_judge : Judge, optional
+        With ``strong_budget``, a judge cascade (docs/explanation/cascade.md): ``judge`` (the
+        cheap one) scores every row; per metric, a seeded sample of the rows, drawn from the
+        cheap judge's scores (``rag_eval.metrics.core.strong``: rows it failed on always), is
+        scored by ``strong_judge``; the summary gives the estimate of ``strong_judge``'s mean over
+        all rows with its 95 % interval beside the raw mean
+        (``rag_eval.metrics.stats.cascade_estimates.add_cascade_estimates``). ``progress`` counts
+        the strong judge's pairs too.
+    strong_budget : float or int, optional
+        The strong sample's expected size per metric: a ``float`` share of the rows in [0, 1]
+        (``0.1``), or an ``int`` number of rows (``100``) up to the rows.
+    strong_sampling : {"active", "uniform"}
+        ``"active"`` favours the rows whose cheap score is least sure (with a floor, so every row
+        can be drawn); ``"uniform"`` draws every row alike.
+    seed : int
+        The draw's seed: with the same seed a larger budget's sample contains the smaller one's,
+        so (with the LLM judge's cache) raising the budget sends requests for the added rows only.
 
     Returns
     -------
@@ -62,14 +83,23 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         ``results`` has one row per (sample, metric), every row with a status and a
         reason; nothing is dropped. A selected metric that no sample can feed (a field
         absent from every sample) is named in a ``UserWarning`` and reports ``input_error``.
+        With a cascade, ``results`` also has the strong columns (:func:`results_frame`) and the
+        summary a ``cascade`` block per metric and under ``summary["cascade"]``.
 
     Raises
     ------
     FileNotFoundError, ValueError, KeyError
         For a missing file, an unsupported format or field mapping, no sample, no or an
-        unknown metric, a label line that cannot be used (naming its line and field).
+        unknown metric, a label line that cannot be used (naming its line and field); before
+        anything is scored: only one of ``strong_judge`` and ``strong_budget``, a cascade on
+        Spark data, a bad budget or sampling, two rows with one id (naming the later line).
     """
+    cascade = strong_judge is not None or strong_budget is not None
+    if cascade and (strong_judge is None or strong_budget is None):
+        raise ValueError("a judge cascade needs both strong_judge and strong_budget")
     if is_spark_data(samples):
+        if cascade:
+            raise ValueError("a judge cascade is not offered on Spark data: evaluate the rows locally")
         return evaluate_spark(samples, metrics, judge, dict(fields or {}), dict(thresholds or {}), task_name, scale,
                               registry=registry)
     judge = judge or default_judge()
@@ -78,9 +108,15 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     if not loaded:
         raise InputError("no samples to evaluate")
     built = build_metrics(metrics, thresholds, registry=registry)
+    uniforms = check_cascade(loaded, strong_budget, strong_sampling, seed) if strong_budget is not None else None
     for metric, why in unavailable(loaded, {m.name: m.required_fields for m in built}).items():
         warnings.warn(f"{metric} cannot run: {why}; its results are input_error", stacklevel=2)
     frame = results_frame(score_all(loaded, built, judge, progress))
+    strong = None
+    if strong_judge is not None and strong_budget is not None and uniforms is not None:
+        draws, notes = draw_strong(frame, built, uniforms, strong_budget, strong_sampling)
+        strong = score_strong(loaded, built, strong_judge, draws, notes, progress)
+        frame = frame.merge(strong, on=["row", "metric"], how="left")
     summary = summarize(frame, task_name, describe_judge(judge, registry), scale, registry=registry)
     if labels is not None:
         from rag_eval.metrics.stats.estimates import add_estimates
@@ -90,6 +126,9 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         if problems:
             raise problems[0]
         add_estimates(summary, frame, pd.DataFrame(found, columns=["line", "id", "metric", "label"]), registry)
+    if strong is not None:
+        add_cascade_estimates(summary, frame, strong, {"sampling": strong_sampling, "budget": strong_budget,
+                                                       "seed": seed}, registry)
     return EvaluationResult(frame, summary, loaded)
 
 

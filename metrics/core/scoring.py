@@ -55,6 +55,15 @@ def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:
     """Per-row results as a DataFrame with :data:`RESULT_COLUMNS`.
 
     ``details`` is serialised to a JSON string so the frame writes to Parquet as is.
+
+    A judge cascade (``evaluate(..., strong_judge=, strong_budget=)``) keeps these columns, the
+    cheap judge's, on every row and adds, per (row, metric), ``inclusion_probability`` (the
+    chance the row was drawn for the strong judge; NaN for a row outside the cascade: cheap
+    status ``not_applicable``, ``input_error`` or ``target_error``) and the strong judge's result
+    as ``strong_status``, ``strong_value``, ``strong_passed``, ``strong_reason``,
+    ``strong_details``, ``strong_judge`` and ``strong_`` + the usage columns, empty (NA) on the
+    rows not drawn (``rag_eval.metrics.core.strong.STRONG_COLUMNS``): ``frame["strong_value"] -
+    frame["value"]`` compares the two judges on the drawn rows.
     """
     records = []
     for result in results:  # MetricResult.to_record's values, without its deep copy of every result's details

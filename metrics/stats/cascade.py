@@ -250,7 +250,7 @@ def draw(ids: Sequence[str], seed: int, budget: float | int, uncertainty: Any = 
 
 def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: float = 0.95,
                  lam: float | None = None, intercept: float | None = None,
-                 threshold: float = 0.5) -> CascadeEstimate:
+                 threshold: float = 0.5, higher: bool = True) -> CascadeEstimate:
     """The strong judge's mean over all ``N`` rows, estimated from the cheap judge's scores on
     every row and the strong judge's on the sample (the module docstring's ``theta ± z se``).
 
@@ -271,6 +271,8 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
         when no row with ``pi < 1`` is drawn); nothing is fitted, so one drawn row suffices.
     threshold : float
         Pass/fail cut of both judges' scores for ``agreement`` (a score >= it passes).
+    higher : bool
+        Whether a higher score is better; ``False`` (a lower-is-better metric): a score <= ``threshold`` passes.
 
     Returns
     -------
@@ -299,7 +301,7 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
     method = f"cascade-{sample.method}"
     scored = ~np.isnan(f)
     cheap_mean = float(f[scored].mean()) if scored.any() else None
-    agreement = _agreement(f, y, pi, drawn & scored, threshold)
+    agreement = _agreement(f, y, pi, drawn & scored, threshold, higher)
     sampled = pi < 1.0
     fitted = drawn & sampled
     if (lam is None or intercept is None) and sampled.any() and fitted.sum() < MIN_DRAWN:
@@ -348,9 +350,11 @@ def _power_tuning(f: np.ndarray, y: np.ndarray, w: np.ndarray, intercept: float 
     return float(np.clip((w * f * y).sum() / spread, 0.0, 1.0)) if spread > 0 else 0.0
 
 
-def _agreement(f: np.ndarray, y: np.ndarray, pi: np.ndarray, both: np.ndarray, threshold: float) -> float | None:
+def _agreement(f: np.ndarray, y: np.ndarray, pi: np.ndarray, both: np.ndarray, threshold: float,
+               higher: bool) -> float | None:
     """Share of rows where the judges' pass/fail agree, from the rows ``both`` scored, weights ``1 / pi``."""
     if not both.any():
         return None
-    same = (f[both] >= threshold) == (y[both] >= threshold)
+    sign = 1.0 if higher else -1.0
+    same = (sign * f[both] >= sign * threshold) == (sign * y[both] >= sign * threshold)
     return float(np.average(same, weights=1.0 / pi[both]))

@@ -31,6 +31,7 @@ import pandas as pd
 from rag_eval.metrics.stats.agreement import accuracy, auroc, cohen_kappa, spearman
 from rag_eval.metrics.stats.ppi import MeanEstimate, classical_mean, ppi_mean
 from rag_eval.metrics.core.registry import Registry, given
+from rag_eval.metrics.reports.aggregate import is_ratio
 from rag_eval.metrics.core.results import Direction, Status
 
 #: Labelled rows scored ``ok`` a metric needs before it gets an estimate: the interval is a normal
@@ -65,15 +66,25 @@ class LabelledMetric:
         """The blocks summary.json holds under ``metrics[<metric>]``: ``ppi`` (the estimate, or
         ``None``), ``raw_mean``, ``agreement`` and ``labels`` (counts), values times ``factor``
         (10 for a [0, 1] metric presented on dingo's 0-10 scale)."""
-        ppi = None
-        if self.estimate is not None:
-            ppi = self.estimate.to_dict()
-            for key in ("estimate", "ci_low", "ci_high", "se"):
-                ppi[key] = round(ppi[key] * factor, 6)
+        ppi = None if self.estimate is None else scaled(self.estimate, factor)
         return {"ppi": ppi, "raw_mean": None if self.raw_mean is None else round(self.raw_mean * factor, 6),
                 "agreement": self.agreement,
                 "labels": {"n": self.n, "rows_ok": self.rows, "kind": self.kind, "not_scored": self.not_scored,
                            "unmatched": self.unmatched, **({"note": self.note} if self.note else {})}}
+
+
+def scaled(estimate: MeanEstimate, factor: float) -> dict[str, Any]:
+    """``estimate.to_dict()`` with the estimate, its interval and ``se`` times ``factor`` (10 for a
+    [0, 1] metric on a summary of scale ``"0-10"``: :func:`summary_factor`)."""
+    out = estimate.to_dict()
+    for key in ("estimate", "ci_low", "ci_high", "se"):
+        out[key] = round(out[key] * factor, 6)
+    return out
+
+
+def summary_factor(summary: dict[str, Any], metric: str, registry: Registry | None = None) -> float:
+    """10 for a [0, 1] metric of ``registry`` on a summary of scale ``"0-10"``, else 1."""
+    return 10.0 if is_ratio(metric, registry) and summary.get("scale") == "0-10" else 1.0
 
 
 def _round(value: float) -> float | None:
@@ -138,14 +149,14 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
     if len(y) < MIN_LABELS:
         labelled_metric.note = f"{len(y)} labelled row(s) scored ok: an interval needs {MIN_LABELS}"
     elif not len(unlabelled):
-        labelled_metric.estimate = _within(classical_mean(y, confidence, scale=scale), scale)
+        labelled_metric.estimate = within(classical_mean(y, confidence, scale=scale), scale)
         labelled_metric.note = "every row scored ok is labelled: the labels' own (Agresti-Coull) interval"
     else:
-        labelled_metric.estimate = _within(ppi_mean(y, f, unlabelled, confidence, scale=scale), scale)
+        labelled_metric.estimate = within(ppi_mean(y, f, unlabelled, confidence, scale=scale), scale)
     return labelled_metric
 
 
-def _within(estimate: MeanEstimate, scale: tuple[float, float]) -> MeanEstimate:
+def within(estimate: MeanEstimate, scale: tuple[float, float]) -> MeanEstimate:
     """The estimate and its interval cut to the metric's scale, where the mean lies (a normal
     interval near an end reaches past it; cutting it never leaves the true mean out)."""
     low, high = scale
@@ -179,8 +190,7 @@ def add_estimates(summary: dict[str, Any], results: pd.DataFrame, labels: pd.Dat
             row.pop(key, None)  # a summary of earlier labels is not carried over
         if metric in known and (labels["metric"] == metric).any():
             done[metric] = metric_estimate(results, labels, metric, registry=known)
-            ratio = tuple(known[metric].value_range) == (0.0, 1.0)
-            row.update(done[metric].to_summary(10.0 if ratio and summary.get("scale") == "0-10" else 1.0))
+            row.update(done[metric].to_summary(summary_factor(summary, metric, known)))
     summary.pop("labels", None)
     if len(labels):
         summary["labels"] = {"rows": int(labels[["line", "id"]].drop_duplicates().shape[0]), "labels": len(labels),

@@ -1,0 +1,117 @@
+"""The strong judge's half of a judge cascade (issue 38): which rows it scores, and its results.
+
+The cheap judge has scored every row (``rag_eval.metrics.core.scoring.score_all``); per metric,
+:func:`draw_strong` draws the rows the strong judge scores (``rag_eval.metrics.stats.cascade``: seeded,
+nested across budgets) from the cheap judge's results, and :func:`score_strong` scores them and
+returns the **strong frame**: one row per (row, metric) with ``inclusion_probability`` and the strong
+judge's result on the drawn rows (:data:`STRONG_COLUMNS`). ``rag_eval.metrics.stats.cascade_estimates``
+turns the two frames into the summary's estimates.
+
+**Which rows a metric's cascade covers.** The rows whose cheap result is ``ok`` or ``judge_error``
+(:data:`IN_CASCADE`): a ``judge_error`` row has no cheap score, so it is always drawn (``pi = 1``).
+Rows the cheap judge found ``not_applicable``, ``input_error`` or ``target_error`` have nothing a
+judge can score (the row's input decides it): they are outside the cascade, with no inclusion
+probability, as they are outside the raw mean. The budget (a share, or a number of rows) is of the
+covered rows.
+
+**Scale.** Active sampling's uncertainty is ``sqrt(f (1 - f))`` of the cheap score rescaled to [0, 1]
+by the metric's ``value_range`` (a Likert 1-5 score ``v`` as ``(v - 1) / 4``); the estimate stays on
+the metric's own scale.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.core.results import MetricResult, Status
+from rag_eval.metrics.core.samples import Sample
+from rag_eval.metrics.core.scoring import RESULT_COLUMNS, results_frame, score_chunks
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.stats.cascade import budget_rows, inclusion_probabilities, row_uniforms, score_uncertainty
+
+#: How the strong sample is drawn (``rag_eval.metrics.stats.cascade``).
+SAMPLINGS = ("active", "uniform")
+#: Cheap statuses of the rows a metric's cascade covers: scored, or failed (then always strong-judged).
+IN_CASCADE = (Status.OK.value, Status.JUDGE_ERROR.value)
+#: The strong judge's result columns: a results frame's, prefixed ``strong_``.
+STRONG_RESULT_COLUMNS = [f"strong_{c}" for c in RESULT_COLUMNS if c not in ("sample_id", "row", "metric",
+                                                                             "threshold", "direction")]
+#: The strong frame: per (row, metric), the inclusion probability (NaN outside the cascade or when no
+#: sample could be drawn) and, on drawn rows, the strong judge's result (empty on the others).
+STRONG_COLUMNS = ["row", "metric", "inclusion_probability", *STRONG_RESULT_COLUMNS]
+
+
+def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str, seed: int) -> pd.Series:
+    """Refuse a bad cascade setting before anything is scored; the rows' seeded uniforms (by ``row``).
+
+    Raises
+    ------
+    ValueError
+        A sampling other than :data:`SAMPLINGS`; a budget that is not a share in [0, 1] or a whole
+        number of rows up to the rows (``rag_eval.metrics.stats.cascade.budget_rows``); two rows with
+        one id (naming the later line).
+    """
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"strong_sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
+    budget_rows(budget, len(samples))
+    return pd.Series(row_uniforms([s.id for s in samples], seed), index=[s.row for s in samples])
+
+
+def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.Series, budget: float | int,
+                sampling: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Per metric, the strong sample drawn from the cheap judge's ``results`` (a results frame).
+
+    ``uniforms`` are :func:`check_cascade`'s (by ``row``: kept across budgets, so samples nest). Returns a
+    frame of ``row``, ``metric``, ``inclusion_probability`` (NaN outside the cascade) and ``drawn``,
+    and ``{metric: why}`` for the metrics no sample could be drawn for (more cheap failures than the
+    budget, a budget in rows above the rows covered): their rows have no probability. Nothing raised.
+    """
+    parts, notes = [], {}
+    for metric in metrics:
+        rows = results[results["metric"] == metric.name].sort_values("row")
+        inside = rows["status"].isin(IN_CASCADE).to_numpy()
+        f = np.where(rows["status"] == Status.OK.value, rows["value"].to_numpy(float), np.nan)[inside]
+        low, high = metric.value_range
+        uncertainty = score_uncertainty((f - low) / (high - low)) if sampling == "active" else None
+        pi, drawn = np.full(len(rows), np.nan), np.zeros(len(rows), bool)
+        try:
+            pi[inside] = inclusion_probabilities(len(f), budget, uncertainty, forced=np.isnan(f))
+        except ValueError as error:
+            notes[metric.name] = f"no strong sample drawn: {error}"
+        else:
+            drawn[inside] = uniforms.loc[rows["row"].to_numpy(int)[inside]].to_numpy() < pi[inside]
+        parts.append(pd.DataFrame({"row": rows["row"].to_numpy(int), "metric": metric.name,
+                                   "inclusion_probability": pi, "drawn": drawn}))
+    return pd.concat(parts, ignore_index=True), notes
+
+
+def score_strong(samples: Sequence[Sample], metrics: Sequence[Metric], judge: Judge, draws: pd.DataFrame,
+                 notes: dict[str, str], progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """Score each metric's drawn rows (``draws`` from :func:`draw_strong`) with the strong ``judge``,
+    every metric at once under its limits; ``progress(1)`` after each pair. The metrics are the cheap
+    run's instances (already fitted to every row, so a row scores as in a full strong run).
+
+    Returns
+    -------
+    DataFrame
+        :data:`STRONG_COLUMNS`, one row per row of ``draws``; a failed strong judgement is a
+        ``judge_error`` row with its reason, never dropped; the rows of a metric in ``notes`` carry
+        its note as ``strong_reason``.
+    """
+    by_row = {s.row: s for s in samples}
+    tasks = [(m, [by_row[r] for r in draws.loc[(draws["metric"] == m.name) & draws["drawn"], "row"]], judge)
+             for m in metrics]
+    tasks = [task for task in tasks if task[1]]
+    scored: list[MetricResult] = []
+    if tasks:
+        for part in score_chunks(tasks, progress and (lambda _: progress(1))):
+            scored += [result for results in part for result in results]
+    strong = results_frame(scored).drop(columns=["sample_id", "threshold", "direction"])
+    strong = strong.rename(columns={c: f"strong_{c}" for c in strong.columns if c not in ("row", "metric")})
+    frame = draws.drop(columns="drawn").merge(strong, on=["row", "metric"], how="left")
+    for metric, note in notes.items():
+        frame.loc[frame["metric"] == metric, "strong_reason"] = note
+    return frame[STRONG_COLUMNS]

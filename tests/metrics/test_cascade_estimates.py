@@ -1,0 +1,171 @@
+"""The cascade's draw from cheap results, its summary blocks (``add_cascade_estimates``) on hand-made frames,
+values worked by hand, and ``evaluate``'s refusals of a bad cascade setting."""
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from rag_eval.metrics import build_metrics, evaluate
+from rag_eval.metrics.core.strong import STRONG_COLUMNS, draw_strong
+from rag_eval.metrics.reports.aggregate import summarize
+from rag_eval.metrics.stats.cascade_estimates import add_cascade_estimates
+from tests.conftest import ScriptedJudge
+
+SETTINGS = {"sampling": "uniform", "budget": 0.5, "seed": 0}
+
+
+def frames(cheap: list, strong: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A faithfulness results frame from ``(status, value)`` per row and its strong frame from
+    ``(pi, strong status or None, strong value)`` per row (one chat request per drawn row)."""
+    results = pd.DataFrame([{"sample_id": f"s{i}", "row": i, "metric": "faithfulness", "status": status,
+                             "value": value, "passed": None if value is None else value >= 0.5, "threshold": 0.5,
+                             "direction": "higher_is_better", "reason": "r", "details": "{}", "judge": "offline",
+                             "chat_requests": 0, "embedding_requests": 0, "prompt_tokens": 0,
+                             "completion_tokens": 0, "cache_hits": 0} for i, (status, value) in enumerate(cheap)])
+    results["value"] = results["value"].astype(float)
+    rows = []
+    for i, (pi, status, value) in enumerate(strong):
+        rows.append({"row": i, "metric": "faithfulness", "inclusion_probability": pi, "strong_status": status,
+                     "strong_value": value, "strong_passed": None, "strong_reason": status and "judged",
+                     "strong_details": None, "strong_judge": status and "llm:strong",
+                     "strong_chat_requests": 1 if status else math.nan,
+                     "strong_embedding_requests": 0 if status else math.nan,
+                     "strong_prompt_tokens": math.nan, "strong_completion_tokens": math.nan,
+                     "strong_cache_hits": 0 if status else math.nan})
+    return results, pd.DataFrame(rows, columns=STRONG_COLUMNS)
+
+
+def test_a_cheap_judge_exact_on_the_drawn_rows_gives_its_mean_with_the_failed_row_s_strong_score():
+    # Rows 0-5 scored 0.2, 0.4, 0.6, 0.8, 1.0, 0.0 by the cheap judge, row 6 a cheap judge_error (pi = 1),
+    # row 7 an input_error (outside the cascade). Rows 0, 2, 4 drawn (pi 0.5), the strong judge agreeing
+    # exactly: lam = 1, b = 0, so theta = (0.2 + 0.4 + 0.6 + 0.8 + 1.0 + 0.0 + 1.0 (row 6's strong score)) / 7
+    # = 4 / 7 with no residual variance; the raw (cheap) mean is 3.0 / 6 = 0.5.
+    cheap = [("ok", 0.2), ("ok", 0.4), ("ok", 0.6), ("ok", 0.8), ("ok", 1.0), ("ok", 0.0), ("judge_error", None),
+             ("input_error", None)]
+    strong = [(0.5, "ok", 0.2), (0.5, None, None), (0.5, "ok", 0.6), (0.5, None, None), (0.5, "ok", 1.0),
+              (0.5, None, None), (1.0, "ok", 1.0), (math.nan, None, None)]
+    results, strong_frame = frames(cheap, strong)
+    summary = summarize(results)
+    blocks = add_cascade_estimates(summary, results, strong_frame, SETTINGS)
+    row = summary["metrics"]["faithfulness"]
+    assert row["mean"] == 0.5 and row["cascade"] is blocks["faithfulness"] and row["published"] == "cascade"
+    block = row["cascade"]
+    assert block["estimate"]["estimate"] == pytest.approx(4 / 7, abs=1e-6)
+    assert block["estimate"]["ci_low"] == block["estimate"]["ci_high"] == block["estimate"]["estimate"]
+    assert (block["estimate"]["n"], block["estimate"]["N"], block["estimate"]["lam"]) == (4, 7, 1.0)
+    assert block["estimate"]["method"] == "cascade-uniform"
+    assert (block["n"], block["rows"], block["sampling"], block["strong_judge"]) == (4, 7, "uniform", "llm:strong")
+    assert block["agreement"] == 1.0  # 0.2 fails, 0.6 and 1.0 pass for both judges
+    # Requests: one per drawn row; a full strong run's Horvitz-Thompson total 3 / 0.5 + 1 / 1 = 7.
+    assert block["requests"] == {"unit": "requests", "used": 4, "sent": 4, "from_cache": 0, "full_run": 7, "saved": 3}
+    assert summary["cascade"] == {**SETTINGS, "strong_judge": "llm:strong", "metrics": {"faithfulness": 4},
+                                  "usage": {"chat_requests": 4, "embedding_requests": 0, "prompt_tokens": 0,
+                                            "completion_tokens": 0, "cache_hits": 0}}
+
+
+def test_a_constant_cheap_judge_leaves_the_strong_sample_s_own_interval_on_the_0_10_scale():
+    # Cheap 0.5 everywhere: lam = 0, b = the drawn strong scores' mean (1 + 0 + 1) / 3 = 2/3 = theta.
+    # se² = sum w (y - b)² (N / sum 1/pi)² / N², w = (1 - 0.5) / 0.5² = 2: 2 * (1/9 + 4/9 + 1/9) * (4/6)² / 16
+    # = 1/27, se = 0.19245; on the 0-10 scale, times 10. The interval's top, 6.667 + 1.96 * 1.9245 = 10.44, is
+    # cut to the scale's end, 10, where the strong mean cannot pass.
+    results, strong_frame = frames([("ok", 0.5)] * 4, [(0.5, "ok", 1.0), (0.5, "ok", 0.0), (0.5, "ok", 1.0),
+                                                       (0.5, None, None)])
+    summary = summarize(results, scale=10)
+    estimate = add_cascade_estimates(summary, results, strong_frame, SETTINGS)["faithfulness"]["estimate"]
+    se = 10 / math.sqrt(27)
+    assert estimate["estimate"] == pytest.approx(20 / 3, abs=1e-5) and estimate["se"] == pytest.approx(se, abs=1e-5)
+    assert estimate["ci_low"] == pytest.approx(20 / 3 - 1.959964 * se, abs=1e-4) and estimate["ci_high"] == 10.0
+    assert (estimate["lam"], estimate["n"], estimate["N"]) == (0.0, 3, 4)
+
+
+def test_a_drawn_row_the_strong_judge_failed_on_gives_no_estimate_and_names_its_line():
+    results, strong_frame = frames([("ok", 0.5)] * 4, [(0.5, "ok", 1.0), (0.5, "judge_error", None),
+                                                       (0.5, "ok", 1.0), (0.5, None, None)])
+    summary = summarize(results)
+    summary["metrics"]["faithfulness"]["ppi"] = None  # labels too few for an estimate: not the published figure
+    block = add_cascade_estimates(summary, results, strong_frame, SETTINGS)["faithfulness"]
+    assert block["estimate"] is None and block["n"] == 3
+    assert block["note"].startswith("no estimate: the strong judge has no score on drawn line(s) 2 (judge_error);")
+    assert summary["metrics"]["faithfulness"]["published"] == "mean"
+
+
+def test_labels_estimate_stays_the_published_figure_beside_the_cascade():
+    results, strong_frame = frames([("ok", 0.5)] * 4, [(0.5, "ok", 1.0), (0.5, "ok", 0.0), (0.5, "ok", 1.0),
+                                                       (0.5, None, None)])
+    summary = summarize(results)
+    summary["metrics"]["faithfulness"]["ppi"] = {"estimate": 0.7}
+    add_cascade_estimates(summary, results, strong_frame, SETTINGS)
+    row = summary["metrics"]["faithfulness"]
+    assert row["published"] == "ppi" and row["ppi"] == {"estimate": 0.7}
+    assert row["cascade"]["estimate"]["estimate"] == pytest.approx(2 / 3, abs=1e-6)
+
+
+def test_a_likert_metric_is_drawn_actively_on_its_score_rescaled_to_0_1():
+    # groundedness (1-5) scored 1, 3, 5: rescaled 0, 0.5, 1, uncertainties 0, 0.5, 0. A budget of half the
+    # 3 rows is B = 1.5; the floor is 0.9 * 1.5 / 3 = 0.45, so the middle row gets 1.5 - 2 * 0.45 = 0.6.
+    results, _ = frames([("ok", 1.0), ("ok", 3.0), ("ok", 5.0)], [])
+    results["metric"] = "groundedness"
+    uniforms = pd.Series([0.5, 0.5, 0.5], index=[0, 1, 2])
+    draws, notes = draw_strong(results, build_metrics(["groundedness"]), uniforms, 0.5, "active")
+    assert draws["inclusion_probability"].tolist() == pytest.approx([0.45, 0.6, 0.45])
+    assert draws["drawn"].tolist() == [False, True, False] and notes == {}
+
+
+def test_more_cheap_failures_than_the_budget_draw_no_sample_and_say_why():
+    results, _ = frames([("judge_error", None), ("judge_error", None), ("ok", 0.5), ("not_applicable", None)], [])
+    draws, notes = draw_strong(results, build_metrics(["faithfulness"]), pd.Series([0.1] * 4), 1, "uniform")
+    assert draws["inclusion_probability"].isna().all() and not draws["drawn"].any()
+    assert notes["faithfulness"].startswith("no strong sample drawn: 2 row(s) must be strong-judged")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"strong_judge": ScriptedJudge()}, "a judge cascade needs both strong_judge and strong_budget"),
+    ({"strong_judge": None, "strong_budget": 0.1}, "a judge cascade needs both strong_judge and strong_budget"),
+    ({"strong_budget": 1.5}, "strong budget share must be at most 1, got 1.5"),
+    ({"strong_budget": 3}, "strong budget of 3 rows exceeds the 2 rows"),
+    ({"strong_budget": 1, "strong_sampling": "random"}, "strong_sampling must be one of active, uniform, got 'random'"),
+])
+def test_a_bad_cascade_setting_is_refused_before_anything_is_scored(options, message):
+    cheap = ScriptedJudge()
+    rows = [{"id": f"r{i}", "user_input": "q", "response": "The answer.", "retrieved_contexts": ["c"]} for i in range(2)]
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        evaluate(rows, metrics=["faithfulness"], judge=cheap, **{"strong_judge": ScriptedJudge(), **options})
+    assert cheap.calls == []
+
+
+def test_two_rows_with_one_id_are_refused_before_anything_is_scored():
+    cheap = ScriptedJudge()
+    rows = [{"id": "a", "user_input": "q", "response": "The answer.", "retrieved_contexts": ["c"]}] * 2
+    with pytest.raises(ValueError, match=r"^line 2: id 'a' repeats line 1's"):
+        evaluate(rows, metrics=["faithfulness"], judge=cheap, strong_judge=ScriptedJudge(), strong_budget=1)
+    assert cheap.calls == []
+
+
+def test_with_labels_too_the_summary_publishes_the_labels_estimate_beside_the_cascade_s(tmp_path):
+    # The cheap judge passes every statement (faithfulness 1 on every row), the strong judge none (0): the
+    # cascade estimates the strong mean as 0 exactly (a constant cheap judge leaves the strong sample's mean,
+    # every drawn residual 0). People labelled 12 rows, half 1 and half 0: the labels' estimate corrects the
+    # cheap judge and is the published figure.
+    rows = [{"id": f"r{i}", "user_input": "q", "response": "The answer.", "retrieved_contexts": ["c"]} for i in range(30)]
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,metric,label\n" + "".join(f"r{i},faithfulness,{i % 2}\n" for i in range(12)))
+    result = evaluate(rows, metrics=["faithfulness"], judge=ScriptedJudge(), labels=labels,
+                      strong_judge=ScriptedJudge(support=lambda item: 0), strong_budget=0.5, seed=3)
+    row = result.summary["metrics"]["faithfulness"]
+    assert row["mean"] == 1.0 and row["published"] == "ppi" and row["ppi"]["method"] == "ppi++"
+    assert row["ppi"]["n"] == 12 and row["ppi"]["ci_low"] < 0.5 < row["ppi"]["ci_high"]
+    assert row["cascade"]["estimate"]["estimate"] == 0.0 and row["cascade"]["agreement"] == 0.0
+    assert result.summary["labels"]["metrics"] == {"faithfulness": 12}
+    n = row["cascade"]["n"]  # a judge reporting no usage: the saving is counted in rows
+    assert row["cascade"]["requests"] == {"unit": "rows", "used": n, "full_run": 30, "saved": 30 - n} and 0 < n < 30
+
+
+def test_agreement_of_a_lower_is_better_metric_passes_scores_at_or_below_the_threshold():
+    # Threshold 0.5, lower is better: cheap 0.5 passes and strong 0.6 fails on row 1 (disagree), both 0.2 pass
+    # on row 2 (agree): agreement 1/2 (read as higher-is-better, 0.5 and 0.6 would both pass: 1). Every row
+    # drawn for sure: the estimate is the strong mean 0.4.
+    results, strong_frame = frames([("ok", 0.5), ("ok", 0.2)], [(1.0, "ok", 0.6), (1.0, "ok", 0.2)])
+    results["direction"] = "lower_is_better"
+    block = add_cascade_estimates(summarize(results), results, strong_frame, SETTINGS)["faithfulness"]
+    assert block["agreement"] == 0.5 and block["estimate"]["estimate"] == pytest.approx(0.4)
