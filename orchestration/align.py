@@ -33,7 +33,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     from rag_eval.metrics.judges.offline import OfflineJudge
     from rag_eval.metrics.judges.verifier import Verifier
     from rag_eval.metrics.sources.labels import labels_frame
-    from rag_eval.orchestration.parsing import judge_resource
+    from rag_eval.orchestration.settings import judge_resource
 
     store = DatasetStore(root=str(Path(args.datasets).resolve()))
     path = store.samples_path(args.version)

@@ -16,6 +16,10 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rag_eval.orchestration.settings import RunSettings
 
 LABEL_ASSETS = ["human_labels", "label_estimates"]
 
@@ -47,9 +51,10 @@ def labels_changed(instance, definitions, version: str) -> str | None:
     return None
 
 
-def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
+def refresh_labels(version: str, settings: RunSettings, args: argparse.Namespace, why: str) -> int:
     """Materialize ``human_labels``, ``label_estimates`` and the gate that decides on them of
-    ``version`` (no metric, no judge request; a run of ``evaluation_job`` with these three), print the
+    ``version`` (no metric, no judge request; a run of ``evaluation_job`` with these three, on the
+    command's instance ``args.instance``, with the run config of ``settings``), print the
     summary with its estimates and the gate; 1 if the run failed, 4 if the gate failed."""
     import json
 
@@ -65,17 +70,17 @@ def refresh_labels(version: str, args: argparse.Namespace, why: str) -> int:
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Output(data_version=...), as evaluate_version
     print(f"dataset version {version}: its metrics are up to date, but {why}: re-estimating from the labels "
           "(human_labels, label_estimates); no metric is judged again", file=sys.stderr)
-    with only_run_of(version, Path(args.out)), after_startup():
-        result = run_in_process(definitions(args), "evaluation_job",
-                                dg.AssetSelection.assets(*LABEL_ASSETS, "baseline_comparison"), version,
-                                args.instance, {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+    selected, folder = [*LABEL_ASSETS, "baseline_comparison"], Path(settings.paths.out) / version
+    with only_run_of(version, Path(settings.paths.out)), after_startup():
+        result = run_in_process(definitions(args, settings), "evaluation_job", dg.AssetSelection.assets(*selected),
+                                version, args.instance, settings.to_run_config(selected))
     if not result.success and not only_the_gate_failed(result):
         print_run_failure(result)
         return 1
-    summary = json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     print_table({**summary, "usage": {}})
     gate = gate_check(result)  # the gate decides on the labels' estimates too: decided again
-    print_gate(gate.metadata, gate.passed, Path(args.out) / version)
+    print_gate(gate.metadata, gate.passed, folder)
     return 0 if gate.passed else GATE_FAILED
 
 

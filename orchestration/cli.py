@@ -5,8 +5,9 @@ version (a dynamic partition), runs ``evaluation_job`` for it in-process against
 project-local Dagster instance (``DAGSTER_HOME``, default ``dagster_home/``), shows
 progress, prints the summary table and writes ``summary.json`` and
 ``results.parquet`` under ``out/<version>/``. The arguments are declared here; what they
-mean is ``rag_eval.orchestration.parsing``, what the commands do ``rag_eval.orchestration.commands`` and
-what they print ``rag_eval.orchestration.report``.
+mean is ``rag_eval.orchestration.settings`` (a run's settings, ``RunSettings``) and
+``rag_eval.orchestration.parsing`` (the resources), what the commands do ``rag_eval.orchestration.commands``
+and what they print ``rag_eval.orchestration.report``.
 """
 from __future__ import annotations
 

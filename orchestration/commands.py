@@ -19,12 +19,14 @@ import shutil
 import sys
 import time
 import warnings
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
-from rag_eval.orchestration.parsing import definitions, judge_resource, run_config
+from rag_eval.orchestration.parsing import definitions
 from rag_eval.orchestration.runs import after_startup, only_run_of
+from rag_eval.orchestration.settings import RunSettings, judge_resource
 
 
 def dagster_home() -> Path:
@@ -178,17 +180,18 @@ def register(args: argparse.Namespace) -> tuple[str, bool]:
                             Path(args.dataset), args.dataset_version, meta, args.replace, settings)
 
 
-def check_out(args: argparse.Namespace) -> None:
-    """Refuse an ``--out`` that is not a folder, before anything is registered."""
+def check_out(settings: RunSettings) -> None:
+    """Refuse an ``--out`` (``settings.paths.out``) that is not a folder, before anything is registered."""
     from rag_eval.metrics.errors import SettingsError
-    out = Path(args.out)
+    out = Path(settings.paths.out)
     if out.exists() and not out.is_dir():
         raise SettingsError(f"--out {out} is a file: pass a folder for the reports and the results tables")
 
 
-def execute_with_progress(metrics: list[str], version: str, run_config: dict, args: argparse.Namespace):
-    """Run ``evaluation_job`` of the command's definitions in-process for ``version`` on its instance with
-    ``metrics`` (``rag_eval.orchestration.jobs.evaluation_selection``: ingestion and its checks, the
+def execute_with_progress(version: str, settings: RunSettings, args: argparse.Namespace):
+    """Run ``evaluation_job`` of the command's definitions in-process for ``version`` on its instance
+    (``args.instance``) with the metrics and run config of ``settings``
+    (``rag_eval.orchestration.jobs.evaluation_selection``: ingestion and its checks, the
     metrics, the summary, the label estimates and the regression gate), showing each metric's
     progress (bars on a terminal, plain lines otherwise): the command's progress display, which its
     execution resource tells (``rag_eval.orchestration.parsing.resources``), is open for the run."""
@@ -197,30 +200,30 @@ def execute_with_progress(metrics: list[str], version: str, run_config: dict, ar
     from rag_eval.orchestration.jobs import evaluation_selection, run_in_process
     from rag_eval.orchestration.orphans import process_tags
 
-    built = definitions(args)
+    built = definitions(args, settings)
     with args.progress:
-        return run_in_process(built, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(*metrics)),
-                              version, args.instance, run_config, process_tags())
+        return run_in_process(built, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(
+            *settings.metrics)), version, args.instance, settings.to_run_config(), process_tags())
 
 
-def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tuple[str, dict] | None:
+def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) -> tuple[str, dict] | None:
     """``(run_id, summary)`` of the run that evaluated ``version`` when running it again would
     redo that run: the ingestion, every selected metric and the summary materialized and not
     stale (``rag_eval.orchestration.records.out_of_date``: code versions and data versions, as the UI's
-    "Unsynced"); the summary's run had the same run config, its summary the same metrics and
-    judge settings and no judge error (a new run would ask again); its files and tables are
-    where this run would write them. Else ``None`` (the run goes ahead; it writes again
+    "Unsynced"); the summary's run had the same run config (``settings.to_run_config()``), its summary
+    the same metrics and judge settings and no judge error (a new run would ask again); its files and
+    tables are where this run would write them. Else ``None`` (the run goes ahead; it writes again
     whatever is missing)."""
     from rag_eval.assets.results_store import set_aside_damaged, table_file
-    from rag_eval.metrics.core.registry import describe_judge, resolve_names
+    from rag_eval.metrics.core.registry import describe_judge
 
     from rag_eval.orchestration.records import changed_since_ingestion, latest_record, out_of_date
 
-    folder = Path(args.out).resolve() / version
-    selected = resolve_names(args.metrics, args.registry)
+    folder = Path(settings.paths.out).resolve() / version
+    selected = settings.metrics
     files = [folder / "summary.json", folder / "results.parquet", folder / "ragas_scores.csv",
-             *([folder / "summary_dingo.json"] if args.dingo_summary else []),
-             *(table_file(args.out, asset, version) for asset in [*selected, "eval_summary"])]
+             *([folder / "summary_dingo.json"] if settings.dingo_layout else []),
+             *(table_file(settings.paths.out, asset, version) for asset in [*selected, "eval_summary"])]
     record = latest_record(args.instance, "eval_summary", version)
     if set_aside_damaged([files[1], *files[-len(selected) - 1:]], partial(print, file=sys.stderr)) or \
             record is None or not all(f.is_file() for f in files):  # the run goes ahead: it writes them again
@@ -233,8 +236,8 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
         summary = json.loads(files[0].read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # damaged (a crash, a full disk): the run goes ahead and writes it again
-    judge = json.loads(json.dumps(describe_judge(judge_resource(args).get_judge(), args.registry), default=str))
-    built = definitions(args).resources
+    judge = json.loads(json.dumps(describe_judge(settings.judge.get_judge(), args.registry), default=str))
+    built = definitions(args, settings).resources
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
             summary["dataset_meta"] != built["dataset_store"].meta(version):
@@ -242,11 +245,11 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     if changed_since_ingestion(args.instance, built["dataset_store"].samples_path(version), version):
         return None  # its file was replaced since it was ingested (Dagster does not see the file)
     run = args.instance.get_run_by_id(record.run_id)
-    if run is None or run.run_config != run_config:
+    if run is None or run.run_config != settings.to_run_config():
         return None
-    ingestion = [spec.key.to_user_string() for spec in definitions(args).resolve_all_asset_specs()
+    ingestion = [spec.key.to_user_string() for spec in definitions(args, settings).resolve_all_asset_specs()
                  if spec.group_name == "ingestion"]
-    if out_of_date(args.instance, definitions(args), version,
+    if out_of_date(args.instance, definitions(args, settings), version,
                    [*ingestion, *selected, "eval_summary", "baseline_comparison"]):
         return None
     return record.run_id, summary
@@ -259,46 +262,45 @@ def interrupted(result) -> bool:
                for event in result.all_events if event.is_step_failure or event.is_run_failure)
 
 
-def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> tuple[dict, object] | None:
-    """Run ``evaluation_job`` for ``version`` with the selected metrics, the regression gate
-    included: ``(summary, the gate's check evaluation)``, or ``None`` when the run failed before
-    the gate. Says
-    first which selected metrics no line can feed, last which lines were rejected or lacked
-    fields (also when under the limit) and the gate's result."""
+def evaluate_version(version: str, settings: RunSettings, args: argparse.Namespace) -> tuple[dict, object] | None:
+    """Run ``evaluation_job`` for ``version`` with the metrics and options of ``settings`` (on the
+    command's instance, ``args.instance``), the regression gate included: ``(summary, the gate's
+    check evaluation)``, or ``None`` when the run failed before the gate. Says first which selected
+    metrics no line can feed, last which lines were rejected or lacked fields (also when under the
+    limit) and the gate's result."""
     import dagster as dg
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from rag_eval.assets.expectations import warm_up
     from rag_eval.assets.ingestion import rejection_limit
-    from rag_eval.metrics.core.registry import resolve_names
     from rag_eval.metrics.core.samples import iter_samples, unavailable
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
     from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
-    where = f"on Spark ({args.spark_master}, {args.parallelism} tasks per metric)" if args.executor == "spark" \
+    executor, out = settings.executor, Path(settings.paths.out)
+    where = f"on Spark ({executor.master}, {executor.parallelism} tasks per metric)" if executor.kind == "spark" \
         else "in this process"
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={dagster_home()})",
           file=sys.stderr)
-    selected = resolve_names(args.metrics, args.registry)
     # Read line by line up to the first line with every field usable: no copy of the version is held.
-    print_cannot_run(unavailable(iter_samples(Path(args.datasets) / version / "samples.jsonl"),
-                                 {m: args.registry[m].required_fields for m in selected}))
+    print_cannot_run(unavailable(iter_samples(Path(settings.paths.datasets) / version / "samples.jsonl"),
+                                 {m: args.registry[m].required_fields for m in settings.metrics}))
 
-    if args.executor != "spark":
+    if executor.kind != "spark":
         warm_up()  # great-expectations' import overlaps the metric steps (its step runs last)
-    with only_run_of(version, Path(args.out)), after_startup():
-        result = execute_with_progress(selected, version, run_config, args)
+    with only_run_of(version, out), after_startup():
+        result = execute_with_progress(version, settings, args)
     if interrupted(result):
         raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
-    limit, _ = rejection_limit(run_config["ops"]["ingest_dataset"]["config"]["max_rejected_share"],
-                               definitions(args).resources["dataset_store"], version)
+    limit, _ = rejection_limit(settings.max_rejected_share, definitions(args, settings).resources["dataset_store"],
+                               version)
     print_failed_checks(result, limit)
     if not result.success and not only_the_gate_failed(result):
         print_run_failure(result)
         return None
-    summary = json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
+    summary = json.loads((out / version / "summary.json").read_text(encoding="utf-8"))
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"], limit)
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
     return summary, gate_check(result)
@@ -306,58 +308,57 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Register the dataset and materialize the whole graph for it (``--dry-run``: print
-    what it would send instead)."""
+    what it would send instead), with the settings of its arguments (``RunSettings.from_args``)."""
     from rag_eval.assets.ingestion import rejection_limit
     from rag_eval.metrics.errors import SettingsError
     from rag_eval.orchestration.dry_run import check_judge, dry_run
 
-    config = run_config(args)
+    settings = RunSettings.from_args(args)
     if args.price is not None and not args.dry_run:
         raise SettingsError("--price applies to --dry-run only")
     if args.dry_run:
         with after_startup():
-            return dry_run(args, config, judge_resource(args))
-    check_judge(judge_resource(args))
-    check_out(args)
+            return dry_run(settings, args)
+    check_judge(settings.judge)
+    check_out(settings)
     version, new = register(args)
     # The limit the version keeps (its settings.json: this run's --max-rejected-share, else an earlier one), in
     # the run's config: a version evaluated under another limit, or failing this one, is not up to date.
-    config["ops"]["ingest_dataset"]["config"]["max_rejected_share"] = rejection_limit(
-        None, definitions(args).resources["dataset_store"], version)[0]
-    started = time.time()
+    settings = replace(settings, max_rejected_share=rejection_limit(
+        None, definitions(args, settings).resources["dataset_store"], version)[0])
+    started, out = time.time(), Path(settings.paths.out)
     if not (new or args.replace or args.force):
-        with only_run_of(version, Path(args.out)):
-            last = up_to_date(version, args, config)
+        with only_run_of(version, out):
+            last = up_to_date(version, settings, args)
         if last is not None:
             from rag_eval.orchestration.annotate import labels_changed, refresh_labels
 
             # New labels of a version otherwise up to date: only the label assets run (no judge request).
-            why = labels_changed(args.instance, definitions(args), version)
-            return refresh_labels(version, args, why) if why else show_up_to_date(version, args, *last)
+            why = labels_changed(args.instance, definitions(args, settings), version)
+            return refresh_labels(version, settings, args, why) if why else show_up_to_date(version, settings, args, *last)
     from rag_eval.orchestration.failures import StepBug
 
     try:
-        evaluated = evaluate_version(version, args, config)
+        evaluated = evaluate_version(version, settings, args)
     except StepBug:  # a bug failed a step (the CLI reports it): a version this run registered is not kept either
         if new:
-            _forget(version, args)
+            _forget(version, settings, args)
         raise
     if evaluated is None:
         if new:  # a version this run registered and could not evaluate is not left behind
-            _forget(version, args)
+            _forget(version, settings, args)
         return 1
     from rag_eval.orchestration.report import print_gate, print_table, print_unmeasured
 
     summary, gate = evaluated
     print_table(summary)
-    print_unmeasured(summary, Path(args.out) / version / "results.parquet")
+    print_unmeasured(summary, out / version / "results.parquet")
     failed = sum(c["judge_error"] for c in summary["coverage"].values())
     total = sum(c["total"] for c in summary["coverage"].values())
-    folder = Path(args.out) / version
+    folder = out / version
     # This run's files only: a gate report left by an earlier `rag-eval gate` is not this run's.
     written = [p.name for p in sorted(folder.iterdir()) if p.is_file() and p.stat().st_mtime >= started - 0.5]
-    print(f"wrote {', '.join(written)} in {folder}/ and its tables in {Path(args.out) / 'tables'}/ "
-          f"(SQL: {Path(args.out) / 'rag_eval.duckdb'})")
+    print(f"wrote {', '.join(written)} in {folder}/ and its tables in {out / 'tables'}/ (SQL: {out / 'rag_eval.duckdb'})")
     print_gate(gate.metadata, gate.passed, folder)
     if not gate.passed:
         from rag_eval.orchestration.gate_cli import GATE_FAILED
@@ -372,31 +373,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _forget(version: str, args: argparse.Namespace) -> None:
+def _forget(version: str, settings: RunSettings, args: argparse.Namespace) -> None:
     """Unregister ``version``, registered by this run and not evaluated, saying so."""
     from rag_eval.assets.registration import unregister
-    from rag_eval.assets.resources import DatasetStore
 
-    unregister(args.instance, DatasetStore(root=str(Path(args.datasets).resolve())), version)
+    unregister(args.instance, definitions(args, settings).resources["dataset_store"], version)
     print(f"dataset version {version} was not kept (its first run failed); fix the cause and run again",
           file=sys.stderr)
 
 
-def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary: dict) -> int:
+def show_up_to_date(version: str, settings: RunSettings, args: argparse.Namespace, run_id: str, summary: dict) -> int:
     """Say that nothing was run and why, then what the run that evaluated ``version`` found."""
     from rag_eval.assets.ingestion import rejection_limit
     from rag_eval.orchestration.records import latest_record
     from rag_eval.orchestration.report import (print_cannot_run, print_gate, print_input_errors, print_rejected,
                                                print_table, print_unmeasured)
 
-    folder = Path(args.out) / version
+    folder = Path(settings.paths.out) / version
     print(f"dataset version {version} is up to date: Dagster records its ingestion, {', '.join(summary['metrics'])}"
           f", eval_summary and the gate (baseline_comparison) materialized and not stale, by run {run_id} with the "
           f"same options and judge; nothing was run or sent. Its reports in {folder}/ are that run's; --force evaluates the version again",
           file=sys.stderr)
     print_cannot_run(summary["cannot_run"])
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"],
-                   rejection_limit(None, definitions(args).resources["dataset_store"], version)[0])
+                   rejection_limit(None, definitions(args, settings).resources["dataset_store"], version)[0])
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
     print_table({**summary, "usage": {}})  # what that run sent is not this one's
     print_unmeasured(summary, folder / "results.parquet")
@@ -412,15 +412,15 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    """Evaluate registered versions in key order, from ``--from`` to ``--to`` inclusive."""
+    """Evaluate registered versions in key order, from ``--from`` to ``--to`` inclusive, with the
+    settings of its arguments (``RunSettings.from_args``)."""
     from rag_eval.assets.partitions import dataset_versions
     from rag_eval.metrics.errors import BusyError, SettingsError
-
     from rag_eval.orchestration.dry_run import check_judge
 
-    config = run_config(args)
-    check_judge(judge_resource(args))
-    check_out(args)
+    settings = RunSettings.from_args(args)
+    check_judge(settings.judge)
+    check_out(settings)
     versions = sorted(args.instance.get_dynamic_partitions(dataset_versions.name))
     chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
     if not chosen:
@@ -428,7 +428,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     failed, regressed = [], 0
     for version in chosen:
         try:
-            summary = evaluate_version(version, args, config)
+            summary = evaluate_version(version, settings, args)
         except BusyError as exc:  # that process evaluates it: the backfill goes on with the others
             print(f"{version}: skipped: {exc}", file=sys.stderr)
             continue

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rag_eval.metrics.core.registry import Registry
+    from rag_eval.orchestration.settings import RunSettings
 
 
 def check_judge(judge_resource: Any) -> None:
@@ -51,25 +55,22 @@ def parse_price(text: str | None) -> tuple[float, float] | None:
     return parts[0], parts[-1]
 
 
-def estimated(args: argparse.Namespace, run_config: dict, judge_resource: Any, files: list[Path],
-              read_only_cache: bool = False):
-    """``(estimate, judge)``: what scoring the samples of ``files`` with the metrics and judge
-    of these arguments would send, after the judgement cache (``rag_eval.metrics.judges.cost``;
-    ``read_only_cache``: a judge of its own that only reads it, ``JudgeResource.get_judge``)."""
+def estimated(settings: RunSettings, registry: Registry, files: list[Path], read_only_cache: bool = False):
+    """``(estimate, judge)``: what scoring the samples of ``files`` with the metrics, options and
+    judge of ``settings`` (metrics of ``registry``) would send, after the judgement cache
+    (``rag_eval.metrics.judges.cost``; ``read_only_cache``: a judge of its own that only reads it,
+    ``JudgeResource.get_judge``)."""
     from rag_eval.metrics.judges.cost import estimate_cost
-    from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.metrics.judges.config import PER_METRIC
     from rag_eval.metrics.judges.llm import LLMJudge
-    from rag_eval.metrics.core.registry import build_metrics, resolve_names
+    from rag_eval.metrics.core.registry import build_metrics
     from rag_eval.metrics.core.samples import load_samples
 
-    names = resolve_names(args.metrics, args.registry)
-    per_metric = run_config["ops"].get(METRICS_OP, {}).get("config", {})
-    config = {name: per_metric.get(name, {}) for name in names}
+    config = {name: settings.metric_options.get(name, {}) for name in settings.metrics}
     options = {n: {k: v for k, v in c.items() if k not in ("threshold", *PER_METRIC)} for n, c in config.items()}
-    metrics = build_metrics(names, {n: c["threshold"] for n, c in config.items() if "threshold" in c},
-                            {n: o for n, o in options.items() if o}, args.registry)
-    judge = judge_resource.get_judge(read_only_cache=read_only_cache)
+    metrics = build_metrics(list(settings.metrics), {n: c["threshold"] for n, c in config.items() if "threshold" in c},
+                            {n: o for n, o in options.items() if o}, registry)
+    judge = settings.judge.get_judge(read_only_cache=read_only_cache)
     judges = {n: judge.with_options(**{k: c[k] for k in PER_METRIC if k in c})
               for n, c in config.items() if isinstance(judge, LLMJudge) and c.keys() & set(PER_METRIC)}
     samples = [sample for file in files for sample in load_samples(file)]
@@ -127,14 +128,14 @@ def expected_answers(args: argparse.Namespace):
         For arguments or a dataset the command itself refuses (it says why).
     """
     from rag_eval.metrics.judges.probe import Expected
-    from rag_eval.orchestration.parsing import judge_resource, run_config
+    from rag_eval.orchestration.settings import RunSettings
 
-    total = estimated(args, run_config(args), judge_resource(args), _files(args))[0].total
+    total = estimated(RunSettings.from_args(args), args.registry, _files(args))[0].total
     return Expected(total["chat_requests"], total["embedding_requests"])
 
 
-def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> int:
-    """Print what ``rag-eval run`` with these arguments would send, per metric and in
+def dry_run(settings: RunSettings, args: argparse.Namespace) -> int:
+    """Print what ``rag-eval run`` of ``args.dataset`` with ``settings`` would send, per metric and in
     total, after the judgement cache (read only: the cache file is neither created nor changed),
     and its price at ``--price``; and, when the real run would be refused before its first request
     (its cache cannot take writes or lacks room: ``rag_eval.orchestration.cache_cli.predicted_refusal``),
@@ -146,7 +147,7 @@ def dry_run(args: argparse.Namespace, run_config: dict, judge_resource: Any) -> 
 
     price = parse_price(args.price)
     # the files `run` takes, and no other
-    estimate, judge = estimated(args, run_config, judge_resource, [dataset_file(Path(args.dataset))], True)
+    estimate, judge = estimated(settings, args.registry, [dataset_file(Path(args.dataset))], True)
     if isinstance(judge, LLMJudge):
         judge.close()  # its own (not kept): its connections and its read-only cache
     where = f" at {judge.describe()['base_url'] or 'the OpenAI API'}" if isinstance(judge, LLMJudge) else ""

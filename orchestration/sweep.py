@@ -18,11 +18,15 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rag_eval.metrics.core.registry import Registry
 from rag_eval.metrics.sources.targets.config import MAX_CONFIGURATIONS
+
+if TYPE_CHECKING:
+    from rag_eval.orchestration.settings import RunSettings
 
 FIELD_LEVEL = ["questions", "responses", "retrieved_contexts", "references", "retrieval_ground_truth",
                "retrieved_documents", "rejected_samples"]
@@ -73,10 +77,11 @@ def _first_level(instance, store, key: str) -> list[str]:
     return todo
 
 
-def run_incrementally(key: str, metrics: list[str], instance, definitions, run_config: dict) -> list:
-    """Materialize what is stale or missing for target run ``key``, level by level, each level a
-    run of ``target_evaluation_job`` of ``definitions`` (``rag_eval.orchestration.location``); the
-    ``ExecuteInProcessResult`` of each run (none when nothing changed).
+def run_incrementally(key: str, settings: RunSettings, instance, definitions) -> list:
+    """Materialize what is stale or missing for target run ``key`` with the metrics and run config of
+    ``settings``, level by level, each level a run of ``target_evaluation_job`` of ``definitions``
+    (``rag_eval.orchestration.location``) on ``instance``; the ``ExecuteInProcessResult`` of each run
+    (none when nothing changed).
 
     Raises
     ------
@@ -87,12 +92,12 @@ def run_incrementally(key: str, metrics: list[str], instance, definitions, run_c
     """
     import dagster as dg
 
-    from rag_eval.assets.evaluation import METRICS_OP
     from rag_eval.orchestration.failures import raise_bugs
     from rag_eval.orchestration.jobs import run_in_process
     from rag_eval.orchestration.report import run_failures
     from rag_eval.orchestration.records import latest_record, out_of_date
 
+    metrics = list(settings.metrics)
     levels = [["question_set", "retriever", "generator"], ["system_contexts"], ["system_responses"], FIELD_LEVEL,
               metrics, ["eval_summary"]]
     results, done = [], set()
@@ -109,11 +114,8 @@ def run_incrementally(key: str, metrics: list[str], instance, definitions, run_c
             todo.add("eval_summary")
         below = {a for later in levels[depth + 1:] for a in later if latest_record(instance, a, key) is None}
         selection = sorted(todo | below)
-        ops = {op: c for op, c in run_config.get("ops", {}).items()  # Dagster refuses config of unselected ops
-               if op in selection or (op == "ingest_dataset" and "questions" in selection)
-               or (op == METRICS_OP and set(selection) & set(metrics))}
         result = run_in_process(definitions, "target_evaluation_job", dg.AssetSelection.assets(*selection), key,
-                                instance, {**run_config, "ops": ops})
+                                instance, settings.to_run_config(selection))
         results.append(result)
         if not result.success:
             failures = run_failures(result)
@@ -230,36 +232,29 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-    from rag_eval.assets.evaluation import METRICS_OP
-    from rag_eval.assets.resources import DatasetStore
     from rag_eval.assets.targets import register_target_run
-    from rag_eval.metrics.core.registry import resolve_names
     from rag_eval.metrics.sources.targets.config import load_config
     from rag_eval.orchestration.commands import check_out
     from rag_eval.orchestration.parsing import definitions
     from rag_eval.orchestration.dry_run import check_judge
     from rag_eval.orchestration.report import printable
+    from rag_eval.orchestration.settings import RunSettings
 
     sweep = load_config(args.config, args.max_configurations, args.registry)
-    chosen = args.metrics.split(",") if args.metrics else sweep.metrics or ["core"]
-    metrics = list(dict.fromkeys(m for item in chosen for m in resolve_names([item.strip()], args.registry)))  # ranked in this order
+    settings = RunSettings.from_args(args, sweep)
+    metrics = list(settings.metrics)  # ranked in this order
     for part, why in sweep.skipped.items():
         print(f"note: {part} left out of the sweep: {why}", file=sys.stderr)
-    built = definitions(args)
+    built = definitions(args, settings)
     check_judge(built.resources["judge"])
-    check_out(args)
-    instance = args.instance
-    store = DatasetStore(root=str(Path(args.datasets).resolve()))
-    run_config = {"ops": {"ingest_dataset": {"config": {"max_rejected_share": args.max_rejected_share}},
-                          "eval_summary": {"config": {"scope": "version"}},
-                          METRICS_OP: {"config": dict(sweep.metric_options)}},
-                  "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    check_out(settings)
+    instance, store = args.instance, built.resources["dataset_store"]
     rows, failed = [], []
     for configuration in sweep.configurations:
         key = register_target_run(instance, store, sweep, configuration)
         print(f"{configuration.name}: target run {key}", file=sys.stderr)
         try:
-            results = run_incrementally(key, metrics, instance, built, run_config)
+            results = run_incrementally(key, settings, instance, built)
         except RuntimeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed.append(key)
@@ -270,7 +265,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             ran = [a for a in ran if a not in FIELD_LEVEL] + ["ingest_dataset (all fields)"]
         print(f"  {len(results)} run(s), {cost['target_calls']} target calls, {cost['judge_requests']} judge "
               f"requests; materialized: {', '.join(ran) or 'nothing (unchanged)'}", file=sys.stderr)
-        rows.append(table_row(key, configuration, metrics, Path(args.out), instance, cost, args.registry))
+        rows.append(table_row(key, configuration, metrics, Path(settings.paths.out), instance, cost, args.registry))
     ranked = rank(rows, metrics, args.registry)
     print(printable(judged_by(ranked, metrics, built.resources["judge"].get_judge().describe(), args.registry)))
     print_ranking(ranked, metrics)

@@ -45,7 +45,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
     from rag_eval.metrics.judges.llm import LLMJudge
     from rag_eval.metrics.sources.testset import chunk_documents, inverse_cloze, read_documents, write_testset
     from rag_eval.metrics.sources.testset.inverse_cloze import why_none
-    from rag_eval.orchestration.parsing import judge_resource
+    from rag_eval.orchestration.settings import judge_resource
 
     if args.questions < 1:
         raise SettingsError(f"-n {args.questions}: ask for 1 question or more")

@@ -109,11 +109,12 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     Exit 1 when a partition could not be summarized (no traffic arrived, a step failed), else 4
     when a drift check failed, else 0."""
     from rag_eval.metrics.errors import SettingsError
-    from rag_eval.assets.resources import JudgeResource
-
     from rag_eval.orchestration.report import print_run_failure
+    from rag_eval.orchestration.settings import RunSettings
 
-    store = TrafficStore(root=str(Path(args.out) / "traffic"), config_path=args.config, source=args.source)
+    run_settings = RunSettings.from_args(args)  # the sample's budget and seed, the judge, the folder
+    store = TrafficStore(root=str(Path(run_settings.paths.out) / "traffic"), config_path=args.config,
+                         source=args.source)
     settings = store.settings(args.registry)
     counts = partition_counts(store, settings)
     keys = [k for k in new_partitions(settings, counts, {}, time.time())
@@ -121,17 +122,12 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     if not keys:
         raise SettingsError(f"no ended partition with traces in {settings.source} between {args.start or 'the first'} "
                             f"and {args.end or 'the last'} (partitions with traces: {', '.join(counts) or 'none'})")
-    sample = {k: v for k, v in (("budget_rows", args.budget_rows), ("budget_cost", args.budget_cost),
-                                ("seed", args.seed)) if v is not None}
-    # The run's log stays in the instance (the UI shows it); the console gets the summaries below.
-    config = {"ops": {"traffic_sample": {"config": sample}},
-              "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     job = dg.Definitions(assets=traffic_assets(settings), jobs=[traffic_job(settings)],
-                         resources={"traffic_store": store, "judge": JudgeResource()}).resolve_job_def("traffic_job")
+                         resources={"traffic_store": store, "judge": run_settings.judge}).resolve_job_def("traffic_job")
     drifted = failed = 0
     for key in keys:
         result = job.execute_in_process(partition_key=key, instance=args.instance, raise_on_error=False,
-                                        run_config=config)
+                                        run_config=run_settings.to_run_config())  # its log in the instance, the UI's
         checks = result.get_asset_check_evaluations()
         drops = [c for c in checks if c.check_name.endswith("_drift") and not c.passed]
         summarized = dg.AssetKey("traffic_summary") in {e.asset_key for e in result.get_asset_materialization_events()}

@@ -61,8 +61,8 @@ def test_a_bug_in_the_summary_step_is_an_internal_error_with_its_traceback(proje
 def test_a_bug_outside_any_step_is_an_internal_error_with_its_traceback(project, monkeypatch, capsys):
     from rag_eval.orchestration import cli, commands
 
-    def broken(args):
-        return {"out": args.out}["folder"]  # a bug in the command's own code
+    def broken(settings):
+        return {"out": settings.paths.out}["folder"]  # a bug in the command's own code
 
     monkeypatch.setattr(commands, "check_out", broken)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
@@ -71,7 +71,7 @@ def test_a_bug_outside_any_step_is_an_internal_error_with_its_traceback(project,
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "internal error: KeyError: 'folder'"
     assert err[1] == "Traceback (most recent call last):"
-    assert '    return {"out": args.out}["folder"]  # a bug in the command\'s own code' in err
+    assert '    return {"out": settings.paths.out}["folder"]  # a bug in the command\'s own code' in err
     assert err[-2] == "KeyError: 'folder'" and err[-1].startswith("this is a bug in rag-eval")
     assert not (project / "datasets").exists()  # nothing registered
 

@@ -16,6 +16,7 @@ from rag_eval.metrics.core.registry import builtin_registry
 from rag_eval.metrics.judges.cache import JudgementCache
 from rag_eval.metrics.sources.targets.call import call_part
 from rag_eval.metrics.sources.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
+from rag_eval.orchestration.settings import Paths, RunSettings
 from rag_eval.orchestration.sweep import FIELD_LEVEL, judged_by, run_cost, run_incrementally
 from tests import target_system
 from rag_eval.orchestration.judge_sim import JudgeServer, Reply, oracle
@@ -89,9 +90,11 @@ def sweep_once(system, config: Path):
     key = register_target_run(system["instance"], system["resources"]["dataset_store"], sweep, configuration)
     before = {"retriever": target_system.calls["retriever"], "generator": len(system["generator"].seen),
               "judge": len(system["judge"].seen)}
-    run_config = {"ops": {"eval_summary": {"config": {"scope": "version"}}}}
-    results = run_incrementally(key, METRICS, system["instance"], build_definitions(builtin_registry(), system["resources"]),
-                                run_config)
+    resources = system["resources"]
+    settings = RunSettings(metrics=tuple(METRICS), summary_scope="version", judge=resources["judge"],
+                           paths=Paths(resources["dataset_store"].root, resources["io_manager"].root))
+    results = run_incrementally(key, settings, system["instance"],
+                                build_definitions(builtin_registry(), system["resources"]))
     ran = {e.asset_key.to_user_string() for r in results for e in r.get_asset_materialization_events()}
     counted = {"retriever": target_system.calls["retriever"] - before["retriever"],
                "generator": len(system["generator"].seen) - before["generator"],
