@@ -50,9 +50,11 @@ lint: setup-dev
 	@# The documentation site (mkdocs.yml): broken links, a metric docstring or the CLI reference that fails to render.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 
-# Two workers (pytest-xdist), a test file per worker at a time: its module fixtures (a daemon, a server) built once;
+# Three workers (pytest-xdist) on two cores: the slowest tests mostly wait (the deployment test's processes use a
+# quarter of a core over its 6 minutes, waiting on the daemon's ticks and its runs' start-up), and the suite passes
+# at a load of 9 on two cores. A test file per worker at a time: its module fixtures (a daemon, a server) built once;
 # the 25 slowest tests listed at the end (what to make faster next).
-PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
+PYTEST_ARGS ?= -n 3 --dist loadfile --durations=25
 # With the network off where namespaces allow it, so an accidental download fails the tests: as root a network
 # namespace alone, else in a user namespace (tests/postgres.py starts PostgreSQL as `nobody` in either).
 test: lint
