@@ -81,7 +81,7 @@ def _plain(value: Any) -> Any:
 CHUNK_ROWS = 2000
 #: One metric to score: the metric, its samples (the same rows, in the same order, for every
 #: metric of a call) and the judge it is judged with (twins of one judge: ``LLMJudge.with_options``).
-Task = tuple[Metric, list[Sample], Judge]
+Task = tuple[Metric, Sequence[Sample], Judge]
 
 
 def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | None = None,

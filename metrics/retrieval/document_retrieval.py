@@ -25,6 +25,7 @@ overflows a float, labels past 1023) is the row's ``input_error``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -197,7 +198,7 @@ class DocumentRetrievalMetric(Metric):
                 threshold = settings.label_min + (settings.label_max - settings.label_min) / 2
         super().set_threshold(threshold)
 
-    def fit(self, samples: list[Sample]) -> None:
+    def fit(self, samples: Sequence[Sample]) -> None:
         """Without ``label_max``, ``label_min`` or a threshold given, binary ground truth (every
         label 0 or 1) puts the metric on the binary scale [0, 1]: label 1 is the best a
         document can be, so top-1 and top-3 relevance can pass (threshold 0.5). Other data
