@@ -22,9 +22,13 @@ import warnings
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from rag_eval.orchestration.parsing import definitions, judge_resource, run_config
 from rag_eval.orchestration.runs import after_startup, only_run_of
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 
 def dagster_home() -> Path:
@@ -118,9 +122,10 @@ class _Retries(logging.Handler):
 
 def _causes(exc: BaseException):
     """What ``exc`` was raised from, and so on down."""
-    while exc.__cause__ is not None or exc.__context__ is not None:
-        exc = exc.__cause__ or exc.__context__
-        yield exc
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        yield cause
+        cause = cause.__cause__ or cause.__context__
 
 
 def _hidden(text: str) -> str:
@@ -214,7 +219,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     from rag_eval.assets.results_store import set_aside_damaged, table_file
     from rag_eval.metrics.core.registry import describe_judge, resolve_names
 
-    from rag_eval.orchestration.records import changed_since_ingestion, latest_record, out_of_date
+    from rag_eval.orchestration.records import changed_since_ingestion, latest_record, materialization, out_of_date
 
     folder = Path(args.out).resolve() / version
     selected = resolve_names(args.metrics, args.registry)
@@ -225,7 +230,7 @@ def up_to_date(version: str, args: argparse.Namespace, run_config: dict) -> tupl
     if set_aside_damaged([files[1], *files[-len(selected) - 1:]], partial(print, file=sys.stderr)) or \
             record is None or not all(f.is_file() for f in files):  # the run goes ahead: it writes them again
         return None
-    metadata = record.asset_materialization.metadata
+    metadata = materialization(record).metadata
     if metadata["summary_path"].value != str(files[0]) or \
             (metadata["azure_rows"].value and not (folder / "azure_results.jsonl").is_file()):
         return None
@@ -259,7 +264,8 @@ def interrupted(result) -> bool:
                for event in result.all_events if event.is_step_failure or event.is_run_failure)
 
 
-def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -> tuple[dict, object] | None:
+def evaluate_version(version: str, args: argparse.Namespace,
+                     run_config: dict) -> tuple[dict, dg.AssetCheckEvaluation] | None:
     """Run ``evaluation_job`` for ``version`` with the selected metrics, the regression gate
     included: ``(summary, the gate's check evaluation)``, or ``None`` when the run failed before
     the gate. Says
@@ -301,7 +307,9 @@ def evaluate_version(version: str, args: argparse.Namespace, run_config: dict) -
     summary = json.loads((Path(args.out) / version / "summary.json").read_text(encoding="utf-8"))
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"], limit)
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
-    return summary, gate_check(result)
+    gate = gate_check(result)
+    assert gate is not None  # the run got past the gate, whose asset always reports its check
+    return summary, gate
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -385,7 +393,7 @@ def _forget(version: str, args: argparse.Namespace) -> None:
 def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary: dict) -> int:
     """Say that nothing was run and why, then what the run that evaluated ``version`` found."""
     from rag_eval.assets.ingestion import rejection_limit
-    from rag_eval.orchestration.records import latest_record
+    from rag_eval.orchestration.records import latest_record, materialization
     from rag_eval.orchestration.report import (print_cannot_run, print_gate, print_input_errors, print_rejected,
                                                print_table, print_unmeasured)
 
@@ -401,8 +409,10 @@ def show_up_to_date(version: str, args: argparse.Namespace, run_id: str, summary
     print_table({**summary, "usage": {}})  # what that run sent is not this one's
     print_unmeasured(summary, folder / "results.parquet")
     # The gate as that run decided it (up to date: baseline_comparison materialized and not stale).
-    gate = latest_record(args.instance, "baseline_comparison", version).asset_materialization.metadata
-    passed = gate["passed"].value if "passed" in gate else True
+    record = latest_record(args.instance, "baseline_comparison", version)
+    assert record is not None  # up to date: materialized, and not stale
+    gate = materialization(record).metadata
+    passed = bool(gate["passed"].value) if "passed" in gate else True
     print_gate(gate, passed, folder)
     if not passed:
         from rag_eval.orchestration.gate_cli import GATE_FAILED
