@@ -70,6 +70,13 @@ def test_a_custom_numeric_judgement_without_bounds_asks_for_any_number():
     assert request.validate({"reason": "x", "value": 42}) == {"reason": "x", "value": 42.0}
 
 
+def test_a_likert_criterion_reads_a_given_text_and_a_missing_one_is_a_lookup_error():
+    texts = LikertTexts(query="Q?", contexts=[])
+    assert texts.given("query") == "Q?" and texts.given("contexts") == []
+    with pytest.raises(LookupError, match=r"^the response is missing: a Likert criterion reading it lists it"):
+        texts.given("response")
+
+
 def test_the_schema_sent_and_the_model_that_reads_the_reply_agree():
     # The dry run answers every request with an instance of its schema: the model must accept it.
     requests = [SUPPORT, reference_attribution.request("Q?", ["R."], ["C."]), entities.request("Paris."),
