@@ -24,7 +24,7 @@ class Groundedness(LikertMetric):
     judgements = (likert_groundedness,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if not statements(sample.given("response"), sample.given("user_input")):
+        if not statements(sample.given("response"), sample.user_input):
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if nothing_retrieved(sample.given("retrieved_contexts")):
             return Measured(1.0, "nothing retrieved", {"score": 1})

@@ -23,7 +23,7 @@ class GroundednessPro(Metric):
     judgements = (statement_support,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = split_statements(sample.given("response"), sample.given("user_input"))
+        statements = split_statements(sample.given("response"), sample.user_input)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
         if nothing_retrieved(sample.given("retrieved_contexts")):

@@ -33,8 +33,8 @@ async def classify(sample: Sample, judge: Judge) -> dict | NotApplicable:
     """TP/FP/FN of the response's statements against the reference's (one judgement,
     shared by AnswerCorrectness and FactualCorrectness)."""
     # With the question, a bare span ("85 million dollars") is read as its answer ("Q: … A: …").
-    answer = statements(sample.given("response"), sample.given("user_input"))
-    reference = statements(sample.given("reference"), sample.given("user_input"))
+    answer = statements(sample.given("response"), sample.user_input)
+    reference = statements(sample.given("reference"), sample.user_input)
     if not answer:
         return NotApplicable("no_factual_statements: the response makes no checkable statement")
     if not reference:
