@@ -41,10 +41,10 @@ setup-dev: $(VENV)/.dev
 run: setup
 	$(BIN)/rag-eval run $(DATASET) $(ARGS)
 
-# Fast checks first: ruff, mypy on metrics/, import cycles and wrong-way imports (tools/import_cycles.py), the docs build.
+# Fast checks first: ruff, mypy (pyproject.toml [tool.mypy]), import cycles and wrong-way imports (tools/import_cycles.py), the docs build.
 lint: setup-dev
 	$(BIN)/ruff check .
-	mkdir -p .mypy_src/rag_eval && ln -sfn ../../metrics .mypy_src/rag_eval/metrics
+	mkdir -p .mypy_src/rag_eval && for p in metrics assets orchestration; do ln -sfn ../../$$p .mypy_src/rag_eval/$$p; done
 	$(BIN)/mypy
 	$(BIN)/python tools/import_cycles.py
 	@# The documentation site (mkdocs.yml): broken links, a metric docstring or the CLI reference that fails to render.

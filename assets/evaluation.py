@@ -31,7 +31,7 @@ from rag_eval.metrics.judges.config import PER_METRIC
 from rag_eval.metrics.judges.endpoint import EndpointError
 from rag_eval.metrics.core.registry import Registry, build_metrics, given, option_types
 from rag_eval.metrics.core.results import Status
-from rag_eval.metrics.core.scoring import CHUNK_ROWS
+from rag_eval.metrics.core.scoring import CHUNK_ROWS, Task
 from rag_eval.metrics.core.samples import Sample
 
 
@@ -54,8 +54,9 @@ def metrics_config(registry: Registry) -> tuple[type[dg.Config], tuple[str, ...]
     settings a metric may set for itself and its ``Options`` fields), checked by the metric
     itself when it is built; domains kept: strictness 0 is refused as the step starts."""
     options = {option: kind for name in registry for option, kind in option_types(name, registry).items()}
-    metric_config = create_model("MetricConfig", __base__=dg.Config,
-                                 **{name: (_plain(kind) | None, None) for name, kind in options.items()})
+    # Any: mypy matches a ** dict against every parameter of create_model, not the fields it holds
+    fields: dict[str, Any] = {name: (_plain(kind) | None, None) for name, kind in options.items()}
+    metric_config = create_model("MetricConfig", __base__=dg.Config, **fields)
     config = type("MetricsConfig", (dg.Config,), {
         "__annotations__": dict.fromkeys(registry, metric_config), **{name: metric_config() for name in registry},
         "__doc__": "One MetricConfig per metric (threshold, judging options, metric options)."})
@@ -73,7 +74,8 @@ _FIELD_OF = {asset: field for field, asset in FIELD_ASSETS.items()}
 def metric_metadata(frame: pd.DataFrame) -> dict[str, dg.MetadataValue]:
     """Mean, pass rate and coverage of a metric's results, as numeric metadata the UI plots."""
     ok = frame[frame["status"] == Status.OK.value]
-    metadata = {f"n_{s.value}": dg.MetadataValue.int(int((frame["status"] == s.value).sum())) for s in Status}
+    metadata: dict[str, dg.MetadataValue] = {f"n_{s.value}": dg.MetadataValue.int(int((frame["status"] == s.value).sum()))
+                                             for s in Status}
     metadata["coverage"] = dg.MetadataValue.float(len(ok) / len(frame) if len(frame) else 0.0)
     if len(ok):
         metadata["mean"] = dg.MetadataValue.float(float(ok["value"].mean()))
@@ -105,16 +107,7 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
     judge_version = JudgeResource().code_version()  # once: building a resource is not free
     MetricsConfig, metric_options = metrics_config(registry)
 
-    @dg.multi_asset(
-        name=METRICS_OP,
-        outs={name: _metric_out(name, judge_version, registry) for name in registry},
-        deps=list(FIELD_ASSETS.values()),  # read by the step itself, only those its metrics need
-        internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
-                             for name, cls in registry.items()},
-        partitions_def=dataset_versions,
-        can_subset=True,
-    )
-    def score_metrics(context: dg.AssetExecutionContext, config: MetricsConfig, judge: JudgeResource,
+    def score_metrics(context: dg.AssetExecutionContext, config: dg.Config, judge: JudgeResource,
                       execution: ExecutionResource):
         """Judge every selected metric of the version at once; one output per metric."""
         names = [name for name in registry if name in context.selected_output_names]
@@ -129,7 +122,8 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
                              allow_retries=False)
         # Built once a chunk for all the fields read, each chunk read over one connection.
         every = FieldSamples.stored({_FIELD_OF[asset]: table for asset, table in tables.items()}, database.connection)
-        tasks, by_fields = [], {}
+        tasks: list[Task] = []
+        by_fields: dict[tuple[str, ...], FieldSamples] = {}
         for name in names:
             metric, metric_judge = _configured(name, getattr(config, name), metric_options, scorer, registry)
             needs = registry[name].required_fields
@@ -155,7 +149,17 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
                 results.path.unlink(missing_ok=True)
             raise
 
-    return score_metrics
+    # Dagster reads the step's config schema from the annotation of ``config``: this registry's, made above.
+    score_metrics.__annotations__["config"] = MetricsConfig
+    return dg.multi_asset(
+        name=METRICS_OP,
+        outs={name: _metric_out(name, judge_version, registry) for name in registry},
+        deps=list(FIELD_ASSETS.values()),  # read by the step itself, only those its metrics need
+        internal_asset_deps={name: {dg.AssetKey(FIELD_ASSETS[f]) for f in cls.required_fields}
+                             for name, cls in registry.items()},
+        partitions_def=dataset_versions,
+        can_subset=True,
+    )(score_metrics)
 
 
 class FieldSamples(Sequence[Sample]):
@@ -216,9 +220,10 @@ def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], s
     judged with."""
     from rag_eval.metrics.judges.llm import LLMJudge
 
-    options = {k: getattr(config, k) for k in metric_options if getattr(config, k) is not None}
+    options = {k: getattr(config, k) for k in ("threshold", *metric_options) if getattr(config, k) is not None}
+    threshold = options.pop("threshold", None)
     try:
-        metric = build_metrics([name], {name: config.threshold} if config.threshold is not None else None,
+        metric = build_metrics([name], {name: threshold} if threshold is not None else None,
                                {name: options} if options else None, registry)[0]
     except ValueError as exc:
         raise dg.Failure(str(exc)) from exc

@@ -30,7 +30,7 @@ import shutil
 import sys
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,7 @@ def script_of(text: str) -> str | None:
     those."""
     head = text[:SCRIPT_CHARS]
     counts = {name: len(letters.findall(head)) * _WEIGHTS.get(name, 1) for name, letters in _SCRIPTS.items()}
-    best = max(counts, key=counts.get)
+    best = max(counts, key=counts.__getitem__)
     return best if counts[best] else None
 
 
@@ -202,7 +202,8 @@ def suite(frame: pd.DataFrame, fields: Iterable[str], labels: list[int]) -> list
     fields = list(fields)
     scripts = frame["user_input_script"].dropna()
     dominant_script = scripts.mode().iloc[0] if len(scripts) else None
-    declared = [  # (check, field, how a failing line is told, expectation class, its arguments)
+    declared: list[tuple[str, str, str, Callable[..., Any], dict[str, Any]]] = [
+        # (check, field, how a failing line is told, expectation class, its arguments)
         ("lines_are_json_objects", "", "{value}", expect.ExpectColumnValuesToBeInSet,
          {"column": "record", "value_set": [READABLE]}),
         ("ids_unique", "id", "{value!r} is also another line's id", expect.ExpectColumnValuesToBeUnique,

@@ -89,11 +89,11 @@ def gate_asset(registry: Registry) -> dg.AssetsDefinition:
             yield dg.AssetCheckResult(check_name=CHECK, passed=True, severity=severity, metadata={"baseline": why})
             return
         scorer = judge.get_judge()
-        sides = [load_version(v, report_store.root, dataset_store.root, scorer, settings.metrics, registry)
-                 for v in (baseline, version)]
-        comparison, notes = run_comparison(*sides, settings, scorer)
+        base, candidate = (load_version(v, report_store.root, dataset_store.root, scorer, settings.metrics, registry)
+                           for v in (baseline, version))
+        comparison, notes = run_comparison(base, candidate, settings, scorer)
         paths = write_reports(comparison, notes, report_store.folder(version),
-                              history(report_store.root, *sides))
+                              history(report_store.root, base, candidate))
         table = comparison_table(comparison)
         context.log.info("\n" + table)
         metadata: dict = {"baseline": baseline, "baseline_rule": settings.baseline, "passed": comparison.passed,

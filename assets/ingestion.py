@@ -14,7 +14,9 @@ import hashlib
 import itertools
 import json
 import warnings
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -70,7 +72,8 @@ def rejection_limit(given: float | None, store: DatasetStore, version: str) -> t
     return DEFAULT_REJECTED_SHARE, "the default"
 
 
-def selected_metrics(asset_selection: set[dg.AssetKey] | None, registry: Registry) -> dict[str, tuple[str, ...]]:
+def selected_metrics(asset_selection: AbstractSet[dg.AssetKey] | None,
+                     registry: Registry) -> dict[str, tuple[str, ...]]:
     """``{metric: fields it reads}`` for the metric assets of ``registry`` the run selects (the core metrics
     when it selects none)."""
     selected = [m for m in registry if asset_selection and dg.AssetKey(m) in asset_selection] or CORE_METRICS
@@ -145,7 +148,9 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
         path = dataset_store.samples_path(version)
         required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys,
                                     registry)
-        validation, usable, cannot_run, sources, lines = Validation(required), set(), {}, {}, 0
+        validation, cannot_run, lines = Validation(required), {}, 0
+        usable: set[str] = set()
+        sources: dict[int, str | None] = {}  # row: its line as read
         writers = {asset: TableWriter(pa.schema([("id", pa.string()), ("row", pa.int64()), (field, pa.string()),
                                                  ("version", pa.string()), ("problem", pa.string()),
                                                  ("unreadable", pa.string())]))
@@ -217,11 +222,10 @@ def as_text(value) -> str | None:
 def samples_from_fields(frames: dict[str, pd.DataFrame]) -> list[Sample]:
     """Samples rebuilt from field assets (``{field: frame}``), with each field's problem and
     the line's (unreadable) problem as ingestion found them; fields not given stay ``None``."""
-    merged = None
-    for field, frame in frames.items():
-        part = frame[["id", "row", field, "problem", "unreadable"]].rename(columns={"problem": f"{field}.problem"})
-        merged = part if merged is None else merged.merge(part.drop(columns="unreadable"), on=["id", "row"],
-                                                          how="inner")
+    parts = [frame[["id", "row", field, "problem", "unreadable"]].rename(columns={"problem": f"{field}.problem"})
+             for field, frame in frames.items()]
+    merged = functools.reduce(lambda left, right: left.merge(right.drop(columns="unreadable"), on=["id", "row"],
+                                                             how="inner"), parts)
     lists = {"retrieved_contexts", "retrieval_ground_truth", "retrieved_documents"}
     samples = []
     for record in merged.sort_values("row").to_dict("records"):
@@ -238,7 +242,8 @@ def samples_from_fields(frames: dict[str, pd.DataFrame]) -> list[Sample]:
 def only_fields(samples: list[Sample], fields: tuple[str, ...]) -> list[Sample]:
     """``samples`` as :func:`samples_from_fields` rebuilds them from ``fields`` alone: the other
     fields ``None`` and their problems dropped (the line's own problem kept)."""
-    blank = {f: None for f in FIELDS if f not in fields}
+    # Any: mypy matches a ** dict against every parameter of Sample (id, row...), not the fields it holds
+    blank: dict[str, Any] = {f: None for f in FIELDS if f not in fields}
     return [replace(s, **blank, problems={k: v for k, v in s.problems.items() if k in fields or k == "row"})
             for s in samples]
 

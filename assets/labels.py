@@ -66,8 +66,11 @@ def human_labels_asset(registry: Registry) -> dg.AssetsDefinition:
         for problem in problems[:20]:
             context.log.warning(f"{version}: label refused: {problem}")
         frame = labels.assign(version=version)[list(_LABEL_COLUMNS)].astype(_LABEL_COLUMNS)
-        metadata = {"num_rows": len(frame), "labels_sha256": sha256_of(path) if path.exists() else "",
-                    "refused": dg.MetadataValue.json([str(p) for p in problems[:50]]), "refused_rows": len(problems),
+        metadata: dict[str, dg.MetadataValue] = {
+            "num_rows": dg.MetadataValue.int(len(frame)),
+            "labels_sha256": dg.MetadataValue.text(sha256_of(path) if path.exists() else ""),
+            "refused": dg.MetadataValue.json([str(p) for p in problems[:50]]),
+            "refused_rows": dg.MetadataValue.int(len(problems)),
                     "per_metric": dg.MetadataValue.json(frame["metric"].value_counts().to_dict())}
         return dg.Output(frame, metadata=metadata,
                          data_version=content_version(frame, ["line", "metric", "label"]))

@@ -3,7 +3,9 @@ import dagster as dg
 
 from rag_eval.metrics.sources.traffic import TrafficConfig
 
-dataset_versions = dg.DynamicPartitionsDefinition(name="dataset_version")
+#: The name of the dataset versions' partitions (``dataset_versions.name``, typed ``str``).
+DATASET_VERSIONS = "dataset_version"
+dataset_versions = dg.DynamicPartitionsDefinition(name=DATASET_VERSIONS)
 
 
 def traffic_partitions(config: TrafficConfig) -> dg.TimeWindowPartitionsDefinition:

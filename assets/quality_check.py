@@ -13,6 +13,8 @@ runs last among the steps ready (``dagster/priority`` -1): the metrics and the s
 wait for great-expectations' import.
 """
 import functools
+from collections.abc import Mapping
+from typing import Any
 
 import dagster as dg
 
@@ -30,7 +32,7 @@ from rag_eval.metrics.retrieval.document_retrieval import RankingSettings
 SHOWN = 5
 
 
-def relevance_labels(metrics: list[str], run_config: dict, registry: Registry | None = None) -> list[int]:
+def relevance_labels(metrics: list[str], run_config: Mapping[str, Any], registry: Registry | None = None) -> list[int]:
     """The relevance labels the selected document-retrieval ``metrics`` (of ``registry``, default the built-in
     ones) take: each one's scale
     ``[label_min, label_max]`` from the run config of the metric step (its defaults, Azure's

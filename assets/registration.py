@@ -23,7 +23,7 @@ from pathlib import Path
 import dagster as dg
 from sqlalchemy.exc import IntegrityError
 
-from rag_eval.assets.partitions import dataset_versions
+from rag_eval.assets.partitions import DATASET_VERSIONS
 from rag_eval.assets.resources import SETTINGS_FILE, DatasetStore
 from rag_eval.metrics.core.bounded import clip, quote
 from rag_eval.metrics.core.decoding import TOO_DEEP, field_problem, not_text
@@ -146,10 +146,10 @@ def read_meta(path: Path) -> dict:
 
 def _add_partition(instance: dg.DagsterInstance, key: str) -> bool:
     """Add the partition; False if it existed (also when another process added it just now)."""
-    if instance.has_dynamic_partition(dataset_versions.name, key):
+    if instance.has_dynamic_partition(DATASET_VERSIONS, key):
         return False
     try:
-        instance.add_dynamic_partitions(dataset_versions.name, [key])
+        instance.add_dynamic_partitions(DATASET_VERSIONS, [key])
     except IntegrityError:  # added by a concurrent registration between the check and the insert
         return False
     return True
@@ -207,7 +207,7 @@ def register_version(instance: dg.DagsterInstance, store: DatasetStore, dataset:
         except OSError:
             if not store.samples_path(version).exists():
                 if added:
-                    instance.delete_dynamic_partition(dataset_versions.name, version)
+                    instance.delete_dynamic_partition(DATASET_VERSIONS, version)
                 raise
             return version, _update(instance, store, version, staged, meta_text, replace, settings)  # a twin won
     finally:
@@ -245,8 +245,8 @@ def _reuse(instance: dg.DagsterInstance, store: DatasetStore, version: str, meta
 
 def unregister(instance: dg.DagsterInstance, store: DatasetStore, version: str) -> None:
     """Remove a version: its partition and its folder (for a first ingestion that failed)."""
-    if instance.has_dynamic_partition(dataset_versions.name, version):
-        instance.delete_dynamic_partition(dataset_versions.name, version)
+    if instance.has_dynamic_partition(DATASET_VERSIONS, version):
+        instance.delete_dynamic_partition(DATASET_VERSIONS, version)
     shutil.rmtree(Path(store.root) / version, ignore_errors=True)
 
 

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 from urllib.parse import quote
 
 import dagster as dg
@@ -23,6 +23,7 @@ from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
 from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judges import Judge, OfflineJudge
+from rag_eval.metrics.judges.offline import Rules
 from rag_eval.metrics.judges.examples import Examples, read_variant
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.judges.verifier import Verifier
@@ -154,7 +155,7 @@ class ExecutionResource(dg.ConfigurableResource):
     spark_conf: dict[str, str] = {}
     #: Told ``(metric, done, total)`` after each scored sample, in the process that scores (``rag-eval run``
     #: draws its progress bars with it); not configuration: the copy Dagster makes of the resource for a run keeps it.
-    progress: dg.ResourceDependency[Callable[[str, int, int], None] | None] = None
+    progress: dg.ResourceDependency[Callable[[str, int, int], None] | None] = None  # type: ignore[assignment]  # Dagster types it as its descriptor, not the value held
     _spark: Any = PrivateAttr(default=None)
     _started: bool = PrivateAttr(default=False)
 
@@ -245,8 +246,9 @@ class BuiltJudges:
 
 #: Every public setting of ``LLMConfig`` (the one model of the judge's settings), optional:
 #: unset, it takes the environment's value, then ``LLMConfig``'s default.
-JudgeSettings = create_model("JudgeSettings", **{
-    name: (LLMConfig.types()[name] | None, None) for name in LLMConfig.public_fields()})
+#: (Any: mypy matches a ** dict against every parameter of create_model, not the fields it holds.)
+_JUDGE_FIELDS: dict[str, Any] = {name: (LLMConfig.types()[name] | None, None) for name in LLMConfig.public_fields()}
+JudgeSettings = create_model("JudgeSettings", **_JUDGE_FIELDS)
 
 
 class JudgeResource(dg.ConfigurableResource, JudgeSettings):
@@ -273,7 +275,12 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
     #: The judges :meth:`get_judge` built (not configuration): the copy Dagster makes of the resource for
     #: each run (run configuration applied) shares its origin's, so a command's checks before its runs and
     #: the steps of every run share one judge per configuration.
-    built_judges: dg.ResourceDependency[BuiltJudges] = Field(default_factory=BuiltJudges)
+    built_judges: dg.ResourceDependency[BuiltJudges] = Field(default_factory=BuiltJudges)  # type: ignore[arg-type]  # Dagster types it as its descriptor, not the value held
+
+    @overload
+    def _variant(self, llm: Literal[True]) -> Examples | None: ...
+    @overload
+    def _variant(self, llm: Literal[False]) -> Verifier | None: ...
 
     def _variant(self, llm: bool) -> Verifier | Examples | None:
         """The variant file's judge variant (``None`` unset), refused when it is not ``llm``'s kind."""
@@ -321,9 +328,9 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         if config.configured:
             key = repr([*sorted(asdict(config).items()), examples and examples.label])
             return self.built_judges.get(key, lambda: LLMJudge(config, examples))
-        options = {} if self.support_threshold is None else {"support_threshold": self.support_threshold}
+        rules = None if self.support_threshold is None else Rules(support_threshold=self.support_threshold)
         return self.built_judges.get(f"offline:{self.support_threshold}:{OfflineJudge.label_of(self._verifier())}",
-                               lambda: OfflineJudge(**options, verifier=self._verifier().path))
+                               lambda: OfflineJudge(rules, verifier=self._verifier().path))
 
 
 def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", judge: JudgeResource | None = None,

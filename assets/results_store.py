@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rag_eval.assets.outputs import output_file, output_folder
-from rag_eval.assets.stored_results import StoredTable, TableFile
+from rag_eval.assets.stored_results import StoredTable, TableFile, scalar
 from rag_eval.metrics.errors import InputError, UserError
 
 TABLES = "tables"
@@ -56,7 +56,8 @@ DATABASE = "rag_eval.duckdb"
 SCHEMA = "eval"
 #: The connections steps read partitions over: in memory, within 128 MB (DuckDB's default is 80 % of the
 #: machine's memory), spilling to the temporary folder rather than the working one.
-READ_CONFIG = {"memory_limit": "128MB", "temp_directory": str(Path(tempfile.gettempdir()) / "rag-eval-duckdb")}
+READ_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "memory_limit": "128MB", "temp_directory": str(Path(tempfile.gettempdir()) / "rag-eval-duckdb")}
 #: Seconds the results database is waited for when another run adds views to it at the same moment.
 VIEW_WAIT = 3.0
 
@@ -195,7 +196,7 @@ class PartitionFiles(dg.UPathIOManager):
             if path.is_file():
                 query = f"select * from read_parquet({_quoted(path)})"
                 try:
-                    rows = connection.execute(f"select count(*) from ({query})").fetchone()[0]
+                    rows = scalar(connection, f"select count(*) from ({query})")
                 except duckdb.InvalidInputException as exc:  # not Parquet: no magic bytes, a bad footer
                     raise DamagedFile(damaged_file(path, exc)) from None
                 if rows:

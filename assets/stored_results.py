@@ -12,6 +12,7 @@ value is a file name, not the version's lines or results.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -39,6 +41,13 @@ SCHEMA = pa.schema([("version", pa.string()), ("sample_id", pa.string()), ("row"
                     *((column, pa.int64()) for column in USAGE_COLUMNS)])
 #: Rows per chunk the summary reads from a table.
 READ_ROWS = 2_048  # DuckDB's vector size: a chunk of lines or of results with their evidence (~3 KB each) is a few MB
+
+
+def scalar(connection: duckdb.DuckDBPyConnection, query: str) -> Any:
+    """The value of an aggregate ``query`` over ``connection`` (``select count(*) from ...``: one row, one column)."""
+    row = connection.execute(query).fetchone()
+    assert row is not None  # an aggregate without GROUP BY always gives one row
+    return row[0]
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,8 @@ class TableWriter:
             _remove_orphans(self.path)
             handle, name = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-", suffix=".parquet")
             os.close(handle)
-        self.path, self.schema, self.rows, self.dtypes = Path(name), schema, 0, None
+        self.path, self.schema, self.rows = Path(name), schema, 0
+        self.dtypes: tuple[tuple[str, str], ...] | None = None
         self._writer: pq.ParquetWriter | None = None
 
     @contextmanager
@@ -133,6 +143,7 @@ class TableWriter:
         if self._writer is None:
             TableWriter.write(self, pd.DataFrame({field.name: pd.Series(dtype=_EMPTY[field.type])
                                                   for field in self.schema}))
+        assert self._writer is not None and self.dtypes is not None  # write() sets both on its first frame
         with self._named():
             self._writer.close()
         return TableFile(self.path, self.rows, self.dtypes)
@@ -177,7 +188,7 @@ class StoredTable:
 
     def count(self, connection: duckdb.DuckDBPyConnection) -> int:
         """The partition's rows now (``rows`` is their number when it was found)."""
-        return connection.execute(f"select count(*) from ({self.query})").fetchone()[0]
+        return scalar(connection, f"select count(*) from ({self.query})")
 
     def frame(self, connection: duckdb.DuckDBPyConnection, compact: bool = False) -> pd.DataFrame:
         """The partition as the IO manager loads it (``fetchdf``); ``compact`` (results, for the summary):
@@ -190,7 +201,8 @@ class StoredTable:
         kept = {"details": f"case when status = '{Status.INPUT_ERROR.value}' then details end as details",
                 "reason": f"case when status <> '{Status.OK.value}' then reason end as reason"}
         columns = ", ".join(kept.get(n, f'"{n}"') for n in names)
-        result, parts = connection.execute(f"select {columns} from ({self.query})"), []
+        result = connection.execute(f"select {columns} from ({self.query})")
+        parts: list[pd.DataFrame] = []
         while len(part := result.fetch_df_chunk(READ_ROWS // 2048)) or not parts:  # each chunk compacted as read
             for name in ("version", "sample_id", "metric", "status", "direction", "judge"):
                 part[name] = [sys.intern(v) if isinstance(v, str) else v for v in part[name]]
@@ -215,7 +227,7 @@ class StoredTable:
 
     def nullable_passed(self, connection: duckdb.DuckDBPyConnection) -> bool:
         """Whether some result has no pass/fail (``passed`` loads as ``boolean``, else ``bool``)."""
-        return bool(connection.execute(f"select count(*) - count(passed) from ({self.query})").fetchone()[0])
+        return bool(scalar(connection, f"select count(*) - count(passed) from ({self.query})"))
 
     def chunks(self, connection: duckdb.DuckDBPyConnection, passed_dtype: str) -> Iterator[pd.DataFrame]:
         """The results in frames of at most :data:`READ_ROWS` rows, in table order, ``passed``
@@ -274,9 +286,8 @@ def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd
     rows = len(next(iter(fields.values())))
     with staged(path) as partial, open(partial, "w", encoding="utf-8", newline="") as handle:
         for start in range(0, max(rows, 1), READ_ROWS):
-            part = None
-            for name, stored in fields.items():
-                frame = stored.rows_at(connection, start, start + READ_ROWS)[["row", name]]
-                part = frame if part is None else part.merge(frame, on="row", how="outer")
+            part = functools.reduce(lambda left, right: left.merge(right, on="row", how="outer"),
+                                    [stored.rows_at(connection, start, start + READ_ROWS)[["row", name]]
+                                     for name, stored in fields.items()])
             table = ragas_table(results[results["row"].isin(part["row"])], part[list(columns)])
             table.to_csv(handle, index=False, header=start == 0, lineterminator="\r\n")

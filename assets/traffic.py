@@ -211,14 +211,15 @@ def _sample_asset(traffic: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
         cost = settings.budget_cost if config.budget_cost is None else config.budget_cost
         seed = settings.seed if config.seed is None else config.seed
         try:
-            budget = Budget(rows=rows, cost=None if cost < 0 else cost, price=tuple(settings.price))
+            price = (settings.price[0], settings.price[1])  # [prompt, completion]: TrafficConfig checks there are two
+            budget = Budget(rows=rows, cost=None if cost < 0 else cost, price=price)
         except ValueError as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
         cost_of = None
         if budget.cost is not None:
             samples = [to_sample(t, i) for i, t in enumerate(traces)]
             cost_of = judging_cost(samples, build_metrics(traffic.metrics, registry=traffic.known), judge.get_judge(),
-                                   budget.price)
+                                   price)
         selection = select(traces, budget, seed, settings.strata, cost_of)
         table = traces_table([traces[i] for i in selection.rows]).append_column(
             "stratum", pa.array(selection.stratum, pa.string())).append_column(
@@ -226,7 +227,7 @@ def _sample_asset(traffic: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
         partial, final = _atomic(folder, "sample.parquet")
         pq.write_table(table, partial)
         partial.replace(final)
-        drawn = {"rows": rows, "cost": budget.cost, "price": list(budget.price), "seed": seed, "strata": settings.strata,
+        drawn = {"rows": rows, "cost": budget.cost, "price": list(price), "seed": seed, "strata": settings.strata,
                  "estimated_cost": selection.total_cost, "per_stratum": selection.strata}
         (folder / "sample.json").write_text(json.dumps(drawn, indent=2, ensure_ascii=False), encoding="utf-8")
         context.log.info(f"{context.partition_key}: {len(selection.rows)} of {len(traces)} traces sampled "

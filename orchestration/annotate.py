@@ -38,11 +38,11 @@ def labels_changed(instance, definitions, version: str) -> str | None:
     (e.g. ``eval_summary`` re-run alone)."""
     from rag_eval.assets.labels import labels_path
     from rag_eval.assets.registration import sha256_of
-    from rag_eval.orchestration.records import latest_record, out_of_date
+    from rag_eval.orchestration.records import latest_record, materialization, out_of_date
 
     path = labels_path(definitions.resources["dataset_store"], version)
     read = latest_record(instance, "human_labels", version)
-    recorded = read.asset_materialization.metadata["labels_sha256"].value if read else ""
+    recorded = materialization(read).metadata["labels_sha256"].value if read else ""
     current = sha256_of(path) if path.exists() else ""
     if current != recorded:
         return f"{path.name} is {'new' if not recorded else 'removed' if not current else 'changed'}"
@@ -80,6 +80,7 @@ def refresh_labels(version: str, settings: RunSettings, args: argparse.Namespace
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     print_table({**summary, "usage": {}})
     gate = gate_check(result)  # the gate decides on the labels' estimates too: decided again
+    assert gate is not None  # the run got past the gate (selected), whose asset always reports its check
     print_gate(gate.metadata, gate.passed, folder)
     return 0 if gate.passed else GATE_FAILED
 
@@ -142,8 +143,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if needed and not results.exists():
         raise SettingsError(f"{'--stratify' if args.stratify else '--show-judge'} needs the judge's results: evaluate "
                             f"the version first (rag-eval run {args.dataset}); {results} does not exist")
-    frame = pd.read_parquet(results, columns=["row", "metric", "status", "value", "passed", "reason"]) if needed \
-        else None
+    columns = ["row", "metric", "status", "value", "passed", "reason"]
+    frame = pd.read_parquet(results, columns=columns) if needed else pd.DataFrame(columns=columns)  # read when needed
     strata = None
     if args.stratify:
         if args.stratify not in registry:
@@ -201,7 +202,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     path = write_stored(folder, merged) if labels else folder / "labels.jsonl"
     given = {(r["line"], r["metric"]) for r in labels}
     replaced, twice = len(given & before), len(labels) - len(given)
-    counts = {}
+    counts: dict[str, int] = {}
     for record in merged:
         counts[record["metric"]] = counts.get(record["metric"], 0) + 1
     print(f"{version}: stored {len(given)} label(s) in {path} ({replaced} replacing earlier ones"

@@ -35,7 +35,8 @@ AC = dg.AutomationCondition
 
 def nightly(cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TIMEZONE) -> dg.AutomationCondition:
     """A tick of ``cron`` passed since the asset partition was last requested or updated."""
-    return AC.cron_tick_passed(cron, timezone).since_last_handled().with_label(f"nightly ({cron}, {timezone})")
+    tick: dg.AutomationCondition = AC.cron_tick_passed(cron, timezone)  # of an asset or a check, as the next step takes
+    return tick.since_last_handled().with_label(f"nightly ({cron}, {timezone})")
 
 
 def changed() -> dg.AutomationCondition:

@@ -172,11 +172,12 @@ def after_run(args: argparse.Namespace) -> Settled:
     storage that cannot be written."""
     from rag_eval.metrics.errors import EXIT_SPILLED, EXIT_USER, StorageError
     from rag_eval.metrics.judges.cache import JudgementCache
-    from rag_eval.metrics.judges.spill import settle
+    from rag_eval.metrics.judges.spill import SpillSink, settle
 
     sink, JudgementCache.sink = JudgementCache.sink, None
     if sink is None:
         return Settled()
+    assert isinstance(sink, SpillSink)  # the sink before_run sets
     status, spilled = None, []
     for cache in sink.caches.values():
         try:

@@ -23,10 +23,14 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from rag_eval.orchestration.parsing import definitions
 from rag_eval.orchestration.runs import after_startup, only_run_of
 from rag_eval.orchestration.settings import RunSettings, judge_resource
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 
 def dagster_home() -> Path:
@@ -120,9 +124,10 @@ class _Retries(logging.Handler):
 
 def _causes(exc: BaseException):
     """What ``exc`` was raised from, and so on down."""
-    while exc.__cause__ is not None or exc.__context__ is not None:
-        exc = exc.__cause__ or exc.__context__
-        yield exc
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        yield cause
+        cause = cause.__cause__ or cause.__context__
 
 
 def _hidden(text: str) -> str:
@@ -217,7 +222,7 @@ def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) ->
     from rag_eval.assets.results_store import set_aside_damaged, table_file
     from rag_eval.metrics.core.registry import describe_judge
 
-    from rag_eval.orchestration.records import changed_since_ingestion, latest_record, out_of_date
+    from rag_eval.orchestration.records import changed_since_ingestion, latest_record, materialization, out_of_date
 
     folder = Path(settings.paths.out).resolve() / version
     selected = settings.metrics
@@ -228,7 +233,7 @@ def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) ->
     if set_aside_damaged([files[1], *files[-len(selected) - 1:]], partial(print, file=sys.stderr)) or \
             record is None or not all(f.is_file() for f in files):  # the run goes ahead: it writes them again
         return None
-    metadata = record.asset_materialization.metadata
+    metadata = materialization(record).metadata
     if metadata["summary_path"].value != str(files[0]) or \
             (metadata["azure_rows"].value and not (folder / "azure_results.jsonl").is_file()):
         return None
@@ -262,7 +267,8 @@ def interrupted(result) -> bool:
                for event in result.all_events if event.is_step_failure or event.is_run_failure)
 
 
-def evaluate_version(version: str, settings: RunSettings, args: argparse.Namespace) -> tuple[dict, object] | None:
+def evaluate_version(version: str, settings: RunSettings, args: argparse.Namespace
+                     ) -> tuple[dict, dg.AssetCheckEvaluation] | None:
     """Run ``evaluation_job`` for ``version`` with the metrics and options of ``settings`` (on the
     command's instance, ``args.instance``), the regression gate included: ``(summary, the gate's
     check evaluation)``, or ``None`` when the run failed before the gate. Says first which selected
@@ -279,13 +285,14 @@ def evaluate_version(version: str, settings: RunSettings, args: argparse.Namespa
     from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
                                       print_run_failure)
 
-    executor, out = settings.executor, Path(settings.paths.out)
+    executor, out, datasets = settings.executor, Path(settings.paths.out), settings.paths.datasets
+    assert executor is not None and datasets is not None  # a run's settings (from_args of run and backfill) have both
     where = f"on Spark ({executor.master}, {executor.parallelism} tasks per metric)" if executor.kind == "spark" \
         else "in this process"
     print(f"dataset version {version}: evaluating {where} with Dagster (DAGSTER_HOME={dagster_home()})",
           file=sys.stderr)
     # Read line by line up to the first line with every field usable: no copy of the version is held.
-    print_cannot_run(unavailable(iter_samples(Path(settings.paths.datasets) / version / "samples.jsonl"),
+    print_cannot_run(unavailable(iter_samples(Path(datasets) / version / "samples.jsonl"),
                                  {m: args.registry[m].required_fields for m in settings.metrics}))
 
     if executor.kind != "spark":
@@ -303,7 +310,9 @@ def evaluate_version(version: str, settings: RunSettings, args: argparse.Namespa
     summary = json.loads((out / version / "summary.json").read_text(encoding="utf-8"))
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"], limit)
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
-    return summary, gate_check(result)
+    gate = gate_check(result)
+    assert gate is not None  # the run got past the gate, whose asset always reports its check
+    return summary, gate
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -385,7 +394,7 @@ def _forget(version: str, settings: RunSettings, args: argparse.Namespace) -> No
 def show_up_to_date(version: str, settings: RunSettings, args: argparse.Namespace, run_id: str, summary: dict) -> int:
     """Say that nothing was run and why, then what the run that evaluated ``version`` found."""
     from rag_eval.assets.ingestion import rejection_limit
-    from rag_eval.orchestration.records import latest_record
+    from rag_eval.orchestration.records import latest_record, materialization
     from rag_eval.orchestration.report import (print_cannot_run, print_gate, print_input_errors, print_rejected,
                                                print_table, print_unmeasured)
 
@@ -401,8 +410,10 @@ def show_up_to_date(version: str, settings: RunSettings, args: argparse.Namespac
     print_table({**summary, "usage": {}})  # what that run sent is not this one's
     print_unmeasured(summary, folder / "results.parquet")
     # The gate as that run decided it (up to date: baseline_comparison materialized and not stale).
-    gate = latest_record(args.instance, "baseline_comparison", version).asset_materialization.metadata
-    passed = gate["passed"].value if "passed" in gate else True
+    record = latest_record(args.instance, "baseline_comparison", version)
+    assert record is not None  # up to date: materialized, and not stale
+    gate = materialization(record).metadata
+    passed = bool(gate["passed"].value) if "passed" in gate else True
     print_gate(gate, passed, folder)
     if not passed:
         from rag_eval.orchestration.gate_cli import GATE_FAILED

@@ -121,13 +121,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     config = _config(args)
     judge = _judge(args)
     try:
-        sides = [load_version(spec, args.out, args.datasets, judge, config.metrics, args.registry)
-                 for spec in (args.baseline, args.candidate)]
-        comparison, notes = run_comparison(*sides, config, judge)
+        base, candidate = (load_version(spec, args.out, args.datasets, judge, config.metrics, args.registry)
+                           for spec in (args.baseline, args.candidate))
+        comparison, notes = run_comparison(base, candidate, config, judge)
     finally:
         if hasattr(judge, "close"):
             judge.close()
-    return _finish(comparison, notes, _report_folder(args, sides[1]), history(args.out, *sides))
+    return _finish(comparison, notes, _report_folder(args, candidate), history(args.out, base, candidate))
 
 
 def cmd_gate(args: argparse.Namespace) -> int:

@@ -66,7 +66,7 @@ def run_in_process(definitions: dg.Definitions, job: str, selection: AssetSelect
         asset_selection=keys)
 
 
-def gate_check(result):
+def gate_check(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation | None:
     """The regression gate's check (``no_regression_vs_baseline``) as a run evaluated it, or ``None``."""
     from rag_eval.assets.gate import CHECK
 

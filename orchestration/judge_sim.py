@@ -384,7 +384,7 @@ class JudgeServer:
         """``{"requests": {endpoint: n}, "status": {code: n}, "faults": {fault: n}, "peak": n,
         "in_flight": n}`` since the start or the last reset (``reset=True`` clears it after)."""
         with self._lock:
-            snapshot = {kind: dict(sorted(counts.items())) for kind, counts in self._counts.items()}
+            snapshot: dict[str, Any] = {kind: dict(sorted(counts.items())) for kind, counts in self._counts.items()}
             snapshot.update(peak=self.peak, in_flight=self.in_flight)
             if reset:
                 self._counts = {kind: Counter() for kind in self._counts}
@@ -394,6 +394,7 @@ class JudgeServer:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
+        assert isinstance(host, str)  # an IPv4 server's (HTTPServer types an address str | bytes)
         return f"http://{host}:{port}/v1"
 
     def start(self) -> JudgeServer:

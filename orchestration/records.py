@@ -27,8 +27,15 @@ def latest_record(instance: dg.DagsterInstance, asset: str | dg.AssetKey, versio
     return result.records[0] if result.records else None
 
 
+def materialization(record: dg.EventLogRecord) -> dg.AssetMaterialization:
+    """The materialization a record of :func:`latest_record` holds (it fetches materializations only)."""
+    found = record.asset_materialization
+    assert found is not None  # fetch_materializations returns materialization records
+    return found
+
+
 def _data_version(record: dg.EventLogRecord) -> str | None:
-    return (record.asset_materialization.tags or {}).get(DATA_VERSION_TAG)
+    return (materialization(record).tags or {}).get(DATA_VERSION_TAG)
 
 
 def changed_since_ingestion(instance: dg.DagsterInstance, samples: Path, version: str) -> str | None:
@@ -37,7 +44,7 @@ def changed_since_ingestion(instance: dg.DagsterInstance, samples: Path, version
     ingested). Dagster does not see the file: one replaced under its key (``rag-eval register
     --replace``, an edit in place) leaves every asset of the version reported fresh."""
     ingested = latest_record(instance, "rejected_samples", version)
-    recorded = ingested.asset_materialization.metadata.get("source_sha256") if ingested else None
+    recorded = materialization(ingested).metadata.get("source_sha256") if ingested else None
     if recorded is None:
         return None
     digest = sha256_of(samples)
@@ -70,7 +77,7 @@ def out_of_date(instance: dg.DagsterInstance, definitions: dg.Definitions, versi
         if (mine := record(key)) is None:
             stale[asset] = "missing"
             continue
-        tags, causes = mine.asset_materialization.tags or {}, []
+        tags, causes = materialization(mine).tags or {}, []
         if specs[key].code_version is not None and tags.get(CODE_VERSION_TAG) != specs[key].code_version:
             causes.append("has a new code version")
         for dependency in sorted(dep.asset_key.to_user_string() for dep in specs[key].deps):

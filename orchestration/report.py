@@ -10,6 +10,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 #: Lines of rejected rows and of input errors printed (all are in summary.json and the tables).
@@ -169,7 +170,7 @@ def print_cannot_run(cannot_run: dict[str, str], stream: TextIO | None = None) -
               file=stream or sys.stderr)
 
 
-def print_gate(metadata: dict, passed: bool, folder: Path, stream: TextIO | None = None) -> None:
+def print_gate(metadata: Mapping[str, Any], passed: bool, folder: Path, stream: TextIO | None = None) -> None:
     """The regression gate of a run in one line (``metadata``: its ``no_regression_vs_baseline``
     evaluation's, or ``baseline_comparison``'s materialization's), then its warnings (the two versions
     judged by different judges) and each failure; its reports are in ``folder``."""

@@ -6,7 +6,7 @@ import os
 
 import dagster as dg
 
-from rag_eval.assets.partitions import dataset_versions
+from rag_eval.assets.partitions import DATASET_VERSIONS, dataset_versions
 from rag_eval.assets.registration import adopt_folder
 from rag_eval.assets.resources import DatasetStore
 from rag_eval.orchestration.jobs import evaluation_job, ingestion_job
@@ -23,7 +23,7 @@ SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
                        "(default 60).")
 def new_dataset_versions(context: dg.SensorEvaluationContext, dataset_store: DatasetStore):
     """Compare the dataset folders with the registered partitions and the last ingestion."""
-    known = set(context.instance.get_dynamic_partitions(dataset_versions.name))
+    known = set(context.instance.get_dynamic_partitions(DATASET_VERSIONS))
     on_disk = dataset_store.versions()
     new = sorted({adopt_folder(dataset_store, v) for v in on_disk if v not in known} - known)
     requests = [dg.RunRequest(job_name=evaluation_job.name, partition_key=v, run_key=f"new-{v}") for v in new]

@@ -56,10 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _recorded(instance, asset: str, key: str, field: str):
-    from rag_eval.orchestration.records import latest_record
+    from rag_eval.orchestration.records import latest_record, materialization
 
     record = latest_record(instance, asset, key)
-    value = record.asset_materialization.metadata.get(field) if record else None
+    value = materialization(record).metadata.get(field) if record else None
     return getattr(value, "value", value)
 
 

@@ -24,8 +24,8 @@ class Groundedness(LikertMetric):
     judgements = (likert_groundedness,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if not statements(sample.response, sample.user_input):
+        if not statements(sample.given("response"), sample.user_input):
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if nothing_retrieved(sample.retrieved_contexts):
+        if nothing_retrieved(sample.given("retrieved_contexts")):
             return Measured(1.0, "nothing retrieved", {"score": 1})
         return None

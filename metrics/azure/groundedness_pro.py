@@ -23,12 +23,12 @@ class GroundednessPro(Metric):
     judgements = (statement_support,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = split_statements(sample.response, sample.user_input)
+        statements = split_statements(sample.given("response"), sample.user_input)
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if nothing_retrieved(sample.retrieved_contexts):
+        if nothing_retrieved(sample.given("retrieved_contexts")):
             return Measured(0.0, "nothing retrieved", {"label": False})
-        verdicts = await support_verdicts(judge, statements, sample.retrieved_contexts)
+        verdicts = await support_verdicts(judge, statements, sample.given("retrieved_contexts"))
         unsupported = [s for s, v in zip(statements, verdicts) if not v.verdict]
         if unsupported:
             return Measured(0.0, f"not grounded: {len(unsupported)} unsupported statement(s): "

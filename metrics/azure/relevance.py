@@ -19,6 +19,6 @@ class Relevance(LikertMetric):
     judgements = (likert_relevance,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if not re.search(r"[^\W_]", sample.response):
+        if not re.search(r"[^\W_]", sample.given("response")):
             return Measured(1.0, "empty response: it answers nothing", {"score": 1})
         return None

@@ -19,6 +19,6 @@ class ResponseCompleteness(LikertMetric):
     judgements = (likert_response_completeness,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if not statements(sample.reference):
+        if not statements(sample.given("reference")):
             return NotApplicable("the reference has no statement to look for")
         return None

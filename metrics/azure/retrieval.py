@@ -18,6 +18,6 @@ class Retrieval(LikertMetric):
     judgements = (likert_retrieval,)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:
-        if nothing_retrieved(sample.retrieved_contexts):
+        if nothing_retrieved(sample.given("retrieved_contexts")):
             return Measured(1.0, "nothing retrieved", {"score": 1})
         return None

@@ -15,6 +15,7 @@ import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -258,7 +259,7 @@ class Metric(ABC):
         ``m1-statement_support:1-offline:4``."""
         return "-".join((f"m{cls.version}", *(j.tag for j in cls.judgements), judge))
 
-    def fit(self, samples: list[Sample]) -> None:
+    def fit(self, samples: Sequence[Sample]) -> None:
         """Settle, once, the settings that follow the data, before any sample is scored
         (none by default; the document retrieval metrics take a binary label scale from
         binary ground truth). Called by ``rag_eval.metrics.core.scoring.score_all`` and on Spark's driver."""
@@ -360,7 +361,7 @@ class Metric(ABC):
                             reason=outcome.reason, details=outcome.details, **base)
 
 
-def asked(window: list[tuple[Metric, list[Sample]]]) -> list[tuple[Judgement, BaseModel]]:
+def asked(window: list[tuple[Metric, Sequence[Sample]]]) -> list[tuple[Judgement, BaseModel]]:
     """What measuring the rows of ``window`` (each metric with its samples) will ask of the judge,
     row by row as ``rag_eval.metrics.core.scoring`` judges them: :meth:`Metric.asks` of each row normalised as
     :meth:`Metric.ascore` gives it to ``measure`` (a row lacking a required field asks nothing),

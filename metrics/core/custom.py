@@ -177,7 +177,8 @@ def metric_class(definition: AspectCritic | Rubric | Discrete | Numeric) -> type
     judgement = CustomJudgement(definition.name, kind, tuple(definition.fields), definition.prompt,
                                 dict(definition.headings), getattr(definition, "levels", None),
                                 tuple(getattr(definition, "labels", ())), getattr(definition, "range", None))
-    value_range = {"rubric": (1.0, 5.0), "numeric": getattr(definition, "range", None)}.get(kind, (0.0, 1.0))
+    value_range = definition.range if isinstance(definition, Numeric) else \
+        (1.0, 5.0) if kind == "rubric" else (0.0, 1.0)
     threshold = getattr(definition, "threshold", None)
     digest = hashlib.sha256(definition.model_dump_json().encode()).hexdigest()[:12]
     direction = Direction.LOWER if getattr(definition, "direction", "higher") == "lower" else Direction.HIGHER

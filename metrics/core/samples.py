@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import pandas as pd
 
@@ -91,6 +91,29 @@ class Sample:
             return "missing"
         return None
 
+    @overload
+    def given(self, name: Literal["user_input", "response", "reference"]) -> str: ...
+    @overload
+    def given(self, name: Literal["retrieved_contexts"]) -> list[str]: ...
+    @overload
+    def given(self, name: Literal["retrieval_ground_truth", "retrieved_documents"]) -> list[dict[str, Any]]: ...
+
+    def given(self, name: str) -> str | list[str] | list[dict[str, Any]]:
+        """The value of field ``name`` (one of :data:`FIELDS`), which a metric's ``measure`` and
+        ``asks`` read when the metric lists it in ``required_fields`` (a row lacking it is
+        ``input_error`` before either runs).
+
+        Raises
+        ------
+        LookupError
+            When the field is ``None``: the metric reads a field it does not list as required
+            (a bug of the metric; ``Metric.ascore`` makes it that row's ``judge_error``).
+        """
+        value = getattr(self, name)
+        if value is None:
+            raise LookupError(f"field {name!r} is missing: a metric reading it lists it in required_fields")
+        return value
+
     def to_record(self) -> dict[str, Any]:
         """A plain dict with ``id``, ``row``, the four fields and ``problems``."""
         return {"id": self.id, "row": self.row, **{f: getattr(self, f) for f in FIELDS},
@@ -147,6 +170,19 @@ _DOCUMENT_FIELDS = {"retrieval_ground_truth": ("query_relevance_label", "an inte
 MAX_DOCUMENTS = 10_000
 
 
+def _number(value: Any, whole: bool) -> int | float | None:
+    """``value`` as an ``int`` (``whole``: an integer within ±2**53) or a finite ``float``; ``None``
+    when it is neither (a boolean never is)."""
+    if isinstance(value, bool):
+        return None
+    if whole:
+        return int(value) if isinstance(value, numbers.Integral) and -(2**53) <= int(value) <= 2**53 else None
+    try:  # an integer too large for a float is not a score
+        return float(value) if isinstance(value, numbers.Real) and math.isfinite(value) else None
+    except OverflowError:
+        return None
+
+
 def _documents(name: str, value: Any) -> tuple[Any, str | None]:
     """Validate a list of ``{"document_id", <label or score>}`` records."""
     key, kind = _DOCUMENT_FIELDS[name]
@@ -159,16 +195,10 @@ def _documents(name: str, value: Any) -> tuple[Any, str | None]:
     for i, item in enumerate(value):
         if not isinstance(item, dict) or "document_id" not in item or _is_null(item.get("document_id")):
             return None, f"item {i} has no document_id"
-        number = item.get(key)
-        integral = isinstance(number, numbers.Integral) and not isinstance(number, bool) and -(2**53) <= int(number) <= 2**53
-        try:  # an integer too large for a float is not a score
-            real = isinstance(number, numbers.Real) and not isinstance(number, bool) and math.isfinite(number)
-        except OverflowError:
-            real = False
-        if not (integral if name == "retrieval_ground_truth" else real):
-            return None, f"item {i}: {key} must be {kind}, got {number!r}"
-        documents.append({"document_id": str(item["document_id"]),
-                          key: int(number) if name == "retrieval_ground_truth" else float(number)})
+        number = _number(item.get(key), whole=name == "retrieval_ground_truth")
+        if number is None:
+            return None, f"item {i}: {key} must be {kind}, got {item.get(key)!r}"
+        documents.append({"document_id": str(item["document_id"]), key: number})
     return documents, None
 
 
@@ -279,7 +309,7 @@ TARGET_ERROR = "target_error"
 
 def is_target_error(problem: str | None) -> bool:
     """Whether a field problem is the target's failure (not bad input)."""
-    return bool(problem) and problem.startswith(f"{TARGET_ERROR}: ")
+    return problem is not None and problem.startswith(f"{TARGET_ERROR}: ")
 
 
 #: How much of a line :attr:`Sample.source` keeps.

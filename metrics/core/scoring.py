@@ -90,7 +90,7 @@ def _plain(value: Any) -> Any:
 CHUNK_ROWS = 2000
 #: One metric to score: the metric, its samples (the same rows, in the same order, for every
 #: metric of a call) and the judge it is judged with (twins of one judge: ``LLMJudge.with_options``).
-Task = tuple[Metric, list[Sample], Judge]
+Task = tuple[Metric, Sequence[Sample], Judge]
 
 
 def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | None = None,
@@ -111,7 +111,7 @@ def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | Non
     def prepare(part: list[Task], start: int) -> None:
         # The judge prepares rows start… of the chunk at once (``Judge.prefetch``). A row a metric
         # cannot measure is reported by the metric itself, so what fails here only loses the gain.
-        window = [(metric, samples[start:start + judge.prefetch_rows]) for metric, samples, _ in part]
+        window = [(metric, samples[start:start + prefetch_rows]) for metric, samples, _ in part]
         try:
             judge.prefetch(asked(window))
         except Exception:  # noqa: BLE001
@@ -133,7 +133,7 @@ def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | Non
                  for k, (_, samples, _) in enumerate(part) if i < len(samples)]
         # The first pair of every window of ``judge.prefetch_rows`` rows has the judge prepare the window.
         starts = {i: n for n, (_, i) in reversed(list(enumerate(pairs)))
-                  if judge.prefetch_rows and i % judge.prefetch_rows == 0}
+                  if prefetch_rows and i % prefetch_rows == 0}
         results = await asyncio.gather(*(one(part[k][0], part[k][1][i], part[k][2],
                                              functools.partial(prepare, part, i) if starts.get(i) == n else None)
                                          for n, (k, i) in enumerate(pairs)))
@@ -145,6 +145,7 @@ def score_chunks(tasks: Sequence[Task], progress: Callable[[Metric], None] | Non
     for metric, samples, _ in tasks:
         metric.fit(samples)
     judge = tasks[0][2]
+    prefetch_rows = judge.prefetch_rows or 0  # 0: the judge prepares nothing ahead
     for start in range(0, max(len(samples) for _, samples, _ in tasks), rows):
         part = [(m, samples[start:start + rows], j) for m, samples, j in tasks]
         # The objects alive before the chunk (the process's modules, a Dagster run's machinery)

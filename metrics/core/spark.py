@@ -20,7 +20,7 @@ twice.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from rag_eval.metrics.reports.aggregate import summarize
@@ -65,7 +65,7 @@ def _ordered(results: list[MetricResult], metrics: list[Metric]) -> list[MetricR
     return sorted(results, key=lambda r: (position[r.metric], r.row))
 
 
-def score_on_spark(spark, samples: list[Sample], metrics: list[Metric], judge: Judge,
+def score_on_spark(spark, samples: Sequence[Sample], metrics: list[Metric], judge: Judge,
                    parallelism: int | None = None) -> list[MetricResult]:
     """Score driver-side ``samples`` on ``spark`` (a SparkSession) in ``parallelism`` tasks.
 

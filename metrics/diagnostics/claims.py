@@ -36,7 +36,7 @@ import asyncio
 from abc import abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -87,8 +87,8 @@ def planned(sample: Sample, needs: Iterable[str]) -> dict[str, tuple[Judgement, 
             asked[check] = (context_support_matrix, context_support_matrix.Input(statements=claims, contexts=chunks))
     if CORRECTNESS in needs and response and reference:
         asked[CORRECTNESS] = (statement_classification, statement_classification.Input(
-            response_statements=response, reference_statements=reference, response=sample.response,
-            reference=sample.reference))
+            response_statements=response, reference_statements=reference, response=sample.given("response"),
+            reference=sample.given("reference")))
     return asked
 
 
@@ -122,20 +122,36 @@ class ClaimChecks:
     response_correct: np.ndarray | None = None
     reference_covered: np.ndarray | None = None
 
+    def verdicts(self, name: Literal["reference_in_chunks", "response_in_chunks", "response_correct",
+                                     "reference_covered"]) -> np.ndarray:
+        """The array ``name``, which a metric reads only when its ``checks`` ask for it.
+
+        Raises
+        ------
+        LookupError
+            When the check was not asked (a bug of the metric; ``Metric.ascore`` makes it that
+            row's ``judge_error``).
+        """
+        flags = {"reference_in_chunks": self.reference_in_chunks, "response_in_chunks": self.response_in_chunks,
+                 "response_correct": self.response_correct, "reference_covered": self.reference_covered}[name]
+        if flags is None:
+            raise LookupError(f"{name} was not checked: a metric reading it lists its check in checks")
+        return flags
+
     @property
     def recalled(self) -> np.ndarray:
         """Per reference claim: some chunk supports it (``np.max(retrieved2answer, axis=1)``)."""
-        return np.asarray(self.reference_in_chunks.any(axis=1))
+        return np.asarray(self.verdicts("reference_in_chunks").any(axis=1))
 
     @property
     def relevant(self) -> np.ndarray:
         """Per chunk: it supports some reference claim (``np.max(retrieved2answer, axis=0)``)."""
-        return np.asarray(self.reference_in_chunks.any(axis=0))
+        return np.asarray(self.verdicts("reference_in_chunks").any(axis=0))
 
     @property
     def faithful(self) -> np.ndarray:
         """Per response claim: some chunk supports it (``np.max(retrieved2response, axis=1)``)."""
-        return np.asarray(self.response_in_chunks.any(axis=1))
+        return np.asarray(self.verdicts("response_in_chunks").any(axis=1))
 
 
 def _matrix(answer: Any, claims: list[str], chunks: list[str]) -> np.ndarray:

@@ -17,7 +17,7 @@ ALL_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 def response_claims(checked: ClaimChecks) -> list[dict]:
     """Each response claim with the chunks supporting it and, when checked, whether the reference does."""
     items: list[dict[str, Any]] = [{"claim": c, "in_chunks": [k + 1 for k, v in enumerate(row) if v]}
-             for c, row in zip(checked.response_claims, checked.response_in_chunks)]
+             for c, row in zip(checked.response_claims, checked.verdicts("response_in_chunks"))]
     if checked.response_correct is not None:
         for item, correct in zip(items, checked.response_correct):
             item["correct"] = int(correct)
@@ -56,9 +56,10 @@ class GeneratorContextUtilization(ClaimMetric):
         if not recalled.any():
             return NotApplicable("no reference claim is in the retrieved chunks: nothing to utilize "
                                  "(a retrieval problem, see claim_recall)")
-        used = recalled & checked.reference_covered
+        used = recalled & checked.verdicts("reference_covered")
         claims = [{"claim": c, "in_chunks": [k + 1 for k, v in enumerate(row) if v], "stated": int(s)}
-                  for c, row, s in zip(checked.reference_claims, checked.reference_in_chunks, checked.reference_covered)]
+                  for c, row, s in zip(checked.reference_claims, checked.verdicts("reference_in_chunks"),
+                                       checked.verdicts("reference_covered"))]
         return Measured(float(used.sum() / recalled.sum()),
                         f"{int(used.sum())}/{int(recalled.sum())} reference claims found in the chunks are stated "
                         "by the response",
@@ -86,7 +87,7 @@ class Hallucination(ClaimMetric):
     checks = (RESPONSE_IN_CHUNKS, CORRECTNESS)
 
     def assess(self, checked: ClaimChecks) -> Measured:
-        return _share(checked, ~checked.faithful & ~checked.response_correct, "wrong and in no chunk")
+        return _share(checked, ~checked.faithful & ~checked.verdicts("response_correct"), "wrong and in no chunk")
 
 
 class SelfKnowledge(ClaimMetric):
@@ -106,7 +107,7 @@ class SelfKnowledge(ClaimMetric):
     checks = (RESPONSE_IN_CHUNKS, CORRECTNESS)
 
     def assess(self, checked: ClaimChecks) -> Measured:
-        return _share(checked, ~checked.faithful & checked.response_correct, "correct but in no chunk")
+        return _share(checked, ~checked.faithful & checked.verdicts("response_correct"), "correct but in no chunk")
 
 
 class GeneratorFaithfulness(ClaimMetric):

@@ -25,7 +25,7 @@ class OverallPrecision(ClaimMetric):
     checks = (CORRECTNESS,)
 
     def assess(self, checked: ClaimChecks) -> Measured:
-        correct = checked.response_correct
+        correct = checked.verdicts("response_correct")
         return Measured(mean(correct), f"{int(correct.sum())}/{len(correct)} response claims supported by the "
                                        "reference",
                         {"claims": _claims(checked.response_claims, correct, "correct"),
@@ -47,7 +47,7 @@ class OverallRecall(ClaimMetric):
     needs = ("reference",)
 
     def assess(self, checked: ClaimChecks) -> Measured:
-        covered = checked.reference_covered
+        covered = checked.verdicts("reference_covered")
         return Measured(mean(covered), f"{int(covered.sum())}/{len(covered)} reference claims stated by the response",
                         {"claims": _claims(checked.reference_claims, covered, "stated"),
                          "failed": [c for c, v in zip(checked.reference_claims, covered) if not v]})
@@ -73,7 +73,7 @@ class OverallF1(ClaimMetric):
     needs = ("reference",)
 
     def assess(self, checked: ClaimChecks) -> Measured:
-        correct, covered = checked.response_correct, checked.reference_covered
+        correct, covered = checked.verdicts("response_correct"), checked.verdicts("reference_covered")
         precision = mean(correct) if len(correct) else 0.0
         recall = mean(covered)
         failed = [f"unsupported: {c}" for c, v in zip(checked.response_claims, correct) if not v] + \

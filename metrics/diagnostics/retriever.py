@@ -27,7 +27,7 @@ class ClaimRecall(ClaimMetric):
     def assess(self, checked: ClaimChecks) -> Measured:
         recalled = checked.recalled
         claims = [{"claim": c, "in_chunks": [k + 1 for k, v in enumerate(row) if v]}
-                  for c, row in zip(checked.reference_claims, checked.reference_in_chunks)]
+                  for c, row in zip(checked.reference_claims, checked.verdicts("reference_in_chunks"))]
         return Measured(mean(recalled), f"{int(recalled.sum())}/{len(recalled)} reference claims in a retrieved chunk",
                         {"claims": claims, "failed": [c for c, v in zip(checked.reference_claims, recalled) if not v]})
 

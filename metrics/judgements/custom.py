@@ -119,6 +119,8 @@ class CustomJudgement(Judgement[CustomTexts, CustomVerdict]):
             return f"Levels:\n{levels}\n\nReply the score (1-5) of the level that fits best; give the reason first."
         if self.shape == "discrete":
             return f"Reply exactly one label of: {', '.join(self.labels)}; give the reason first."
+        if self.bounds is None:
+            return "Reply the value, a number; give the reason first."
         low, high = self.bounds
         return f"Reply the value, a number from {low:g} to {high:g}; give the reason first."
 

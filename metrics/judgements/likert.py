@@ -8,7 +8,7 @@ accepted; Azure AI Evaluation accepts 7 and 2.5 from its LLM).
 """
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, overload
 
 from rag_eval.metrics.judgements.base import REASON, Judgement, Model, item_schema
 from rag_eval.metrics.judges.prompts import Reason, Reply, Request, numbered
@@ -21,6 +21,25 @@ class LikertTexts(Model):
     response: str | None = None
     contexts: list[str] | None = None
     ground_truth: str | None = None
+
+    @overload
+    def given(self, name: Literal["query", "response", "ground_truth"]) -> str: ...
+    @overload
+    def given(self, name: Literal["contexts"]) -> list[str]: ...
+
+    def given(self, name: str) -> str | list[str]:
+        """The text ``name``, which a criterion reads when it lists it in its ``fields`` (the
+        Azure metric asking for it requires the sample field it comes from).
+
+        Raises
+        ------
+        LookupError
+            When it is ``None`` (a bug of the caller: that row's ``judge_error``).
+        """
+        value = getattr(self, name)
+        if value is None:
+            raise LookupError(f"the {name} is missing: a Likert criterion reading it lists it in its fields")
+        return value
 
 
 class LikertScore(Model):
@@ -57,7 +76,7 @@ class Likert(Judgement[LikertTexts, LikertScore]):
         parts = []
         for name in self.fields:
             if name == "context":
-                parts.append(f"Context:\n{numbered('C', texts.contexts)}")
+                parts.append(f"Context:\n{numbered('C', texts.given('contexts'))}")
             elif getattr(texts, name) is not None:
                 parts.append(f"{name.replace('_', ' ').capitalize()}:\n{getattr(texts, name)}")
         prompt = "\n\n".join(parts) + f"\n\n{self.rubric} Give the reason first."

@@ -17,7 +17,7 @@ class LikertGroundedness(Likert):
     async def offline(self, judge, inputs: LikertTexts) -> LikertScore:
         """``1 + 4 x`` the mean support (``Verdict.support``: the verifier's probability) of the
         response's statements, rounded to the rubric's integer."""
-        claims = statements(inputs.response, inputs.query)
+        claims = statements(inputs.given("response"), inputs.query)
         verdicts = await judge.support(claims, inputs.contexts) if claims and inputs.contexts else []
         share = sum(v.support for v in verdicts) / len(claims) if claims else 0.0
         return self.verdict(score=1 + round(4 * share),

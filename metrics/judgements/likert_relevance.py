@@ -17,8 +17,8 @@ class LikertRelevance(Likert):
         """1 for an evasive response or a span of another kind than the question asks for
         ("Delhi" for "How many …?"); else 1 plus the ``Rules.relevance_bands`` (0.1, 0.25,
         0.4, 0.55) the question-response cosine reaches."""
-        judgement = await answer_questions.offline(judge, QuestionAndResponse(user_input=inputs.query,
-                                                                              response=inputs.response))
+        judgement = await answer_questions.offline(judge, QuestionAndResponse(
+            user_input=inputs.given("query"), response=inputs.given("response")))
         if all(judgement.noncommittal):
             return self.verdict(score=1, reason="the response is evasive")
         if judgement.off_question:

@@ -15,7 +15,7 @@ class LikertResponseCompleteness(Likert):
 
     async def offline(self, judge, inputs: LikertTexts) -> LikertScore:
         """``1 + 4 x`` the share of the ground truth's statements the response covers."""
-        claims = statements(inputs.ground_truth)
+        claims = statements(inputs.given("ground_truth"))
         evidence = [inputs.response]
         verdicts = await judge.support(claims, evidence) if claims and evidence else []
         share = sum(v.verdict for v in verdicts) / len(claims) if claims else 0.0

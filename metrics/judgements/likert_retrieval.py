@@ -19,8 +19,9 @@ class LikertRetrieval(Likert):
         """5 (or 4 when under half are relevant) when the first context is relevant, 3 when the
         first relevant one is in the top half, else 2; 1 when none is; one lower when under
         ``Rules.focus_floor`` of the contexts' sentences are on the question."""
-        contexts = inputs.contexts
-        rated = await context_relevance.offline(judge, QuestionAndContexts(user_input=inputs.query, contexts=contexts))
+        contexts = inputs.given("contexts")
+        rated = await context_relevance.offline(judge, QuestionAndContexts(user_input=inputs.given("query"),
+                                                                           contexts=contexts))
         relevant = [sum(pair) / 2 >= 1 for pair in rated.ratings]
         if not any(relevant):
             return self.verdict(score=1, reason="no retrieved context is relevant")

@@ -98,10 +98,11 @@ class Labelled:
         """The :class:`Alignment` of the held-out ``after`` scores (every scored row's) and the variant ``model``."""
         labelled, unlabelled, before = self.labelled, self.unlabelled, self.before
         y = self.target[labelled]
+        interval_before, interval_after = \
+            (ppi_mean(y, before[labelled], before[unlabelled]), ppi_mean(y, after[labelled], after[unlabelled])) \
+            if len(unlabelled) else (None, None)
         return Alignment(Agreement.of(before[labelled], y, self.threshold), Agreement.of(after[labelled], y, self.threshold),
-                         *((ppi_mean(y, before[labelled], before[unlabelled]), ppi_mean(y, after[labelled], after[unlabelled]))
-                           if len(unlabelled) else (None, None)),
-                         len(labelled), len(self.scored),
+                         interval_before, interval_after, len(labelled), len(self.scored),
                          {s.id: (float(b), float(a)) for (s, _), b, a in zip(self.scored, before, after)}, model)
 
 

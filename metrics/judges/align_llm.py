@@ -39,7 +39,7 @@ def mistakes(rows: Labelled) -> list[int]:
 def examples_of(rows: Labelled, positions: Sequence[int], k: int) -> Examples | None:
     """The first ``k`` of ``positions`` (rows of ``rows``) as examples; ``None`` for none."""
     chosen = [Example(tuple(item["statement"] for item in rows.scored[i][1].details["statements"]),
-                      tuple(c for c in rows.scored[i][0].retrieved_contexts if c.strip()),
+                      tuple(c for c in rows.scored[i][0].given("retrieved_contexts") if c.strip()),
                       float(rows.target[i]), float(rows.before[i])) for i in positions[:k]]
     return Examples(chosen) if chosen else None
 

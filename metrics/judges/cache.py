@@ -172,8 +172,10 @@ def read_only_uri(path: str | Path) -> str:
 def _usable(row: tuple | None) -> Any | None:
     """The value of an ``(kind, value as JSON text)`` row, ``None`` when it no longer decodes or is
     no answer of its kind (``rag_eval.metrics.judges.kept``): a miss, asked again and overwritten."""
+    if not row:
+        return None
     try:
-        value = json.loads(row[1]) if row else None
+        value = json.loads(row[1])
     except (ValueError, TypeError, RecursionError):
         return None
     return value if value is not None and kept_problem(row[0], value) is None else None
@@ -282,10 +284,17 @@ class JudgementCache:
             self._close()
         return False
 
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The open file, which every operation run by :meth:`_guard` has (it opens it first, or
+        returns the operation's fallback without running it)."""
+        assert self._db is not None, "the judgement cache's file is not open"  # see the docstring
+        return self._db
+
     def _readable(self) -> bool:
         """Whether the open file holds the answers table (it can be read though not written)."""
         try:
-            self._db.execute("SELECT 1 FROM answers LIMIT 1").fetchall()
+            self._conn.execute("SELECT 1 FROM answers LIMIT 1").fetchall()
             return True
         except sqlite3.Error:
             return False
@@ -365,9 +374,9 @@ class JudgementCache:
 
     def _carry_over(self, aside: str) -> int:
         rows = salvage(aside)
-        with self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany(f"INSERT OR IGNORE INTO answers ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", rows)
+        with self._conn:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.executemany(f"INSERT OR IGNORE INTO answers ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", rows)
         return len(rows)
 
     def _close(self) -> None:
@@ -412,9 +421,9 @@ class JudgementCache:
     def _write(self, entries: list[tuple[Key, str, str]]) -> bool:
         """Write ``(key, kind, JSON text)`` entries in one transaction (lock held): whether the file took them."""
         def write() -> bool:
-            with self._db:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany("INSERT OR IGNORE INTO answers (key, shared, kind, value) VALUES (?, ?, ?, ?)",
+            with self._conn:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany("INSERT OR IGNORE INTO answers (key, shared, kind, value) VALUES (?, ?, ?, ?)",
                                      [(k.own, k.shared, kind, text) for k, kind, text in entries])
             return True
 
@@ -428,8 +437,8 @@ class JudgementCache:
         shared = key.shared if self.across_endpoints else None
         with self._lock:
             if key.own in self._memory or shared in self._memory:
-                return self._memory.get(key.own, self._memory.get(shared))
-            row = self._guard(lambda: self._db.execute(
+                return self._memory.get(key.own, None if shared is None else self._memory.get(shared))
+            row = self._guard(lambda: self._conn.execute(
                 "SELECT kind, value FROM answers WHERE key = ? OR shared = ? ORDER BY key = ? DESC, created DESC "
                 "LIMIT 1", (key.own, shared, key.own)).fetchone())
         return _usable(row)
@@ -440,11 +449,11 @@ class JudgementCache:
         text = json.dumps(value, ensure_ascii=False)
 
         def write() -> bool:
-            with self._db:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute("INSERT OR REPLACE INTO answers (key, shared, kind, value) VALUES (?, ?, ?, ?)",
+            with self._conn:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute("INSERT OR REPLACE INTO answers (key, shared, kind, value) VALUES (?, ?, ?, ?)",
                                  (key.own, key.shared, kind, text))
-                self._db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key.own, self._owner))
+                self._conn.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key.own, self._owner))
             return True
 
         with self._lock:
@@ -472,10 +481,10 @@ class JudgementCache:
             """The keys without a value, or ``None`` while a live process holds any of them."""
             wanted = set()
             for key in keys:
-                row = self._db.execute("SELECT kind, value FROM answers WHERE key = ?", (key.own,)).fetchone()
+                row = self._conn.execute("SELECT kind, value FROM answers WHERE key = ?", (key.own,)).fetchone()
                 if _usable(row) is not None:
                     continue  # an answer that is no answer of its kind is asked again
-                row = self._db.execute("SELECT owner, host, pid, since FROM claims WHERE key = ?",
+                row = self._conn.execute("SELECT owner, host, pid, since FROM claims WHERE key = ?",
                                        (key.own,)).fetchone()
                 if row is not None and row[0] != self._owner and now - row[3] <= self.lease \
                         and (row[1] != self._host or process_alive(row[2])):
@@ -486,12 +495,12 @@ class JudgementCache:
         def take() -> set[Key]:
             if claimable() is None:  # a plain read first: waiting runs poll without taking the write lock
                 return set()
-            with self._db:
-                self._db.execute("BEGIN IMMEDIATE")
+            with self._conn:
+                self._conn.execute("BEGIN IMMEDIATE")
                 wanted = claimable()
                 if wanted is None:
                     return set()
-                self._db.executemany("INSERT OR REPLACE INTO claims (key, owner, host, pid, since) VALUES "
+                self._conn.executemany("INSERT OR REPLACE INTO claims (key, owner, host, pid, since) VALUES "
                                      "(?, ?, ?, ?, ?)", [(k.own, self._owner, self._host, os.getpid(), now)
                                                          for k in wanted])
             return wanted
@@ -506,7 +515,8 @@ class JudgementCache:
         keys = list(keys)
 
         def drop() -> None:
-            self._db.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k.own, self._owner) for k in keys])
+            self._conn.executemany("DELETE FROM claims WHERE key = ? AND owner = ?",
+                                   [(k.own, self._owner) for k in keys])
 
         if keys:
             with self._lock:
@@ -544,5 +554,5 @@ class JudgementCache:
 
     def __len__(self) -> int:
         with self._lock:
-            count = self._guard(lambda: self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0], fallback=0)
+            count = self._guard(lambda: self._conn.execute("SELECT COUNT(*) FROM answers").fetchone()[0], fallback=0)
             return count + len(self._pending)

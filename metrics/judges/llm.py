@@ -113,9 +113,10 @@ class LLMJudge(Judge):
         cfg = self.config
         # The longest a live claimant may take: a request and its re-ask, each with all its attempts.
         lease = 2 * cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60
-        kept = cfg.cache_path and (not read_only_cache or Path(cfg.cache_path).is_file())
-        self.cache = JudgementCache(cfg.cache_path, lease=lease, across_endpoints=cfg.cache_across_endpoints,
-                                    read_only=read_only_cache) if kept else None
+        path = cfg.cache_path
+        self.cache = JudgementCache(path, lease=lease, across_endpoints=cfg.cache_across_endpoints,
+                                    read_only=read_only_cache) \
+            if path and (not read_only_cache or Path(path).is_file()) else None
         self.transport = Transport(cfg)
         self.transport.refuse = self._may_buy
         self._shared = _Shared()
@@ -273,16 +274,17 @@ class LLMJudge(Judge):
         finally:
             inflight.pop(key, None)
 
-    async def _claim(self, keys: list[Key]) -> tuple[dict[Key, Any], set[Key]]:
-        """Claim ``keys`` in the cache, waiting while other processes ask for any of them:
+    @staticmethod
+    async def _claim(cache: JudgementCache, keys: list[Key]) -> tuple[dict[Key, Any], set[Key]]:
+        """Claim ``keys`` in ``cache`` (the judge's), waiting while other processes ask for any of them:
         the values they stored (``found``) and the keys this judge must now ask (``owned``)."""
         found: dict[Key, Any] = {}
         owned: set[Key] = set()
         pause = 0.02
         while True:
-            owned |= self.cache.claim(k for k in keys if k not in found and k not in owned)
+            owned |= cache.claim(k for k in keys if k not in found and k not in owned)
             for key in keys:
-                if key not in owned and key not in found and (value := self.cache.get(key)) is not None:
+                if key not in owned and key not in found and (value := cache.get(key)) is not None:
                     found[key] = value
             if all(k in found or k in owned for k in keys):
                 return found, owned
@@ -293,7 +295,7 @@ class LLMJudge(Judge):
         """The judgement from the endpoint, or from another process asking for it right now."""
         if self.cache is None:
             return await self._ask_endpoint(request, key)
-        found, owned = await self._claim([key])
+        found, owned = await self._claim(self.cache, [key])
         if key in found:
             (current_usage.get() or Usage()).cache_hits += 1
             return found[key]
@@ -382,7 +384,7 @@ class LLMJudge(Judge):
             return np.ones((len(texts), 1))
         owned: set[Key] = set()
         if missing and self.cache is not None:
-            claimed, owned = await self._claim([key_of[t] for t in missing])
+            claimed, owned = await self._claim(self.cache, [key_of[t] for t in missing])
             found.update(claimed)
             missing = [t for t in missing if key_of[t] not in claimed]
         usage = current_usage.get() or Usage()

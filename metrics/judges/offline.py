@@ -650,7 +650,7 @@ class OfflineJudge(Judge):
                     or (statement_names and not all(_name_in(n, lower) for n in statement_names))):
                 continue
             found[i] = always + len(rest & known) + (sum(t not in known and t in unit for t in cjk) if cjk else 0)
-        cosines = np.clip(self.cosines(passages["units"], statement, list(found)), 0.0, 1.0) if found else None
+        cosines = np.clip(self.cosines(passages["units"], statement, list(found)), 0.0, 1.0) if found else np.empty(0)
         candidates = []
         for i, count in found.items():
             cosine = float(cosines[i])
@@ -673,6 +673,7 @@ class OfflineJudge(Judge):
             if verdict.verdict:
                 return verdict
             closest = closest or verdict
+        assert closest is not None  # candidates is not empty, and its first is always judged
         return closest
 
     def _judge_passage(self, statement: str, facts: tuple, i: int, cosine: float, overlap: float, hybrid: float,
@@ -733,7 +734,7 @@ class OfflineJudge(Judge):
                                   for known, lower in zip(passages["tokens"], passages["lower"])
                                   if _name_in(subject, lower)) if any(
                 _name_in(subject, lower) for lower in passages["lower"]) else 0.0
-        weakest = min(shares, key=shares.get)
+        weakest = min(shares, key=shares.__getitem__)
         evidence = {"absent": [], **claim, "predicate": sorted(predicate),
                     "shares": {k: round(v, 4) for k, v in shares.items()}}
         if shares[weakest] >= self.rules.predicate_share:
@@ -798,7 +799,7 @@ class OfflineJudge(Judge):
                 continue
             found = sum(t in known or (has_cjk(t) and t in unit) for t in question_tokens)
             shares[i] = found / len(question_tokens) if question_tokens else 1.0
-        cosines = np.clip(self.cosines(windows["units"], question, list(shares)), 0.0, 1.0) if shares else None
+        cosines = np.clip(self.cosines(windows["units"], question, list(shares)), 0.0, 1.0) if shares else np.empty(0)
         best: dict[str, Any] = {}
         for i, share in shares.items():
             cosine = cosines[i]
@@ -862,8 +863,8 @@ class OfflineJudge(Judge):
                 *(_question(pair) if pair else s for s, pair in zip(statements, pairs))]
 
     def _support(self, statements: tuple[str, ...], contexts: tuple[str, ...]) -> tuple[Verdict, ...]:
-        answers = [split_qa(c) for c in contexts]
-        if contexts and all(answers):
+        answers = [a for a in map(split_qa, contexts) if a]
+        if contexts and len(answers) == len(contexts):
             return tuple(self._against_answer(s, *answers[0]) for s in statements)
         passages = self._passages(contexts)
         if not passages["units"]:

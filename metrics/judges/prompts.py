@@ -37,6 +37,7 @@ class Reply(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _integers_are_integers(cls, value: Any, info: ValidationInfo) -> Any:
+        assert info.field_name is not None  # a validator of fields ("*") is always called for one
         choices = _choices(cls.model_fields[info.field_name].annotation)
         if choices and all(type(c) is int for c in choices) and type(value) is not int:
             raise PydanticCustomError("literal_error", "not an integer")  # Literal[0, 1] alone takes True and 1.0

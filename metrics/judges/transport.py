@@ -15,6 +15,7 @@ import email.utils
 import re
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,6 +70,15 @@ def _retry_after(exc: BaseException | None) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class Clients:
+    """A transport's HTTP clients (chat, embeddings) and its concurrency limit, made together on first use."""
+
+    chat_client: openai.AsyncOpenAI
+    embeddings_client: openai.AsyncOpenAI
+    limit: AdaptiveLimit
+
+
 class Transport:
     """Connections of one LLM judge and of its per-metric twins (``LLMJudge.with_options``).
 
@@ -85,9 +95,7 @@ class Transport:
 
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
-        self.chat_client: openai.AsyncOpenAI | None = None
-        self.embeddings_client: openai.AsyncOpenAI | None = None
-        self.limit: AdaptiveLimit | None = None
+        self.clients: Clients | None = None
         #: Called with a request's kind as it is about to be sent (its slot taken): raises ``JudgeError``
         #: to send nothing (the LLM judge's: no request whose answer could be written nowhere).
         self.refuse: Callable[[str], None] | None = None
@@ -105,10 +113,10 @@ class Transport:
     def close(self) -> None:
         """Close the HTTP connections, stop the event loop and release it (its selector and pipe)."""
         async def close_clients() -> None:
-            for client in (self.chat_client, self.embeddings_client):
-                if client is not None:
-                    await client.close()
-            self.chat_client = self.embeddings_client = None
+            if self.clients is not None:
+                await self.clients.chat_client.close()
+                await self.clients.embeddings_client.close()
+            self.clients = None
 
         if self.loop.is_running():
             self.run(close_clients())
@@ -140,10 +148,10 @@ class Transport:
         return value
 
     # ----------------------------------------------------------------- connections
-    def _connect(self) -> None:
+    def _connect(self) -> Clients:
         # Created on the transport's loop, on first use.
         import openai  # imported when a request is made: its import is slow
-        if self.chat_client is None:
+        if self.clients is None:
             cfg = self.config
             key = cfg.api_key or "not-needed"
 
@@ -151,15 +159,17 @@ class Transport:
                 return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=cfg.timeout,
                                           http_client=openai.DefaultAioHttpClient(timeout=cfg.timeout))
 
-            self.chat_client = client(cfg.base_url, key)
-            self.embeddings_client = client(cfg.embedding_base_url or cfg.base_url, cfg.embedding_api_key or key)
-            self.limit = AdaptiveLimit(cfg.concurrency)
+            self.clients = Clients(client(cfg.base_url, key),
+                                   client(cfg.embedding_base_url or cfg.base_url, cfg.embedding_api_key or key),
+                                   AdaptiveLimit(cfg.concurrency))
+        return self.clients
 
     def check_report(self, model: str) -> dict[str, Any] | None:
         """The report of ``model``'s endpoint check, once it passed (else ``None``)."""
         check = self.checks.get(model)
-        done = check is not None and check.done() and not check.cancelled() and check.exception() is None
-        return check.result() if done else None
+        if check is None or not check.done() or check.cancelled() or check.exception() is not None:
+            return None
+        return check.result()
 
     async def checked(self, model: str, kind: str = "chat") -> dict[str, Any]:
         """The endpoint check of the chat ``model``; for an embeddings request to a separate
@@ -171,8 +181,8 @@ class Transport:
         name = "embeddings endpoint" if separate else model
         if name not in checks:
             def connect() -> openai.AsyncOpenAI:  # only when the check's first request does not settle it
-                self._connect()
-                return self.embeddings_client if separate else self.chat_client
+                clients = self._connect()
+                return clients.embeddings_client if separate else clients.chat_client
 
             checked_model, url, key = (None, cfg.embedding_base_url or cfg.base_url, cfg.embedding_api_key) \
                 if separate else (model, cfg.base_url, None)
@@ -192,14 +202,14 @@ class Transport:
         :class:`JudgeError` naming the cause, redacted."""
         import openai  # imported when a request is made: its import is slow
         await self.checked(model, kind)
-        self._connect()
+        limit = self._connect().limit
         usage = current_usage.get() or Usage()
         attempts = 0
         try:
             async for attempt in AsyncRetrying(stop=stop_after_attempt(self.config.max_attempts), wait=self._wait,
                                                retry=retry_if_exception(_retryable), reraise=True):
                 with attempt:
-                    async with self.limit.slot():
+                    async with limit.slot():
                         if self.refuse is not None:
                             self.refuse(kind)
                         attempts += 1
@@ -245,7 +255,7 @@ class Transport:
         limits: list[int | None] = [None]  # the provider's default first, then larger explicit budgets
         while True:
             limit = {"max_tokens": limits[-1]} if limits[-1] else {}
-            completion = await self.send(request.kind, cfg.model, lambda: self.chat_client.chat.completions.create(  # type: ignore[call-overload]  # plain dicts
+            completion = await self.send(request.kind, cfg.model, lambda: self._connect().chat_client.chat.completions.create(  # type: ignore[call-overload]  # plain dicts
                 model=cfg.model, messages=messages, temperature=cfg.temperature, response_format=response_format,
                 **extra, **limit))  # noqa: B023 - called within this iteration
             used = _count(completion.usage.completion_tokens) if completion.usage is not None else 0
@@ -271,5 +281,5 @@ class Transport:
 
     async def embed(self, model: str, chat_model: str, texts: list[str]) -> Any:
         """One embeddings request for ``texts`` (after ``chat_model``'s endpoint check)."""
-        return await self.send("embedding", chat_model, lambda: self.embeddings_client.embeddings.create(
+        return await self.send("embedding", chat_model, lambda: self._connect().embeddings_client.embeddings.create(
             model=model, input=texts))

@@ -43,7 +43,7 @@ class AnswerCorrectness(Metric):
         counts = await classify(sample, judge)
         if isinstance(counts, NotApplicable):
             return counts
-        similarity = await embedding_similarity(judge, sample.response, sample.reference)
+        similarity = await embedding_similarity(judge, sample.given("response"), sample.given("reference"))
         value = answer_correctness_score(counts["tp"], counts["fp"], counts["fn"], similarity)
         return Measured(value, f"F1 {f_beta(counts['tp'], counts['fp'], counts['fn']):.2f} (TP {counts['tp']}, "
                                f"FP {counts['fp']}, FN {counts['fn']}), similarity {similarity:.2f}",

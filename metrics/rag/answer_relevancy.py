@@ -68,10 +68,10 @@ class AnswerRelevancy(Metric):
 
     def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
         """The questions the response answers, unless it is empty."""
-        return [(answer_questions, _questions(sample))] if _says_something(sample.response) else []
+        return [(answer_questions, _questions(sample))] if _says_something(sample.given("response")) else []
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if not _says_something(sample.response):
+        if not _says_something(sample.given("response")):
             return Measured(0.0, "empty response: it answers nothing", {"noncommittal": [True]})
         judgement = await judge.ask(answer_questions, _questions(sample))
         details = {"similarities": [round(s, 4) for s in judgement.similarities],
@@ -92,4 +92,4 @@ def _says_something(response: str) -> bool:
 
 def _questions(sample: Sample) -> QuestionAndResponse:
     """The ``answer_questions`` input of ``sample``."""
-    return answer_questions.Input(user_input=sample.user_input, response=sample.response)
+    return answer_questions.Input(user_input=sample.given("user_input"), response=sample.given("response"))

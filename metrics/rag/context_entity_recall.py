@@ -46,14 +46,15 @@ class ContextEntityRecall(Metric):
     judgements = (entity_extraction,)
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        extracted = (await judge.ask(entity_extraction, entity_extraction.Input(text=sample.reference))).entities
+        asked = entity_extraction.Input(text=sample.given("reference"))
+        extracted = (await judge.ask(entity_extraction, asked)).entities
         if extracted is None:
             return NotApplicable(f"{judge.name} cannot extract entities from this text (Chinese, Japanese or "
                                  "Korean needs an LLM judge)")
         entities = sorted({normalise_entity(e) for e in extracted} - {""})
         if not entities:
             return NotApplicable("the reference names no entity")
-        context = normalise_entity("\n".join(sample.retrieved_contexts))
+        context = normalise_entity("\n".join(sample.given("retrieved_contexts")))
         found = [e for e in entities if entity_found(e, context)]
         details = {"entities": entities, "found": found}
         return Measured(len(found) / len(entities), f"{len(found)}/{len(entities)} reference entities in the contexts",

@@ -65,10 +65,11 @@ class ContextPrecision(Metric):
 
     def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
         """The usefulness of the contexts, when one was retrieved."""
-        return [] if nothing_retrieved(sample.retrieved_contexts) else [(context_usefulness, self._usefulness(sample))]
+        return [] if nothing_retrieved(sample.given("retrieved_contexts")) else \
+            [(context_usefulness, self._usefulness(sample))]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        contexts = sample.retrieved_contexts
+        contexts = sample.given("retrieved_contexts")
         if nothing_retrieved(contexts):
             return Measured(0.0, "no context retrieved", {"contexts": []})
         judged = await judge.ask(context_usefulness, self._usefulness(sample))
@@ -81,5 +82,6 @@ class ContextPrecision(Metric):
 
     def _usefulness(self, sample: Sample) -> AnswerAndContexts:
         """The ``context_usefulness`` input of ``sample``: its contexts for its :attr:`answer_field`."""
-        return context_usefulness.Input(user_input=sample.user_input, answer=getattr(sample, self.answer_field),
-                                        contexts=sample.retrieved_contexts)
+        return context_usefulness.Input(user_input=sample.given("user_input"),
+                                        answer=getattr(sample, self.answer_field),
+                                        contexts=sample.given("retrieved_contexts"))

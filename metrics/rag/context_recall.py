@@ -30,16 +30,16 @@ class ContextRecall(Metric):
 
     def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
         """The attribution of the reference's statements, when it has some and a context was retrieved."""
-        statements = split_statements(sample.reference, sample.user_input)
-        if not statements or nothing_retrieved(sample.retrieved_contexts):
+        statements = split_statements(sample.given("reference"), sample.given("user_input"))
+        if not statements or nothing_retrieved(sample.given("retrieved_contexts")):
             return []
         return [(reference_attribution, _attribution(sample, statements))]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = split_statements(sample.reference, sample.user_input)
+        statements = split_statements(sample.given("reference"), sample.given("user_input"))
         if not statements:
             return NotApplicable("the reference has no statement to attribute")
-        if nothing_retrieved(sample.retrieved_contexts):
+        if nothing_retrieved(sample.given("retrieved_contexts")):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} reference statements "
                             "is attributable", {"statements": [{"statement": s, "attributed": 0} for s in statements]})
         judged = await judge.ask(reference_attribution, _attribution(sample, statements))
@@ -47,12 +47,14 @@ class ContextRecall(Metric):
         items = [{"statement": s, "attributed": v.verdict, "support": v.support, "reason": v.reason}
                  for s, v in zip(statements, verdicts)]
         attributed = sum(v.verdict for v in verdicts)
-        return Measured(faithfulness_score([v.support for v in verdicts]),
+        value = faithfulness_score([v.support for v in verdicts])
+        assert value is not None  # there are statements, and a verdict for each
+        return Measured(value,
                         f"{attributed}/{len(statements)} reference statements attributable to the contexts",
                         {"statements": items})
 
 
 def _attribution(sample: Sample, statements: list[str]) -> ReferenceStatements:
     """The ``reference_attribution`` input of the reference's ``statements``."""
-    return reference_attribution.Input(user_input=sample.user_input, statements=statements,
-                                       contexts=sample.retrieved_contexts)
+    return reference_attribution.Input(user_input=sample.given("user_input"), statements=statements,
+                                       contexts=sample.given("retrieved_contexts"))

@@ -56,10 +56,11 @@ class ContextRelevancy(Metric):
 
     def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
         """The relevance of the contexts, when one was retrieved."""
-        return [] if nothing_retrieved(sample.retrieved_contexts) else [(context_relevance, _relevance(sample))]
+        return [] if nothing_retrieved(sample.given("retrieved_contexts")) else \
+            [(context_relevance, _relevance(sample))]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        contexts = sample.retrieved_contexts
+        contexts = sample.given("retrieved_contexts")
         if nothing_retrieved(contexts):
             return Measured(0.0, "no context retrieved", {"contexts": []})
         judged = await judge.ask(context_relevance, _relevance(sample))
@@ -75,4 +76,4 @@ class ContextRelevancy(Metric):
 
 def _relevance(sample: Sample) -> QuestionAndContexts:
     """The ``context_relevance`` input of ``sample``."""
-    return context_relevance.Input(user_input=sample.user_input, contexts=sample.retrieved_contexts)
+    return context_relevance.Input(user_input=sample.given("user_input"), contexts=sample.given("retrieved_contexts"))

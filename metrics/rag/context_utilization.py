@@ -24,6 +24,6 @@ class ContextUtilization(ContextPrecision):
     answer_field = "response"
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if not statements(sample.response, sample.user_input):
+        if not statements(sample.given("response"), sample.given("user_input")):
             return NotApplicable("no_factual_statements: the response uses no context")
         return await super().measure(sample, judge)

@@ -33,15 +33,15 @@ async def classify(sample: Sample, judge: Judge) -> dict | NotApplicable:
     """TP/FP/FN of the response's statements against the reference's (one judgement,
     shared by AnswerCorrectness and FactualCorrectness)."""
     # With the question, a bare span ("85 million dollars") is read as its answer ("Q: … A: …").
-    answer = statements(sample.response, sample.user_input)
-    reference = statements(sample.reference, sample.user_input)
+    answer = statements(sample.given("response"), sample.user_input)
+    reference = statements(sample.given("reference"), sample.user_input)
     if not answer:
         return NotApplicable("no_factual_statements: the response makes no checkable statement")
     if not reference:
         return NotApplicable("the reference has no statement to compare with")
     judged = await judge.ask(statement_classification, statement_classification.Input(
-        response_statements=answer, reference_statements=reference, response=sample.response,
-        reference=sample.reference))
+        response_statements=answer, reference_statements=reference, response=sample.given("response"),
+        reference=sample.given("reference")))
     supported, covered = judged.supported, judged.covered
     expect_count(supported, len(answer), "response verdicts")
     expect_count(covered, len(reference), "reference verdicts")

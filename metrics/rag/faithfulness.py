@@ -58,21 +58,23 @@ class Faithfulness(Metric):
 
     def asks(self, sample: Sample) -> list[tuple[Judgement, BaseModel]]:
         """The support of the response's statements, when it has some and a context was retrieved."""
-        statements = split_statements(sample.response, sample.user_input)
-        if not statements or nothing_retrieved(sample.retrieved_contexts):
+        statements = split_statements(sample.given("response"), sample.given("user_input"))
+        if not statements or nothing_retrieved(sample.given("retrieved_contexts")):
             return []
-        return [(statement_support, Statements(statements=statements, contexts=sample.retrieved_contexts))]
+        return [(statement_support, Statements(statements=statements, contexts=sample.given("retrieved_contexts")))]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        statements = split_statements(sample.response, sample.user_input)
+        statements = split_statements(sample.given("response"), sample.given("user_input"))
         if not statements:
             return NotApplicable("no_factual_statements: the response makes no checkable statement")
-        if nothing_retrieved(sample.retrieved_contexts):
+        if nothing_retrieved(sample.given("retrieved_contexts")):
             return Measured(0.0, f"no context retrieved: none of the {len(statements)} statements is supported",
                             {"statements": [{"statement": s, "verdict": 0} for s in statements]})
-        verdicts = await support_verdicts(judge, statements, sample.retrieved_contexts)
+        verdicts = await support_verdicts(judge, statements, sample.given("retrieved_contexts"))
         items = [{"statement": s, "verdict": v.verdict, "support": v.support, "reason": v.reason, **v.evidence}
                  for s, v in zip(statements, verdicts)]
         supported = sum(v.verdict for v in verdicts)
-        return Measured(faithfulness_score([v.support for v in verdicts]),
+        value = faithfulness_score([v.support for v in verdicts])
+        assert value is not None  # there are statements, and a verdict for each
+        return Measured(value,
                         f"{supported}/{len(statements)} statements supported by the contexts", {"statements": items})

@@ -80,24 +80,25 @@ class NoiseSensitivity(ClaimMetric):
     mode: ClassVar[str]
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
-        if nothing_retrieved(sample.retrieved_contexts):
+        if nothing_retrieved(sample.given("retrieved_contexts")):
             return NotApplicable("no context retrieved: nothing to be sensitive to")
         return await super().measure(sample, judge)
 
     def assess(self, checked: ClaimChecks) -> Measured:
         try:
-            value = noise_sensitivity_score(checked.reference_in_chunks.astype(int).tolist(),
-                                            checked.response_in_chunks.astype(int).tolist(),
-                                            checked.response_correct.astype(int).tolist(), self.mode)
+            value = noise_sensitivity_score(checked.verdicts("reference_in_chunks").astype(int).tolist(),
+                                            checked.verdicts("response_in_chunks").astype(int).tolist(),
+                                            checked.verdicts("response_correct").astype(int).tolist(), self.mode)
         except ValueError as exc:
             raise JudgeError(str(exc)) from exc
-        relevant, support = checked.relevant, checked.response_in_chunks
+        relevant, support = checked.relevant, checked.verdicts("response_in_chunks")
         by_relevant = (support & relevant).any(axis=1)
         by = by_relevant if self.mode == "relevant" else (support & ~relevant).any(axis=1) & ~by_relevant
         details = {"relevant_contexts": [bool(r) for r in relevant], "response_statements": [
             {"statement": s, "correct": int(c), "supported_by_contexts": [int(v) for v in row]}
-            for s, c, row in zip(checked.response_claims, checked.response_correct, support)],
-            "failed": [s for s, wrong in zip(checked.response_claims, by & ~checked.response_correct) if wrong]}
+            for s, c, row in zip(checked.response_claims, checked.verdicts("response_correct"), support)],
+            "failed": [s for s, wrong in zip(checked.response_claims, by & ~checked.verdicts("response_correct"))
+                       if wrong]}
         return Measured(value, f"{value:.2f} of the response statements are wrong claims supported by "
                                f"{self.mode} contexts", details)
 

@@ -75,7 +75,8 @@ def _entry(metric: str, frame: pd.DataFrame, failed_of: FailedOf | None, scale: 
     for row, sample_id, value, details in zip(rows, worst["sample_id"], worst["value"],
                                               worst["details"] if "details" in worst else [None] * len(rows)):
         failed = _failed_in(details)
-        failed = list(claims.get(row, [])) if failed is None else failed
+        if failed is None:
+            failed = list(claims.get(row, [])) if row is not None else []
         listed.append({"line": None if row is None else row + 1, "id": sample_id,
                        "value": round(float(value) * scale, 4), "failed": [_cut(c) for c in failed[:LISTED_CLAIMS]],
                        "more_failed": max(len(failed) - LISTED_CLAIMS, 0)})

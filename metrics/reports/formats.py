@@ -39,8 +39,7 @@ def _document_retrieval(record: dict[str, Any], result: dict[str, Any], value: f
     name = result["metric"]
     details = json.loads(result["details"]) if isinstance(result["details"], str) else dict(result["details"] or {})
     key = azure_key(name, int(details.get("k", 3)))
-    integral = name in _AZURE_INT_VALUES and value is not None and float(value).is_integer()
-    record[key] = int(value) if integral else value
+    record[key] = int(value) if name in _AZURE_INT_VALUES and value is not None and float(value).is_integer() else value
     record[f"{key}_result"] = word
     threshold = result["threshold"]
     record[f"{key}_threshold"] = int(threshold) if name in _AZURE_INT_THRESHOLDS and float(threshold).is_integer() \

@@ -25,6 +25,7 @@ overflows a float, labels past 1023) is the row's ``input_error``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -37,11 +38,12 @@ from rag_eval.metrics.core.samples import Sample
 XDCG_DISCOUNT = 0.6
 
 
-class RankingSettings(Options):
+class RankingOptions(Options):
     """``k`` (cut-off), the label scale ``[label_min, label_max]``, ``gain`` ("exponential"
     or "linear") and ``tie_break`` ("input": equal scores keep input order, Azure's;
     "docid_desc": by document id descending, trec_eval's). The options of every
-    document-retrieval metric, whose ``label_max`` may be left to the data (``None``).
+    document-retrieval metric, whose ``label_max`` may be left to the data (``None``, see
+    :meth:`DocumentRetrievalMetric.fit`).
 
     Raises
     ------
@@ -51,15 +53,21 @@ class RankingSettings(Options):
 
     k: int = Field(3, ge=1)
     label_min: int = 0
-    label_max: int = 4
+    label_max: int | None = None
     gain: Literal["exponential", "linear"] = "exponential"
     tie_break: Literal["input", "docid_desc"] = "input"
 
     @model_validator(mode="after")
-    def _scale(self) -> RankingSettings:
+    def _scale(self) -> RankingOptions:
         if self.label_max is not None and self.label_min >= self.label_max:
             raise ValueError(f"label_min {self.label_min} must be below label_max {self.label_max}")
         return self
+
+
+class RankingSettings(RankingOptions):
+    """The :class:`RankingOptions` a ranking is scored with: ``label_max`` settled (4, Azure's, unless given)."""
+
+    label_max: int = 4
 
 
 def _gain(label: int, kind: str) -> float:
@@ -167,12 +175,8 @@ class DocumentRetrievalMetric(Metric):
         ``label_max=10`` takes a threshold up to 10).
     """
 
-    class Options(RankingSettings):
-        """:class:`RankingSettings` with ``label_max`` left to the data by default (see :meth:`fit`)."""
-
-        label_max: int | None = None
-
-    options: RankingSettings
+    Options = RankingOptions
+    options: RankingOptions
 
     family = Family.DOCUMENT_RETRIEVAL
     required_fields = ("retrieval_ground_truth", "retrieved_documents")
@@ -194,13 +198,13 @@ class DocumentRetrievalMetric(Metric):
                 threshold = settings.label_min + (settings.label_max - settings.label_min) / 2
         super().set_threshold(threshold)
 
-    def fit(self, samples: list[Sample]) -> None:
+    def fit(self, samples: Sequence[Sample]) -> None:
         """Without ``label_max``, ``label_min`` or a threshold given, binary ground truth (every
         label 0 or 1) puts the metric on the binary scale [0, 1]: label 1 is the best a
         document can be, so top-1 and top-3 relevance can pass (threshold 0.5). Other data
         keeps Azure's [0, 4]."""
         labels = [item["query_relevance_label"] for sample in samples if not sample.missing("retrieval_ground_truth")
-                  for item in sample.retrieval_ground_truth]
+                  for item in sample.given("retrieval_ground_truth")]
         if self._follow_data and labels and set(labels) <= {0, 1}:
             s = self.settings
             self._scale(s.model_copy(update={"label_min": 0, "label_max": 1}), None)
@@ -208,7 +212,8 @@ class DocumentRetrievalMetric(Metric):
 
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         try:
-            values = document_retrieval(sample.retrieval_ground_truth, sample.retrieved_documents, self.settings)
+            values = document_retrieval(sample.given("retrieval_ground_truth"), sample.given("retrieved_documents"),
+                                        self.settings)
         except ValueError as exc:
             raise InputProblem("retrieval_ground_truth", str(exc)) from exc
         except OverflowError as exc:

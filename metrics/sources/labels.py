@@ -327,9 +327,10 @@ def _where(where: str, record: Mapping[str, Any], ids: Mapping[int, str], rows: 
         if line - 1 not in ids:
             raise LabelProblem(where, "line", f"{line} is not a line of the version's file "
                                               f"({len(ids)} samples, lines 1 to {max(ids, default=-1) + 1})")
-    if sample_id is None and line is None:
-        raise LabelProblem(where, "id", "missing: give the row's id or its line")
-    if sample_id is not None:
+    if sample_id is None:
+        if line is None:
+            raise LabelProblem(where, "id", "missing: give the row's id or its line")
+    else:
         found = rows.get(sample_id, [])
         if not found:
             raise LabelProblem(where, "id", f"{sample_id!r} is no row of the version")

@@ -37,7 +37,7 @@ _ACCEPT: dict[Any, int] = {True: 1, False: 0, **{word: int(passes) for word, pas
 
 
 def _label_type(records: list[dict[str, Any]]) -> str:
-    given = {r.get("label_type") for r in records} - {None}
+    given = {t for r in records if (t := r.get("label_type")) is not None}
     if len(given) > 1:
         raise InputError(f"metric {records[0]['metric']!r} mixes label types {sorted(given)}")
     if given:

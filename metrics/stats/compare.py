@@ -382,9 +382,9 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         # Tarone (1990): a metric that cannot be decided (too few rows, or every paired difference the
         # same and inside the margin, p = 1 for certain) is no hypothesis to correct for.
         measured = [m for m in family if results[m].p_regression is not None and m not in undecidable]
-        for name, p in holm({m: results[m].p_regression for m in measured}).items():
+        for name, p in holm({m: p for m in measured if (p := results[m].p_regression) is not None}).items():
             results[name].p_regression_holm = p
-        for name, p in holm({m: results[m].p_improvement for m in measured}).items():
+        for name, p in holm({m: p for m in measured if (p := results[m].p_improvement) is not None}).items():
             results[name].p_improvement_holm = p
     for name in undecidable:
         results[name].p_regression_holm = results[name].p_regression
@@ -392,6 +392,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
     for row in results.values():
         if row.p_regression is None:
             continue
+        # both set above (Holm's or, undecidable, as they are) for every row with p-values
+        assert row.p_regression_holm is not None and row.p_improvement_holm is not None
         if row.n < MIN_ROWS and row.basis == "judge":
             row.verdict = "too few rows"
         elif row.p_regression_holm < ALPHA / 2:

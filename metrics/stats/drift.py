@@ -156,7 +156,7 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
         result.p_drop = (1 + int((diffs >= -margin).sum())) / (resamples + 1)
         draws[metric] = diffs
     rises = holm({m: (1 + int((d <= found[m].margin).sum())) / (resamples + 1) for m, d in draws.items()})
-    for metric, p in holm({m: found[m].p_drop for m in draws}).items():
+    for metric, p in holm({m: p for m in draws if (p := found[m].p_drop) is not None}).items():
         found[metric].p_drop_holm = p
         found[metric].verdict = DROP if p < ALPHA / 2 else RISE if rises[metric] < ALPHA / 2 else NO_CHANGE
     return found

@@ -107,7 +107,7 @@ def stratum_keys(traces: Sequence[Trace], by: Sequence[str] = STRATA) -> list[st
     unknown = [b for b in by if b not in STRATA]
     if unknown:
         raise SettingsError(f"traces are stratified by {list(STRATA)}, not {unknown}")
-    bands = score_bands(traces) if "score_band" in by else None
+    bands = score_bands(traces) if "score_band" in by else []  # read only when stratified by score band
     keys = []
     for i, trace in enumerate(traces):
         parts = [trace.route or "-" if b == "route" else bands[i] for b in by]

@@ -180,12 +180,12 @@ def statements(text: str, question: str | None = None) -> list[str]:
 
 @memo  # every metric reading the response asks for its statements
 def _statements(text: str, question: str | None) -> tuple[str, ...]:
-    asked = bool(question and question.strip())
+    asked = question if question and question.strip() else None  # the question, when one was asked
     if is_bare_span(text) and not is_noncommittal(text):
-        if yes_no(text) and not asked:
+        if yes_no(text) and asked is None:
             return ()  # a bare "yes" or "no" says nothing checkable without its question
-        return (qa_statement(question, text) if asked else text.strip(),)
+        return (qa_statement(asked, text) if asked is not None else text.strip(),)
     sentences = [s for s in split_sentences(text) if not is_noncommittal(s)]
-    if asked and sentences and yes_no(sentences[0]) and is_polar_question(question):
-        sentences[0] = qa_statement(question, sentences[0])  # "No, only X is …": the "no" answers the question
+    if asked is not None and sentences and yes_no(sentences[0]) and is_polar_question(asked):
+        sentences[0] = qa_statement(asked, sentences[0])  # "No, only X is …": the "no" answers the question
     return tuple(sentences)

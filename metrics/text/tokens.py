@@ -149,7 +149,9 @@ def _values(text: str) -> list[tuple[re.Match, str]]:
     ("5 billion" → "5000000000", "5 million" → "5000000", "3万" → "30000")."""
     found = []
     for match in _NUMBER_WITH_MAGNITUDE.finditer(text or ""):
-        digits = normalise_number(re.match(r"[\d.,]+", match.group()).group())
+        number = re.match(r"[\d.,]+", match.group())
+        assert number is not None  # the pattern starts with a digit
+        digits = normalise_number(number.group())
         word = (match.group(1) or match.group(2) or "").lower()
         if word:
             digits = normalise_number(format(decimal.Decimal(digits).scaleb(_MAGNITUDES[word]), "f"))

@@ -62,6 +62,21 @@ def test_a_custom_numeric_value_must_be_a_finite_number_in_its_range(value):
     assert request.validate({"reason": "x", "value": 1}) == {"reason": "x", "value": 1.0}
 
 
+def test_a_custom_numeric_judgement_without_bounds_asks_for_any_number():
+    # bounds are optional: the request names no range (it raised TypeError unpacking None) and takes any finite number.
+    judgement = CustomJudgement("padding", "numeric", ("response",), "How padded?")
+    request = judgement.request(CustomTexts(response="R."))
+    assert request.prompt.endswith("How padded?\n\nReply the value, a number; give the reason first.")
+    assert request.validate({"reason": "x", "value": 42}) == {"reason": "x", "value": 42.0}
+
+
+def test_a_likert_criterion_reads_a_given_text_and_a_missing_one_is_a_lookup_error():
+    texts = LikertTexts(query="Q?", contexts=[])
+    assert texts.given("query") == "Q?" and texts.given("contexts") == []
+    with pytest.raises(LookupError, match=r"^the response is missing: a Likert criterion reading it lists it"):
+        texts.given("response")
+
+
 def test_the_schema_sent_and_the_model_that_reads_the_reply_agree():
     # The dry run answers every request with an instance of its schema: the model must accept it.
     requests = [SUPPORT, reference_attribution.request("Q?", ["R."], ["C."]), entities.request("Paris."),

@@ -48,6 +48,16 @@ def test_the_value_lies_in_the_declared_range(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_row_holding_only_the_required_fields_is_scored(name):
+    # The metric step gives each metric only the fields it requires (rag_eval.assets.ingestion.only_fields): what
+    # it reads besides them (factual_correctness, groundedness: the question) is optional, never a judge_error.
+    required = METRICS[name].required_fields
+    result = METRICS[name]().score(full_sample(**{f: None for f in FULL if f != "id" and f not in required}),
+                                   ScriptedJudge(**SCRIPT))
+    assert result.status is Status.OK, result.reason
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_each_missing_field_is_an_input_error_naming_it(name):
     for field in METRICS[name].required_fields:
         judge = ScriptedJudge(**SCRIPT)

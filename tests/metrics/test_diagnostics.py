@@ -97,6 +97,11 @@ def test_one_claim_matrix_per_row_asks_each_check_once():
     assert checked.reference_in_chunks.astype(int).tolist() == [[1, 0, 0], [1, 0, 0], [0, 0, 0]]
     assert checked.recalled.tolist() == [True, True, False] and checked.relevant.tolist() == [True, False, False]
     assert checked.faithful.tolist() == [True, True, False, False, True]
+    # What a metric reads of its checks: one not asked is a LookupError (that row's judge_error), never None.
+    only = ScriptedJudge.run(scripted, check_claims(sample_from_dict(ROW, row=0), scripted, ["correctness"]))
+    assert only.verdicts("response_correct").astype(int).tolist() == CORRECT
+    with pytest.raises(LookupError, match=r"^reference_in_chunks was not checked"):
+        only.verdicts("reference_in_chunks")
     # A metric asks only its own checks: claim recall the reference's matrix, faithfulness the response's.
     for name, asked in (("claim_recall", ["context_support_matrix"]), ("overall_recall", ["statement_classification"]),
                         ("generator_faithfulness", ["context_support_matrix"])):

@@ -108,6 +108,15 @@ def test_empty_context_list_is_kept_not_missing():
     assert s.missing("retrieved_contexts") is None
 
 
+def test_given_is_a_present_fields_value_and_a_missing_ones_lookup_error():
+    # What a metric reads of its required fields: an empty context list is a value; an absent response is not.
+    s = sample_from_dict({"user_input": "Q?", "retrieved_contexts": []}, 0)
+    assert s.given("user_input") == "Q?"
+    assert s.given("retrieved_contexts") == []
+    with pytest.raises(LookupError, match=r"^field 'response' is missing: a metric reading it lists it in required_fields$"):
+        s.given("response")
+
+
 def test_malformed_contexts_recorded_in_problems():
     s = sample_from_dict({"retrieved_contexts": ["text", 3]}, 0)
     assert s.retrieved_contexts is None

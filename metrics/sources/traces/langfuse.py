@@ -110,7 +110,7 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
             shown = repr(latency) if len(repr(latency)) <= 40 else repr(latency)[:40] + "…"
             yield TraceProblem(file, line, "latency", f"not a number of seconds within range: {shown}", trace_id,
                                start)
-    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    metadata = given_metadata if isinstance(given_metadata := record.get("metadata"), dict) else {}
     trace = Trace(trace_id, start, end, session_id=_id(record.get("sessionId")), user_id=_id(record.get("userId")),
                   route=metadata.get("route") if isinstance(metadata.get("route"), str) else record.get("name"),
                   source=where)
@@ -144,7 +144,8 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
                     reason = f"observation {o.get('name')!r}: document {rank} has no text"
                     trace.problems.setdefault("retrieved_contexts", f"{where}: {reason}")
                     yield TraceProblem(file, line, "observations.output", reason, trace_id, start)
-                contexts.append(content)
+                else:  # a document without text leaves the contexts unknown (None, below)
+                    contexts.append(content)
                 documents.append((doc_id, score))
         trace.retrieved_contexts = None if "retrieved_contexts" in trace.problems else contexts
         if documents and all(d is not None and s is not None for d, s in documents):
@@ -178,7 +179,7 @@ def _document(item: Any) -> tuple[str | None, Any, Any]:
         return item, None, None
     if not isinstance(item, dict):
         return None, None, None
-    meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+    meta = given_metadata if isinstance(given_metadata := item.get("metadata"), dict) else {}
     content = next((item[k] for k in _CONTENT_KEYS if isinstance(item.get(k), str)), None)
     doc_id = next((d[k] for d in (item, meta) for k in ("id", "document_id", "doc_id") if d.get(k) is not None), None)
     score = next((s for d in (item, meta) for k in ("score", "relevance_score") if (s := finite(d.get(k))) is not None),

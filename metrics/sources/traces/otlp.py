@@ -256,9 +256,8 @@ def _finish(trace_id: str, pending: _Pending) -> Trace | TraceProblem:
     trace.response = next((v for v in (outer and outer[2], last_llm and last_llm[1]) if v is not None), None)
     if pending.retrievals:
         documents = [d for _, docs in sorted(pending.retrievals, key=lambda r: r[0]) for d in docs]
-        trace.retrieved_contexts = [d.get("content") for d in documents]
-        if "retrieved_contexts" in trace.problems:
-            trace.retrieved_contexts = None
+        if "retrieved_contexts" not in trace.problems:  # every document's content is text (_documents)
+            trace.retrieved_contexts = [d["content"] for d in documents]
         if documents and all(d.get("id") is not None and d.get("score") is not None for d in documents) \
                 and "retrieved_documents" not in trace.problems:
             trace.retrieved_documents = [{"document_id": str(d["id"]), "relevance_score": d["score"]}
@@ -316,7 +315,7 @@ class _Reader:
         kind = kind.upper() if isinstance(kind, str) else None
         documents: dict[int, dict[str, Any]] = {}
         messages: dict[int, dict[str, Any]] = {}
-        prefix = _DOCUMENTS if kind == "RETRIEVER" else _INPUT_MESSAGES if kind == "LLM" else None
+        prefix = _DOCUMENTS if kind == "RETRIEVER" else _INPUT_MESSAGES if kind == "LLM" else ""
         for key in [k for k in attributes if k.startswith(prefix)] if prefix else ():
             index, _, slot = key[len(prefix):].partition(".document." if kind == "RETRIEVER" else ".message.")
             if index.isdigit() and slot in (("content", "id", "score") if kind == "RETRIEVER" else ("role", "content")):

@@ -134,7 +134,7 @@ def trace_from_row(row: Mapping[str, Any], columns: dict[str, tuple[str, ...]], 
             problems.append(("retrieved_contexts", named["retrieved_contexts"], "expected a list of strings"))
     documents = _list(values.get("retrieved_documents"))
     ids, scores = _list(values.get("document_ids")), _list(values.get("document_scores"))
-    column = named.get("retrieved_documents")
+    column = named.get("retrieved_documents", "retrieved_documents")  # named when the values hold it
     if documents is None and ids is not None and scores is not None:  # two lists in rank order
         column = named["document_scores"]
         if isinstance(ids, list) and isinstance(scores, list) and len(scores) == len(ids):
