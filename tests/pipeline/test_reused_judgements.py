@@ -2,6 +2,8 @@
 them) from those reused from the cache (paid by earlier runs), over real HTTP to the scripted server."""
 import pytest
 
+from rag_eval.metrics import evaluate
+from rag_eval.metrics.judges.cache import CacheWarning
 from tests.conftest import FIQA, TEST_KEY
 
 pytestmark = pytest.mark.slow
@@ -35,3 +37,22 @@ def test_a_first_run_shares_within_itself_and_a_second_reuses_what_the_first_pai
     assert second == ["this run sent: 0 chat + 0 embeddings requests, 0 prompt + 0 completion tokens; "
                       "judgements not bought again: 4 reused from the cache (paid by earlier runs)"]
     assert len(server.chat_requests()) == 2
+
+
+def test_answers_kept_in_memory_by_an_unusable_cache_are_shared_within_the_run_not_paid_earlier(server, tmp_path,
+                                                                                                 make_judge):
+    # The cache's folder is a file: the cache cannot be used and keeps this judge's answers in memory. The
+    # first evaluation sends one request (context_recall and context_precision ask one judgement) and shares
+    # it once; the second, on the same judge, finds both answers in memory: 2 shared within the run (this
+    # judge bought them), 0 paid by earlier runs (nothing came from a cache file).
+    (tmp_path / "blocked").write_text("not a folder", encoding="utf-8")
+    row = {"id": "r1", "user_input": "Where was Einstein born?", "response": "In Ulm.",
+           "retrieved_contexts": ["Einstein was born in Ulm.", "Paris is in France."],
+           "reference": "Einstein was born in Ulm. He was born in 1879."}
+    with pytest.warns(CacheWarning, match="cannot be used"):
+        judge = make_judge(cache_path=str(tmp_path / "blocked" / "cache.sqlite"))
+        first = evaluate([row], ["context_recall", "context_precision"], judge=judge).summary["usage"]
+    assert (first["chat_requests"], first["shared_hits"], first["cache_hits"]) == (1, 1, 0)
+    again = evaluate([row], ["context_recall", "context_precision"], judge=judge).summary["usage"]
+    assert (again["chat_requests"], again["shared_hits"], again["cache_hits"]) == (0, 2, 0)
+    assert len(server.chat_requests()) == 1
