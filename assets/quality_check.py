@@ -47,6 +47,14 @@ def relevance_labels(metrics: list[str], run_config: Mapping[str, Any], registry
     return sorted(labels) or list(range(RankingSettings().label_min, RankingSettings().label_max + 1))
 
 
+def failing_lines(failed: list[dict]) -> list[dict]:
+    """The failing lines of a check's ``failed`` outcomes (:func:`rag_eval.assets.expectations.validate`'s,
+    each ``failing`` a list of ``{"line", "value", "message"}``), in the order of their line numbers: a check
+    of several expectations (a field missing on one line, of the wrong type on another) lists line 4 before
+    line 10, whichever expectation found it. Raises nothing; ``[]`` for no outcome."""
+    return sorted((entry for outcome in failed for entry in outcome["failing"]), key=lambda entry: entry["line"])
+
+
 @functools.cache
 def quality_check(registry: Registry) -> dg.AssetChecksDefinition:
     """The ``great_expectations_suite`` checks, on the fields of the selected metrics of ``registry``;
@@ -81,7 +89,7 @@ def quality_check(registry: Registry) -> dg.AssetChecksDefinition:
             if not mine or name not in selected:
                 continue
             failed = [o for o in mine if not o["success"]]
-            failing = [f for o in failed for f in o["failing"]]
+            failing = failing_lines(failed)
             count = sum(o["unexpected_count"] for o in failed)
             told = [f["message"] for f in failing[:SHOWN]] + ([f"… {count - SHOWN} more"] if count > SHOWN else [])
             yield dg.AssetCheckResult(

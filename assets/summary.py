@@ -173,6 +173,7 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
     usage = summary["usage"]
     metadata["requests"] = int(usage.get("chat_requests", 0) + usage.get("embedding_requests", 0))
     metadata["cache_hits"] = int(usage.get("cache_hits", 0))
+    metadata["shared_hits"] = int(usage.get("shared_hits", 0))
     if summary.get("diagnosis"):  # RAGChecker's diagnostics: the reading, the groups, the worst rows
         metadata["diagnosis"] = dg.MetadataValue.md("\n".join(diagnosis_markdown(summary["diagnosis"])))
     context.log.info("\n" + markdown_table(summary))

@@ -100,14 +100,23 @@ def print_table(summary: dict, width: int | None = None) -> None:
     if summary.get("overall_average") is not None:
         print(f"overall ([0, 1] metrics, lower-is-better turned): {summary['overall_average']:g}")
     usage = summary.get("usage") or {}
-    if usage.get("chat_requests") or usage.get("embedding_requests") or usage.get("cache_hits"):
+    if any(usage.get(c) for c in ("chat_requests", "embedding_requests", "cache_hits", "shared_hits")):
         print(f"this run sent: {usage['chat_requests']} chat + {usage['embedding_requests']} embeddings requests, "
-              f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens; "
-              f"{usage['cache_hits']} judgements not bought again (from the cache, or shared by rows of this run)")
+              f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens" + _reused(usage))
     if summary["judge"].get("embedding_fallback"):
         print(f"note: {printable(summary['judge']['embedding_fallback'])}")
     if summary.get("diagnosis"):
         print_diagnosis(summary["diagnosis"])
+
+
+def _reused(usage: dict) -> str:
+    """The judgements of ``usage`` not bought again, each kind said apart (``Usage``): those another request of
+    this run paid for (``shared_hits``, absent from a summary of before they were counted apart) and those
+    found in the cache, paid by earlier runs (``cache_hits``); empty when there were none."""
+    parts = [f"{count} {what}" for count, what in ((usage.get("shared_hits", 0), "shared within this run"),
+                                                   (usage.get("cache_hits", 0), "reused from the cache (paid by earlier runs)"))
+             if count]
+    return f"; judgements not bought again: {', '.join(parts)}" if parts else ""
 
 
 def _sections(summary: dict) -> list[tuple[str | None, list[str]]]:

@@ -54,9 +54,12 @@ T = TypeVar("T")
 @dataclass
 class _Shared:
     """What a judge shares with its per-metric twins besides the transport and the cache:
-    the requests in flight (by cache key) and the embeddings fallback."""
+    the requests in flight (by cache key), the answers bought since the version's scoring
+    began (a later hit on one is shared within the run, not paid by an earlier run) and the
+    embeddings fallback."""
 
     inflight: dict[Key, asyncio.Future] = field(default_factory=dict)
+    bought: set[Key] = field(default_factory=set)
     #: Why the offline encoder embeds instead of the endpoint (``None``: it does not).
     fallback: str | None = None
     encoder: OfflineJudge | None = None
@@ -172,7 +175,9 @@ class LLMJudge(Judge):
             raise JudgeError(problem)
         if plan.requests:
             return None
-        (current_usage.get() or Usage()).cache_hits += plan.usage.cache_hits
+        usage = current_usage.get() or Usage()
+        usage.cache_hits += plan.usage.cache_hits
+        usage.shared_hits += plan.usage.shared_hits
         return plan.outcome
 
     async def plan(self, metric: Any, sample: Any) -> Plan:
@@ -221,7 +226,9 @@ class LLMJudge(Judge):
 
     def forget(self) -> None:
         """The version's scoring is done: the answers the cache kept in memory (its file was full
-        or read-only) are written if the file takes them now."""
+        or read-only) are written if the file takes them now; those bought so far count as paid by
+        earlier runs from now on."""
+        self._shared.bought.clear()
         if self.cache is not None:
             self.cache.flush()
 
@@ -250,10 +257,9 @@ class LLMJudge(Judge):
                         prompt_version=version, temperature=cfg.temperature,
                         seed=cfg.seed, response_format=cfg.response_format, inputs=inputs,
                         **({"repeat": cfg.repeat} if cfg.repeat else {}))
-        usage = current_usage.get() or Usage()
         cached = self.cache.get(key) if self.cache is not None else None
         if cached is not None:
-            usage.cache_hits += 1
+            self._reused([key])
             return cached
         plan = current_plan.get()
         if plan is not None:  # record what would be sent; answer with a stand-in
@@ -265,7 +271,7 @@ class LLMJudge(Judge):
             return request.validate(answer)
         inflight = self._shared.inflight
         if key in inflight:
-            usage.cache_hits += 1
+            self._reused([], shared=1)
             return await asyncio.shield(inflight[key])
         task = asyncio.ensure_future(self._guarded(self._ask_claimed(request, key), request.kind))
         inflight[key] = task
@@ -297,12 +303,22 @@ class LLMJudge(Judge):
             return await self._ask_endpoint(request, key)
         found, owned = await self._claim(self.cache, [key])
         if key in found:
-            (current_usage.get() or Usage()).cache_hits += 1
+            self._reused([], shared=1)
             return found[key]
         try:
             return await self._ask_endpoint(request, key)
         finally:
             self.cache.release(owned)  # a no-op once the answer is stored
+
+    def _reused(self, found: list[Key], shared: int = 0) -> None:
+        """Count judgements answered without a request in the current usage: those of ``found`` (keys
+        answered by the cache) bought since the version's scoring began as ``shared_hits``, the others as
+        ``cache_hits`` (paid by earlier runs); ``shared`` more as ``shared_hits`` (another request of this
+        run paid for them: in flight, claimed by another process, a repeated text)."""
+        usage = current_usage.get() or Usage()
+        bought = sum(key in self._shared.bought for key in found)
+        usage.cache_hits += len(found) - bought
+        usage.shared_hits += bought + shared
 
     async def _guarded(self, coroutine, kind: str):
         """Any failure of a judgement becomes a ``JudgeError`` with secrets redacted: an
@@ -343,6 +359,7 @@ class LLMJudge(Judge):
                                                          "corrected JSON object."}]
                 continue
             value = self.transport.scrub(value)  # a key echoed in a reason is never stored
+            self._shared.bought.add(key)
             if self.cache is not None:
                 self.cache.put(key, request.kind, value)
             return value
@@ -375,20 +392,20 @@ class LLMJudge(Judge):
         key_of = {t: cache_key(endpoint, kind="embedding", model=model, text=t) for t in texts}
         keys = [key_of[t] for t in texts]
         found = {k: self.cache.get(k) for k in keys} if self.cache is not None else {}
+        cached = [k for k in keys if found.get(k) is not None]
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if found.get(k) is None))
         plan = current_plan.get()
         if plan is not None and missing:  # every vector cached: the real ones, below
             plan.add(Planned("embedding", cache_key(endpoint, kind="embedding", model=model, texts=missing),
                              sum(estimate_tokens(t) for t in missing)))
-            (current_usage.get() or Usage()).cache_hits += len(texts) - len(missing)
+            self._reused(cached, shared=len(texts) - len(cached) - len(missing))
             return np.ones((len(texts), 1))
         owned: set[Key] = set()
         if missing and self.cache is not None:
             claimed, owned = await self._claim(self.cache, [key_of[t] for t in missing])
             found.update(claimed)
             missing = [t for t in missing if key_of[t] not in claimed]
-        usage = current_usage.get() or Usage()
-        usage.cache_hits += len(texts) - len(missing)
+        self._reused(cached, shared=len(texts) - len(cached) - len(missing))
         try:
             if missing:
                 await self._embed_missing(missing, key_of, found)
@@ -421,6 +438,7 @@ class LLMJudge(Judge):
         for text, item in zip(missing, reply.data):
             vector = list(map(float, item.embedding))
             found[key_of[text]] = vector
+            self._shared.bought.add(key_of[text])
             if self.cache is not None:
                 self.cache.put(key_of[text], "embedding", vector)
 

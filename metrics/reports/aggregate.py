@@ -20,7 +20,8 @@ from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 
 #: Per-row cost columns of a results frame (``rag_eval.metrics.core.scoring.results_frame``).
-USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits"]
+USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits",
+                 "shared_hits"]
 
 
 def field_key(metric: str, registry: Registry | None = None) -> str:

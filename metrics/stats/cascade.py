@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.metrics.stats.ppi import MeanEstimate, _z
+from rag_eval.metrics.stats.ppi import MeanEstimate, z_value
 from rag_eval.metrics.stats.sampling import priority
 
 #: The least inclusion probability of active sampling, as a share of the uniform rate ``B / N``
@@ -297,7 +297,7 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
         raise ValueError("no row was strong-judged (a budget of 0, or a draw that took none): the strong "
                          "judge's mean cannot be estimated; raise the budget")
     _check_rows(f, y, pi, drawn)
-    z = _z(confidence)
+    z = z_value(confidence)
     method = f"cascade-{sample.method}"
     scored = ~np.isnan(f)
     cheap_mean = float(f[scored].mean()) if scored.any() else None

@@ -124,11 +124,11 @@ def _block(joined: pd.DataFrame, sampling: str, factor: float,
 
 def _requests(drawn: pd.DataFrame, rows: int) -> dict[str, Any]:
     """What the strong sample cost and what a full strong run would: in requests when the strong
-    judge reports usage (a row's requests sent plus judgements answered from the cache; the full run
-    is their Horvitz-Thompson total, ``sum c / pi`` over the drawn rows, unbiased over the draw),
-    else in rows (``rows`` the rows covered)."""
+    judge reports usage (a row's requests sent plus judgements answered without one, from the cache
+    or shared within the run; the full run is their Horvitz-Thompson total, ``sum c / pi`` over the
+    drawn rows, unbiased over the draw), else in rows (``rows`` the rows covered)."""
     sent = _counts(drawn["strong_chat_requests"]) + _counts(drawn["strong_embedding_requests"])
-    cost = sent + _counts(drawn["strong_cache_hits"])
+    cost = sent + _counts(drawn["strong_cache_hits"]) + _counts(drawn["strong_shared_hits"])
     if cost.sum() > 0:
         full = round(float((cost / drawn["inclusion_probability"]).sum()))
         return {"unit": "requests", "used": int(cost.sum()), "sent": int(sent.sum()),

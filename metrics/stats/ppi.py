@@ -89,7 +89,15 @@ def _as_vector(values: Any, name: str) -> np.ndarray:
     return array
 
 
-def _z(confidence: float) -> float:
+def z_value(confidence: float) -> float:
+    """The standard normal quantile of a two-sided interval at ``confidence`` (1.96 at 0.95): the
+    interval is the estimate ± ``z_value(confidence)`` standard errors.
+
+    Raises
+    ------
+    ValueError
+        When ``confidence`` is not strictly between 0 and 1, naming it.
+    """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
@@ -123,7 +131,7 @@ def classical_mean(labels: Any, confidence: float = 0.95, pseudo: float | None =
     y = _as_vector(labels, "labels")
     if len(y) < 2:
         raise ValueError(f"an interval needs at least 2 labels, got {len(y)}")
-    z = _z(confidence)
+    z = z_value(confidence)
     mean, variance, weight = _rectifier(y, np.zeros_like(y), 0.0, _pseudo(pseudo, z), scale, (0.0, 0.0))
     se = math.sqrt(variance / weight)
     return MeanEstimate(mean, mean - z * se, mean + z * se, se, len(y), 0, 0.0, "classical", confidence)
@@ -220,7 +228,7 @@ def ppi_mean(labels: Any, judged: Any, unlabelled: Any, confidence: float = 0.95
         raise ValueError("no unlabelled row: use classical_mean when every row is labelled")
     if lam is None:
         lam = power_tuning(y, f, f_unlabelled)
-    z = _z(confidence)
+    z = z_value(confidence)
     judge_range = (float(min(f.min(), f_unlabelled.min())), float(max(f.max(), f_unlabelled.max())))
     mean, variance, weight = _rectifier(y, f, lam, _pseudo(pseudo, z), scale, judge_range)
     estimate = float(lam * f_unlabelled.mean() + mean)
@@ -235,7 +243,7 @@ def difference(baseline: MeanEstimate, candidate: MeanEstimate) -> MeanEstimate:
     confidence. ``n`` and ``N`` are the candidate's; ``lam`` is NaN (two were used).
     """
     se = math.hypot(baseline.se, candidate.se)
-    z = _z(candidate.confidence)
+    z = z_value(candidate.confidence)
     value = candidate.estimate - baseline.estimate
     method = candidate.method if candidate.method == baseline.method else "mixed"
     return MeanEstimate(value, value - z * se, value + z * se, se, candidate.n, candidate.N, math.nan,

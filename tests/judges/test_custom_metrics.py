@@ -53,8 +53,12 @@ def test_each_kind_valid_reply_then_cached(name, reply, value, passed, server, m
         reply[next(k for k in reply if k != "reason")]
     [seen] = server.chat_requests()
     assert seen.kind == f"custom_{name}" and seen.body["response_format"]["json_schema"]["strict"] is True
-    again = metric.score(SAMPLE, judge)  # from the cache: nothing sent
-    assert (again.value, again.usage["cache_hits"], len(server.chat_requests())) == (value, 1, 1)
+    again = metric.score(SAMPLE, judge)  # the answer this judge bought, from the cache: nothing sent
+    assert (again.value, again.usage["shared_hits"], again.usage["cache_hits"], len(server.chat_requests())) == \
+        (value, 1, 0, 1)
+    later = metric.score(SAMPLE, make_judge())  # another judge (a later run): paid by an earlier run
+    assert (later.value, later.usage["shared_hits"], later.usage["cache_hits"], len(server.chat_requests())) == \
+        (value, 0, 1, 1)
 
 
 def test_prompt_carries_the_users_wording_and_headings_and_a_strict_enum(server, make_judge):

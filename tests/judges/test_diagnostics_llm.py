@@ -55,8 +55,10 @@ def test_the_hand_worked_row_three_requests_for_every_diagnostic(server, make_ju
         ["statement_classification"]
     assert not server.embedding_requests()
     # 18 judgements asked by the 11 metrics (noise sensitivity 3 each, utilization, hallucination and
-    # self-knowledge 2, the others 1): 3 sent, 15 answered by the one in flight or the cache.
-    assert result.results["chat_requests"].sum() == 3 and result.results["cache_hits"].sum() == 15
+    # self-knowledge 2, the others 1): 3 sent, 15 answered by the one in flight or put by this run (shared
+    # within it), none paid by an earlier run (the cache was empty).
+    assert result.results["chat_requests"].sum() == 3 and result.results["shared_hits"].sum() == 15
+    assert result.results["cache_hits"].sum() == 0
 
 
 def test_diagnostics_add_three_requests_a_row_beyond_the_core_metrics(server, make_judge, tmp_path):

@@ -117,9 +117,11 @@ def test_every_question_carries_its_sources_and_costs_two_requests(server, make_
                for s in generation_requests(server))
     # Every judgement is cached: a second run (a killed run started again) sends nothing and writes the same set.
     sent = len(server.seen)
-    again = judge.run(agenerate(judge, chunks, 8))
+    restarted = make_judge()  # the run started again: a judge of its own on the same cache
+    again = restarted.run(agenerate(restarted, chunks, 8))
     assert len(server.seen) == sent and again.questions == result.questions
     assert again.usage["question_generation"].chat_requests == 0 and again.usage["question_critic"].cache_hits == 8
+    assert again.usage["question_critic"].shared_hits == 0  # all 8 paid by the earlier run
 
 
 def test_near_duplicates_and_critic_rejects_are_dropped_with_their_reason_and_replaced(server, make_judge, tmp_path):

@@ -61,7 +61,7 @@ def test_a_cheap_judge_exact_on_the_drawn_rows_gives_its_mean_with_the_failed_ro
     assert block["requests"] == {"unit": "requests", "used": 4, "sent": 4, "from_cache": 0, "full_run": 7, "saved": 3}
     assert summary["cascade"] == {**SETTINGS, "strong_judge": "llm:strong", "metrics": {"faithfulness": 4},
                                   "usage": {"chat_requests": 4, "embedding_requests": 0, "prompt_tokens": 0,
-                                            "completion_tokens": 0, "cache_hits": 0}}
+                                            "completion_tokens": 0, "cache_hits": 0, "shared_hits": 0}}
 
 
 def test_a_constant_cheap_judge_leaves_the_strong_sample_s_own_interval_on_the_0_10_scale():

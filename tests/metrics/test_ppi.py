@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from rag_eval.metrics.stats.ppi import classical_mean, difference, power_tuning, ppi_mean
+from rag_eval.metrics.stats.ppi import classical_mean, difference, power_tuning, ppi_mean, z_value
 
 Z = 1.959963984540054  # the normal quantile of a 95 % interval
 
@@ -153,3 +153,13 @@ def test_difference_of_two_versions_adds_the_variances():
 def test_bad_input_is_refused_with_its_reason(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_z_value_is_the_normal_table_s_two_sided_quantile():
+    # The normal table: 95 % of the mass within ± 1.95996, 90 % within ± 1.64485, 99 % within ± 2.57583.
+    assert z_value(0.95) == pytest.approx(1.959964, abs=1e-6)
+    assert z_value(0.90) == pytest.approx(1.644854, abs=1e-6)
+    assert z_value(0.99) == pytest.approx(2.575829, abs=1e-6)
+    for outside in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match=f"confidence must lie in \\(0, 1\\), got {outside}"):
+            z_value(outside)

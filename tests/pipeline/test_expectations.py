@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rag_eval.assets.expectations import CHECKS, STORE_ID, profile, repair_store_ids, suite, validate
-from rag_eval.assets.quality_check import relevance_labels
+from rag_eval.assets.quality_check import failing_lines, relevance_labels
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ["user_input", "response", "retrieved_contexts", "reference"]
@@ -200,3 +200,19 @@ def test_a_validation_result_a_fault_left_cut_short_is_set_aside_on_the_next_run
                            "adds its own\n") and "Validation result not found" not in printed.out
     [kept] = (site / ".validation_results").rglob("*.json")
     assert json.loads(kept.read_text(encoding="utf-8"))["meta"]["run_id"]["run_name"] == "run-2" and page.is_file()
+
+
+def test_a_check_of_two_expectations_names_its_failing_lines_in_line_order(tmp_path):
+    # Ten good lines but line 4's response is a number (response_typed's in-set expectation) and line 10 has
+    # none (its not-null expectation, declared first): the check tells line 4, then line 10, as numbers
+    # sort, whichever expectation found each (the two expectations' lists one after the other gave 10, 4).
+    good = {"response": "A fund.", "retrieved_contexts": ["c"], "reference": "r"}
+    lines = [dict(good, id=f"q{i}", user_input=f"What is fund {i}?") for i in range(1, 11)]
+    lines[3]["response"] = 7
+    del lines[9]["response"]
+    frame = profile(_write(tmp_path / "samples.jsonl", lines), CORE)
+    outcomes, _ = validate(frame, suite(frame, CORE, [0]), "v1", "run-1", tmp_path / "data_docs")
+    failed = [o for o in outcomes if o["check"] == "response_typed" and not o["success"]]
+    assert [f["message"] for f in failing_lines(failed)] == ["line 4 response: type number, expected string",
+                                                            "line 10 response: missing"]
+    assert failing_lines([]) == []

@@ -623,9 +623,11 @@ def test_usage_is_what_this_run_sent_and_what_the_provider_received(llm_project,
     summary = json.loads((project.out / "v1" / "summary.json").read_text())
     assert project.server.seen == [] and summary["usage"]["chat_requests"] == 0
     assert summary["usage"]["embedding_requests"] == 0 and summary["usage"]["cache_hits"] > 0
+    assert summary["usage"]["shared_hits"] == 0  # every answer was bought by the first run: none by this one
     [metadata] = [e.event_specific_data.materialization.metadata for e in result.get_asset_materialization_events()
                   if e.asset_key.to_user_string() == "eval_summary"]
     assert metadata["requests"].value == 0 and metadata["cache_hits"].value == summary["usage"]["cache_hits"]
+    assert metadata["shared_hits"].value == summary["usage"]["shared_hits"]
     sql = project.query(f"select sum(chat_requests) as chat from eval.eval_summary where run_id = '{result.run_id}'")
     assert sql["chat"].tolist() == [0]
 

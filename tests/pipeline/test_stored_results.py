@@ -34,7 +34,8 @@ def results(metric: str, rows: int, unjudged: int = 0) -> pd.DataFrame:
         "passed": pd.array([i % 2 == 0 for i in range(ok)] + [None] * unjudged, dtype="boolean"),
         "threshold": 0.5, "direction": "higher_is_better", "reason": [f"reason {i}" for i in range(rows)],
         "details": [f'{{"i": {i}}}' for i in range(rows)], "judge": "offline-heuristic", "chat_requests": 0,
-        "embedding_requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cache_hits": range(rows)},
+        "embedding_requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cache_hits": range(rows),
+        "shared_hits": 0},
         columns=RESULT_COLUMNS)
 
 
