@@ -53,8 +53,9 @@ lint: setup-dev
 # Three workers (pytest-xdist) on two cores: the slowest tests mostly wait (the deployment test's processes use a
 # quarter of a core over its 6 minutes, waiting on the daemon's ticks and its runs' start-up), and the suite passes
 # at a load of 9 on two cores. A test file per worker at a time: its module fixtures (a daemon, a server) built once;
+# the longest files first (tests/conftest.py: LONGEST_FIRST, in collection order, not xdist's most-tests-first);
 # the 25 slowest tests listed at the end (what to make faster next).
-PYTEST_ARGS ?= -n 3 --dist loadfile --durations=25
+PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=25
 # With the network off where namespaces allow it, so an accidental download fails the tests: as root a network
 # namespace alone, else in a user namespace (tests/postgres.py starts PostgreSQL as `nobody` in either).
 test: lint
