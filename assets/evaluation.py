@@ -112,24 +112,11 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
         """Judge every selected metric of the version at once; one output per metric."""
         names = [name for name in registry if name in context.selected_output_names]
         scorer = judge.get_judge()
-        database = context.resources.io_manager
-        needed = [FIELD_ASSETS[f] for f in dict.fromkeys(f for n in names for f in registry[n].required_fields)]
-        with database.connection() as connection:
-            tables = database.stored(connection, context.partition_key, needed)
-        if missing := [asset for asset in needed if asset not in tables]:
-            raise dg.Failure(f"version {context.partition_key} has no {', '.join(missing)} rows: it was registered "
-                             f"but not ingested; materialize ingest_dataset and the field assets for it first",
-                             allow_retries=False)
-        # Built once a chunk for all the fields read, each chunk read over one connection.
-        every = FieldSamples.stored({_FIELD_OF[asset]: table for asset, table in tables.items()}, database.connection)
+        samples = version_samples(context, names, registry)
         tasks: list[Task] = []
-        by_fields: dict[tuple[str, ...], FieldSamples] = {}
         for name in names:
-            metric, metric_judge = _configured(name, getattr(config, name), metric_options, scorer, registry)
-            needs = registry[name].required_fields
-            if needs not in by_fields:  # each metric sees only the fields it reads, as its own asset did
-                by_fields[needs] = every.only(needs)
-            tasks.append((metric, by_fields[needs], metric_judge))
+            metric, metric_judge = configured(name, getattr(config, name), metric_options, scorer, registry)
+            tasks.append((metric, samples[name], metric_judge))
 
         try:  # progress, if any, told by the execution resource (``ExecutionResource.progress``)
             stored = execution.score(tasks, context.partition_key)
@@ -160,6 +147,44 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
         partitions_def=dataset_versions,
         can_subset=True,
     )(score_metrics)
+
+
+def run_assets(context: dg.AssetExecutionContext) -> set[dg.AssetKey]:
+    """The assets the step's run materializes."""
+    return set(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys or ())
+
+
+def run_metrics(context: dg.AssetExecutionContext, registry: Registry) -> list[str]:
+    """The metrics of ``registry`` the step's run materializes, in the registry's order."""
+    keys = run_assets(context)
+    return [m for m in registry if dg.AssetKey(m) in keys]
+
+
+def version_samples(context: dg.AssetExecutionContext, names: list[str], registry: Registry
+                    ) -> dict[str, "FieldSamples"]:
+    """Per metric of ``names``, the partition's samples as it reads them: only its required fields, as
+    its own asset would see them, built from the field tables chunk by chunk (:class:`FieldSamples`; the
+    fields are read and the samples built once a chunk for all the metrics).
+
+    Raises
+    ------
+    dagster.Failure
+        When a field table the metrics read holds no row of the version (registered, not ingested).
+    """
+    database = context.resources.io_manager
+    needed = [FIELD_ASSETS[f] for f in dict.fromkeys(f for n in names for f in registry[n].required_fields)]
+    with database.connection() as connection:
+        tables = database.stored(connection, context.partition_key, needed)
+    if missing := [asset for asset in needed if asset not in tables]:
+        raise dg.Failure(f"version {context.partition_key} has no {', '.join(missing)} rows: it was registered "
+                         f"but not ingested; materialize ingest_dataset and the field assets for it first",
+                         allow_retries=False)
+    every = FieldSamples.stored({_FIELD_OF[asset]: table for asset, table in tables.items()}, database.connection)
+    by_fields: dict[tuple[str, ...], FieldSamples] = {}
+    for name in names:
+        needs = registry[name].required_fields
+        by_fields.setdefault(needs, every.only(needs))
+    return {name: by_fields[registry[name].required_fields] for name in names}
 
 
 class FieldSamples(Sequence[Sample]):
@@ -215,9 +240,15 @@ class FieldSamples(Sequence[Sample]):
         return self._last[1]
 
 
-def _configured(name: str, config: dg.Config, metric_options: tuple[str, ...], scorer, registry: Registry):
-    """The metric ``name`` of ``registry`` with its run configuration (``metrics_config``), and the judge it is
-    judged with."""
+def configured(name: str, config: dg.Config, metric_options: tuple[str, ...], scorer, registry: Registry):
+    """The metric ``name`` of ``registry`` with its run configuration (one ``MetricConfig`` of
+    :func:`metrics_config`; ``metric_options``: its ``Options`` names), and ``scorer`` (a judge) with the
+    metric's own judging options.
+
+    Raises
+    ------
+    dagster.Failure
+        For options the metric refuses, or judging options with a judge other than an LLM."""
     from rag_eval.metrics.judges.llm import LLMJudge
 
     options = {k: getattr(config, k) for k in ("threshold", *metric_options) if getattr(config, k) is not None}

@@ -268,10 +268,13 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
     the code version: the offline judge's verifier weights (the shipped ``verifier.json`` when unset),
     or, with the LLM judge, its labelled examples (``rag_eval.metrics.judges.examples``; none when
     unset); the file's content says which, and a file of the other judge's kind is a ``SettingsError``.
+    ``offline``: the offline judge whatever the environment and ``base_url`` say (a judge cascade's
+    cheap judge, ``rag_eval.assets.cascade``).
     """
 
     support_threshold: float | None = None
     verifier: str | None = None
+    offline: bool = False
     #: The judges :meth:`get_judge` built (not configuration): the copy Dagster makes of the resource for
     #: each run (run configuration applied) shares its origin's, so a command's checks before its runs and
     #: the steps of every run share one judge per configuration.
@@ -297,6 +300,8 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         return self._variant(llm=False) or Verifier()
 
     def _config(self) -> LLMConfig:
+        if self.offline:  # nothing of the environment's LLM settings applies
+            return LLMConfig()
         return LLMConfig.from_env(**{name: getattr(self, name) for name in LLMConfig.public_fields()})
 
     def code_version(self) -> str:
@@ -334,14 +339,17 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
 
 
 def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", judge: JudgeResource | None = None,
-                    execution: ExecutionResource | None = None) -> dict[str, Any]:
+                    execution: ExecutionResource | None = None,
+                    strong_judge: JudgeResource | None = None) -> dict[str, Any]:
     """The resources of the evaluation graph, the one place they are wired (the code
     location's ``Definitions``, ``rag-eval`` and the tests): dataset versions under
     ``datasets``, reports, the asset tables (``tables/<asset>/<version>.parquet``) and the
     views of ``rag_eval.duckdb`` and the Data Docs site under ``out`` (served at
     ``$RAG_EVAL_DATA_DOCS_URL`` when set), the ``judge`` and where metrics are scored (``execution``; ``local`` by
-    default, ``spark`` scores each metric's samples in Spark tasks)."""
+    default, ``spark`` scores each metric's samples in Spark tasks) and the ``strong_judge`` of a judge
+    cascade (``rag_eval.assets.cascade``; by default the environment's judge, as ``judge``'s)."""
     return {"dataset_store": DatasetStore(root=str(datasets)),
             "report_store": ReportStore(root=str(out), data_docs_url=os.environ.get("RAG_EVAL_DATA_DOCS_URL", "")),
-            "judge": judge or JudgeResource(), "execution": execution or ExecutionResource(),
+            "judge": judge or JudgeResource(), "strong_judge": strong_judge or JudgeResource(),
+            "execution": execution or ExecutionResource(),
             "io_manager": ResultsStore(root=str(out))}

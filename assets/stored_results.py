@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.reports.formats import ragas_table
 from rag_eval.metrics.core.results import Status
+from rag_eval.metrics.core.strong import STRONG_COLUMNS, STRONG_DTYPES
 from rag_eval.metrics.errors import StorageError, way_out
 
 #: The columns of a metric's table (``rag_eval.metrics.core.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
@@ -238,6 +239,15 @@ class StoredTable:
             yield chunk.astype({"passed": passed_dtype})
 
 
+def with_strong(results: pd.DataFrame, strong: pd.DataFrame) -> pd.DataFrame:
+    """``results`` with the strong frame's columns (``STRONG_COLUMNS``) beside each (row, metric), typed
+    as ``STRONG_DTYPES`` (NA on the rows not drawn)."""
+    columns = [c for c in STRONG_COLUMNS if c not in ("row", "metric")]
+    merged = results.merge(strong[["row", "metric", *columns]].astype({"metric": object}), on=["row", "metric"],
+                           how="left")
+    return merged.astype({c: STRONG_DTYPES[c] for c in columns})
+
+
 def concat_dtype(dtypes: Sequence[str]) -> str:
     """The dtype ``pandas.concat`` gives a column whose pieces have ``dtypes``."""
     return str(pd.concat([pd.Series([True], dtype=d) for d in dtypes], ignore_index=True).dtype)
@@ -258,16 +268,21 @@ def staged(path: Path) -> Iterator[Path]:
         partial.unlink(missing_ok=True)
 
 
-def write_results_parquet(connection: duckdb.DuckDBPyConnection, stored: Sequence[StoredTable], path: Path) -> None:
+def write_results_parquet(connection: duckdb.DuckDBPyConnection, stored: Sequence[StoredTable], path: Path,
+                          strong: pd.DataFrame | None = None) -> None:
     """Write the results of ``stored`` one after the other, read over ``connection``, without
     ``version``, to the Parquet file ``path``, chunk by chunk: the same content as
-    ``pd.concat([s.frame(connection) for s in stored]).drop(columns="version").to_parquet(path, index=False)``."""
+    ``pd.concat([s.frame(connection) for s in stored]).drop(columns="version").to_parquet(path, index=False)``;
+    with ``strong`` (a judge cascade's strong frame, ``rag_eval.metrics.core.strong.STRONG_COLUMNS``), its
+    columns beside each (row, metric), as ``evaluate`` gives them."""
     passed = concat_dtype(["boolean" if s.nullable_passed(connection) else "bool" for s in stored])
     writer = None
     with staged(path) as partial:
         try:
             for results in stored:
                 for chunk in results.chunks(connection, passed):
+                    if strong is not None:
+                        chunk = with_strong(chunk, strong)
                     table = pa.Table.from_pandas(chunk.drop(columns="version"), preserve_index=False,
                                                  schema=writer.schema if writer else None, nthreads=ARROW_THREADS)
                     writer = writer or pq.ParquetWriter(partial, table.schema)

@@ -14,7 +14,8 @@ import json
 import dagster as dg
 import pandas as pd
 
-from rag_eval.assets.evaluation import metric_code_version
+from rag_eval.assets.cascade import STRONG_OP, strong_config
+from rag_eval.assets.evaluation import metric_code_version, run_assets, run_metrics
 from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
@@ -24,6 +25,8 @@ from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS, cannot_run, dingo_
 from rag_eval.metrics.reports.formats import write_azure_jsonl
 from rag_eval.metrics.reports.gate_report import diagnosis_markdown
 from rag_eval.metrics.core.registry import Registry, describe_judge
+from rag_eval.metrics.core.strong import STRONG_DTYPES
+from rag_eval.metrics.stats.cascade_estimates import add_cascade_estimates
 
 #: How many rejected lines and lines with input errors summary.json lists (all are in the tables).
 LISTED_LINES = 20
@@ -70,11 +73,6 @@ def summary_frame(summary: dict, version: str, run_id: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _selected_metrics(context: dg.AssetExecutionContext, registry: Registry) -> list[str]:
-    selection = context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys or set()
-    return [m for m in registry if dg.AssetKey(m) in selection]
-
-
 SUMMARY_VERSION = "4"
 
 
@@ -117,10 +115,10 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
     database = context.resources.io_manager
     # Held for the reads and the files written from the tables only: another process waits for the file meanwhile.
     with database.connection() as connection:
-        tables = database.stored(connection, version, [*registry, "rejected_samples",
+        tables = database.stored(connection, version, [*registry, "rejected_samples", STRONG_OP,
                                                        *(FIELD_ASSETS[f] for f in _TABLE_FIELDS)])
         stored = {name: tables[name] for name in registry if name in tables}
-        selected = [m for m in _selected_metrics(context, registry) if m in stored]
+        selected = [m for m in run_metrics(context, registry) if m in stored]
         if not stored:
             raise dg.Failure(f"no metric has been computed for version {version}")
         described = selected if selected and scope == "run" else list(stored)
@@ -130,8 +128,14 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
             .drop(columns="version")
         rejected = tables["rejected_samples"].frame(connection) if "rejected_samples" in tables \
             else pd.DataFrame(columns=["row", "line", "id", "reason"])
+        # A judge cascade's strong results, when this run drew them (earlier ones may describe other cheap scores).
+        strong = tables[STRONG_OP].frame(connection).astype(STRONG_DTYPES) \
+            if dg.AssetKey(STRONG_OP) in run_assets(context) and STRONG_OP in tables else None
+        if strong is not None:
+            strong = strong[strong["metric"].isin(described)]
         folder = report_store.folder(version)
-        write_results_parquet(connection, [stored[m] for m in described], folder / "results.parquet")  # by chunks
+        write_results_parquet(connection, [stored[m] for m in described], folder / "results.parquet",  # by chunks
+                              strong)
         write_ragas_csv_by_chunks(connection, results, {f: tables[FIELD_ASSETS[f]] for f in _TABLE_FIELDS},
                                   ["row", "user_input", "retrieved_contexts", "response", "reference"],
                                   folder / "ragas_scores.csv")
@@ -140,6 +144,8 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
         summary = summarize(results, task_name=version, judge=describe_judge(judge.get_judge(), registry),
                             scale=config.scale, earlier=earlier, registry=registry,
                             failed_of=lambda metric, rows: stored[metric].failed_at(connection, rows))
+    if strong is not None:
+        add_cascade_estimates(summary, results, strong, strong_config(context.run.run_config).described(), registry)
     summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
                            "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
                            "lines": rejected.sort_values("row")[["line", "id", "reason"]]
@@ -168,6 +174,9 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
     for metric, row in summary["metrics"].items():
         if row["mean"] is not None:
             metadata[f"{metric}_mean"] = dg.MetadataValue.float(float(row["mean"]))
+        if (cascade := (row.get("cascade") or {}).get("estimate")) is not None:  # the strong judge's, estimated
+            for key in ("estimate", "ci_low", "ci_high"):
+                metadata[f"{metric}_strong_{key}"] = dg.MetadataValue.float(float(cascade[key]))
             metadata[f"{metric}_pass_rate"] = dg.MetadataValue.float(float(row["pass_rate"]))
         metadata[f"{metric}_coverage"] = dg.MetadataValue.float(row["measured"] / row["total"] if row["total"] else 0.0)
     usage = summary["usage"]
@@ -202,7 +211,7 @@ def build_summary_asset(registry: Registry) -> dg.AssetsDefinition:
         # the metrics the run selected are summarized. A version whose
         # data changed shows its summary stale at once, like the metrics that read the changed field
         # (Dagster does not carry staleness downstream).
-        deps=[*registry, "rejected_samples", *FIELD_ASSETS.values()],
+        deps=[*registry, "rejected_samples", STRONG_OP, *FIELD_ASSETS.values()],
         description="This run's metrics per metric; writes summary.json, results.parquet, ragas_scores.csv and "
                     "azure_results.jsonl for the version.",
     )(summary_of)

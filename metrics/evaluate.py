@@ -115,7 +115,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     strong = None
     if strong_judge is not None and strong_budget is not None and uniforms is not None:
         draws, notes = draw_strong(frame, built, uniforms, strong_budget, strong_sampling)
-        strong = score_strong(loaded, built, strong_judge, draws, notes, progress)
+        strong = score_strong({m.name: loaded for m in built}, built, {m.name: strong_judge for m in built}, draws,
+                              notes, progress)
         frame = frame.merge(strong, on=["row", "metric"], how="left")
     summary = summarize(frame, task_name, describe_judge(judge, registry), scale, registry=registry)
     if labels is not None:

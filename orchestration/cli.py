@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
                                              dagster_home, prepare_instance, start_judge_check)
 from rag_eval.orchestration.dry_run import expected_answers, most_answers
-from rag_eval.orchestration.parsing import add_judge_arguments, named_file
+from rag_eval.orchestration.parsing import add_cascade_arguments, add_judge_arguments, named_file
 from rag_eval.orchestration.runs import after_startup
 
 if TYPE_CHECKING:  # the metrics are imported once the command starts (test_house: the CLI module imports without them)
@@ -126,11 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "content: the offline judge's verifier weights (default the shipped verifier.json), or an "
                            "LLM judge's labelled examples, put into its statement verification prompts (default none)")
             judge = add_judge_arguments(p)
+            add_cascade_arguments(p)
             if name == "run":
                 judge.add_argument("--dry-run", action="store_true", help="print the requests and tokens the run "
                                    "would send (after the cache) and their price; send and register nothing")
-                judge.add_argument("--price", metavar="PROMPT[,COMPLETION]", help="with --dry-run: price per "
-                                   "million prompt (and completion) tokens, e.g. 0.15,0.60")
+                judge.add_argument("--price", metavar="PROMPT[,COMPLETION]", help="with --dry-run or a --strong-budget in "
+                                   "money: price per million prompt (and completion) tokens, e.g. 0.15,0.60")
     calibrate = sub.add_parser("calibrate", help="agreement of the judge with human labels (examples/calibration)")
     calibrate.add_argument("labels", help="JSONL of pairwise or per-sample labels")
     calibrate.add_argument("--json", help="also write the report as JSON to this file")

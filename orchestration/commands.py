@@ -197,7 +197,8 @@ def execute_with_progress(version: str, settings: RunSettings, args: argparse.Na
     """Run ``evaluation_job`` of the command's definitions in-process for ``version`` on its instance
     (``args.instance``) with the metrics and run config of ``settings``
     (``rag_eval.orchestration.jobs.evaluation_selection``: ingestion and its checks, the
-    metrics, the summary, the label estimates and the regression gate), showing each metric's
+    metrics, the summary, the label estimates and the regression gate; ``cascade_evaluation_job``,
+    the strong sample too, with a judge cascade), showing each metric's
     progress (bars on a terminal, plain lines otherwise): the command's progress display, which its
     execution resource tells (``rag_eval.orchestration.parsing.resources``), is open for the run."""
     import dagster as dg
@@ -206,9 +207,11 @@ def execute_with_progress(version: str, settings: RunSettings, args: argparse.Na
     from rag_eval.orchestration.orphans import process_tags
 
     built = definitions(args, settings)
+    cascade = settings.strong is not None  # the strong sample too: cascade_evaluation_job
     with args.progress:
-        return run_in_process(built, "evaluation_job", evaluation_selection(dg.AssetSelection.assets(
-            *settings.metrics)), version, args.instance, settings.to_run_config(), process_tags())
+        return run_in_process(built, "cascade_evaluation_job" if cascade else "evaluation_job",
+                              evaluation_selection(dg.AssetSelection.assets(*settings.metrics), cascade), version,
+                              args.instance, settings.to_run_config(), process_tags())
 
 
 def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) -> tuple[str, dict] | None:
@@ -228,9 +231,11 @@ def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) ->
     selected = settings.metrics
     files = [folder / "summary.json", folder / "results.parquet", folder / "ragas_scores.csv",
              *([folder / "summary_dingo.json"] if settings.dingo_layout else []),
-             *(table_file(settings.paths.out, asset, version) for asset in [*selected, "eval_summary"])]
+             *(table_file(settings.paths.out, asset, version) for asset in [*selected, *_strong(settings),
+                                                                              "eval_summary"])]
     record = latest_record(args.instance, "eval_summary", version)
-    if set_aside_damaged([files[1], *files[-len(selected) - 1:]], partial(print, file=sys.stderr)) or \
+    if set_aside_damaged([files[1], *files[-len(selected) - len(_strong(settings)) - 1:]],
+                         partial(print, file=sys.stderr)) or \
             record is None or not all(f.is_file() for f in files):  # the run goes ahead: it writes them again
         return None
     metadata = materialization(record).metadata
@@ -243,7 +248,9 @@ def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) ->
         return None  # damaged (a crash, a full disk): the run goes ahead and writes it again
     judge = json.loads(json.dumps(describe_judge(settings.judge.get_judge(), args.registry), default=str))
     built = definitions(args, settings).resources
+    strong = settings.strong_judge and settings.strong_judge.get_judge().name
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
+            (summary.get("cascade") or {}).get("strong_judge") != strong or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
             summary["dataset_meta"] != built["dataset_store"].meta(version):
         return None
@@ -255,9 +262,14 @@ def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) ->
     ingestion = [spec.key.to_user_string() for spec in definitions(args, settings).resolve_all_asset_specs()
                  if spec.group_name == "ingestion"]
     if out_of_date(args.instance, definitions(args, settings), version,
-                   [*ingestion, *selected, "eval_summary", "baseline_comparison"]):
+                   [*ingestion, *selected, *_strong(settings), "eval_summary", "baseline_comparison"]):
         return None
     return record.run_id, summary
+
+
+def _strong(settings: RunSettings) -> list[str]:
+    """The strong sample's asset, in a judge cascade's run."""
+    return [] if settings.strong is None else ["strong_sample"]
 
 
 def interrupted(result) -> bool:
@@ -320,15 +332,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     what it would send instead), with the settings of its arguments (``RunSettings.from_args``)."""
     from rag_eval.assets.ingestion import rejection_limit
     from rag_eval.metrics.errors import SettingsError
-    from rag_eval.orchestration.dry_run import check_judge, dry_run
+    from rag_eval.orchestration.dry_run import check_judge, dry_run, priced_budget
 
     settings = RunSettings.from_args(args)
-    if args.price is not None and not args.dry_run:
-        raise SettingsError("--price applies to --dry-run only")
+    if args.price is not None and not args.dry_run and "cost" not in (settings.strong or {}):
+        raise SettingsError("--price applies to --dry-run and to a --strong-budget in money only")
     if args.dry_run:
         with after_startup():
             return dry_run(settings, args)
-    check_judge(settings.judge)
+    settings = priced_budget(settings, args)
+    for judge in settings.judges():
+        check_judge(judge)
     check_out(settings)
     version, new = register(args)
     # The limit the version keeps (its settings.json: this run's --max-rejected-share, else an earlier one), in
@@ -427,10 +441,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     settings of its arguments (``RunSettings.from_args``)."""
     from rag_eval.assets.partitions import dataset_versions
     from rag_eval.metrics.errors import BusyError, SettingsError
-    from rag_eval.orchestration.dry_run import check_judge
+    from rag_eval.orchestration.dry_run import check_judge, priced_budget
 
-    settings = RunSettings.from_args(args)
-    check_judge(settings.judge)
+    settings = priced_budget(RunSettings.from_args(args), args)  # a sum is refused: the rows are not known
+    for judge in settings.judges():
+        check_judge(judge)
     check_out(settings)
     versions = sorted(args.instance.get_dynamic_partitions(dataset_versions.name))
     chosen = [v for v in versions if (not args.start or v >= args.start) and (not args.end or v <= args.end)]
@@ -451,7 +466,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         if summary is None:
             failed.append(version)
             continue
-        means = ", ".join(f"{m} {row['mean']}" for m, row in summary[0]["metrics"].items())
+        from rag_eval.orchestration.report import published_figure
+
+        means = ", ".join(f"{m} {published_figure(row)}" for m, row in summary[0]["metrics"].items())
         print(f"{version}: {means}" + ("" if summary[1].passed else "; the regression gate failed"))
         regressed += not summary[1].passed
     if failed:

@@ -77,6 +77,52 @@ def estimated(settings: RunSettings, registry: Registry, files: list[Path], read
     return estimate_cost(samples, metrics, judge, judges), judge
 
 
+def priced_budget(settings: RunSettings, args: argparse.Namespace) -> RunSettings:
+    """``settings`` with a strong budget in money (``{"cost": ..., "currency": ...}``,
+    ``rag_eval.orchestration.settings.strong_budget``) turned into rows: as many as the sum buys
+    when each costs what the strong judge would send for it on every selected metric, as the dry
+    run prices them (after the judgement cache, at ``--price``), at most every row; said on stderr.
+    Other settings are returned as they are.
+
+    Raises
+    ------
+    SettingsError
+        A sum without ``--price``, or with ``backfill`` (its versions' rows are not known
+        in advance), or that buys no row.
+    """
+    import sys
+    from dataclasses import replace
+
+    from rag_eval.assets.registration import dataset_file
+    from rag_eval.metrics.errors import SettingsError
+    from rag_eval.metrics.judges.llm import LLMJudge
+
+    if settings.strong is None or "cost" not in settings.strong:
+        return settings
+    cost, currency = settings.strong["cost"], settings.strong["currency"]
+    if args.command != "run":
+        raise SettingsError(f"--strong-budget {cost:g}{currency}: a sum applies to rag-eval run (one dataset); give a "
+                            "share of the rows or a number of rows")
+    price = parse_price(args.price)
+    if price is None:
+        raise SettingsError(f"--strong-budget {cost:g}{currency}: give the strong judge's prices too, "
+                            "--price PROMPT[,COMPLETION] per million tokens")
+    assert settings.strong_judge is not None  # a cascade's settings have both judges
+    estimate, judge = estimated(replace(settings, judge=settings.strong_judge), args.registry,
+                                [dataset_file(Path(args.dataset))], read_only_cache=True)
+    if isinstance(judge, LLMJudge):
+        judge.close()
+    each = estimate.cost(*price) / max(estimate.rows, 1)
+    rows = estimate.rows if each == 0 else min(estimate.rows, math.floor(cost / each))
+    if rows < 1:
+        raise SettingsError(f"--strong-budget {cost:g}{currency} buys no row: the strong judge's requests for one row "
+                            f"cost about {each:.4g}{currency} at --price {args.price}")
+    print(f"--strong-budget {cost:g}{currency}: {rows} of {estimate.rows} rows per metric, at about {each:.4g}{currency} "
+          "a row for the strong judge (the dry run's estimate, after the judgement cache)", file=sys.stderr)
+    strong = {k: v for k, v in settings.strong.items() if k not in ("cost", "currency")}
+    return replace(settings, strong={**strong, "rows": rows})
+
+
 def _files(args: argparse.Namespace) -> list[Path]:
     """The dataset files ``rag-eval run`` (its dataset) or ``backfill`` (the versions under
     ``--datasets`` between ``--from`` and ``--to``) reads."""

@@ -8,19 +8,29 @@ INGESTION = dg.AssetSelection.groups("ingestion")
 # The summary, and the human labels with the estimates they correct (nothing without a labels.jsonl).
 SUMMARY = dg.AssetSelection.assets("eval_summary") | dg.AssetSelection.groups("labels")
 GATE = dg.AssetSelection.groups("gate")  # baseline_comparison and its check no_regression_vs_baseline
+CASCADE = dg.AssetSelection.groups("cascade")  # strong_sample: the strong judge on a sample
 
 
-def evaluation_selection(metrics: AssetSelection) -> AssetSelection:
+def evaluation_selection(metrics: AssetSelection, cascade: bool = False) -> AssetSelection:
     """``evaluation_job``'s selection with ``metrics`` (the five core metrics in the job itself):
-    ingestion and its checks, the metrics, the summary, the label estimates and the regression gate.
-    ``rag-eval run`` runs ``evaluation_job`` with the metrics it was given."""
-    return INGESTION | metrics | SUMMARY | GATE
+    ingestion and its checks, the metrics, the summary, the label estimates and the regression gate;
+    with ``cascade``, ``cascade_evaluation_job``'s: the strong sample too. ``rag-eval run`` runs
+    one of them with the metrics it was given."""
+    return INGESTION | metrics | (CASCADE if cascade else dg.AssetSelection.assets()) | SUMMARY | GATE
 
 
 evaluation_job = dg.define_asset_job(
     "evaluation_job", selection=evaluation_selection(dg.AssetSelection.groups("core_metrics")),
     description="Ingest a version, check it, score the five core metrics, write the summary and compare the "
                 "version with its baseline (the regression gate).")
+cascade_evaluation_job = dg.define_asset_job(
+    "cascade_evaluation_job", selection=evaluation_selection(dg.AssetSelection.groups("core_metrics"), cascade=True),
+    # The launchpad shows this config, to change before launching; the two judges are resources: the cheap
+    # ``judge`` (``offline: true``, or the environment's small model) and the ``strong_judge`` (another model).
+    config={"ops": {"strong_sample": {"config": {"share": 0.1, "sampling": "active", "seed": 0}}}},
+    description="evaluation_job as a judge cascade: the judge resource (the cheap judge) scores the five core metrics "
+                "on every row, the strong_judge resource a tenth of them; the summary estimates the strong judge's "
+                "means with 95 % intervals.")
 full_evaluation_job = dg.define_asset_job(
     "full_evaluation_job",
     selection=INGESTION | dg.AssetSelection.groups("core_metrics", "ragas_metrics", "azure_metrics",
@@ -50,8 +60,8 @@ target_evaluation_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("target", "ingestion", "core_metrics", "retrieval_metrics") | SUMMARY,
     description="A target run (rag-eval sweep): call the retriever and the generator, ingest, score, summarize. "
                 "Backfill it over the partitions of a sweep.")
-JOBS = [evaluation_job, target_evaluation_job, full_evaluation_job, diagnostics_job, response_metrics_job,
-        retrieval_metrics_job, document_retrieval_job, ingestion_job]
+JOBS = [evaluation_job, cascade_evaluation_job, target_evaluation_job, full_evaluation_job, diagnostics_job,
+        response_metrics_job, retrieval_metrics_job, document_retrieval_job, ingestion_job]
 
 
 def run_in_process(definitions: dg.Definitions, job: str, selection: AssetSelection, version: str,

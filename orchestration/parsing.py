@@ -52,9 +52,26 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGr
     return judge
 
 
+def add_cascade_arguments(parser: argparse.ArgumentParser) -> None:
+    """A judge cascade's options (``rag_eval.orchestration.settings.cascade_judges`` reads them), as a group of
+    ``parser``."""
+    cascade = parser.add_argument_group(
+        "judge cascade (the cheap judge scores every row, the LLM judge a sample; the summary estimates the LLM "
+        "judge's means with 95 % intervals: docs/explanation/cascade.md)")
+    cascade.add_argument("--strong-budget", metavar="BUDGET",
+                         help="the LLM judge's sample per metric: a share of the rows (0.1 or 10%%), a number of rows "
+                              "(200), or a sum with its currency (5usd: rows bought at --price, as --dry-run counts)")
+    cascade.add_argument("--strong-sampling", choices=("active", "uniform"),
+                         help="active (default): rows the cheap judge is least sure of more likely; uniform")
+    cascade.add_argument("--strong-seed", type=int, help="the draw's seed (default 0; a larger budget with the same "
+                                                          "seed draws the smaller one's rows and more)")
+    cascade.add_argument("--cheap-model", help="the cheap judge: this model on the LLM judge's endpoint (default the "
+                                               "offline judge)")
+
+
 def resources(settings: RunSettings, progress) -> dict:
     """The resources of a run (``rag_eval.assets.resources.build_resources``) at the settings' paths,
-    with their judge and executor; the execution resource tells ``progress`` (the command's
+    with their judge, strong judge and executor; the execution resource tells ``progress`` (the command's
     ``rag_eval.orchestration.report.ProgressDisplay``: it draws while the command has it open)."""
     from rag_eval.assets.resources import ExecutionResource, build_resources
 
@@ -64,7 +81,8 @@ def resources(settings: RunSettings, progress) -> dict:
     assert executor is not None and datasets is not None, "the settings of a command that scores versions"
     return build_resources(out, Path(datasets).resolve(), settings.judge,
                            ExecutionResource(executor=executor.kind, master=executor.master,
-                                             parallelism=executor.parallelism, progress=progress))
+                                             parallelism=executor.parallelism, progress=progress),
+                           settings.strong_judge)
 
 
 def definitions(args: argparse.Namespace, settings: RunSettings):

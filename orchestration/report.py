@@ -95,6 +95,7 @@ def print_table(summary: dict, width: int | None = None) -> None:
                           f"{sign} {row['threshold']:g}", f"{row['measured']}/{row['total']}")
     console.print(table)
     print_estimates(summary, console)
+    print_cascade(summary, console)
     print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
           f"unmeasured: {summary['num_unmeasured']}")
     if summary.get("overall_average") is not None:
@@ -170,6 +171,45 @@ def print_estimates(summary: dict, console) -> None:
         table.add_row(metric, _fmt(row["raw_mean"], ".3f"), shown, f"{row['labels']['n']}/{row['labels']['rows_ok']}",
                       _fmt(agreement.get("accuracy"), ".2f"), second, _fmt(agreement.get("auroc"), ".2f"))
     console.print(table)
+
+
+def print_cascade(summary: dict, console) -> None:
+    """For each metric a judge cascade estimated: the cheap judge's raw mean, the strong judge's
+    estimated mean with its 95 % interval (or why there is none), strong-judged / covered rows, the
+    two judges' agreement and the strong judge's requests against a full strong run's; on the
+    ``console`` of :func:`print_table`."""
+    from rich.table import Table
+
+    cascade = summary.get("cascade")
+    if not cascade:
+        return
+    print(printable(f"judge cascade: {cascade.get('strong_judge') or 'the strong judge'} on n of N rows (sampling "
+                    f"{cascade['sampling']}, budget {cascade['budget']}, seed {cascade['seed']}); its mean estimated "
+                    "with a 95 % interval beside the cheap judge's; its requests, and a full strong run's"))
+    table = Table(pad_edge=False, box=None)
+    for column in ("metric", "cheap", "strong [95 % CI]", "n/N", "agree", "requests"):
+        table.add_column(column, justify="left" if column == "metric" else "right", overflow="fold",
+                         no_wrap=column != "metric")
+    for metric, row in summary["metrics"].items():
+        if (block := row.get("cascade")) is None:
+            continue
+        found = block["estimate"]
+        shown = f"{found['estimate']:.3f} [{found['ci_low']:.3f}, {found['ci_high']:.3f}]" if found else \
+            printable(block.get("note") or "no estimate")
+        requests = block["requests"]
+        table.add_row(metric, _fmt(row["mean"], ".3f"), shown, f"{block['n']}/{block['rows']}",
+                      _fmt(block["agreement"], ".2f"), f"{requests['used']:,} of {requests['full_run']:,}"
+                      + ("" if requests["unit"] == "requests" else " rows"))
+    console.print(table)
+
+
+def published_figure(row: dict) -> str:
+    """A summary metric row's figure to read (its ``published``): the human-label or cascade
+    estimate with its interval, else the raw mean."""
+    found = {"ppi": row.get("ppi"), "cascade": (row.get("cascade") or {}).get("estimate")}.get(row.get("published", ""))
+    if not found:
+        return str(row["mean"])
+    return f"{found['estimate']:.4f} [{found['ci_low']:.4f}, {found['ci_high']:.4f}] ({row['published']})"
 
 
 def print_cannot_run(cannot_run: dict[str, str], stream: TextIO | None = None) -> None:

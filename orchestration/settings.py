@@ -60,7 +60,10 @@ class RunSettings:
     ``max_rejected_share``: the ingestion's limit (``None``: the version's own); ``sample``: the
     traffic sample's budget and seed (``None`` for every command but ``traffic``); ``judge``: the
     ``judge`` resource of the judge options (default the offline judge's, or the environment's
-    LLM judge); ``executor`` (``None`` where nothing is scored by the command's own executor).
+    LLM judge); ``executor`` (``None`` where nothing is scored by the command's own executor);
+    ``strong``: a judge cascade's strong sample (``rag_eval.assets.cascade.StrongSampleConfig``'s
+    fields: ``share`` or ``rows``, ``sampling``, ``seed``; ``None``: no cascade), whose rows the
+    ``strong_judge`` resource scores while ``judge``, the cheap judge, scores every row.
     """
 
     paths: Paths
@@ -73,12 +76,19 @@ class RunSettings:
     sample: Mapping[str, Any] | None = None
     judge: JudgeResource = field(default_factory=_judge)
     executor: Executor | None = None
+    strong: Mapping[str, Any] | None = None
+    strong_judge: JudgeResource | None = None
 
     def __post_init__(self) -> None:  # read-only all the way down: the settings cannot be changed in passing
         object.__setattr__(self, "metrics", tuple(self.metrics))
         object.__setattr__(self, "metric_options", _frozen(self.metric_options))
-        if self.sample is not None:
-            object.__setattr__(self, "sample", MappingProxyType(dict(self.sample)))
+        for name in ("sample", "strong"):
+            if (value := getattr(self, name)) is not None:
+                object.__setattr__(self, name, MappingProxyType(dict(value)))
+
+    def judges(self) -> list[JudgeResource]:
+        """The run's judge resources: its judge and, in a judge cascade, its strong judge."""
+        return [self.judge, *([self.strong_judge] if self.strong_judge is not None else [])]
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, target: SweepConfig | None = None) -> RunSettings:
@@ -125,8 +135,10 @@ class RunSettings:
 
             raise SettingsError(f"--max-rejected-share {share:g}: give a share between 0 and 1")
         options = _metric_options(args, args.registry)
+        strong, judge, strong_judge = cascade_judges(args)
         return cls(metrics=tuple(metrics), metric_options=options, scale=args.scale, dingo_layout=args.dingo_summary,
-                   max_rejected_share=share, judge=judge_resource(args), executor=executor, paths=paths)
+                   max_rejected_share=share, judge=judge, executor=executor, paths=paths, strong=strong,
+                   strong_judge=strong_judge)
 
     @classmethod
     def from_run_config(cls, config: Mapping[str, Any], **others: Any) -> RunSettings:
@@ -148,6 +160,7 @@ class RunSettings:
         """
         from pydantic import ValidationError
 
+        from rag_eval.assets.cascade import STRONG_OP, StrongSampleConfig
         from rag_eval.assets.evaluation import METRICS_OP
         from rag_eval.assets.ingestion import IngestConfig
         from rag_eval.assets.summary import SummaryConfig
@@ -165,12 +178,13 @@ class RunSettings:
                                               f"{e['msg']}" for e in exc.errors())) from None
 
         summary = of("eval_summary", SummaryConfig)
-        sample = of("traffic_sample") if "traffic_sample" in ops else None
-        if sample is not None:
-            of("traffic_sample", TrafficSampleConfig)  # checked; kept as given (unset: the traffic settings')
+        sample, strong = (of(op) if op in ops else None for op in ("traffic_sample", STRONG_OP))
+        for op, kind in (("traffic_sample", TrafficSampleConfig), (STRONG_OP, StrongSampleConfig)):
+            if op in ops:
+                of(op, kind)  # checked; kept as given (unset: the config class's defaults)
         return cls(scale=summary.scale, dingo_layout=summary.dingo_layout, summary_scope=summary.scope,
                    max_rejected_share=of("ingest_dataset", IngestConfig).max_rejected_share,
-                   metric_options=of(METRICS_OP), sample=sample, **others)
+                   metric_options=of(METRICS_OP), sample=sample, strong=strong, **others)
 
     def to_run_config(self, selection: Collection[str] | None = None) -> dict[str, Any]:
         """The Dagster run config of these settings, the only place it is made: ``traffic_job``'s
@@ -179,6 +193,7 @@ class RunSettings:
         assets' op, when any), the console logger quiet (the run's log stays in the instance, the
         UI shows it). ``selection``: the assets a run materializes; the config of an op none of
         whose assets it selects is left out (Dagster refuses it)."""
+        from rag_eval.assets.cascade import STRONG_OP
         from rag_eval.assets.evaluation import METRICS_OP
         from rag_eval.assets.ingestion import FIELD_ASSETS
 
@@ -192,8 +207,10 @@ class RunSettings:
                    "ingest_dataset": {"config": {"max_rejected_share": self.max_rejected_share}}}
             if self.metric_options:
                 ops[METRICS_OP] = {"config": {name: dict(values) for name, values in self.metric_options.items()}}
+            if self.strong is not None:
+                ops[STRONG_OP] = {"config": dict(self.strong)}
             if selection is not None:
-                assets = {"eval_summary": {"eval_summary"}, METRICS_OP: set(self.metrics),
+                assets = {"eval_summary": {"eval_summary"}, METRICS_OP: set(self.metrics), STRONG_OP: {STRONG_OP},
                           "ingest_dataset": {*FIELD_ASSETS.values(), "rejected_samples"}}
                 ops = {op: config for op, config in ops.items() if assets[op] & set(selection)}
         return {"ops": ops, "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -209,20 +226,113 @@ def judge_resource(args: argparse.Namespace):
     ValueError
         Naming the option, for a value outside its domain (``--strictness 0``, ``--temperature -1``).
     """
+    if getattr(args, "judge_resource", None) is None:
+        args.judge_resource = _resource(**_judge_options(args))
+    return args.judge_resource
+
+
+def _judge_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of ``JudgeResource`` the command's arguments give."""
+    from rag_eval.assets.resources import JudgeResource
+
+    return {k: getattr(args, k) for k in JudgeResource.model_fields if getattr(args, k, None) is not None}
+
+
+def _resource(**fields: Any) -> JudgeResource:
     from pydantic import ValidationError
 
     from rag_eval.assets.resources import JudgeResource
     from rag_eval.metrics.errors import SettingsError
 
-    if getattr(args, "judge_resource", None) is not None:
-        return args.judge_resource
     try:
-        args.judge_resource = JudgeResource(**{k: getattr(args, k) for k in JudgeResource.model_fields
-                                               if getattr(args, k, None) is not None})
-        return args.judge_resource
+        return JudgeResource(**fields)
     except ValidationError as exc:
         raise SettingsError("; ".join(f"--{'.'.join(map(str, e['loc'])).replace('_', '-')} {e['input']!r}: {e['msg']}"
                                    for e in exc.errors())) from None
+
+
+#: The options of a judge cascade other than ``--strong-budget``, which they need.
+CASCADE_OPTIONS = ("strong_sampling", "strong_seed", "cheap_model")
+
+
+def cascade_judges(args: argparse.Namespace) -> tuple[dict[str, Any] | None, JudgeResource, JudgeResource | None]:
+    """``(strong, judge, strong_judge)`` of a command's arguments: without ``--strong-budget``,
+    ``(None, judge_resource(args), None)``; with it, the strong sample's settings (:func:`strong_budget`,
+    ``--strong-sampling``, ``--strong-seed``), the cheap judge (the offline judge, or ``--cheap-model``
+    on the LLM judge's endpoint) and the strong judge: the LLM judge the judge options describe (it
+    becomes the command's :func:`judge_resource`, whose endpoint is checked first). A ``--verifier``
+    goes to the judge of its kind: verifier weights to the offline judge, examples to the LLM judge.
+
+    Raises
+    ------
+    SettingsError
+        A cascade option without ``--strong-budget``; ``--strong-budget`` without an LLM judge
+        configured; a budget :func:`strong_budget` refuses.
+    """
+    from rag_eval.metrics.errors import SettingsError
+
+    if getattr(args, "strong_budget", None) is None:
+        if given := [o for o in CASCADE_OPTIONS if getattr(args, o, None) is not None]:
+            raise SettingsError(f"--{given[0].replace('_', '-')} applies to a judge cascade: give --strong-budget too")
+        return None, judge_resource(args), None
+    strong = {**strong_budget(args.strong_budget), "sampling": args.strong_sampling or "active",
+              "seed": args.strong_seed or 0}
+    fields = {k: v for k, v in _judge_options(args).items() if k != "verifier"}
+    weights = args.verifier is not None and _holds_weights(args.verifier)
+    if weights:  # the offline judge's: the LLM judge is the options' without them
+        args.judge_resource = _resource(**fields)
+    strong_judge = judge_resource(args)
+    if strong_judge.code_version().startswith("offline"):
+        raise SettingsError("--strong-budget: the strong judge is an LLM judge: set OPENAI_BASE_URL or OPENAI_API_KEY, "
+                            "or pass --base-url (the cheap judge is the offline one, or --cheap-model)")
+    cheap = _resource(**{**fields, "model": args.cheap_model}) if args.cheap_model else \
+        _resource(offline=True, **({"verifier": args.verifier} if weights else {}))
+    if cheap.code_version() == strong_judge.code_version():
+        raise SettingsError(f"--cheap-model {args.cheap_model}: the strong judge's model too; give a smaller one")
+    return strong, cheap, strong_judge
+
+
+def _holds_weights(path: str) -> bool:
+    """Whether a judge variant file holds the offline verifier's weights (else an LLM judge's examples)."""
+    from rag_eval.metrics.judges.examples import Examples, read_variant
+
+    return not isinstance(read_variant(path), Examples)
+
+
+def strong_budget(text: str) -> dict[str, Any]:
+    """``--strong-budget``'s value as the strong sample takes it: ``0.1`` or ``10%`` → ``{"share": 0.1}``
+    (of each metric's rows), ``200`` → ``{"rows": 200}``, ``5usd`` (a sum with its currency's
+    three-letter code, priced by ``--price``) → ``{"cost": 5.0, "currency": "usd"}``, which
+    :func:`rag_eval.orchestration.dry_run.priced_budget` turns into rows before the run.
+
+    Raises
+    ------
+    SettingsError
+        For anything else: a share above 1 or not above 0, no row, a negative or unreadable value.
+    """
+    import re
+
+    from rag_eval.metrics.errors import SettingsError
+
+    text = text.strip()
+    if match := re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*%", text):
+        share = float(match[1]) / 100
+    elif re.fullmatch(r"\d+", text):
+        if int(text) >= 1:
+            return {"rows": int(text)}
+        share = -1.0
+    elif re.fullmatch(r"\d*\.\d+|\d+\.", text):
+        share = float(text)
+    elif match := re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]{3})", text):
+        if float(match[1]) > 0:
+            return {"cost": float(match[1]), "currency": match[2].lower()}
+        share = -1.0
+    else:
+        share = -1.0
+    if not 0 < share <= 1:
+        raise SettingsError(f"--strong-budget {text!r}: give a share of the rows (0.1 or 10%, above 0 and at most 1), "
+                            "a whole number of rows (200), or a sum with its currency (5usd, priced with --price)")
+    return {"share": share}
 
 
 def _sweep_metrics(given: str | None, target: SweepConfig, registry: Registry) -> tuple[str, ...]:

@@ -20,12 +20,13 @@ the metric's own scale.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.core.results import MetricResult, Status
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import RESULT_COLUMNS, results_frame, score_chunks
@@ -42,6 +43,11 @@ STRONG_RESULT_COLUMNS = [f"strong_{c}" for c in RESULT_COLUMNS if c not in ("sam
 #: The strong frame: per (row, metric), the inclusion probability (NaN outside the cascade or when no
 #: sample could be drawn) and, on drawn rows, the strong judge's result (empty on the others).
 STRONG_COLUMNS = ["row", "metric", "inclusion_probability", *STRONG_RESULT_COLUMNS]
+#: The strong frame's types: empty cells are NA of the column's type, so that frames of other draws
+#: (and the chunks of a Parquet file written from them) share one schema.
+STRONG_DTYPES = {"row": "int64", "metric": "string", "inclusion_probability": "float64", "strong_value": "float64",
+                 "strong_passed": "boolean", **{f"strong_{c}": "Int64" for c in USAGE_COLUMNS},
+                 **dict.fromkeys(("strong_status", "strong_reason", "strong_details", "strong_judge"), "string")}
 
 
 def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str, seed: int) -> pd.Series:
@@ -88,23 +94,27 @@ def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.S
     return pd.concat(parts, ignore_index=True), notes
 
 
-def score_strong(samples: Sequence[Sample], metrics: Sequence[Metric], judge: Judge, draws: pd.DataFrame,
-                 notes: dict[str, str], progress: Callable[[int], None] | None = None) -> pd.DataFrame:
-    """Score each metric's drawn rows (``draws`` from :func:`draw_strong`) with the strong ``judge``,
-    every metric at once under its limits; ``progress(1)`` after each pair. The metrics are the cheap
-    run's instances (already fitted to every row, so a row scores as in a full strong run).
+def score_strong(samples: Mapping[str, Iterable[Sample]], metrics: Sequence[Metric], judges: Mapping[str, Judge],
+                 draws: pd.DataFrame, notes: dict[str, str],
+                 progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """Score each metric's drawn rows (``draws`` from :func:`draw_strong`) with its strong judge
+    (``judges``, per metric name: the strong judge, with a metric's own judging options), every metric
+    at once under the judges' limits; ``progress(1)`` after each pair. ``samples``: per metric name,
+    the version's samples as the metric reads them (only the drawn rows are kept). The metrics
+    are the cheap run's instances (already fitted to every row, so a row scores as in a full strong run).
 
     Returns
     -------
     DataFrame
-        :data:`STRONG_COLUMNS`, one row per row of ``draws``; a failed strong judgement is a
-        ``judge_error`` row with its reason, never dropped; the rows of a metric in ``notes`` carry
-        its note as ``strong_reason``.
+        :data:`STRONG_COLUMNS`, one row per row of ``draws``, typed alike whichever rows were drawn
+        (:data:`STRONG_DTYPES`); a failed strong judgement is a ``judge_error`` row with its reason,
+        never dropped; the rows of a metric in ``notes`` carry its note as ``strong_reason``.
     """
-    by_row = {s.row: s for s in samples}
-    tasks = [(m, [by_row[r] for r in draws.loc[(draws["metric"] == m.name) & draws["drawn"], "row"]], judge)
-             for m in metrics]
-    tasks = [task for task in tasks if task[1]]
+    tasks = []
+    for metric in metrics:
+        wanted = set(draws.loc[(draws["metric"] == metric.name) & draws["drawn"], "row"])
+        if wanted:
+            tasks.append((metric, [s for s in samples[metric.name] if s.row in wanted], judges[metric.name]))
     scored: list[MetricResult] = []
     if tasks:
         for part in score_chunks(tasks, progress and (lambda _: progress(1))):
@@ -112,6 +122,6 @@ def score_strong(samples: Sequence[Sample], metrics: Sequence[Metric], judge: Ju
     strong = results_frame(scored).drop(columns=["sample_id", "threshold", "direction"])
     strong = strong.rename(columns={c: f"strong_{c}" for c in strong.columns if c not in ("row", "metric")})
     frame = draws.drop(columns="drawn").merge(strong, on=["row", "metric"], how="left")
-    for metric, note in notes.items():
-        frame.loc[frame["metric"] == metric, "strong_reason"] = note
-    return frame[STRONG_COLUMNS]
+    for name, note in notes.items():
+        frame.loc[frame["metric"] == name, "strong_reason"] = note
+    return frame[STRONG_COLUMNS].astype(STRONG_DTYPES)

@@ -30,7 +30,7 @@ from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.stats.cascade import StrongSample, cascade_mean
-from rag_eval.metrics.stats.estimates import scaled, summary_factor, within
+from rag_eval.metrics.stats.estimates import published, scaled, summary_factor, within
 
 #: Failed drawn lines a note names at most (then "and k more").
 NAMED_LINES = 5
@@ -80,8 +80,7 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
             scale = (float(known.value_range[0]), float(known.value_range[1])) if known else None
             blocks[metric] = row["cascade"] = _block(cheap.merge(mine, on="row"), str(settings["sampling"]),
                                                      summary_factor(summary, metric, registry), scale)
-        row["published"] = "ppi" if row.get("ppi") else \
-            "cascade" if (row.get("cascade") or {}).get("estimate") else "mean"
+        row["published"] = published(row)
     usage = {c: int(_counts(strong[f"strong_{c}"]).sum()) for c in USAGE_COLUMNS}
     summary["cascade"] = {**settings, "strong_judge": _judges(strong),
                           "metrics": {m: b["n"] for m, b in blocks.items()}, "usage": usage}

@@ -177,6 +177,14 @@ def _agreement(labels: np.ndarray, scores: np.ndarray, frame: pd.DataFrame, kind
             "auroc": _round(auroc(scores if higher else -scores, human_pass.astype(int)))}
 
 
+def published(row: dict[str, Any]) -> str:
+    """Which figure of a summary's metric ``row`` to read: ``"ppi"`` when human labels gave it a
+    prediction-powered estimate (they stay the top of the chain), else ``"cascade"`` when a judge
+    cascade estimated the strong judge's mean (``rag_eval.metrics.stats.cascade_estimates``), else
+    ``"mean"``, the judge's raw mean."""
+    return "ppi" if row.get("ppi") else "cascade" if (row.get("cascade") or {}).get("estimate") else "mean"
+
+
 def add_estimates(summary: dict[str, Any], results: pd.DataFrame, labels: pd.DataFrame,
                   registry: Registry | None = None) -> dict[str, LabelledMetric]:
     """Put each labelled metric's blocks (:meth:`LabelledMetric.to_summary`) under
@@ -191,6 +199,8 @@ def add_estimates(summary: dict[str, Any], results: pd.DataFrame, labels: pd.Dat
         if metric in known and (labels["metric"] == metric).any():
             done[metric] = metric_estimate(results, labels, metric, registry=known)
             row.update(done[metric].to_summary(summary_factor(summary, metric, known)))
+        if "published" in row or "ppi" in row:  # set by a cascade, or labels now: said again
+            row["published"] = published(row)
     summary.pop("labels", None)
     if len(labels):
         summary["labels"] = {"rows": int(labels[["line", "id"]].drop_duplicates().shape[0]), "labels": len(labels),

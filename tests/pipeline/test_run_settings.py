@@ -141,3 +141,44 @@ def test_a_run_config_launched_elsewhere_reads_back_with_the_config_classes_defa
     assert "\n" not in str(refused.value)
     with pytest.raises(SettingsError, match=r"^ops\.traffic_sample\.config\.budget_rows 'many': "):
         RunSettings.from_run_config({"ops": {"traffic_sample": {"config": {"budget_rows": "many"}}}}, paths=paths)
+
+
+def test_a_cascade_s_sample_is_the_strong_sample_op_s_config_and_its_judges_the_offline_and_the_llm_one():
+    s = settings("run", "--metrics", "faithfulness", "--base-url", "http://127.0.0.1:9/v1", "--model", "big",
+                 "--strong-budget", "10%", "--strong-sampling", "uniform", "--strong-seed", "3")
+    assert dict(s.strong) == {"share": 0.1, "sampling": "uniform", "seed": 3}
+    assert s.to_run_config()["ops"]["strong_sample"] == {"config": {"share": 0.1, "sampling": "uniform", "seed": 3}}
+    assert s.judge.offline and s.judge.code_version().startswith("offline:")
+    assert s.strong_judge is not None and s.strong_judge.code_version() == "llm:big"
+    assert s.judges() == [s.judge, s.strong_judge]
+    back = RunSettings.from_run_config(s.to_run_config(), metrics=s.metrics, judge=s.judge, executor=s.executor,
+                                       paths=s.paths, strong_judge=s.strong_judge)
+    assert back == s
+    # A selection without the strong sample leaves its config out (Dagster refuses an op it does not run).
+    assert "strong_sample" not in s.to_run_config(["faithfulness", "eval_summary"])["ops"]
+    cheap = settings("run", "--base-url", "http://127.0.0.1:9/v1", "--model", "big", "--strong-budget", "200",
+                     "--cheap-model", "small")
+    assert dict(cheap.strong) == {"rows": 200, "sampling": "active", "seed": 0}
+    assert cheap.judge.code_version() == "llm:small" and cheap.strong_judge.code_version() == "llm:big"
+
+
+@pytest.mark.parametrize(("text", "budget"), [("0.1", {"share": 0.1}), ("10%", {"share": 0.1}), ("1", {"rows": 1}),
+                                              ("1.0", {"share": 1.0}), (".5", {"share": 0.5}),
+                                              ("2.5usd", {"cost": 2.5, "currency": "usd"})])
+def test_a_strong_budget_is_a_share_a_number_of_rows_or_a_sum(text, budget):
+    from rag_eval.orchestration.settings import strong_budget
+
+    assert strong_budget(text) == budget
+
+
+@pytest.mark.parametrize("text", ["0", "0.0", "150%", "1.01", "-3", "abc", "5 dollars", "0usd", ""])
+def test_a_strong_budget_that_buys_nothing_or_cannot_be_read_is_refused(text):
+    from rag_eval.orchestration.settings import strong_budget
+
+    with pytest.raises(SettingsError, match="--strong-budget"):
+        strong_budget(text)
+
+
+def test_a_strong_sample_config_the_op_refuses_is_named():
+    with pytest.raises(SettingsError, match=r"ops\.strong_sample\.config\.share 'a tenth'"):
+        RunSettings.from_run_config({"ops": {"strong_sample": {"config": {"share": "a tenth"}}}}, paths=Paths("d", "o"))

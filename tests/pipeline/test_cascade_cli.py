@@ -1,0 +1,119 @@
+"""A judge cascade from the command line (issue 38): ``rag-eval run --strong-budget`` runs
+``cascade_evaluation_job`` (the offline judge on every row, the LLM judge over real HTTP to the
+project's simulated endpoint on a seeded sample, ``strong_sample``), prints the estimate of the LLM
+judge's mean beside the cheap judge's, and a larger budget later sends requests for the added rows only."""
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rag_eval.orchestration import cli
+from rag_eval.orchestration.judge_sim import Simulation, simulated
+from tests.conftest import TEST_KEY
+
+pytestmark = pytest.mark.slow  # Dagster runs against the simulated endpoint
+
+HELD_OUT = Path(__file__).parents[1] / "data" / "halueval_qa" / "rows_400_499.jsonl"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, server):
+    """200 HaluEval QA rows (each question with its right and its hallucinated answer) in a fresh
+    project folder with its own Dagster home, the simulated endpoint as the LLM judge."""
+    rows = []
+    for line in HELD_OUT.read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        rows += [{"id": f"{item['id']}-{kind}", "user_input": item["question"], "response": item[kind],
+                  "retrieved_contexts": [item["knowledge"]]} for kind in ("right_answer", "hallucinated_answer")]
+    (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    server.script = simulated(Simulation(verdict_p1=0.7))
+    return tmp_path
+
+
+def run(server, *options: str) -> int:
+    return cli.main(["run", "qa.jsonl", "--base-url", server.url, "--model", "judge-test",
+                     "--embedding-model", "embed-test", "--metrics", "faithfulness", *options])
+
+
+def drawn(folder: Path) -> set[int]:
+    results = pd.read_parquet(next((folder / "out").glob("*/results.parquet")))
+    return set(results.loc[results["strong_status"].notna(), "row"])
+
+
+def test_a_tenth_sends_at_most_12_percent_of_a_full_run_and_a_fifth_later_only_the_added_rows(project, server,
+                                                                                             capsys):
+    assert run(server, "--cache-path", "full.sqlite") == 0  # the full strong run: the LLM judge on every row
+    full = len(server.chat_requests())
+    assert full == 200  # faithfulness: one chat request a row
+    summary_path = next((project / "out").glob("*/summary.json"))
+    full_mean = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]["faithfulness"]["mean"]
+    capsys.readouterr()
+
+    server.seen.clear()
+    assert run(server, "--strong-budget", "0.1", "--cache-path", "full.sqlite") == 0
+    sent, out = len(server.chat_requests()), capsys.readouterr().out
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]["faithfulness"]
+    tenth = drawn(project)
+    # Every drawn row was judged by the full run with the same model and prompts: its answer is in the cache.
+    assert sent == 0 and summary["cascade"]["requests"]["from_cache"] == len(tenth) > 0
+    assert len(tenth) <= 0.12 * full and summary["published"] == "cascade"
+    found = summary["cascade"]["estimate"]
+    assert found["ci_low"] <= full_mean <= found["ci_high"]  # the strong judge's mean over every row
+    row = next(line for line in out.splitlines() if line.startswith("faithfulness ") and "[" in line)
+    assert re.fullmatch(rf"faithfulness\s+{summary['mean']:.3f}\s+{found['estimate']:.3f} \[{found['ci_low']:.3f}, "
+                        rf"{found['ci_high']:.3f}\]\s+{len(tenth)}/200\s+\S+\s+{len(tenth)} of [\d,]+", row), row
+
+    server.seen.clear()
+    assert run(server, "--strong-budget", "0.1", "--cache-path", "cascade.sqlite", "--force") == 0  # else up to date
+    assert len(server.chat_requests()) == len(drawn(project)) == len(tenth)  # a fresh cache: each drawn row once
+    assert drawn(project) == tenth  # the same seed and budget draw the same rows
+
+    server.seen.clear()
+    assert run(server, "--strong-budget", "0.2", "--cache-path", "cascade.sqlite") == 0
+    fifth = drawn(project)
+    assert tenth < fifth and len(server.chat_requests()) == len(fifth - tenth)  # nested: the added rows only
+
+    server.seen.clear()
+    capsys.readouterr()
+    assert run(server, "--strong-budget", "0.2", "--cache-path", "cascade.sqlite") == 0
+    assert server.seen == [] and "is up to date" in capsys.readouterr().err
+
+
+def test_a_budget_in_money_buys_the_rows_the_dry_run_prices(project, server, capsys):
+    assert run(server, "--dry-run", "--price", "1000000") == 0  # $1 a token: the cost is the tokens
+    cost = float(re.search(r"^cost: ([\d.]+)", capsys.readouterr().out, re.M)[1])
+    # 50.5 % of the full strong run's cost buys 101 of the 200 rows (rounded down, as the rows are whole).
+    assert run(server, "--strong-budget", f"{cost * 0.505:.4f}usd", "--price", "1000000") == 0
+    assert "--strong-budget" in (err := capsys.readouterr().err) and ": 101 of 200 rows per metric" in err
+    summary = json.loads(next((project / "out").glob("*/summary.json")).read_text(encoding="utf-8"))
+    assert summary["cascade"]["budget"] == 101 and summary["metrics"]["faithfulness"]["cascade"]["rows"] == 200
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--strong-budget", "1.5"], "--strong-budget '1.5': give a share of the rows (0.1 or 10%, above 0 and at most 1)"),
+    (["--strong-budget", "0"], "--strong-budget '0': give a share of the rows"),
+    (["--strong-sampling", "uniform"], "--strong-sampling applies to a judge cascade: give --strong-budget too"),
+    (["--strong-budget", "5usd"], "--strong-budget 5usd: give the strong judge's prices too, --price PROMPT"),
+    (["--strong-budget", "0.1", "--cheap-model", "judge-test"],
+     "--cheap-model judge-test: the strong judge's model too; give a smaller one"),
+    (["--price", "1"], "--price applies to --dry-run and to a --strong-budget in money only"),
+])
+def test_a_cascade_setting_that_cannot_run_is_refused_before_anything_is_sent(project, server, capsys, options,
+                                                                              message):
+    assert run(server, *options) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {message}")
+    assert server.chat_requests() == [] and not (project / "datasets").exists()
+
+
+def test_a_cascade_needs_an_llm_judge(project, monkeypatch, capsys):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert cli.main(["run", "qa.jsonl", "--strong-budget", "0.1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --strong-budget: the strong judge is an LLM judge: set OPENAI_BASE_URL or OPENAI_API_KEY, or pass "
+        "--base-url (the cheap judge is the offline one, or --cheap-model)")
