@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from rag_eval.assets.evaluation import METRICS_OP, configured, metrics_config, run_metrics, version_samples
+from rag_eval.assets.evaluation import METRICS_OP, configured, metrics_config, op_config, run_metrics, version_samples
 from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import ExecutionResource, JudgeResource
@@ -58,12 +58,6 @@ class StrongSampleConfig(dg.Config):
     def described(self) -> dict[str, Any]:
         """The settings ``summary.json`` records under ``cascade``."""
         return {"sampling": self.sampling, "budget": self.budget(), "seed": self.seed}
-
-
-def op_config(run_config: Mapping[str, Any], op: str) -> dict[str, Any]:
-    """The config a run's config gives the op ``op`` (``{}`` when none)."""
-    ops: Mapping[str, Any] = run_config.get("ops") or {}
-    return dict((ops.get(op) or {}).get("config") or {})
 
 
 def strong_config(run_config: Mapping[str, Any]) -> StrongSampleConfig:

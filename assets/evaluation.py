@@ -11,7 +11,7 @@ The multi-asset and its run config are built from the registry the caller passes
 and the CLI build theirs once)."""
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -147,6 +147,12 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
         partitions_def=dataset_versions,
         can_subset=True,
     )(score_metrics)
+
+
+def op_config(run_config: Mapping[str, Any], op: str) -> dict[str, Any]:
+    """The config a run's config gives the op ``op`` (``{}`` when none)."""
+    ops: Mapping[str, Any] = run_config.get("ops") or {}
+    return dict((ops.get(op) or {}).get("config") or {})
 
 
 def run_assets(context: dg.AssetExecutionContext) -> set[dg.AssetKey]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import dagster as dg
 
-from rag_eval.assets.evaluation import METRICS_OP
+from rag_eval.assets.evaluation import METRICS_OP, op_config
 from rag_eval.assets.expectations import CHECKS, profile, suite, validate
 from rag_eval.assets.ingestion import selected_metrics
 from rag_eval.assets.partitions import dataset_versions
@@ -37,7 +37,7 @@ def relevance_labels(metrics: list[str], run_config: Mapping[str, Any], registry
     ones) take: each one's scale
     ``[label_min, label_max]`` from the run config of the metric step (its defaults, Azure's
     0-4, else), all of them together."""
-    options = (run_config.get("ops", {}).get(METRICS_OP) or {}).get("config") or {}
+    options = op_config(run_config, METRICS_OP)
     labels: set[int] = set()
     for metric in metrics:
         if given(registry)[metric].family == Family.DOCUMENT_RETRIEVAL:
