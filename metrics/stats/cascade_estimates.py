@@ -190,6 +190,13 @@ def decided_on(names: tuple[str, str], results: tuple[pd.DataFrame, pd.DataFrame
     estimate against a cheap judge's mean: a note (``names``: the baseline's and the candidate's)
     says so when only one version has a cascade of the metric, or a version's cascade has no estimate
     (with its reason). Metrics of ``registry`` (default the built-in ones). Nothing raised.
+
+    The comparison takes the two estimates as independent (``rag_eval.metrics.stats.ppi.difference``),
+    which is conservative when the versions share rows: with one seed a row's uniform is the same in
+    both draws, so the covariance of the two estimates' errors is ``sum (1 / max(pi_b, pi_c) - 1) r_b r_c
+    / N²`` over the rows (``r`` a row's residual ``y - g``), positive when the cheap judge errs alike on
+    a row in both versions, as on every unchanged row; ``sqrt(se_b² + se_c²)`` then overstates the
+    spread of the difference.
     """
     (base, base_why), (cand, cand_why) = (frame_estimates(side, registry) for side in results)
     chosen: tuple[dict[str, MeanEstimate], dict[str, MeanEstimate]] = ({}, {})
