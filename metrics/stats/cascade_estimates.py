@@ -132,9 +132,10 @@ def _estimate(joined: pd.DataFrame, sampling: str) -> tuple[CascadeEstimate | No
 
 
 def is_cascade(results: pd.DataFrame) -> bool:
-    """Whether a per-row results frame is a cascade run's: it carries ``inclusion_probability`` and
-    ``strong_status`` (``rag_eval.metrics.core.strong.STRONG_COLUMNS``)."""
-    return {"inclusion_probability", "strong_status"} <= set(results.columns)
+    """Whether a per-row results frame is a cascade run's: it carries the strong columns an estimate reads,
+    ``inclusion_probability``, ``strong_status``, ``strong_value`` and ``strong_reason``
+    (``rag_eval.metrics.core.strong.STRONG_COLUMNS``)."""
+    return {"inclusion_probability", "strong_status", "strong_value", "strong_reason"} <= set(results.columns)
 
 
 def frame_estimates(results: pd.DataFrame,

@@ -319,8 +319,11 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
                    seed: int = 0) -> tuple[Any, list[str]]:
     """Compare ``candidate`` with ``baseline`` on the gated metrics (and every other metric both
     hold, ungated), with ``config.repeats`` judgements per row where the judge and the
-    samples allow it. Returns ``(Comparison, notes)``; the notes say how the judge's variance
-    entered (or why it did not). The metrics are those of ``config``'s registry (``GateConfig.known``)."""
+    samples allow it. A metric both versions estimate, by human labels or else by judge cascades in their
+    results (``rag_eval.metrics.stats.cascade_estimates.decided_on``), is decided on the two estimates.
+    Returns ``(Comparison, notes)``; the notes say how the judge's variance entered (or why it did not),
+    which metrics estimates decided, and why a version's cascade was not used. The metrics are those of
+    ``config``'s registry (``GateConfig.known``)."""
     from rag_eval.metrics.stats.cascade_estimates import decided_on
     from rag_eval.metrics.stats.compare import compare
     from rag_eval.metrics.core.samples import load_samples
