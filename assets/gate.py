@@ -102,7 +102,8 @@ def gate_asset(registry: Registry) -> dg.AssetsDefinition:
                           "failures": dg.MetadataValue.json(comparison.failures), "notes": dg.MetadataValue.json(notes)}
         for m in comparison.metrics.values():
             metadata[f"{m.metric}_n"] = dg.MetadataValue.int(m.n)
-            metadata[f"{m.metric}_basis"] = m.basis  # "judge", or "ppi (n=…/… vs …/…)": decided on human labels
+            # "judge", or decided on estimates: "ppi (n=…/… vs …/…)" (human labels), "cascade (…)" (judge cascades)
+            metadata[f"{m.metric}_basis"] = m.basis
             for name in ("difference", "low", "high"):
                 if getattr(m, name) is not None:
                     metadata[f"{m.metric}_{name}"] = dg.MetadataValue.float(float(getattr(m, name)))

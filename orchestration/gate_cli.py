@@ -58,7 +58,7 @@ def _print_table(comparison) -> None:
                          no_wrap=column != "verdict", overflow="fold")
     for m in comparison.metrics.values():
         verdict = m.verdict.replace(" detected", "") + ("" if m.metric in comparison.gated else " (info)")
-        # A metric decided on human labels says so: its means and interval are the PPI estimates'.
+        # A metric decided on estimates says so: its means and interval are the PPI (human labels) or cascade ones.
         table.add_row(m.metric, _num(m.baseline_mean), _num(m.candidate_mean), _num(m.difference, sign=True),
                       f"{_num(m.low, sign=True)}..{_num(m.high, sign=True)}", str(m.n),
                       verdict if m.basis == "judge" else f"{verdict} on {m.basis}")

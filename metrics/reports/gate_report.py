@@ -19,6 +19,8 @@ import pandas as pd
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.stats.compare import ALPHA, NO_DECISION_HINT, Comparison, MetricComparison, bootstrap_means
 from rag_eval.metrics.reports.diagnosis import moved_line
+from rag_eval.metrics.reports.estimates_html import estimates_section, published_line
+from rag_eval.metrics.stats.cascade_estimates import frame_estimates
 from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.results import Status
 
@@ -28,22 +30,29 @@ LISTED_ROWS = 5
 
 def version_stats(version: str, results: pd.DataFrame, metrics: list[str], resamples: int = 2000,
                   seed: int = 0) -> dict[str, Any]:
-    """One version's point on the trend charts: per metric the mean of its ``ok`` rows with a
-    95 % percentile bootstrap interval (seeded like :mod:`rag_eval.metrics.stats.compare`), the share of rows
-    ``ok``, and the version's cost (requests and tokens in ``results``)."""
+    """One version's point on the trend charts: per metric its published figure, the share of rows ``ok``,
+    and the version's cost (requests and tokens in ``results``). The figure is the judge cascade's estimate
+    of the strong judge's mean with its 95 % interval when ``results`` carry one (a cascade run's:
+    ``rag_eval.metrics.stats.cascade_estimates.frame_estimates``; ``published`` ``"cascade"``, ``n`` the
+    strong-judged rows of ``rows``), else the mean of the ``ok`` rows with a 95 % percentile bootstrap
+    interval (seeded like :mod:`rag_eval.metrics.stats.compare`; ``published`` ``"mean"``, ``n`` the rows)."""
     stats: dict[str, Any] = {"version": version, "metrics": {}, "coverage": {}}
+    cascades, _ = frame_estimates(results)
     for metric in metrics:
         frame = results[results["metric"] == metric]
         if "repeat" in frame:
             frame = frame[frame["repeat"] == 0]
         values = frame.loc[frame["status"] == Status.OK.value, "value"].to_numpy(float)
         stats["coverage"][metric] = round(len(values) / len(frame), 4) if len(frame) else None
-        if not len(values):
-            continue
-        means = bootstrap_means(values, seed, metric, resamples)
-        low, high = np.percentile(means, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
-        stats["metrics"][metric] = {"mean": float(values.mean()), "low": float(low), "high": float(high),
-                                    "n": len(values)}
+        if metric in cascades:
+            e = cascades[metric]
+            stats["metrics"][metric] = {"mean": e.estimate, "low": e.ci_low, "high": e.ci_high, "n": e.n,
+                                        "published": "cascade", "rows": e.N}
+        elif len(values):
+            means = bootstrap_means(values, seed, metric, resamples)
+            low, high = np.percentile(means, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+            stats["metrics"][metric] = {"mean": float(values.mean()), "low": float(low), "high": float(high),
+                                        "n": len(values), "published": "mean"}
     usage = results[results["repeat"] == 0] if "repeat" in results else results
     stats["cost"] = {c: int(usage[c].sum()) for c in USAGE_COLUMNS if c in usage}
     return stats
@@ -81,8 +90,8 @@ def _row(m: MetricComparison) -> str:
 
 def comparison_table(comparison: Comparison) -> str:
     """Every compared metric: means (over the paired rows, or the prediction-powered estimates
-    from human labels), the difference with its interval, n (paired rows), basis (``judge`` or
-    ``ppi (n=…/… vs …/…)``), margin, verdict (differences are candidate − baseline, turned so that
+    from human labels, or the judge cascades' estimates), the difference with its interval, n (paired rows),
+    basis (``judge``, ``ppi (n=…/… vs …/…)`` or ``cascade (n=…/… vs …/…)``), margin, verdict (differences are candidate − baseline, turned so that
     + is better)."""
     lines = ["| metric | baseline | candidate | difference [95 % CI] | n | basis | margin | verdict |",
              "|---|---|---|---|---|---|---|---|"]
@@ -159,9 +168,13 @@ def markdown_report(comparison: Comparison, notes: list[str] | None = None) -> s
     lines += [f"- method: {s['interval']} ({s['resamples']} draws, seed {s['seed']}) of the paired differences over "
               f"rows `ok` in both; regressed when the interval lies below −margin, Holm-adjusted across the "
               f"{len(c.gated)} gated metrics; coverage limit +{s['max_coverage_drop']:.0%}"]
-    if any(m.basis != "judge" for m in c.metrics.values()):
+    if any(m.basis.startswith("ppi") for m in c.metrics.values()):
         lines.append("- basis `ppi`: the metric is decided on the two versions' prediction-powered estimates from "
                      "their human labels (labelled / ok rows of each), the normal interval of their difference")
+    if any(m.basis.startswith("cascade") for m in c.metrics.values()):
+        lines.append("- basis `cascade`: the metric is decided on the two versions' judge-cascade estimates of the "
+                     "strong judge's mean (strong-judged / covered rows of each), the normal interval of their "
+                     "difference")
     lines += [f"- {_cell(n, 400)}" for n in notes or []]
     lines += ["", "</details>", ""]
     return "\n".join(lines)
@@ -213,7 +226,8 @@ def trend_svg(history: list[dict[str, Any]], metrics: list[str], baseline: str, 
         for i, p in points:
             colour = "#d62728" if labels[i] == candidate else "#1f77b4" if labels[i] == baseline else "#7f7f7f"
             ax.errorbar(i, p["mean"], yerr=[[p["mean"] - p["low"]], [p["high"] - p["mean"]]], fmt="o",
-                        color=colour, capsize=3, markersize=6 if colour != "#7f7f7f" else 4)
+                        color=colour, capsize=3, markersize=6 if colour != "#7f7f7f" else 4,
+                        markerfacecolor="white" if p.get("published") == "cascade" else colour)
         if len(points) > 1:
             ax.plot([i for i, _ in points], [p["mean"] for _, p in points], color="#bbbbbb", lw=1, zorder=0)
         if baseline in labels and points:
@@ -226,6 +240,8 @@ def trend_svg(history: list[dict[str, Any]], metrics: list[str], baseline: str, 
     for ax in list(axes.flat)[len(metrics):]:
         ax.set_visible(False)
     legend = "blue: baseline (dashed line), red: candidate" if baseline in labels else "red: the day or version shown"
+    if any(p.get("published") == "cascade" for h in history for p in h["metrics"].values()):
+        legend += "; hollow: a judge cascade's estimate"
     figure.suptitle(f"mean and 95 % interval per version — {legend}", fontsize=9, y=1.0)
     figure.tight_layout()
     return _svg(figure)
@@ -263,25 +279,6 @@ td.text{text-align:left;max-width:520px}.regressed{color:#d62728;font-weight:600
 .small{color:#666;font-size:12px}svg{max-width:100%;height:auto}"""
 
 
-def _labels_section(c: Comparison) -> list[str]:
-    """The metrics decided on human labels: each version's estimate, interval and labels."""
-    labelled = [m for m in c.metrics.values() if m.estimates]
-    if not labelled:
-        return []
-    parts = ["<h2>Human labels</h2><table><tr><th>metric</th><th>version</th><th>estimate</th>"
-             "<th>95 % interval</th><th>labelled</th><th>unlabelled ok rows</th><th>λ (PPI++)</th></tr>"]
-    for m in labelled:
-        for side, name in (("baseline", c.baseline), ("candidate", c.candidate)):
-            est = m.estimates[side]
-            parts.append(f"<tr><td>{html.escape(m.metric)}</td><td>{html.escape(name)}</td><td>{_num(est['estimate'])}"
-                         f"</td><td>[{_num(est['ci_low'])}, {_num(est['ci_high'])}]</td><td>{est['n']}</td>"
-                         f"<td>{est['N']}</td><td>{_num(est['lam'], 2)}</td></tr>")
-    parts.append("</table><p class='small'>The mean human label over the rows the judge scored ok, estimated from "
-                 "the judge's scores of every row corrected by the labelled ones (PPI++, Angelopoulos et al. 2023); "
-                 "valid when the labelled rows are a uniform random sample (rag-eval annotate export).</p>")
-    return parts
-
-
 def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: list[str] | None = None) -> str:
     """report.html: verdict, trend charts, comparison table, coverage, cost, worst rows."""
     c = comparison
@@ -297,7 +294,8 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
              f"{'' if c.decided else ': ' + e(c.verdict.removeprefix('no decision: '))}</p>"]
     parts += ["<ul>"] + [f"<li class='regressed'>{e(f)}</li>" for f in c.failures] + \
         [f"<li class='small'>{e(n)}</li>" for n in notes or []] + ["</ul>"]
-    parts += ["<h2>Trend per metric</h2>", no_chart if missing else trend_svg(history, metrics, c.baseline, c.candidate)]
+    parts += ["<h2>Trend per metric</h2>", no_chart if missing else trend_svg(history, metrics, c.baseline, c.candidate),
+              *published_line(history, metrics)]
     parts += ["<h2>Comparison</h2><table><tr><th>metric</th><th>baseline</th><th>candidate</th>"
               "<th>difference</th><th>95 % interval</th><th>n</th><th>basis</th><th>margin</th>"
               "<th>Holm p (regression)</th><th>test-retest SD</th><th>verdict</th></tr>"]
@@ -313,9 +311,10 @@ def html_report(comparison: Comparison, history: list[dict[str, Any]], notes: li
                  "turned so that + is better, on each metric's own scale; "
                  f"{e(c.settings['interval'])}, {c.settings['resamples']} draws, seed {c.settings['seed']}, "
                  "Holm-adjusted across the gated metrics. Basis <i>ppi</i>: the two versions' prediction-powered "
-                 "estimates from their human labels (labelled / ok rows of each) and the normal interval of their "
-                 "difference, instead of the judge's paired rows.</p>")
-    parts += _labels_section(c)
+                 "estimates from their human labels (labelled / ok rows of each), <i>cascade</i>: their judge "
+                 "cascades' estimates of the strong judge's mean (strong-judged / covered rows of each), and the "
+                 "normal interval of their difference, instead of the judge's paired rows.</p>")
+    parts += estimates_section(c)
     parts += ["<h2>Coverage</h2><table><tr><th>version</th>" + "".join(f"<th>{e(m)}</th>" for m in metrics)
               + "</tr>"]
     for h in history:

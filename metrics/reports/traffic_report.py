@@ -2,8 +2,9 @@
 
 ``partition_summary`` is what ``summary.json`` of a traffic partition holds: volume (traces,
 unreadable spans or rows, traces judged), latency and the system's own token counts, per
-metric the mean of the judged sample with its 95 % bootstrap interval (as the gate's trend
-charts: ``rag_eval.metrics.reports.gate_report.version_stats``), what judging cost, the drift verdicts and the
+metric the mean of the judged sample with its 95 % bootstrap interval, or a judge cascade's estimate
+of the strong judge's mean with its interval (as the gate's trend charts:
+``rag_eval.metrics.reports.gate_report.version_stats``), what judging cost, the drift verdicts and the
 worst rows. ``traffic_html`` is ``report.html`` of the traffic folder: metric trends by
 partition with their intervals, volume, cost and the worst rows of a partition, self-contained
 (inline SVG, as ``rag_eval.metrics.reports.gate_report``). Session and user ids never appear in either.
@@ -19,6 +20,7 @@ import pandas as pd
 
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.stats.drift import Drift
+from rag_eval.metrics.reports.estimates_html import published_line
 from rag_eval.metrics.reports.gate_report import _STYLE, _short, _svg, cost_svg, trend_svg, version_stats
 from rag_eval.metrics.core.results import Direction, Status
 
@@ -112,19 +114,22 @@ def traffic_html(summaries: list[dict[str, Any]], focus: str) -> str:
              f"<p>{current['traces']:,} traces, {current['sampled']:,} judged, {current['problems']:,} unreadable "
              "spans or rows</p>",
              "<h2>Drift against the trailing window</h2><table><tr><th>metric</th><th>day</th><th>window</th>"
-             "<th>difference [95 % CI]</th><th>n day / window</th><th>margin</th><th>verdict</th></tr>"]
+             "<th>difference [95 % CI]</th><th>n day / window</th><th>basis</th><th>margin</th><th>verdict</th></tr>"]
     for d in current["drift"].values():
         interval = "—" if d["difference"] is None else \
             f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
         mean = [("—" if v is None else f"{v:.3f}") for v in (d["day_mean"], d["window_mean"])]
         parts.append(f"<tr><td>{e(d['metric'])}</td><td>{mean[0]}</td><td>{mean[1]}</td><td>{interval}</td>"
-                     f"<td>{d['n_day']} / {d['n_window']}</td><td>±{d['margin']:g}</td>"
+                     f"<td>{d['n_day']} / {d['n_window']}</td><td class='text'>{e(d.get('basis', 'judge'))}</td>"
+                     f"<td>±{d['margin']:g}</td>"
                      f"<td class='{'regressed' if d['verdict'] == 'drop' else ''}'>{e(d['verdict'])}</td></tr>")
     parts.append("</table><p class='small'>Day − trailing window, turned so that + is better; two-sample percentile "
-                 "bootstrap, Holm-adjusted across the metrics (rag_eval.metrics.stats.drift).</p>")
+                 "bootstrap of the judge's ok rows (n), Holm-adjusted across the metrics (rag_eval.metrics.stats.drift). "
+                 "Basis <i>cascade</i>: both sides' judge-cascade estimates of the strong judge's mean (strong-judged / "
+                 "covered rows of the day and of the window) and the normal interval of their difference.</p>")
     if metrics:
         history = [{"version": s["partition"], "metrics": s["metrics"]} for s in summaries]
-        parts += ["<h2>Metric trends</h2>", trend_svg(history, metrics, "", focus)]
+        parts += ["<h2>Metric trends</h2>", trend_svg(history, metrics, "", focus), *published_line(history, metrics)]
     parts += ["<h2>Volume</h2>", volume_svg(summaries),
               "<table><tr><th>partition</th><th>traces</th><th>judged</th><th>unreadable</th><th>latency p50 ms</th>"
               "<th>p95 ms</th><th>system tokens</th></tr>"]

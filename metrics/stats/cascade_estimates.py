@@ -20,6 +20,7 @@ estimate, else ``"mean"`` (the cheap judge's raw mean).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,8 @@ import pandas as pd
 from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
-from rag_eval.metrics.stats.cascade import StrongSample, cascade_mean
+from rag_eval.metrics.stats.cascade import CascadeEstimate, StrongSample, cascade_mean
+from rag_eval.metrics.stats.ppi import MeanEstimate
 from rag_eval.metrics.stats.estimates import published, scaled, summary_factor, within
 
 #: Failed drawn lines a note names at most (then "and k more").
@@ -96,29 +98,124 @@ def _block(joined: pd.DataFrame, sampling: str, factor: float,
     block: dict[str, Any] = {"estimate": None, "agreement": None, "strong_judge": _judges(inside),
                              "sampling": sampling, "n": int(drawn.sum()), "rows": len(inside),
                              "requests": _requests(inside[drawn], len(inside))}
+    found, block["note"] = _estimate(joined, sampling)
+    if found is not None:
+        block["estimate"] = scaled(within(found.estimate, scale) if scale else found.estimate, factor)
+        block["agreement"] = None if found.agreement is None else round(found.agreement, 4)
+    if block["note"] is None:
+        del block["note"]
+    return block
+
+
+def _estimate(joined: pd.DataFrame, sampling: str) -> tuple[CascadeEstimate | None, str | None]:
+    """``(estimate, None)`` of one metric's cheap and strong rows joined by row, or ``(None, why)``."""
+    inside = joined[joined["inclusion_probability"].notna()]
+    drawn = inside["strong_status"].notna().to_numpy()
     if not len(inside):
-        block["note"] = next(iter(joined["strong_reason"].dropna()), "no row the cascade covers")
-        return block
+        return None, next(iter(joined["strong_reason"].dropna()), "no row the cascade covers")
     failed = inside[drawn & (inside["strong_status"] != Status.OK.value).to_numpy()]
     if len(failed):
         lines = ", ".join(f"{int(r) + 1} ({s})" for r, s in zip(failed["row"][:NAMED_LINES],
                                                                  failed["strong_status"][:NAMED_LINES]))
         more = f" and {len(failed) - NAMED_LINES} more" if len(failed) > NAMED_LINES else ""
-        block["note"] = (f"no estimate: the strong judge has no score on drawn line(s) {lines}{more}; leaving "
-                         "them out would bias the interval: run again to retry them")
-        return block
+        return None, (f"no estimate: the strong judge has no score on drawn line(s) {lines}{more}; leaving "
+                      "them out would bias the interval: run again to retry them")
     f = np.where(inside["status"] == Status.OK.value, inside["value"].to_numpy(float), np.nan)
     y = np.where(drawn, inside["strong_value"].to_numpy(float), np.nan)
     sample = StrongSample(inside["inclusion_probability"].to_numpy(float), drawn, sampling)
     try:
-        found = cascade_mean(f, y, sample, threshold=float(inside["threshold"].iloc[0]),
-                             higher=inside["direction"].iloc[0] != Direction.LOWER.value)
+        return cascade_mean(f, y, sample, threshold=float(inside["threshold"].iloc[0]),
+                            higher=inside["direction"].iloc[0] != Direction.LOWER.value), None
     except ValueError as error:
-        block["note"] = f"no estimate: {error}"
-        return block
-    block["estimate"] = scaled(within(found.estimate, scale) if scale else found.estimate, factor)
-    block["agreement"] = None if found.agreement is None else round(found.agreement, 4)
-    return block
+        return None, f"no estimate: {error}"
+
+
+def is_cascade(results: pd.DataFrame) -> bool:
+    """Whether a per-row results frame is a cascade run's: it carries the strong columns an estimate reads,
+    ``inclusion_probability``, ``strong_status``, ``strong_value`` and ``strong_reason``
+    (``rag_eval.metrics.core.strong.STRONG_COLUMNS``)."""
+    return {"inclusion_probability", "strong_status", "strong_value", "strong_reason"} <= set(results.columns)
+
+
+def frame_estimates(results: pd.DataFrame,
+                    registry: Registry | None = None) -> tuple[dict[str, MeanEstimate], dict[str, str]]:
+    """Each metric's cascade estimate recomputed from a cascade run's per-row results alone
+    (``results.parquet``, or ``evaluate(...).results``: the cheap judge's columns and the strong ones
+    merged per (row, metric); the first repeat when there is a ``repeat`` column), on the metric's own
+    scale and cut to its value range (of ``registry``, default the built-in metrics), as the summary's.
+
+    The sampling is read from the frame: ``uniform`` when every covered row the cheap judge scored has
+    one inclusion probability, else ``active`` (it names the estimate's ``method`` only; the estimate
+    is the same). A metric is in the cascade when a row of it has an inclusion probability or a
+    strong reason (a sample that could not be drawn says why there).
+
+    Returns
+    -------
+    (dict, dict)
+        ``{metric: MeanEstimate}`` (``method`` ``"cascade-active"`` or ``"cascade-uniform"``, ``n`` the
+        strong-judged rows, ``N`` the rows covered) and ``{metric: why}`` for each metric in the cascade
+        without an estimate (a drawn row the strong judge has no score on, naming its line; too few drawn
+        rows). ``({}, {})`` for a frame that is not a cascade run's (:func:`is_cascade`). Nothing raised.
+    """
+    if not is_cascade(results):
+        return {}, {}
+    first = results[results["repeat"] == 0] if "repeat" in results else results
+    known = given(registry)
+    estimates, notes = {}, {}
+    for metric, rows in first.groupby("metric", sort=False):
+        if rows["inclusion_probability"].isna().all() and rows["strong_reason"].isna().all():
+            continue
+        scored = rows.loc[rows["status"] == Status.OK.value, "inclusion_probability"].dropna()
+        sampling = "uniform" if scored.nunique() <= 1 else "active"
+        found, why = _estimate(rows, sampling)
+        if found is None:
+            notes[str(metric)] = str(why)
+            continue
+        low, high = known[metric].value_range if metric in known else (-math.inf, math.inf)
+        estimates[str(metric)] = within(found.estimate, (float(low), float(high)))
+    return estimates, notes
+
+
+def decided_on(names: tuple[str, str], results: tuple[pd.DataFrame, pd.DataFrame],
+               labelled: tuple[Mapping[str, MeanEstimate], Mapping[str, MeanEstimate]],
+               registry: Registry | None = None) -> tuple[tuple[dict[str, MeanEstimate], dict[str, MeanEstimate]],
+                                                           list[str]]:
+    """The estimates two versions are compared on, per metric, and notes saying why a cascade was not used.
+
+    Human labels stay first: a metric both versions have a labels' estimate of (``labelled``,
+    ``rag_eval.metrics.stats.estimates``) is compared on those. Else a metric both versions' results
+    (``results``, a cascade run's: :func:`is_cascade`) carry a cascade estimate of
+    (:func:`frame_estimates`) is compared on the two estimates of the strong judge's mean. Else the
+    comparison falls back to the cheap judge's paired rows (basis ``judge``), never a strong-judge
+    estimate against a cheap judge's mean: a note (``names``: the baseline's and the candidate's)
+    says so when only one version has a cascade of the metric, or a version's cascade has no estimate
+    (with its reason). Metrics of ``registry`` (default the built-in ones). Nothing raised.
+
+    The comparison takes the two estimates as independent (``rag_eval.metrics.stats.ppi.difference``),
+    which is conservative when the versions share rows: with one seed a row's uniform is the same in
+    both draws, so the covariance of the two estimates' errors is ``sum (1 / max(pi_b, pi_c) - 1) r_b r_c
+    / N²`` over the rows (``r`` a row's residual ``y - g``), positive when the cheap judge errs alike on
+    a row in both versions, as on every unchanged row; ``sqrt(se_b² + se_c²)`` then overstates the
+    spread of the difference.
+    """
+    (base, base_why), (cand, cand_why) = (frame_estimates(side, registry) for side in results)
+    chosen: tuple[dict[str, MeanEstimate], dict[str, MeanEstimate]] = ({}, {})
+    notes = []
+    for metric in dict.fromkeys([*base, *base_why, *cand, *cand_why]):
+        if metric in labelled[0] and metric in labelled[1]:
+            continue
+        if metric in base and metric in cand:
+            chosen[0][metric], chosen[1][metric] = base[metric], cand[metric]
+            continue
+        inside = [metric in side or metric in why for side, why in ((base, base_why), (cand, cand_why))]
+        if not all(inside):
+            notes.append(f"{metric}: only {names[inside.index(True)]} is a judge cascade: compared on the cheap "
+                         "judge's paired rows (basis judge), not its strong-judge estimate against a cheap mean")
+        for name, why in zip(names, (base_why, cand_why)):
+            if metric in why:
+                notes.append(f"{metric}: {name}'s cascade gives no estimate ({why[metric]}): compared on the "
+                             "cheap judge's paired rows (basis judge)")
+    return chosen, notes
 
 
 def _requests(drawn: pd.DataFrame, rows: int) -> dict[str, Any]:

@@ -35,13 +35,15 @@ Method
   coverage as one that fails does; the gate fails when the candidate's share exceeds the
   baseline's by more than ``max_coverage_drop``.
 
-* **Human labels** (``estimates``): where both versions have a prediction-powered estimate of a
-  metric (``rag_eval.metrics.stats.estimates``: PPI++ from their human labels), that metric is decided on
-  the difference of the two estimates (``rag_eval.metrics.stats.ppi.difference``: independent samples, the
-  normal interval of ``sqrt(se_b² + se_c²)``; conservative when the versions share rows, whose
-  labels then correlate positively) instead of the judge's paired rows, with the normal
-  one-sided p-values ``Φ((d + margin) / se)`` and ``Φ((margin - d) / se)`` in Holm's family; its
-  ``basis`` says ``ppi (n=…/… vs …/…)`` (labelled / ok rows of each version), others ``judge``.
+* **Estimates** (``estimates``): where both versions have an estimate of a metric's mean, the
+  prediction-powered one from their human labels (``rag_eval.metrics.stats.estimates``) or a judge
+  cascade's (``rag_eval.metrics.stats.cascade_estimates.frame_estimates``: the strong judge's mean), that
+  metric is decided on the difference of the two estimates (``rag_eval.metrics.stats.ppi.difference_test``:
+  independent samples, the normal interval of ``sqrt(se_b² + se_c²)``; conservative when the versions
+  share rows, whose labels, or strong-judge residuals, then correlate positively) instead of the judge's
+  paired rows, with the normal one-sided p-values ``Φ((d + margin) / se)`` and ``Φ((margin - d) / se)``
+  in Holm's family; its ``basis`` says ``ppi (n=…/… vs …/…)`` (labelled / ok rows of each version) or
+  ``cascade (n=…/… vs …/…)`` (strong-judged / covered rows), others ``judge``.
 * **Not applicable**: a metric no row of either version scored ``ok`` (e.g. ``context_recall``
   on data without references) cannot be measured on either side: its verdict is ``not
   applicable`` and it decides nothing (no failure, no hypothesis in Holm's family).
@@ -57,14 +59,13 @@ import math
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rag_eval.metrics.reports.diagnosis import diagnose, diagnostics_in, moved
-from rag_eval.metrics.stats.ppi import MeanEstimate, difference
+from rag_eval.metrics.stats.ppi import MeanEstimate, difference_test, estimate_basis
 from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.errors import InputError, SettingsError
@@ -290,8 +291,9 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
         Labels of the two versions (version keys or file names) for the report.
     estimates : (mapping, mapping), optional
         ``{metric: MeanEstimate}`` of the baseline and of the candidate (prediction-powered
-        estimates from their human labels, ``rag_eval.metrics.stats.estimates``): a metric estimated in both is
-        decided on their difference (module notes), its ``basis`` saying so.
+        estimates from their human labels, ``rag_eval.metrics.stats.estimates``, or both a judge cascade's,
+        ``rag_eval.metrics.stats.cascade_estimates``): a metric estimated in both is decided on their
+        difference (module notes), its ``basis`` saying so.
     registry : Registry, optional
         The metrics' classes (direction, range): default the built-in ones
         (``rag_eval.metrics.core.registry.builtin_registry``); a metric it does not know is read as higher
@@ -426,20 +428,13 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, metrics: Iterable[s
 
 
 def _on_estimates(row: MetricComparison, baseline: MeanEstimate, candidate: MeanEstimate, sign: float) -> None:
-    """Decide ``row`` on the difference of two versions' prediction-powered estimates (turned by
-    ``sign`` so that + is better): the interval of :func:`rag_eval.metrics.stats.ppi.difference` and the normal
-    one-sided p-values of a drop beyond ``-margin`` and a rise beyond ``+margin``."""
-    diff = difference(baseline, candidate)
-    value, low, high = sign * diff.estimate, *sorted((sign * diff.ci_low, sign * diff.ci_high))
-    normal = NormalDist()
+    """Decide ``row`` on the difference of two versions' estimates of its mean (prediction-powered from
+    human labels, or a judge cascade's; turned by ``sign`` so that + is better):
+    :func:`rag_eval.metrics.stats.ppi.difference_test`."""
     row.baseline_mean, row.candidate_mean = baseline.estimate, candidate.estimate
-    row.difference, row.low, row.high = value, low, high
-    if diff.se > 0:
-        row.p_regression = normal.cdf((value + row.margin) / diff.se)
-        row.p_improvement = normal.cdf((row.margin - value) / diff.se)
-    else:  # every label of both versions alike: the difference is what it is
-        row.p_regression, row.p_improvement = float(value >= -row.margin), float(value <= row.margin)
-    row.basis = f"ppi (n={baseline.n}/{baseline.n + baseline.N} vs {candidate.n}/{candidate.n + candidate.N})"
+    row.difference, row.low, row.high, row.p_regression, row.p_improvement = difference_test(
+        baseline, candidate, sign, row.margin)
+    row.basis = estimate_basis(baseline, candidate)
     row.estimates = {"baseline": baseline.to_dict(), "candidate": candidate.to_dict()}
 
 

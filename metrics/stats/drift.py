@@ -19,6 +19,13 @@ paired rows (production traces are never the same twice):
   chance that an undegraded day raises any drop is at most 2.5 % however many metrics are
   checked (under the assumption the check makes: the day's and the window's traces are draws
   from the same traffic when nothing changed).
+* **Judge cascades**: a metric both the day's and the window's results estimate by a judge cascade
+  (``rag_eval.metrics.stats.cascade_estimates.frame_estimates``: the strong judge's mean; the window's
+  over the pooled rows its cascades covered, each row with its own inclusion probability) is decided
+  on the two estimates instead, as the gate decides it (``rag_eval.metrics.stats.ppi.difference_test``:
+  independent samples, the normal interval and one-sided p-values, in the same Holm family); its
+  ``basis`` says ``cascade (n=… vs …)`` (strong-judged / covered rows of the day and of the window) and
+  its means are the estimates. Else ``basis`` is ``judge``: the judge's (the cheap one's) ``ok`` rows.
 * **No decision**: a metric with no row scored ``ok`` on either side is *not applicable* (it
   cannot be measured in this traffic: e.g. context_recall without references) and decides
   nothing; fewer than ``MIN_ROWS`` ``ok`` rows on the day or in the window is *too few rows*;
@@ -32,7 +39,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from rag_eval.metrics.stats.cascade_estimates import frame_estimates
 from rag_eval.metrics.stats.compare import ALPHA, MIN_ROWS, RESAMPLES, bootstrap_means, default_margin, holm
+from rag_eval.metrics.stats.ppi import difference_test, estimate_basis
 from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
 from rag_eval.metrics.errors import InputError
@@ -62,6 +71,7 @@ class Drift:
     verdict: str
     coverage_day: float | None
     coverage_window: float | None
+    basis: str = "judge"
 
     @property
     def failed(self) -> bool:
@@ -72,9 +82,10 @@ class Drift:
         """One line: the verdict, the difference and its interval, n on each side."""
         if self.difference is None:
             return f"{self.metric}: {self.verdict} ({self.n_day} ok rows on the day, {self.n_window} in the window)"
+        sides = f"day {self.day_mean:.3f}, n={self.n_day}; window {self.window_mean:.3f}, n={self.n_window}" \
+            if self.basis == "judge" else f"day {self.day_mean:.3f}; window {self.window_mean:.3f}; {self.basis}"
         return (f"{self.metric}: {self.verdict}: {self.difference:+.3f} [{self.low:+.3f}, {self.high:+.3f}] "
-                f"(day {self.day_mean:.3f}, n={self.n_day}; window {self.window_mean:.3f}, n={self.n_window}; "
-                f"margin {self.margin:g}, Holm p={self.p_drop_holm:.4f})")
+                f"({sides}; margin {self.margin:g}, Holm p={self.p_drop_holm:.4f})")
 
     def to_dict(self) -> dict:
         """A JSON-safe dict of the fields."""
@@ -111,7 +122,8 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
     Returns
     -------
     dict
-        ``{metric: Drift}``.
+        ``{metric: Drift}``; ``basis`` ``judge``, or ``cascade (n=… vs …)`` for a metric both sides
+        estimate by a judge cascade (module notes).
 
     Raises
     ------
@@ -127,8 +139,9 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
     chosen = list(dict.fromkeys(metrics if metrics is not None else day["metric"]))
     margins = dict(margins or {})
     found: dict[str, Drift] = {}
-    draws: dict[str, np.ndarray] = {}
+    rises: dict[str, float] = {}
     known = given(registry)
+    (today_estimates, _), (window_estimates, _) = (frame_estimates(side, known) for side in (day, window))
     for metric in chosen:
         direction = known[metric].direction.value if metric in known else Direction.HIGHER.value
         margin = float(margins.get(metric, default_margin(metric, known) if metric in known else 0.02))
@@ -147,6 +160,13 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
             result.verdict = TOO_FEW
             continue
         sign = -1.0 if direction == Direction.LOWER.value else 1.0
+        if metric in today_estimates and metric in window_estimates:
+            estimates = window_estimates[metric], today_estimates[metric]
+            result.window_mean, result.day_mean = (e.estimate for e in estimates)
+            result.difference, result.low, result.high, result.p_drop, rises[metric] = difference_test(
+                *estimates, sign, margin)
+            result.basis = estimate_basis(today_estimates[metric], window_estimates[metric])
+            continue
         diffs = sign * (bootstrap_means(today, seed, metric, resamples)
                         - bootstrap_means(before, seed, f"{metric} window", resamples))
         low, high = np.percentile(diffs, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
@@ -154,9 +174,9 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
         result.difference = sign * (result.day_mean - result.window_mean)
         result.low, result.high = float(low), float(high)
         result.p_drop = (1 + int((diffs >= -margin).sum())) / (resamples + 1)
-        draws[metric] = diffs
-    rises = holm({m: (1 + int((d <= found[m].margin).sum())) / (resamples + 1) for m, d in draws.items()})
-    for metric, p in holm({m: p for m in draws if (p := found[m].p_drop) is not None}).items():
+        rises[metric] = (1 + int((diffs <= margin).sum())) / (resamples + 1)
+    rises = holm(rises)
+    for metric, p in holm({m: p for m in rises if (p := found[m].p_drop) is not None}).items():
         found[metric].p_drop_holm = p
         found[metric].verdict = DROP if p < ALPHA / 2 else RISE if rises[metric] < ALPHA / 2 else NO_CHANGE
     return found

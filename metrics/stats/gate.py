@@ -319,8 +319,12 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
                    seed: int = 0) -> tuple[Any, list[str]]:
     """Compare ``candidate`` with ``baseline`` on the gated metrics (and every other metric both
     hold, ungated), with ``config.repeats`` judgements per row where the judge and the
-    samples allow it. Returns ``(Comparison, notes)``; the notes say how the judge's variance
-    entered (or why it did not). The metrics are those of ``config``'s registry (``GateConfig.known``)."""
+    samples allow it. A metric both versions estimate, by human labels or else by judge cascades in their
+    results (``rag_eval.metrics.stats.cascade_estimates.decided_on``), is decided on the two estimates.
+    Returns ``(Comparison, notes)``; the notes say how the judge's variance entered (or why it did not),
+    which metrics estimates decided, and why a version's cascade was not used. The metrics are those of
+    ``config``'s registry (``GateConfig.known``)."""
+    from rag_eval.metrics.stats.cascade_estimates import decided_on
     from rag_eval.metrics.stats.compare import compare
     from rag_eval.metrics.core.samples import load_samples
 
@@ -342,15 +346,18 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
     others = [m for m in dict.fromkeys(sides[1]["metric"]) if m in shared and m not in config.metrics]
     (base_estimates, base_notes), (cand_estimates, cand_notes) = (side.estimates(config.known)
                                                                   for side in (baseline, candidate))
-    notes += base_notes + cand_notes + judged_apart(baseline.results, candidate.results)
+    names = (baseline.name, candidate.name)
+    cascades, cascade_notes = decided_on(names, (sides[0], sides[1]), (base_estimates, cand_estimates), config.known)
+    notes += base_notes + cand_notes + cascade_notes + judged_apart(baseline.results, candidate.results)
     comparison = compare(sides[0], sides[1], metrics=[*config.metrics, *others], margins=config.margins,
-                         gated=config.metrics, max_coverage_drop=config.max_coverage_drop, seed=seed,
-                         names=(baseline.name, candidate.name), estimates=(base_estimates, cand_estimates),
-                         registry=config.known)
-    corrected = [f"{m.metric} {m.basis}" for m in comparison.metrics.values() if m.basis != "judge"]
-    if corrected:
-        notes.append("decided on the versions' human labels (prediction-powered estimates, difference of two "
-                     f"independent intervals): {', '.join(corrected)}; the other metrics on the judge's paired rows")
+                         gated=config.metrics, max_coverage_drop=config.max_coverage_drop, seed=seed, names=names,
+                         estimates=(base_estimates | cascades[0], cand_estimates | cascades[1]), registry=config.known)
+    for kind, what in (("ppi", "human labels (prediction-powered estimates"),
+                       ("cascade", "judge cascades (estimates of the strong judge's mean")):
+        decided = [f"{m.metric} {m.basis}" for m in comparison.metrics.values() if m.basis.startswith(kind)]
+        if decided:
+            notes.append(f"decided on the versions' {what}, difference of two independent intervals): "
+                         f"{', '.join(decided)}; the other metrics on the judge's paired rows")
     comparison.settings.update({"repeats": repeats, "judge": judge.name, "baseline_rule": config.baseline})
     return comparison, notes
 

@@ -248,3 +248,28 @@ def difference(baseline: MeanEstimate, candidate: MeanEstimate) -> MeanEstimate:
     method = candidate.method if candidate.method == baseline.method else "mixed"
     return MeanEstimate(value, value - z * se, value + z * se, se, candidate.n, candidate.N, math.nan,
                         method, candidate.confidence)
+
+
+def difference_test(baseline: MeanEstimate, candidate: MeanEstimate, sign: float,
+                    margin: float) -> tuple[float, float, float, float, float]:
+    """``(difference, low, high, p_regression, p_improvement)`` of two versions' estimates of a mean:
+    :func:`difference` turned by ``sign`` (-1 for a lower-is-better metric) so that + is better, and the
+    normal one-sided p-values ``Φ((d + margin) / se)`` of a drop beyond ``-margin`` and
+    ``Φ((margin - d) / se)`` of a rise beyond ``+margin``; with ``se = 0`` (every score of both alike)
+    they are 1 or 0 as the difference lies. Nothing raised."""
+    diff = difference(baseline, candidate)
+    value, low, high = sign * diff.estimate, *sorted((sign * diff.ci_low, sign * diff.ci_high))
+    if diff.se > 0:
+        normal = NormalDist()
+        return value, low, high, normal.cdf((value + margin) / diff.se), normal.cdf((margin - value) / diff.se)
+    return value, low, high, float(value >= -margin), float(value <= margin)
+
+
+def estimate_basis(estimate: MeanEstimate, *others: MeanEstimate) -> str:
+    """What estimates rest on, as comparisons name it: ``cascade (n=21/200)`` for a judge cascade's
+    (``method`` ``cascade-…``: strong-judged rows / rows covered, its ``N``), ``ppi (n=10/30)`` for the
+    human labels' (labelled rows / rows scored ``ok``, ``n + N``); with ``others`` (estimates of the same
+    kind, e.g. the candidate's), theirs after ``vs``: ``cascade (n=21/200 vs 19/200)``."""
+    cascade = estimate.method.startswith("cascade")
+    counts = [f"{e.n}/{e.N if cascade else e.n + e.N}" for e in (estimate, *others)]
+    return f"{'cascade' if cascade else 'ppi'} (n={' vs '.join(counts)})"

@@ -169,6 +169,28 @@ def test_versions_labelled_by_people_are_gated_on_their_ppi_estimates(versions):
     assert json.loads((versions / "out" / B / "comparison.json").read_text())["metrics"]["faithfulness"]["basis"] == "judge"
 
 
+def test_compare_of_two_cascade_runs_decides_on_their_strong_judge_estimates(tmp_path):
+    # tests/metrics/test_compare_cascade.py's versions: the cheap judge 0.5 on every row of both, the strong
+    # judge's estimates 0.8 and 0.2 (se² 0.008 each): -0.600 [-0.848, -0.352], regressed on cascade.
+    from tests.metrics.test_compare_cascade import BASELINE, CANDIDATE, cheap_only
+
+    BASELINE.to_parquet(tmp_path / "base.parquet")
+    CANDIDATE.to_parquet(tmp_path / "cand.parquet")
+    cheap_only(CANDIDATE).to_parquet(tmp_path / "cheap.parquet")
+    done = rag_eval(tmp_path, "compare", "base.parquet", "cand.parquet", "--metrics", "faithfulness", "--offline",
+                    "--report-dir", "report")
+    assert done.returncode == 4, done.stderr
+    assert ("gate failed: faithfulness regressed: -0.600 [-0.848, -0.352] lies below -0.02 "
+            "(cascade (n=10/20 vs 10/20), Holm p=0.0000)") in done.stderr
+    assert "regressed on cascade (n=10/20 vs 10/20)" in " ".join(done.stdout.split())
+    assert "Judge cascade" in (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    one_sided = rag_eval(tmp_path, "compare", "base.parquet", "cheap.parquet", "--metrics", "faithfulness",
+                         "--offline", "--report-dir", "report")
+    assert one_sided.returncode == 0 and "gate passed" in one_sided.stdout
+    assert ("note: faithfulness: only base.parquet is a judge cascade: compared on the cheap judge's paired rows "
+            "(basis judge)") in " ".join(one_sided.stdout.split())
+
+
 def test_a_reference_free_file_gated_against_itself_passes_naming_the_metrics_not_applicable(tmp_path):
     # Issue 27 item 4: context_recall and context_precision need a reference; neither file has one.
     lines = [json.loads(line) for line in (ROOT / "examples" / "fiqa" / "samples.jsonl").read_text().splitlines()[:12]]
