@@ -9,20 +9,17 @@ and a line whose comment quotes output (``# "dataset version … is up to date"`
 quote between the ``…``.
 """
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.repo_copy import copy_of_the_repository, offline_environment
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "docs" / "quickstart.md"
 MARKER = "<!-- quickstart: runnable -->"
-#: What a run leaves in a checkout, and what the copy does not need.
-NOT_COPIED = {".git", ".venv", "out", "datasets", ".rag_eval_cache", "testsets", "build", "site", ".docs_src",
-              ".mypy_src", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis", "__pycache__", "traces"}
 
 
 def shell_blocks(text: str) -> list[tuple[bool, list[str]]]:
@@ -60,29 +57,10 @@ def test_the_readme_first_screen_is_the_quickstarts_first_commands():
     assert runnable[0] == "make run" and "make test" not in runnable
 
 
-def copy_of_the_repository(tmp_path: Path) -> Path:
-    """The checkout's files (not its run outputs), modification times kept, ``.venv`` linked; ``make`` finds
-    the environment set up: ``pyproject.toml`` and ``requirements.lock`` dated before ``.venv/bin/rag-eval``."""
-    venv = ROOT / ".venv"
-    if not (venv / "bin" / "rag-eval").exists():
-        pytest.skip("no .venv in the checkout: `make setup-dev` first")
-    copy = tmp_path / "repo"
-    shutil.copytree(ROOT, copy, symlinks=True, ignore=lambda folder, names: [n for n in names if n in NOT_COPIED])
-    for leftover in (copy / "dagster_home").iterdir():  # the committed dagster.yaml only
-        if leftover.name != "dagster.yaml":
-            shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
-    (copy / ".venv").symlink_to(venv, target_is_directory=True)
-    set_up = (venv / "bin" / "rag-eval").stat().st_mtime
-    for name in ("pyproject.toml", "requirements.lock"):
-        os.utime(copy / name, (set_up - 1, set_up - 1))
-    return copy
-
-
 @pytest.mark.slow
 def test_every_runnable_quickstart_command_runs_offline_in_a_copy_of_the_repository(tmp_path):
     copy = copy_of_the_repository(tmp_path)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "EMBEDDING_", "RAG_EVAL_", "DAGSTER_", "MAKE", "MFLAGS"))}
+    env = offline_environment()
     ran = []
     for runnable, lines in shell_blocks(QUICKSTART.read_text(encoding="utf-8")):
         for line in lines if runnable else ():
