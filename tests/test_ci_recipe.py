@@ -35,8 +35,6 @@ import yaml
 from rag_eval.orchestration.gate_cli import GATE_FAILED
 from tests.repo_copy import ROOT, copy_of_the_repository, offline_environment
 
-pytestmark = pytest.mark.slow
-
 GITHUB = ROOT / "examples" / "ci" / "github-actions.yml"
 GITLAB = ROOT / "examples" / "ci" / "gitlab-ci.yml"
 REGRESSED = ROOT / "examples" / "gate" / "candidate" / "samples.jsonl"
@@ -213,6 +211,20 @@ def report(repo: Path) -> str | None:
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
+def test_the_how_to_page_gives_both_files_commands_as_they_are_written():
+    """``docs/how-to/ci.md`` shows each file in full (its ``example-file`` markers) and, in its steps, each
+    ``rag-eval`` command as the files write it: the same commands in both files."""
+    page = (ROOT / "docs" / "how-to" / "ci.md").read_text(encoding="utf-8")
+    (job,) = yaml.safe_load(GITHUB.read_text(encoding="utf-8"))["jobs"].values()
+    github = [step["run"] for step in job["steps"] if "rag-eval" in step.get("run", "")]
+    gitlab = [line for name, job in yaml.safe_load(GITLAB.read_text(encoding="utf-8")).items()
+              if isinstance(job, dict) for line in job.get("script", []) if "rag-eval" in line]
+    assert sorted(set(github)) == sorted(set(gitlab)) and len(github) == 3
+    assert all(command in page for command in github)
+    for path in (GITHUB, GITLAB):
+        assert f"<!-- example-file: {path.relative_to(ROOT).as_posix()} -->" in page
+
+
 @pytest.fixture(scope="module")
 def pipelines(tmp_path_factory):
     """Both files' three pipelines, the two files side by side."""
@@ -222,6 +234,7 @@ def pipelines(tmp_path_factory):
         return {"github": github.result(), "gitlab": gitlab.result()}
 
 
+@pytest.mark.slow
 def test_github_actions_tags_main_passes_an_unchanged_pull_request_and_fails_a_regressed_one(pipelines):
     main, unchanged, regressed = pipelines["github"]
     cache_steps = {"Restore the evaluation state": 0, "Save the evaluation state": 0}
@@ -248,6 +261,7 @@ def test_github_actions_tags_main_passes_an_unchanged_pull_request_and_fails_a_r
     assert "**faithfulness regressed: " in regressed["report"]
 
 
+@pytest.mark.slow
 def test_gitlab_ci_tags_main_and_fails_a_regressed_merge_request_exposing_its_report(pipelines):
     main, regressed = pipelines["gitlab"]
     assert (main["job"], main["ran"], main["report"]) == ("baseline", [("make setup", 0), ("run", 0), ("tag", 0)], None)
