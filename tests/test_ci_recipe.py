@@ -74,6 +74,7 @@ def save(cache: dict[str, Path], key: str, repo: Path, paths: list[str], store: 
 
 
 def restore(entry: Path | None, repo: Path) -> None:
+    """The folders of a cache ``entry`` put into ``repo`` (nothing when no entry matched)."""
     if entry is not None:
         shutil.copytree(entry, repo, dirs_exist_ok=True)
 
@@ -111,8 +112,7 @@ def run_github(tmp_path: Path, pipelines=PIPELINES) -> list[dict]:
     for number, (branch, request, dataset) in enumerate(pipelines, 1):
         context = {"github.event_name": "pull_request" if request else "push", "github.run_id": str(number),
                    "github.run_attempt": "1", "github.head_ref || github.ref_name": branch,
-                   "github.event.repository.default_branch": "main", "github.token": "not-used",
-                   "github.event.pull_request.number": "7"}
+                   "github.event.repository.default_branch": "main"}  # the gh step's token and number: not run
         repo = checkout(tmp_path, dataset)
         summary = tmp_path / f"summary-{number}.md"
         env = {**offline_environment(), "GITHUB_STEP_SUMMARY": str(summary),
