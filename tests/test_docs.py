@@ -8,36 +8,83 @@ LLM endpoint, Dagster home or custom-metrics variable from the caller's environm
 and a line whose comment quotes output (``# "dataset version … is up to date"``) must print each part of the
 quote between the ``…``.
 """
+import itertools
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.repo_copy import copy_of_the_repository, offline_environment
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "docs" / "quickstart.md"
 MARKER = "<!-- quickstart: runnable -->"
-#: What a run leaves in a checkout, and what the copy does not need.
-NOT_COPIED = {".git", ".venv", "out", "datasets", ".rag_eval_cache", "testsets", "build", "site", ".docs_src",
-              ".mypy_src", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis", "__pycache__", "traces"}
 
 
-def shell_blocks(text: str) -> list[tuple[bool, list[str]]]:
-    """``(runnable, lines)`` of each ```bash / ```sh block of a Markdown text, in order."""
+#: Before a block whose commands run in an environment of their own, not this clone's ``.venv`` (a deployment's).
+ELSEWHERE = "<!-- commands: another environment -->"
+ACTIVATE = "source .venv/bin/activate"
+
+
+def shell_blocks(text: str, marker: str = MARKER) -> list[tuple[bool, list[str]]]:
+    """``(marked, lines)`` of each ```bash / ```sh block of a Markdown text, in order: ``marked`` when the line
+    before its opening fence is ``marker``."""
     blocks, lines = [], text.splitlines()
     for i, line in enumerate(lines):
         if re.fullmatch(r"```(bash|sh)", line.strip()):
             end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
-            blocks.append((i > 0 and lines[i - 1].strip() == MARKER, lines[i + 1:end]))
+            blocks.append((i > 0 and lines[i - 1].strip() == marker, lines[i + 1:end]))
     return blocks
 
 
 def commands(lines: list[str]) -> list[str]:
     """The commands of a block's lines: comments and comment-only lines left out."""
     return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+def programs(command: str) -> list[str]:
+    """The program each simple command of a command line starts (split at ``&&``, ``||``, ``;`` and ``|``),
+    past its leading ``NAME=value`` assignments."""
+    found = []
+    for part in re.split(r"&&|\|\||;|\|", command):
+        words = list(itertools.dropwhile(lambda word: re.fullmatch(r"\w+=\S*", word), part.split()))
+        found += words[:1]
+    return found
+
+
+def test_the_programs_of_a_command_line_are_read_as_the_shell_reads_them():
+    assert programs("OPENAI_BASE_URL=http://x/v1 OPENAI_API_KEY=sim rag-eval run --threshold faithfulness=0.7") == \
+        ["rag-eval"]
+    assert programs("cd /srv/x && dagster api grpc -p 4266; .venv/bin/rag-eval gate | tee log") == \
+        ["cd", "dagster", ".venv/bin/rag-eval", "tee"]
+
+
+def test_every_page_calls_the_clones_commands_as_they_run_after_the_readmes_setup():
+    """After the README's setup (``make run``: ``.venv``), a program found only in ``.venv/bin`` (``rag-eval``,
+    ``dagster``, ``mkdocs``, the environment's ``python`` and ``pip``...) runs as a page writes it only as
+    ``.venv/bin/NAME``, or after ``source .venv/bin/activate`` on the page; a bare one would be "command not
+    found", or another Python without the project. Every ``.venv/bin/NAME`` a page writes exists. A block
+    marked ``<!-- commands: another environment -->`` (a deployment's own) is not read."""
+    venv = ROOT / ".venv" / "bin"
+    if not (venv / "rag-eval").exists():
+        pytest.skip("no .venv in the checkout: `make setup-dev` first")
+    installed = {path.name for path in venv.iterdir()}
+    wrong = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        activated = False
+        for (elsewhere, lines) in shell_blocks(text, ELSEWHERE):
+            # A line ending in a backslash goes on on the next one.
+            for command in commands("\n".join(lines).replace("\\\n", " ").splitlines()):
+                activated = activated or command == ACTIVATE
+                for program in [] if elsewhere else programs(command):
+                    name = program.removeprefix(".venv/bin/")
+                    if (name == program and name in installed and not activated) or \
+                            (name != program and name not in installed):
+                        wrong.append(f"{page.relative_to(ROOT)}: {program} in {command!r}")
+    assert not wrong, "not as they run after the setup:\n" + "\n".join(wrong)
 
 
 def test_the_blocks_and_their_commands_are_read_as_a_user_reads_them():
@@ -60,29 +107,10 @@ def test_the_readme_first_screen_is_the_quickstarts_first_commands():
     assert runnable[0] == "make run" and "make test" not in runnable
 
 
-def copy_of_the_repository(tmp_path: Path) -> Path:
-    """The checkout's files (not its run outputs), modification times kept, ``.venv`` linked; ``make`` finds
-    the environment set up: ``pyproject.toml`` and ``requirements.lock`` dated before ``.venv/bin/rag-eval``."""
-    venv = ROOT / ".venv"
-    if not (venv / "bin" / "rag-eval").exists():
-        pytest.skip("no .venv in the checkout: `make setup-dev` first")
-    copy = tmp_path / "repo"
-    shutil.copytree(ROOT, copy, symlinks=True, ignore=lambda folder, names: [n for n in names if n in NOT_COPIED])
-    for leftover in (copy / "dagster_home").iterdir():  # the committed dagster.yaml only
-        if leftover.name != "dagster.yaml":
-            shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
-    (copy / ".venv").symlink_to(venv, target_is_directory=True)
-    set_up = (venv / "bin" / "rag-eval").stat().st_mtime
-    for name in ("pyproject.toml", "requirements.lock"):
-        os.utime(copy / name, (set_up - 1, set_up - 1))
-    return copy
-
-
 @pytest.mark.slow
 def test_every_runnable_quickstart_command_runs_offline_in_a_copy_of_the_repository(tmp_path):
     copy = copy_of_the_repository(tmp_path)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "EMBEDDING_", "RAG_EVAL_", "DAGSTER_", "MAKE", "MFLAGS"))}
+    env = offline_environment()
     ran = []
     for runnable, lines in shell_blocks(QUICKSTART.read_text(encoding="utf-8")):
         for line in lines if runnable else ():
