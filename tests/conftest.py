@@ -181,7 +181,8 @@ LONGEST_FIRST = ("pipeline/test_deployment.py", "reliability/test_storage_faults
                  "pipeline/test_pipeline.py", "pipeline/test_custom_and_plugin_metrics.py",
                  "reliability/test_concurrency.py", "pipeline/test_traffic_deployment.py",
                  "pipeline/test_gate_pipeline.py", "pipeline/test_targets.py", "pipeline/test_registration.py",
-                 "pipeline/test_spark.py", "pipeline/test_align_cli.py")
+                 "pipeline/test_spark.py", "test_ci_recipe.py", "pipeline/test_cascade_cli.py",
+                 "pipeline/test_align_cli.py")
 
 
 def _rank(item) -> int:
