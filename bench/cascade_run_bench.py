@@ -2,7 +2,7 @@
 
 For ``--rows`` rows (default 2,000: the repository's FiQA and amnesty_qa examples tiled, every copy
 made distinct, as ``bench/pipeline_bench.py`` makes them) and the five core metrics, on one
-``rag-eval serve-judge-sim`` (200 ± 50 ms a request by default), each path in a fresh project
+``rag-eval serve-judge-sim`` (200 ± 50 ms a request, 70 % of verdicts "supported", by default), each path in a fresh project
 (instance, datasets, reports, judgement cache):
 
 * ``full``: ``rag-eval run`` with the LLM judge on every row (what the cascade estimates);
@@ -47,11 +47,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", default="200")
     parser.add_argument("--jitter-ms", default="50")
+    parser.add_argument("--verdict-p1", default="0.7", help="the simulated judge's share of supported verdicts")
     parser.add_argument("--budget", default="0.1", help="the cascade's --strong-budget (default 0.1)")
     parser.add_argument("--raised", default="0.2", help="the budget of the second cascade run (default 0.2)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch, \
-            served("--latency-ms", args.latency_ms, "--jitter-ms", args.jitter_ms) as url:
+            served("--latency-ms", args.latency_ms, "--jitter-ms", args.jitter_ms, "--verdict-p1",
+                   args.verdict_p1) as url:
         root = url.removesuffix("/v1")
         path = write_rows(make_rows(args.rows), Path(scratch) / "rows.jsonl")
         full_project, cascade_project = Path(scratch) / "full", Path(scratch) / "cascade"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,7 +92,6 @@ def priced_budget(settings: RunSettings, args: argparse.Namespace) -> RunSetting
         in advance), or that buys no row.
     """
     import sys
-    from dataclasses import replace
 
     from rag_eval.assets.registration import dataset_file
     from rag_eval.metrics.errors import SettingsError
@@ -183,7 +183,8 @@ def expected_answers(args: argparse.Namespace):
 def dry_run(settings: RunSettings, args: argparse.Namespace) -> int:
     """Print what ``rag-eval run`` of ``args.dataset`` with ``settings`` would send, per metric and in
     total, after the judgement cache (read only: the cache file is neither created nor changed),
-    and its price at ``--price``; and, when the real run would be refused before its first request
+    and its price at ``--price`` (with a judge cascade: a full strong run's, then the cascade's
+    expected share of it); and, when the real run would be refused before its first request
     (its cache cannot take writes or lacks room: ``rag_eval.orchestration.cache_cli.predicted_refusal``),
     that refusal's line."""
     from rag_eval.assets.registration import dataset_file
@@ -192,12 +193,16 @@ def dry_run(settings: RunSettings, args: argparse.Namespace) -> int:
     from rag_eval.orchestration.cache_cli import predicted_refusal
 
     price = parse_price(args.price)
+    settings = priced_budget(settings, args)  # a cascade's sum, as rows
+    full = replace(settings, judge=settings.strong_judge) if settings.strong_judge is not None else settings
     # the files `run` takes, and no other
-    estimate, judge = estimated(settings, args.registry, [dataset_file(Path(args.dataset))], True)
+    estimate, judge = estimated(full, args.registry, [dataset_file(Path(args.dataset))], True)
     if isinstance(judge, LLMJudge):
         judge.close()  # its own (not kept): its connections and its read-only cache
     where = f" at {judge.describe()['base_url'] or 'the OpenAI API'}" if isinstance(judge, LLMJudge) else ""
-    print(f"dry run: {estimate.rows} rows of {args.dataset}, judge {judge.name}{where}; nothing is sent or registered")
+    print(f"dry run: {estimate.rows} rows of {args.dataset}, judge {judge.name}{where}; nothing is sent or registered"
+          + (" (a judge cascade: a full strong run's requests, then the cascade's share)" if full is not settings
+             else ""))
     print(f"{'metric':<32}{'chat':>8}{'embeddings':>12}{'prompt tokens':>16}{'completion tokens':>19}")
     for name, row in [*estimate.metrics.items(), ("total", estimate.total)]:
         print(f"{name:<32}{row['chat_requests']:>8,}{row['embedding_requests']:>12,}{row['prompt_tokens']:>16,}"
@@ -207,6 +212,14 @@ def dry_run(settings: RunSettings, args: argparse.Namespace) -> int:
     if price:
         print(f"cost: {estimate.cost(*price):.4f} at {price[0]:g} per million prompt and {price[1]:g} per million "
               "completion tokens")
+    if full is not settings and settings.strong is not None:
+        share = settings.strong.get("share", settings.strong.get("rows", 0) / max(estimate.rows, 1))
+        print(f"judge cascade: the strong judge judges about {min(share, 1):.0%} of each metric's rows: about "
+              f"{round(share * estimate.total['chat_requests']):,} chat and "
+              f"{round(share * estimate.total['embedding_requests']):,} embedding requests"
+              + (f", cost about {share * estimate.cost(*price):.4f}" if price else "")
+              + f"; the cheap judge ({settings.judge.code_version()}) scores every row"
+              + (", sending nothing" if settings.judge.offline else ""))
     if estimate.over_budget:
         print(f"{len(estimate.over_budget)} (row, metric) pair(s) over the per-row budget would be sent nothing "
               "(judge_error):")

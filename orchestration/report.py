@@ -201,6 +201,10 @@ def print_cascade(summary: dict, console) -> None:
                       _fmt(block["agreement"], ".2f"), f"{requests['used']:,} of {requests['full_run']:,}"
                       + ("" if requests["unit"] == "requests" else " rows"))
     console.print(table)
+    usage = cascade.get("usage") or {}
+    if any(usage.get(c) for c in ("chat_requests", "embedding_requests", "cache_hits", "shared_hits")):
+        print(f"the strong judge sent: {usage['chat_requests']} chat + {usage['embedding_requests']} embeddings "
+              f"requests" + _reused(usage))
 
 
 def published_figure(row: dict) -> str:

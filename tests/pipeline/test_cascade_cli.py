@@ -72,11 +72,14 @@ def test_a_tenth_sends_at_most_12_percent_of_a_full_run_and_a_fifth_later_only_t
     assert run(server, "--strong-budget", "0.1", "--cache-path", "cascade.sqlite", "--force") == 0  # else up to date
     assert len(server.chat_requests()) == len(drawn(project)) == len(tenth)  # a fresh cache: each drawn row once
     assert drawn(project) == tenth  # the same seed and budget draw the same rows
+    assert f"the strong judge sent: {len(tenth)} chat + 0 embeddings requests\n" in capsys.readouterr().out
 
     server.seen.clear()
     assert run(server, "--strong-budget", "0.2", "--cache-path", "cascade.sqlite") == 0
     fifth = drawn(project)
     assert tenth < fifth and len(server.chat_requests()) == len(fifth - tenth)  # nested: the added rows only
+    assert (f"the strong judge sent: {len(fifth - tenth)} chat + 0 embeddings requests; judgements not bought "
+            f"again: {len(tenth)} reused from the cache (paid by earlier runs)\n") in capsys.readouterr().out
 
     server.seen.clear()
     capsys.readouterr()
