@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                             dagster_home, prepare_instance, start_judge_check)
+                                             start_judge_check)
+from rag_eval.orchestration.instance import dagster_home, prepare_instance
 from rag_eval.orchestration.dry_run import expected_answers, most_answers
 from rag_eval.orchestration.parsing import add_cascade_arguments, add_judge_arguments, named_file
 from rag_eval.orchestration.runs import after_startup
