@@ -65,7 +65,7 @@ def expected(args: argparse.Namespace, which: str = "expected"):
     """The answers the command expects to buy (its parser's ``expected``; ``which="most"``: its
     ``most``, a bound found without planning), ``None`` when not known beforehand or when its
     arguments are wrong (the command says why)."""
-    from rag_eval.metrics.judges.cache import CacheWarning
+    from rag_eval.metrics.judges.cache_file import CacheWarning
 
     estimate = getattr(args, which, None)
     if estimate is None:

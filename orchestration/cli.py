@@ -262,7 +262,7 @@ def _in_instance(args: argparse.Namespace) -> int:
 
 def instance_unusable(error: BaseException) -> str:
     """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
-    from rag_eval.metrics.judges.cache import disk_problem
+    from rag_eval.metrics.judges.cache_file import disk_problem
 
     home = dagster_home()
     cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_eval.metrics.errors import SettingsError, StorageError
-from rag_eval.metrics.judges.cache import BUSY_SECONDS, disk_problem, read_only_uri
+from rag_eval.metrics.judges.cache_file import BUSY_SECONDS, disk_problem, read_only_uri
 
 #: Bytes of one answer when the cache holds none of that kind to measure: a chat judgement's JSON
 #: verdicts (about 1 KiB), an embedding's vector (1,536 numbers of about 20 characters).

@@ -31,7 +31,8 @@ from typing import IO
 from urllib.parse import quote
 
 from rag_eval.metrics.errors import StorageError
-from rag_eval.metrics.judges.cache import BUSY_SECONDS, JudgementCache, Key, disk_problem
+from rag_eval.metrics.judges.cache import JudgementCache, Key
+from rag_eval.metrics.judges.cache_file import BUSY_SECONDS, disk_problem
 from rag_eval.metrics.judges.kept import kept_problem
 
 #: The names of spill files (``judgement-spill-<UTC time>-<pid>.jsonl``).

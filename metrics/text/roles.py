@@ -5,7 +5,7 @@ A text names ``B`` as the agent of a verb by the passive ("directed by Robert Ze
 written, and directed by Ricky Gervais and Stephen Merchant", "released on 8 September 1997 by
 Wiiija") or by the active voice with a name as subject ("The Kingsmen wrote the song", "Paramount
 Pictures also produced …"). Verbs are compared by their stem (``rag_eval.metrics.text.stem``: "wrote" and
-"written" are "write"). Used by the offline judge's role check (``rag_eval.metrics.judges.offline``).
+"written" are "write"). Used by the offline judge's role check (``rag_eval.metrics.judges.claim_rules.role_clash``).
 """
 from __future__ import annotations
 

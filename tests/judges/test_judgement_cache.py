@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rag_eval.metrics import Status, evaluate
-from rag_eval.metrics.judges.cache import CacheWarning, JudgementCache, cache_key
+from rag_eval.metrics.judges.cache import JudgementCache, cache_key
+from rag_eval.metrics.judges.cache_file import CacheWarning
 from rag_eval.metrics.judges.endpoint import EndpointError
 from rag_eval.metrics.judges.llm import LLMJudge
 from rag_eval.orchestration.judge_sim import JudgeServer

@@ -11,7 +11,7 @@ import pytest
 
 from rag_eval.metrics import OfflineJudge, score_sample
 from rag_eval.metrics.judges.base import Verdict
-from rag_eval.metrics.judges.offline import claim_text
+from rag_eval.metrics.judges.claim_rules import claim_text
 from rag_eval.metrics.text import normalise_rag_text, split_sentences
 from tests.judges.ruled import ruled
 

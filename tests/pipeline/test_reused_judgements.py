@@ -3,7 +3,7 @@ them) from those reused from the cache (paid by earlier runs), over real HTTP to
 import pytest
 
 from rag_eval.metrics import evaluate
-from rag_eval.metrics.judges.cache import CacheWarning
+from rag_eval.metrics.judges.cache_file import CacheWarning
 from tests.conftest import FIQA, TEST_KEY
 
 pytestmark = pytest.mark.slow

@@ -45,7 +45,7 @@ CHILD = """
 import json, sys, time, warnings
 from pathlib import Path
 from rag_eval.metrics import evaluate
-from rag_eval.metrics.judges.cache import CacheWarning
+from rag_eval.metrics.judges.cache_file import CacheWarning
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 url, cache, rows, go = sys.argv[1:]
 with warnings.catch_warnings(record=True) as caught:
