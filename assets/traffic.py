@@ -27,14 +27,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.assets.evaluation import metric_code_version
+from rag_eval.assets.evaluation import metric_code_version, op_config
 from rag_eval.assets.outputs import output_folder
 from rag_eval.assets.partitions import traffic_partitions
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.stats.drift import DROP, drift
 from rag_eval.metrics.core.registry import Registry, build_metrics
 from rag_eval.metrics.stats.sampling import Budget, judging_cost, select
+from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import results_frame, score_all
+from rag_eval.metrics.core.strong import check_cascade, draw_strong, score_strong
 from rag_eval.metrics.sources.traces import problems_frame, to_sample
 from rag_eval.metrics.sources.traces.parquet import table_traces, traces_table
 from rag_eval.metrics.sources.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
@@ -186,11 +189,14 @@ def _samples_asset(windows: dg.TimeWindowPartitionsDefinition) -> dg.AssetsDefin
 
 class TrafficSampleConfig(dg.Config):
     """The sample's budget and seed for this run (unset: ``[tool.rag_eval.traffic]``'s
-    ``budget_rows``, ``budget_cost`` (negative: none) and ``seed``)."""
+    ``budget_rows``, ``budget_cost`` (negative: none) and ``seed``); ``strong_share``: a judge
+    cascade's share of the sample the judge scores (unset: the settings'; 0: no cascade), read by
+    ``traffic_scores``."""
 
     budget_rows: int | None = None
     budget_cost: float | None = None
     seed: int | None = None
+    strong_share: float | None = None
 
 
 def _sample_asset(traffic: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition) -> dg.AssetsDefinition:
@@ -259,21 +265,27 @@ def _scores_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
     )
     def traffic_scores(context: dg.AssetExecutionContext, traffic_store: TrafficStore,
                        judge: JudgeResource) -> dg.MaterializeResult:
-        """Judge the sample (``rag_eval.metrics.core.scoring.score_all``; the judge's cache answers what was judged before)."""
+        """Judge the sample (``rag_eval.metrics.core.scoring.score_all``; the judge's cache answers what was judged
+        before); with a ``strong_share``, as a judge cascade (:func:`_cascade`)."""
         folder = traffic_store.folder(context.partition_key)
         traces = table_traces(pq.read_table(folder / "sample.parquet"))
         samples = [to_sample(t, i) for i, t in enumerate(traces)]
         scorer = judge.get_judge()
         metrics = build_metrics(config.metrics, registry=config.known)
+        settings = traffic_store.settings(config.known)
+        share = op_config(context.run.run_config, "traffic_sample").get("strong_share")
+        share = settings.strong_share if share is None else share
         try:
-            frame = results_frame(score_all(samples, metrics, scorer) if samples else [])
+            frame = _cascade(samples, metrics, judge, share, settings.seed) if share and samples else \
+                results_frame(score_all(samples, metrics, scorer) if samples else [])
         finally:
             scorer.forget()
         partial, final = _atomic(folder, "results.parquet")
         frame.assign(partition=context.partition_key).to_parquet(partial, index=False)
         partial.replace(final)
-        metadata: dict = {"rows": len(samples), "judge": scorer.name,
-                          "requests": int(frame["chat_requests"].sum() + frame["embedding_requests"].sum()),
+        sent = [f"{p}{c}" for p in ("", "strong_") for c in ("chat_requests", "embedding_requests") if f"{p}{c}" in frame]
+        metadata: dict = {"rows": len(samples), "judge": scorer.name, "strong_share": float(share or 0),
+                          "requests": int(sum(frame[c].fillna(0).sum() for c in sent)),
                           "cache_hits": int(frame["cache_hits"].sum())}
         for metric, rows in frame.groupby("metric", sort=False):
             ok = rows[rows["status"] == "ok"]
@@ -282,6 +294,30 @@ def _scores_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
                 metadata[f"{metric}_mean"] = float(ok["value"].mean())
         return dg.MaterializeResult(metadata=metadata)
     return traffic_scores
+
+
+def _cascade(samples: list[Sample], metrics: list[Metric], judge: JudgeResource, share: float,
+             seed: int) -> pd.DataFrame:
+    """The sample's results as a judge cascade: the offline judge on every trace, ``judge`` (the strong
+    judge) on an active, seeded ``share`` of each metric's (``rag_eval.metrics.core.strong``); the frame
+    carries the strong columns, from which the summary and the drift checks estimate the strong judge's means.
+
+    Raises
+    ------
+    dagster.Failure
+        When ``judge`` is the offline judge too, or ``share`` is not in [0, 1]."""
+    if judge.code_version().startswith("offline"):
+        raise dg.Failure("traffic strong_share: the strong judge is the judge resource, here the offline judge: "
+                         "configure an LLM endpoint (OPENAI_BASE_URL or OPENAI_API_KEY)", allow_retries=False)
+    cheap, strong = JudgeResource(offline=True).get_judge(), judge.get_judge()
+    try:
+        uniforms = check_cascade(samples, float(share), "active", seed, stream="cascade:")  # not the sample's own
+    except ValueError as exc:
+        raise dg.Failure(f"traffic strong_share: {exc}", allow_retries=False) from None
+    frame = results_frame(score_all(samples, metrics, cheap))
+    draws, notes = draw_strong(frame, metrics, uniforms, float(share), "active")
+    found = score_strong({m.name: samples for m in metrics}, metrics, {m.name: strong for m in metrics}, draws, notes)
+    return frame.merge(found, on=["row", "metric"], how="left")
 
 
 def _drift_check(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition, metric: str) -> dg.AssetCheckSpec:

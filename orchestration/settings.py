@@ -114,7 +114,12 @@ class RunSettings:
         """
         paths = Paths(getattr(args, "datasets", None), args.out)
         if args.command == "traffic":
-            sample = {k: v for k in ("budget_rows", "budget_cost", "seed") if (v := getattr(args, k)) is not None}
+            sample = {k: v for k in ("budget_rows", "budget_cost", "seed", "strong_share")
+                      if (v := getattr(args, k)) is not None}
+            if not 0 <= sample.get("strong_share", 0) <= 1:
+                from rag_eval.metrics.errors import SettingsError
+
+                raise SettingsError(f"--strong-share {sample['strong_share']:g}: give a share from 0 (no cascade) to 1")
             return cls(sample=sample, paths=paths)  # its --seed is the sample's: the judge is the default one
         executor = Executor(args.executor, args.spark_master, args.parallelism)
         if target is not None:

@@ -85,6 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-rows", type=int, help="traces judged per partition at most")
     parser.add_argument("--budget-cost", type=float, help="estimated judging cost per partition at most")
     parser.add_argument("--seed", type=int, help="the sample's seed")
+    parser.add_argument("--strong-share", type=float, metavar="SHARE",
+                        help="a judge cascade: the offline judge scores every sampled trace, the LLM judge this share "
+                             "of them (active, seeded); the means are its estimates (default the settings' "
+                             "strong_share, 0: none)")
     parser.set_defaults(handler=cmd_traffic, judges=True)
 
 

@@ -50,8 +50,10 @@ STRONG_DTYPES = {"row": "int64", "metric": "string", "inclusion_probability": "f
                  **dict.fromkeys(("strong_status", "strong_reason", "strong_details", "strong_judge"), "string")}
 
 
-def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str, seed: int) -> pd.Series:
-    """Refuse a bad cascade setting before anything is scored; the rows' seeded uniforms (by ``row``).
+def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str, seed: int,
+                  stream: str = "") -> pd.Series:
+    """Refuse a bad cascade setting before anything is scored; the rows' seeded uniforms (by ``row``;
+    ``stream``: ``rag_eval.metrics.stats.cascade.row_uniforms``'s).
 
     Raises
     ------
@@ -63,7 +65,7 @@ def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str,
     if sampling not in SAMPLINGS:
         raise ValueError(f"strong_sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
     budget_rows(budget, len(samples))
-    return pd.Series(row_uniforms([s.id for s in samples], seed), index=[s.row for s in samples])
+    return pd.Series(row_uniforms([s.id for s in samples], seed, stream), index=[s.row for s in samples])
 
 
 def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.Series, budget: float | int,

@@ -14,6 +14,8 @@ file of the same keys)::
     metrics = ["faithfulness", "answer_relevancy", "context_relevancy"]   # reference-free only
     budget_rows = 100        # traces judged per partition at most (0: none; see rag_eval.metrics.stats.sampling)
     budget_cost = -1         # or a price limit per partition (-1: none), at `price`
+    strong_share = 0         # > 0: a judge cascade: the offline judge scores every sampled trace and the
+                             # judge this share of them (rag_eval.metrics.core.strong), the means its estimates
     price = [0.15, 0.60]     # per million prompt and completion tokens
     strata = ["route", "score_band"]
     seed = 0
@@ -75,6 +77,7 @@ class TrafficConfig:
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     budget_rows: int = 100
     budget_cost: float = -1
+    strong_share: float = 0.0
     price: list[float] = field(default_factory=lambda: [0.15, 0.60])
     strata: list[str] = field(default_factory=lambda: list(STRATA))
     seed: int = 0
@@ -110,6 +113,9 @@ class TrafficConfig:
                 raise SettingsError(f"traffic config: {name} must be a whole number, 0 or more, got {quote(value)}")
         if not isinstance(self.blocking, bool):
             raise SettingsError(f"traffic config: blocking is true or false, got {quote(self.blocking)}")
+        share = self.strong_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            raise SettingsError(f"traffic config: strong_share is a share from 0 (no cascade) to 1, got {quote(share)}")
         if len(self.price) != 2 or any(not isinstance(p, int | float) or p < 0 for p in self.price):
             raise SettingsError(f"traffic config: price is [prompt, completion] per million tokens, got {quote(self.price)}")
         numbers = {"budget_cost": self.budget_cost, **{f"margins.{m}": v for m, v in self.margins.items()}}

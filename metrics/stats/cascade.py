@@ -210,8 +210,11 @@ def _spread(total: float, s: np.ndarray, floor: float) -> np.ndarray:
     return probabilities(hi)
 
 
-def row_uniforms(ids: Sequence[str], seed: int) -> np.ndarray:
-    """Each row's seeded uniform ``u_i`` in [0, 1) (``sampling.priority`` of seed and id).
+def row_uniforms(ids: Sequence[str], seed: int, stream: str = "") -> np.ndarray:
+    """Each row's seeded uniform ``u_i`` in [0, 1): ``sampling.priority`` of the seed and ``<stream><id>``.
+    ``stream`` separates draws over rows an earlier draw chose by ``priority(seed, id)``: a traffic
+    sample keeps the traces of lowest priority (``rag_eval.metrics.stats.sampling.select``), and a cascade
+    within it on the same stream would draw all of them.
 
     Raises
     ------
@@ -223,7 +226,7 @@ def row_uniforms(ids: Sequence[str], seed: int) -> np.ndarray:
         if str(row_id) in seen:
             raise ValueError(f"line {line}: id {row_id!r} repeats line {seen[str(row_id)]}'s: row ids must be unique")
         seen[str(row_id)] = line
-    return np.array([priority(seed, str(row_id)) for row_id in ids])
+    return np.array([priority(seed, f"{stream}{row_id}") for row_id in ids])
 
 
 def sample_of(uniforms: np.ndarray, pi: np.ndarray, method: str) -> StrongSample:

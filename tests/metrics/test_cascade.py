@@ -218,3 +218,16 @@ def test_the_bench_compares_with_the_strong_judge_alone_on_the_same_sample():
     # The noisy strong judge flips 10 % of the labels: the same cheap judge no longer matches it.
     out = cascade_bench.simulate(perfect, "noisy labels", budgets=(0.1,), rows=500, draws=20)[0.1]
     assert out["uniform_width"] > 0.0
+
+
+def test_the_rows_a_traffic_sample_chose_by_their_priority_are_drawn_at_the_cascade_s_rate_on_its_stream():
+    # A traffic sample keeps the traces of lowest priority(seed, id) (rag_eval.metrics.stats.sampling.select). On
+    # the same stream all 200 of them have u < 0.11 and a 25 % cascade would draw every one; on a stream of its
+    # own about 50 of them (binomial sd 6.1) are drawn.
+    from rag_eval.metrics.stats.cascade import row_uniforms
+    from rag_eval.metrics.stats.sampling import priority
+
+    ids = [f"trace-{i}" for i in range(2000)]
+    sampled = sorted(ids, key=lambda i: priority(3, i))[:200]
+    assert max(priority(3, i) for i in sampled) < 0.11 and (row_uniforms(sampled, 3) < 0.25).all()
+    assert 30 <= int((row_uniforms(sampled, 3, stream="cascade:") < 0.25).sum()) <= 70
