@@ -10,60 +10,19 @@ summary gives each metric's cascade estimate of the strong judge's mean with its
 (``rag_eval.metrics.stats.cascade_estimates``) and ``results.parquet`` carries the strong columns.
 """
 import functools
-from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
 import pandas as pd
 
-from rag_eval.assets.evaluation import METRICS_OP, configured, metrics_config, op_config, run_metrics, version_samples
+from rag_eval.assets.evaluation import METRICS_OP, configured, metrics_config, run_metrics, version_samples
 from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import ExecutionResource, JudgeResource
+from rag_eval.assets.run_config import STRONG_OP, StrongSampleConfig, op_config, refuse_cascade
 from rag_eval.metrics.core.registry import Registry
-from rag_eval.metrics.core.strong import SAMPLINGS, check_cascade, draw_strong, score_strong
+from rag_eval.metrics.core.strong import check_cascade, draw_strong, score_strong
 from rag_eval.metrics.judges.endpoint import EndpointError
-
-#: The op (and asset) of the strong sample, the key of its run configuration.
-STRONG_OP = "strong_sample"
-
-
-class StrongSampleConfig(dg.Config):
-    """The strong sample's budget, per metric: ``share`` of the rows its cascade covers (in [0, 1]) or
-    ``rows`` (a whole number up to them), exactly one; ``sampling``: ``active`` (rows the cheap
-    judge is least sure of more likely, every row possible) or ``uniform``; ``seed``: the draw's
-    (the same seed draws nested samples as the budget grows)."""
-
-    share: float | None = None
-    rows: int | None = None
-    sampling: str = "active"
-    seed: int = 0
-
-    def budget(self) -> float | int:
-        """The budget as ``rag_eval.metrics.stats.cascade.budget_rows`` takes it: a ``float`` share or
-        an ``int`` of rows.
-
-        Raises
-        ------
-        dagster.Failure
-            When neither or both of ``share`` and ``rows`` are given, or ``sampling`` is unknown."""
-        if (self.share is None) == (self.rows is None):
-            raise dg.Failure(f"{STRONG_OP}: give exactly one of share (0.1: a tenth of the rows) and rows, "
-                             f"got share={self.share} rows={self.rows}", allow_retries=False)
-        if self.sampling not in SAMPLINGS:
-            raise dg.Failure(f"{STRONG_OP}: sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}",
-                             allow_retries=False)
-        return float(self.share) if self.share is not None else int(self.rows or 0)
-
-    def described(self) -> dict[str, Any]:
-        """The settings ``summary.json`` records under ``cascade``."""
-        return {"sampling": self.sampling, "budget": self.budget(), "seed": self.seed}
-
-
-def strong_config(run_config: Mapping[str, Any]) -> StrongSampleConfig:
-    """The strong sample's settings in a run's config (the defaults where it gives none)."""
-    return StrongSampleConfig(**op_config(run_config, STRONG_OP))
-
 
 def _metadata(strong: pd.DataFrame, judge: str, config: StrongSampleConfig) -> dict[str, Any]:
     drawn = strong[strong["strong_status"].notna()]
@@ -94,10 +53,7 @@ def strong_sample_asset(registry: Registry) -> dg.AssetsDefinition:
                       strong_judge: JudgeResource, execution: ExecutionResource) -> dg.Output[pd.DataFrame]:
         """Draw each metric's strong sample from its stored cheap results and score it."""
         version, budget = context.partition_key, config.budget()
-        if strong_judge.code_version() == judge.code_version():
-            raise dg.Failure(f"{STRONG_OP}: the strong judge is the cheap judge ({judge.code_version()}): give the "
-                             "judge resource the cheap judge (offline: true, or a smaller model) and strong_judge the "
-                             "LLM judge", allow_retries=False)
+        refuse_cascade(context, judge, strong_judge)
         database = context.resources.io_manager
         with database.connection() as connection:
             tables = database.stored(connection, version, list(registry))

@@ -11,7 +11,7 @@ The multi-asset and its run config are built from the registry the caller passes
 and the CLI build theirs once)."""
 
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -24,6 +24,7 @@ from pydantic import create_model
 from rag_eval.assets.ingestion import FIELD_ASSETS, only_fields, samples_from_fields
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import ExecutionResource, JudgeResource
+from rag_eval.assets.run_config import refuse_cascade, run_assets
 from rag_eval.assets.stored_results import StoredTable
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.core.base import Family
@@ -108,8 +109,9 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
     MetricsConfig, metric_options = metrics_config(registry)
 
     def score_metrics(context: dg.AssetExecutionContext, config: dg.Config, judge: JudgeResource,
-                      execution: ExecutionResource):
+                      strong_judge: JudgeResource, execution: ExecutionResource):
         """Judge every selected metric of the version at once; one output per metric."""
+        refuse_cascade(context, judge, strong_judge)  # a cascade that cannot run, before anything is scored
         names = [name for name in registry if name in context.selected_output_names]
         scorer = judge.get_judge()
         samples = version_samples(context, names, registry)
@@ -147,17 +149,6 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
         partitions_def=dataset_versions,
         can_subset=True,
     )(score_metrics)
-
-
-def op_config(run_config: Mapping[str, Any], op: str) -> dict[str, Any]:
-    """The config a run's config gives the op ``op`` (``{}`` when none)."""
-    ops: Mapping[str, Any] = run_config.get("ops") or {}
-    return dict((ops.get(op) or {}).get("config") or {})
-
-
-def run_assets(context: dg.AssetExecutionContext) -> set[dg.AssetKey]:
-    """The assets the step's run materializes."""
-    return set(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys or ())
 
 
 def run_metrics(context: dg.AssetExecutionContext, registry: Registry) -> list[str]:

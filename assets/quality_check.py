@@ -18,7 +18,8 @@ from typing import Any
 
 import dagster as dg
 
-from rag_eval.assets.evaluation import METRICS_OP, op_config
+from rag_eval.assets.evaluation import METRICS_OP
+from rag_eval.assets.run_config import op_config
 from rag_eval.assets.expectations import CHECKS, profile, suite, validate
 from rag_eval.assets.ingestion import selected_metrics
 from rag_eval.assets.partitions import dataset_versions

@@ -14,8 +14,8 @@ import json
 import dagster as dg
 import pandas as pd
 
-from rag_eval.assets.cascade import STRONG_OP, strong_config
-from rag_eval.assets.evaluation import metric_code_version, run_assets, run_metrics
+from rag_eval.assets.run_config import STRONG_OP, run_assets, strong_config
+from rag_eval.assets.evaluation import metric_code_version, run_metrics
 from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore

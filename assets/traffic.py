@@ -27,7 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rag_eval.assets.evaluation import metric_code_version, op_config
+from rag_eval.assets.evaluation import metric_code_version
+from rag_eval.assets.run_config import op_config
 from rag_eval.assets.outputs import output_folder
 from rag_eval.assets.partitions import traffic_partitions
 from rag_eval.assets.resources import JudgeResource

@@ -128,6 +128,9 @@ def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) ->
     run = args.instance.get_run_by_id(record.run_id)
     if run is None or run.run_config != settings.to_run_config():
         return None
+    if any((latest := latest_record(args.instance, asset, version)) is None or latest.run_id != record.run_id
+           for asset in [*selected, *_strong(settings)]):
+        return None  # re-scored since by a run that did not summarize (e.g. a launch that failed): tables ≠ reports
     ingestion = [spec.key.to_user_string() for spec in definitions(args, settings).resolve_all_asset_specs()
                  if spec.group_name == "ingestion"]
     if out_of_date(args.instance, definitions(args, settings), version,
@@ -290,7 +293,9 @@ def show_up_to_date(version: str, settings: RunSettings, args: argparse.Namespac
     print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"],
                    rejection_limit(None, definitions(args, settings).resources["dataset_store"], version)[0])
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
-    print_table({**summary, "usage": {}})  # what that run sent is not this one's
+    # What that run sent is not this one's (nor, in a judge cascade, what its strong judge sent).
+    print_table({**summary, "usage": {}, **({"cascade": {**summary["cascade"], "usage": {}}} if summary.get("cascade")
+                                           else {})})
     print_unmeasured(summary, folder / "results.parquet")
     # The gate as that run decided it (up to date: baseline_comparison materialized and not stale).
     record = latest_record(args.instance, "baseline_comparison", version)

@@ -79,8 +79,8 @@ def estimated(settings: RunSettings, registry: Registry, files: list[Path], read
 
 
 def priced_budget(settings: RunSettings, args: argparse.Namespace) -> RunSettings:
-    """``settings`` with a strong budget in money (``{"cost": ..., "currency": ...}``,
-    ``rag_eval.orchestration.settings.strong_budget``) turned into rows: as many as the sum buys
+    """``settings`` with a strong budget in rows checked against the dataset's lines (``run``), and one in
+    money (``{"cost": ..., "currency": ...}``, ``rag_eval.orchestration.settings.strong_budget``) turned into rows: as many as the sum buys
     when each costs what the strong judge would send for it on every selected metric, as the dry
     run prices them (after the judgement cache, at ``--price``), at most every row; said on stderr.
     Other settings are returned as they are.
@@ -88,8 +88,8 @@ def priced_budget(settings: RunSettings, args: argparse.Namespace) -> RunSetting
     Raises
     ------
     SettingsError
-        A sum without ``--price``, or with ``backfill`` (its versions' rows are not known
-        in advance), or that buys no row.
+        More rows than the dataset's lines; a sum without ``--price``, or with ``backfill`` (its versions'
+        rows are not known in advance), or that buys no row.
     """
     import sys
 
@@ -97,7 +97,15 @@ def priced_budget(settings: RunSettings, args: argparse.Namespace) -> RunSetting
     from rag_eval.metrics.errors import SettingsError
     from rag_eval.metrics.judges.llm import LLMJudge
 
-    if settings.strong is None or "cost" not in settings.strong:
+    if settings.strong is None:
+        return settings
+    if "rows" in settings.strong and args.command == "run":
+        with open(dataset_file(Path(args.dataset)), "rb") as stream:
+            lines = sum(1 for line in stream if line.strip())
+        if settings.strong["rows"] > lines:
+            raise SettingsError(f"--strong-budget {settings.strong['rows']}: more rows than {args.dataset}'s {lines} "
+                                f"lines; give at most {lines}, or a share (0.1)")
+    if "cost" not in settings.strong:
         return settings
     cost, currency = settings.strong["cost"], settings.strong["currency"]
     if args.command != "run":
@@ -213,8 +221,8 @@ def dry_run(settings: RunSettings, args: argparse.Namespace) -> int:
         print(f"cost: {estimate.cost(*price):.4f} at {price[0]:g} per million prompt and {price[1]:g} per million "
               "completion tokens")
     if full is not settings and settings.strong is not None:
-        share = settings.strong.get("share", settings.strong.get("rows", 0) / max(estimate.rows, 1))
-        print(f"judge cascade: the strong judge judges about {min(share, 1):.0%} of each metric's rows: about "
+        share = min(1.0, settings.strong.get("share", settings.strong.get("rows", 0) / max(estimate.rows, 1)))
+        print(f"judge cascade: the strong judge judges about {share:.0%} of each metric's rows: about "
               f"{round(share * estimate.total['chat_requests']):,} chat and "
               f"{round(share * estimate.total['embedding_requests']):,} embedding requests"
               + (f", cost about {share * estimate.cost(*price):.4f}" if price else "")

@@ -165,7 +165,7 @@ class RunSettings:
         """
         from pydantic import ValidationError
 
-        from rag_eval.assets.cascade import STRONG_OP, StrongSampleConfig
+        from rag_eval.assets.run_config import STRONG_OP, StrongSampleConfig
         from rag_eval.assets.evaluation import METRICS_OP
         from rag_eval.assets.ingestion import IngestConfig
         from rag_eval.assets.summary import SummaryConfig
@@ -198,7 +198,7 @@ class RunSettings:
         assets' op, when any), the console logger quiet (the run's log stays in the instance, the
         UI shows it). ``selection``: the assets a run materializes; the config of an op none of
         whose assets it selects is left out (Dagster refuses it)."""
-        from rag_eval.assets.cascade import STRONG_OP
+        from rag_eval.assets.run_config import STRONG_OP
         from rag_eval.assets.evaluation import METRICS_OP
         from rag_eval.assets.ingestion import FIELD_ASSETS
 

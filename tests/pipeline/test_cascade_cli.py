@@ -84,7 +84,9 @@ def test_a_tenth_sends_at_most_12_percent_of_a_full_run_and_a_fifth_later_only_t
     server.seen.clear()
     capsys.readouterr()
     assert run(server, "--strong-budget", "0.2", "--cache-path", "cascade.sqlite") == 0
-    assert server.seen == [] and "is up to date" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert server.seen == [] and "is up to date" in printed.err and "the strong judge sent" not in printed.out
+    assert re.search(r"^faithfulness .*\[", printed.out, re.M)  # that run's estimate is shown
 
 
 def test_a_budget_in_money_buys_the_rows_the_dry_run_prices(project, server, capsys):
@@ -98,6 +100,7 @@ def test_a_budget_in_money_buys_the_rows_the_dry_run_prices(project, server, cap
 
 
 @pytest.mark.parametrize(("options", "message"), [
+    (["--strong-budget", "201"], "--strong-budget 201: more rows than qa.jsonl's 200 lines; give at most 200"),
     (["--strong-budget", "1.5"], "--strong-budget '1.5': give a share of the rows (0.1 or 10%, above 0 and at most 1)"),
     (["--strong-budget", "0"], "--strong-budget '0': give a share of the rows"),
     (["--strong-sampling", "uniform"], "--strong-sampling applies to a judge cascade: give --strong-budget too"),
@@ -120,3 +123,31 @@ def test_a_cascade_needs_an_llm_judge(project, monkeypatch, capsys):
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "error: --strong-budget: the strong judge is an LLM judge: set OPENAI_BASE_URL or OPENAI_API_KEY, or pass "
         "--base-url (the cheap judge is the offline one, or --cheap-model)")
+
+
+def test_the_cascade_job_launched_with_both_judges_alike_stops_before_anything_is_scored(project, server, monkeypatch):
+    """The launchpad's default config sets the budget only: with no ``judge: {config: {offline: true}}`` the cheap
+    judge is the environment's LLM judge, the strong judge's too. The metric step refuses before it sends or
+    stores anything (it would otherwise pay a full strong run as the cheap judge's scores), naming what to set;
+    a budget given twice is refused as early."""
+    import dagster as dg
+
+    from tests.pipeline.conftest import Project
+
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_MODEL", "judge-test")
+    rows = [json.loads(line) for line in (project / "qa.jsonl").read_text(encoding="utf-8").splitlines()[:4]]
+    with dg.instance_for_test() as instance:
+        built = Project(project, instance)
+        built.write("v1", rows)
+        offline = {"judge": {"config": {"offline": True}}}
+        for config, resources, message in (({"share": 0.1}, {}, "the strong judge is the cheap judge (llm:judge-test)"),
+                                           ({"share": 0.1, "rows": 2}, offline, "give exactly one of share")):
+            result = built.run("v1", "cascade_evaluation_job",
+                               run_config={"ops": {"strong_sample": {"config": config}}, "resources": resources})
+            failures = {e.step_key: e.event_specific_data.error for e in result.all_events if e.is_step_failure}
+            assert list(failures) == ["score_metrics"] and message in failures["score_metrics"].message
+            assert not result.get_asset_materialization_events() or all(
+                e.asset_key.to_user_string() not in ("faithfulness", "strong_sample", "eval_summary")
+                for e in result.get_asset_materialization_events())
+    assert server.chat_requests() == []

@@ -1,0 +1,81 @@
+"""What a run asks for, read where a step needs it: the assets it selects (:func:`run_assets`), an op's config
+(:func:`op_config`), and a judge cascade's settings (:class:`StrongSampleConfig`, checked by
+:func:`refuse_cascade` before anything is scored)."""
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+
+from rag_eval.assets.resources import JudgeResource
+from rag_eval.metrics.core.strong import SAMPLINGS
+
+
+def op_config(run_config: Mapping[str, Any], op: str) -> dict[str, Any]:
+    """The config a run's config gives the op ``op`` (``{}`` when none)."""
+    ops: Mapping[str, Any] = run_config.get("ops") or {}
+    return dict((ops.get(op) or {}).get("config") or {})
+
+
+def run_assets(context: dg.AssetExecutionContext) -> set[dg.AssetKey]:
+    """The assets the step's run materializes."""
+    return set(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys or ())
+
+
+#: The op (and asset) of the strong sample, the key of its run configuration.
+STRONG_OP = "strong_sample"
+
+
+class StrongSampleConfig(dg.Config):
+    """The strong sample's budget, per metric: ``share`` of the rows its cascade covers (in [0, 1]) or
+    ``rows`` (a whole number up to them), exactly one; ``sampling``: ``active`` (rows the cheap
+    judge is least sure of more likely, every row possible) or ``uniform``; ``seed``: the draw's
+    (the same seed draws nested samples as the budget grows)."""
+
+    share: float | None = None
+    rows: int | None = None
+    sampling: str = "active"
+    seed: int = 0
+
+    def budget(self) -> float | int:
+        """The budget as ``rag_eval.metrics.stats.cascade.budget_rows`` takes it: a ``float`` share or
+        an ``int`` of rows.
+
+        Raises
+        ------
+        dagster.Failure
+            When neither or both of ``share`` and ``rows`` are given, or ``sampling`` is unknown."""
+        if (self.share is None) == (self.rows is None):
+            raise dg.Failure(f"{STRONG_OP}: give exactly one of share (0.1: a tenth of the rows) and rows, "
+                             f"got share={self.share} rows={self.rows}", allow_retries=False)
+        if self.sampling not in SAMPLINGS:
+            raise dg.Failure(f"{STRONG_OP}: sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}",
+                             allow_retries=False)
+        return float(self.share) if self.share is not None else int(self.rows or 0)
+
+    def described(self) -> dict[str, Any]:
+        """The settings ``summary.json`` records under ``cascade``."""
+        return {"sampling": self.sampling, "budget": self.budget(), "seed": self.seed}
+
+
+def strong_config(run_config: Mapping[str, Any]) -> StrongSampleConfig:
+    """The strong sample's settings in a run's config (the defaults where it gives none)."""
+    return StrongSampleConfig(**op_config(run_config, STRONG_OP))
+
+
+def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, strong_judge: JudgeResource) -> None:
+    """Refuse, before anything is scored, a run selecting the strong sample whose settings cannot run: a
+    strong judge that is the cheap judge (the ``judge`` resource: a launch without ``judge: {config:
+    {offline: true}}``, or with a smaller model, would score every row with the strong judge first), or a
+    budget :meth:`StrongSampleConfig.budget` refuses. The metric step and the strong sample's call it.
+
+    Raises
+    ------
+    dagster.Failure
+        Naming what to set (not retried)."""
+    if dg.AssetKey(STRONG_OP) not in run_assets(context):
+        return
+    if strong_judge.code_version() == judge.code_version():
+        raise dg.Failure(f"{STRONG_OP}: the strong judge is the cheap judge ({judge.code_version()}): set the judge "
+                         "resource to the cheap judge (resources: judge: config: offline: true, or a smaller model) "
+                         "and strong_judge to the LLM judge", allow_retries=False)
+    strong_config(context.run.run_config).budget()
