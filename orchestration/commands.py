@@ -88,7 +88,8 @@ def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) ->
     redo that run: the ingestion, every selected metric and the summary materialized and not
     stale (``rag_eval.orchestration.records.out_of_date``: code versions and data versions, as the UI's
     "Unsynced"); the summary's run had the same run config (``settings.to_run_config()``), its summary
-    the same metrics and judge settings and no judge error (a new run would ask again); its files and
+    the same metrics and judge settings and no judge error, nor a judge cascade's metric without an estimate
+    (a new run would ask again); its files and
     tables are where this run would write them. Else ``None`` (the run goes ahead; it writes again
     whatever is missing)."""
     from rag_eval.assets.results_store import set_aside_damaged, table_file
@@ -120,6 +121,7 @@ def up_to_date(version: str, settings: RunSettings, args: argparse.Namespace) ->
     strong = settings.strong_judge and settings.strong_judge.get_judge().name
     if set(summary["metrics"]) != set(selected) or any(c["judge_error"] for c in summary["coverage"].values()) or \
             (summary.get("cascade") or {}).get("strong_judge") != strong or \
+            any((row.get("cascade") or {}).get("note") for row in summary["metrics"].values()) or \
             {**summary["judge"], "endpoint_check": None} != {**judge, "endpoint_check": None} or \
             summary["dataset_meta"] != built["dataset_store"].meta(version):
         return None

@@ -187,9 +187,10 @@ def print_cascade(summary: dict, console) -> None:
                     f"{cascade['sampling']}, budget {cascade['budget']}, seed {cascade['seed']}); its mean estimated "
                     "with a 95 % interval beside the cheap judge's; its requests, and a full strong run's"))
     table = Table(pad_edge=False, box=None)
-    for column in ("metric", "cheap", "strong [95 % CI]", "n/N", "agree", "requests"):
+    width = max(len(m) for m, row in summary["metrics"].items() if row.get("cascade") is not None)
+    for column in ("metric", "cheap", "strong [95 % CI]", "n/N", "agree", "requests"):  # a note wraps, not the name
         table.add_column(column, justify="left" if column == "metric" else "right", overflow="fold",
-                         no_wrap=column != "metric")
+                         no_wrap=column != "strong [95 % CI]", min_width=width if column == "metric" else None)
     for metric, row in summary["metrics"].items():
         if (block := row.get("cascade")) is None:
             continue

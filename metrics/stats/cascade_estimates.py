@@ -188,8 +188,8 @@ def decided_on(names: tuple[str, str], results: tuple[pd.DataFrame, pd.DataFrame
     (:func:`frame_estimates`) is compared on the two estimates of the strong judge's mean. Else the
     comparison falls back to the cheap judge's paired rows (basis ``judge``), never a strong-judge
     estimate against a cheap judge's mean: a note (``names``: the baseline's and the candidate's)
-    says so when only one version has a cascade of the metric, or a version's cascade has no estimate
-    (with its reason). Metrics of ``registry`` (default the built-in ones). Nothing raised.
+    says so when only one version has a cascade of the metric, the two cascades' strong judges differ,
+    or a version's cascade has no estimate (with its reason). Metrics of ``registry`` (default the built-in ones). Nothing raised.
 
     The comparison takes the two estimates as independent (``rag_eval.metrics.stats.ppi.difference``),
     which is conservative when the versions share rows: with one seed a row's uniform is the same in
@@ -205,7 +205,12 @@ def decided_on(names: tuple[str, str], results: tuple[pd.DataFrame, pd.DataFrame
         if metric in labelled[0] and metric in labelled[1]:
             continue
         if metric in base and metric in cand:
-            chosen[0][metric], chosen[1][metric] = base[metric], cand[metric]
+            judges = [_judges(side[side["metric"] == metric]) for side in results]
+            if judges[0] == judges[1]:
+                chosen[0][metric], chosen[1][metric] = base[metric], cand[metric]
+            else:  # two strong judges' means differ by the judges as much as by the versions
+                notes.append(f"{metric}: the versions' cascades have different strong judges ({judges[0]} and "
+                             f"{judges[1]}): compared on the cheap judge's paired rows (basis judge)")
             continue
         inside = [metric in side or metric in why for side, why in ((base, base_why), (cand, cand_why))]
         if not all(inside):

@@ -109,3 +109,15 @@ def test_the_estimate_recomputed_from_the_results_frame_is_the_summary_s():
     estimates, notes = frame_estimates(result.results)
     assert notes == {} and estimates["faithfulness"].to_dict() == published
     assert published["method"] == "cascade-active" and published["n"] > 2
+
+
+def test_two_cascades_with_different_strong_judges_are_compared_on_the_cheap_judge_and_say_why():
+    # The candidate's strong judge is another model: its mean differs from the baseline's by the judges as much as
+    # by the versions, so the estimates are not compared; the cheap judge's paired rows (all 0.5: no change) are.
+    other = CANDIDATE.assign(strong_judge=CANDIDATE["strong_judge"].where(CANDIDATE["strong_judge"].isna(),
+                                                                          "llm:other"))
+    comparison, notes = run_comparison(Version("base", BASELINE), Version("cand", other), GATE, OfflineJudge())
+    row = comparison.metrics["faithfulness"]
+    assert row.basis == "judge" and row.verdict == "no change detected"
+    assert any(n.startswith("faithfulness: the versions' cascades have different strong judges (llm:strong and "
+                            "llm:other)") for n in notes)
