@@ -62,9 +62,9 @@ def test_the_gate_catches_truncated_answers_from_cascade_estimates_at_a_tenth_of
     of 0.335, far beyond the margin of 0.02 (the cheap offline judge's means, 0.647 and 0.378, are not the strong
     judge's: the cascade corrects them on its sample). At a
     10 % budget each version's cascade draws about 20 rows (seed 0: 21 and 22), whose estimates differ by
-    -0.437 [-0.582, -0.292]: the interval lies below -0.02, and holds the truth. An unmodified candidate
+    -0.437 [-0.589, -0.284]: the interval lies below -0.02, and holds the truth. An unmodified candidate
     drawn with another seed (another night's sample, 23 rows) differs by sampling noise alone, +0.010
-    [-0.153, 0.174]: no change detected. The three cascades send 64 chat requests, 11 % of three full runs' (two rows drawn for
+    [-0.161, 0.182]: no change detected. The three cascades send 64 chat requests, 11 % of three full runs' (two rows drawn for
     both samples of the unmodified rows come from the judgement cache)."""
     server.script = strict_reader
     cheap = OfflineJudge()
@@ -84,12 +84,12 @@ def test_the_gate_catches_truncated_answers_from_cascade_estimates_at_a_tenth_of
     comparison, notes = run_comparison(versions["baseline"], versions["truncated"], GATE, cheap)
     row = comparison.metrics["faithfulness"]
     assert row.basis == "cascade (n=21/200 vs 22/200)" and row.verdict == "regressed" and not comparison.passed
-    assert (row.difference, row.low, row.high) == pytest.approx((-0.437, -0.582, -0.292), abs=5e-4)
+    assert (row.difference, row.low, row.high) == pytest.approx((-0.437, -0.589, -0.284), abs=5e-4)
     assert any(n.startswith("decided on the versions' judge cascades") for n in notes)
 
     same = run_comparison(versions["baseline"], versions["unmodified"], GATE, cheap)[0].metrics["faithfulness"]
     assert same.basis == "cascade (n=21/200 vs 23/200)" and same.verdict == "no change detected"
-    assert (same.difference, same.low, same.high) == pytest.approx((0.010, -0.153, 0.174), abs=5e-4)
+    assert (same.difference, same.low, same.high) == pytest.approx((0.010, -0.161, 0.182), abs=5e-4)
 
     # The truth the estimates stand for: the strong judge on every row of both versions.
     full = [evaluate(data, metrics=["faithfulness"], judge=make_judge(cache_path=str(tmp_path / "full.sqlite")))

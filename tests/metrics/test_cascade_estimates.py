@@ -37,46 +37,55 @@ def frames(cheap: list, strong: list) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_a_cheap_judge_exact_on_the_drawn_rows_gives_its_mean_with_the_failed_row_s_strong_score():
-    # Rows 0-5 scored 0.2, 0.4, 0.6, 0.8, 1.0, 0.0 by the cheap judge, row 6 a cheap judge_error (pi = 1),
-    # row 7 an input_error (outside the cascade). Rows 0, 2, 4 drawn (pi 0.5), the strong judge agreeing
-    # exactly: lam = 1, b = 0, so theta = (0.2 + 0.4 + 0.6 + 0.8 + 1.0 + 0.0 + 1.0 (row 6's strong score)) / 7
-    # = 4 / 7 with no residual variance; the raw (cheap) mean is 3.0 / 6 = 0.5.
-    cheap = [("ok", 0.2), ("ok", 0.4), ("ok", 0.6), ("ok", 0.8), ("ok", 1.0), ("ok", 0.0), ("judge_error", None),
-             ("input_error", None)]
-    strong = [(0.5, "ok", 0.2), (0.5, None, None), (0.5, "ok", 0.6), (0.5, None, None), (0.5, "ok", 1.0),
-              (0.5, None, None), (1.0, "ok", 1.0), (math.nan, None, None)]
-    results, strong_frame = frames(cheap, strong)
+    # Four times: rows scored 0.2, 0.4, 0.6, 0.8, 1.0, 0.0 by the cheap judge, a cheap judge_error (pi = 1) and an
+    # input_error (outside the cascade). The 0.2, 0.6 and 1.0 rows drawn (pi 0.5: 12 strong rows), the strong
+    # judge agreeing exactly: lam = 1, b = 0, so theta = 4 * (3.0 + 1.0 (the judge_error row's strong score)) / 28
+    # = 4 / 7; the raw (cheap) mean is 12.0 / 24 = 0.5. Every residual is 0: Laplace's spread, a residual of
+    # rate q = 1 / 14 on each of the 12 rows: se² = 2 * 12 * q (1 - q) * 12 / 10 / 28², the Hajek factor
+    # (24 scored rows over 12 / 0.5) being 1; the interval takes t with 10 degrees of freedom, 2.228.
+    pattern = [("ok", 0.2), ("ok", 0.4), ("ok", 0.6), ("ok", 0.8), ("ok", 1.0), ("ok", 0.0), ("judge_error", None),
+               ("input_error", None)]
+    drawn = [(0.5, "ok", 0.2), (0.5, None, None), (0.5, "ok", 0.6), (0.5, None, None), (0.5, "ok", 1.0),
+             (0.5, None, None), (1.0, "ok", 1.0), (math.nan, None, None)]
+    results, strong_frame = frames(pattern * 4, drawn * 4)
     summary = summarize(results)
     blocks = add_cascade_estimates(summary, results, strong_frame, SETTINGS)
     row = summary["metrics"]["faithfulness"]
     assert row["mean"] == 0.5 and row["cascade"] is blocks["faithfulness"] and row["published"] == "cascade"
     block = row["cascade"]
+    se = math.sqrt(2 * 12 * (1 / 14) * (13 / 14) * 12 / 10) / 28
     assert block["estimate"]["estimate"] == pytest.approx(4 / 7, abs=1e-6)
-    assert block["estimate"]["ci_low"] == block["estimate"]["ci_high"] == block["estimate"]["estimate"]
-    assert (block["estimate"]["n"], block["estimate"]["N"], block["estimate"]["lam"]) == (4, 7, 1.0)
+    assert block["estimate"]["se"] == pytest.approx(se, abs=1e-6)
+    assert block["estimate"]["ci_low"] == pytest.approx(4 / 7 - 2.228 * se, abs=1e-3 * se)
+    assert (block["estimate"]["n"], block["estimate"]["N"], block["estimate"]["lam"]) == (16, 28, 1.0)
     assert block["estimate"]["method"] == "cascade-uniform"
-    assert (block["n"], block["rows"], block["sampling"], block["strong_judge"]) == (4, 7, "uniform", "llm:strong")
+    assert (block["n"], block["rows"], block["sampling"], block["strong_judge"]) == (16, 28, "uniform", "llm:strong")
     assert block["agreement"] == 1.0  # 0.2 fails, 0.6 and 1.0 pass for both judges
-    # Requests: one per drawn row; a full strong run's Horvitz-Thompson total 3 / 0.5 + 1 / 1 = 7.
-    assert block["requests"] == {"unit": "requests", "used": 4, "sent": 4, "from_cache": 0, "full_run": 7, "saved": 3}
-    assert summary["cascade"] == {**SETTINGS, "strong_judge": "llm:strong", "metrics": {"faithfulness": 4},
-                                  "usage": {"chat_requests": 4, "embedding_requests": 0, "prompt_tokens": 0,
+    # Requests: one per drawn row; a full strong run's Horvitz-Thompson total 12 / 0.5 + 4 / 1 = 28.
+    assert block["requests"] == {"unit": "requests", "used": 16, "sent": 16, "from_cache": 0, "full_run": 28,
+                                 "saved": 12}
+    assert summary["cascade"] == {**SETTINGS, "strong_judge": "llm:strong", "metrics": {"faithfulness": 16},
+                                  "usage": {"chat_requests": 16, "embedding_requests": 0, "prompt_tokens": 0,
                                             "completion_tokens": 0, "cache_hits": 0, "shared_hits": 0}}
 
 
+#: Four times: cheap 0.5 on every row, the first three rows drawn (pi 0.5) with strong 1, 0, 1.
+CONSTANT = frames([("ok", 0.5)] * 16, [(0.5, "ok", 1.0), (0.5, "ok", 0.0), (0.5, "ok", 1.0), (0.5, None, None)] * 4)
+
+
 def test_a_constant_cheap_judge_leaves_the_strong_sample_s_own_interval_on_the_0_10_scale():
-    # Cheap 0.5 everywhere: lam = 0, b = the drawn strong scores' mean (1 + 0 + 1) / 3 = 2/3 = theta.
-    # se² = sum w (y - b)² (N / sum 1/pi)² / N², w = (1 - 0.5) / 0.5² = 2: 2 * (1/9 + 4/9 + 1/9) * (4/6)² / 16
-    # = 1/27, se = 0.19245; on the 0-10 scale, times 10. The interval's top, 6.667 + 1.96 * 1.9245 = 10.44, is
-    # cut to the scale's end, 10, where the strong mean cannot pass.
-    results, strong_frame = frames([("ok", 0.5)] * 4, [(0.5, "ok", 1.0), (0.5, "ok", 0.0), (0.5, "ok", 1.0),
-                                                       (0.5, None, None)])
+    # Cheap 0.5 everywhere: lam = 0, b = the drawn strong scores' mean 2/3 = theta. se² = sum w (y - b)²
+    # * m / (m - 2) * (N / sum 1/pi)² / N², w = (1 - 0.5) / 0.5² = 2, m = 12: 2 * 4 * (1/9 + 4/9 + 1/9) * 12 / 10
+    # * (16 / 24)² / 256 = 0.011111, se = 0.105409; on the 0-10 scale, times 10, with t at 10 degrees of
+    # freedom (2.228).
+    results, strong_frame = CONSTANT
     summary = summarize(results, scale=10)
     estimate = add_cascade_estimates(summary, results, strong_frame, SETTINGS)["faithfulness"]["estimate"]
-    se = 10 / math.sqrt(27)
+    se = 10 * math.sqrt(2 * 4 * (6 / 9) * 12 / 10 * (16 / 24) ** 2) / 16
     assert estimate["estimate"] == pytest.approx(20 / 3, abs=1e-5) and estimate["se"] == pytest.approx(se, abs=1e-5)
-    assert estimate["ci_low"] == pytest.approx(20 / 3 - 1.959964 * se, abs=1e-4) and estimate["ci_high"] == 10.0
-    assert (estimate["lam"], estimate["n"], estimate["N"]) == (0.0, 3, 4)
+    assert estimate["ci_low"] == pytest.approx(20 / 3 - 2.228 * se, abs=1e-3)
+    assert estimate["ci_high"] == pytest.approx(20 / 3 + 2.228 * se, abs=1e-3)
+    assert (estimate["lam"], estimate["n"], estimate["N"]) == (0.0, 12, 16)
 
 
 def test_a_drawn_row_the_strong_judge_failed_on_gives_no_estimate_and_names_its_line():
@@ -91,8 +100,7 @@ def test_a_drawn_row_the_strong_judge_failed_on_gives_no_estimate_and_names_its_
 
 
 def test_labels_estimate_stays_the_published_figure_beside_the_cascade():
-    results, strong_frame = frames([("ok", 0.5)] * 4, [(0.5, "ok", 1.0), (0.5, "ok", 0.0), (0.5, "ok", 1.0),
-                                                       (0.5, None, None)])
+    results, strong_frame = CONSTANT
     summary = summarize(results)
     summary["metrics"]["faithfulness"]["ppi"] = {"estimate": 0.7}
     add_cascade_estimates(summary, results, strong_frame, SETTINGS)

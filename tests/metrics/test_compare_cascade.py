@@ -49,19 +49,20 @@ CANDIDATE = cascade_run({i: float(i < 4) for i in range(0, ROWS, 2)})
 def test_a_metric_both_versions_estimate_by_cascade_is_decided_on_the_strong_judges_estimates():
     # The cheap judge scores 0.5 on every row of both versions: its paired differences are all 0 (no change).
     # Constant cheap scores give lam = 0 and b = the drawn strong scores' mean: theta = 0.8 (baseline) and 0.2
-    # (candidate). se² = sum w (y - b)² (N / sum 1/pi)² / N² with w = (1 - 0.5) / 0.5² = 2 and sum 1/pi = 20 = N:
-    # 2 * (8 * 0.2² + 2 * 0.8²) / 20² = 3.2 / 400 = 0.008 on each side, so the difference -0.6 has se
-    # sqrt(0.016) = 0.12649 and the interval -0.6 ± 1.95996 * 0.12649 = [-0.8479, -0.3521], below -0.02:
-    # regressed, with p = Phi((-0.6 + 0.02) / 0.12649) = Phi(-4.585) = 2.27e-6.
+    # (candidate). se² = sum w (y - b)² * m / (m - 2) (N / sum 1/pi)² / N² with w = (1 - 0.5) / 0.5² = 2, m = 10
+    # strong rows (lam and b fitted on them) and sum 1/pi = 20 = N: 2 * (8 * 0.2² + 2 * 0.8²) * 10 / 8 / 20² =
+    # 4 / 400 = 0.01 on each side, so the difference -0.6 has se sqrt(0.02) = 0.14142 and the interval
+    # -0.6 ± 1.95996 * 0.14142 = [-0.8772, -0.3228], below -0.02: regressed, with
+    # p = Phi((-0.6 + 0.02) / 0.14142) = Phi(-4.101) = 2.05e-5.
     comparison, notes = run_comparison(Version("base", BASELINE), Version("cand", CANDIDATE), GATE, OfflineJudge())
     row = comparison.metrics["faithfulness"]
     assert row.basis == "cascade (n=10/20 vs 10/20)" and row.verdict == "regressed"
     assert (row.baseline_mean, row.candidate_mean, row.difference) == pytest.approx((0.8, 0.2, -0.6))
-    se = math.sqrt(0.016)
+    se = math.sqrt(0.02)
     assert (row.low, row.high) == pytest.approx((-0.6 - 1.959964 * se, -0.6 + 1.959964 * se), abs=1e-5)
-    assert row.p_regression == pytest.approx(2.27e-6, rel=0.01)
+    assert row.p_regression == pytest.approx(2.05e-5, rel=0.01)
     assert row.estimates["baseline"]["method"] == "cascade-uniform" and row.estimates["candidate"]["n"] == 10
-    assert comparison.failures[0].startswith("faithfulness regressed: -0.600 [-0.848, -0.352] lies below -0.02 "
+    assert comparison.failures[0].startswith("faithfulness regressed: -0.600 [-0.877, -0.323] lies below -0.02 "
                                              "(cascade (n=10/20 vs 10/20), Holm p=0.0000)")
     assert ("decided on the versions' judge cascades (estimates of the strong judge's mean, difference of two "
             "independent intervals): faithfulness cascade (n=10/20 vs 10/20); the other metrics on the judge's "

@@ -7,23 +7,27 @@ import pytest
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.reports.gate_report import html_report, markdown_report, version_stats
 from rag_eval.metrics.reports.traffic_report import traffic_html
+from rag_eval.metrics.stats.cascade import t_value
 from rag_eval.metrics.stats.drift import DROP, NO_CHANGE, drift
 from rag_eval.metrics.stats.gate import GateConfig, Version, run_comparison
 from tests.metrics.test_compare_cascade import BASELINE, CANDIDATE, cheap_only
 
-#: The interval of each version's estimate: theta ± 1.95996 sqrt(0.008) (tests/metrics/test_compare_cascade.py).
-HALF = 1.959964 * math.sqrt(0.008)
+#: Each version's estimate has se sqrt(0.01) (tests/metrics/test_compare_cascade.py): its interval is theta ± t
+#: with 8 degrees of freedom (2.306, as cascade.t_value expands it) times it, cut to [0, 1]; the difference of
+#: two, ± 1.95996 sqrt(0.02).
+HALF = t_value(1.959964, 8) * math.sqrt(0.01)
+DIFFERENCE = 1.959964 * math.sqrt(0.02)
 
 
 def test_a_day_and_a_window_estimated_by_cascades_drift_on_the_strong_judges_estimates():
-    # The window's cascade estimates the strong judge's mean at 0.8, the day's at 0.2 (se² 0.008 each): the
-    # difference -0.6 [-0.848, -0.352] lies below -0.02, a drop; the cheap judge, 0.5 on every row of both, sees
+    # The window's cascade estimates the strong judge's mean at 0.8, the day's at 0.2 (se² 0.01 each): the
+    # difference -0.6 [-0.877, -0.323] lies below -0.02, a drop; the cheap judge, 0.5 on every row of both, sees
     # no change.
     found = drift(CANDIDATE, BASELINE)["faithfulness"]
     assert found.verdict == DROP and found.basis == "cascade (n=10/20 vs 10/20)"
     assert (found.day_mean, found.window_mean, found.difference) == pytest.approx((0.2, 0.8, -0.6))
-    assert (found.low, found.high) == pytest.approx((-0.6 - math.sqrt(2) * HALF, -0.6 + math.sqrt(2) * HALF), abs=1e-6)
-    assert found.describe() == ("faithfulness: drop: -0.600 [-0.848, -0.352] (day 0.200; window 0.800; "
+    assert (found.low, found.high) == pytest.approx((-0.6 - DIFFERENCE, -0.6 + DIFFERENCE), abs=1e-6)
+    assert found.describe() == ("faithfulness: drop: -0.600 [-0.877, -0.323] (day 0.200; window 0.800; "
                                 "cascade (n=10/20 vs 10/20); margin 0.02, Holm p=0.0000)")
     cheap = drift(cheap_only(CANDIDATE), cheap_only(BASELINE))["faithfulness"]
     assert cheap.verdict == NO_CHANGE and cheap.basis == "judge" and cheap.difference == 0.0
@@ -33,7 +37,7 @@ def test_a_day_and_a_window_estimated_by_cascades_drift_on_the_strong_judges_est
 
 def test_the_trend_point_of_a_cascade_run_is_its_estimate_and_the_reports_say_so():
     point = version_stats("base", BASELINE, ["faithfulness"])["metrics"]["faithfulness"]
-    assert point == pytest.approx({"mean": 0.8, "low": 0.8 - HALF, "high": 0.8 + HALF, "n": 10, "rows": 20,
+    assert point == pytest.approx({"mean": 0.8, "low": 0.8 - HALF, "high": 1.0, "n": 10, "rows": 20,
                                    "published": "cascade"})
     cheap = version_stats("base", cheap_only(BASELINE), ["faithfulness"])["metrics"]["faithfulness"]
     assert cheap["mean"] == 0.5 and cheap["published"] == "mean" and cheap["n"] == 20
@@ -44,13 +48,13 @@ def test_the_trend_point_of_a_cascade_run_is_its_estimate_and_the_reports_say_so
                                     (Version("base", BASELINE), Version("cand", CANDIDATE))], notes)
     assert ("<h2>Judge cascade</h2><table><tr><th>metric</th><th>version</th><th>estimate</th><th>95 % interval</th>"
             "<th>strong-judged</th><th>rows covered</th><th>λ</th></tr>") in page
-    assert "<tr><td>faithfulness</td><td>base</td><td>0.800</td><td>[0.625, 0.975]</td><td>10</td><td>20</td>" \
+    assert "<tr><td>faithfulness</td><td>base</td><td>0.800</td><td>[0.569, 1.000]</td><td>10</td><td>20</td>" \
            "<td>0.00</td></tr>" in page
     assert "<h2>Human labels</h2>" not in page
     assert ("Cascade estimates (the strong judge's mean estimated from a sample, with its 95 % interval; hollow "
             "points): faithfulness: base (10 strong / 20); faithfulness: cand (10 strong / 20).") in page
     report = markdown_report(comparison, notes)
-    assert "| faithfulness | 0.800 | 0.200 | -0.600 [-0.848, -0.352] | 20 | cascade (n=10/20 vs 10/20) |" in report
+    assert "| faithfulness | 0.800 | 0.200 | -0.600 [-0.877, -0.323] | 20 | cascade (n=10/20 vs 10/20) |" in report
     assert "- basis `cascade`: the metric is decided on the two versions' judge-cascade estimates" in report
     assert "basis `ppi`" not in report
 

@@ -171,7 +171,7 @@ def test_versions_labelled_by_people_are_gated_on_their_ppi_estimates(versions):
 
 def test_compare_of_two_cascade_runs_decides_on_their_strong_judge_estimates(tmp_path):
     # tests/metrics/test_compare_cascade.py's versions: the cheap judge 0.5 on every row of both, the strong
-    # judge's estimates 0.8 and 0.2 (se² 0.008 each): -0.600 [-0.848, -0.352], regressed on cascade.
+    # judge's estimates 0.8 and 0.2 (se² 0.01 each): -0.600 [-0.877, -0.323], regressed on cascade.
     from tests.metrics.test_compare_cascade import BASELINE, CANDIDATE, cheap_only
 
     BASELINE.to_parquet(tmp_path / "base.parquet")
@@ -180,7 +180,7 @@ def test_compare_of_two_cascade_runs_decides_on_their_strong_judge_estimates(tmp
     done = rag_eval(tmp_path, "compare", "base.parquet", "cand.parquet", "--metrics", "faithfulness", "--offline",
                     "--report-dir", "report")
     assert done.returncode == 4, done.stderr
-    assert ("gate failed: faithfulness regressed: -0.600 [-0.848, -0.352] lies below -0.02 "
+    assert ("gate failed: faithfulness regressed: -0.600 [-0.877, -0.323] lies below -0.02 "
             "(cascade (n=10/20 vs 10/20), Holm p=0.0000)") in done.stderr
     assert "regressed on cascade (n=10/20 vs 10/20)" in " ".join(done.stdout.split())
     assert "Judge cascade" in (tmp_path / "report" / "report.html").read_text(encoding="utf-8")

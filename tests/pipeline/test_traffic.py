@@ -141,8 +141,9 @@ def test_an_llm_judged_partition_rerun_sends_nothing(example_traces, tmp_path, s
 
 def test_a_traffic_cascade_judges_a_share_of_the_sample_with_the_llm_judge_and_reports_its_estimates(
         example_traces, tmp_path, server, monkeypatch):
-    """``strong_share`` in the sampler's run config: the offline judge scores the 40 sampled traces, the LLM
-    judge (the test server) about a quarter of each metric's; the day's means are the cascade's estimates."""
+    """``strong_share`` in the sampler's run config: the offline judge scores the 80 sampled traces, the LLM
+    judge (the test server) about a quarter of each metric's (about 20: an interval needs 10); the day's means
+    are the cascade's estimates."""
     from rag_eval.orchestration.judge_sim import Simulation, simulated
 
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
@@ -152,11 +153,11 @@ def test_a_traffic_cascade_judges_a_share_of_the_sample_with_the_llm_judge_and_r
                           cache_path=str(tmp_path / "cache.sqlite"))
     job = dg.Definitions(assets=traffic_assets(CONFIG), jobs=[traffic_job(CONFIG)],
                          resources={"traffic_store": store, "judge": judge}).resolve_job_def("traffic_job")
-    config = {"ops": {"traffic_sample": {"config": {"budget_rows": 40, "strong_share": 0.25}}}}
+    config = {"ops": {"traffic_sample": {"config": {"budget_rows": 80, "strong_share": 0.25}}}}
     with dg.instance_for_test() as instance:
         assert job.execute_in_process(partition_key="2026-11-01", instance=instance, run_config=config).success
     results = pd.read_parquet(tmp_path / "out" / "2026-11-01" / "results.parquet")
-    assert len(results) == 40 * len(CONFIG.metrics) and results["judge"].str.startswith("offline").all()
+    assert len(results) == 80 * len(CONFIG.metrics) and results["judge"].str.startswith("offline").all()
     drawn = results[results["strong_status"].notna()]
     assert (drawn["strong_judge"] == "llm:judge-test").all() and 0 < len(drawn) < len(results) / 2
     sent = drawn["strong_chat_requests"].sum() + drawn["strong_embedding_requests"].sum()
@@ -164,7 +165,7 @@ def test_a_traffic_cascade_judges_a_share_of_the_sample_with_the_llm_judge_and_r
     summary = json.loads((tmp_path / "out" / "2026-11-01" / "summary.json").read_text(encoding="utf-8"))
     for metric in CONFIG.metrics:
         figure = summary["metrics"][metric]
-        assert figure["published"] == "cascade" and figure["rows"] == 40
+        assert figure["published"] == "cascade" and figure["rows"] == 80
         assert figure["n"] == (drawn["metric"] == metric).sum() and figure["low"] <= figure["mean"] <= figure["high"]
 
 
