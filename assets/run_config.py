@@ -62,6 +62,12 @@ def strong_config(run_config: Mapping[str, Any]) -> StrongSampleConfig:
     return StrongSampleConfig(**op_config(run_config, STRONG_OP))
 
 
+def runs_strong_sample(context: dg.AssetExecutionContext) -> bool:
+    """Whether the step's run materializes the strong sample: selected, and its op in the run's job (a run of
+    some ops of the asset job lists every asset of that job as selected)."""
+    return dg.AssetKey(STRONG_OP) in run_assets(context) and context.job_def.graph.has_node_named(STRONG_OP)
+
+
 def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, strong_judge: JudgeResource) -> None:
     """Refuse, before anything is scored, a run selecting the strong sample whose settings cannot run: a
     strong judge that is the cheap judge (the ``judge`` resource: a launch without ``judge: {config:
@@ -72,7 +78,7 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
     ------
     dagster.Failure
         Naming what to set (not retried)."""
-    if dg.AssetKey(STRONG_OP) not in run_assets(context):
+    if not runs_strong_sample(context):
         return
     if strong_judge.code_version() == judge.code_version():
         raise dg.Failure(f"{STRONG_OP}: the strong judge is the cheap judge ({judge.code_version()}): set the judge "

@@ -14,7 +14,7 @@ import json
 import dagster as dg
 import pandas as pd
 
-from rag_eval.assets.run_config import STRONG_OP, run_assets, strong_config
+from rag_eval.assets.run_config import STRONG_OP, runs_strong_sample, strong_config
 from rag_eval.assets.evaluation import metric_code_version, run_metrics
 from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.partitions import dataset_versions
@@ -130,7 +130,7 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
             else pd.DataFrame(columns=["row", "line", "id", "reason"])
         # A judge cascade's strong results, when this run drew them (earlier ones may describe other cheap scores).
         strong = tables[STRONG_OP].frame(connection).astype(STRONG_DTYPES) \
-            if dg.AssetKey(STRONG_OP) in run_assets(context) and STRONG_OP in tables else None
+            if runs_strong_sample(context) and STRONG_OP in tables else None
         if strong is not None:
             strong = strong[strong["metric"].isin(described)]
         folder = report_store.folder(version)

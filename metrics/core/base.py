@@ -78,10 +78,11 @@ ASSET_NAMES = frozenset({
     "questions", "references", "responses", "retrieved_contexts", "retrieved_documents", "retrieval_ground_truth",
     "rejected_samples", "eval_summary", "question_set", "baseline_comparison", "retriever", "generator",
     "system_contexts", "system_responses", "human_labels", "label_estimates", "traffic_samples", "traffic_sample",
-    "traffic_scores", "traffic_summary"})
+    "traffic_scores", "traffic_summary", "strong_sample"})
 #: The code location's resources (``rag_eval.assets.resources.build_resources``): a metric of that name is an input of
 #: ``eval_summary`` under the name of one of its resource parameters; a test checks these are its resources.
-RESOURCE_NAMES = frozenset({"dataset_store", "report_store", "judge", "execution", "io_manager", "traffic_store"})
+RESOURCE_NAMES = frozenset({"dataset_store", "report_store", "judge", "strong_judge", "execution", "io_manager",
+                            "traffic_store"})
 #: Names Dagster refuses for an asset (its own words and Python's keywords, ``keyword.kwlist``).
 DAGSTER_WORDS = frozenset({"context", "conf", "config", "meta", "arg_dict", "dict", "input_arg_dict", "output_arg_dict",
                            "int", "str", "float", "bool", "input", "output", "type", *keyword.kwlist})
