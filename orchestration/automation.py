@@ -29,6 +29,8 @@ from rag_eval.assets.summary import SCOPE_TAG
 
 NIGHTLY_CRON = os.environ.get("RAG_EVAL_CRON", "0 2 * * *")
 NIGHTLY_TIMEZONE = os.environ.get("RAG_EVAL_TIMEZONE", "UTC")
+#: Seconds between two evaluations of the sensors ``new_dataset_versions`` and ``new_traffic`` by the daemon.
+SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
 
 AC = dg.AutomationCondition
 

@@ -2,18 +2,15 @@
 sorts by time by ``rag_eval.assets.registration``, the rule of ``rag-eval register``) and is
 evaluated; a changed samples.jsonl of a known version is re-ingested (the metrics that read
 what changed are then re-run by the nightly evaluation, ``rag_eval.orchestration.automation``)."""
-import os
 
 import dagster as dg
 
 from rag_eval.assets.partitions import DATASET_VERSIONS, dataset_versions
 from rag_eval.assets.registration import adopt_folder
 from rag_eval.assets.resources import DatasetStore
+from rag_eval.orchestration.automation import SENSOR_INTERVAL
 from rag_eval.orchestration.jobs import evaluation_job, ingestion_job
 from rag_eval.orchestration.records import changed_since_ingestion
-
-#: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
-SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
 
 
 @dg.sensor(jobs=[evaluation_job, ingestion_job], minimum_interval_seconds=SENSOR_INTERVAL,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -24,9 +23,7 @@ import dagster as dg
 from rag_eval.assets.partitions import traffic_partitions
 from rag_eval.assets.traffic import TrafficStore, partition_counts, traffic_assets
 from rag_eval.metrics.sources.traffic import TrafficConfig
-
-#: Seconds between two evaluations of the sensor by the daemon (at least; default 60).
-SENSOR_INTERVAL = int(os.environ.get("RAG_EVAL_SENSOR_INTERVAL", "60"))
+from rag_eval.orchestration.automation import SENSOR_INTERVAL
 
 
 def traffic_job(config: TrafficConfig):
