@@ -96,6 +96,10 @@ def test_a_file_edited_under_the_same_name_and_version_is_another_judge(handmade
 @pytest.mark.parametrize("change, message", [
     ({"bias": float("nan")}, "finite numbers"),
     ({"threshold": 7}, r"threshold 7 is not in \(0, 1\]"),
+    ({"long_threshold": 0}, r"threshold 0 is not in \(0, 1\]"),
+    ({"long_words": -1}, "long_words -1 is not a whole number"),
+    ({"long_words": 12.5}, "long_words 12.5 is not a whole number"),
+    ({"long_words": True}, "long_words True is not a whole number"),
     ({"name": True}, "name and version strings"),
     ({"features": "wrong sign"}, "weights of the wrong sign: word_recall"),
     ({"features": [1]}, "finite numbers"),
@@ -140,6 +144,36 @@ def test_faithfulness_is_the_mean_support(handmade):
     assert [s["support"] for s in statements] == [pytest.approx(0.7311, abs=1e-4), pytest.approx(0.4502, abs=1e-4)]
     assert [s["verdict"] for s in statements] == [1, 0]
     assert result["faithfulness"].value == pytest.approx((sigmoid(1) + sigmoid(-0.2)) / 2, abs=1e-4)
+
+
+def test_a_long_statement_is_supported_at_its_own_threshold(handmade, tmp_path):
+    model = json.loads(handmade.read_text())
+    longer = tmp_path / "longer.json"
+    longer.write_text(json.dumps(model | {"long_words": 5, "long_threshold": 0.4}))
+    plain, verifier = Verifier(handmade), Verifier(longer)
+    # Without the two keys every statement is judged at the threshold, 0.6, however long.
+    assert (plain.long_words, plain.long_threshold) == (0, 0.6)
+    assert [plain.supported(p, n) for p, n in ((0.6, 3), (0.59, 3), (0.59, 30))] == [1, 0, 0]
+    # With them: up to 5 words at 0.6, from 6 words on at 0.4 (each bound included).
+    assert [verifier.supported(p, n) for p, n in ((0.59, 5), (0.6, 5), (0.4, 6), (0.39, 6))] == [0, 1, 1, 0]
+    assert verifier.version != plain.version  # the verdict rule is part of what names the weights
+
+
+@pytest.mark.slow
+def test_the_judge_counts_the_words_its_verdict_read(handmade, tmp_path):
+    longer = tmp_path / "longer.json"
+    longer.write_text(json.dumps(json.loads(handmade.read_text()) | {"long_words": 4, "long_threshold": 0.4}))
+    judge = OfflineJudge(verifier=longer)
+    assert (judge.describe()["verifier_long_words"], judge.describe()["verifier_long_threshold"]) == (4, 0.4)
+    statements = ["Paris is a city in France.", "Paris is big and old.", "Paris is big."]
+    verdicts = asyncio.run(judge.support(statements, ["Paris is a city in France."]))
+    # Word recalls 6/6, 2/5 and 2/3 (test_faithfulness_is_the_mean_support, test_probability_by_hand):
+    # sigmoid(1) = 0.7311 >= 0.4 (6 words > 4); sigmoid(-0.2) = 0.4502 >= 0.4 (5 words > 4);
+    # sigmoid(1/3) = 0.5826 < 0.6 (3 words: the threshold of short statements).
+    assert [v.evidence["words"] for v in verdicts] == [6, 5, 3]
+    assert [v.probability for v in verdicts] == [pytest.approx(sigmoid(z), abs=1e-4) for z in (1, -0.2, 1 / 3)]
+    assert [v.verdict for v in verdicts] == [1, 1, 0]
+    assert judge.support_words(statements, ["Paris is a city in France."]) == [6, 5, 3]
 
 
 @pytest.mark.slow
