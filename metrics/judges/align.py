@@ -184,7 +184,8 @@ def align(samples: Sequence[Sample], labels: Mapping[str, float], judge: Offline
     bias, w = rescale(groups.subset(labelled), judge.verifier)
     digest = hashlib.sha256(json.dumps(sorted(labels.items())).encode() + judge.verifier.version.encode())
     model = {"name": "aligned", "version": digest.hexdigest()[:10], "bias": round(bias, 6),
-             "threshold": judge.verifier.threshold, "features": {f: round(float(v), 6) for f, v in zip(FEATURES, w)},
+             "threshold": judge.verifier.threshold, "long_threshold": judge.verifier.long_threshold,
+             "long_words": judge.verifier.long_words, "features": {f: round(float(v), 6) for f, v in zip(FEATURES, w)},
              "trained_on": f"{len(labelled)} faithfulness labels of {source or 'a dataset version'}, from "
                            f"{judge.verifier.name}-{judge.verifier.version}",
              "script": "rag-eval align"}

@@ -31,7 +31,7 @@ from rag_eval.metrics.judges.claim_rules import is_fragment, name_in
 from rag_eval.metrics.judges.encoder import Encoder
 from rag_eval.metrics.judges.offline_support import StatementSupport, question_of
 from rag_eval.metrics.judges.passages import passage_index, spans
-from rag_eval.metrics.judges.verifier import Evidence, Verifier, features
+from rag_eval.metrics.judges.verifier import Evidence, Verifier, bow_tokens, features
 from rag_eval.metrics.text import forget_memos, split_qa, split_sentences, yes_no
 
 
@@ -196,7 +196,8 @@ class OfflineJudge(StatementSupport, Judge):
         rules = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.rules).items()}
         return {"judge": self.name, "model": self.model, "version": self.label, "rule_version": self.version,
                 "verifier": self.verifier.name, "verifier_version": self.verifier.version,
-                "verifier_threshold": self.verifier.threshold, **rules}
+                "verifier_threshold": self.verifier.threshold, "verifier_long_threshold": self.verifier.long_threshold,
+                "verifier_long_words": self.verifier.long_words, **rules}
 
     @property
     def label(self) -> str:
@@ -270,14 +271,24 @@ class OfflineJudge(StatementSupport, Judge):
         """The verifier's features (``rag_eval.metrics.judges.verifier.features``) of each statement
         against ``contexts``: ``None`` where the rules decide alone (no context sentence; contexts
         that are answers). What ``tools/train_verifier.py`` fits and ``rag-eval align`` refits."""
-        return [v.evidence.get("features") for v in self._remembered_support(tuple(statements), tuple(contexts))]
+        return self._evidence("features", statements, contexts)
+
+    def support_words(self, statements: list[str], contexts: list[str]) -> list[int | None]:
+        """The word count each statement's verdict read (``Verifier.supported``) against ``contexts``,
+        ``None`` where :meth:`support_features` is: what ``tools/train_verifier.py`` chooses the verdict
+        rule with."""
+        return self._evidence("words", statements, contexts)
+
+    def _evidence(self, key: str, statements: list[str], contexts: list[str]) -> list[Any]:
+        return [v.evidence.get(key) for v in self._remembered_support(tuple(statements), tuple(contexts))]
 
     def _graded(self, statements: Sequence[str], pairs: list, verdicts: list[Verdict],
                 passages: dict[str, Any]) -> list[Verdict]:
         """Each rule verdict with the verifier's probability of support: the statement is supported
-        when that probability is at the verifier's threshold or above; its reason is the rule's followed by
-        the probability, its evidence the rule's with the rules' own verdict (``rule_verdict``), the
-        features and the ones that decided (``rag_eval.metrics.judges.verifier``)."""
+        when the verifier finds that probability high enough for its number of words (``Verifier.supported``);
+        its reason is the rule's followed by the probability, its evidence the rule's with the rules' own
+        verdict (``rule_verdict``), the features, the ones that decided and the ``words`` counted
+        (``rag_eval.metrics.judges.verifier``)."""
         evidence = Evidence.of(passages["all_text"], passages["tokens"], passages["sentence_tokens"])
         graded = []
         for statement, pair, verdict in zip(statements, pairs, verdicts):
@@ -286,11 +297,11 @@ class OfflineJudge(StatementSupport, Judge):
                 pair[1] if pair else statement)
             values = features(said, verdict.verdict, _contradiction(verdict), bool(pair) or is_fragment(statement),
                               evidence, name_in, denies=bool(pair) and yes_no(pair[1]) == "no")
-            p = self.verifier.probability(values)
-            graded.append(Verdict(int(p >= self.verifier.threshold), f"{verdict.reason}; support {p:.2f}",
+            p, words = self.verifier.probability(values), len(bow_tokens(said))
+            graded.append(Verdict(self.verifier.supported(p, words), f"{verdict.reason}; support {p:.2f}",
                                   {**verdict.evidence, "rule_verdict": verdict.verdict,
                                    "features": {k: round(v, 4) for k, v in values.items()},
-                                   "deciding": self.verifier.deciding(values)}, round(p, 4)))
+                                   "deciding": self.verifier.deciding(values), "words": words}, round(p, 4)))
         return graded
 
     def focus(self, user_input: str, contexts: list[str]) -> float:

@@ -120,15 +120,18 @@ class Verifier:
     """The logistic model of ``verifier.json`` (or of ``path``: an aligned variant, ``rag-eval align``).
 
     ``probability(values)`` is ``sigmoid(bias + weights · values)`` over the :data:`FEATURES`, on
-    [0, 1], higher = more likely supported; a statement is judged supported (``Verdict.verdict``)
-    at ``threshold`` or above, the threshold fitted with the weights. ``name`` and ``version`` identify the weights in every
-    result, cache key and asset code version.
+    [0, 1], higher = more likely supported; :meth:`supported` judges a statement supported
+    (``Verdict.verdict``) at ``threshold`` or above, or at ``long_threshold`` or above when it has more than
+    ``long_words`` words (a file without these two keys judges every statement at ``threshold``), all three
+    chosen with the weights. ``name`` and ``version`` identify the weights in every result, cache key and
+    asset code version.
 
     Raises
     ------
     SettingsError
         A file that cannot be read, is not such a model, names other features than :data:`FEATURES`,
-        holds a non-finite number, a weight of the wrong sign or a threshold outside (0, 1], or has a
+        holds a non-finite number, a weight of the wrong sign, a threshold outside (0, 1] or a ``long_words``
+        that is not a whole number >= 0, or has a
         name or version that cannot name a judge (a BOM at its start is read past). ``shipped``: the file is
         the shipped ``verifier.json`` (a variant also names the judge, ``OfflineJudge.name``). The version of a file other than the shipped one
         gains the first 8 hex digits of its weights' SHA-256 (``<version>.<digest>``).
@@ -142,7 +145,11 @@ class Verifier:
             if list(features) != list(FEATURES):
                 raise SettingsError(f"written for another verifier (its features {list(features)[:12]} are not "
                                     f"{list(FEATURES)}): run `rag-eval align` again")
-            numbers = {"bias": model["bias"], "threshold": model["threshold"], **features}
+            numbers = {"bias": model["bias"], "threshold": model["threshold"],
+                       "long_threshold": model.get("long_threshold", model["threshold"]), **features}
+            long_words = model.get("long_words", 0)
+            if isinstance(long_words, bool) or not isinstance(long_words, int) or long_words < 0:
+                raise SettingsError(f"long_words {long_words!r} is not a whole number >= 0")
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                        for v in numbers.values()) or not all(isinstance(v, str) for v in (name, version)):
                 raise SettingsError("bias, threshold and weights must be finite numbers, name and version strings")
@@ -156,14 +163,17 @@ class Verifier:
                                 f"{str(exc)[:200]})") from None
         self.weights = np.array([float(features[f]) for f in FEATURES], dtype=float)
         self.bias, self.threshold = float(model["bias"]), float(model["threshold"])
+        self.long_threshold, self.long_words = float(numbers["long_threshold"]), long_words
         wrong = [f for f, w in zip(FEATURES, self.weights) if (w < 0 if FEATURES[f] == "+" else w > 0)]
-        if wrong or not 0 < self.threshold <= 1:
+        outside = [t for t in (self.threshold, self.long_threshold) if not 0 < t <= 1]
+        if wrong or outside:
             raise SettingsError(f"{self.path}: " + (f"weights of the wrong sign: {', '.join(wrong)} (support "
                                                     "evidence >= 0, missing or contradicted evidence <= 0)"
-                                                    if wrong else f"threshold {self.threshold:g} is not in (0, 1]"))
+                                                    if wrong else f"threshold {outside[0]:g} is not in (0, 1]"))
         # Another file than the shipped one is named by its content too: a file edited by hand under the
         # same name and version is another judge, in every result, code version and cache key.
-        canonical = json.dumps({"bias": self.bias, "threshold": self.threshold, "features": numbers}, sort_keys=True)
+        canonical = json.dumps({"bias": self.bias, "threshold": self.threshold, "features": numbers,
+                                "long_words": long_words}, sort_keys=True)
         self.shipped = shipped = self.path.resolve() == WEIGHTS.resolve()
         self.name = name
         self.version = version if shipped else f"{version}.{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
@@ -175,6 +185,13 @@ class Verifier:
         """Probability of support in [0, 1] from :func:`features`' values."""
         z = self.bias + float(self.weights @ np.array([values[f] for f in FEATURES]))
         return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))  # no overflow
+
+    def supported(self, probability: float, words: int) -> int:
+        """The verdict (1 supported, 0 not) of a statement of ``words`` words (:func:`bow_tokens` of what
+        :func:`features` read) whose :meth:`probability` is ``probability``: at ``long_threshold`` or above
+        when ``words`` > ``long_words``, else at ``threshold`` or above. A long sentence's probability
+        is capped by the words a paraphrase changes; a short one's is not."""
+        return int(probability >= (self.long_threshold if words > self.long_words else self.threshold))
 
     def deciding(self, values: dict[str, float], count: int = 3) -> dict[str, float]:
         """The ``count`` features that moved this probability most (weight × value), with their values."""

@@ -96,6 +96,10 @@ def test_a_file_edited_under_the_same_name_and_version_is_another_judge(handmade
 @pytest.mark.parametrize("change, message", [
     ({"bias": float("nan")}, "finite numbers"),
     ({"threshold": 7}, r"threshold 7 is not in \(0, 1\]"),
+    ({"long_threshold": 0}, r"threshold 0 is not in \(0, 1\]"),
+    ({"long_words": -1}, "long_words -1 is not a whole number"),
+    ({"long_words": 12.5}, "long_words 12.5 is not a whole number"),
+    ({"long_words": True}, "long_words True is not a whole number"),
     ({"name": True}, "name and version strings"),
     ({"features": "wrong sign"}, "weights of the wrong sign: word_recall"),
     ({"features": [1]}, "finite numbers"),
@@ -142,22 +146,57 @@ def test_faithfulness_is_the_mean_support(handmade):
     assert result["faithfulness"].value == pytest.approx((sigmoid(1) + sigmoid(-0.2)) / 2, abs=1e-4)
 
 
+def test_a_long_statement_is_supported_at_its_own_threshold(handmade, tmp_path):
+    model = json.loads(handmade.read_text())
+    longer = tmp_path / "longer.json"
+    longer.write_text(json.dumps(model | {"long_words": 5, "long_threshold": 0.4}))
+    plain, verifier = Verifier(handmade), Verifier(longer)
+    # Without the two keys every statement is judged at the threshold, 0.6, however long.
+    assert (plain.long_words, plain.long_threshold) == (0, 0.6)
+    assert [plain.supported(p, n) for p, n in ((0.6, 3), (0.59, 3), (0.59, 30))] == [1, 0, 0]
+    # With them: up to 5 words at 0.6, from 6 words on at 0.4 (each bound included).
+    assert [verifier.supported(p, n) for p, n in ((0.59, 5), (0.6, 5), (0.4, 6), (0.39, 6))] == [0, 1, 1, 0]
+    assert verifier.version != plain.version  # the verdict rule is part of what names the weights
+
+
+@pytest.mark.slow
+def test_the_judge_counts_the_words_its_verdict_read(handmade, tmp_path):
+    longer = tmp_path / "longer.json"
+    longer.write_text(json.dumps(json.loads(handmade.read_text()) | {"long_words": 4, "long_threshold": 0.4}))
+    judge = OfflineJudge(verifier=longer)
+    assert (judge.describe()["verifier_long_words"], judge.describe()["verifier_long_threshold"]) == (4, 0.4)
+    statements = ["Paris is a city in France.", "Paris is big and old.", "Paris is big."]
+    verdicts = asyncio.run(judge.support(statements, ["Paris is a city in France."]))
+    # Word recalls 6/6, 2/5 and 2/3 (test_faithfulness_is_the_mean_support, test_probability_by_hand):
+    # sigmoid(1) = 0.7311 >= 0.4 (6 words > 4); sigmoid(-0.2) = 0.4502 >= 0.4 (5 words > 4);
+    # sigmoid(1/3) = 0.5826 < 0.6 (3 words: the threshold of short statements).
+    assert [v.evidence["words"] for v in verdicts] == [6, 5, 3]
+    assert [v.probability for v in verdicts] == [pytest.approx(sigmoid(z), abs=1e-4) for z in (1, -0.2, 1 / 3)]
+    assert [v.verdict for v in verdicts] == [1, 1, 0]
+    assert judge.support_words(statements, ["Paris is a city in France."]) == [6, 5, 3]
+
+
 @pytest.mark.slow
 def test_held_out_halueval_ranked_at_least_as_well_as_word_overlap():
     """Strict pairwise accuracy (right answer's faithfulness above the hallucinated one's; ties
-    count wrong) on the 100 held-out rows: measured 0.90 for the shipped verifier, 0.85 for the
-    share of the answer's words found in the knowledge (bench/offline_judge_accuracy.py)."""
+    count wrong) on the 100 held-out rows: measured 0.91 for the shipped verifier's faithfulness, 0.85 for its
+    0/1 verdicts (groundedness_pro: every statement supported; 0.86 at verifier 2's single threshold of 0.8),
+    0.85 for the share of the answer's words found in the knowledge (bench/offline_judge_accuracy.py)."""
     rows = [json.loads(line) for line in HELD_OUT.read_text(encoding="utf-8").splitlines()]
     samples = load_samples([{"id": f"{r['id']}-{k}", "user_input": r["question"], "response": r[k],
                              "retrieved_contexts": [r["knowledge"]]}
                             for r in rows for k in ("right_answer", "hallucinated_answer")])
-    results = score_all(samples, build_metrics(["faithfulness"]), OfflineJudge())
-    values = [r.value if r.value is not None else -1.0 for r in results]
-    judge_wins = np.mean([good > bad for good, bad in zip(values[0::2], values[1::2])])
-    overlap = [word_recall(s.response, set(bow_tokens(s.retrieved_contexts[0]))) for s in samples]
-    overlap_wins = np.mean([good > bad for good, bad in zip(overlap[0::2], overlap[1::2])])
+    results = score_all(samples, build_metrics(["faithfulness", "groundedness_pro"]), OfflineJudge())
+
+    def wins(values: list[float]) -> float:
+        return float(np.mean([good > bad for good, bad in zip(values[0::2], values[1::2])]))
+
+    judged = {name: wins([r.value if r.value is not None else -1.0 for r in results if r.metric == name])
+              for name in ("faithfulness", "groundedness_pro")}
+    overlap_wins = wins([word_recall(s.response, set(bow_tokens(s.retrieved_contexts[0]))) for s in samples])
     assert overlap_wins == pytest.approx(0.85)
-    assert judge_wins >= 0.88 and judge_wins >= overlap_wins
+    assert judged["faithfulness"] >= 0.88 and judged["faithfulness"] >= overlap_wins
+    assert judged["groundedness_pro"] >= overlap_wins
 
 
 @pytest.mark.slow
