@@ -219,8 +219,14 @@ def _command(argv: list[str] | None) -> int:
     # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).
     from rag_eval.orchestration.cache_cli import Stopped, after_run, before_run, exit_status
 
-    if judging:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
-        before_run(args)
+    # A judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent; every
+    # judgement cache the command opens spills to its sink, through the judges it builds (``built_judges``: a field
+    # of the judge resources ``settings.judge_resource`` makes of the arguments) or given ``args.spill``.
+    args.spill = before_run(args) if judging else None
+    if args.spill is not None:
+        from rag_eval.metrics.judges.built import BuiltJudges
+
+        args.built_judges = BuiltJudges(args.spill)
     if judging and args.command in ("run", "backfill"):
         start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
     # run and backfill end their start-up themselves, once evaluating
@@ -228,12 +234,12 @@ def _command(argv: list[str] | None) -> int:
         try:  # the gate's and the cache's commands read files only
             status = _in_instance(args) if args.uses_instance else run_handler(args)
         except BaseException as failed:  # Ctrl-C too: what the cache could not take goes to a spill file
-            settled = after_run(args) if judging else None
+            settled = after_run(args.spill)
             if isinstance(failed, KeyboardInterrupt):  # the stop line names the spill files
-                raise Stopped(settled.spills if settled else ()) from None
+                raise Stopped(settled.spills) from None
             raise
-        settled = after_run(args) if judging else None
-    return exit_status(status, settled.status if settled else None)
+        settled = after_run(args.spill)
+    return exit_status(status, settled.status)
 
 
 def _in_instance(args: argparse.Namespace) -> int:

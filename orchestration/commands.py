@@ -385,7 +385,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from rag_eval.metrics.stats.calibrate import print_report
     from rag_eval.metrics.evaluate import default_judge
 
-    judge = OfflineJudge() if args.offline else default_judge()
+    judge = OfflineJudge() if args.offline else default_judge(args.spill)
     try:
         report = calibrate(args.labels, judge=judge, registry=args.registry)
     finally:

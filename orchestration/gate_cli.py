@@ -40,7 +40,7 @@ def _judge(args: argparse.Namespace):
     from rag_eval.metrics.evaluate import default_judge
     from rag_eval.metrics.judges.offline import OfflineJudge
 
-    return OfflineJudge() if args.offline else default_judge()
+    return OfflineJudge() if args.offline else default_judge(args.spill)
 
 
 def _print_table(comparison) -> None:
