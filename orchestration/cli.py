@@ -34,14 +34,16 @@ DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
     """The ``--custom-metrics FILE`` option (``rag_eval.metrics.core.custom``)."""
     parser.add_argument("--custom-metrics", metavar="FILE",
-                        help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
-                             "when present); the Dagster UI and daemon read the variable and file where they start")
+                        help="YAML file of custom metrics (default: the one [tool.rag_eval.metrics] custom_metrics of "
+                             "./pyproject.toml names, else ./custom_metrics.yaml when present); the Dagster UI and "
+                             "daemon read the same setting where they start")
 
 
 def command_registry(args: argparse.Namespace) -> Registry:
     """The command's metric registry, built once as it starts (``rag_eval.metrics.core.registry.build_registry``):
-    the built-in metrics, the custom metrics of ``--custom-metrics FILE`` (else ``$RAG_EVAL_CUSTOM_METRICS``,
-    else ``./custom_metrics.yaml``: ``custom_metrics_file``; the environment is read, never written) and the
+    the built-in metrics, the custom metrics of ``--custom-metrics FILE`` (else the file
+    ``[tool.rag_eval.metrics] custom_metrics`` of ``./pyproject.toml`` names, else ``./custom_metrics.yaml``:
+    ``custom_metrics_file``) and the
     installed plugins'. The handlers take it from ``args.registry``; the in-process runs use it as their
     definitions' (``rag_eval.orchestration.parsing.definitions``).
 
@@ -50,13 +52,12 @@ def command_registry(args: argparse.Namespace) -> Registry:
     SettingsError
         For a file with an invalid definition (naming the file, the metric and the field;
         for ``./custom_metrics.yaml`` found in the working directory, saying so), a plugin
-        that cannot be loaded.
+        that cannot be loaded, or a setting ``custom_metrics_file`` refuses.
     NotFoundError, StorageError
         For a file that is not there or cannot be read.
     """
-    import os
-
-    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, build_registry, custom_metrics_file
+    from rag_eval.metrics.core.custom import CUSTOM_METRICS_FILE, custom_metrics_file
+    from rag_eval.metrics.core.registry import build_registry
     from rag_eval.metrics.errors import SettingsError
 
     named = getattr(args, "custom_metrics", None)
@@ -64,10 +65,11 @@ def command_registry(args: argparse.Namespace) -> Registry:
     try:
         return build_registry(found)
     except (OSError, ValueError) as exc:
-        if named or os.environ.get(CUSTOM_METRICS_ENV) or found is None or not str(exc).startswith(str(found)):
+        if named or found != Path(CUSTOM_METRICS_FILE).resolve() or not str(exc).startswith(str(found)):
             raise  # not the file found in the working directory
         raise SettingsError(f"{exc} (every rag-eval command reads ./custom_metrics.yaml when there is one: fix it, "
-                            "or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
+                            "or name another file with --custom-metrics or [tool.rag_eval.metrics] custom_metrics "
+                            "in ./pyproject.toml)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
