@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rag_eval.orchestration.cache_cli import add_cache_commands
 
     add_cache_commands(sub)  # cache import (a spill file)
-    from rag_eval.orchestration.judge_sim import add_arguments as add_judge_sim_arguments
+    from rag_eval.orchestration.judge_sim_command import add_arguments as add_judge_sim_arguments
 
     add_judge_sim_arguments(sub.add_parser("serve-judge-sim", help="serve a simulated OpenAI-compatible LLM "
                                            "provider on 127.0.0.1 (latency, rate limits, faults) to try the LLM judge"))
