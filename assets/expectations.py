@@ -39,7 +39,8 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 
 from rag_eval.assets.ingestion import FIELD_ASSETS
-from rag_eval.metrics.core.samples import FIELDS, MAX_CHARS, MAX_CONTEXTS, given_keys, iter_jsonl_records
+from rag_eval.metrics.core.field_values import MAX_CHARS, MAX_CONTEXTS
+from rag_eval.metrics.core.samples import FIELDS, given_keys, iter_jsonl_records
 
 #: What :func:`profile` says of a line that is a JSON object (else why it is unreadable).
 READABLE = "JSON object"
