@@ -84,7 +84,7 @@ def _finish(comparison, notes: list[str], folder: Path, history) -> int:
     if comparison.passed:
         print(printable(comparison.verdict))
         if not comparison.decided:
-            from rag_eval.metrics.stats.compare import NO_DECISION_HINT
+            from rag_eval.metrics.stats.comparison import NO_DECISION_HINT
 
             print(f"note: {NO_DECISION_HINT}")
         return 0
