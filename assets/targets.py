@@ -35,7 +35,8 @@ from rag_eval.assets.registration import RegistrationError, _add_partition
 from rag_eval.assets.resources import DatasetStore, JudgeResource
 from rag_eval.metrics.core.samples import ALIASES, load_samples
 from rag_eval.metrics.sources.targets.call import Outcome, call_part
-from rag_eval.metrics.sources.targets.config import Configuration, SweepConfig, TargetConfigError
+from rag_eval.metrics.sources.targets.config import Configuration, SweepConfig
+from rag_eval.metrics.sources.targets.config_file import TargetConfigError
 
 GROUP = "target"
 CALLING_VERSION = "1"
