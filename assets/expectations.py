@@ -26,10 +26,8 @@ import fcntl
 import hashlib
 import json
 import re
-import shutil
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +36,10 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
+from rag_eval.assets.data_docs import repair_store_ids, set_aside_damaged_results, write_store_id
 from rag_eval.assets.ingestion import FIELD_ASSETS
-from rag_eval.metrics.core.samples import FIELDS, MAX_CHARS, MAX_CONTEXTS, given_keys, iter_jsonl_records
+from rag_eval.metrics.core.field_values import MAX_CHARS, MAX_CONTEXTS
+from rag_eval.metrics.core.samples import FIELDS, given_keys, iter_jsonl_records
 
 #: What :func:`profile` says of a line that is a JSON object (else why it is unreadable).
 READABLE = "JSON object"
@@ -248,69 +248,6 @@ LISTED = 20
 INDEXED = 100
 
 
-#: GE's file naming a file store (``store_backend_id = <uuid>``), written once in each store's folder.
-STORE_ID = ".ge_store_backend_id"
-_STORE_ID = re.compile(r"store_backend_id = [0-9a-fA-F-]{36}\s*")
-
-
-def repair_store_ids(site: Path) -> list[Path]:
-    """Delete each store id file of the Data Docs ``site`` (the site's and its validation results')
-    that a fault left empty or cut short (a full disk as GE wrote it): GE refuses such a file on every
-    later run ("Invalid store configuration ... Expected 'store_backend_id = '") and writes a new one
-    when there is none (the id names no result). The files deleted."""
-    repaired = []
-    for path in (site / STORE_ID, site / ".validation_results" / STORE_ID):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            continue
-        except (OSError, UnicodeDecodeError):
-            text = ""
-        if not _STORE_ID.fullmatch(text):
-            path.unlink()
-            repaired.append(path)
-    return repaired
-
-
-def write_store_id(site: Path) -> None:
-    """Write the validation results store's id file of the Data Docs ``site`` when it is missing (after
-    :func:`repair_store_ids`), before GE would: GE only logs "Invalid store configuration ... [Errno 28]"
-    when it cannot write it (a full disk), and goes on. A file cut short by the fault is removed.
-
-    Raises
-    ------
-    OSError
-        Naming the file (``filename``) that could not be written, with the system's cause.
-    """
-    path = site / ".validation_results" / STORE_ID
-    if path.exists():
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "x", encoding="utf-8") as handle:
-            handle.write(f"store_backend_id = {uuid.uuid4()}\n")
-    except OSError as exc:
-        path.unlink(missing_ok=True)
-        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
-
-
-def set_aside_damaged_results(site: Path) -> list[Path]:
-    """Move each validation result of the Data Docs ``site`` that a fault left cut short (no JSON)
-    to the same place under ``<site>.unusable/`` (kept for a look, out of GE's way: GE printed
-    "Validation result not found ... skipping" for it on every later run, and its page stayed as
-    the fault left it). The results moved, at their new places."""
-    moved = []
-    for path in sorted((site / ".validation_results").rglob("*.json")):
-        try:
-            json.loads(path.read_bytes())
-        except (OSError, ValueError, RecursionError):
-            aside = site.with_name(f"{site.name}.unusable") / path.relative_to(site)
-            aside.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(path, aside)  # a rename, or a copy where the site is a disk of its own
-            moved.append(aside)
-    return moved
-
-
 def _context(site: Path):
     """An ephemeral GE context whose validation results and Data Docs site are files under ``site``."""
     gx = great_expectations()
@@ -346,8 +283,8 @@ def validate(frame: pd.DataFrame, expectations: list, version: str, run_id: str,
     """Validate ``frame`` (:func:`profile`) under ``expectations`` (:func:`suite`) with a GE
     checkpoint named for the Dagster run ``run_id``, keep the result and add its page to the
     Data Docs site in ``site`` (one site for every version; one process at a time; a store id
-    file a fault left half-written is repaired first: :func:`repair_store_ids`, and a cut-short
-    validation result set aside: :func:`set_aside_damaged_results`).
+    file a fault left half-written is repaired first: :func:`~rag_eval.assets.data_docs.repair_store_ids`, and a cut-short
+    validation result set aside: :func:`~rag_eval.assets.data_docs.set_aside_damaged_results`).
 
     Returns
     -------

@@ -23,6 +23,8 @@ from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
 from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judges import Judge, OfflineJudge
+from rag_eval.metrics.judges.built import BuiltJudges
+from rag_eval.metrics.judges.cache import JudgementCache
 from rag_eval.metrics.judges.offline import Rules
 from rag_eval.metrics.judges.examples import Examples, read_variant
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
@@ -231,19 +233,6 @@ class ExecutionResource(dg.ConfigurableResource):
             self._spark.stop()
 
 
-class BuiltJudges:
-    """The judges one :class:`JudgeResource` built, one per configuration (its ``built_judges``)."""
-
-    def __init__(self) -> None:
-        self._judges: dict[str, Judge] = {}
-
-    def get(self, key: str, build: Callable[[], Judge]) -> Judge:
-        """The judge built for ``key``, ``build()`` the first time it is asked for."""
-        if key not in self._judges:
-            self._judges[key] = build()
-        return self._judges[key]
-
-
 #: Every public setting of ``LLMConfig`` (the one model of the judge's settings), optional:
 #: unset, it takes the environment's value, then ``LLMConfig``'s default.
 #: (Any: mypy matches a ** dict against every parameter of create_model, not the fields it holds.)
@@ -332,10 +321,15 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
             return LLMJudge(config, examples, read_only_cache=True)
         if config.configured:
             key = repr([*sorted(asdict(config).items()), examples and examples.label])
-            return self.built_judges.get(key, lambda: LLMJudge(config, examples))
+            return self.built_judges.get(key, lambda: LLMJudge(config, examples, sink=self.built_judges.sink))
         rules = None if self.support_threshold is None else Rules(support_threshold=self.support_threshold)
         return self.built_judges.get(f"offline:{self.support_threshold}:{OfflineJudge.label_of(self._verifier())}",
                                lambda: OfflineJudge(rules, verifier=self._verifier().path))
+
+    def call_cache(self, path: str | Path) -> JudgementCache:
+        """The cache of a target's paid calls at ``path`` (``rag_eval.assets.targets``): the answers its
+        file refuses go where this resource's judges send theirs (its ``built_judges``' ``sink``)."""
+        return JudgementCache(path, sink=self.built_judges.sink)
 
 
 def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", judge: JudgeResource | None = None,

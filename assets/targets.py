@@ -32,11 +32,11 @@ import pandas as pd
 from rag_eval.assets.ingestion import as_text, content_version
 from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.registration import RegistrationError, _add_partition
-from rag_eval.assets.resources import DatasetStore
-from rag_eval.metrics.judges.cache import JudgementCache
+from rag_eval.assets.resources import DatasetStore, JudgeResource
 from rag_eval.metrics.core.samples import ALIASES, load_samples
 from rag_eval.metrics.sources.targets.call import Outcome, call_part
-from rag_eval.metrics.sources.targets.config import Configuration, SweepConfig, TargetConfigError
+from rag_eval.metrics.sources.targets.config import Configuration, SweepConfig
+from rag_eval.metrics.sources.targets.config_file import TargetConfigError
 
 GROUP = "target"
 CALLING_VERSION = "1"
@@ -93,10 +93,6 @@ def register_target_run(instance: dg.DagsterInstance, store: DatasetStore, sweep
     (folder / "meta.json").write_text(json.dumps({**meta, "target": configuration.name}, ensure_ascii=False),
                                       encoding="utf-8")
     return key
-
-
-def _cache(configuration: Configuration) -> JudgementCache:
-    return JudgementCache(configuration.call.cache_path)
 
 
 def _part_asset(role: str) -> dg.AssetsDefinition:
@@ -173,11 +169,13 @@ def _cost_metadata(frame: pd.DataFrame) -> dict:
             if (frame["status"] == "ok").any() else 0.0}
 
 
-def _call(context: dg.AssetExecutionContext, configuration: Configuration, role: str, inputs: dict[int, dict]):
+def _call(context: dg.AssetExecutionContext, configuration: Configuration, role: str, inputs: dict[int, dict],
+          judge: JudgeResource):
     part = configuration.parts.get("system") or configuration.parts[role]
     rows = list(inputs)
     try:
-        outcomes = call_part(part, [inputs[r] for r in rows], configuration.call, _cache(configuration))
+        outcomes = call_part(part, [inputs[r] for r in rows], configuration.call,
+                             judge.call_cache(configuration.call.cache_path))
     except TargetConfigError as exc:
         raise dg.Failure(str(exc), allow_retries=False) from exc
     result = dict(zip(rows, outcomes))
@@ -192,13 +190,14 @@ def _call(context: dg.AssetExecutionContext, configuration: Configuration, role:
           deps=[retriever],
           description="retrieved_contexts and retrieved_documents (ids and scores when the retriever gives them) "
                       "per question, with status (ok, target_error with its cause) and the call's cost.")
-def system_contexts(context: dg.AssetExecutionContext, dataset_store: DatasetStore,
+def system_contexts(context: dg.AssetExecutionContext, dataset_store: DatasetStore, judge: JudgeResource,
               question_set: pd.DataFrame) -> dg.Output[pd.DataFrame]:
-    """Call the retriever (or the system) once per usable question, through the call cache."""
+    """Call the retriever (or the system) once per usable question, through the call cache (the
+    ``judge`` resource's: ``JudgeResource.call_cache``)."""
     configuration = configuration_of(dataset_store, context.partition_key)
     usable = question_set[question_set["problem"].isna()]
     outcomes = _call(context, configuration, "retriever", {int(r): {"user_input": q} for r, q in
-                                                            zip(usable["row"], usable["user_input"])})
+                                                            zip(usable["row"], usable["user_input"])}, judge)
     skipped = {int(r): f"input_error: user_input {p}" for r, p in zip(question_set["row"], question_set["problem"])
                if not pd.isna(p)}
     columns = {"retrieved_contexts": "retrieved_contexts", "retrieved_documents": "retrieved_documents"}
@@ -213,10 +212,10 @@ def system_contexts(context: dg.AssetExecutionContext, dataset_store: DatasetSto
           deps=[generator],
           description="The response per question from the generator given the question and its retrieved "
                       "contexts, with status and cost; writes the run's samples.jsonl for ingest_dataset.")
-def system_responses(context: dg.AssetExecutionContext, dataset_store: DatasetStore, question_set: pd.DataFrame,
-               system_contexts: pd.DataFrame) -> dg.Output[pd.DataFrame]:
-    """Call the generator once per question whose retrieval succeeded (a system's responses
-    come with its retrieval); write ``samples.jsonl``: each line of the question set with
+def system_responses(context: dg.AssetExecutionContext, dataset_store: DatasetStore, judge: JudgeResource,
+               question_set: pd.DataFrame, system_contexts: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+    """Call the generator once per question whose retrieval succeeded, through the ``judge``'s call cache
+    (a system's responses come with its retrieval); write ``samples.jsonl``: each line of the question set with
     ``retrieved_contexts``, ``retrieved_documents``, ``response`` and, where the system
     failed, ``target_error`` ``{field: cause}``."""
     configuration = configuration_of(dataset_store, context.partition_key)
@@ -230,7 +229,7 @@ def system_responses(context: dg.AssetExecutionContext, dataset_store: DatasetSt
         outcomes = _call(context, configuration, "generator",
                          {int(r): {"user_input": q, "retrieved_contexts": json.loads(c)} for r, q, c in
                           zip(done["row"], question_set.set_index("row").loc[done["row"], "user_input"],
-                              done["retrieved_contexts"])})
+                              done["retrieved_contexts"])}, judge)
     frame = _outcome_frame(context.partition_key, question_set, outcomes, {"response": "response"}, skipped)
     _write_samples(Path(dataset_store.root) / context.partition_key, retrieval, frame)
     return dg.Output(frame, data_version=content_version(frame, ["status", "error", "response"]),

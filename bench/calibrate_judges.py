@@ -41,7 +41,7 @@ from rag_eval.metrics.stats.agreement import auroc, bootstrap  # noqa: E402
 from rag_eval.metrics.stats.calibrate import print_report  # noqa: E402
 from rag_eval.metrics.evaluate import default_judge  # noqa: E402
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
-from rag_eval.orchestration.judge_sim import served  # noqa: E402
+from rag_eval.orchestration.judge_sim_command import served  # noqa: E402
 
 RAGAS_FILES = {"edited_chain_runs.json": "answer_correctness", "annotated_data.json": "answer_relevancy",
                "sample_annotated_summary.json": "faithfulness"}

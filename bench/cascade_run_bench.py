@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pipeline_bench import main_job, make_rows, write_rows
 
-from rag_eval.orchestration.judge_sim import served
+from rag_eval.orchestration.judge_sim_command import served
 
 
 def summary_of(project: Path) -> dict:

@@ -32,7 +32,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rag_eval.orchestration.judge_sim import served
+from rag_eval.orchestration.judge_sim_command import served
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "custom_metrics"

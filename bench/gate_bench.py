@@ -46,7 +46,7 @@ from rag_eval.metrics.stats.compare import compare  # noqa: E402
 from rag_eval.metrics.evaluate import evaluate  # noqa: E402
 from rag_eval.metrics.judges.offline import OfflineJudge  # noqa: E402
 from rag_eval.metrics.core.registry import CORE_METRICS  # noqa: E402
-from rag_eval.orchestration.judge_sim import served  # noqa: E402
+from rag_eval.orchestration.judge_sim_command import served  # noqa: E402
 
 
 def rows(answer: str = "right_answer") -> list[dict]:

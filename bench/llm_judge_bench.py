@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from rag_eval.metrics import evaluate  # noqa: E402
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
-from rag_eval.orchestration.judge_sim import served  # noqa: E402
+from rag_eval.orchestration.judge_sim_command import served  # noqa: E402
 
 
 def rgb_rows(lang: str, data: Path) -> list[dict]:

@@ -46,7 +46,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rag_eval.orchestration.judge_sim import served
+from rag_eval.orchestration.judge_sim_command import served
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -32,7 +32,7 @@ from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge  # noqa: E402
 from rag_eval.metrics.sources.testset import chunk_documents, inverse_cloze, read_documents  # noqa: E402
 from rag_eval.metrics.sources.testset.baseline import bm25  # noqa: E402
 from rag_eval.metrics.sources.testset.generate import aplan  # noqa: E402
-from rag_eval.orchestration.judge_sim import served  # noqa: E402
+from rag_eval.orchestration.judge_sim_command import served  # noqa: E402
 
 DOCS = REPO / "examples" / "testset" / "docs"
 

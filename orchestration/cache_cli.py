@@ -9,8 +9,9 @@ from the dry run's model), or ``None`` when they are not known beforehand.
 
 Before the first request (the endpoint check included) :func:`before_run` checks the LLM judge's
 cache (``rag_eval.metrics.judges.probe``), folds into it the spill files earlier runs left for it,
-and sets the process's spill sink (``rag_eval.metrics.judges.spill.SpillSink``); when the command
-ends, :func:`after_run` settles what the cache refused and says so in one line (exit status
+and gives the command its spill sink (``rag_eval.metrics.judges.spill.SpillSink``), which ``rag-eval``
+hands to every judgement cache the command opens (``rag_eval.metrics.judges.built.BuiltJudges``); when the
+command ends, :func:`after_run` settles what those caches refused and says so in one line (exit status
 ``rag_eval.metrics.errors.EXIT_SPILLED``).
 """
 from __future__ import annotations
@@ -19,8 +20,10 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+if TYPE_CHECKING:
+    from rag_eval.metrics.judges.spill import SpillSink
 
 
 class Settled(NamedTuple):
@@ -100,12 +103,13 @@ def predicted_refusal(args: argparse.Namespace, needs) -> str | None:
     return None
 
 
-def before_run(args: argparse.Namespace) -> None:
+def before_run(args: argparse.Namespace) -> SpillSink | None:
     """Check the command's judgement cache and its room (``rag_eval.metrics.judges.probe``), fold the
     spill files left for it (in ``--out``, the system's temporary folder and the output folders the
-    cache recorded) into it, a note on stderr for each, and send every answer the cache refuses from
-    now on to a spill file (``JudgementCache.sink``). A cache that cannot take writes does not stop a
-    command expecting no request (its spill files wait for a cache that takes them).
+    cache recorded) into it, a note on stderr for each; the command's spill sink (``None`` for the
+    offline judge), to give every judgement cache it opens (``JudgementCache``'s ``sink``): the answers
+    a cache refuses go to a spill file in ``--out`` or the temporary folder. A cache that cannot take
+    writes does not stop a command expecting no request (its spill files wait for a cache that takes them).
 
     Raises
     ------
@@ -116,13 +120,12 @@ def before_run(args: argparse.Namespace) -> None:
         take a spill file's answers.
     """
     from rag_eval.metrics.errors import StorageError
-    from rag_eval.metrics.judges.cache import JudgementCache
     from rag_eval.metrics.judges.probe import cache_file, check_room, refusal, shown
     from rag_eval.metrics.judges.spill import SpillSink, spill_folders
 
     path = cache_path(args)
     if path is None:
-        return
+        return None
     out = getattr(args, "out", None)
     real = cache_file(path)
     refused = refusal(real, Path(out).absolute() if out else None)
@@ -136,7 +139,7 @@ def before_run(args: argparse.Namespace) -> None:
             check_room(real, expected(args, "most"), shown(path, real), way_out(args), bound=True)
         except StorageError:
             check_room(real, expected(args), shown(path, real), way_out(args))
-    JudgementCache.sink = SpillSink(spill_folders(out))
+    return SpillSink(spill_folders(out))
 
 
 def fold(cache_path: Path, folders: list[Path]) -> None:
@@ -163,21 +166,19 @@ def fold(cache_path: Path, folders: list[Path]) -> None:
         cache.close()
 
 
-def after_run(args: argparse.Namespace) -> Settled:
-    """Settle the answers the command's judgement caches refused (``rag_eval.metrics.judges.spill.settle``),
+def after_run(sink: SpillSink | None) -> Settled:
+    """Settle the answers the command's judgement caches refused to its ``sink`` (:func:`before_run`'s;
+    ``None``: nothing to settle) (``rag_eval.metrics.judges.spill.settle``),
     saying in one line on stderr where they are: :class:`Settled` with the spill files and
     :data:`~rag_eval.metrics.errors.EXIT_SPILLED`, or no status when every answer is in its cache. Never raises: when no folder takes them either (the
     cache, ``--out`` and the temporary folder, each named in the line), or the command stopped buying
     (no place took its answers), that is the line, and :data:`~rag_eval.metrics.errors.EXIT_USER`:
     storage that cannot be written."""
     from rag_eval.metrics.errors import EXIT_SPILLED, EXIT_USER, StorageError
-    from rag_eval.metrics.judges.cache import JudgementCache
-    from rag_eval.metrics.judges.spill import SpillSink, settle
+    from rag_eval.metrics.judges.spill import settle
 
-    sink, JudgementCache.sink = JudgementCache.sink, None
     if sink is None:
         return Settled()
-    assert isinstance(sink, SpillSink)  # the sink before_run sets
     status, spilled = None, []
     for cache in sink.caches.values():
         try:

@@ -34,14 +34,16 @@ DEFAULT_DATASET = Path("examples/fiqa/samples.jsonl")
 def add_custom_metrics(parser: argparse.ArgumentParser) -> None:
     """The ``--custom-metrics FILE`` option (``rag_eval.metrics.core.custom``)."""
     parser.add_argument("--custom-metrics", metavar="FILE",
-                        help="YAML file of custom metrics (default $RAG_EVAL_CUSTOM_METRICS, else ./custom_metrics.yaml "
-                             "when present); the Dagster UI and daemon read the variable and file where they start")
+                        help="YAML file of custom metrics (default: the one [tool.rag_eval.metrics] custom_metrics of "
+                             "./pyproject.toml names, else ./custom_metrics.yaml when present); the Dagster UI and "
+                             "daemon read the same setting where they start")
 
 
 def command_registry(args: argparse.Namespace) -> Registry:
     """The command's metric registry, built once as it starts (``rag_eval.metrics.core.registry.build_registry``):
-    the built-in metrics, the custom metrics of ``--custom-metrics FILE`` (else ``$RAG_EVAL_CUSTOM_METRICS``,
-    else ``./custom_metrics.yaml``: ``custom_metrics_file``; the environment is read, never written) and the
+    the built-in metrics, the custom metrics of ``--custom-metrics FILE`` (else the file
+    ``[tool.rag_eval.metrics] custom_metrics`` of ``./pyproject.toml`` names, else ``./custom_metrics.yaml``:
+    ``custom_metrics_file``) and the
     installed plugins'. The handlers take it from ``args.registry``; the in-process runs use it as their
     definitions' (``rag_eval.orchestration.parsing.definitions``).
 
@@ -50,13 +52,12 @@ def command_registry(args: argparse.Namespace) -> Registry:
     SettingsError
         For a file with an invalid definition (naming the file, the metric and the field;
         for ``./custom_metrics.yaml`` found in the working directory, saying so), a plugin
-        that cannot be loaded.
+        that cannot be loaded, or a setting ``custom_metrics_file`` refuses.
     NotFoundError, StorageError
         For a file that is not there or cannot be read.
     """
-    import os
-
-    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, build_registry, custom_metrics_file
+    from rag_eval.metrics.core.custom import CUSTOM_METRICS_FILE, custom_metrics_file
+    from rag_eval.metrics.core.registry import build_registry
     from rag_eval.metrics.errors import SettingsError
 
     named = getattr(args, "custom_metrics", None)
@@ -64,10 +65,11 @@ def command_registry(args: argparse.Namespace) -> Registry:
     try:
         return build_registry(found)
     except (OSError, ValueError) as exc:
-        if named or os.environ.get(CUSTOM_METRICS_ENV) or found is None or not str(exc).startswith(str(found)):
+        if named or found != Path(CUSTOM_METRICS_FILE).resolve() or not str(exc).startswith(str(found)):
             raise  # not the file found in the working directory
         raise SettingsError(f"{exc} (every rag-eval command reads ./custom_metrics.yaml when there is one: fix it, "
-                            "or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)") from None
+                            "or name another file with --custom-metrics or [tool.rag_eval.metrics] custom_metrics "
+                            "in ./pyproject.toml)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rag_eval.orchestration.cache_cli import add_cache_commands
 
     add_cache_commands(sub)  # cache import (a spill file)
-    from rag_eval.orchestration.judge_sim import add_arguments as add_judge_sim_arguments
+    from rag_eval.orchestration.judge_sim_command import add_arguments as add_judge_sim_arguments
 
     add_judge_sim_arguments(sub.add_parser("serve-judge-sim", help="serve a simulated OpenAI-compatible LLM "
                                            "provider on 127.0.0.1 (latency, rate limits, faults) to try the LLM judge"))
@@ -219,8 +221,14 @@ def _command(argv: list[str] | None) -> int:
     # installed its handlers a Ctrl-C would print a traceback (tests/reliability/test_crash.py).
     from rag_eval.orchestration.cache_cli import Stopped, after_run, before_run, exit_status
 
-    if judging:  # a judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent
-        before_run(args)
+    # A judgement paid for is written somewhere, or not bought: the cache takes writes, or nothing is sent; every
+    # judgement cache the command opens spills to its sink, through the judges it builds (``built_judges``: a field
+    # of the judge resources ``settings.judge_resource`` makes of the arguments) or given ``args.spill``.
+    args.spill = before_run(args) if judging else None
+    if args.spill is not None:
+        from rag_eval.metrics.judges.built import BuiltJudges
+
+        args.built_judges = BuiltJudges(args.spill)
     if judging and args.command in ("run", "backfill"):
         start_judge_check(args)  # the endpoint check's requests go out while the Dagster instance opens
     # run and backfill end their start-up themselves, once evaluating
@@ -228,12 +236,12 @@ def _command(argv: list[str] | None) -> int:
         try:  # the gate's and the cache's commands read files only
             status = _in_instance(args) if args.uses_instance else run_handler(args)
         except BaseException as failed:  # Ctrl-C too: what the cache could not take goes to a spill file
-            settled = after_run(args) if judging else None
+            settled = after_run(args.spill)
             if isinstance(failed, KeyboardInterrupt):  # the stop line names the spill files
-                raise Stopped(settled.spills if settled else ()) from None
+                raise Stopped(settled.spills) from None
             raise
-        settled = after_run(args) if judging else None
-    return exit_status(status, settled.status if settled else None)
+        settled = after_run(args.spill)
+    return exit_status(status, settled.status)
 
 
 def _in_instance(args: argparse.Namespace) -> int:

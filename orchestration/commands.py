@@ -42,16 +42,19 @@ def start_judge_check(args: argparse.Namespace) -> None:
         judge.check_endpoint(wait=False)
 
 
-def register(args: argparse.Namespace) -> tuple[str, bool]:
-    """Register ``args.dataset`` as a version (``rag_eval.assets.registration``, the rule the
-    sensor uses too): ``(key, new)``."""
+def register(instance: dg.DagsterInstance, datasets: str | Path, dataset: str | Path, version: str | None = None,
+             meta: str | Path | None = None, replace: bool = False,
+             max_rejected_share: float | None = None) -> tuple[str, bool]:
+    """Register ``dataset`` as a version in the folder ``datasets`` and ``instance``, with its key, ``meta``
+    file, ``replace`` and ``max_rejected_share`` kept with it when given: ``(key, new)``; as
+    ``rag_eval.assets.registration.register_version`` (the rule the sensor uses too), which raises
+    ``RegistrationError`` for what it refuses."""
     from rag_eval.assets.registration import register_version
     from rag_eval.assets.resources import DatasetStore
 
-    meta = Path(args.meta) if args.meta else None
-    settings = {} if args.max_rejected_share is None else {"max_rejected_share": args.max_rejected_share}
-    return register_version(args.instance, DatasetStore(root=str(Path(args.datasets).resolve())),
-                            Path(args.dataset), args.dataset_version, meta, args.replace, settings)
+    settings = {} if max_rejected_share is None else {"max_rejected_share": max_rejected_share}
+    return register_version(instance, DatasetStore(root=str(Path(datasets).resolve())), Path(dataset), version,
+                            Path(meta) if meta else None, replace, settings)
 
 
 def check_out(settings: RunSettings) -> None:
@@ -218,7 +221,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for judge in settings.judges():
         check_judge(judge)
     check_out(settings)
-    version, new = register(args)
+    version, new = register(args.instance, args.datasets, args.dataset, args.dataset_version, args.meta, args.replace,
+                            settings.max_rejected_share)
     # The limit the version keeps (its settings.json: this run's --max-rejected-share, else an earlier one), in
     # the run's config: a version evaluated under another limit, or failing this one, is not up to date.
     settings = replace(settings, max_rejected_share=rejection_limit(
@@ -360,7 +364,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_register(args: argparse.Namespace) -> int:
     """Register a dataset version without running it."""
-    version, new = register(args)
+    version, new = register(args.instance, args.datasets, args.dataset, args.dataset_version, args.meta, args.replace,
+                            args.max_rejected_share)
     said = "registered" if new else "registered again (--replace: its file is this one now)" if args.replace \
         else "already registered:"
     print(f"{said} dataset version {version}; evaluate it with "
@@ -385,7 +390,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from rag_eval.metrics.stats.calibrate import print_report
     from rag_eval.metrics.evaluate import default_judge
 
-    judge = OfflineJudge() if args.offline else default_judge()
+    judge = OfflineJudge() if args.offline else default_judge(args.spill)
     try:
         report = calibrate(args.labels, judge=judge, registry=args.registry)
     finally:

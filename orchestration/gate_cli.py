@@ -40,7 +40,7 @@ def _judge(args: argparse.Namespace):
     from rag_eval.metrics.evaluate import default_judge
     from rag_eval.metrics.judges.offline import OfflineJudge
 
-    return OfflineJudge() if args.offline else default_judge()
+    return OfflineJudge() if args.offline else default_judge(args.spill)
 
 
 def _print_table(comparison) -> None:
@@ -84,7 +84,7 @@ def _finish(comparison, notes: list[str], folder: Path, history) -> int:
     if comparison.passed:
         print(printable(comparison.verdict))
         if not comparison.decided:
-            from rag_eval.metrics.stats.compare import NO_DECISION_HINT
+            from rag_eval.metrics.stats.comparison import NO_DECISION_HINT
 
             print(f"note: {NO_DECISION_HINT}")
         return 0

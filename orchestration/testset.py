@@ -77,7 +77,7 @@ def cmd_testset(args: argparse.Namespace) -> int:
         print(f"inverse-cloze retrieval set (offline, no request): {len(questions)} questions of {args.questions} "
               f"asked, one sentence of each of {len(questions)} chunks")
         return _done(out, written, len(questions))
-    judge = LLMJudge(config)
+    judge = LLMJudge(config, sink=args.spill)
     try:
         return _generated(args, judge, chunks, report, out)
     finally:

@@ -7,7 +7,9 @@ cannot see each other's leftovers. Read from the source (``ast``, nothing is imp
 * a module-level instance of a class of the package whose instances change (a method other than a
   constructor sets or mutates an attribute of ``self``, or a dataclass that is not frozen): a registry, a cache;
 * a ``global`` statement;
-* an attribute set on a class of the package from outside it (``SomeClass.attr = ...``: class-level state);
+* an attribute set on a class (``SomeClass.attr = ...`` of a class of the package, ``cls.attr = ...``,
+  ``type(self).attr = ...``: class-level state, shared by every instance: what a cache spills to is its
+  own, given when it is built), except in ``__init_subclass__`` (a subclass's constant, made as it is defined);
 * a write to the process's environment (``os.environ[...] =``, ``os.environ.setdefault``/``update``/``pop``...,
   ``os.putenv``);
 * a switch of the cyclic garbage collector (``gc.disable``/``enable``/``freeze``/``unfreeze``) outside its one
@@ -38,8 +40,6 @@ COLLECTOR = "metrics/core/collector.py"
 
 #: ``(module, what)`` pairs the check lets pass, each with why.
 ALLOWED = {
-    # issue 36: being removed (spill branch: SPILLED is gone; the sink is still the class's)
-    ("orchestration/cache_cli.py", "sets JudgementCache.sink"),
     # The index of the text memos, each a bounded functools.lru_cache of a pure function: filled as their
     # modules are imported (the @memo decorator), emptied by forget_memos; what they hold never changes a result.
     ("metrics/text/memos.py", "module-level _MEMOS mutated (.append)"),
@@ -162,6 +162,19 @@ def _stateful(name: str, classes: dict[str, ast.ClassDef]) -> bool:
     return loose_dataclass or _changes_itself(cls) or any(b in classes and _stateful(b, classes) for b in bases)
 
 
+def _class_attribute(target: ast.AST, classes: dict[str, ast.ClassDef]) -> str | None:
+    """``C.attr`` when ``target`` sets an attribute of a class: ``C.attr`` (``C`` a class of the package),
+    ``cls.attr`` or ``type(...).attr``."""
+    if not isinstance(target, ast.Attribute):
+        return None
+    owner = target.value
+    if isinstance(owner, ast.Name) and (owner.id in classes or owner.id == "cls"):
+        return f"{owner.id}.{target.attr}"
+    if _call_name(owner) == "type" and isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name):
+        return f"type(...).{target.attr}"
+    return None
+
+
 def _with_locals(node: ast.AST, bound: frozenset[str]):
     """Every node under ``node`` with the names its innermost function binds itself (none at module level)."""
     for child in ast.iter_child_nodes(node):
@@ -190,6 +203,8 @@ def module_state(root: Path) -> list[tuple[str, str]]:
                 elif _call_name(value) in classes and _stateful(_call_name(value), classes):
                     found.add((module, f"module-level instance {name} = {_call_name(value)}(...)"))
     for module, tree in trees.items():
+        defining = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "__init_subclass__"
+                    for n in ast.walk(f)}  # a subclass's constants, set as it is defined
         for node, bound in _with_locals(tree, frozenset()):
             if isinstance(node, ast.Global):
                 found.add((module, f"global {', '.join(node.names)}"))
@@ -199,9 +214,8 @@ def module_state(root: Path) -> list[tuple[str, str]]:
                     isinstance(node.func.value, ast.Name) and node.func.value.id == "gc" and node.func.attr in GC_SWITCHES:
                 found.add((module, f"gc.{node.func.attr}()"))
             for target in node.targets if isinstance(node, ast.Assign) else []:
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and \
-                        target.value.id in classes:
-                    found.add((module, f"sets {target.value.id}.{target.attr}"))
+                if (attribute := _class_attribute(target, classes)) is not None and id(node) not in defining:
+                    found.add((module, f"sets {attribute}"))
             change = _mutated(node)
             if change and change[0] in mutable and change[0] not in bound:
                 found.add((module, f"module-level {change[0]} mutated ({change[1]})"))
@@ -229,6 +243,10 @@ def test_the_check_finds_each_kind_of_module_state(tmp_path):
                          "def fast():\n    gc.disable()\n",
         "orchestration/counter.py": "COUNT = 0\nSEEN = set()\ndef bump():\n    global COUNT\n    COUNT += 1\n"
                                     "def local():\n    SEEN = set()\n    SEEN.add(1)\n    return CONSTANT['a']\n",
+        "metrics/spill.py": "class Spilling:\n    sink = None\n    def __init__(self, sink=None):\n"
+                            "        self.own = sink\n    def share(self, f):\n        type(self).sink = f\n"
+                            "    @classmethod\n    def everywhere(cls, f):\n        cls.sink = f\n"
+                            "    def __init_subclass__(cls):\n        cls.kind = cls.__name__.lower()\n",
     })
     assert module_state(root) == [
         ("assets/use.py", "gc.disable()"),
@@ -237,8 +255,11 @@ def test_the_check_finds_each_kind_of_module_state(tmp_path):
         ("assets/use.py", "writes os.environ"),
         ("metrics/registry.py", "module-level MEMO mutated ([...] =)"),
         ("metrics/registry.py", "module-level instance REGISTRY = Cache(...)"),
+        ("metrics/spill.py", "sets cls.sink"),
+        ("metrics/spill.py", "sets type(...).sink"),
         ("orchestration/counter.py", "global COUNT"),
-    ]  # CONSTANT is only read; a Rule does not change once built; counter.local's SEEN is its own set
+    ]  # CONSTANT is only read; a Rule does not change once built; counter.local's SEEN is its own set; a
+    # Spilling's own sink is set in its constructor, on the instance; a subclass's kind as it is defined
 
 
 def test_no_module_level_mutable_state_remains():

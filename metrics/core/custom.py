@@ -37,11 +37,15 @@ budgeted like the built-in metrics. Values: ``aspect_critic`` the verdict 0/1 (t
 0.5: verdict 1 passes, or 0 with ``direction: lower``); ``rubric`` the level 1-5 (default
 threshold 3); ``discrete`` 1 for a label in ``pass_labels`` else 0 (the label is in the
 details); ``numeric`` the number, on its ``range``, ``threshold`` required.
+
+Which file an entry point reads (the one named, else the project's setting, else
+``./custom_metrics.yaml``): :func:`custom_metrics_file`.
 """
 from __future__ import annotations
 
 import hashlib
 import math
+import os
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
@@ -55,6 +59,7 @@ from rag_eval.metrics.judgements.custom import ANSWER, CustomJudgement, CustomTe
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.core.results import Direction
 from rag_eval.metrics.core.samples import Sample
+from rag_eval.metrics.core.settings import tool_section
 from rag_eval.metrics.errors import NotFoundError, SettingsError, StorageError
 
 FieldName = Literal["user_input", "response", "retrieved_contexts", "reference"]
@@ -265,3 +270,42 @@ def load_custom_metrics(path: str | Path) -> list[type[CustomMetric]]:
 
 
 __all__ = ["CustomMetric", "load_custom_metrics"]
+
+
+#: The setting naming the custom metrics file: ``custom_metrics`` of ``[tool.rag_eval.metrics]`` in ``./pyproject.toml``.
+CUSTOM_METRICS_SETTING = ("metrics", "custom_metrics")
+#: The custom metrics file read from the working directory when none is named.
+CUSTOM_METRICS_FILE = "custom_metrics.yaml"
+#: The environment variable that named the file before the setting did: refused when set, not read.
+RETIRED_ENV = "RAG_EVAL_CUSTOM_METRICS"
+
+
+def custom_metrics_file(named: str | os.PathLike[str] | None = None) -> Path | None:
+    """The custom metrics file an entry point reads: ``named`` (the CLI's ``--custom-metrics``), else
+    the one ``[tool.rag_eval.metrics] custom_metrics`` of ``./pyproject.toml`` names (relative to the
+    working directory, where the code location and ``rag-eval`` run), else ``./custom_metrics.yaml`` when
+    there is one, else ``None``. Read once by each entry point (the code location as it loads); a file
+    named must exist (:func:`build_registry` says so when it does not).
+
+    Raises
+    ------
+    SettingsError
+        For a ``./pyproject.toml`` ``rag_eval.metrics.core.settings.tool_section`` refuses, a
+        ``custom_metrics`` that is not a file name, or, when no file is ``named``,
+        ``$RAG_EVAL_CUSTOM_METRICS`` set (no longer read: the line says where the file is named now).
+    """
+    if named:
+        return Path(named).resolve()
+    if os.environ.get(RETIRED_ENV):
+        raise SettingsError(f"${RETIRED_ENV} is no longer read: name the custom metrics file in ./pyproject.toml "
+                            "([tool.rag_eval.metrics] custom_metrics = \"FILE\") or with --custom-metrics FILE, "
+                            f"and unset ${RETIRED_ENV}")
+    section, key = CUSTOM_METRICS_SETTING
+    configured = tool_section(None, section, {key}).get(key)
+    if configured is not None:
+        if not isinstance(configured, str) or not configured.strip():
+            raise SettingsError(f"{Path('pyproject.toml').resolve()}: [tool.rag_eval.{section}] {key} must name a "
+                                f"file, got {configured!r}")
+        return Path(configured).resolve()
+    default = Path(CUSTOM_METRICS_FILE)
+    return default.resolve() if default.is_file() else None

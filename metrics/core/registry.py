@@ -15,8 +15,9 @@ when ``metrics`` is imported; immutable, so shared).
 
 Each entry point builds its registry once and passes it down: the CLI from ``--custom-metrics FILE``, the
 Dagster code location (``rag_eval.orchestration.definitions``: the UI, the daemon, their run workers) as it
-loads, both choosing the file by :func:`custom_metrics_file` (the one named, else ``$RAG_EVAL_CUSTOM_METRICS``,
-else ``./custom_metrics.yaml`` when there is one); a Python caller passes the registry it built (the
+loads, both choosing the file by ``rag_eval.metrics.core.custom.custom_metrics_file`` (the one named, else the one
+``[tool.rag_eval.metrics] custom_metrics`` of ``./pyproject.toml`` names, else ``./custom_metrics.yaml`` when
+there is one: no environment variable); a Python caller passes the registry it built (the
 functions here default to :func:`builtin_registry`). Importing ``metrics`` never reads a file or loads a
 plugin, and registries of different files coexist in one process.
 """
@@ -44,7 +45,7 @@ from rag_eval.metrics.azure.relevance import Relevance
 from rag_eval.metrics.azure.response_completeness import ResponseCompleteness
 from rag_eval.metrics.azure.retrieval import Retrieval
 from rag_eval.metrics.core.base import Family, Metric, name_problem
-from rag_eval.metrics.core.custom import load_custom_metrics
+from rag_eval.metrics.core.custom import CUSTOM_METRICS_FILE, CUSTOM_METRICS_SETTING, load_custom_metrics
 from rag_eval.metrics.judges.config import PER_METRIC, LLMConfig
 from rag_eval.metrics.rag.answer_correctness import AnswerCorrectness
 from rag_eval.metrics.rag.answer_relevancy import AnswerRelevancy
@@ -77,24 +78,6 @@ def _discovered() -> list[type[Metric]]:
 
 #: The entry point group of plugin metrics (``[project.entry-points."rag_eval.metrics"]``).
 PLUGIN_GROUP = "rag_eval.metrics"
-#: The environment variable naming the custom metrics file.
-CUSTOM_METRICS_ENV = "RAG_EVAL_CUSTOM_METRICS"
-#: The custom metrics file read from the working directory when the variable is unset.
-CUSTOM_METRICS_FILE = "custom_metrics.yaml"
-
-
-def custom_metrics_file(named: str | os.PathLike[str] | None = None) -> Path | None:
-    """The custom metrics file an entry point reads: ``named`` (the CLI's ``--custom-metrics``),
-    else the one ``$RAG_EVAL_CUSTOM_METRICS`` names (a user's setting: read, never written), else
-    ``./custom_metrics.yaml`` when there is one, else ``None``. A file named must exist
-    (:func:`build_registry` says so when it does not)."""
-    named = named or os.environ.get(CUSTOM_METRICS_ENV)
-    if named:
-        return Path(named).resolve()
-    default = Path(CUSTOM_METRICS_FILE)
-    return default.resolve() if default.is_file() else None
-
-
 def plugin_metrics() -> list[type[Metric]]:
     """The metric classes of every installed entry point of :data:`PLUGIN_GROUP`, by
     distribution and entry point name.
@@ -151,7 +134,8 @@ def _with_extensions(builtin: list[type[Metric]], source: Path | None, plugins: 
     return metrics
 
 
-_WHERE = f"--custom-metrics FILE, ${CUSTOM_METRICS_ENV} or ./{CUSTOM_METRICS_FILE}"
+_WHERE = f"--custom-metrics FILE, [tool.rag_eval.{CUSTOM_METRICS_SETTING[0]}] {CUSTOM_METRICS_SETTING[1]} of " \
+    f"./pyproject.toml or ./{CUSTOM_METRICS_FILE}"
 _NO_FILE = f"no custom metrics file read ({_WHERE})"
 _BUILD = "rag_eval.metrics.build_registry()"
 
@@ -231,7 +215,7 @@ def build_registry(custom_metrics: str | os.PathLike[str] | None = None, plugins
     ----------
     custom_metrics : path, optional
         The custom metrics file (``rag_eval.metrics.core.custom``); ``None``: none. The entry points
-        choose it with :func:`custom_metrics_file`.
+        choose it with ``rag_eval.metrics.core.custom.custom_metrics_file``.
     plugins : bool
         Whether to add the metrics of every entry point of :data:`PLUGIN_GROUP`.
 

@@ -4,16 +4,14 @@ A sample has the RAGAS fields ``user_input``, ``response``, ``retrieved_contexts
 (list of str) and ``reference``, plus an ``id``. Aliases of dingo, Azure AI
 Evaluation, DeepEval and older RAGAS are accepted, and a user mapping (as in dingo's
 ``fields``) names any other column. A field that is absent or null is *missing*; a
-field of the wrong type is *malformed* and recorded in ``Sample.problems``. Neither
-raises: the metrics that need the field report ``input_error`` naming row and field.
+field of the wrong type is *malformed* and recorded in ``Sample.problems`` (what each field's
+value must be: ``rag_eval.metrics.core.field_values``). Neither raises: the metrics that need the
+field report ``input_error`` naming row and field.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import math
-import numbers
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +20,8 @@ from typing import Any, Literal, overload
 import pandas as pd
 
 from rag_eval.metrics.core.decoding import decode_json, json_object, not_text, record_problem
+from rag_eval.metrics.core.field_values import is_null, normalise
 from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError
-
-_WORD = re.compile(r"[^\W_]")
 
 FIELDS = ("user_input", "response", "retrieved_contexts", "reference", "retrieval_ground_truth",
           "retrieved_documents")
@@ -120,119 +117,6 @@ class Sample:
                 "problems": dict(self.problems)}
 
 
-def _is_null(value: Any) -> bool:
-    """None, NaN (pandas' missing cell) and ``pd.NA`` are null; lists never are."""
-    if value is None or value is pd.NA:
-        return True
-    return isinstance(value, float) and math.isnan(value)
-
-
-def _as_list(value: Any) -> Any:
-    """Arrays from Parquet and JSON-encoded lists from CSV become Python lists."""
-    if hasattr(value, "tolist") and not isinstance(value, str):
-        value = value.tolist()
-        return [v.tolist() if hasattr(v, "tolist") else v for v in value] if isinstance(value, list) else value
-    if isinstance(value, str) and value.lstrip().startswith("["):
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            return value
-        return parsed if isinstance(parsed, list) else value
-    return value
-
-
-def _text_or_list(value: Any) -> Any:
-    """:func:`_as_list`, but a string that reads as a JSON list of other things than strings
-    (``"[1]"``, a citation marker) stays the string it is."""
-    found = _as_list(value)
-    if isinstance(value, str) and isinstance(found, list) and not all(isinstance(v, str) for v in found):
-        return value
-    return found
-
-
-#: Bounds that keep one sample's cost finite; longer input is malformed, not truncated.
-MAX_CHARS = 100_000
-MAX_CONTEXTS = 200
-
-
-def _text_problem(text: str) -> str | None:
-    if len(text) > MAX_CHARS:
-        return f"longer than {MAX_CHARS} characters ({len(text)})"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "contains invalid Unicode (a lone surrogate)"
-    return None
-
-
-_DOCUMENT_FIELDS = {"retrieval_ground_truth": ("query_relevance_label", "an integer label"),
-                    "retrieved_documents": ("relevance_score", "a number")}
-MAX_DOCUMENTS = 10_000
-
-
-def _number(value: Any, whole: bool) -> int | float | None:
-    """``value`` as an ``int`` (``whole``: an integer within ±2**53) or a finite ``float``; ``None``
-    when it is neither (a boolean never is)."""
-    if isinstance(value, bool):
-        return None
-    if whole:
-        return int(value) if isinstance(value, numbers.Integral) and -(2**53) <= int(value) <= 2**53 else None
-    try:  # an integer too large for a float is not a score
-        return float(value) if isinstance(value, numbers.Real) and math.isfinite(value) else None
-    except OverflowError:
-        return None
-
-
-def _documents(name: str, value: Any) -> tuple[Any, str | None]:
-    """Validate a list of ``{"document_id", <label or score>}`` records."""
-    key, kind = _DOCUMENT_FIELDS[name]
-    value = _as_list(value)
-    if not isinstance(value, list):
-        return None, f"expected a list of objects, got {type(value).__name__}"
-    if len(value) > MAX_DOCUMENTS:
-        return None, f"more than {MAX_DOCUMENTS} documents ({len(value)})"
-    documents = []
-    for i, item in enumerate(value):
-        if not isinstance(item, dict) or "document_id" not in item or _is_null(item.get("document_id")):
-            return None, f"item {i} has no document_id"
-        number = _number(item.get(key), whole=name == "retrieval_ground_truth")
-        if number is None:
-            return None, f"item {i}: {key} must be {kind}, got {item.get(key)!r}"
-        documents.append({"document_id": str(item["document_id"]), key: number})
-    return documents, None
-
-
-def _normalise(name: str, value: Any) -> tuple[Any, str | None]:
-    """Return ``(value, problem)`` for one canonical field."""
-    if name in _DOCUMENT_FIELDS:
-        return _documents(name, value)
-    if name == "retrieved_contexts":
-        value = _text_or_list(value)
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list):
-            return None, f"expected a list of strings, got {type(value).__name__}"
-        bad = [i for i, item in enumerate(value) if not isinstance(item, str)]
-        if bad:
-            return None, f"item {bad[0]} is {type(value[bad[0]]).__name__}, expected a string"
-        if len(value) > MAX_CONTEXTS:
-            return None, f"more than {MAX_CONTEXTS} contexts ({len(value)})"
-        problems = [f"item {i} {p}" for i, p in enumerate(map(_text_problem, value)) if p]
-        return (None, problems[0]) if problems else (value, None)
-    if name == "reference":
-        value = _text_or_list(value)
-        if isinstance(value, list):
-            if not all(isinstance(item, str) for item in value):
-                return None, "expected a string or a list of strings"
-            value = "\n".join(value)
-    if not isinstance(value, str):
-        return None, f"expected a string, got {type(value).__name__}"
-    if name in ("user_input", "reference") and not _WORD.search(value):
-        return None, "empty: no letter or digit"
-    problem = _text_problem(value)
-    return (None, problem) if problem else (value, None)
-
-
 def stable_id(fields: Mapping[str, Any]) -> str:
     """A 16-hex-digit SHA-256 of the test case: ``user_input`` and ``reference``.
 
@@ -249,7 +133,7 @@ def given_keys(raw: Mapping[str, Any], name: str, fields: Mapping[str, str] | No
     are tried: the user's column of ``fields`` when it names one, else ``name`` then its
     :data:`ALIASES`. :func:`sample_from_dict` reads the first."""
     candidates = (fields[name],) if fields and name in fields else (name, *ALIASES[name])
-    return [c for c in candidates if c in raw and not _is_null(raw[c])]
+    return [c for c in candidates if c in raw and not is_null(raw[c])]
 
 
 def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str] | None = None) -> Sample:
@@ -286,7 +170,7 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
             values[name] = None
             problems[name] = f"given twice with different values, as {given[0]!r} and {conflicting[0]!r}"
             continue
-        values[name], problem = _normalise(name, value)
+        values[name], problem = normalise(name, value)
         if problem:
             problems[name] = problem
     errors = raw.get("target_error")
@@ -295,7 +179,7 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
             if name in FIELDS:
                 values[name], problems[name] = None, f"{TARGET_ERROR}: {cause}"
     raw_id = raw.get(fields.get("id", "id"))
-    sample_id = str(raw_id) if not _is_null(raw_id) and str(raw_id).strip() else stable_id(values)
+    sample_id = str(raw_id) if not is_null(raw_id) and str(raw_id).strip() else stable_id(values)
     # A lone surrogate (valid JSON "\\ud800") cannot be written as UTF-8: the id keeps it as its escape.
     sample_id = sample_id.encode("utf-8", "backslashreplace").decode("utf-8")
     return Sample(id=sample_id, row=row, problems=problems, **values)

@@ -17,6 +17,7 @@ from rag_eval.metrics.core.base import Metric, asked
 from rag_eval.metrics.core.collector import collector
 from rag_eval.metrics.reports.formats import azure_rows, fields_frame, ragas_table
 from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.judges.cache import Sink
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.core.results import MetricResult
@@ -43,12 +44,13 @@ class EvaluationResult:
         return ragas_table(self.results, fields_frame(self.samples) if self.samples else None)
 
 
-def default_judge() -> Judge:
+def default_judge(sink: Sink | None = None) -> Judge:
     """The judge used when none is given: the LLM judge when ``OPENAI_API_KEY`` or
-    ``OPENAI_BASE_URL`` is set (``LLMConfig.from_env``), else the offline heuristic judge
+    ``OPENAI_BASE_URL`` is set (``LLMConfig.from_env``), its cache spilling to ``sink`` when given
+    (``rag_eval.metrics.judges.cache.JudgementCache``), else the offline heuristic judge
     (no key, no network)."""
     config = LLMConfig.from_env()
-    return LLMJudge(config) if config.configured else OfflineJudge()
+    return LLMJudge(config, sink=sink) if config.configured else OfflineJudge()
 
 
 def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:

@@ -17,8 +17,8 @@ The cache never costs a run its answers, and never throws away answers paid for.
 file is kept usable when it is damaged, full, read-only or locked is
 ``rag_eval.metrics.judges.cache_file``'s; the answers this process cannot write are kept in
 memory and written as soon as the file takes them again (and when the cache is closed), so a
-full cache stays the cache and is used again once space returns; with a
-:attr:`JudgementCache.sink` (``rag-eval`` sets one: ``rag_eval.metrics.judges.spill``), from the
+full cache stays the cache and is used again once space returns; given a ``sink`` (``rag-eval``
+gives each cache of a command that judges the command's: ``rag_eval.metrics.judges.spill``), from the
 first refusal on every answer goes to the sink's spill file as it arrives, and when the sink
 refuses too, :attr:`JudgementCache.nowhere` says why (a judge then buys nothing more).
 """
@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 from rag_eval.metrics.judges.cache_file import CacheFile
 from rag_eval.metrics.judges.kept import kept_problem
@@ -43,6 +43,11 @@ class Key(NamedTuple):
 
     own: str
     shared: str
+
+
+#: Where a cache sends the answers its file refuses, as they arrive: ``sink(cache, entries)`` with
+#: ``entries`` ``(key, kind, value as JSON text)``, whether it took them.
+Sink = Callable[["JudgementCache", list[tuple[Key, str, str]]], bool]
 
 
 def _digest(parts: dict[str, Any]) -> str:
@@ -99,17 +104,18 @@ class JudgementCache(CacheFile):
         Only read the file (a dry run's): nothing is created or changed, not even SQLite's WAL index
         where no WAL holds answers (``rag_eval.metrics.judges.cache_file.read_only_uri``); an answer put
         is kept in memory only.
+    sink : Sink, optional
+        Where the answers the file refuses go from the first refusal on (``rag_eval.metrics.judges.spill.SpillSink``);
+        without one they are kept in memory until the file takes them.
 
     Never raises on a damaged, read-only, full or locked file: see the module's notes.
     """
 
-    #: Where every cache of this process sends the answers its file refuses, as they arrive:
-    #: ``sink(cache, entries)``, whether it took them (``None``: kept in memory until the file takes them).
-    sink: ClassVar[Callable[[JudgementCache, list[tuple[Key, str, str]]], bool] | None] = None
-
     def __init__(self, path: str | Path, lease: float = 600.0, across_endpoints: bool = False,
-                 lock_wait: float = 120.0, read_only: bool = False) -> None:
+                 lock_wait: float = 120.0, read_only: bool = False, sink: Sink | None = None) -> None:
         self.lease = lease
+        #: Where the answers the file refuses go (``None``: kept in memory until the file takes them).
+        self.sink = sink
         self.across_endpoints = across_endpoints
         self._owner = uuid.uuid4().hex
         self._host = socket.gethostname()
@@ -174,7 +180,7 @@ class JudgementCache(CacheFile):
             self._flush()
             if self._spilling or self._pending or not self._guard(write, fallback=False):
                 self._memory[key.own] = self._memory[key.shared] = json.loads(text)
-                sink = type(self).sink  # the class's: a function stored there is not a method
+                sink = self.sink
                 self._spilling = sink is not None
                 if sink is not None and sink(self, [(key, kind, text)]):
                     return  # in a spill file: no longer this cache's to write

@@ -34,6 +34,7 @@ from rag_eval.metrics.judges.usage import Usage, current_usage
 from rag_eval.metrics.errors import SettingsError
 
 if TYPE_CHECKING:
+    from rag_eval.metrics.judges.cache import Sink
     from rag_eval.metrics.judges.examples import Examples
 
 __all__ = ["LLMConfig", "LLMJudge"]
@@ -59,6 +60,10 @@ class LLMJudge(LLMRequests):
     read_only_cache : bool
         Only read the cache (a dry run's: ``JudgementCache(read_only=True)``); none when its file does not
         exist: nothing is created or changed.
+    sink : Sink, optional
+        Where the answers the cache's file refuses go (``rag_eval.metrics.judges.cache.JudgementCache``'s
+        ``sink``: ``rag-eval`` gives the command's spill files, ``rag_eval.metrics.judges.spill.SpillSink``);
+        without one they are kept in memory until the file takes them.
 
     Notes
     -----
@@ -69,8 +74,8 @@ class LLMJudge(LLMRequests):
     """
 
     def __init__(self, config: LLMConfig | None = None, examples: Examples | None = None,
-                 read_only_cache: bool = False) -> None:
-        super().__init__(config or LLMConfig.from_env(), read_only_cache)
+                 read_only_cache: bool = False, sink: Sink | None = None) -> None:
+        super().__init__(config or LLMConfig.from_env(), read_only_cache, sink)
         self.examples = examples
         self.name = self._name()
 

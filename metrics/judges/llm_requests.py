@@ -20,7 +20,7 @@ import numpy as np
 
 from rag_eval.metrics.judges import prompts
 from rag_eval.metrics.judges.base import Judge, JudgeError
-from rag_eval.metrics.judges.cache import JudgementCache, Key, cache_key
+from rag_eval.metrics.judges.cache import JudgementCache, Key, Sink, cache_key
 from rag_eval.metrics.judges.config import OPENAI_URL, LLMConfig
 from rag_eval.metrics.judges.endpoint import public_url
 from rag_eval.metrics.judges.plan import MESSAGE_TOKENS, Planned, current_plan, estimate_tokens, reply_tokens
@@ -71,16 +71,18 @@ class LLMRequests(Judge):
     read_only_cache : bool
         Only read the cache (a dry run's: ``JudgementCache(read_only=True)``); none when its file does not
         exist: nothing is created or changed.
+    sink : Sink, optional
+        Where the answers the cache's file refuses go (``JudgementCache``'s ``sink``: a command's spill files).
     """
 
-    def __init__(self, config: LLMConfig, read_only_cache: bool = False) -> None:
+    def __init__(self, config: LLMConfig, read_only_cache: bool = False, sink: Sink | None = None) -> None:
         self.config = config
         cfg = self.config
         # The longest a live claimant may take: a request and its re-ask, each with all its attempts.
         lease = 2 * cfg.max_attempts * (cfg.timeout + cfg.max_retry_wait) + 60
         path = cfg.cache_path
         self.cache = JudgementCache(path, lease=lease, across_endpoints=cfg.cache_across_endpoints,
-                                    read_only=read_only_cache) \
+                                    read_only=read_only_cache, sink=sink) \
             if path and (not read_only_cache or Path(path).is_file()) else None
         self.transport = Transport(cfg)
         self.transport.refuse = self._may_buy

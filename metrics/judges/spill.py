@@ -1,7 +1,7 @@
 """A judgement paid for is written somewhere, or not bought: spill files.
 
-``rag-eval`` sets a :class:`SpillSink` on every judgement cache of its process
-(``JudgementCache.sink``): from the first answer the cache file refuses (its disk fills, or turns
+``rag-eval`` gives a command that judges one :class:`SpillSink`, which every judgement cache the command
+opens is built with (``JudgementCache``'s ``sink``): from the first answer the cache file refuses (its disk fills, or turns
 read-only, mid-run), every answer that arrives goes to a *spill file* as it is received (appended
 and flushed: a process killed after that loses none). A spill file is JSON lines, a header naming
 the cache, then one answer a line (written with its first answers: a folder that refuses them is

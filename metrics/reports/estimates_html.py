@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from rag_eval.metrics.stats.compare import Comparison
+from rag_eval.metrics.stats.comparison import Comparison
 
 #: Per basis: the section's title, its two count columns, and what the estimate is.
 _KINDS = {

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
-from rag_eval.metrics.stats.compare import ALPHA, NO_DECISION_HINT, Comparison, MetricComparison, bootstrap_means
+from rag_eval.metrics.stats.compare import ALPHA, bootstrap_means
+from rag_eval.metrics.stats.comparison import NO_DECISION_HINT, Comparison, MetricComparison
 from rag_eval.metrics.reports.diagnosis import moved_line
 from rag_eval.metrics.reports.estimates_html import estimates_section, published_line
 from rag_eval.metrics.stats.cascade_estimates import frame_estimates

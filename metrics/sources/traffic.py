@@ -154,12 +154,12 @@ class TrafficConfig:
 
 def file_hours(path: Path, format: str, mapping: dict[str, str] | None = None) -> Counter:
     """``{hour: spans or traces}`` of a trace file, ``hour`` counted since the epoch (UTC):
-    every span's start for OTLP (``rag_eval.metrics.sources.traces.otlp.span_times``: no JSON parsing), every
+    every span's start for OTLP (``rag_eval.metrics.sources.traces.otlp_wire.span_times``: no JSON parsing), every
     trace's start for the other formats. A file with no readable start at all is
     ``{the hour it was last modified: 0}``: the partition of that hour reads it and reports
     why none of its lines could be placed (never skipped silently)."""
     if format == "otlp":
-        from rag_eval.metrics.sources.traces.otlp import span_times
+        from rag_eval.metrics.sources.traces.otlp_wire import span_times
 
         hours = Counter(t // HOUR_NS for t in span_times(path))
     else:

@@ -48,23 +48,26 @@ Method
   on data without references) cannot be measured on either side: its verdict is ``not
   applicable`` and it decides nothing (no failure, no hypothesis in Holm's family).
 
+What it returns (:class:`~rag_eval.metrics.stats.comparison.Comparison`, a
+:class:`~rag_eval.metrics.stats.comparison.MetricComparison` per metric, and the verdicts' words):
+``rag_eval.metrics.stats.comparison``.
+
 Default margins (:func:`default_margin`): 0.02 of the scale's range on bounded scales
 (0.02 on [0, 1], 0.08 on a 1-5 Likert scale or a 0-4 label scale, 2 on XDCG's 0-100), and
 half a document on the count metrics.
 """
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rag_eval.metrics.reports.diagnosis import diagnose, diagnostics_in, moved
+from rag_eval.metrics.stats.comparison import NO_ROWS_IN_COMMON, NOT_APPLICABLE, Comparison, MetricComparison
 from rag_eval.metrics.stats.ppi import MeanEstimate, difference_test, estimate_basis
 from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction, Status
@@ -76,12 +79,6 @@ RESAMPLES = 4000
 #: percentile bootstrap is too narrow on a handful of rows), which does not fail the gate.
 MIN_ROWS = 10
 ALPHA = 0.05
-#: A metric's verdict when the two versions share no row id (another question set): no decision, no failure.
-NO_ROWS_IN_COMMON = "no rows in common"
-#: A metric's verdict when no row of either version is scored ``ok``: it cannot be measured, it decides nothing.
-NOT_APPLICABLE = "not applicable"
-#: What to do about a gate that compared nothing (printed by the CLI, written in report.md).
-NO_DECISION_HINT = 'compare versions of the same questions: baseline = "tag:NAME" or a version key per dataset'
 ERROR_STATUSES = (Status.JUDGE_ERROR.value, Status.INPUT_ERROR.value, Status.TARGET_ERROR.value)
 #: Worst rows listed per metric.
 WORST_ROWS = 5
@@ -98,94 +95,6 @@ def default_margin(metric: str, registry: Registry | None = None) -> float:
     """
     low, high = given(registry)[metric].value_range
     return 0.5 if high - low > 100 else round(0.02 * (high - low), 10)
-
-
-@dataclass
-class MetricComparison:
-    """One metric's paired comparison. ``difference``, ``low`` and ``high`` are
-    candidate − baseline turned so that positive is better, on the metric's scale; they
-    are ``None`` when no row is scored ``ok`` in both versions."""
-
-    metric: str
-    direction: str
-    scale: tuple[float, float]
-    n: int
-    baseline_mean: float | None
-    candidate_mean: float | None
-    difference: float | None
-    low: float | None
-    high: float | None
-    margin: float
-    p_regression: float | None
-    p_improvement: float | None
-    p_regression_holm: float | None = None
-    p_improvement_holm: float | None = None
-    verdict: str = "not measured"
-    repeats: dict[str, int] = field(default_factory=dict)
-    retest_sd: dict[str, float | None] = field(default_factory=dict)
-    basis: str = "judge"
-    estimates: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-@dataclass
-class Comparison:
-    """What :func:`compare` returns. ``passed`` and ``failures`` are the gate's decision
-    over the ``gated`` metrics; ``to_dict()`` is comparison.json."""
-
-    baseline: str
-    candidate: str
-    metrics: dict[str, MetricComparison]
-    gated: list[str]
-    only_in_baseline: list[str]
-    only_in_candidate: list[str]
-    status_changes: dict[str, list[dict[str, Any]]]
-    coverage: dict[str, dict[str, Any]]
-    worst_rows: dict[str, list[dict[str, Any]]]
-    failures: list[str]
-    settings: dict[str, Any]
-    #: RAGChecker's diagnostics when compared: ``moved`` (``rag_eval.metrics.reports.diagnosis.moved``) and the candidate's
-    #: diagnosis (``rag_eval.metrics.reports.diagnosis.diagnose``).
-    diagnosis: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        """True when no gated metric regressed, went unmeasured or lost coverage beyond the limit."""
-        return not self.failures
-
-    @property
-    def decided(self) -> bool:
-        """False when no gated metric has a row id in both versions (another question set), or none
-        of those that have can be measured: nothing was compared, so :attr:`passed` is no evidence
-        of anything."""
-        return not self.gated or any(self.metrics[m].verdict not in (NO_ROWS_IN_COMMON, NOT_APPLICABLE)
-                                     for m in self.gated)
-
-    @property
-    def not_applicable(self) -> list[str]:
-        """The gated metrics no row of either version was scored ``ok`` on: they decided nothing."""
-        return [m for m in self.gated if self.metrics[m].verdict == NOT_APPLICABLE]
-
-    @property
-    def verdict(self) -> str:
-        """The gate's verdict in words: ``gate failed``, ``gate passed``, or, when nothing was
-        compared, ``no decision: the candidate shares no row id with baseline <key>; nothing was
-        compared`` (not a failure: a new question set must not fail its blocking check)."""
-        if self.failures:
-            return "gate failed"
-        if not self.decided and not self.not_applicable:
-            return f"no decision: the candidate shares no row id with baseline {self.baseline}; nothing was compared"
-        if not self.decided:
-            return f"no decision: no gated metric can be measured ({', '.join(self.not_applicable)}: not applicable)"
-        skipped = f" ({', '.join(self.not_applicable)}: not applicable, no row scored ok in either version)" \
-            if self.not_applicable else ""
-        return "gate passed" + skipped
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict: verdict, settings, per-metric rows and the row lists."""
-        body = asdict(self)
-        body["passed"] = self.passed
-        body["verdict"] = self.verdict
-        return json.loads(json.dumps(body, default=str))
 
 
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:

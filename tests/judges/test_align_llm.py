@@ -14,7 +14,8 @@ from rag_eval.metrics.judges.align import labelled_rows
 from rag_eval.metrics.judges.align_llm import align_examples
 from rag_eval.metrics.judges.base import JudgeError
 from rag_eval.metrics.judges.examples import END, Example, Examples, read_variant
-from rag_eval.orchestration.judge_sim import Simulation, oracle, simulated
+from rag_eval.orchestration.judge_sim import oracle
+from rag_eval.orchestration.judge_sim_command import Simulation, simulated
 
 pytestmark = pytest.mark.slow  # the test server in every test
 

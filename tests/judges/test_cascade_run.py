@@ -7,7 +7,7 @@ import pytest
 
 from rag_eval.metrics import evaluate
 from rag_eval.metrics.judges.offline import OfflineJudge
-from rag_eval.orchestration.judge_sim import Simulation, simulated
+from rag_eval.orchestration.judge_sim_command import Simulation, simulated
 
 pytestmark = pytest.mark.slow  # the simulated endpoint
 

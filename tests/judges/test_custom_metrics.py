@@ -165,13 +165,46 @@ def test_a_bad_definition_names_the_file_the_metric_and_the_field(entry, message
 
 
 def test_an_unknown_name_says_which_custom_metrics_file_was_read(monkeypatch):
-    from rag_eval.metrics.core.registry import CUSTOM_METRICS_ENV, build_registry, custom_metrics_file, resolve_names
+    from rag_eval.metrics.core.custom import RETIRED_ENV, custom_metrics_file
+    from rag_eval.metrics.core.registry import build_registry, resolve_names
 
-    monkeypatch.delenv(CUSTOM_METRICS_ENV, raising=False)
+    monkeypatch.delenv(RETIRED_ENV, raising=False)
     assert custom_metrics_file() is None  # no file in the working directory (the repository's root)
     with pytest.raises(KeyError, match=r"unknown metric 'helpfulness'; .*; no custom metrics file read "
-                                       r"\(--custom-metrics FILE, \$RAG_EVAL_CUSTOM_METRICS or ./custom_metrics.yaml\)"):
+                                       r"\(--custom-metrics FILE, \[tool.rag_eval.metrics\] custom_metrics of "
+                                       r"./pyproject.toml or ./custom_metrics.yaml\)"):
         resolve_names("core,helpfulness", build_registry(custom_metrics_file()))
+
+
+def test_the_custom_metrics_file_is_the_one_named_else_the_projects_setting_else_the_default(tmp_path, monkeypatch):
+    """No environment variable names it (issue 36): the one the setting of ./pyproject.toml names, read where the
+    code location and rag-eval run; the variable that used to is refused, saying where the file is named now."""
+    from rag_eval.metrics.core.custom import RETIRED_ENV, custom_metrics_file
+    from rag_eval.metrics.errors import SettingsError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(RETIRED_ENV, raising=False)
+    assert custom_metrics_file() is None  # neither the setting nor ./custom_metrics.yaml
+    (tmp_path / "custom_metrics.yaml").write_text("metrics: []\n", encoding="utf-8")
+    assert custom_metrics_file() == tmp_path / "custom_metrics.yaml"
+    (tmp_path / "pyproject.toml").write_text('[tool.rag_eval.metrics]\ncustom_metrics = "metrics/mine.yaml"\n',
+                                            encoding="utf-8")
+    assert custom_metrics_file() == tmp_path / "metrics" / "mine.yaml"  # the setting's, over the default
+    assert custom_metrics_file("other.yaml") == tmp_path / "other.yaml"  # the one named, over the setting
+    (tmp_path / "pyproject.toml").write_text("[tool.rag_eval.metrics]\ncustom_metrics = 3\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match=rf"^{tmp_path / 'pyproject.toml'}: \[tool.rag_eval.metrics\] "
+                                            r"custom_metrics must name a file, got 3$"):
+        custom_metrics_file()
+    (tmp_path / "pyproject.toml").write_text('[tool.rag_eval.metrics]\ncustom = "x.yaml"\n', encoding="utf-8")
+    with pytest.raises(SettingsError, match=r"unknown metrics setting\(s\) .*custom.*; known: \['custom_metrics'\]"):
+        custom_metrics_file()
+    monkeypatch.setenv(RETIRED_ENV, str(tmp_path / "custom_metrics.yaml"))
+    with pytest.raises(SettingsError) as retired:
+        custom_metrics_file()
+    assert str(retired.value) == "$RAG_EVAL_CUSTOM_METRICS is no longer read: name the custom metrics file in " \
+        './pyproject.toml ([tool.rag_eval.metrics] custom_metrics = "FILE") or with --custom-metrics FILE, and unset ' \
+        "$RAG_EVAL_CUSTOM_METRICS"
+    assert custom_metrics_file("other.yaml") == tmp_path / "other.yaml"  # a file named: the variable is not looked at
 
 
 def mine(path: Path, name: str) -> Path:

@@ -8,7 +8,8 @@ import urllib.request
 import pytest
 
 from rag_eval.metrics import Status, score_sample
-from rag_eval.orchestration.judge_sim import Reply, Simulation, simulated
+from rag_eval.orchestration.judge_sim import Reply
+from rag_eval.orchestration.judge_sim_command import Simulation, simulated
 
 ROW = {"user_input": "Where was Einstein born?", "response": "Einstein was born in Ulm. He was a physicist.",
        "retrieved_contexts": ["Albert Einstein was born in Ulm, Germany."], "reference": "He was born in Ulm."}

@@ -152,8 +152,8 @@ def test_answers_the_cache_refuses_go_to_a_spill_file_as_they_arrive_and_cache_i
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the output folder should be")
     sink = SpillSink([blocker / "out", tmp_path / "tmp"])  # the first folder cannot be made
-    monkeypatch.setattr(JudgementCache, "sink", sink)
     judge = judges(server.url, cache)
+    judge.cache.sink = sink  # the command's (rag-eval gives it as the judge is built)
     judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL from the first answer on, as a full disk
     statuses, caught = run(judge)
     assert statuses == [Status.OK.value] * 5 * len(ROWS) and len(caught) == 1
@@ -168,7 +168,6 @@ def test_answers_the_cache_refuses_go_to_a_spill_file_as_they_arrive_and_cache_i
     assert settle(judge.cache, sink) == [spill]  # nothing was left in memory
     judge.close()
     sink.close()
-    monkeypatch.setattr(JudgementCache, "sink", None)
     assert spills_of(cache, [tmp_path / "tmp"]) == [spill]
     assert spills_of(tmp_path / "other.sqlite", [tmp_path / "tmp"]) == []  # another cache's spill files are left
     not_spill = tmp_path / "notes.jsonl"

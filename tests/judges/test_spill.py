@@ -111,12 +111,10 @@ def test_the_room_check_sizes_answers_from_the_caches_rows(tmp_path):
 
 
 
-def test_the_room_check_bounds_the_answers_without_planning_them_first(tmp_path, monkeypatch):
+def test_the_room_check_bounds_the_answers_without_planning_them_first(tmp_path):
     """The bound: lines × metrics × --max-row-requests, each as a chat answer and an embedding; a
     disk with room for it is not planned (the plan is asked for only when the bound does not fit)."""
     from rag_eval.orchestration import dry_run
-
-    monkeypatch.setattr(JudgementCache, "sink", None)  # before_run sets the process's sink: put back after the test
 
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")  # 3 lines, a newline each
@@ -128,7 +126,7 @@ def test_the_room_check_bounds_the_answers_without_planning_them_first(tmp_path,
     args = argparse.Namespace(**vars(args), cache_path=str(tmp_path / "cache.sqlite"), base_url="http://127.0.0.1:9/v1",
                               out=str(tmp_path / "out"), most=dry_run.most_answers,
                               expected=lambda a: planned.append(a) or Expected(1, 0))
-    cache_cli.before_run(args)
+    assert isinstance(cache_cli.before_run(args), SpillSink)  # the command's, for the caches it opens
     assert planned == []  # 112 answers fit: nothing planned
     args.max_row_requests = 10**15  # a bound of 8×10^15 answers fits no disk
     cache_cli.before_run(args)
@@ -246,12 +244,12 @@ def test_a_spill_under_another_output_folder_is_found_through_the_folder_the_cac
 
 
 def test_with_no_place_for_answers_nothing_more_is_bought_and_the_command_says_so(make_judge, server, tmp_path,
-                                                                                 monkeypatch, capsys):
+                                                                                 capsys):
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the folders should be")
     sink = SpillSink([blocker / "out", blocker / "tmp"])  # neither folder can be made
-    monkeypatch.setattr(JudgementCache, "sink", sink)
     judge = make_judge(cache_path=str(tmp_path / "cache.sqlite"), concurrency=1)
+    judge.cache.sink = sink  # the command's (rag-eval gives it as the judge is built)
     judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL, as a full disk
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -263,7 +261,7 @@ def test_with_no_place_for_answers_nothing_more_is_bought_and_the_command_says_s
     assert results["status"].tolist() == [Status.OK.value] * sent + [Status.JUDGE_ERROR.value] * (len(MANY) - sent)
     assert all("not sent: the judgement cache" in reason and "no spill folder takes them either" in reason
                for reason in results["reason"].iloc[sent:])
-    assert cache_cli.after_run(argparse.Namespace()) == (EXIT_USER, ()) and JudgementCache.sink is None
+    assert cache_cli.after_run(sink) == (EXIT_USER, ())
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"error: {judge.cache.path}: 1 judgements paid for could not be written to the cache (")
     assert line.endswith("they are lost: free space on one of these disks before the next run; no judgement was "
@@ -271,19 +269,20 @@ def test_with_no_place_for_answers_nothing_more_is_bought_and_the_command_says_s
     judge.close()
 
 
-def test_the_spill_files_a_command_wrote_are_what_after_run_returns(make_judge, server, tmp_path, monkeypatch, capsys):
+def test_the_spill_files_a_command_wrote_are_what_after_run_returns(make_judge, server, tmp_path, capsys):
     """The command owns the list of its spill files (``Settled.spills``, named by the stop line), no module list."""
-    monkeypatch.setattr(JudgementCache, "sink", SpillSink([tmp_path / "out"]))
+    sink = SpillSink([tmp_path / "out"])
     judge = make_judge(cache_path=str(tmp_path / "cache.sqlite"), concurrency=1)
+    judge.cache.sink = sink  # the command's (rag-eval gives it as the judge is built)
     judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL, as a full disk
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert evaluate(MANY[:20], metrics=["faithfulness"], judge=judge).results["status"].tolist() == \
             [Status.OK.value] * 20
     [spill] = (tmp_path / "out").glob("judgement-spill-*.jsonl")
-    assert cache_cli.after_run(argparse.Namespace()) == (EXIT_SPILLED, (spill,))
+    assert cache_cli.after_run(sink) == (EXIT_SPILLED, (spill,))
     assert f"they are in the spill file {spill}" in capsys.readouterr().err
-    assert cache_cli.after_run(argparse.Namespace()) == (None, ())  # the next command starts with none
+    assert cache_cli.after_run(None) == (None, ())  # a command without a sink (the offline judge's) settles nothing
     judge.close()
 
 
@@ -321,3 +320,51 @@ def test_cache_import_refuses_what_is_not_a_regular_file_without_reading_it(tmp_
         assert capsys.readouterr().err == (f"error: {named}: not a regular file: name a judgement-spill-*.jsonl file "
                                            "a run wrote\n")
     assert not (tmp_path / "c.sqlite").exists()
+
+
+def test_each_cache_spills_to_the_sink_it_was_given_and_one_without_keeps_its_answers(tmp_path):
+    """The sink belongs to the cache (issue 36): two commands of one process spill to their own folders."""
+    answer = {"verdicts": [1], "reasons": ["stated " * 2000]}  # longer than the file's free pages hold
+    caches, sinks = [], [SpillSink([tmp_path / "out-a"]), SpillSink([tmp_path / "out-b"]), None]
+    for name, sink in zip("abc", sinks):
+        cache = JudgementCache(tmp_path / f"{name}.sqlite", sink=sink)
+        cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL, as a full disk
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cache.put(Key(name * 64, "f" * 64), "statement_support", answer)
+        caches.append(cache)
+    for name, sink in zip("ab", sinks):
+        [spill] = (tmp_path / f"out-{name}").glob("judgement-spill-*.jsonl")
+        assert sink.files == {str(tmp_path / f"{name}.sqlite"): [spill]}
+        header, line = spill.read_text(encoding="utf-8").splitlines()
+        assert json.loads(header)["cache"] == str(tmp_path / f"{name}.sqlite")
+        assert json.loads(line)["key"] == name * 64
+        sink.close()
+    assert caches[2].take_unwritten() == [(Key("c" * 64, "f" * 64), "statement_support", json.dumps(answer))]
+    assert caches[2].nowhere is None and caches[0].take_unwritten() == []  # kept in memory; a's is in its spill file
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["out-a", "out-b"]  # no folder of c's
+    for cache in caches:
+        cache.close()
+
+
+def test_the_judge_resources_of_a_command_give_its_sink_to_every_cache_they_open(tmp_path):
+    """``rag-eval`` sets ``args.built_judges`` (its spill sink) for a command that judges: the judge resources
+    made of its arguments build judges, and open target-call caches, spilling to it; another resource's do not."""
+    from rag_eval.assets.resources import JudgeResource
+    from rag_eval.metrics.judges.built import BuiltJudges
+    from rag_eval.orchestration.settings import judge_resource
+
+    sink = SpillSink([tmp_path / "out"])
+    args = cli.build_parser().parse_args(["run", str(FIQA), "--base-url", "http://127.0.0.1:9/v1",
+                                          "--cache-path", str(tmp_path / "cache.sqlite")])
+    args.built_judges = BuiltJudges(sink)
+    resource = judge_resource(args)
+    judge, other = resource.get_judge(), JudgeResource(base_url="http://127.0.0.1:9/v1",
+                                                       cache_path=str(tmp_path / "other.sqlite")).get_judge()
+    calls = resource.call_cache(tmp_path / "calls.sqlite")
+    try:
+        assert judge.cache.sink is sink and calls.sink is sink and other.cache.sink is None
+        assert judge.with_options(temperature=0.5).cache.sink is sink  # a per-metric twin shares the cache
+    finally:
+        for closing in (judge, other, calls):
+            closing.close()

@@ -194,7 +194,7 @@ def test_bad_utf8_line_and_lone_surrogate_stay_on_their_row(tmp_path):
 
 
 def test_oversized_fields_are_malformed_not_truncated():
-    from rag_eval.metrics.core.samples import MAX_CHARS, MAX_CONTEXTS
+    from rag_eval.metrics.core.field_values import MAX_CHARS, MAX_CONTEXTS
 
     big = sample_from_dict({"question": "q", "answer": "x" * (MAX_CHARS + 1),
                             "contexts": ["c"] * (MAX_CONTEXTS + 1)}, 0)

@@ -8,7 +8,7 @@ import pytest
 
 from rag_eval.metrics.sources.traces import Trace, TraceProblem, read_traces, to_sample
 from rag_eval.metrics.sources.traces.parquet import table_traces, traces_table
-from rag_eval.metrics.sources.traces.otlp import hex_id, span_times
+from rag_eval.metrics.sources.traces.otlp_wire import hex_id, span_times
 
 T0 = 1_793_491_200_000_000_000  # 2026-11-01T00:00:00Z in ns
 MS = 1_000_000

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from rag_eval.orchestration import cli
-from rag_eval.orchestration.judge_sim import Simulation, simulated
+from rag_eval.orchestration.judge_sim_command import Simulation, simulated
 from tests.conftest import TEST_KEY
 
 pytestmark = pytest.mark.slow  # Dagster runs against the simulated endpoint

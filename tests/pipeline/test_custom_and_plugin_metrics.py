@@ -226,14 +226,16 @@ def test_rag_eval_run_passes_its_custom_metrics_file_down_and_writes_no_environm
 
 def test_a_run_the_daemon_launches_loads_the_code_locations_custom_metrics_itself(user):
     # The daemon dequeues a launched run and starts a run worker (a new process) that loads the code location
-    # (rag_eval.orchestration.definitions) again: the worker builds its registry from the same rule, the
-    # variable the deployment sets (nobody writes it). No endpoint: the custom metric is not_applicable, saying why.
+    # (rag_eval.orchestration.definitions) again: the worker builds its registry from the same rule, the code
+    # location's setting in ./pyproject.toml (no environment variable). No endpoint: the custom metric is
+    # not_applicable, saying why.
     import time
 
     import dagster as dg
 
     folder, env = user
-    env["RAG_EVAL_CUSTOM_METRICS"] = str(one_metric(folder / "polite.yaml", "polite"))
+    one_metric(folder / "polite.yaml", "polite")
+    (folder / "pyproject.toml").write_text('[tool.rag_eval.metrics]\ncustom_metrics = "polite.yaml"\n', encoding="utf-8")
     home = Path(env["DAGSTER_HOME"])
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
@@ -284,8 +286,9 @@ def test_a_metric_named_like_an_asset_stops_the_cli_and_the_code_location_naming
         (2, f"error: {folder / 'questions.yaml'}: metric 'questions' (entry 1): field 'name': 'questions' is taken "
             "by an asset")
     assert "Traceback" not in done.stderr
-    located = rag_eval("import rag_eval.orchestration.definitions", cwd=folder, module="-c",
-                       env={**env, "RAG_EVAL_CUSTOM_METRICS": str(folder / "retriever.yaml")})
+    (folder / "pyproject.toml").write_text('[tool.rag_eval.metrics]\ncustom_metrics = "retriever.yaml"\n',
+                                          encoding="utf-8")
+    located = rag_eval("import rag_eval.orchestration.definitions", cwd=folder, module="-c", env=env)
     assert located.returncode == 1 and located.stderr.strip().splitlines()[-1] == \
         f"rag_eval.metrics.errors.SettingsError: {folder / 'retriever.yaml'}: metric 'retriever' (entry 1): field " \
         "'name': 'retriever' is taken by an asset"
@@ -359,7 +362,7 @@ def test_an_empty_family_and_an_unknown_metric_are_said_plainly(user):
     done = rag_eval("run", "samples.jsonl", "--metrics", "custom", cwd=folder, env=env)
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
         "error: no metric selected: no custom metrics were read (no custom metrics file found: --custom-metrics FILE, "
-        "$RAG_EVAL_CUSTOM_METRICS or ./custom_metrics.yaml)"))
+        "[tool.rag_eval.metrics] custom_metrics of ./pyproject.toml or ./custom_metrics.yaml)"))
     (folder / "empty.yaml").write_text("metrics: []\n", encoding="utf-8")
     done = rag_eval("run", "samples.jsonl", "--metrics", "custom", "--custom-metrics", "empty.yaml",
                     cwd=folder, env=env)
@@ -407,7 +410,7 @@ def test_a_broken_custom_metrics_file_in_the_working_directory_says_where_it_was
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
         f"error: {folder / 'custom_metrics.yaml'}: entry 1: expected a metric definition (name, kind, fields, "
         "prompt...), got 'helpfulness' (every rag-eval command reads ./custom_metrics.yaml when there is one: fix it, "
-        "or name another file with --custom-metrics or $RAG_EVAL_CUSTOM_METRICS)"))
+        "or name another file with --custom-metrics or [tool.rag_eval.metrics] custom_metrics in ./pyproject.toml)"))
 
 
 def test_every_command_that_scores_takes_the_custom_metrics_file():

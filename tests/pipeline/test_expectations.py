@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rag_eval.assets.expectations import CHECKS, STORE_ID, profile, repair_store_ids, suite, validate
+from rag_eval.assets.data_docs import STORE_ID, repair_store_ids
+from rag_eval.assets.expectations import CHECKS, profile, suite, validate
 from rag_eval.assets.quality_check import failing_lines, relevance_labels
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ from rag_eval.assets.targets import register_target_run
 from rag_eval.metrics.core.registry import builtin_registry
 from rag_eval.metrics.judges.cache import JudgementCache
 from rag_eval.metrics.sources.targets.call import call_part
-from rag_eval.metrics.sources.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, TargetConfigError, load_config
+from rag_eval.metrics.sources.targets.config import MAX_CONFIGURATIONS, CallSettings, Part, load_config
+from rag_eval.metrics.sources.targets.config_file import TargetConfigError
 from rag_eval.orchestration.settings import Paths, RunSettings
 from rag_eval.orchestration.sweep import FIELD_LEVEL, judged_by, run_cost, run_incrementally
 from tests import target_system
@@ -365,7 +366,8 @@ def test_a_grid_over_the_cap_is_refused_unless_allowed(tmp_path):
 ])
 def test_a_sweep_file_of_other_shapes_is_named_by_file_and_key(tmp_path, text, said):
     # The third attacker's: each of these was a Python traceback, an empty grid passing, or a Dagster config error.
-    from rag_eval.metrics.sources.targets.config import TargetConfigError, load_config
+    from rag_eval.metrics.sources.targets.config import load_config
+    from rag_eval.metrics.sources.targets.config_file import TargetConfigError
 
     path = tmp_path / "sweep.toml"
     path.write_text(text, encoding="utf-8")

@@ -144,7 +144,7 @@ def test_a_traffic_cascade_judges_a_share_of_the_sample_with_the_llm_judge_and_r
     """``strong_share`` in the sampler's run config: the offline judge scores the 80 sampled traces, the LLM
     judge (the test server) about a quarter of each metric's (about 20: an interval needs 10); the day's means
     are the cascade's estimates."""
-    from rag_eval.orchestration.judge_sim import Simulation, simulated
+    from rag_eval.orchestration.judge_sim_command import Simulation, simulated
 
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
     server.script = simulated(Simulation(verdict_p1=0.7))

@@ -109,3 +109,21 @@ def test_a_launch_without_the_cli_fails_the_ingestion_step_with_the_same_line(pr
         assert error.message.rstrip("\n").endswith(
             f"{path}: {SHARE.format(got='-1')}; {FIX.format(folder=path.parent)}")
         assert result.output_for_node("ingest_dataset", "questions") is not None
+
+
+def test_register_takes_its_arguments_as_values_and_keeps_the_share_with_the_version(project):
+    """``register`` reads no command line: the file, key and share are values (issue 36)."""
+    import dagster as dg
+
+    from rag_eval.assets.resources import DatasetStore
+    from rag_eval.orchestration.commands import register
+
+    store = DatasetStore(root=str(project / "datasets"))
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert register(instance, "datasets", "s.jsonl", "v1", max_rejected_share=0.3) == ("v1", True)
+        assert store.settings("v1") == {"max_rejected_share": 0.3}
+        assert register(instance, "datasets", "s.jsonl", "v1") == ("v1", False)  # the same file: already registered
+        assert store.settings("v1") == {"max_rejected_share": 0.3}  # no share given: the version's is kept
+        assert register(instance, "datasets", "s.jsonl", "v1", max_rejected_share=0) == ("v1", False)
+        assert store.settings("v1") == {"max_rejected_share": 0} and instance.get_dynamic_partitions(
+            "dataset_version") == ["v1"]

@@ -14,7 +14,8 @@ from rag_eval.metrics.core.bounded import MAX_QUOTE, MAX_YAML_CHARS, MAX_YAML_TE
 from rag_eval.metrics.core.custom import load_custom_metrics
 from rag_eval.metrics.core.settings import tool_section
 from rag_eval.metrics.errors import StorageError
-from rag_eval.metrics.sources.targets.config import TargetConfigError, load_config
+from rag_eval.metrics.sources.targets.config import load_config
+from rag_eval.metrics.sources.targets.config_file import TargetConfigError
 
 
 def alias_bomb(levels: int = 9) -> str:

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 from rag_eval.metrics.reports.aggregate import input_error_lines
 from rag_eval.metrics.core.results import Status
-from rag_eval.metrics.core.samples import ALIASES, FIELDS, MAX_CHARS, load_samples
+from rag_eval.metrics.core.field_values import MAX_CHARS
+from rag_eval.metrics.core.samples import ALIASES, FIELDS, load_samples
 from rag_eval.orchestration.report import print_input_errors, print_rejected
 
 EXAMPLES = 60

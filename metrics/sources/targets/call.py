@@ -42,7 +42,8 @@ import tenacity
 
 from rag_eval.metrics.core.extras import MissingExtra
 from rag_eval.metrics.judges.cache import JudgementCache, cache_key
-from rag_eval.metrics.sources.targets.config import ENV_REFERENCE, CallSettings, Part, TargetConfigError, expand_env
+from rag_eval.metrics.sources.targets.config import ENV_REFERENCE, CallSettings, Part, expand_env
+from rag_eval.metrics.sources.targets.config_file import TargetConfigError
 
 _API_OPTIONS = ("temperature", "top_p", "max_tokens", "seed", "frequency_penalty", "presence_penalty")
 
@@ -302,7 +303,7 @@ def call_part(part: Part, inputs: list[dict[str, Any]], settings: CallSettings,
     Returns one :class:`Outcome` per input; a failure is the row's ``error``
     (``"timeout: no answer within 2 s after 3 attempts"``), never an exception.
     ``wait`` overrides the backoff (tests). Raises nothing but
-    :class:`~rag_eval.metrics.sources.targets.config.TargetConfigError` for a part that cannot be called
+    :class:`~rag_eval.metrics.sources.targets.config_file.TargetConfigError` for a part that cannot be called
     at all (a callable that does not import), before any call, and
     :class:`~rag_eval.metrics.core.extras.MissingExtra` when the part needs an extra that is not installed.
     """

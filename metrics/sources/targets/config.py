@@ -43,7 +43,9 @@ set, the parts and an optional grid::
 A part's *version hash* covers its kind, what it calls (callable, URL, request and reply
 paths, model, prompt), its declared ``version`` and its parameters, never a secret's value
 (``${VAR}`` references stay unexpanded): the pipeline uses it as the part's data version,
-and the call cache is keyed by it and the inputs.
+and the call cache is keyed by it and the inputs. How the file is read and its keys' types checked
+(and :class:`~rag_eval.metrics.sources.targets.config_file.TargetConfigError`, every problem of it):
+``rag_eval.metrics.sources.targets.config_file``.
 """
 from __future__ import annotations
 
@@ -53,19 +55,17 @@ import json
 import math
 import os
 import re
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rag_eval.metrics.core.bounded import MAX_QUOTE, clip, load_yaml, quote, read_bounded
+from rag_eval.metrics.core.bounded import clip, quote
 from rag_eval.metrics.judges.config import PER_METRIC
 from rag_eval.metrics.core.registry import Registry, given, option_value
-from rag_eval.metrics.errors import SettingsError
+from rag_eval.metrics.sources.targets.config_file import TargetConfigError, check_shape, read_config_file
 
 ROLES = ("retriever", "generator", "system")
 _KINDS = {"callable": "callable", "url": "http", "model": "openai"}
@@ -73,10 +73,6 @@ _KINDS = {"callable": "callable", "url": "http", "model": "openai"}
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Configurations a grid may expand to unless the caller allows more (``--max-configurations``).
 MAX_CONFIGURATIONS = 256
-
-
-class TargetConfigError(SettingsError):
-    """A configuration file that cannot be used; the message names the file and the entry (a ``ValueError`` too)."""
 
 
 @dataclass(frozen=True)
@@ -156,24 +152,6 @@ class SweepConfig:
     skipped: dict[str, str]
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        text = read_bounded(path)
-    except FileNotFoundError:
-        raise TargetConfigError(f"target configuration not found: {path}") from None
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            data = load_yaml(text, str(path))
-        else:
-            data = tomllib.loads(text)
-    except Exception as exc:  # noqa: BLE001 - tomllib.TOMLDecodeError, yaml.YAMLError: both name the line
-        message = "its values are nested too deeply to read" if isinstance(exc, RecursionError) else str(exc)
-        raise TargetConfigError(message if message.startswith(f"{path}: ") else f"{path}: {clip(message, 2 * MAX_QUOTE)}") from None
-    if not isinstance(data, dict):
-        raise TargetConfigError(f"{path}: expected a table of settings at the top")
-    return data
-
-
 def _part(path: Path, role: str, name: str, entry: Any) -> Part:
     where = f"{path}: [{role}.{clip(name, 80)}]"
     if not isinstance(entry, dict):
@@ -243,56 +221,6 @@ def _unique(path: Path, configurations: list[Configuration]) -> list[Configurati
     return named
 
 
-class _Call(BaseModel):
-    """``[call]``'s keys and their types (:class:`CallSettings`)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    concurrency: int = Field(4, ge=1)
-    timeout: float = Field(30.0, gt=0, allow_inf_nan=False)
-    max_attempts: int = Field(3, ge=1)
-    cache_path: str = ".rag_eval_cache/targets.sqlite"
-
-
-class _PartShape(BaseModel):
-    """What a ``[<role>.NAME]`` table's typed keys hold (the rest: the part's own settings)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    requires_env: list[str] = []
-    headers: dict[str, str] = {}
-
-
-class _Shape(BaseModel):
-    """The types of a configuration file's keys, checked before anything is read from them."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    questions: str
-    metrics: list[str] = []
-    metric_options: dict[str, dict[str, Any]] = {}
-    sweep: dict[str, str | list[Any]] = {}
-    call: _Call = _Call()
-    retriever: dict[str, _PartShape] = {}
-    generator: dict[str, _PartShape] = {}
-    system: dict[str, _PartShape] = {}
-
-
-def _check_shape(path: Path, data: dict[str, Any]) -> None:
-    """Refuse a key of the wrong type (or an unknown top-level key), naming the file and the key.
-
-    Raises
-    ------
-    TargetConfigError
-        The first key that does not fit :class:`_Shape`: ``<file>: <key.path>: <why>, got <value>``.
-    """
-    if not data.get("questions"):
-        raise TargetConfigError(f"{path}: name the question set: questions = \"questions.jsonl\"")
-    try:
-        _Shape.model_validate(data)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"])
-        raise TargetConfigError(f"{path}: {key}: {error['msg']}, got {clip(quote(error.get('input')), 60)}") from None
-
-
 def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS,
                 registry: Registry | None = None) -> SweepConfig:
     """Parse a configuration file into its configurations (the grid expanded), each under a
@@ -308,8 +236,8 @@ def load_config(path: str | Path, max_configurations: int = MAX_CONFIGURATIONS,
         ``max_configurations`` configurations, or one yielding the same configuration twice.
     """
     path = Path(path)
-    data = _read(path)
-    _check_shape(path, data)
+    data = read_config_file(path)
+    check_shape(path, data)
     parts: dict[str, dict[str, Part]] = {role: {} for role in ROLES}
     skipped: dict[str, str] = {}
     for role in ROLES:

@@ -25,22 +25,18 @@ What the OpenInference conventions (Arize ``openinference-semantic-conventions``
 
 A JSON ``input.value``/``output.value`` (``input.mime_type`` ``application/json``) gives its
 ``user_input``/``question``/``query``/``input`` (``response``/``answer``/``output``/``content``) member.
+How a line is decoded (OTLP's values, ids and times; a line read leniently to name its problems) is
+``rag_eval.metrics.sources.traces.otlp_wire``'s.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from rag_eval.metrics.core.bounded import quote
-from rag_eval.metrics.core.decoding import TOO_DEEP, decode_json, field_problem
-from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, finite, in_range
+from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, finite
+from rag_eval.metrics.sources.traces.otlp_wire import Span, hex_id, nanoseconds, read_request, value_of
 
 _DOCUMENTS = "retrieval.documents."
 _INPUT_MESSAGES = "llm.input_messages."
@@ -50,116 +46,6 @@ _WANTED = {"openinference.span.kind", "input.value", "input.mime_type", "output.
 _TOKENS = ("llm.token_count.prompt", "llm.token_count.completion", "llm.token_count.total")
 _QUESTION_KEYS = ("user_input", "question", "query", "input")
 _ANSWER_KEYS = ("response", "answer", "output", "content")
-_HEX = re.compile(r"[0-9a-f]+")
-
-
-def any_value(value: dict) -> Any:
-    """The Python value of an OTLP ``AnyValue`` (``intValue`` given as a string included).
-
-    Raises
-    ------
-    ValueError
-        For an ``intValue`` that is not an integer or a ``doubleValue`` that is not a number.
-    """
-    if "stringValue" in value:
-        return value["stringValue"]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "doubleValue" in value:
-        return float(value["doubleValue"])
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "arrayValue" in value:
-        return [any_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in value:
-        items = (value["kvlistValue"] or {}).get("values", [])
-        return {kv.get("key"): any_value(kv.get("value") or {}) for kv in items}
-    if "bytesValue" in value:
-        return value["bytesValue"]
-    return None
-
-
-def hex_id(value: Any, length: int) -> str | None:
-    """An OTLP id as lower-case hex: hex as the OTLP/JSON spec writes it, or base64 as
-    protobuf's JSON mapping writes it; ``None`` when it is neither (or all zeros)."""
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.lower()
-    if len(text) == length and _HEX.fullmatch(text):
-        return text if text.strip("0") else None
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return raw.hex() if len(raw) * 2 == length and any(raw) else None
-
-
-class _Value(msgspec.Struct, frozen=True, gc=False):
-    """An OTLP ``AnyValue``: one of its members is set (numbers may come as strings)."""
-
-    stringValue: str | None = None
-    intValue: int | str | None = None
-    doubleValue: float | str | None = None
-    boolValue: bool | None = None
-    arrayValue: Any = None
-    kvlistValue: Any = None
-    bytesValue: str | None = None
-
-
-class _Attribute(msgspec.Struct, gc=False):
-    key: str
-    value: _Value = _Value()
-
-
-class _Span(msgspec.Struct, gc=False):
-    """The members of a span the conventions use (the others are skipped as the line is decoded)."""
-
-    traceId: Any = None
-    parentSpanId: Any = None
-    name: Any = None
-    startTimeUnixNano: Any = None
-    endTimeUnixNano: Any = None
-    attributes: list[_Attribute] = []
-
-
-class _Scope(msgspec.Struct, gc=False):
-    spans: list[_Span] = []
-
-
-class _Resource(msgspec.Struct, frozen=True, gc=False):
-    attributes: tuple[_Attribute, ...] = ()
-
-
-class _ResourceSpans(msgspec.Struct, gc=False):
-    resource: _Resource = _Resource()
-    scopeSpans: list[_Scope] = []
-    instrumentationLibrarySpans: list[_Scope] = []
-
-
-class _Request(msgspec.Struct, gc=False):
-    resourceSpans: list[_ResourceSpans]
-
-
-#: Decodes a whole line into the structs above in one pass (msgspec, in C): the common case. A line it
-#: refuses (a member of another type somewhere) is read again leniently, span by span, to name the problem.
-_DECODE = msgspec.json.Decoder(_Request).decode
-
-
-def _value(value: _Value) -> Any:
-    """The Python value of an OTLP ``AnyValue`` (see :func:`any_value`)."""
-    if value.stringValue is not None:
-        return value.stringValue
-    if value.intValue is not None:
-        return int(value.intValue)
-    if value.doubleValue is not None:
-        return float(value.doubleValue)
-    if value.boolValue is not None:
-        return value.boolValue
-    if value.arrayValue is not None:
-        return any_value({"arrayValue": value.arrayValue})
-    if value.kvlistValue is not None:
-        return any_value({"kvlistValue": value.kvlistValue})
-    return value.bytesValue
 
 
 class _Pending:
@@ -280,9 +166,9 @@ class _Reader:
         self.pending: dict[str, _Pending] = {}
         self.done: set[str] = set()
 
-    def span(self, span: _Span, file: str, line: int, service: str | None) -> list[Trace | TraceProblem]:
+    def span(self, span: Span, file: str, line: int, service: str | None) -> list[Trace | TraceProblem]:
         """What reading one span gives: its problems, and its trace when it is the root."""
-        start = _time(span.startTimeUnixNano)
+        start = nanoseconds(span.startTimeUnixNano)
         trace_id = hex_id(span.traceId, 32)
         if trace_id is None:
             return [TraceProblem(file, line, "traceId", f"missing or not a 16-byte id: {span.traceId!r} "
@@ -295,7 +181,7 @@ class _Reader:
         pending = self.pending.get(trace_id)
         if pending is None:
             pending = self.pending[trace_id] = _Pending(where)
-        end = _time(span.endTimeUnixNano)
+        end = nanoseconds(span.endTimeUnixNano)
         for name, value in (("startTimeUnixNano", start), ("endTimeUnixNano", end)):
             if value is None:
                 out.append(TraceProblem(file, line, name, f"missing or not a number of nanoseconds up to 2^63: "
@@ -380,7 +266,7 @@ def _take(attributes: dict, key: str, target: dict, slot: str, errors: list) -> 
         target[slot] = value.stringValue
         return
     try:
-        target[slot] = _value(value)
+        target[slot] = value_of(value)
     except (ValueError, TypeError, AttributeError) as exc:
         errors.append((key, exc))
 
@@ -404,16 +290,6 @@ def _route(metadata: Any) -> str | None:
     return route if isinstance(route, str) else None
 
 
-def _time(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return in_range(value)
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
-        return in_range(int(value))
-    return None
-
-
 def read_otlp(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
     """The traces of OTLP/JSON span files (one ``ExportTraceServiceRequest`` a line), read
     line by line, and the problems met (:class:`rag_eval.metrics.sources.traces.TraceProblem`: a line that
@@ -427,11 +303,7 @@ def read_otlp(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
             for number, raw in enumerate(handle, start=1):
                 if not raw.strip():
                     continue
-                problems: list[TraceProblem] = []
-                try:
-                    request: _Request | None = _DECODE(raw)
-                except (msgspec.DecodeError, RecursionError):
-                    request, problems = _lenient(raw, file, number)
+                request, problems = read_request(raw, file, number)
                 yield from problems
                 for resource_spans in request.resourceSpans if request is not None else ():
                     service = next((a.value.stringValue for a in resource_spans.resource.attributes
@@ -442,73 +314,3 @@ def read_otlp(paths: Iterable[Path]) -> Iterator[Trace | TraceProblem]:
                             if found:
                                 yield from found
     yield from reader.finish()
-
-
-def _lenient(raw: bytes, file: str, line: int) -> tuple[_Request | None, list[TraceProblem]]:
-    """A line the one-pass decoding refused, read with the standard JSON parser: the spans that
-    can be read, and a problem naming the line and field of each thing that cannot."""
-    try:
-        record = decode_json(raw)  # a number no reader holds is its span's problem, below
-    except UnicodeDecodeError as exc:
-        return None, [TraceProblem(file, line, "line", f"not valid UTF-8 (byte {exc.start})")]
-    except json.JSONDecodeError as exc:
-        return None, [TraceProblem(file, line, "line", f"not valid JSON: {exc.msg} (column {exc.colno})")]
-    except RecursionError:
-        return None, [TraceProblem(file, line, "line", TOO_DEEP)]
-    resources = record.get("resourceSpans") if isinstance(record, dict) else None
-    if not isinstance(resources, list):
-        got = "missing" if resources is None else f"a {type(resources).__name__}, not a list"
-        return None, [TraceProblem(file, line, "resourceSpans", f"{got}: not an OTLP ExportTraceServiceRequest line")]
-    problems, kept = [], []
-    for item in resources:
-        if not isinstance(item, dict):
-            problems.append(TraceProblem(file, line, "resourceSpans", "an item is not an object"))
-            continue
-        try:
-            resource = msgspec.convert(item.get("resource") or {}, _Resource)
-        except msgspec.ValidationError:
-            resource = _Resource()  # no service name: the route comes from the spans, or is unknown
-        scopes = []
-        for scope in item.get("scopeSpans") or item.get("instrumentationLibrarySpans") or ():
-            spans = []
-            for span in (scope.get("spans") or ()) if isinstance(scope, dict) else ():
-                if isinstance(span, dict) and (found := field_problem(span)):
-                    problems.append(TraceProblem(file, line, found[0], f"{found[1]} (span {quote(span.get('name'))})"))
-                    continue
-                try:
-                    spans.append(msgspec.convert(span, _Span))
-                except msgspec.ValidationError as exc:
-                    at = re.search(r"at `\$\.?(.*)`", str(exc))
-                    trace = hex_id(span.get("traceId"), 32) if isinstance(span, dict) else None
-                    name = span.get("name") if isinstance(span, dict) else None
-                    problems.append(TraceProblem(file, line, at[1] if at and at[1] else "spans",
-                                                 f"{str(exc).split(' - at ')[0]} (span {name!r})", trace,
-                                                 _time(span.get("startTimeUnixNano")) if isinstance(span, dict)
-                                                 else None))
-            scopes.append(_Scope(spans))
-        kept.append(_ResourceSpans(resource, scopes))
-    return _Request(kept), problems
-
-
-#: A span's start time in an OTLP/JSON line (what :func:`span_times` finds without parsing the JSON).
-_START = re.compile(rb'"startTimeUnixNano"\s*:\s*"?(\d+)')
-
-
-def span_times(path: Path) -> Iterator[int]:
-    """Every span's start time (ns) in an OTLP/JSON file, found by a pattern over the raw
-    bytes a megabyte at a time (no JSON parsing: the sensor's quick look at new files)."""
-    with open(path, "rb") as handle:
-        rest = b""
-        while chunk := handle.read(1 << 20):
-            block = rest + chunk
-            cut = block.rfind(b"\n") + 1  # whole lines only: a match is never cut in two
-            yield from _starts(block, cut)
-            rest = block[cut:]
-        yield from _starts(rest, len(rest))
-
-
-def _starts(block: bytes, end: int) -> Iterator[int]:
-    """The start times in ``block[:end]`` that a timestamp can hold (:func:`in_range`)."""
-    for match in _START.finditer(block, 0, end):
-        if len(match[1]) <= 19 and (ns := in_range(int(match[1]))) is not None:
-            yield ns
