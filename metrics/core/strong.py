@@ -12,7 +12,7 @@ turns the two frames into the summary's estimates.
 Rows the cheap judge found ``not_applicable``, ``input_error`` or ``target_error`` have nothing a
 judge can score (the row's input decides it): they are outside the cascade, with no inclusion
 probability, as they are outside the raw mean. The budget (a share, or a number of rows) is of the
-covered rows.
+covered rows; a number of rows above a metric's covered rows strong-judges every covered row (a census).
 
 **Scale.** Active sampling's uncertainty is ``sqrt(f (1 - f))`` of the cheap score rescaled to [0, 1]
 by the metric's ``value_range`` (a Likert 1-5 score ``v`` as ``(v - 1) / 4``); the estimate stays on
@@ -72,10 +72,12 @@ def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.S
                 sampling: str) -> tuple[pd.DataFrame, dict[str, str]]:
     """Per metric, the strong sample drawn from the cheap judge's ``results`` (a results frame).
 
-    ``uniforms`` are :func:`check_cascade`'s (by ``row``: kept across budgets, so samples nest). Returns a
-    frame of ``row``, ``metric``, ``inclusion_probability`` (NaN outside the cascade) and ``drawn``,
-    and ``{metric: why}`` for the metrics no sample could be drawn for (more cheap failures than the
-    budget, a budget in rows above the rows covered): their rows have no probability. Nothing raised.
+    ``uniforms`` are :func:`check_cascade`'s (by ``row``: kept across budgets, so samples nest). A budget
+    in rows above a metric's covered rows (rows with input errors are not covered) is capped at them: every
+    covered row is strong-judged (``pi = 1``, a census). Returns a frame of ``row``, ``metric``,
+    ``inclusion_probability`` (NaN outside the cascade) and ``drawn``, and ``{metric: why}`` for the
+    metrics no sample could be drawn for (more cheap failures than the budget): their rows have no
+    probability. Nothing raised.
     """
     parts, notes = [], {}
     for metric in metrics:
@@ -86,7 +88,8 @@ def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.S
         uncertainty = score_uncertainty((f - low) / (high - low)) if sampling == "active" else None
         pi, drawn = np.full(len(rows), np.nan), np.zeros(len(rows), bool)
         try:
-            pi[inside] = inclusion_probabilities(len(f), budget, uncertainty, forced=np.isnan(f))
+            pi[inside] = inclusion_probabilities(len(f), min(budget, len(f)) if isinstance(budget, int) else budget,
+                                                 uncertainty, forced=np.isnan(f))
         except ValueError as error:
             notes[metric.name] = f"no strong sample drawn: {error}"
         else:

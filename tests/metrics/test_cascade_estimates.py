@@ -127,6 +127,17 @@ def test_more_cheap_failures_than_the_budget_draw_no_sample_and_say_why():
     assert notes["faithfulness"].startswith("no strong sample drawn: 2 row(s) must be strong-judged")
 
 
+def test_a_rows_budget_above_a_metric_s_covered_rows_strong_judges_every_covered_row():
+    # 4 rows, one an input_error (not covered): a budget of 4 rows is capped at the 3 covered rows, each drawn
+    # for sure (pi = 1: a census), whatever its uniform; the input_error row stays outside (no probability).
+    results, _ = frames([("ok", 0.5), ("input_error", None), ("ok", 0.9), ("judge_error", None)], [])
+    draws, notes = draw_strong(results, build_metrics(["faithfulness"]), pd.Series([0.99] * 4), 4, "active")
+    assert notes == {}
+    assert draws["inclusion_probability"].tolist()[0::2] == [1.0, 1.0] and draws["inclusion_probability"][3] == 1.0
+    assert math.isnan(draws["inclusion_probability"][1])
+    assert draws["drawn"].tolist() == [True, False, True, True]
+
+
 @pytest.mark.parametrize("options, message", [
     ({"strong_judge": ScriptedJudge()}, "a judge cascade needs both strong_judge and strong_budget"),
     ({"strong_judge": None, "strong_budget": 0.1}, "a judge cascade needs both strong_judge and strong_budget"),
