@@ -6,8 +6,10 @@ from typing import Any
 
 import dagster as dg
 
+from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.core.strong import SAMPLINGS
+from rag_eval.metrics.stats.cascade import check_ids
 
 
 def op_config(run_config: Mapping[str, Any], op: str) -> dict[str, Any]:
@@ -72,12 +74,13 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
     """Refuse, before anything is scored, a run selecting the strong sample whose settings cannot run: a
     strong judge that is the cheap judge (the ``judge`` resource: a launch without ``judge: {config:
     {offline: true}}``, or with a smaller model, would score every row with the strong judge first), or a
-    budget :meth:`StrongSampleConfig.budget` refuses. The metric step and the strong sample's call it.
+    budget :meth:`StrongSampleConfig.budget` refuses, or a version with two rows of one id (they would share
+    their draw: ``rag_eval.metrics.stats.cascade.check_ids``). The metric step and the strong sample's call it.
 
     Raises
     ------
     dagster.Failure
-        Naming what to set (not retried)."""
+        Naming what to set, or the lines (from 1) of the repeated id (not retried)."""
     if not runs_strong_sample(context):
         return
     if strong_judge.code_version() == judge.code_version():
@@ -85,3 +88,19 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
                          "resource to the cheap judge (resources: judge: config: offline: true, or a smaller model) "
                          "and strong_judge to the LLM judge", allow_retries=False)
     strong_config(context.run.run_config).budget()
+    try:
+        check_ids(version_ids(context))
+    except ValueError as exc:
+        raise dg.Failure(f"{STRONG_OP}: {exc}", allow_retries=False) from None
+
+
+def version_ids(context: dg.AssetExecutionContext) -> list[str]:
+    """The ids of the step's version (its partition), in row order, read from a stored field table (every
+    line reaches every field asset); ``[]`` when none is stored yet."""
+    database = context.resources.io_manager
+    with database.connection() as connection:
+        tables = database.stored(connection, context.partition_key, list(FIELD_ASSETS.values()))
+        if not tables:
+            return []
+        query = next(iter(tables.values())).query
+        return [str(row_id) for (row_id,) in connection.execute(f"select id from ({query}) order by row").fetchall()]

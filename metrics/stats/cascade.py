@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,14 +229,25 @@ def row_uniforms(ids: Sequence[str], seed: int, stream: str = "") -> np.ndarray:
     Raises
     ------
     ValueError
-        Two rows with one id (they would share their draw); the error names the later line.
+        Two rows with one id (:func:`check_ids`).
+    """
+    check_ids(ids)
+    return np.array([priority(seed, f"{stream}{row_id}") for row_id in ids])
+
+
+def check_ids(ids: Iterable[str]) -> None:
+    """Refuse two rows with one id (they would share their draw).
+
+    Raises
+    ------
+    ValueError
+        One line naming the later line and the earlier one (from 1) and the field ``id``.
     """
     seen: dict[str, int] = {}
     for line, row_id in enumerate(ids, start=1):
         if str(row_id) in seen:
             raise ValueError(f"line {line}: id {row_id!r} repeats line {seen[str(row_id)]}'s: row ids must be unique")
         seen[str(row_id)] = line
-    return np.array([priority(seed, f"{stream}{row_id}") for row_id in ids])
 
 
 def sample_of(uniforms: np.ndarray, pi: np.ndarray, method: str) -> StrongSample:
