@@ -7,11 +7,16 @@ rows, the strong judge's result) and puts, per metric, a ``cascade`` block besid
 over the rows the cascade covers, with its 95 % interval, ``n`` strong-judged / ``N`` rows, the
 sampling, the two judges' agreement and the strong requests saved against a full strong run.
 
-**A drawn row the strong judge could not score** (``judge_error``, or any status but ``ok``): the
+**A drawn row the strong judge finds not applicable** is outside the metric's population (the rows the
+strong judge would score): the estimate is the strong judge's mean over that population, whose size is
+estimated too (``cascade_mean``'s ``outside``), and ``not_applicable`` counts those rows.
+
+**A drawn row the strong judge could not score** (``judge_error``, or any other status but ``ok``): the
 metric gets **no estimate**, its ``note`` naming the lines and statuses. Leaving the row out would
 bias the estimate (its failure may depend on the row) and scoring it 0 would invent a verdict; the
 row's result stays in the strong frame with its reason. Running again with the same seed and budget
-draws the same rows and, with the LLM judge's cache, sends requests only for the failed ones.
+draws the same rows and, with the LLM judge's cache, sends requests only for the failed ones: the note
+says so when a ``judge_error`` is among them.
 
 **Human labels stay the top of the chain.** Each metric's ``published`` says which figure to read:
 ``"ppi"`` when labels gave it a prediction-powered estimate (``rag_eval.metrics.stats.estimates``; they
@@ -70,7 +75,8 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
         ``ci_low``, ``ci_high``, ``se``, ``n``, ``N``, ``lam``, ``method`` ``"cascade-active"`` or
         ``"cascade-uniform"``, ``confidence``; ``None`` with ``note`` saying why), ``agreement``
         (share of rows where the judges' pass/fail agree, from the strong-judged rows weighted by
-        ``1 / pi``), ``strong_judge``, ``sampling``, ``n`` strong-judged rows, ``rows`` covered and
+        ``1 / pi``), ``strong_judge``, ``sampling``, ``n`` strong-judged rows, ``rows`` covered,
+        ``not_applicable`` (drawn rows the strong judge found not applicable: outside the population) and
         ``requests``. Nothing raised: a metric the estimate refuses gets the reason as ``note``.
     """
     blocks: dict[str, Any] = {}
@@ -97,6 +103,7 @@ def _block(joined: pd.DataFrame, sampling: str, factor: float,
     drawn = inside["strong_status"].notna().to_numpy()
     block: dict[str, Any] = {"estimate": None, "agreement": None, "strong_judge": _judges(inside),
                              "sampling": sampling, "n": int(drawn.sum()), "rows": len(inside),
+                             "not_applicable": int((inside["strong_status"] == Status.NOT_APPLICABLE.value).sum()),
                              "requests": _requests(inside[drawn], len(inside))}
     found, block["note"] = _estimate(joined, sampling)
     if found is not None:
@@ -113,19 +120,22 @@ def _estimate(joined: pd.DataFrame, sampling: str) -> tuple[CascadeEstimate | No
     drawn = inside["strong_status"].notna().to_numpy()
     if not len(inside):
         return None, next(iter(joined["strong_reason"].dropna()), "no row the cascade covers")
-    failed = inside[drawn & (inside["strong_status"] != Status.OK.value).to_numpy()]
+    outside = drawn & (inside["strong_status"] == Status.NOT_APPLICABLE.value).to_numpy(bool, na_value=False)
+    failed = inside[drawn & ~outside & (inside["strong_status"] != Status.OK.value).to_numpy()]
     if len(failed):
         lines = ", ".join(f"{int(r) + 1} ({s})" for r, s in zip(failed["row"][:NAMED_LINES],
                                                                  failed["strong_status"][:NAMED_LINES]))
         more = f" and {len(failed) - NAMED_LINES} more" if len(failed) > NAMED_LINES else ""
+        retry = ": run again to retry the judge errors" if (failed["strong_status"] == Status.JUDGE_ERROR.value).any() \
+            else ""
         return None, (f"no estimate: the strong judge has no score on drawn line(s) {lines}{more}; leaving "
-                      "them out would bias the interval: run again to retry them")
+                      f"them out would bias the interval{retry}")
     f = np.where(inside["status"] == Status.OK.value, inside["value"].to_numpy(float), np.nan)
-    y = np.where(drawn, inside["strong_value"].to_numpy(float), np.nan)
+    y = np.where(drawn & ~outside, inside["strong_value"].to_numpy(float), np.nan)
     sample = StrongSample(inside["inclusion_probability"].to_numpy(float), drawn, sampling)
     try:
         return cascade_mean(f, y, sample, threshold=float(inside["threshold"].iloc[0]),
-                            higher=inside["direction"].iloc[0] != Direction.LOWER.value), None
+                            higher=inside["direction"].iloc[0] != Direction.LOWER.value, outside=outside), None
     except ValueError as error:
         return None, f"no estimate: {error}"
 
