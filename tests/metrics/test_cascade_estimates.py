@@ -102,13 +102,14 @@ def test_a_drawn_row_the_strong_judge_failed_on_gives_no_estimate_and_names_its_
 def test_a_drawn_row_the_strong_judge_finds_not_applicable_is_outside_the_population_not_a_missing_estimate():
     # CONSTANT with row 1 (strong 0) not applicable to the strong judge: 11 drawn rows scored, 8 of them 1. Cheap 0.5
     # everywhere: lam = 0, b = 8/11 = theta (the population, N_d = 16 - 1 / 0.5 = 14 rows, predicted 8/11 each).
-    # se² = 2 * (8 (3/11)² + 3 (8/11)²) * 11 / 9 (m = 11, two fitted) * (16 / 22)² (Hajek) / 14²; the outside
-    # row's residual, theta - g, is 0.
+    # se² = 2 * (8 (3/11)² + 3 (8/11)²) * 11 / 9 (m = 11, two fitted) * (14 / 22)² / 14²: the Hajek factor's scored
+    # rows are the population's, 14 estimated, over the 22 their drawn rows stand for; the outside row's residual,
+    # theta - g, is 0.
     results, strong_frame = CONSTANT
     strong_frame = strong_frame.copy()
     strong_frame.loc[1, ["strong_status", "strong_value"]] = ["not_applicable", math.nan]
     block = add_cascade_estimates(summarize(results), results, strong_frame, SETTINGS)["faithfulness"]
-    se = math.sqrt(2 * (8 * 9 + 3 * 64) / 121 * 11 / 9 * (16 / 22) ** 2) / 14
+    se = math.sqrt(2 * (8 * 9 + 3 * 64) / 121 * 11 / 9 * (14 / 22) ** 2) / 14
     assert "note" not in block and (block["n"], block["rows"], block["not_applicable"]) == (12, 16, 1)
     assert block["estimate"]["estimate"] == pytest.approx(8 / 11, abs=1e-6)
     assert block["estimate"]["se"] == pytest.approx(se, abs=1e-6)
