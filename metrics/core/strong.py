@@ -29,8 +29,10 @@ from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.core.results import MetricResult, Status
 from rag_eval.metrics.core.samples import Sample
-from rag_eval.metrics.core.scoring import RESULT_COLUMNS, results_frame, score_chunks
+from rag_eval.metrics.core.scoring import RESULT_COLUMNS, results_frame, score_all, score_chunks
+from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.stats.cascade import budget_rows, inclusion_probabilities, row_uniforms, score_uncertainty
 
 #: How the strong sample is drawn (``rag_eval.metrics.stats.cascade``).
@@ -66,6 +68,57 @@ def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str,
         raise ValueError(f"strong_sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
     budget_rows(budget, len(samples))
     return pd.Series(row_uniforms([s.id for s in samples], seed, stream), index=[s.row for s in samples])
+
+
+def refuse_unscorable(metrics: Sequence[Metric], cheap: Judge) -> None:
+    """Refuse, before anything is scored, a cascade of a metric the cheap judge cannot score at all: one whose
+    judgements the offline judge has no rule for (a custom metric: ``Judgement.needs_endpoint``). Its every row
+    would be ``not_applicable``, outside the cascade, so it would get no strong row and no estimate; sending
+    all its rows to the strong judge instead would spend a full strong run on it, beyond the budget.
+
+    Raises
+    ------
+    SettingsError
+        Naming the metric and the two ways out: a cheap LLM judge (a smaller model), or the metric evaluated
+        without the cascade.
+    """
+    if not isinstance(cheap, OfflineJudge):
+        return
+    for metric in metrics:
+        if any(judgement.needs_endpoint for judgement in metric.judgements):
+            raise SettingsError(f"{metric.name}: the cheap judge ({cheap.name}) has no rule for it (it needs an LLM "
+                                "judge), so the cascade would give it no strong row: give a smaller model as the "
+                                "cheap judge (--cheap-model), or evaluate it without the cascade")
+
+
+def judge_cascade(samples: Sequence[Sample], metrics: Sequence[Metric], cheap: Judge, strong: Judge,
+                  budget: float | int, sampling: str, seed: int, stream: str = "",
+                  progress: Callable[[int], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A judge cascade of ``samples``, all in one process (``evaluate``, the traffic sampler): the settings
+    checked before anything is scored (:func:`check_cascade`, :func:`refuse_unscorable`), ``cheap`` on every
+    row, each metric's sample drawn (:func:`draw_strong`) and scored by ``strong`` (:func:`score_strong`);
+    ``progress(1)`` after each pair of either judge.
+
+    Returns
+    -------
+    (DataFrame, DataFrame)
+        The cheap judge's results frame with the strong columns beside each (row, metric), and the strong frame.
+
+    Raises
+    ------
+    SettingsError
+        A setting :func:`check_cascade` or :func:`refuse_unscorable` refuses (nothing scored yet).
+    """
+    try:
+        uniforms = check_cascade(samples, budget, sampling, seed, stream)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    refuse_unscorable(metrics, cheap)
+    frame = results_frame(score_all(samples, metrics, cheap, progress))
+    draws, notes = draw_strong(frame, metrics, uniforms, budget, sampling)
+    found = score_strong({m.name: samples for m in metrics}, metrics, {m.name: strong for m in metrics}, draws, notes,
+                         progress)
+    return frame.merge(found, on=["row", "metric"], how="left"), found
 
 
 def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.Series, budget: float | int,

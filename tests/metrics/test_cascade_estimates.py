@@ -2,11 +2,14 @@
 values worked by hand, and ``evaluate``'s refusals of a bad cascade setting."""
 import math
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from rag_eval.metrics import build_metrics, evaluate
+from rag_eval.metrics import OfflineJudge, build_metrics, evaluate
+from rag_eval.metrics.core.custom import load_custom_metrics
+from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.core.strong import STRONG_COLUMNS, draw_strong
 from rag_eval.metrics.reports.aggregate import summarize
 from rag_eval.metrics.stats.cascade_estimates import add_cascade_estimates
@@ -183,6 +186,22 @@ def test_two_rows_with_one_id_are_refused_before_anything_is_scored():
     with pytest.raises(ValueError, match=r"^line 2: id 'a' repeats line 1's"):
         evaluate(rows, metrics=["faithfulness"], judge=cheap, strong_judge=ScriptedJudge(), strong_budget=1)
     assert cheap.calls == []
+
+
+def test_a_metric_the_offline_cheap_judge_has_no_rule_for_is_refused_before_anything_is_scored():
+    # A custom metric needs an LLM judge: the offline cheap judge would find every row not applicable, leaving the
+    # metric outside the cascade with no strong row. Refused up front, naming the metric and the ways out.
+    custom = load_custom_metrics(Path(__file__).parents[2] / "examples" / "custom_metrics" / "custom_metrics.yaml")[0]
+    cheap, strong = OfflineJudge(), ScriptedJudge()
+    rows = [{"id": f"r{i}", "user_input": "q", "response": "The answer.", "retrieved_contexts": ["c"]} for i in range(4)]
+    message = (f"{custom.name}: the cheap judge ({cheap.name}) has no rule for it (it needs an LLM judge), so the "
+               "cascade would give it no strong row: give a smaller model as the cheap judge (--cheap-model), or "
+               "evaluate it without the cascade")
+    with pytest.raises(SettingsError, match=f"^{re.escape(message)}$"):
+        evaluate(rows, metrics=["faithfulness", custom()], judge=cheap, strong_judge=strong, strong_budget=2)
+    assert strong.calls == []
+    result = evaluate(rows, metrics=[custom()], judge=ScriptedJudge(), strong_judge=strong, strong_budget=2)
+    assert result.summary["metrics"][custom.name]["cascade"]["rows"] == 4  # a cheap LLM judge: in the cascade
 
 
 def test_with_labels_too_the_summary_publishes_the_labels_estimate_beside_the_cascade_s(tmp_path):
