@@ -91,7 +91,7 @@ def refuse_unscorable(metrics: Sequence[Metric], cheap: Judge) -> None:
                                 "cheap judge (--cheap-model), or evaluate it without the cascade")
 
 
-def judge_cascade(samples: Sequence[Sample], metrics: Sequence[Metric], cheap: Judge, strong: Judge,
+def judge_cascade(samples: list[Sample], metrics: list[Metric], cheap: Judge, strong: Judge,
                   budget: float | int, sampling: str, seed: int, stream: str = "",
                   progress: Callable[[int], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A judge cascade of ``samples``, all in one process (``evaluate``, the traffic sampler): the settings
