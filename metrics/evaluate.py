@@ -111,10 +111,10 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     built = build_metrics(metrics, thresholds, registry=registry)
     for metric, why in unavailable(loaded, {m.name: m.required_fields for m in built}).items():
         warnings.warn(f"{metric} cannot run: {why}; its results are input_error", stacklevel=2)
-    strong = None
+    strong, full_runs = None, None
     if strong_judge is not None and strong_budget is not None:
-        frame, strong = judge_cascade(loaded, built, judge, strong_judge, strong_budget, strong_sampling, seed,
-                                      progress=progress)
+        frame, strong, full_runs = judge_cascade(loaded, built, judge, strong_judge, strong_budget, strong_sampling,
+                                                 seed, progress=progress)
     else:
         frame = results_frame(score_all(loaded, built, judge, progress))
     summary = summarize(frame, task_name, describe_judge(judge, registry), scale, registry=registry)
@@ -128,7 +128,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         add_estimates(summary, frame, pd.DataFrame(found, columns=["line", "id", "metric", "label"]), registry)
     if strong is not None:
         add_cascade_estimates(summary, frame, strong, {"sampling": strong_sampling, "budget": strong_budget,
-                                                       "seed": seed}, registry)
+                                                       "seed": seed}, registry, full_runs)
     return EvaluationResult(frame, summary, loaded)
 
 

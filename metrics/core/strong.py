@@ -32,6 +32,7 @@ from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import RESULT_COLUMNS, results_frame, score_all, score_chunks
 from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.judges.cost import estimate_cost
 from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.stats.cascade import budget_rows, inclusion_probabilities, row_uniforms, score_uncertainty
 
@@ -93,7 +94,8 @@ def refuse_unscorable(metrics: Sequence[Metric], cheap: Judge) -> None:
 
 def judge_cascade(samples: list[Sample], metrics: list[Metric], cheap: Judge, strong: Judge,
                   budget: float | int, sampling: str, seed: int, stream: str = "",
-                  progress: Callable[[int], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  progress: Callable[[int], None] | None = None
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, int]]:
     """A judge cascade of ``samples``, all in one process (``evaluate``, the traffic sampler): the settings
     checked before anything is scored (:func:`check_cascade`, :func:`refuse_unscorable`), ``cheap`` on every
     row, each metric's sample drawn (:func:`draw_strong`) and scored by ``strong`` (:func:`score_strong`);
@@ -101,8 +103,10 @@ def judge_cascade(samples: list[Sample], metrics: list[Metric], cheap: Judge, st
 
     Returns
     -------
-    (DataFrame, DataFrame)
-        The cheap judge's results frame with the strong columns beside each (row, metric), and the strong frame.
+    (DataFrame, DataFrame, dict)
+        The cheap judge's results frame with the strong columns beside each (row, metric), the strong frame,
+        and per metric the chat requests a full strong run would send (``rag_eval.metrics.judges.cost``'s
+        exact plan of every row, after the judgement cache as it stood before the strong judge's requests).
 
     Raises
     ------
@@ -116,9 +120,11 @@ def judge_cascade(samples: list[Sample], metrics: list[Metric], cheap: Judge, st
     refuse_unscorable(metrics, cheap)
     frame = results_frame(score_all(samples, metrics, cheap, progress))
     draws, notes = draw_strong(frame, metrics, uniforms, budget, sampling)
+    planned = estimate_cost(samples, metrics, strong).metrics  # sends nothing
     found = score_strong({m.name: samples for m in metrics}, metrics, {m.name: strong for m in metrics}, draws, notes,
                          progress)
-    return frame.merge(found, on=["row", "metric"], how="left"), found
+    full = {name: counts["chat_requests"] for name, counts in planned.items()}
+    return frame.merge(found, on=["row", "metric"], how="left"), found, full
 
 
 def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.Series, budget: float | int,

@@ -64,9 +64,10 @@ def test_a_cheap_judge_exact_on_the_drawn_rows_gives_its_mean_with_the_failed_ro
     assert block["estimate"]["method"] == "cascade-uniform"
     assert (block["n"], block["rows"], block["sampling"], block["strong_judge"]) == (16, 28, "uniform", "llm:strong")
     assert block["agreement"] == 1.0  # 0.2 fails, 0.6 and 1.0 pass for both judges
-    # Requests: one per drawn row; a full strong run's Horvitz-Thompson total 12 / 0.5 + 4 / 1 = 28.
-    assert block["requests"] == {"unit": "requests", "used": 16, "sent": 16, "from_cache": 0, "full_run": 28,
-                                 "saved": 12}
+    # Chat requests: one sent per drawn row; a full strong run's, not planned here, is the Horvitz-Thompson total of
+    # the chat requests sent, 12 / 0.5 + 4 / 1 = 28.
+    assert block["requests"] == {"unit": "chat_requests", "sent": 16, "full_run": 28, "from": "estimate",
+                                 "saved": 12, "embeddings_sent": 0, "reused": 0}
     assert summary["cascade"] == {**SETTINGS, "strong_judge": "llm:strong", "metrics": {"faithfulness": 16},
                                   "usage": {"chat_requests": 16, "embedding_requests": 0, "prompt_tokens": 0,
                                             "completion_tokens": 0, "cache_hits": 0, "shared_hits": 0}}
