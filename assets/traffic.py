@@ -314,7 +314,8 @@ def _cascade(samples: list[Sample], metrics: list[Metric], judge: JudgeResource,
                          "configure an LLM endpoint (OPENAI_BASE_URL or OPENAI_API_KEY)", allow_retries=False)
     cheap, strong = JudgeResource(offline=True).get_judge(), judge.get_judge()
     try:  # on a stream of its own: not the sample's
-        return judge_cascade(samples, metrics, cheap, strong, float(share), "active", seed, stream="cascade:")[0]
+        return judge_cascade(samples, metrics, cheap, strong, float(share), "active", seed, stream="cascade:",
+                             plan=False)[0]
     except SettingsError as exc:
         raise dg.Failure(f"traffic strong_share: {exc}", allow_retries=False) from None
 

@@ -94,19 +94,21 @@ def refuse_unscorable(metrics: Sequence[Metric], cheap: Judge) -> None:
 
 def judge_cascade(samples: list[Sample], metrics: list[Metric], cheap: Judge, strong: Judge,
                   budget: float | int, sampling: str, seed: int, stream: str = "",
-                  progress: Callable[[int], None] | None = None
+                  progress: Callable[[int], None] | None = None, plan: bool = True
                   ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, int]]:
     """A judge cascade of ``samples``, all in one process (``evaluate``, the traffic sampler): the settings
     checked before anything is scored (:func:`check_cascade`, :func:`refuse_unscorable`), ``cheap`` on every
     row, each metric's sample drawn (:func:`draw_strong`) and scored by ``strong`` (:func:`score_strong`);
-    ``progress(1)`` after each pair of either judge.
+    ``progress(1)`` after each pair of either judge; ``plan=False`` (a caller without use for a full strong
+    run's requests) plans none.
 
     Returns
     -------
     (DataFrame, DataFrame, dict)
         The cheap judge's results frame with the strong columns beside each (row, metric), the strong frame,
         and per metric the chat requests a full strong run would send (``rag_eval.metrics.judges.cost``'s
-        exact plan of every row, after the judgement cache as it stood before the strong judge's requests).
+        exact plan of every row, after the judgement cache as it stood before the strong judge's requests;
+        ``{}`` without ``plan``).
 
     Raises
     ------
@@ -120,7 +122,7 @@ def judge_cascade(samples: list[Sample], metrics: list[Metric], cheap: Judge, st
     refuse_unscorable(metrics, cheap)
     frame = results_frame(score_all(samples, metrics, cheap, progress))
     draws, notes = draw_strong(frame, metrics, uniforms, budget, sampling)
-    planned = estimate_cost(samples, metrics, strong).metrics  # sends nothing
+    planned = estimate_cost(samples, metrics, strong).metrics if plan else {}  # sends nothing
     found = score_strong({m.name: samples for m in metrics}, metrics, {m.name: strong for m in metrics}, draws, notes,
                          progress)
     full = {name: counts["chat_requests"] for name, counts in planned.items()}
