@@ -20,7 +20,7 @@ the metric's own scale.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,7 @@ from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.core.results import MetricResult, Status
 from rag_eval.metrics.core.samples import Sample
-from rag_eval.metrics.core.scoring import RESULT_COLUMNS, results_frame, score_all, score_chunks
+from rag_eval.metrics.core.scoring import CHUNK_ROWS, RESULT_COLUMNS, results_frame, score_all, score_chunks
 from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.judges.cost import estimate_cost
@@ -160,13 +160,14 @@ def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.S
     return pd.concat(parts, ignore_index=True), notes
 
 
-def score_strong(samples: Mapping[str, Iterable[Sample]], metrics: Sequence[Metric], judges: Mapping[str, Judge],
+def score_strong(samples: Mapping[str, Sequence[Sample]], metrics: Sequence[Metric], judges: Mapping[str, Judge],
                  draws: pd.DataFrame, notes: dict[str, str],
                  progress: Callable[[int], None] | None = None) -> pd.DataFrame:
     """Score each metric's drawn rows (``draws`` from :func:`draw_strong`) with its strong judge
     (``judges``, per metric name: the strong judge, with a metric's own judging options), every metric
     at once under the judges' limits; ``progress(1)`` after each pair. ``samples``: per metric name,
-    the version's samples as the metric reads them (only the drawn rows are kept). The metrics
+    the version's samples as the metric reads them (only the drawn rows are kept), read once: chunk by chunk
+    for every metric at once, so metrics built from one store share each chunk's read. The metrics
     are the cheap run's instances (already fitted to every row, so a row scores as in a full strong run).
 
     Returns
@@ -176,11 +177,13 @@ def score_strong(samples: Mapping[str, Iterable[Sample]], metrics: Sequence[Metr
         (:data:`STRONG_DTYPES`); a failed strong judgement is a ``judge_error`` row with its reason,
         never dropped; the rows of a metric in ``notes`` carry its note as ``strong_reason``.
     """
-    tasks = []
-    for metric in metrics:
-        wanted = set(draws.loc[(draws["metric"] == metric.name) & draws["drawn"], "row"])
-        if wanted:
-            tasks.append((metric, [s for s in samples[metric.name] if s.row in wanted], judges[metric.name]))
+    wanted = {m.name: set(draws.loc[(draws["metric"] == m.name) & draws["drawn"], "row"]) for m in metrics}
+    wanted = {name: rows for name, rows in wanted.items() if rows}
+    picked: dict[str, list[Sample]] = {name: [] for name in wanted}
+    for start in range(0, max((len(samples[name]) for name in wanted), default=0), CHUNK_ROWS):
+        for name, rows in wanted.items():
+            picked[name] += [s for s in samples[name][start:start + CHUNK_ROWS] if s.row in rows]
+    tasks = [(metric, picked[metric.name], judges[metric.name]) for metric in metrics if metric.name in wanted]
     scored: list[MetricResult] = []
     if tasks:
         for part in score_chunks(tasks, progress and (lambda _: progress(1))):
