@@ -106,9 +106,8 @@ def judge_cascade(samples: list[Sample], metrics: list[Metric], cheap: Judge, st
     -------
     (DataFrame, DataFrame, dict)
         The cheap judge's results frame with the strong columns beside each (row, metric), the strong frame,
-        and per metric the chat requests a full strong run would send (``rag_eval.metrics.judges.cost``'s
-        exact plan of every row, after the judgement cache as it stood before the strong judge's requests;
-        ``{}`` without ``plan``).
+        and per metric the chat requests a full strong run would send (:func:`plan_full_runs`, before the
+        strong judge's requests; ``{}`` without ``plan``).
 
     Raises
     ------
@@ -122,11 +121,25 @@ def judge_cascade(samples: list[Sample], metrics: list[Metric], cheap: Judge, st
     refuse_unscorable(metrics, cheap)
     frame = results_frame(score_all(samples, metrics, cheap, progress))
     draws, notes = draw_strong(frame, metrics, uniforms, budget, sampling)
-    planned = estimate_cost(samples, metrics, strong).metrics if plan else {}  # sends nothing
-    found = score_strong({m.name: samples for m in metrics}, metrics, {m.name: strong for m in metrics}, draws, notes,
-                         progress)
-    full = {name: counts["chat_requests"] for name, counts in planned.items()}
+    by_metric, judges = {m.name: samples for m in metrics}, {m.name: strong for m in metrics}
+    full = plan_full_runs(by_metric, metrics, judges) if plan else {}  # before the strong judge sends
+    found = score_strong(by_metric, metrics, judges, draws, notes, progress)
     return frame.merge(found, on=["row", "metric"], how="left"), found, full
+
+
+def plan_full_runs(samples: Mapping[str, Sequence[Sample]], metrics: Sequence[Metric],
+                   judges: Mapping[str, Judge]) -> dict[str, int]:
+    """Per metric, the chat requests a full strong run of it would send: ``rag_eval.metrics.judges.cost``'s exact
+    plan of every row (``samples``, per metric name, read :data:`CHUNK_ROWS` rows at a time) with its judge
+    (``judges``, per metric name), after the judgement cache as it stands; each metric planned alone (a request
+    two metrics share counts for each). Sends nothing; nothing raised."""
+    full = {}
+    for metric in metrics:
+        rows = samples[metric.name]
+        full[metric.name] = sum(estimate_cost(list(rows[start:start + CHUNK_ROWS]), [metric],
+                                              judges[metric.name]).total["chat_requests"]
+                                for start in range(0, len(rows), CHUNK_ROWS))
+    return full
 
 
 def draw_strong(results: pd.DataFrame, metrics: Sequence[Metric], uniforms: pd.Series, budget: float | int,

@@ -66,12 +66,15 @@ def test_a_tenth_sends_at_most_12_percent_of_a_full_run_and_a_fifth_later_only_t
     assert found["ci_low"] <= full_mean <= found["ci_high"]  # the strong judge's mean over every row
     row = next(line for line in out.splitlines() if line.startswith("faithfulness ") and "[" in line)
     assert re.fullmatch(rf"faithfulness\s+{summary['mean']:.3f}\s+{found['estimate']:.3f} \[{found['ci_low']:.3f}, "
-                        rf"{found['ci_high']:.3f}\]\s+{len(tenth)}/200\s+\S+\s+0 of ~0", row), row  # every answer cached: none sent
+                        rf"{found['ci_high']:.3f}\]\s+{len(tenth)}/200\s+\S+\s+0 of 0", row), row  # every answer cached: none sent
 
     server.seen.clear()
     assert run(server, "--strong-budget", "0.1", "--cache-path", "cascade.sqlite", "--force") == 0  # else up to date
     assert len(server.chat_requests()) == len(drawn(project)) == len(tenth)  # a fresh cache: each drawn row once
     assert drawn(project) == tenth  # the same seed and budget draw the same rows
+    # A full strong run's chat requests, planned exactly before the strong judge sent (a fresh cache: one a row).
+    requests = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]["faithfulness"]["cascade"]["requests"]
+    assert (requests["full_run"], requests["from"], requests["sent"]) == (200, "plan", len(tenth))
     assert f"the strong judge sent: {len(tenth)} chat + 0 embeddings requests\n" in capsys.readouterr().out
 
     server.seen.clear()
