@@ -21,15 +21,32 @@ from rag_eval.assets.partitions import dataset_versions
 from rag_eval.assets.resources import ExecutionResource, JudgeResource
 from rag_eval.assets.run_config import STRONG_OP, StrongSampleConfig, op_config, refuse_cascade
 from rag_eval.metrics.core.registry import Registry
-from rag_eval.metrics.core.strong import check_cascade, draw_strong, score_strong
+from rag_eval.metrics.core.strong import check_cascade, draw_strong, plan_full_runs, score_strong
 from rag_eval.metrics.judges.endpoint import EndpointError
 
-def _metadata(strong: pd.DataFrame, judge: str, config: StrongSampleConfig) -> dict[str, Any]:
+#: The strong sample's metadata entry of each metric's full strong run, in chat requests (``plan_full_runs``).
+FULL_RUNS = "full_run_chat_requests"
+
+
+def _metadata(strong: pd.DataFrame, judge: str, config: StrongSampleConfig, full: dict[str, int]) -> dict[str, Any]:
     drawn = strong[strong["strong_status"].notna()]
     sent = drawn["strong_chat_requests"].fillna(0) + drawn["strong_embedding_requests"].fillna(0)
     return {"strong_judge": judge, "sampling": config.sampling, "budget": str(config.budget()), "seed": config.seed,
             "drawn": dg.MetadataValue.json({m: int(n) for m, n in drawn["metric"].value_counts().items()}),
-            "requests_sent": int(sent.sum()), "judge_errors": int((drawn["strong_status"] == "judge_error").sum())}
+            "requests_sent": int(sent.sum()), "judge_errors": int((drawn["strong_status"] == "judge_error").sum()),
+            FULL_RUNS: dg.MetadataValue.json(full)}
+
+
+def planned_full_runs(context: dg.AssetExecutionContext) -> dict[str, int] | None:
+    """Per metric, a full strong run's chat requests as this run's strong sample planned them (its materialization
+    of the step's version, :data:`FULL_RUNS`); ``None`` when this run materialized none."""
+    found = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(STRONG_OP), asset_partitions=[context.partition_key]),
+        limit=1).records
+    event = found[0].asset_materialization if found and found[0].run_id == context.run_id else None
+    entry = event.metadata.get(FULL_RUNS) if event is not None else None
+    value = entry.value if isinstance(entry, dg.JsonMetadataValue) else None
+    return {str(m): int(n) for m, n in value.items()} if isinstance(value, dict) else None
 
 
 @functools.cache
@@ -80,14 +97,16 @@ def strong_sample_asset(registry: Registry) -> dg.AssetsDefinition:
             if execution.progress:
                 execution.progress("strong judge", done[0], total)
 
-        try:  # a metric's own judging options go with its strong judge (``configured``)
-            strong = score_strong(samples, [m for m, _ in built], {m.name: j for m, j in built}, draws, notes, progress)
+        judges = {m.name: j for m, j in built}  # a metric's own judging options go with its strong judge
+        full = plan_full_runs(samples, [m for m, _ in built], judges)  # before the strong judge sends
+        try:
+            strong = score_strong(samples, [m for m, _ in built], judges, draws, notes, progress)
         except EndpointError as exc:  # the endpoint cannot be used: stop, naming why, before spending
             raise dg.Failure(str(exc), allow_retries=False) from exc
         finally:
             scorer.forget()
         for metric, note in notes.items():
             context.log.warning(f"{version}: {metric}: {note}")
-        return dg.Output(strong.assign(version=version), metadata=_metadata(strong, scorer.name, config))
+        return dg.Output(strong.assign(version=version), metadata=_metadata(strong, scorer.name, config, full))
 
     return strong_sample

@@ -111,7 +111,6 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
     def score_metrics(context: dg.AssetExecutionContext, config: dg.Config, judge: JudgeResource,
                       strong_judge: JudgeResource, execution: ExecutionResource):
         """Judge every selected metric of the version at once; one output per metric."""
-        refuse_cascade(context, judge, strong_judge)  # a cascade that cannot run, before anything is scored
         names = [name for name in registry if name in context.selected_output_names]
         scorer = judge.get_judge()
         samples = version_samples(context, names, registry)
@@ -119,6 +118,8 @@ def build_metric_assets(registry: Registry) -> dg.AssetsDefinition:
         for name in names:
             metric, metric_judge = configured(name, getattr(config, name), metric_options, scorer, registry)
             tasks.append((metric, samples[name], metric_judge))
+        # a cascade that cannot run, before anything is scored
+        refuse_cascade(context, judge, strong_judge, [metric for metric, _, _ in tasks], scorer)
 
         try:  # progress, if any, told by the execution resource (``ExecutionResource.progress``)
             stored = execution.score(tasks, context.partition_key)

@@ -1,13 +1,17 @@
 """What a run asks for, read where a step needs it: the assets it selects (:func:`run_assets`), an op's config
 (:func:`op_config`), and a judge cascade's settings (:class:`StrongSampleConfig`, checked by
 :func:`refuse_cascade` before anything is scored)."""
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 
+from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.resources import JudgeResource
-from rag_eval.metrics.core.strong import SAMPLINGS
+from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.core.strong import SAMPLINGS, refuse_unscorable
+from rag_eval.metrics.judges.base import Judge
+from rag_eval.metrics.stats.cascade import check_ids
 
 
 def op_config(run_config: Mapping[str, Any], op: str) -> dict[str, Any]:
@@ -68,16 +72,20 @@ def runs_strong_sample(context: dg.AssetExecutionContext) -> bool:
     return dg.AssetKey(STRONG_OP) in run_assets(context) and context.job_def.graph.has_node_named(STRONG_OP)
 
 
-def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, strong_judge: JudgeResource) -> None:
+def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, strong_judge: JudgeResource,
+                   metrics: Sequence[Metric] = (), cheap: Judge | None = None) -> None:
     """Refuse, before anything is scored, a run selecting the strong sample whose settings cannot run: a
     strong judge that is the cheap judge (the ``judge`` resource: a launch without ``judge: {config:
-    {offline: true}}``, or with a smaller model, would score every row with the strong judge first), or a
-    budget :meth:`StrongSampleConfig.budget` refuses. The metric step and the strong sample's call it.
+    {offline: true}}``, or with a smaller model, would score every row with the strong judge first), a
+    budget :meth:`StrongSampleConfig.budget` refuses, a version with two rows of one id (they would share
+    their draw: ``rag_eval.metrics.stats.cascade.check_ids``), or one of ``metrics`` the judge ``cheap``
+    has no rule for (``rag_eval.metrics.core.strong.refuse_unscorable``). The metric step (with the metrics
+    it scores and its judge) and the strong sample's call it.
 
     Raises
     ------
     dagster.Failure
-        Naming what to set (not retried)."""
+        Naming what to set, the lines (from 1) of the repeated id, or the metric (not retried)."""
     if not runs_strong_sample(context):
         return
     if strong_judge.code_version() == judge.code_version():
@@ -85,3 +93,21 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
                          "resource to the cheap judge (resources: judge: config: offline: true, or a smaller model) "
                          "and strong_judge to the LLM judge", allow_retries=False)
     strong_config(context.run.run_config).budget()
+    try:
+        check_ids(version_ids(context))
+        if cheap is not None:
+            refuse_unscorable(metrics, cheap)
+    except ValueError as exc:
+        raise dg.Failure(f"{STRONG_OP}: {exc}", allow_retries=False) from None
+
+
+def version_ids(context: dg.AssetExecutionContext) -> list[str]:
+    """The ids of the step's version (its partition), in row order, read from a stored field table (every
+    line reaches every field asset); ``[]`` when none is stored yet."""
+    database = context.resources.io_manager
+    with database.connection() as connection:
+        tables = database.stored(connection, context.partition_key, list(FIELD_ASSETS.values()))
+        if not tables:
+            return []
+        query = next(iter(tables.values())).query
+        return [str(row_id) for (row_id,) in connection.execute(f"select id from ({query}) order by row").fetchall()]

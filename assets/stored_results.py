@@ -239,13 +239,21 @@ class StoredTable:
             yield chunk.astype({"passed": passed_dtype})
 
 
-def with_strong(results: pd.DataFrame, strong: pd.DataFrame) -> pd.DataFrame:
-    """``results`` with the strong frame's columns (``STRONG_COLUMNS``) beside each (row, metric), typed
-    as ``STRONG_DTYPES`` (NA on the rows not drawn)."""
-    columns = [c for c in STRONG_COLUMNS if c not in ("row", "metric")]
-    merged = results.merge(strong[["row", "metric", *columns]].astype({"metric": object}), on=["row", "metric"],
-                           how="left")
-    return merged.astype({c: STRONG_DTYPES[c] for c in columns})
+#: The strong frame's columns put beside each result (:func:`with_strong`).
+_STRONG_BESIDE = [c for c in STRONG_COLUMNS if c not in ("row", "metric")]
+
+
+def strong_by_pair(strong: pd.DataFrame) -> pd.DataFrame:
+    """The strong frame (``STRONG_COLUMNS``) indexed by (row, metric) once, for :func:`with_strong` on each chunk."""
+    return strong.astype({"metric": object}).set_index(["row", "metric"])[_STRONG_BESIDE]
+
+
+def with_strong(results: pd.DataFrame, indexed: pd.DataFrame) -> pd.DataFrame:
+    """``results`` with the strong frame's columns beside each (row, metric) (``indexed``: :func:`strong_by_pair`),
+    typed as ``STRONG_DTYPES`` (NA on the rows not drawn)."""
+    found = indexed.reindex(pd.MultiIndex.from_arrays([results["row"], results["metric"].astype(object)]))
+    return results.assign(**{c: found[c].to_numpy() for c in _STRONG_BESIDE}).astype(
+        {c: STRONG_DTYPES[c] for c in _STRONG_BESIDE})
 
 
 def concat_dtype(dtypes: Sequence[str]) -> str:
@@ -276,13 +284,14 @@ def write_results_parquet(connection: duckdb.DuckDBPyConnection, stored: Sequenc
     with ``strong`` (a judge cascade's strong frame, ``rag_eval.metrics.core.strong.STRONG_COLUMNS``), its
     columns beside each (row, metric), as ``evaluate`` gives them."""
     passed = concat_dtype(["boolean" if s.nullable_passed(connection) else "bool" for s in stored])
+    indexed = None if strong is None else strong_by_pair(strong)
     writer = None
     with staged(path) as partial:
         try:
             for results in stored:
                 for chunk in results.chunks(connection, passed):
-                    if strong is not None:
-                        chunk = with_strong(chunk, strong)
+                    if indexed is not None:
+                        chunk = with_strong(chunk, indexed)
                     table = pa.Table.from_pandas(chunk.drop(columns="version"), preserve_index=False,
                                                  schema=writer.schema if writer else None, nthreads=ARROW_THREADS)
                     writer = writer or pq.ParquetWriter(partial, table.schema)

@@ -14,6 +14,7 @@ import json
 import dagster as dg
 import pandas as pd
 
+from rag_eval.assets.cascade import planned_full_runs
 from rag_eval.assets.run_config import STRONG_OP, runs_strong_sample, strong_config
 from rag_eval.assets.evaluation import metric_code_version, run_metrics
 from rag_eval.assets.ingestion import FIELD_ASSETS
@@ -145,7 +146,8 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
                             scale=config.scale, earlier=earlier, registry=registry,
                             failed_of=lambda metric, rows: stored[metric].failed_at(connection, rows))
     if strong is not None:
-        add_cascade_estimates(summary, results, strong, strong_config(context.run.run_config).described(), registry)
+        add_cascade_estimates(summary, results, strong, strong_config(context.run.run_config).described(), registry,
+                              planned_full_runs(context))
     summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
                            "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
                            "lines": rejected.sort_values("row")[["line", "id", "reason"]]

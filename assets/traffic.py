@@ -38,7 +38,8 @@ from rag_eval.metrics.stats.sampling import Budget, judging_cost, select
 from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import results_frame, score_all
-from rag_eval.metrics.core.strong import check_cascade, draw_strong, score_strong
+from rag_eval.metrics.core.strong import judge_cascade
+from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.sources.traces import problems_frame, to_sample
 from rag_eval.metrics.sources.traces.parquet import table_traces, traces_table
 from rag_eval.metrics.sources.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
@@ -306,19 +307,17 @@ def _cascade(samples: list[Sample], metrics: list[Metric], judge: JudgeResource,
     Raises
     ------
     dagster.Failure
-        When ``judge`` is the offline judge too, or ``share`` is not in [0, 1]."""
+        When ``judge`` is the offline judge too, or ``share`` is not in [0, 1], or a metric has no offline
+        rule (``rag_eval.metrics.core.strong.refuse_unscorable``)."""
     if judge.code_version().startswith("offline"):
         raise dg.Failure("traffic strong_share: the strong judge is the judge resource, here the offline judge: "
                          "configure an LLM endpoint (OPENAI_BASE_URL or OPENAI_API_KEY)", allow_retries=False)
     cheap, strong = JudgeResource(offline=True).get_judge(), judge.get_judge()
-    try:
-        uniforms = check_cascade(samples, float(share), "active", seed, stream="cascade:")  # not the sample's own
-    except ValueError as exc:
+    try:  # on a stream of its own: not the sample's
+        return judge_cascade(samples, metrics, cheap, strong, float(share), "active", seed, stream="cascade:",
+                             plan=False)[0]
+    except SettingsError as exc:
         raise dg.Failure(f"traffic strong_share: {exc}", allow_retries=False) from None
-    frame = results_frame(score_all(samples, metrics, cheap))
-    draws, notes = draw_strong(frame, metrics, uniforms, float(share), "active")
-    found = score_strong({m.name: samples for m in metrics}, metrics, {m.name: strong for m in metrics}, draws, notes)
-    return frame.merge(found, on=["row", "metric"], how="left")
 
 
 def _drift_check(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinition, metric: str) -> dg.AssetCheckSpec:

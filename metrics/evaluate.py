@@ -16,7 +16,7 @@ from rag_eval.metrics.core.results import MetricResult
 from rag_eval.metrics.core.samples import Sample, load_samples, sample_from_dict, unavailable
 from rag_eval.metrics.core.scoring import EvaluationResult, default_judge, results_frame, score_all
 from rag_eval.metrics.core.spark import evaluate_spark, is_spark_data
-from rag_eval.metrics.core.strong import check_cascade, draw_strong, score_strong
+from rag_eval.metrics.core.strong import judge_cascade
 from rag_eval.metrics.stats.cascade_estimates import add_cascade_estimates
 from rag_eval.metrics.errors import InputError
 
@@ -92,7 +92,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         For a missing file, an unsupported format or field mapping, no sample, no or an
         unknown metric, a label line that cannot be used (naming its line and field); before
         anything is scored: only one of ``strong_judge`` and ``strong_budget``, a cascade on
-        Spark data, a bad budget or sampling, two rows with one id (naming the later line).
+        Spark data, a bad budget or sampling, two rows with one id (naming the later line), a
+        metric the cheap judge has no rule for (``rag_eval.metrics.core.strong.refuse_unscorable``).
     """
     cascade = strong_judge is not None or strong_budget is not None
     if cascade and (strong_judge is None or strong_budget is None):
@@ -108,16 +109,14 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     if not loaded:
         raise InputError("no samples to evaluate")
     built = build_metrics(metrics, thresholds, registry=registry)
-    uniforms = check_cascade(loaded, strong_budget, strong_sampling, seed) if strong_budget is not None else None
     for metric, why in unavailable(loaded, {m.name: m.required_fields for m in built}).items():
         warnings.warn(f"{metric} cannot run: {why}; its results are input_error", stacklevel=2)
-    frame = results_frame(score_all(loaded, built, judge, progress))
-    strong = None
-    if strong_judge is not None and strong_budget is not None and uniforms is not None:
-        draws, notes = draw_strong(frame, built, uniforms, strong_budget, strong_sampling)
-        strong = score_strong({m.name: loaded for m in built}, built, {m.name: strong_judge for m in built}, draws,
-                              notes, progress)
-        frame = frame.merge(strong, on=["row", "metric"], how="left")
+    strong, full_runs = None, None
+    if strong_judge is not None and strong_budget is not None:
+        frame, strong, full_runs = judge_cascade(loaded, built, judge, strong_judge, strong_budget, strong_sampling,
+                                                 seed, progress=progress)
+    else:
+        frame = results_frame(score_all(loaded, built, judge, progress))
     summary = summarize(frame, task_name, describe_judge(judge, registry), scale, registry=registry)
     if labels is not None:
         from rag_eval.metrics.stats.estimates import add_estimates
@@ -129,7 +128,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         add_estimates(summary, frame, pd.DataFrame(found, columns=["line", "id", "metric", "label"]), registry)
     if strong is not None:
         add_cascade_estimates(summary, frame, strong, {"sampling": strong_sampling, "budget": strong_budget,
-                                                       "seed": seed}, registry)
+                                                       "seed": seed}, registry, full_runs)
     return EvaluationResult(frame, summary, loaded)
 
 

@@ -199,13 +199,20 @@ def print_cascade(summary: dict, console) -> None:
             printable(block.get("note") or "no estimate")
         requests = block["requests"]
         table.add_row(metric, _fmt(row["mean"], ".3f"), shown, f"{block['n']}/{block['rows']}",
-                      _fmt(block["agreement"], ".2f"), f"{requests['used']:,} of {requests['full_run']:,}"
-                      + ("" if requests["unit"] == "requests" else " rows"))
+                      _fmt(block["agreement"], ".2f"), _requests(requests))
     console.print(table)
     usage = cascade.get("usage") or {}
     if any(usage.get(c) for c in ("chat_requests", "embedding_requests", "cache_hits", "shared_hits")):
         print(f"the strong judge sent: {usage['chat_requests']} chat + {usage['embedding_requests']} embeddings "
               f"requests" + _reused(usage))
+
+
+def _requests(requests: dict) -> str:
+    """A cascade block's strong chat requests against a full strong run's: ``12 of 200`` (planned exactly),
+    ``12 of ~200`` (estimated from the draw), ``20 of 200 rows`` (a strong judge reporting no usage)."""
+    if requests["unit"] == "rows":
+        return f"{requests['used']:,} of {requests['full_run']:,} rows"
+    return f"{requests['sent']:,} of {'' if requests['from'] == 'plan' else '~'}{requests['full_run']:,}"
 
 
 def published_figure(row: dict) -> str:

@@ -71,11 +71,14 @@ class Judgement(ABC, Generic[I, O]):
         worded ones); each is cached under ``version``. Defaults to ``(kind,)``.
     Input, Output : pydantic models
         What is judged and the verdict.
+    needs_endpoint : bool
+        Whether the offline judge has no rule for it (a custom definition): only an LLM judge decides it.
     """
 
     kind: str
     version: str = "1"
     requests: tuple[str, ...] = ()
+    needs_endpoint: bool = False
     Input: ClassVar[type[BaseModel]]
     Output: ClassVar[type[BaseModel]]
 

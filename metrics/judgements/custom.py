@@ -85,6 +85,7 @@ class CustomJudgement(Judgement[CustomTexts, CustomVerdict]):
     """
 
     Input, Output = CustomTexts, CustomVerdict
+    needs_endpoint = True  # no offline rule: :meth:`offline` raises NeedsEndpoint
 
     def __init__(self, name: str, kind: Literal["aspect_critic", "rubric", "discrete", "numeric"],
                  fields: tuple[str, ...], prompt: str, headings: Mapping[Any, str] | None = None,

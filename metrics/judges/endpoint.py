@@ -92,6 +92,21 @@ def connection_cause(exc: BaseException) -> str | None:
     return f"connection failed ({exc.__cause__ or exc})"
 
 
+def never_sent(exc: BaseException) -> bool:
+    """Whether a failed request never reached the endpoint: its connection was not opened (refused, an
+    unknown host, a failed TLS handshake: an aiohttp ``ClientConnectorError`` or its cause), read from the
+    exception's causes. A timeout or a reset connection may have reached it: ``False``."""
+    seen: BaseException | None = exc
+    for _ in range(20):  # a chain of causes, never a cycle
+        if seen is None:
+            return False
+        if isinstance(seen, (ConnectionRefusedError, socket.gaierror)) or \
+                isinstance(getattr(seen, "os_error", None), OSError):  # aiohttp's ClientConnectorError
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _error_text(body: Any, message: str | None) -> str:
     """The provider's error message in an error reply's ``body`` (``{"error": {"message"}}``), else ``message``."""
     body = body if isinstance(body, dict) else {}

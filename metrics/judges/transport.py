@@ -24,7 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from rag_eval.metrics.judges import prompts
 from rag_eval.metrics.judges.base import JudgeError
 from rag_eval.metrics.judges.config import LLMConfig
-from rag_eval.metrics.judges.endpoint import check_endpoint, connection_cause, public_url
+from rag_eval.metrics.judges.endpoint import check_endpoint, connection_cause, never_sent, public_url
 from rag_eval.metrics.judges.limit import AdaptiveLimit
 from rag_eval.metrics.judges.usage import Usage, current_usage
 
@@ -198,7 +198,8 @@ class Transport:
 
     async def send(self, kind: str, model: str, call: Callable[[], Awaitable[T]]) -> T:
         """Send one request (``call``) with retries under the shared limit, after ``model``'s
-        endpoint check; count every attempt in the current usage. Failures are a
+        endpoint check; count every attempt the endpoint received in the current usage (not one whose
+        connection could not be opened: ``rag_eval.metrics.judges.endpoint.never_sent``). Failures are a
         :class:`JudgeError` naming the cause, redacted."""
         import openai  # imported when a request is made: its import is slow
         await self.checked(model, kind)
@@ -213,11 +214,14 @@ class Transport:
                         if self.refuse is not None:
                             self.refuse(kind)
                         attempts += 1
-                        if kind == "embedding":
-                            usage.embedding_requests += 1
-                        else:
-                            usage.chat_requests += 1
-                        return await call()
+                        counted = "embedding_requests" if kind == "embedding" else "chat_requests"
+                        setattr(usage, counted, getattr(usage, counted) + 1)
+                        try:
+                            return await call()
+                        except openai.APIConnectionError as exc:
+                            if never_sent(exc):  # refused: not a request the endpoint received
+                                setattr(usage, counted, getattr(usage, counted) - 1)
+                            raise
         except openai.APIConnectionError as exc:  # includes APITimeoutError
             cause = connection_cause(exc)
             if cause is None:

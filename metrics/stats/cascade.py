@@ -54,6 +54,14 @@ variance over ``N`` and over-covers the mean of these rows, the more the larger 
 row with ``pi = 1`` adds no variance; with ``pi = 1`` on every row the estimate is the strong
 mean with zero width.
 
+**Rows outside the population.** A drawn row the strong judge finds not applicable (``outside``), though
+the cheap judge scored it, is outside the metric's population, which is then the rows the strong judge
+would find applicable, a domain whose size is estimated too: ``N_d = N - sum_out 1 / pi`` and
+``theta = [sum_i g_i + sum_in (y_i - g_i) / pi_i - sum_out g_i / pi_i] / N_d``, the ratio of two totals
+each unbiased over the draw (domain estimation, Särndal, Swensson & Wretman 1992, §10.3); an outside row's
+residual in ``se²`` is ``theta - g_i``, ``se`` divides by ``N_d``, the Hájek factor's ``N_s`` loses
+``sum_out 1 / pi`` (95-96 % coverage with 10-30 % of the rows outside); with none outside nothing changes.
+
 **Small samples.** ``lam`` and ``b`` are fitted on the ``m`` strong-judged rows that also estimate the
 variance, so the residuals are too small by the parameters fitted: the variance is scaled by
 ``m / (m - k)`` (``k`` the parameters fitted, 2 by default) and the interval takes Student's t quantile
@@ -68,12 +76,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rag_eval.metrics.stats.cascade_fit import power_tuning, t_value
 from rag_eval.metrics.stats.ppi import MeanEstimate, z_value
 from rag_eval.metrics.stats.sampling import priority
 
@@ -229,14 +238,25 @@ def row_uniforms(ids: Sequence[str], seed: int, stream: str = "") -> np.ndarray:
     Raises
     ------
     ValueError
-        Two rows with one id (they would share their draw); the error names the later line.
+        Two rows with one id (:func:`check_ids`).
+    """
+    check_ids(ids)
+    return np.array([priority(seed, f"{stream}{row_id}") for row_id in ids])
+
+
+def check_ids(ids: Iterable[str]) -> None:
+    """Refuse two rows with one id (they would share their draw).
+
+    Raises
+    ------
+    ValueError
+        One line naming the later line and the earlier one (from 1) and the field ``id``.
     """
     seen: dict[str, int] = {}
     for line, row_id in enumerate(ids, start=1):
         if str(row_id) in seen:
             raise ValueError(f"line {line}: id {row_id!r} repeats line {seen[str(row_id)]}'s: row ids must be unique")
         seen[str(row_id)] = line
-    return np.array([priority(seed, f"{stream}{row_id}") for row_id in ids])
 
 
 def sample_of(uniforms: np.ndarray, pi: np.ndarray, method: str) -> StrongSample:
@@ -263,7 +283,7 @@ def draw(ids: Sequence[str], seed: int, budget: float | int, uncertainty: Any = 
 
 def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: float = 0.95,
                  lam: float | None = None, intercept: float | None = None,
-                 threshold: float = 0.5, higher: bool = True) -> CascadeEstimate:
+                 threshold: float = 0.5, higher: bool = True, outside: Any = None) -> CascadeEstimate:
     """The strong judge's mean over all ``N`` rows, estimated from the cheap judge's scores on
     every row and the strong judge's on the sample (the module docstring's ``theta ± z se``).
 
@@ -286,6 +306,9 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
         Pass/fail cut of both judges' scores for ``agreement`` (a score >= it passes).
     higher : bool
         Whether a higher score is better; ``False`` (a lower-is-better metric): a score <= ``threshold`` passes.
+    outside : array-like of bool, shape (N,), optional
+        Drawn rows the strong judge found not applicable: outside the metric's population (the rows it
+        would score), whose size is then estimated too (the module docstring's domain estimate).
 
     Returns
     -------
@@ -296,19 +319,23 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
     Raises
     ------
     ValueError
-        Arrays of other lengths than the sample; no strong-judged row; a drawn row without a strong score, a row
-        without a cheap score that was not sure to be drawn, or a row that can never be drawn
-        (``pi = 0``), each naming its line (from 1) and field; fewer than ``MIN_DRAWN``
-        strong-judged rows among those with ``pi < 1``; a confidence outside (0, 1).
+        Arrays of other lengths than the sample; no strong-judged row, or none inside the population; a drawn
+        row without a strong score, a row without a cheap score that was not sure to be drawn, or a row that
+        can never be drawn (``pi = 0``), each naming its line (from 1) and field; fewer than ``MIN_DRAWN``
+        strong-judged rows among those with ``pi < 1``; an estimated population of no row; a confidence
+        outside (0, 1).
     """
     f = np.asarray(cheap, dtype=float).reshape(-1)
     y = np.asarray(strong, dtype=float).reshape(-1)
-    pi, drawn, rows = sample.pi, sample.drawn, len(sample.pi)
-    if len(f) != rows or len(y) != rows:
+    pi, rows = sample.pi, len(sample.pi)
+    out = np.zeros(rows, bool) if outside is None else np.asarray(outside, bool).reshape(-1) & sample.drawn
+    drawn = sample.drawn & ~out  # the drawn rows with a strong score
+    if len(f) != rows or len(y) != rows or len(out) != rows:
         raise ValueError(f"cheap ({len(f)}) and strong ({len(y)}) scores must have one per sampled row ({rows})")
     if not drawn.any():
-        raise ValueError("no row was strong-judged (a budget of 0, or a draw that took none): the strong "
-                         "judge's mean cannot be estimated; raise the budget")
+        raise ValueError("no row was strong-judged inside the metric's population (a budget of 0, or a draw that "
+                         "took none the strong judge could score): the strong judge's mean cannot be estimated; "
+                         "raise the budget")
     _check_rows(f, y, pi, drawn)
     z = z_value(confidence)
     method = f"cascade-{sample.method}"
@@ -323,32 +350,30 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
                          f"least {MIN_DRAWN}; raise the budget")
     w = (1.0 - pi[fitted]) / pi[fitted] ** 2
     if lam is None:
-        lam = _power_tuning(f[fitted], y[fitted], w, intercept)
+        lam = power_tuning(f[fitted], y[fitted], w, intercept)
     both, hajek = drawn & scored, intercept is None
     if intercept is None:  # the residuals' mean over the scored rows (Hajek): they sum to 0 below
         intercept = float(np.average(y[both] - lam * f[both], weights=1.0 / pi[both])) if both.any() else 0.0
     g = np.where(scored, lam * np.nan_to_num(f) + intercept, 0.0)
-    theta = float((g + np.where(drawn, np.nan_to_num(y) - g, 0.0) / pi).mean())
+    size = rows - float((1.0 / pi[out]).sum())  # the population's rows, estimated (all N when none is outside)
+    if size <= 0:
+        raise ValueError(f"the strong judge found {int(out.sum())} drawn row(s) not applicable, standing for more "
+                         f"than the {rows} rows covered: the population's size cannot be estimated; raise the budget")
+    theta = float((g + np.where(drawn, np.nan_to_num(y) - g, np.where(out, -g, 0.0)) / pi).sum()) / size
     residuals = (y[fitted] - g[fitted]) ** 2
     if m and not residuals.any():  # every drawn row fitted exactly: no spread seen, not none there (module notes)
         residuals = np.full(m, 1.0 / (m + 2) * (1.0 - 1.0 / (m + 2)))
-    variance = float((w * residuals).sum()) * (m / (m - fits) if m > fits else 1.0)  # the fit's degrees of freedom
-    if hajek and both.any():  # the fitted intercept's share: scored rows over their estimate from the draw
-        variance *= (scored.sum() / (1.0 / pi[both]).sum()) ** 2
-    se = math.sqrt(variance) / rows
+    beyond = out & sampled  # a row outside the population: its residual against the mean is theta - g
+    spread = float((w * residuals).sum()) + float(((1.0 - pi[beyond]) / pi[beyond] ** 2
+                                                   * (theta - g[beyond]) ** 2).sum())
+    variance = spread * (m / (m - fits) if m > fits else 1.0)  # the fit's degrees of freedom
+    if hajek and both.any():  # the fitted intercept's share: scored rows (in the population) over their estimate
+        variance *= ((scored.sum() - (1.0 / pi[out & scored]).sum()) / (1.0 / pi[both]).sum()) ** 2
+    se = math.sqrt(variance) / size
     if sampled.any() and m > fits:
         z = t_value(z, m - fits)
     return CascadeEstimate(MeanEstimate(theta, theta - z * se, theta + z * se, se, int(drawn.sum()), rows, lam,
                                         method, confidence), intercept, cheap_mean, agreement)
-
-
-def t_value(z: float, df: int) -> float:
-    """Student's t quantile with ``df`` degrees of freedom at the normal quantile ``z`` (Cornish–Fisher
-    expansion, Abramowitz & Stegun 26.7.5: within 0.003 of the exact value from ``df`` = 5 at z = 1.96)."""
-    g1 = (z ** 3 + z) / 4
-    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96
-    g3 = (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384
-    return z + g1 / df + g2 / df ** 2 + g3 / df ** 3
 
 
 def _check_rows(f: np.ndarray, y: np.ndarray, pi: np.ndarray, drawn: np.ndarray) -> None:
@@ -363,19 +388,6 @@ def _check_rows(f: np.ndarray, y: np.ndarray, pi: np.ndarray, drawn: np.ndarray)
     for bad, message in problems:
         if bad.any():
             raise ValueError(f"line {int(np.argmax(bad)) + 1}: {message}")
-
-
-def _power_tuning(f: np.ndarray, y: np.ndarray, w: np.ndarray, intercept: float | None) -> float:
-    """The ``lam`` minimising ``sum w (y - lam f - b)²`` over the drawn rows (``b`` fitted with it,
-    or the ``intercept`` given), clipped to [0, 1] as PPI++ does; 0 for no row or a constant cheap judge."""
-    if not len(w):
-        return 0.0
-    if intercept is None:
-        f, y = f - np.average(f, weights=w), y - np.average(y, weights=w)
-    else:
-        y = y - intercept
-    spread = float((w * f * f).sum())
-    return float(np.clip((w * f * y).sum() / spread, 0.0, 1.0)) if spread > 0 else 0.0
 
 
 def _agreement(f: np.ndarray, y: np.ndarray, pi: np.ndarray, both: np.ndarray, threshold: float,

@@ -7,11 +7,16 @@ rows, the strong judge's result) and puts, per metric, a ``cascade`` block besid
 over the rows the cascade covers, with its 95 % interval, ``n`` strong-judged / ``N`` rows, the
 sampling, the two judges' agreement and the strong requests saved against a full strong run.
 
-**A drawn row the strong judge could not score** (``judge_error``, or any status but ``ok``): the
+**A drawn row the strong judge finds not applicable** is outside the metric's population (the rows the
+strong judge would score): the estimate is the strong judge's mean over that population, whose size is
+estimated too (``cascade_mean``'s ``outside``), and ``not_applicable`` counts those rows.
+
+**A drawn row the strong judge could not score** (``judge_error``, or any other status but ``ok``): the
 metric gets **no estimate**, its ``note`` naming the lines and statuses. Leaving the row out would
 bias the estimate (its failure may depend on the row) and scoring it 0 would invent a verdict; the
 row's result stays in the strong frame with its reason. Running again with the same seed and budget
-draws the same rows and, with the LLM judge's cache, sends requests only for the failed ones.
+draws the same rows and, with the LLM judge's cache, sends requests only for the failed ones: the note
+says so when a ``judge_error`` is among them.
 
 **Human labels stay the top of the chain.** Each metric's ``published`` says which figure to read:
 ``"ppi"`` when labels gave it a prediction-powered estimate (``rag_eval.metrics.stats.estimates``; they
@@ -39,7 +44,8 @@ NAMED_LINES = 5
 
 
 def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong: pd.DataFrame,
-                          settings: Mapping[str, Any], registry: Registry | None = None) -> dict[str, Any]:
+                          settings: Mapping[str, Any], registry: Registry | None = None,
+                          full_runs: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Put each metric's cascade block under ``summary["metrics"][<metric>]["cascade"]``, its
     ``published`` figure, and the cascade's settings and strong usage under ``summary["cascade"]``.
     Run it after ``add_estimates`` (labels), whose estimates come first.
@@ -62,6 +68,9 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
     registry : Registry, optional
         The metrics' classes (their value range, to which each estimate and interval is cut, as the
         labels' are; which are on [0, 1]): default the built-in ones.
+    full_runs : mapping, optional
+        Per metric, the chat requests a full strong run would send, where the caller planned them exactly
+        (``rag_eval.metrics.core.strong.judge_cascade``); else estimated from the drawn rows (``_requests``).
 
     Returns
     -------
@@ -70,7 +79,8 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
         ``ci_low``, ``ci_high``, ``se``, ``n``, ``N``, ``lam``, ``method`` ``"cascade-active"`` or
         ``"cascade-uniform"``, ``confidence``; ``None`` with ``note`` saying why), ``agreement``
         (share of rows where the judges' pass/fail agree, from the strong-judged rows weighted by
-        ``1 / pi``), ``strong_judge``, ``sampling``, ``n`` strong-judged rows, ``rows`` covered and
+        ``1 / pi``), ``strong_judge``, ``sampling``, ``n`` strong-judged rows, ``rows`` covered,
+        ``not_applicable`` (drawn rows the strong judge found not applicable: outside the population) and
         ``requests``. Nothing raised: a metric the estimate refuses gets the reason as ``note``.
     """
     blocks: dict[str, Any] = {}
@@ -81,7 +91,8 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
             known = given(registry).get(metric)
             scale = (float(known.value_range[0]), float(known.value_range[1])) if known else None
             blocks[metric] = row["cascade"] = _block(cheap.merge(mine, on="row"), str(settings["sampling"]),
-                                                     summary_factor(summary, metric, registry), scale)
+                                                     summary_factor(summary, metric, registry), scale,
+                                                     (full_runs or {}).get(metric))
         row["published"] = published(row)
     usage = {c: int(_counts(strong[f"strong_{c}"]).sum()) for c in USAGE_COLUMNS}
     summary["cascade"] = {**settings, "strong_judge": _judges(strong),
@@ -89,15 +100,16 @@ def add_cascade_estimates(summary: dict[str, Any], results: pd.DataFrame, strong
     return blocks
 
 
-def _block(joined: pd.DataFrame, sampling: str, factor: float,
-           scale: tuple[float, float] | None) -> dict[str, Any]:
+def _block(joined: pd.DataFrame, sampling: str, factor: float, scale: tuple[float, float] | None,
+           full_run: int | None) -> dict[str, Any]:
     """One metric's cascade block from its cheap and strong rows joined by row; the estimate and its
     interval cut to the metric's ``scale`` (its value range, where the strong mean lies) when known."""
     inside = joined[joined["inclusion_probability"].notna()]
     drawn = inside["strong_status"].notna().to_numpy()
     block: dict[str, Any] = {"estimate": None, "agreement": None, "strong_judge": _judges(inside),
                              "sampling": sampling, "n": int(drawn.sum()), "rows": len(inside),
-                             "requests": _requests(inside[drawn], len(inside))}
+                             "not_applicable": int((inside["strong_status"] == Status.NOT_APPLICABLE.value).sum()),
+                             "requests": _requests(inside[drawn], len(inside), full_run)}
     found, block["note"] = _estimate(joined, sampling)
     if found is not None:
         block["estimate"] = scaled(within(found.estimate, scale) if scale else found.estimate, factor)
@@ -113,19 +125,22 @@ def _estimate(joined: pd.DataFrame, sampling: str) -> tuple[CascadeEstimate | No
     drawn = inside["strong_status"].notna().to_numpy()
     if not len(inside):
         return None, next(iter(joined["strong_reason"].dropna()), "no row the cascade covers")
-    failed = inside[drawn & (inside["strong_status"] != Status.OK.value).to_numpy()]
+    outside = drawn & (inside["strong_status"] == Status.NOT_APPLICABLE.value).to_numpy(bool, na_value=False)
+    failed = inside[drawn & ~outside & (inside["strong_status"] != Status.OK.value).to_numpy()]
     if len(failed):
         lines = ", ".join(f"{int(r) + 1} ({s})" for r, s in zip(failed["row"][:NAMED_LINES],
                                                                  failed["strong_status"][:NAMED_LINES]))
         more = f" and {len(failed) - NAMED_LINES} more" if len(failed) > NAMED_LINES else ""
+        retry = ": run again to retry the judge errors" if (failed["strong_status"] == Status.JUDGE_ERROR.value).any() \
+            else ""
         return None, (f"no estimate: the strong judge has no score on drawn line(s) {lines}{more}; leaving "
-                      "them out would bias the interval: run again to retry them")
+                      f"them out would bias the interval{retry}")
     f = np.where(inside["status"] == Status.OK.value, inside["value"].to_numpy(float), np.nan)
-    y = np.where(drawn, inside["strong_value"].to_numpy(float), np.nan)
+    y = np.where(drawn & ~outside, inside["strong_value"].to_numpy(float), np.nan)
     sample = StrongSample(inside["inclusion_probability"].to_numpy(float), drawn, sampling)
     try:
         return cascade_mean(f, y, sample, threshold=float(inside["threshold"].iloc[0]),
-                            higher=inside["direction"].iloc[0] != Direction.LOWER.value), None
+                            higher=inside["direction"].iloc[0] != Direction.LOWER.value, outside=outside), None
     except ValueError as error:
         return None, f"no estimate: {error}"
 
@@ -223,17 +238,21 @@ def decided_on(names: tuple[str, str], results: tuple[pd.DataFrame, pd.DataFrame
     return chosen, notes
 
 
-def _requests(drawn: pd.DataFrame, rows: int) -> dict[str, Any]:
-    """What the strong sample cost and what a full strong run would: in requests when the strong
-    judge reports usage (a row's requests sent plus judgements answered without one, from the cache
-    or shared within the run; the full run is their Horvitz-Thompson total, ``sum c / pi`` over the
-    drawn rows, unbiased over the draw), else in rows (``rows`` the rows covered)."""
-    sent = _counts(drawn["strong_chat_requests"]) + _counts(drawn["strong_embedding_requests"])
-    cost = sent + _counts(drawn["strong_cache_hits"]) + _counts(drawn["strong_shared_hits"])
-    if cost.sum() > 0:
-        full = round(float((cost / drawn["inclusion_probability"]).sum()))
-        return {"unit": "requests", "used": int(cost.sum()), "sent": int(sent.sum()),
-                "from_cache": int(cost.sum() - sent.sum()), "full_run": full, "saved": full - int(cost.sum())}
+def _requests(drawn: pd.DataFrame, rows: int, full_run: int | None) -> dict[str, Any]:
+    """What the strong sample cost and what a full strong run would, in chat requests when the strong judge
+    reports usage (``unit: "chat_requests"``): ``full_run`` where it was planned exactly (``from: "plan"``),
+    else the Horvitz-Thompson total of the chat requests sent, ``sum sent / pi`` over the drawn rows (``from:
+    "estimate"``, unbiased over the draw). Embedding requests are batched as the run goes, so a full run's
+    are not known in advance: ``embeddings_sent`` gives the sample's. ``reused`` counts the judgements
+    answered without a request (from the cache, or shared within the run). Else in rows (``rows`` covered)."""
+    sent = _counts(drawn["strong_chat_requests"])
+    embeddings = _counts(drawn["strong_embedding_requests"])
+    reused = _counts(drawn["strong_cache_hits"]) + _counts(drawn["strong_shared_hits"])
+    if sent.sum() + embeddings.sum() + reused.sum() > 0 or full_run:
+        full = full_run if full_run is not None else round(float((sent / drawn["inclusion_probability"]).sum()))
+        return {"unit": "chat_requests", "sent": int(sent.sum()), "full_run": full,
+                "from": "plan" if full_run is not None else "estimate", "saved": full - int(sent.sum()),
+                "embeddings_sent": int(embeddings.sum()), "reused": int(reused.sum())}
     return {"unit": "rows", "used": len(drawn), "full_run": rows, "saved": rows - len(drawn)}
 
 

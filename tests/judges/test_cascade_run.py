@@ -46,7 +46,9 @@ def test_a_tenth_costs_a_tenth_of_a_full_strong_run_and_a_larger_budget_only_the
     assert block["rows"] == block["estimate"]["N"] == 200 and block["estimate"]["n"] == sent
     assert block["estimate"]["method"] == "cascade-active" and block["sampling"] == "active"
     assert block["estimate"]["ci_low"] < block["estimate"]["estimate"] < block["estimate"]["ci_high"]
-    assert block["requests"]["sent"] == sent and block["requests"]["saved"] > 0.8 * full_requests
+    # A full strong run's chat requests are planned exactly (a fresh cache: one a row), not estimated from the draw.
+    assert block["requests"] == {"unit": "chat_requests", "sent": sent, "full_run": 200, "from": "plan",
+                                 "saved": 200 - sent, "embeddings_sent": 0, "reused": 0}
     assert tenth.summary["metrics"]["faithfulness"]["published"] == "cascade"
     assert 0.0 <= block["agreement"] <= 1.0
     # The cheap judge's columns are those of a run without the cascade; the strong judge scores a row as a
@@ -61,7 +63,28 @@ def test_a_tenth_costs_a_tenth_of_a_full_strong_run_and_a_larger_budget_only_the
     fifth = evaluate(data, metrics=["faithfulness"], judge=cheap, strong_judge=make_judge(), strong_budget=0.2, seed=7)
     added = drawn_rows(fifth) - drawn_rows(tenth)
     assert drawn_rows(tenth) < drawn_rows(fifth) and len(server.chat_requests()) == len(added) > 0
-    assert fifth.summary["metrics"]["faithfulness"]["cascade"]["requests"]["from_cache"] == sent
+    assert fifth.summary["metrics"]["faithfulness"]["cascade"]["requests"]["reused"] == sent
+
+
+def test_a_full_strong_run_s_chat_requests_are_planned_exactly_for_a_metric_that_embeds_too(server, make_judge,
+                                                                                              tmp_path):
+    # answer_relevancy sends chat and embedding requests (one embedding request embeds several texts, each its own
+    # cache entry, and the run batches them as it goes): the figures are chat requests, not requests mixed with
+    # cached texts, and a full strong run's is the dry run's exact plan: the chat requests the endpoint received
+    # for a full strong run (a fresh cache each), not an estimate from the draw.
+    server.script = simulated(Simulation(verdict_p1=0.7))
+    data = rows()[:60]
+    evaluate(data, metrics=["answer_relevancy"], judge=make_judge(cache_path=str(tmp_path / "full.sqlite")))
+    full = len(server.chat_requests())
+    assert full == 60 and len(server.embedding_requests()) > 0
+    server.seen.clear()
+    cascade = evaluate(data, metrics=["answer_relevancy"], judge=OfflineJudge(), seed=3, strong_budget=0.2,
+                       strong_judge=make_judge(cache_path=str(tmp_path / "cascade.sqlite")))
+    requests = cascade.summary["metrics"]["answer_relevancy"]["cascade"]["requests"]
+    assert (requests["unit"], requests["from"], requests["full_run"]) == ("chat_requests", "plan", full)
+    assert (requests["sent"], requests["embeddings_sent"]) == (len(server.chat_requests()),
+                                                               len(server.embedding_requests()))
+    assert requests["saved"] == full - requests["sent"] > 0
 
 
 def test_a_drawn_row_the_strong_judge_fails_on_withholds_the_estimate_until_a_rerun_judges_it(server, make_judge):

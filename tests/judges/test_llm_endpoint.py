@@ -104,6 +104,8 @@ def test_refused_connection_during_a_run_is_named(judge, server):
     result = score_sample(ROW, ["faithfulness"], judge=made)["faithfulness"]
     assert result.status is Status.JUDGE_ERROR
     assert f"connection refused at {server.url} after 2 attempts" in result.reason
+    # Neither refused attempt reached the endpoint: none is counted as sent.
+    assert (result.usage["chat_requests"], result.usage["embedding_requests"]) == (0, 0)
 
 
 @pytest.mark.parametrize("url", ["http://user:sk-in-url-not-a-real-key@127.0.0.1:8000/v1",

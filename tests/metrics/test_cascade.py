@@ -76,6 +76,22 @@ def test_hand_worked_four_rows_with_fixed_lam():
     assert (out.estimate.n, out.estimate.N, out.estimate.method) == (3, 4, "cascade-uniform")
 
 
+def test_a_drawn_row_the_strong_judge_finds_not_applicable_leaves_the_population_whose_size_is_estimated():
+    # pi = 1/2, g = f (lam 1, b 0); rows 1 and 3 scored 1 and 0 by the strong judge, row 2 outside its population.
+    # N_d = 4 - 1 / 0.5 = 2; theta = [2.1 + (1 - 0.9) / 0.5 + (0 - 0.6) / 0.5 - 0.2 / 0.5] / 2 = 0.7 / 2 = 0.35.
+    # se² = 2 * (0.1² + 0.6² + (0.35 - 0.2)²) / 2², the outside row's residual being theta - g.
+    sample = StrongSample(np.full(4, 0.5), np.array([True, True, True, False]), "uniform")
+    out = cascade_mean([0.9, 0.2, 0.6, 0.4], [1, np.nan, 0, np.nan], sample, lam=1.0, intercept=0.0,
+                       outside=[False, True, False, False])
+    assert out.estimate.estimate == pytest.approx(0.35)
+    assert out.estimate.se == pytest.approx(math.sqrt(2 * (0.01 + 0.36 + 0.0225) / 4))
+    assert (out.estimate.n, out.estimate.N) == (2, 4)
+    with pytest.raises(ValueError, match=r"^the strong judge found 2 drawn row\(s\) not applicable, standing for "
+                                         r"more than the 4 rows covered"):
+        cascade_mean([0.9, 0.2, 0.6, 0.4], [1, np.nan, np.nan, np.nan], sample, lam=1.0, intercept=0.0,
+                     outside=[False, True, True, False])
+
+
 def test_hand_worked_twelve_rows_tuned():
     # Rows 0-11, pi = 0.5, drawn: rows 0-9 (10 strong rows, MIN_DRAWN); rows 10, 11 not drawn. Drawn
     # f = 0.9, 0.2, 0.4 repeated (0.9, 0.2, 0.4, 0.9, ..., 0.9), y = 1, 0, 1 repeated. Equal weights; the centred

@@ -2,11 +2,14 @@
 values worked by hand, and ``evaluate``'s refusals of a bad cascade setting."""
 import math
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from rag_eval.metrics import build_metrics, evaluate
+from rag_eval.metrics import OfflineJudge, build_metrics, evaluate
+from rag_eval.metrics.core.custom import load_custom_metrics
+from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.core.strong import STRONG_COLUMNS, draw_strong
 from rag_eval.metrics.reports.aggregate import summarize
 from rag_eval.metrics.stats.cascade_estimates import add_cascade_estimates
@@ -61,9 +64,10 @@ def test_a_cheap_judge_exact_on_the_drawn_rows_gives_its_mean_with_the_failed_ro
     assert block["estimate"]["method"] == "cascade-uniform"
     assert (block["n"], block["rows"], block["sampling"], block["strong_judge"]) == (16, 28, "uniform", "llm:strong")
     assert block["agreement"] == 1.0  # 0.2 fails, 0.6 and 1.0 pass for both judges
-    # Requests: one per drawn row; a full strong run's Horvitz-Thompson total 12 / 0.5 + 4 / 1 = 28.
-    assert block["requests"] == {"unit": "requests", "used": 16, "sent": 16, "from_cache": 0, "full_run": 28,
-                                 "saved": 12}
+    # Chat requests: one sent per drawn row; a full strong run's, not planned here, is the Horvitz-Thompson total of
+    # the chat requests sent, 12 / 0.5 + 4 / 1 = 28.
+    assert block["requests"] == {"unit": "chat_requests", "sent": 16, "full_run": 28, "from": "estimate",
+                                 "saved": 12, "embeddings_sent": 0, "reused": 0}
     assert summary["cascade"] == {**SETTINGS, "strong_judge": "llm:strong", "metrics": {"faithfulness": 16},
                                   "usage": {"chat_requests": 16, "embedding_requests": 0, "prompt_tokens": 0,
                                             "completion_tokens": 0, "cache_hits": 0, "shared_hits": 0}}
@@ -99,6 +103,30 @@ def test_a_drawn_row_the_strong_judge_failed_on_gives_no_estimate_and_names_its_
     assert summary["metrics"]["faithfulness"]["published"] == "mean"
 
 
+def test_a_drawn_row_the_strong_judge_finds_not_applicable_is_outside_the_population_not_a_missing_estimate():
+    # CONSTANT with row 1 (strong 0) not applicable to the strong judge: 11 drawn rows scored, 8 of them 1. Cheap 0.5
+    # everywhere: lam = 0, b = 8/11 = theta (the population, N_d = 16 - 1 / 0.5 = 14 rows, predicted 8/11 each).
+    # se² = 2 * (8 (3/11)² + 3 (8/11)²) * 11 / 9 (m = 11, two fitted) * (14 / 22)² / 14²: the Hajek factor's scored
+    # rows are the population's, 14 estimated, over the 22 their drawn rows stand for; the outside row's residual,
+    # theta - g, is 0.
+    results, strong_frame = CONSTANT
+    strong_frame = strong_frame.copy()
+    strong_frame.loc[1, ["strong_status", "strong_value"]] = ["not_applicable", math.nan]
+    block = add_cascade_estimates(summarize(results), results, strong_frame, SETTINGS)["faithfulness"]
+    se = math.sqrt(2 * (8 * 9 + 3 * 64) / 121 * 11 / 9 * (14 / 22) ** 2) / 14
+    assert "note" not in block and (block["n"], block["rows"], block["not_applicable"]) == (12, 16, 1)
+    assert block["estimate"]["estimate"] == pytest.approx(8 / 11, abs=1e-6)
+    assert block["estimate"]["se"] == pytest.approx(se, abs=1e-6)
+
+
+def test_a_drawn_row_the_strong_judge_gives_an_input_error_says_why_without_advising_a_rerun():
+    results, strong_frame = frames([("ok", 0.5)] * 4, [(0.5, "ok", 1.0), (0.5, "input_error", None),
+                                                       (0.5, "ok", 1.0), (0.5, None, None)])
+    block = add_cascade_estimates(summarize(results), results, strong_frame, SETTINGS)["faithfulness"]
+    assert block["note"] == ("no estimate: the strong judge has no score on drawn line(s) 2 (input_error); leaving "
+                             "them out would bias the interval")
+
+
 def test_labels_estimate_stays_the_published_figure_beside_the_cascade():
     results, strong_frame = CONSTANT
     summary = summarize(results)
@@ -127,6 +155,17 @@ def test_more_cheap_failures_than_the_budget_draw_no_sample_and_say_why():
     assert notes["faithfulness"].startswith("no strong sample drawn: 2 row(s) must be strong-judged")
 
 
+def test_a_rows_budget_above_a_metric_s_covered_rows_strong_judges_every_covered_row():
+    # 4 rows, one an input_error (not covered): a budget of 4 rows is capped at the 3 covered rows, each drawn
+    # for sure (pi = 1: a census), whatever its uniform; the input_error row stays outside (no probability).
+    results, _ = frames([("ok", 0.5), ("input_error", None), ("ok", 0.9), ("judge_error", None)], [])
+    draws, notes = draw_strong(results, build_metrics(["faithfulness"]), pd.Series([0.99] * 4), 4, "active")
+    assert notes == {}
+    assert draws["inclusion_probability"].tolist()[0::2] == [1.0, 1.0] and draws["inclusion_probability"][3] == 1.0
+    assert math.isnan(draws["inclusion_probability"][1])
+    assert draws["drawn"].tolist() == [True, False, True, True]
+
+
 @pytest.mark.parametrize("options, message", [
     ({"strong_judge": ScriptedJudge()}, "a judge cascade needs both strong_judge and strong_budget"),
     ({"strong_judge": None, "strong_budget": 0.1}, "a judge cascade needs both strong_judge and strong_budget"),
@@ -148,6 +187,22 @@ def test_two_rows_with_one_id_are_refused_before_anything_is_scored():
     with pytest.raises(ValueError, match=r"^line 2: id 'a' repeats line 1's"):
         evaluate(rows, metrics=["faithfulness"], judge=cheap, strong_judge=ScriptedJudge(), strong_budget=1)
     assert cheap.calls == []
+
+
+def test_a_metric_the_offline_cheap_judge_has_no_rule_for_is_refused_before_anything_is_scored():
+    # A custom metric needs an LLM judge: the offline cheap judge would find every row not applicable, leaving the
+    # metric outside the cascade with no strong row. Refused up front, naming the metric and the ways out.
+    custom = load_custom_metrics(Path(__file__).parents[2] / "examples" / "custom_metrics" / "custom_metrics.yaml")[0]
+    cheap, strong = OfflineJudge(), ScriptedJudge()
+    rows = [{"id": f"r{i}", "user_input": "q", "response": "The answer.", "retrieved_contexts": ["c"]} for i in range(4)]
+    message = (f"{custom.name}: the cheap judge ({cheap.name}) has no rule for it (it needs an LLM judge), so the "
+               "cascade would give it no strong row: give a smaller model as the cheap judge (--cheap-model), or "
+               "evaluate it without the cascade")
+    with pytest.raises(SettingsError, match=f"^{re.escape(message)}$"):
+        evaluate(rows, metrics=["faithfulness", custom()], judge=cheap, strong_judge=strong, strong_budget=2)
+    assert strong.calls == []
+    result = evaluate(rows, metrics=[custom()], judge=ScriptedJudge(), strong_judge=strong, strong_budget=2)
+    assert result.summary["metrics"][custom.name]["cascade"]["rows"] == 4  # a cheap LLM judge: in the cascade
 
 
 def test_with_labels_too_the_summary_publishes_the_labels_estimate_beside_the_cascade_s(tmp_path):

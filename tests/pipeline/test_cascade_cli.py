@@ -60,18 +60,21 @@ def test_a_tenth_sends_at_most_12_percent_of_a_full_run_and_a_fifth_later_only_t
     summary = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]["faithfulness"]
     tenth = drawn(project)
     # Every drawn row was judged by the full run with the same model and prompts: its answer is in the cache.
-    assert sent == 0 and summary["cascade"]["requests"]["from_cache"] == len(tenth) > 0
+    assert sent == 0 and summary["cascade"]["requests"]["reused"] == len(tenth) > 0
     assert len(tenth) <= 0.12 * full and summary["published"] == "cascade"
     found = summary["cascade"]["estimate"]
     assert found["ci_low"] <= full_mean <= found["ci_high"]  # the strong judge's mean over every row
     row = next(line for line in out.splitlines() if line.startswith("faithfulness ") and "[" in line)
     assert re.fullmatch(rf"faithfulness\s+{summary['mean']:.3f}\s+{found['estimate']:.3f} \[{found['ci_low']:.3f}, "
-                        rf"{found['ci_high']:.3f}\]\s+{len(tenth)}/200\s+\S+\s+{len(tenth)} of [\d,]+", row), row
+                        rf"{found['ci_high']:.3f}\]\s+{len(tenth)}/200\s+\S+\s+0 of 0", row), row  # every answer cached: none sent
 
     server.seen.clear()
     assert run(server, "--strong-budget", "0.1", "--cache-path", "cascade.sqlite", "--force") == 0  # else up to date
     assert len(server.chat_requests()) == len(drawn(project)) == len(tenth)  # a fresh cache: each drawn row once
     assert drawn(project) == tenth  # the same seed and budget draw the same rows
+    # A full strong run's chat requests, planned exactly before the strong judge sent (a fresh cache: one a row).
+    requests = json.loads(summary_path.read_text(encoding="utf-8"))["metrics"]["faithfulness"]["cascade"]["requests"]
+    assert (requests["full_run"], requests["from"], requests["sent"]) == (200, "plan", len(tenth))
     assert f"the strong judge sent: {len(tenth)} chat + 0 embeddings requests\n" in capsys.readouterr().out
 
     server.seen.clear()
@@ -150,4 +153,30 @@ def test_the_cascade_job_launched_with_both_judges_alike_stops_before_anything_i
             assert not result.get_asset_materialization_events() or all(
                 e.asset_key.to_user_string() not in ("faithfulness", "strong_sample", "eval_summary")
                 for e in result.get_asset_materialization_events())
+    assert server.chat_requests() == []
+
+
+def test_two_rows_with_one_id_stop_the_cascade_job_before_the_cheap_judge_scores_anything(project, server,
+                                                                                          monkeypatch):
+    """Lines 1 and 3 share an id: they would share their draw. The metric step refuses, naming both lines and the
+    field, before the cheap judge scores a row (not the strong sample's step, after the whole version is scored)."""
+    import dagster as dg
+
+    from tests.pipeline.conftest import Project
+
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_MODEL", "judge-test")
+    rows = [json.loads(line) for line in (project / "qa.jsonl").read_text(encoding="utf-8").splitlines()[:4]]
+    rows[2]["id"] = rows[0]["id"]
+    with dg.instance_for_test() as instance:
+        built = Project(project, instance)
+        built.write("v1", rows)
+        result = built.run("v1", "cascade_evaluation_job", run_config={"ops": {"strong_sample": {"config": {"rows": 2}}},
+                                                                  "resources": {"judge": {"config": {"offline": True}}}})
+        failures = {e.step_key: e.event_specific_data.error for e in result.all_events if e.is_step_failure}
+        assert list(failures) == ["score_metrics"]
+        assert f"strong_sample: line 3: id {rows[0]['id']!r} repeats line 1's: row ids must be unique" \
+            in failures["score_metrics"].message
+        assert all(e.asset_key.to_user_string() not in ("faithfulness", "strong_sample", "eval_summary")
+                   for e in result.get_asset_materialization_events())
     assert server.chat_requests() == []
