@@ -98,11 +98,17 @@ class DatasetStore(dg.ConfigurableResource):
                       if not p.parent.name.startswith(".")) if root.exists() else []
 
 
+#: Where ``make dev`` serves the Data Docs site: the checks link their pages there, whichever way their run was
+#: launched (``rag-eval run`` too), so that the links open from the UI; ``$RAG_EVAL_DATA_DOCS_URL`` names another
+#: server, or, set empty, keeps ``file://`` links.
+DATA_DOCS_URL = "http://127.0.0.1:3001"
+
+
 class ReportStore(dg.ConfigurableResource):
     """Where each version's report files (``summary.json``, ``results.parquet``...) are written:
     ``<root>/<version>/``; and great-expectations' Data Docs site of every version,
-    ``<root>/data_docs/``, served at ``data_docs_url`` when it is set (``make dev`` serves it
-    and sets ``RAG_EVAL_DATA_DOCS_URL``)."""
+    ``<root>/data_docs/``, served at ``data_docs_url`` when it is set (:data:`DATA_DOCS_URL` by default,
+    where ``make dev`` serves it)."""
 
     root: str = "out"
     data_docs_url: str = ""
@@ -339,11 +345,11 @@ def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", 
     location's ``Definitions``, ``rag-eval`` and the tests): dataset versions under
     ``datasets``, reports, the asset tables (``tables/<asset>/<version>.parquet``) and the
     views of ``rag_eval.duckdb`` and the Data Docs site under ``out`` (served at
-    ``$RAG_EVAL_DATA_DOCS_URL`` when set), the ``judge`` and where metrics are scored (``execution``; ``local`` by
+    ``$RAG_EVAL_DATA_DOCS_URL``, else :data:`DATA_DOCS_URL`), the ``judge`` and where metrics are scored (``execution``; ``local`` by
     default, ``spark`` scores each metric's samples in Spark tasks) and the ``strong_judge`` of a judge
     cascade (``rag_eval.assets.cascade``; by default the environment's judge, as ``judge``'s)."""
     return {"dataset_store": DatasetStore(root=str(datasets)),
-            "report_store": ReportStore(root=str(out), data_docs_url=os.environ.get("RAG_EVAL_DATA_DOCS_URL", "")),
+            "report_store": ReportStore(root=str(out), data_docs_url=os.environ.get("RAG_EVAL_DATA_DOCS_URL", DATA_DOCS_URL)),
             "judge": judge or JudgeResource(), "strong_judge": strong_judge or JudgeResource(),
             "execution": execution or ExecutionResource(),
             "io_manager": ResultsStore(root=str(out))}

@@ -136,3 +136,18 @@ def test_without_matplotlib_report_html_keeps_its_tables_and_says_how_to_get_the
     assert "<svg" not in page and "<h2>Comparison</h2>" in page and "regressed" in page
     assert page.count("<p class='small'>Drawing the charts of report.html needs the &#x27;report&#x27; extra: pip install "
                       "&#x27;rag-eval-pipeline[report]&#x27;</p>") == 2  # trend and cost
+
+
+def test_without_matplotlib_the_traffic_page_keeps_its_tables_and_says_how_to_get_the_charts(monkeypatch):
+    """The traffic tutorial's first run, installed with the `traces` extra only, failed as an internal error."""
+    from rag_eval.metrics.reports.traffic_report import traffic_html
+
+    day = {"partition": "2026-11-02", "traces": 100, "sampled": 60, "problems": 0, "latency_ms": {"p50": 12.0},
+           "system_tokens": {"total_tokens": 900}, "judging_cost": {"chat_requests": 3}, "worst_rows": {},
+           "metrics": {"faithfulness": {"mean": 0.5, "low": 0.4, "high": 0.6, "n": 60, "rows": 60, "published": "mean"}},
+           "drift": {}}
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    page = traffic_html([day], "2026-11-02")
+    assert "<svg" not in page and "<td>2026-11-02</td><td>100</td><td>60</td><td>0</td><td>12</td>" in page
+    assert page.count("<p class='small'>Drawing the charts of report.html needs the &#x27;report&#x27; extra: pip install "
+                      "&#x27;rag-eval-pipeline[report]&#x27;</p>") == 3  # trend, volume and cost

@@ -21,7 +21,8 @@ import pandas as pd
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.stats.drift import Drift
 from rag_eval.metrics.reports.estimates_html import published_line
-from rag_eval.metrics.reports.gate_report import _STYLE, _short, _svg, cost_svg, trend_svg, version_stats
+from rag_eval.metrics.reports.gate_report import (_STYLE, _short, _svg, cost_svg, missing_charts, trend_svg,
+                                                  version_stats)
 from rag_eval.metrics.core.results import Direction, Status
 
 #: Worst rows kept per metric.
@@ -102,6 +103,8 @@ def traffic_html(summaries: list[dict[str, Any]], focus: str) -> str:
     """report.html of the traffic: drift verdicts of partition ``focus``, metric trends by
     partition with 95 % intervals, volume, latency, cost per partition, the worst rows of ``focus``."""
     e = html.escape
+    missing = missing_charts()  # the tables without the charts, saying how to get them
+    no_chart = f"<p class='small'>{e(missing or '')}</p>"
     summaries = sorted(summaries, key=lambda s: s["partition"])
     current = next(s for s in summaries if s["partition"] == focus)
     metrics = list(dict.fromkeys(m for s in summaries for m in s["metrics"]))
@@ -129,8 +132,9 @@ def traffic_html(summaries: list[dict[str, Any]], focus: str) -> str:
                  "covered rows of the day and of the window) and the normal interval of their difference.</p>")
     if metrics:
         history = [{"version": s["partition"], "metrics": s["metrics"]} for s in summaries]
-        parts += ["<h2>Metric trends</h2>", trend_svg(history, metrics, "", focus), *published_line(history, metrics)]
-    parts += ["<h2>Volume</h2>", volume_svg(summaries),
+        parts += ["<h2>Metric trends</h2>", no_chart if missing else trend_svg(history, metrics, "", focus),
+                  *published_line(history, metrics)]
+    parts += ["<h2>Volume</h2>", no_chart if missing else volume_svg(summaries),
               "<table><tr><th>partition</th><th>traces</th><th>judged</th><th>unreadable</th><th>latency p50 ms</th>"
               "<th>p95 ms</th><th>system tokens</th></tr>"]
     for s in summaries:
@@ -144,7 +148,8 @@ def traffic_html(summaries: list[dict[str, Any]], focus: str) -> str:
                                                               for c in USAGE_COLUMNS) + "</tr>" for s in summaries]
     parts.append("</table>")
     if any(s["judging_cost"].get(c) for s in summaries for c in USAGE_COLUMNS[:4]):
-        parts.append(cost_svg([{"version": s["partition"], "cost": s["judging_cost"]} for s in summaries]))
+        parts.append(no_chart if missing else cost_svg([{"version": s["partition"], "cost": s["judging_cost"]}
+                                                        for s in summaries]))
     parts.append(f"<h2>Worst rows of {e(focus)}</h2><table><tr><th>metric</th><th>trace</th><th>value</th>"
                  "<th>question</th><th>judge's reason</th></tr>")
     for metric, rows in current["worst_rows"].items():

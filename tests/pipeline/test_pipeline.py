@@ -162,10 +162,12 @@ def test_the_great_expectations_checks_name_line_and_field_and_link_their_data_d
     }
     assert checks["response_typed"].metadata["failures"].value == [
         {"line": 6, "value": "number", "message": "line 6 response: type number, expected string"}]
-    # Every check links the version's page of the Data Docs site (a file URL without RAG_EVAL_DATA_DOCS_URL).
+    # Every check links the version's page of the Data Docs site, where `make dev` serves it (no RAG_EVAL_DATA_DOCS_URL
+    # here): a CLI run's links open from the UI too.
     [link] = {c.metadata["data_docs"].value for c in checks.values()}
     page = Path(checks["ids_unique"].metadata["data_docs_path"].value)
-    assert link == page.as_uri() and page.is_relative_to(project.out / "data_docs") and result.run_id in page.parts
+    relative = page.relative_to((project.out / "data_docs").resolve()).as_posix()
+    assert link == f"http://127.0.0.1:3001/{relative}" and result.run_id in page.parts
     html = page.read_text(encoding="utf-8")
     text = " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
     assert "Evaluated Expectations 16 Successful Expectations 12 Unsuccessful Expectations 4" in text
