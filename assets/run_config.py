@@ -11,7 +11,7 @@ from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.core.strong import SAMPLINGS, refuse_unscorable
 from rag_eval.metrics.judges.base import Judge
-from rag_eval.metrics.stats.cascade import check_ids
+from rag_eval.metrics.stats.cascade import budget_rows, check_ids
 
 
 def op_config(run_config: Mapping[str, Any], op: str) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
     """Refuse, before anything is scored, a run selecting the strong sample whose settings cannot run: a
     strong judge that is the cheap judge (the ``judge`` resource: a launch without ``judge: {config:
     {offline: true}}``, or with a smaller model, would score every row with the strong judge first), a
-    budget :meth:`StrongSampleConfig.budget` refuses, a version with two rows of one id (they would share
+    budget :meth:`StrongSampleConfig.budget` refuses or more rows than the version has, a version with two rows of one id (they would share
     their draw: ``rag_eval.metrics.stats.cascade.check_ids``), or one of ``metrics`` the judge ``cheap``
     has no rule for (``rag_eval.metrics.core.strong.refuse_unscorable``). The metric step (with the metrics
     it scores and its judge) and the strong sample's call it.
@@ -92,9 +92,12 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
         raise dg.Failure(f"{STRONG_OP}: the strong judge is the cheap judge ({judge.code_version()}): set the judge "
                          "resource to the cheap judge (resources: judge: config: offline: true, or a smaller model) "
                          "and strong_judge to the LLM judge", allow_retries=False)
-    strong_config(context.run.run_config).budget()
+    budget = strong_config(context.run.run_config).budget()
     try:
-        check_ids(version_ids(context))
+        ids = version_ids(context)
+        if ids:  # a rows budget above the version's rows: refused here, before the cheap judge pays for anything
+            budget_rows(budget, len(ids))
+        check_ids(ids)
         if cheap is not None:
             refuse_unscorable(metrics, cheap)
     except ValueError as exc:

@@ -30,15 +30,16 @@ LISTED_ROWS = 5
 
 
 def version_stats(version: str, results: pd.DataFrame, metrics: list[str], resamples: int = 2000,
-                  seed: int = 0) -> dict[str, Any]:
+                  seed: int = 0, stream: bool = False) -> dict[str, Any]:
     """One version's point on the trend charts: per metric its published figure, the share of rows ``ok``,
-    and the version's cost (requests and tokens in ``results``). The figure is the judge cascade's estimate
+    and the version's cost (requests and tokens in ``results``, a cascade's strong judge's included). The figure is the judge cascade's estimate
     of the strong judge's mean with its 95 % interval when ``results`` carry one (a cascade run's:
     ``rag_eval.metrics.stats.cascade_estimates.frame_estimates``; ``published`` ``"cascade"``, ``n`` the
     strong-judged rows of ``rows``), else the mean of the ``ok`` rows with a 95 % percentile bootstrap
-    interval (seeded like :mod:`rag_eval.metrics.stats.compare`; ``published`` ``"mean"``, ``n`` the rows)."""
+    interval (seeded like :mod:`rag_eval.metrics.stats.compare`; ``published`` ``"mean"``, ``n`` the rows).
+    ``stream``: ``results`` are a sample of production traffic, whose strong mean a cascade estimates."""
     stats: dict[str, Any] = {"version": version, "metrics": {}, "coverage": {}}
-    cascades, _ = frame_estimates(results)
+    cascades, _ = frame_estimates(results, stream=stream)
     for metric in metrics:
         frame = results[results["metric"] == metric]
         if "repeat" in frame:
@@ -55,7 +56,8 @@ def version_stats(version: str, results: pd.DataFrame, metrics: list[str], resam
             stats["metrics"][metric] = {"mean": float(values.mean()), "low": float(low), "high": float(high),
                                         "n": len(values), "published": "mean"}
     usage = results[results["repeat"] == 0] if "repeat" in results else results
-    stats["cost"] = {c: int(usage[c].sum()) for c in USAGE_COLUMNS if c in usage}
+    stats["cost"] = {c: int(usage[c].sum()) + (int(usage[f"strong_{c}"].fillna(0).sum()) if f"strong_{c}" in usage else 0)
+                     for c in USAGE_COLUMNS if c in usage}  # a cascade's strong judge's too
     return stats
 
 

@@ -65,7 +65,7 @@ def partition_summary(key: str, traces: pd.DataFrame, problems: int, results: pd
     budget : dict
         The budget the sample was drawn under.
     """
-    stats = version_stats(key, results, metrics)
+    stats = version_stats(key, results, metrics, stream=True)
     latency = traces["latency_ms"].to_numpy(float) if len(traces) else np.array([])
     return {
         "partition": key, "traces": len(traces), "problems": problems, "sampled": len(sample), "budget": budget,

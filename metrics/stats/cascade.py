@@ -82,7 +82,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.metrics.stats.cascade_fit import power_tuning, t_value
+from rag_eval.metrics.stats.cascade_fit import power_tuning, stream_variance, t_value
 from rag_eval.metrics.stats.ppi import MeanEstimate, z_value
 from rag_eval.metrics.stats.sampling import priority
 
@@ -283,7 +283,8 @@ def draw(ids: Sequence[str], seed: int, budget: float | int, uncertainty: Any = 
 
 def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: float = 0.95,
                  lam: float | None = None, intercept: float | None = None,
-                 threshold: float = 0.5, higher: bool = True, outside: Any = None) -> CascadeEstimate:
+                 threshold: float = 0.5, higher: bool = True, outside: Any = None,
+                 stream: bool = False) -> CascadeEstimate:
     """The strong judge's mean over all ``N`` rows, estimated from the cheap judge's scores on
     every row and the strong judge's on the sample (the module docstring's ``theta ± z se``).
 
@@ -309,6 +310,10 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
     outside : array-like of bool, shape (N,), optional
         Drawn rows the strong judge found not applicable: outside the metric's population (the rows it
         would score), whose size is then estimated too (the module docstring's domain estimate).
+    stream : bool
+        The rows are a sample of a stream (a day of production traffic): the estimate is of the stream's strong
+        mean, and ``se²`` adds the rows' own sampling variance, the strong scores' spread over the rows covered
+        (:func:`~rag_eval.metrics.stats.cascade_fit.stream_variance`; Student's t with the fewer degrees of freedom).
 
     Returns
     -------
@@ -369,9 +374,12 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
     variance = spread * (m / (m - fits) if m > fits else 1.0)  # the fit's degrees of freedom
     if hajek and both.any():  # the fitted intercept's share: scored rows (in the population) over their estimate
         variance *= ((scored.sum() - (1.0 / pi[out & scored]).sum()) / (1.0 / pi[both]).sum()) ** 2
-    se = math.sqrt(variance) / size
-    if sampled.any() and m > fits:
-        z = t_value(z, m - fits)
+    se, df = math.sqrt(variance) / size, m - fits if sampled.any() and m > fits else math.inf
+    if stream:
+        spread, rows_df = stream_variance(y[drawn], pi[drawn], theta)
+        se, df = math.sqrt(se ** 2 + spread / size), min(df, rows_df)
+    if df < math.inf:
+        z = t_value(z, int(df))
     return CascadeEstimate(MeanEstimate(theta, theta - z * se, theta + z * se, se, int(drawn.sum()), rows, lam,
                                         method, confidence), intercept, cheap_mean, agreement)
 

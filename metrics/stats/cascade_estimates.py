@@ -119,8 +119,9 @@ def _block(joined: pd.DataFrame, sampling: str, factor: float, scale: tuple[floa
     return block
 
 
-def _estimate(joined: pd.DataFrame, sampling: str) -> tuple[CascadeEstimate | None, str | None]:
-    """``(estimate, None)`` of one metric's cheap and strong rows joined by row, or ``(None, why)``."""
+def _estimate(joined: pd.DataFrame, sampling: str, stream: bool = False) -> tuple[CascadeEstimate | None, str | None]:
+    """``(estimate, None)`` of one metric's cheap and strong rows joined by row, or ``(None, why)``; ``stream``:
+    of the traffic the rows were sampled from (``rag_eval.metrics.stats.cascade.cascade_mean``)."""
     inside = joined[joined["inclusion_probability"].notna()]
     drawn = inside["strong_status"].notna().to_numpy()
     if not len(inside):
@@ -140,7 +141,8 @@ def _estimate(joined: pd.DataFrame, sampling: str) -> tuple[CascadeEstimate | No
     sample = StrongSample(inside["inclusion_probability"].to_numpy(float), drawn, sampling)
     try:
         return cascade_mean(f, y, sample, threshold=float(inside["threshold"].iloc[0]),
-                            higher=inside["direction"].iloc[0] != Direction.LOWER.value, outside=outside), None
+                            higher=inside["direction"].iloc[0] != Direction.LOWER.value, outside=outside,
+                            stream=stream), None
     except ValueError as error:
         return None, f"no estimate: {error}"
 
@@ -152,8 +154,8 @@ def is_cascade(results: pd.DataFrame) -> bool:
     return {"inclusion_probability", "strong_status", "strong_value", "strong_reason"} <= set(results.columns)
 
 
-def frame_estimates(results: pd.DataFrame,
-                    registry: Registry | None = None) -> tuple[dict[str, MeanEstimate], dict[str, str]]:
+def frame_estimates(results: pd.DataFrame, registry: Registry | None = None,
+                    stream: bool = False) -> tuple[dict[str, MeanEstimate], dict[str, str]]:
     """Each metric's cascade estimate recomputed from a cascade run's per-row results alone
     (``results.parquet``, or ``evaluate(...).results``: the cheap judge's columns and the strong ones
     merged per (row, metric); the first repeat when there is a ``repeat`` column), on the metric's own
@@ -162,7 +164,9 @@ def frame_estimates(results: pd.DataFrame,
     The sampling is read from the frame: ``uniform`` when every covered row the cheap judge scored has
     one inclusion probability, else ``active`` (it names the estimate's ``method`` only; the estimate
     is the same). A metric is in the cascade when a row of it has an inclusion probability or a
-    strong reason (a sample that could not be drawn says why there).
+    strong reason (a sample that could not be drawn says why there). ``stream``: the rows are a sample of
+    production traffic, and the estimate is of the traffic's strong mean, not of these rows'
+    (``rag_eval.metrics.stats.cascade.cascade_mean``).
 
     Returns
     -------
@@ -182,7 +186,7 @@ def frame_estimates(results: pd.DataFrame,
             continue
         scored = rows.loc[rows["status"] == Status.OK.value, "inclusion_probability"].dropna()
         sampling = "uniform" if scored.nunique() <= 1 else "active"
-        found, why = _estimate(rows, sampling)
+        found, why = _estimate(rows, sampling, stream)
         if found is None:
             notes[str(metric)] = str(why)
             continue

@@ -25,3 +25,18 @@ def power_tuning(f: np.ndarray, y: np.ndarray, w: np.ndarray, intercept: float |
         y = y - intercept
     spread = float((w * f * f).sum())
     return float(np.clip((w * f * y).sum() / spread, 0.0, 1.0)) if spread > 0 else 0.0
+
+
+def stream_variance(y: np.ndarray, pi: np.ndarray, theta: float) -> tuple[float, int]:
+    """The variance of one row's strong score around ``theta`` and its degrees of freedom, from the drawn rows'
+    scores ``y`` weighted by ``1 / pi`` (with the ``k / (k - 1)`` correction of ``k`` rows): what a sample of a
+    stream adds when the estimate is of the stream's mean (production traffic), not of the rows sampled.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two drawn rows: the spread cannot be estimated.
+    """
+    if len(y) < 2:
+        raise ValueError(f"{len(y)} strong-judged row(s): the spread of the traffic's strong scores needs at least 2")
+    return float(np.average((y - theta) ** 2, weights=1.0 / pi)) * len(y) / (len(y) - 1), len(y) - 1

@@ -141,7 +141,8 @@ def drift(day: pd.DataFrame, window: pd.DataFrame, metrics: Iterable[str] | None
     found: dict[str, Drift] = {}
     rises: dict[str, float] = {}
     known = given(registry)
-    (today_estimates, _), (window_estimates, _) = (frame_estimates(side, known) for side in (day, window))
+    (today_estimates, _), (window_estimates, _) = (frame_estimates(side, known, stream=True)
+                                                        for side in (day, window))
     for metric in chosen:
         direction = known[metric].direction.value if metric in known else Direction.HIGHER.value
         margin = float(margins.get(metric, default_margin(metric, known) if metric in known else 0.02))

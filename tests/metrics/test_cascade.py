@@ -9,7 +9,8 @@ import pytest
 
 from rag_eval.metrics.stats.cascade import (StrongSample, cascade_mean, draw, inclusion_probabilities,
                                             score_uncertainty)
-from rag_eval.metrics.stats.ppi import ppi_mean
+from rag_eval.metrics.stats.cascade_fit import t_value
+from rag_eval.metrics.stats.ppi import ppi_mean, z_value
 
 Z = 1.959963984540054
 UNCERTAINTY = [0.5, 0.5, 0.4, 0, 0, 0, 0, 0, 0, 0.1]
@@ -282,3 +283,19 @@ def test_the_rows_a_traffic_sample_chose_by_their_priority_are_drawn_at_the_casc
     sampled = sorted(ids, key=lambda i: priority(3, i))[:200]
     assert max(priority(3, i) for i in sampled) < 0.11 and (row_uniforms(sampled, 3) < 0.25).all()
     assert 30 <= int((row_uniforms(sampled, 3, stream="cascade:") < 0.25).sum()) <= 70
+
+
+def test_a_census_of_a_traffic_sample_is_an_estimate_of_the_traffic_not_a_zero_width_interval():
+    # 4 traces of a day, all strong-judged (pi = 1), strong scores 1, 1, 0, 1: of these 4 rows the mean is 0.75
+    # exactly (zero width); of the day's traffic they are a sample: the spread (3 * 0.25² + 0.75²) / 4 * 4 / 3 =
+    # 0.25 over 4 rows, se 0.25, Student's t with 3 degrees of freedom.
+    sample = StrongSample(np.ones(4), np.ones(4, bool), "uniform")
+    cheap, strong = np.array([0.9, 0.8, 0.2, 0.7]), np.array([1.0, 1.0, 0.0, 1.0])
+    rows = cascade_mean(cheap, strong, sample)
+    assert (rows.estimate.estimate, rows.estimate.ci_low, rows.estimate.ci_high) == (0.75, 0.75, 0.75)
+    day = cascade_mean(cheap, strong, sample, stream=True)
+    half = t_value(z_value(0.95), 3) * 0.25
+    assert day.estimate.estimate == 0.75 and day.estimate.se == pytest.approx(0.25)
+    assert (day.estimate.ci_low, day.estimate.ci_high) == pytest.approx((0.75 - half, 0.75 + half))
+    with pytest.raises(ValueError, match="1 strong-judged row"):
+        cascade_mean(cheap[:1], strong[:1], StrongSample(np.ones(1), np.ones(1, bool), "uniform"), stream=True)

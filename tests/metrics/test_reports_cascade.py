@@ -17,6 +17,11 @@ from tests.metrics.test_compare_cascade import BASELINE, CANDIDATE, cheap_only
 #: two, ± 1.95996 sqrt(0.02).
 HALF = t_value(1.959964, 8) * math.sqrt(0.01)
 DIFFERENCE = 1.959964 * math.sqrt(0.02)
+#: A traffic day's estimate is of the traffic's strong mean, not of its 20 rows: se² adds the strong scores' spread
+#: over the rows, weighted by 1 / pi, with k / (k - 1): (8 * 0.2² + 2 * 0.8²) / 10 * 10 / 9 = 0.17778 (baseline;
+#: the candidate's 2 passes of 10 the same), over the 20 rows: 0.0088889; so se² = 0.0188889 a side, and the
+#: difference of two ± 1.95996 sqrt(0.0377778).
+STREAM_DIFFERENCE = 1.959964 * math.sqrt(2 * (0.01 + 0.16 * 10 / 9 / 20))
 
 
 def test_a_day_and_a_window_estimated_by_cascades_drift_on_the_strong_judges_estimates():
@@ -26,9 +31,10 @@ def test_a_day_and_a_window_estimated_by_cascades_drift_on_the_strong_judges_est
     found = drift(CANDIDATE, BASELINE)["faithfulness"]
     assert found.verdict == DROP and found.basis == "cascade (n=10/20 vs 10/20)"
     assert (found.day_mean, found.window_mean, found.difference) == pytest.approx((0.2, 0.8, -0.6))
-    assert (found.low, found.high) == pytest.approx((-0.6 - DIFFERENCE, -0.6 + DIFFERENCE), abs=1e-6)
-    assert found.describe() == ("faithfulness: drop: -0.600 [-0.877, -0.323] (day 0.200; window 0.800; "
-                                "cascade (n=10/20 vs 10/20); margin 0.02, Holm p=0.0000)")
+    assert (found.low, found.high) == pytest.approx((-0.6 - STREAM_DIFFERENCE, -0.6 + STREAM_DIFFERENCE), abs=1e-6)
+    # p = Phi((-0.6 + 0.02) / 0.19437) = Phi(-2.984) = 0.0014.
+    assert found.describe() == ("faithfulness: drop: -0.600 [-0.981, -0.219] (day 0.200; window 0.800; "
+                                "cascade (n=10/20 vs 10/20); margin 0.02, Holm p=0.0014)")
     cheap = drift(cheap_only(CANDIDATE), cheap_only(BASELINE))["faithfulness"]
     assert cheap.verdict == NO_CHANGE and cheap.basis == "judge" and cheap.difference == 0.0
     one_sided = drift(CANDIDATE, cheap_only(BASELINE))["faithfulness"]  # a cheap window: the judge's rows
@@ -70,3 +76,14 @@ def test_the_traffic_page_names_each_drift_verdict_s_basis_and_the_cascade_point
     assert "<td>20 / 20</td><td class='text'>cascade (n=10/20 vs 10/20)</td><td>±0.02</td>" in page
     assert "faithfulness: 2026-12-01 (10 strong / 20); faithfulness: 2026-12-02 (10 strong / 20)" in page
     assert "hollow: a judge cascade" in page  # the trend chart's legend
+
+
+def test_a_cascade_version_s_cost_counts_the_strong_judge_s_requests_too():
+    # The traffic day's judging cost read only the cheap judge's columns: a cascade of 10 strong-judged rows
+    # (2 chat requests and 300 prompt tokens each) beside an offline cheap judge (0) showed nothing spent.
+    frame = BASELINE.assign(chat_requests=0, prompt_tokens=0)
+    drawn = frame["strong_status"].notna()
+    frame["strong_chat_requests"] = drawn.map({True: 2, False: None})
+    frame["strong_prompt_tokens"] = drawn.map({True: 300, False: None})
+    cost = version_stats("day", frame, ["faithfulness"])["cost"]
+    assert (cost["chat_requests"], cost["prompt_tokens"]) == (20, 3000)

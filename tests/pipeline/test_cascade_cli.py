@@ -180,3 +180,27 @@ def test_two_rows_with_one_id_stop_the_cascade_job_before_the_cheap_judge_scores
         assert all(e.asset_key.to_user_string() not in ("faithfulness", "strong_sample", "eval_summary")
                    for e in result.get_asset_materialization_events())
     assert server.chat_requests() == []
+
+
+def test_a_rows_budget_above_a_version_s_rows_stops_the_cascade_job_before_the_cheap_judge_scores(project, server,
+                                                                                                 monkeypatch):
+    """A nightly or backfill budget of 5 rows meets a version of 3: the metric step refuses it, as `rag-eval run`
+    refuses it before registering, not the strong sample's step after the cheap judge (a paid model) scored all."""
+    import dagster as dg
+
+    from tests.pipeline.conftest import Project
+
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_MODEL", "judge-test")
+    rows = [json.loads(line) for line in (project / "qa.jsonl").read_text(encoding="utf-8").splitlines()[:3]]
+    with dg.instance_for_test() as instance:
+        built = Project(project, instance)
+        built.write("v1", rows)
+        result = built.run("v1", "cascade_evaluation_job", run_config={"ops": {"strong_sample": {"config": {"rows": 5}}},
+                                                                  "resources": {"judge": {"config": {"offline": True}}}})
+        failures = {e.step_key: e.event_specific_data.error for e in result.all_events if e.is_step_failure}
+        assert list(failures) == ["score_metrics"]
+        assert "strong_sample: strong budget of 5 rows exceeds the 3 rows" in failures["score_metrics"].message
+        assert all(e.asset_key.to_user_string() not in ("faithfulness", "strong_sample", "eval_summary")
+                   for e in result.get_asset_materialization_events())
+    assert server.chat_requests() == []
