@@ -254,8 +254,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary, gate = evaluated
     print_table(summary)
     print_unmeasured(summary, out / version / "results.parquet")
-    failed = sum(c["judge_error"] for c in summary["coverage"].values())
-    total = sum(c["total"] for c in summary["coverage"].values())
+    strong = [row.get("cascade") or {} for row in summary["metrics"].values()]  # a cascade's strong results too
+    failed = sum(c["judge_error"] for c in summary["coverage"].values()) + sum(c.get("judge_error", 0) for c in strong)
+    total = sum(c["total"] for c in summary["coverage"].values()) + sum(c.get("n", 0) for c in strong)
     folder = out / version
     # This run's files only: a gate report left by an earlier `rag-eval gate` is not this run's.
     written = [p.name for p in sorted(folder.iterdir()) if p.is_file() and p.stat().st_mtime >= started - 0.5]

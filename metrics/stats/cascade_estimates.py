@@ -109,6 +109,7 @@ def _block(joined: pd.DataFrame, sampling: str, factor: float, scale: tuple[floa
     block: dict[str, Any] = {"estimate": None, "agreement": None, "strong_judge": _judges(inside),
                              "sampling": sampling, "n": int(drawn.sum()), "rows": len(inside),
                              "not_applicable": int((inside["strong_status"] == Status.NOT_APPLICABLE.value).sum()),
+                             "judge_error": int((inside["strong_status"] == Status.JUDGE_ERROR.value).sum()),
                              "requests": _requests(inside[drawn], len(inside), full_run)}
     found, block["note"] = _estimate(joined, sampling)
     if found is not None:

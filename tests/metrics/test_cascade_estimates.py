@@ -98,7 +98,7 @@ def test_a_drawn_row_the_strong_judge_failed_on_gives_no_estimate_and_names_its_
     summary = summarize(results)
     summary["metrics"]["faithfulness"]["ppi"] = None  # labels too few for an estimate: not the published figure
     block = add_cascade_estimates(summary, results, strong_frame, SETTINGS)["faithfulness"]
-    assert block["estimate"] is None and block["n"] == 3
+    assert block["estimate"] is None and block["n"] == 3 and (block["judge_error"], block["not_applicable"]) == (1, 0)
     assert block["note"].startswith("no estimate: the strong judge has no score on drawn line(s) 2 (judge_error);")
     assert summary["metrics"]["faithfulness"]["published"] == "mean"
 

@@ -204,3 +204,14 @@ def test_a_rows_budget_above_a_version_s_rows_stops_the_cascade_job_before_the_c
         assert all(e.asset_key.to_user_string() not in ("faithfulness", "strong_sample", "eval_summary")
                    for e in result.get_asset_materialization_events())
     assert server.chat_requests() == []
+
+
+def test_a_strong_judge_error_exits_3_as_a_cheap_one_does(project, server, capsys):
+    """Every strong answer malformed (asked again once, then judge_error): the cheap judge's results are all ok, yet
+    the run did not get what it was asked for; it exited 0 with no warning before, as a cheap judge_error exits 3."""
+    server.script = simulated(Simulation(verdict_p1=0.7, malformed=1.0))
+    assert run(server, "--strong-budget", "12") == 3
+    summary = json.loads(next((project / "out").glob("*/summary.json")).read_text(encoding="utf-8"))
+    block = summary["metrics"]["faithfulness"]["cascade"]
+    assert block["judge_error"] == block["n"] > 0 and block["estimate"] is None  # 12 rows expected, drawn actively
+    assert f"warning: {block['n']} of {200 + block['n']} results are judge_error" in capsys.readouterr().err
