@@ -156,54 +156,46 @@ def test_the_cascade_job_launched_with_both_judges_alike_stops_before_anything_i
     assert server.chat_requests() == []
 
 
-def test_two_rows_with_one_id_stop_the_cascade_job_before_the_cheap_judge_scores_anything(project, server,
-                                                                                          monkeypatch):
-    """Lines 1 and 3 share an id: they would share their draw. The metric step refuses, naming both lines and the
-    field, before the cheap judge scores a row (not the strong sample's step, after the whole version is scored)."""
+def refused_before_scoring(project: Path, server, monkeypatch, rows: list[dict], budget_rows: int) -> str:
+    """The message of ``cascade_evaluation_job`` launched on ``rows`` with a budget of ``budget_rows`` and the offline
+    judge as the cheap one, after asserting that the metric step failed before anything was scored or sent."""
     import dagster as dg
 
     from tests.pipeline.conftest import Project
 
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
     monkeypatch.setenv("OPENAI_MODEL", "judge-test")
-    rows = [json.loads(line) for line in (project / "qa.jsonl").read_text(encoding="utf-8").splitlines()[:4]]
-    rows[2]["id"] = rows[0]["id"]
     with dg.instance_for_test() as instance:
         built = Project(project, instance)
         built.write("v1", rows)
-        result = built.run("v1", "cascade_evaluation_job", run_config={"ops": {"strong_sample": {"config": {"rows": 2}}},
-                                                                  "resources": {"judge": {"config": {"offline": True}}}})
+        result = built.run("v1", "cascade_evaluation_job",
+                           run_config={"ops": {"strong_sample": {"config": {"rows": budget_rows}}},
+                                       "resources": {"judge": {"config": {"offline": True}}}})
         failures = {e.step_key: e.event_specific_data.error for e in result.all_events if e.is_step_failure}
         assert list(failures) == ["score_metrics"]
-        assert f"strong_sample: line 3: id {rows[0]['id']!r} repeats line 1's: row ids must be unique" \
-            in failures["score_metrics"].message
         assert all(e.asset_key.to_user_string() not in ("faithfulness", "strong_sample", "eval_summary")
                    for e in result.get_asset_materialization_events())
     assert server.chat_requests() == []
+    return failures["score_metrics"].message
+
+
+def test_two_rows_with_one_id_stop_the_cascade_job_before_the_cheap_judge_scores_anything(project, server,
+                                                                                          monkeypatch):
+    """Lines 1 and 3 share an id: they would share their draw. The metric step refuses, naming both lines and the
+    field, before the cheap judge scores a row (not the strong sample's step, after the whole version is scored)."""
+    rows = [json.loads(line) for line in (project / "qa.jsonl").read_text(encoding="utf-8").splitlines()[:4]]
+    rows[2]["id"] = rows[0]["id"]
+    assert f"strong_sample: line 3: id {rows[0]['id']!r} repeats line 1's: row ids must be unique" in \
+        refused_before_scoring(project, server, monkeypatch, rows, 2)
 
 
 def test_a_rows_budget_above_a_version_s_rows_stops_the_cascade_job_before_the_cheap_judge_scores(project, server,
                                                                                                  monkeypatch):
     """A nightly or backfill budget of 5 rows meets a version of 3: the metric step refuses it, as `rag-eval run`
     refuses it before registering, not the strong sample's step after the cheap judge (a paid model) scored all."""
-    import dagster as dg
-
-    from tests.pipeline.conftest import Project
-
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    monkeypatch.setenv("OPENAI_MODEL", "judge-test")
     rows = [json.loads(line) for line in (project / "qa.jsonl").read_text(encoding="utf-8").splitlines()[:3]]
-    with dg.instance_for_test() as instance:
-        built = Project(project, instance)
-        built.write("v1", rows)
-        result = built.run("v1", "cascade_evaluation_job", run_config={"ops": {"strong_sample": {"config": {"rows": 5}}},
-                                                                  "resources": {"judge": {"config": {"offline": True}}}})
-        failures = {e.step_key: e.event_specific_data.error for e in result.all_events if e.is_step_failure}
-        assert list(failures) == ["score_metrics"]
-        assert "strong_sample: strong budget of 5 rows exceeds the 3 rows" in failures["score_metrics"].message
-        assert all(e.asset_key.to_user_string() not in ("faithfulness", "strong_sample", "eval_summary")
-                   for e in result.get_asset_materialization_events())
-    assert server.chat_requests() == []
+    assert "strong_sample: strong budget of 5 rows exceeds the 3 rows" in \
+        refused_before_scoring(project, server, monkeypatch, rows, 5)
 
 
 def test_a_strong_judge_error_exits_3_as_a_cheap_one_does(project, server, capsys):
