@@ -12,7 +12,12 @@ import json
 import math
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import pandas as pd
+
+from rag_eval.metrics.errors import InputError
 
 #: Nesting deeper than this makes a line unreadable (deeper input cannot be a RAG sample).
 MAX_DEPTH = 64
@@ -139,3 +144,32 @@ def not_text(head: bytes) -> str | None:
         if b"\x00" in body and text.lstrip().startswith(("{", "[")):
             return f"{codec[:6].upper()} text, not UTF-8: convert it first (iconv -f {codec.upper()} -t UTF-8)"
     return None
+
+
+def read_table(path: Path, suffix: str) -> list[Any]:
+    """The records of a whole ``.json`` (a list of records, or a dict of columns as RAGAS and Hugging Face
+    export), ``.csv`` (every cell text) or ``.parquet`` file.
+
+    Raises
+    ------
+    InputError
+        For another suffix, a JSON file of another shape, a CSV file without a table.
+    ValueError, RecursionError
+        For a file that is not what its suffix says (the caller names it).
+    """
+    if suffix == ".json":
+        data = decode_json(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
+            return pd.DataFrame(data).to_dict("records")  # column-oriented (RAGAS/HF export)
+        if isinstance(data, list):
+            return data
+        raise InputError(f"{path}: expected a list of records or a dict of columns")
+    if suffix == ".csv":
+        try:
+            # No type guessing ("8" stays text); a line of spaces is a record (pandas would drop it as blank).
+            return pd.read_csv(path, dtype=str, skip_blank_lines=False).to_dict("records")
+        except pd.errors.EmptyDataError:
+            raise InputError(f"{path}: no CSV table in it (empty, or blank lines only)") from None
+    if suffix == ".parquet":
+        return pd.read_parquet(path).to_dict("records")
+    raise InputError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")

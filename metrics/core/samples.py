@@ -19,7 +19,8 @@ from typing import Any, Literal, overload
 
 import pandas as pd
 
-from rag_eval.metrics.core.decoding import decode_json, json_object, not_text, record_problem
+from rag_eval.metrics.core.conversation import is_conversation, turns, with_history
+from rag_eval.metrics.core.decoding import json_object, not_text, read_table, record_problem
 from rag_eval.metrics.core.field_values import is_null, normalise
 from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError
 
@@ -60,6 +61,10 @@ class Sample:
     source : str or None
         The input line as read (at most :data:`MAX_SOURCE_CHARS` characters), so a
         rejected row can be shown with its bad value.
+    conversation_id, turn, history : str, int and list of dict, or None
+        A turn of a conversation (``rag_eval.metrics.core.conversation``): the conversation's id, the
+        turn's number (from 1; the id is ``<conversation_id>/<turn>``) and the messages before the
+        turn's question as ``{"role", "content"}``, oldest first. ``None`` for a single-turn record.
     """
 
     id: str
@@ -72,6 +77,9 @@ class Sample:
     retrieved_documents: list[dict[str, Any]] | None = None
     problems: dict[str, str] = field(default_factory=dict)
     source: str | None = None
+    conversation_id: str | None = None
+    turn: int | None = None
+    history: list[dict[str, str]] | None = None
 
     @property
     def line(self) -> int:
@@ -111,10 +119,21 @@ class Sample:
             raise LookupError(f"field {name!r} is missing: a metric reading it lists it in required_fields")
         return value
 
+    def question(self) -> str:
+        """The question a judge reads: ``user_input`` with the earlier turns of its conversation
+        (``rag_eval.metrics.core.conversation.with_history``; ``user_input`` alone for a single turn).
+        Raises ``LookupError`` as :meth:`given` does."""
+        return with_history(self.given("user_input"), self.history)
+
     def to_record(self) -> dict[str, Any]:
-        """A plain dict with ``id``, ``row``, the four fields and ``problems``."""
+        """A plain dict with ``id``, ``row``, the fields, ``problems``, ``conversation_id``, ``turn``
+        and ``history``."""
         return {"id": self.id, "row": self.row, **{f: getattr(self, f) for f in FIELDS},
-                "problems": dict(self.problems)}
+                "problems": dict(self.problems), **{c: getattr(self, c) for c in TURN_FIELDS}}
+
+
+#: What a turn of a conversation adds to a sample.
+TURN_FIELDS = ("conversation_id", "turn", "history")
 
 
 def stable_id(fields: Mapping[str, Any]) -> str:
@@ -183,6 +202,29 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
     # A lone surrogate (valid JSON "\\ud800") cannot be written as UTF-8: the id keeps it as its escape.
     sample_id = sample_id.encode("utf-8", "backslashreplace").decode("utf-8")
     return Sample(id=sample_id, row=row, problems=problems, **values)
+
+
+def record_samples(raw: Mapping[str, Any], row: int, fields: Mapping[str, str] | None = None) -> list[Sample]:
+    """The samples of one record: one (:func:`sample_from_dict`), or for a conversation
+    (``rag_eval.metrics.core.conversation.is_conversation``) one per assistant turn, all with ``row``, ids
+    ``<conversation_id>/<turn>`` (the record's ``id``, else :func:`stable_id` of its questions); a
+    malformed message makes the record one sample whose ``problems['row']`` names the message and field.
+    Raises as :func:`sample_from_dict`."""
+    if not is_conversation(raw):
+        return [sample_from_dict(raw, row, fields)]
+    found, problem = turns(raw)
+    if problem:
+        return [_unreadable(row, problem, None)]
+    raw_id = raw.get((fields or {}).get("id", "id"))
+    conversation = str(raw_id) if not is_null(raw_id) and str(raw_id).strip() else \
+        stable_id({"user_input": [t["user_input"] for t in found]})
+    samples = []
+    for turn in found:
+        sample = sample_from_dict({**{f: turn[f] for f in FIELDS if f in turn}, "id": f"{conversation}/{turn['turn']}"},
+                                  row)
+        sample.conversation_id, sample.turn, sample.history = conversation, turn["turn"], turn["history"]
+        samples.append(sample)
+    return samples
 
 
 #: The prefix of a field's problem when the RAG system under evaluation failed to produce it
@@ -254,35 +296,17 @@ def iter_jsonl_records(path: str | Path, fields: Mapping[str, str] | None = None
             if record is None:
                 yield _unreadable(row, str(problem), line), None
                 continue
-            sample = sample_from_dict(record, row, fields)
-            sample.source = _clip(line)
-            yield sample, record
-
-
-def _read_table(path: Path, suffix: str) -> list[Any]:
-    if suffix == ".json":
-        data = decode_json(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
-            return pd.DataFrame(data).to_dict("records")  # column-oriented (RAGAS/HF export)
-        if isinstance(data, list):
-            return data
-        raise InputError(f"{path}: expected a list of records or a dict of columns")
-    if suffix == ".csv":
-        try:
-            # No type guessing ("8" stays text); a line of spaces is a record (pandas would drop it as blank).
-            return pd.read_csv(path, dtype=str, skip_blank_lines=False).to_dict("records")
-        except pd.errors.EmptyDataError:
-            raise InputError(f"{path}: no CSV table in it (empty, or blank lines only)") from None
-    if suffix == ".parquet":
-        return pd.read_parquet(path).to_dict("records")
-    raise InputError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
+            for sample in record_samples(record, row, fields):
+                sample.source = _clip(line)
+                yield sample, record
 
 
 def load_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]],
                  fields: Mapping[str, str] | None = None) -> list[Sample]:
     """Load samples from a file path, a DataFrame or an iterable of dicts.
 
-    Every input row yields exactly one :class:`Sample`, in order; unreadable rows
+    Every input row yields one :class:`Sample` (a conversation one per assistant turn, sharing the
+    row: :func:`record_samples`), in order; unreadable rows
     (invalid UTF-8 or JSON, non-object lines) become samples whose ``problems['row']``
     says why. For JSONL, a sample's ``row`` is its line number minus one.
 
@@ -309,7 +333,7 @@ def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
         if path.suffix.lower() in (".jsonl", ".ndjson"):
             return _read_jsonl(path, fields)
         try:
-            records = enumerate(_read_table(path, path.suffix.lower()))
+            records = enumerate(read_table(path, path.suffix.lower()))
         except InputError:
             raise
         except (ValueError, RecursionError) as exc:  # JSON, CSV, Parquet or UTF-8 the file is not
@@ -319,18 +343,20 @@ def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
         records = enumerate(source.to_dict("records"))
     else:
         records = enumerate(source)
-    return (_record_sample(row, record, fields) for row, record in records)
+    return (sample for row, record in records for sample in _record_samples(row, record, fields))
 
 
-def _record_sample(row: int, record: Any, fields: Mapping[str, str] | None) -> Sample:
+def _record_samples(row: int, record: Any, fields: Mapping[str, str] | None) -> list[Sample]:
     problem = record_problem(record) if isinstance(record, Mapping) else None
     if problem:
-        return _unreadable(row, problem, None)
+        return [_unreadable(row, problem, None)]
     if isinstance(record, Mapping):
-        sample = sample_from_dict(record, row, fields)
-        sample.source = _clip(json.dumps(record, ensure_ascii=False, default=str))
-        return sample
-    return _unreadable(row, f"a {type(record).__name__}, not a record", repr(record))
+        samples = record_samples(record, row, fields)
+        source = _clip(json.dumps(record, ensure_ascii=False, default=str))
+        for sample in samples:
+            sample.source = source
+        return samples
+    return [_unreadable(row, f"a {type(record).__name__}, not a record", repr(record))]
 
 
 def field_problems(sample: Sample, fields: Iterable[str]) -> dict[str, str]:
@@ -376,6 +402,7 @@ def unavailable(samples: Iterable[Sample], required: Mapping[str, Iterable[str]]
 
 
 def samples_to_frame(samples: Iterable[Sample]) -> pd.DataFrame:
-    """One row per sample with columns ``id``, ``row``, every field of :data:`FIELDS` and ``problems``."""
+    """One row per sample with columns ``id``, ``row``, every field of :data:`FIELDS`, ``problems`` and
+    :data:`TURN_FIELDS`."""
     return pd.DataFrame([s.to_record() for s in samples],
-                        columns=["id", "row", *FIELDS, "problems"])
+                        columns=["id", "row", *FIELDS, "problems", *TURN_FIELDS])

@@ -1,0 +1,107 @@
+"""Conversations read as one sample per assistant turn (Azure AI Evaluation's shape, RAGAS's multi-turn
+names), their messages validated with the line and the message's index, and the question a judge reads
+for a turn. Expected values worked out by hand from the records below."""
+import json
+
+import pytest
+
+from rag_eval.metrics.core.conversation import HISTORY_MESSAGES, NO_HISTORY, resolved, unresolved, with_history
+from rag_eval.metrics.core.samples import load_samples
+
+RIGHTS = {"id": "conv-07", "messages": [
+    {"role": "system", "content": "Answer from the passages."},
+    {"role": "user", "content": "Which three rights does the Act protect?"},
+    {"role": "assistant", "content": "Voting, assembly and privacy.", "context": "The Act protects voting, assembly and "
+                                                                                 "privacy."},
+    {"role": "user", "content": "And how is the second one enforced?"},
+    {"role": "assistant", "content": "By the courts.", "reference": "The courts enforce it.",
+     "context": {"citations": [{"id": "doc1", "content": "Courts enforce assembly."},
+                               {"id": "doc2", "content": "Police must allow it."}]}}]}
+
+
+def write(tmp_path, *records) -> str:
+    path = tmp_path / "conversations.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return str(path)
+
+
+def test_an_azure_conversation_is_one_sample_per_assistant_turn(tmp_path):
+    first, second = load_samples(write(tmp_path, RIGHTS))
+    assert (first.id, first.row, first.conversation_id, first.turn) == ("conv-07/1", 0, "conv-07", 1)
+    assert (second.id, second.row, second.conversation_id, second.turn) == ("conv-07/2", 0, "conv-07", 2)
+    assert first.user_input == "Which three rights does the Act protect?"
+    assert first.retrieved_contexts == ["The Act protects voting, assembly and privacy."]  # a string wrapped
+    assert first.reference is None and first.history == [{"role": "system", "content": "Answer from the passages."}]
+    assert second.user_input == "And how is the second one enforced?" and second.response == "By the courts."
+    assert second.retrieved_contexts == ["Courts enforce assembly.", "Police must allow it."]  # the citations' contents
+    assert second.reference == "The courts enforce it."
+    assert second.history == [{"role": "system", "content": "Answer from the passages."},
+                              {"role": "user", "content": "Which three rights does the Act protect?"},
+                              {"role": "assistant", "content": "Voting, assembly and privacy."}]
+    assert second.problems == {} and first.line == second.line == 1
+
+
+def test_ragas_multi_turn_names_and_a_conversation_reference_for_the_last_turn():
+    record = {"user_input": [{"type": "human", "content": "Who wrote Emma?"},
+                             {"type": "ai", "content": "Jane Austen.", "retrieved_contexts": ["Emma is by Jane Austen."]},
+                             {"type": "tool", "content": {"lookup": "Emma"}},
+                             {"type": "human", "content": "When was it published?"},
+                             {"type": "ai", "content": "In 1815."}],
+              "reference": "Emma was published in 1815."}
+    first, second = load_samples([record])
+    assert first.conversation_id == second.conversation_id and len(first.conversation_id) == 16  # a hash: no id given
+    assert (first.id, second.id) == (f"{first.conversation_id}/1", f"{first.conversation_id}/2")
+    assert first.retrieved_contexts == ["Emma is by Jane Austen."] and first.reference is None
+    assert second.reference == "Emma was published in 1815." and second.retrieved_contexts is None
+    assert second.history[-1] == {"role": "tool", "content": '{"lookup": "Emma"}'}  # kept in the history only
+    other = load_samples([{**record, "user_input": [{**record["user_input"][0], "content": "Who wrote Persuasion?"},
+                                                    *record["user_input"][1:]]}])
+    assert other[0].conversation_id != first.conversation_id  # the hash is of the user messages
+    assert load_samples([record])[0].id == first.id  # and stable
+
+
+@pytest.mark.parametrize("messages, problem", [
+    ([{"role": "user", "content": "Hi"}, {"role": "bot", "content": "Hello"}],
+     "messages[1].role: 'bot' is not user or assistant (nor system or tool)"),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": 7}], "messages[1].content: not a string"),
+    ([{"role": "system", "content": "Be brief."}, {"role": "assistant", "content": "Hello"}],
+     "messages[1]: an assistant message with no user message before it"),
+    ([{"role": "user", "content": "Hi"}], "no assistant turn"),
+    ([{"role": "user", "content": "Hi"}, "Hello"], "messages[1]: not an object"),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello", "context": {"citations": [{"id": 1}]}}],
+     "messages[1].context.citations[0].content: not a string"),
+])
+def test_a_malformed_message_rejects_its_line_naming_the_index_and_the_other_line_is_kept(tmp_path, messages, problem):
+    samples = load_samples(write(tmp_path, RIGHTS, {"id": "bad", "messages": messages}))
+    assert [s.id for s in samples] == ["conv-07/1", "conv-07/2", "unreadable-line-2"]
+    assert samples[2].problems == {"row": problem} and samples[2].line == 2
+    assert all(s.problems == {} for s in samples[:2])
+
+
+def test_a_single_turn_record_is_unchanged_and_reads_its_question_alone():
+    [sample] = load_samples([{"id": "s1", "question": "Where is the Louvre?", "answer": "In Paris."}])
+    assert (sample.id, sample.conversation_id, sample.turn, sample.history) == ("s1", None, None, None)
+    assert sample.question() == "Where is the Louvre?"
+
+
+def test_the_question_a_judge_reads_shows_the_latest_earlier_messages_clipped():
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"} for i in range(8)]
+    history[-1]["content"] = "x" * 700
+    shown = with_history("And the third?", history)
+    assert shown.splitlines()[:3] == ["And the third?", "", "Earlier in this conversation, oldest first:"]
+    assert shown.splitlines()[3:] == [f"{'User' if i % 2 == 0 else 'Assistant'}: message {i}" for i in range(2, 7)] + \
+        ["Assistant: " + "x" * 600 + "…"]
+    assert len(shown.splitlines()) == 3 + HISTORY_MESSAGES
+    assert with_history("And the third?", []) == "And the third?"
+
+
+def test_the_offline_reading_completes_a_follow_up_and_leaves_a_standalone_question():
+    history = [{"role": "user", "content": "When was the Eiffel Tower built?"},
+               {"role": "assistant", "content": "The Eiffel Tower was built in 1889 for the World's Fair."}]
+    assert resolved(with_history("How tall is it?", history)) == \
+        "How tall is it? (When was the Eiffel Tower built? Eiffel Tower 1889 World's Fair)"
+    assert resolved(with_history("Where is the Louvre?", history)) == "Where is the Louvre?"
+    assert resolved("How tall is it?") == "How tall is it?"
+    assert unresolved("And how is the second one enforced?", None) == NO_HISTORY
+    assert unresolved("And how is the second one enforced?", history) is None
+    assert unresolved("How tall is it?", None) is None  # a pronoun alone: single-turn questions hold them too
