@@ -119,7 +119,8 @@ def _chars(value: Any) -> int | None:
 
 def profile(path: str | Path, fields: Iterable[str]) -> pd.DataFrame:
     """The profile of the version's file at ``path`` the suite validates: one row per line
-    (blank lines skipped) with ``line`` (from 1), ``id`` (the sample's), ``record``
+    (blank lines skipped; per turn of a conversation, its fields as its sample holds them:
+    ``rag_eval.metrics.core.samples.record_samples``) with ``line`` (from 1), ``id`` (the sample's), ``record``
     (:data:`READABLE` or why the line is unreadable), ``<field>_type`` (:func:`json_type` of
     each field of ``rag_eval.metrics.core.samples.FIELDS``, under its name or an alias), ``<text>_chars``
     (characters, surrounding space not counted), ``retrieved_contexts_count``,
@@ -135,7 +136,8 @@ def profile(path: str | Path, fields: Iterable[str]) -> pd.DataFrame:
     fields = list(fields)
     rows = []
     for sample, record in iter_jsonl_records(path):
-        raw = {f: record[keys[0]] if record is not None and (keys := given_keys(record, f)) else None for f in FIELDS}
+        raw = {f: getattr(sample, f) for f in FIELDS} if sample.turn is not None else \
+            {f: record[keys[0]] if record is not None and (keys := given_keys(record, f)) else None for f in FIELDS}
         contexts, truth, question = raw["retrieved_contexts"], raw["retrieval_ground_truth"], raw["user_input"]
         rows.append({
             "line": sample.line, "id": sample.id,

@@ -29,7 +29,8 @@ from rag_eval.assets.resources import SETTINGS_FILE, DatasetStore
 from rag_eval.assets.stored_results import TableWriter
 from rag_eval.metrics.core.registry import CORE_METRICS, Registry
 from rag_eval.metrics.errors import SettingsError
-from rag_eval.metrics.core.samples import FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame, unavailable, unusable
+from rag_eval.metrics.core.samples import (FIELDS, TURN_FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame,
+                                           unavailable, unusable)
 
 # The blocking check below is partitioned like its asset, which Dagster 1.13 calls a preview: chosen knowingly,
 # so every command does not warn about it.
@@ -124,11 +125,13 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
         # versions never materialize these, and their ingestion does not need them.
         deps=["question_set", "system_contexts", "system_responses"],
         outs={
-            **{asset: dg.AssetOut(code_version="2", kinds={"pandas"},
-                                  description=f"The {field} of every line of the version (id, row, {field}, "
-                                              "problem: why it is unusable, unreadable: why the line is).")
+            **{asset: dg.AssetOut(code_version="3", kinds={"pandas"},
+                                  description=f"The {field} of every line of the version, one row per turn of a "
+                                              f"conversation (id, row, {field}, problem: why it is unusable, "
+                                              "unreadable: why the line is, conversation_id, turn"
+                                              + (", history" if field == "user_input" else "") + ").")
                for field, asset in FIELD_ASSETS.items()},
-            "rejected_samples": dg.AssetOut(code_version="2", kinds={"pandas"},
+            "rejected_samples": dg.AssetOut(code_version="3", kinds={"pandas"},
                                             description="Lines no selected metric can use: row, line, id, reason and "
                                                         "the line as read."),
         },
@@ -148,12 +151,12 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
         path = dataset_store.samples_path(version)
         required = selected_metrics(context.run.asset_selection or context.job_def.asset_layer.selected_asset_keys,
                                     registry)
-        validation, cannot_run, lines = Validation(required), {}, 0
+        validation, cannot_run, lines, rows, last = Validation(required), {}, 0, 0, None
         usable: set[str] = set()
         sources: dict[int, str | None] = {}  # row: its line as read
         writers = {asset: TableWriter(pa.schema([("id", pa.string()), ("row", pa.int64()), (field, pa.string()),
                                                  ("version", pa.string()), ("problem", pa.string()),
-                                                 ("unreadable", pa.string())]))
+                                                 ("unreadable", pa.string()), *_turn_schema(field)]))
                    for field, asset in FIELD_ASSETS.items()}
         digests = {asset: ContentDigest() for asset in FIELD_ASSETS.values()}
         try:  # the lines a chunk at a time: each field's rows go to its file, so the version is never whole in memory
@@ -162,15 +165,20 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
                 validation.add(chunk)
                 cannot_run = unavailable(chunk, required, usable)  # the last chunk's answer holds for them all
                 sources.update((s.row, s.source) for s in chunk if unusable(s, required) is not None)
-                frame, lines = samples_to_frame(chunk), lines + len(chunk)
+                frame, rows = samples_to_frame(chunk), rows + len(chunk)
+                lines += len({s.row for s in chunk} - {last})  # the turns of a conversation share its line
+                last = chunk[-1].row
                 unreadable = [s.problems.get("row") for s in chunk]
                 for field, asset in FIELD_ASSETS.items():
                     out = frame[["id", "row", field]].assign(version=version)
                     out[field] = out[field].map(as_text).astype("string")  # VARCHAR in DuckDB, even when all empty
                     out["problem"] = pd.Series([s.problems.get(field) for s in chunk], dtype="string")
                     out["unreadable"] = pd.Series(unreadable, dtype="string")
+                    out = out.assign(**_turn_columns(frame, field))
                     writers[asset].write(out)
-                    digests[asset].update(out, [field, "problem", "unreadable"])
+                    # single-turn lines hash as before conversations were read: their metrics stay up to date
+                    digests[asset].update(out, [field, "problem", "unreadable",
+                                                *(c for c in TURN_FIELDS if c in out and out["turn"].notna().any())])
             if not lines:
                 raise dg.Failure(f"{path} holds no samples (empty or blank lines only)")
             report = validation.report()
@@ -179,7 +187,7 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
             context.log.info(f"{version}: {lines} lines, {len(report['rejected'])} rejected, "
                              f"{len(report['input_errors'])} with input errors, metrics {list(required)}")
             for asset, writer in writers.items():  # each file moved into its place by the results store
-                yield dg.Output(writer.close(), output_name=asset, metadata={"num_rows": lines},
+                yield dg.Output(writer.close(), output_name=asset, metadata={"num_rows": rows},
                                 data_version=digests[asset].version())
             rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
                 version=version, sample=lambda f: [sources[r] for r in f["row"]])
@@ -212,6 +220,22 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
     return ingest_dataset
 
 
+def _turn_schema(field: str) -> list[tuple[str, pa.DataType]]:
+    """The columns of a conversation's turn in the table of ``field`` (:func:`_turn_columns`)."""
+    return [("conversation_id", pa.string()), ("turn", pa.int64()),
+            *([("history", pa.string())] if field == "user_input" else [])]  # TURN_FIELDS' types
+
+
+def _turn_columns(frame: pd.DataFrame, field: str) -> dict[str, pd.Series]:
+    """A chunk's ``conversation_id`` and ``turn`` (every field's table: a metric reading any field knows
+    the turn it scores) and, with the questions, ``history`` as JSON text (what the judges read with
+    them); NA on single-turn lines."""
+    columns = {"conversation_id": frame["conversation_id"].astype("string"), "turn": frame["turn"].astype("Int64")}
+    if field == "user_input":
+        columns["history"] = frame["history"].map(as_text).astype("string")
+    return columns
+
+
 def as_text(value) -> str | None:
     """A field value as stored in its asset: strings as they are, lists as JSON text."""
     if value is None:
@@ -222,19 +246,23 @@ def as_text(value) -> str | None:
 def samples_from_fields(frames: dict[str, pd.DataFrame]) -> list[Sample]:
     """Samples rebuilt from field assets (``{field: frame}``), with each field's problem and
     the line's (unreadable) problem as ingestion found them; fields not given stay ``None``."""
-    parts = [frame[["id", "row", field, "problem", "unreadable"]].rename(columns={"problem": f"{field}.problem"})
-             for field, frame in frames.items()]
-    merged = functools.reduce(lambda left, right: left.merge(right.drop(columns="unreadable"), on=["id", "row"],
-                                                             how="inner"), parts)
+    parts = [frame[[c for c in ("id", "row", field, "problem", "unreadable", *TURN_FIELDS) if c in frame]]
+             .rename(columns={"problem": f"{field}.problem"}) for field, frame in frames.items()]
+    merged = functools.reduce(lambda left, right: left.merge(
+        right.drop(columns=[c for c in ("unreadable", *TURN_FIELDS) if c in right and c in left]), on=["id", "row"],
+        how="inner"), parts)
     lists = {"retrieved_contexts", "retrieval_ground_truth", "retrieved_documents"}
     samples = []
-    for record in merged.sort_values("row").to_dict("records"):
+    for record in merged.sort_values(["row", "turn"] if "turn" in merged else "row").to_dict("records"):
         sample = sample_from_dict({**{f: _decode(record.get(f), f in lists) for f in FIELDS}, "id": record["id"]},
                                   int(record["row"]))
         problems = {f: record[f"{f}.problem"] for f in frames if not _is_empty(record[f"{f}.problem"])}
         if not _is_empty(record["unreadable"]):
             problems["row"] = record["unreadable"]
         sample.problems.update(problems)
+        if not _is_empty(record.get("turn")):  # a conversation's turn, with what its questions table keeps of it
+            sample.conversation_id, sample.turn = str(record["conversation_id"]), int(record["turn"])
+            sample.history = _decode(record.get("history"), True)
         samples.append(sample)
     return samples
 

@@ -31,12 +31,13 @@ import pyarrow.parquet as pq
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.reports.formats import ragas_table
 from rag_eval.metrics.core.results import Status
+from rag_eval.metrics.core.scoring import with_turns
 from rag_eval.metrics.core.strong import STRONG_COLUMNS, STRONG_DTYPES
 from rag_eval.metrics.errors import StorageError, way_out
 
 #: The columns of a metric's table (``rag_eval.metrics.core.scoring.RESULT_COLUMNS`` after ``version``), as Arrow types.
 SCHEMA = pa.schema([("version", pa.string()), ("sample_id", pa.string()), ("row", pa.int64()),
-                    ("metric", pa.string()), ("status", pa.string()), ("value", pa.float64()),
+                    ("conversation_id", pa.string()), ("turn", pa.int64()), ("metric", pa.string()), ("status", pa.string()), ("value", pa.float64()),
                     ("passed", pa.bool_()), ("threshold", pa.float64()), ("direction", pa.string()),
                     ("reason", pa.string()), ("details", pa.string()), ("judge", pa.string()),
                     *((column, pa.int64()) for column in USAGE_COLUMNS)])
@@ -220,11 +221,18 @@ class StoredTable:
         return {int(row): json.loads(details or "{}").get("failed", []) for row, details in found}
 
     def rows_at(self, connection: duckdb.DuckDBPyConnection, start: int, stop: int) -> pd.DataFrame:
-        """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order, as :meth:`frame` gives them.
-        The position is found on ``row`` alone: DuckDB holds the rows before it as numbers, not whole."""
-        first = f"select row from ({self.query}) order by row limit 1 offset {start}"
-        return connection.execute(f"select * from ({self.query}) where row >= ({first}) order by row "
-                                  f"limit {max(stop - start, 0)}").fetchdf()
+        """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order (the turns of a
+        conversation's line by ``turn``), as :meth:`frame` gives them. The position is found on ``row`` alone:
+        DuckDB holds the rows before it as numbers, not whole."""
+        names = [d[0] for d in connection.execute(f"select * from ({self.query}) limit 0").description]
+        order = "row, turn" if "turn" in names else "row"  # tables stored before conversations: one row per line
+        found = connection.execute(f"select row from ({self.query}) order by row limit 1 offset {start}").fetchone()
+        if found is None:
+            return connection.execute(f"select * from ({self.query}) limit 0").fetchdf()
+        first = int(found[0])  # the line at ``start``; the turns of it before ``start`` are skipped
+        skip = start - scalar(connection, f"select count(*) from ({self.query}) where row < {first}")
+        return connection.execute(f"select * from ({self.query}) where row >= {first} order by {order} "
+                                  f"limit {max(stop - start, 0)} offset {skip}").fetchdf()
 
     def nullable_passed(self, connection: duckdb.DuckDBPyConnection) -> bool:
         """Whether some result has no pass/fail (``passed`` loads as ``boolean``, else ``bool``)."""
@@ -280,7 +288,8 @@ def write_results_parquet(connection: duckdb.DuckDBPyConnection, stored: Sequenc
                           strong: pd.DataFrame | None = None) -> None:
     """Write the results of ``stored`` one after the other, read over ``connection``, without
     ``version``, to the Parquet file ``path``, chunk by chunk: the same content as
-    ``pd.concat([s.frame(connection) for s in stored]).drop(columns="version").to_parquet(path, index=False)``;
+    ``with_turns(pd.concat([s.frame(connection) for s in stored]).drop(columns="version")).to_parquet(path, index=False)``
+    (``rag_eval.metrics.core.scoring.with_turns``: results stored before conversations get NA turns);
     with ``strong`` (a judge cascade's strong frame, ``rag_eval.metrics.core.strong.STRONG_COLUMNS``), its
     columns beside each (row, metric), as ``evaluate`` gives them."""
     passed = concat_dtype(["boolean" if s.nullable_passed(connection) else "bool" for s in stored])
@@ -289,7 +298,7 @@ def write_results_parquet(connection: duckdb.DuckDBPyConnection, stored: Sequenc
     with staged(path) as partial:
         try:
             for results in stored:
-                for chunk in results.chunks(connection, passed):
+                for chunk in map(with_turns, results.chunks(connection, passed)):
                     if indexed is not None:
                         chunk = with_strong(chunk, indexed)
                     table = pa.Table.from_pandas(chunk.drop(columns="version"), preserve_index=False,
@@ -306,12 +315,14 @@ def write_ragas_csv_by_chunks(connection: duckdb.DuckDBPyConnection, results: pd
     """``ragas_scores.csv`` of ``results`` and the text ``fields`` (``{field: stored partition}``,
     every one holding every line, read over ``connection``), :data:`READ_ROWS` lines at a time: the file
     ``rag_eval.metrics.reports.formats.write_ragas_csv(ragas_table(results, merged[columns]), path)`` writes,
-    ``merged`` being the fields merged on ``row``, without the version's texts in memory at once."""
+    ``merged`` being the fields merged on ``row`` and the sample's id (``sample_id``: the turns of a
+    conversation share a row), without the version's texts in memory at once."""
     rows = len(next(iter(fields.values())))
     with staged(path) as partial, open(partial, "w", encoding="utf-8", newline="") as handle:
         for start in range(0, max(rows, 1), READ_ROWS):
-            part = functools.reduce(lambda left, right: left.merge(right, on="row", how="outer"),
-                                    [stored.rows_at(connection, start, start + READ_ROWS)[["row", name]]
-                                     for name, stored in fields.items()])
-            table = ragas_table(results[results["row"].isin(part["row"])], part[list(columns)])
+            part = functools.reduce(lambda left, right: left.merge(right, on=["row", "sample_id"], how="outer"),
+                                    [stored.rows_at(connection, start, start + READ_ROWS)[["row", "id", name]]
+                                     .rename(columns={"id": "sample_id"}) for name, stored in fields.items()])
+            chosen = results[results["row"].isin(part["row"]) & results["sample_id"].isin(part["sample_id"])]
+            table = ragas_table(chosen, part[[*columns, "sample_id"]])
             table.to_csv(handle, index=False, header=start == 0, lineterminator="\r\n")

@@ -26,6 +26,7 @@ from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS, cannot_run, dingo_
 from rag_eval.metrics.reports.formats import write_azure_jsonl
 from rag_eval.metrics.reports.gate_report import diagnosis_markdown
 from rag_eval.metrics.core.registry import Registry, describe_judge
+from rag_eval.metrics.core.scoring import with_turns
 from rag_eval.metrics.core.strong import STRONG_DTYPES
 from rag_eval.metrics.stats.cascade_estimates import add_cascade_estimates
 
@@ -125,8 +126,8 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
         described = selected if selected and scope == "run" else list(stored)
         azure = any(registry[m].family in ("azure", "document_retrieval", "custom", "plugin") for m in described)
         # Every column but the evidence, which only input errors are described from (the Azure rows read it all).
-        results = pd.concat([stored[m].frame(connection, compact=not azure) for m in described], ignore_index=True) \
-            .drop(columns="version")
+        results = with_turns(pd.concat([stored[m].frame(connection, compact=not azure) for m in described],
+                                       ignore_index=True).drop(columns="version"))
         rejected = tables["rejected_samples"].frame(connection) if "rejected_samples" in tables \
             else pd.DataFrame(columns=["row", "line", "id", "reason"])
         # A judge cascade's strong results, when this run drew them (earlier ones may describe other cheap scores).

@@ -20,8 +20,9 @@ class LikertMetric(Metric):
     default_threshold = 3.0
 
     def texts(self, sample: Sample) -> LikertTexts:
-        """The texts the criterion reads: query, response, contexts, ground truth."""
-        return LikertTexts(query=sample.user_input, response=sample.response, contexts=sample.retrieved_contexts,
+        """The texts the criterion reads: query (with the earlier turns of a conversation:
+        ``Sample.question``), response, contexts, ground truth."""
+        return LikertTexts(query=None if sample.user_input is None else sample.question(), response=sample.response, contexts=sample.retrieved_contexts,
                            ground_truth=sample.reference)
 
     def precheck(self, sample: Sample, judge: Judge) -> Measured | NotApplicable | None:

@@ -24,6 +24,7 @@ from rag_eval.metrics.judgements.base import Judgement
 from rag_eval.metrics.judges.base import Judge, JudgeError
 from rag_eval.metrics.judges.endpoint import EndpointError
 from rag_eval.metrics.judges.usage import Usage, current_usage
+from rag_eval.metrics.core.conversation import unresolved
 from rag_eval.metrics.core.results import Direction, MetricResult, Status, passes
 from rag_eval.metrics.core.samples import ALIASES, FIELDS, Sample, is_target_error
 from rag_eval.metrics.text import normalise_rag_text
@@ -304,7 +305,7 @@ class Metric(ABC):
         finally:
             current_usage.reset(token)
         result.usage = usage.as_dict()
-        result.row = sample.row
+        result.row, result.conversation_id, result.turn = sample.row, sample.conversation_id, sample.turn
         return result
 
     async def _score(self, sample: Sample, judge: Judge) -> MetricResult:
@@ -350,6 +351,9 @@ class Metric(ABC):
                                        f"returned {wrong}, not Measured or NotApplicable", **base)
         if originals:
             outcome.details = {**outcome.details, "original": originals}
+        note = unresolved(sample.given("user_input"), sample.history) if "user_input" in self.required_fields else None
+        if note:  # a follow-up question without the turns it continues: the reason says so
+            outcome.reason, outcome.details = f"{outcome.reason}; {note}", {**outcome.details, "question": note}
         if isinstance(outcome, NotApplicable):
             return MetricResult(status=Status.NOT_APPLICABLE, value=None, passed=None,
                                 reason=outcome.reason, details=outcome.details, **base)

@@ -165,7 +165,10 @@ class CustomMetric(Metric):
     async def measure(self, sample: Sample, judge: Judge) -> Measured | NotApplicable:
         """One judgement of the fields the definition reads."""
         [judgement] = self.judgements
-        texts = CustomTexts(**{name: getattr(sample, name) for name in self.required_fields})
+        shown: dict[str, Any] = {name: getattr(sample, name) for name in self.required_fields}
+        if "user_input" in shown:  # with the earlier turns of a conversation (``Sample.question``)
+            shown["user_input"] = sample.question()
+        texts = CustomTexts(**shown)
         try:
             verdict = await judge.ask(judgement, texts)
         except NeedsEndpoint as exc:

@@ -84,6 +84,9 @@ class MetricResult:
         Requests, tokens and cache hits spent on this result (``rag_eval.metrics.judges.Usage``).
     row : int or None
         Position of the sample in its input (line number minus one for JSONL).
+    conversation_id, turn : str and int, or None
+        The sample's conversation and turn (``Sample.conversation_id``, ``Sample.turn``); ``None``
+        for a single-turn sample.
     """
 
     metric: str
@@ -98,6 +101,8 @@ class MetricResult:
     judge: str = ""
     usage: dict[str, int] = field(default_factory=dict)
     row: int | None = None
+    conversation_id: str | None = None
+    turn: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         """A flat, JSON-safe dict (enums as their string values)."""

@@ -23,8 +23,11 @@ from rag_eval.metrics.judges.offline import OfflineJudge
 from rag_eval.metrics.core.results import MetricResult
 from rag_eval.metrics.core.samples import Sample
 
-RESULT_COLUMNS = ["sample_id", "row", "metric", "status", "value", "passed", "threshold", "direction",
-                  "reason", "details", "judge", *USAGE_COLUMNS]
+RESULT_COLUMNS = ["sample_id", "row", "conversation_id", "turn", "metric", "status", "value", "passed", "threshold",
+                  "direction", "reason", "details", "judge", *USAGE_COLUMNS]
+#: The columns of a conversation's turn in a results frame (``Sample.conversation_id``, ``Sample.turn``),
+#: with their dtypes: NA on the rows of single-turn samples.
+TURN_DTYPES = {"conversation_id": "string", "turn": "Int64"}
 
 
 @dataclass
@@ -54,7 +57,9 @@ def default_judge(sink: Sink | None = None) -> Judge:
 
 
 def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:
-    """Per-row results as a DataFrame with :data:`RESULT_COLUMNS`.
+    """Per-row results as a DataFrame with :data:`RESULT_COLUMNS`: one row per (sample, metric), a
+    conversation's turn with its ``conversation_id`` (string) and ``turn`` (Int64, from 1), NA for a
+    single-turn sample (:data:`TURN_DTYPES`).
 
     ``details`` is serialised to a JSON string so the frame writes to Parquet as is.
 
@@ -70,7 +75,8 @@ def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:
     records = []
     for result in results:  # MetricResult.to_record's values, without its deep copy of every result's details
         usage = result.usage or {}
-        records.append({"sample_id": result.sample_id, "row": result.row, "metric": result.metric,
+        records.append({"sample_id": result.sample_id, "row": result.row, "conversation_id": result.conversation_id,
+                        "turn": result.turn, "metric": result.metric,
                         "status": result.status.value, "value": result.value, "passed": result.passed,
                         "threshold": result.threshold, "direction": result.direction.value, "reason": result.reason,
                         "details": json.dumps(result.details, ensure_ascii=False, default=_plain),
@@ -78,7 +84,14 @@ def results_frame(results: Iterable[MetricResult]) -> pd.DataFrame:
     frame = pd.DataFrame(records, columns=RESULT_COLUMNS)
     frame["value"] = frame["value"].astype("float64")
     frame["passed"] = frame["passed"].astype("boolean")
-    return frame
+    return with_turns(frame)
+
+
+def with_turns(results: pd.DataFrame) -> pd.DataFrame:
+    """Per-row ``results`` with the :data:`TURN_DTYPES` columns so typed; added, NA, when missing (results
+    stored before conversations were read), so every reader finds them."""
+    missing = {c: pd.Series(pd.NA, index=results.index, dtype=d) for c, d in TURN_DTYPES.items() if c not in results}
+    return results.assign(**missing).astype(TURN_DTYPES)
 
 
 def _plain(value: Any) -> Any:

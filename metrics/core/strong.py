@@ -41,8 +41,8 @@ SAMPLINGS = ("active", "uniform")
 #: Cheap statuses of the rows a metric's cascade covers: scored, or failed (then always strong-judged).
 IN_CASCADE = (Status.OK.value, Status.JUDGE_ERROR.value)
 #: The strong judge's result columns: a results frame's, prefixed ``strong_``.
-STRONG_RESULT_COLUMNS = [f"strong_{c}" for c in RESULT_COLUMNS if c not in ("sample_id", "row", "metric",
-                                                                             "threshold", "direction")]
+STRONG_RESULT_COLUMNS = [f"strong_{c}" for c in RESULT_COLUMNS if c not in ("sample_id", "row", "conversation_id",
+                                                                             "turn", "metric", "threshold", "direction")]
 #: The strong frame: per (row, metric), the inclusion probability (NaN outside the cascade or when no
 #: sample could be drawn) and, on drawn rows, the strong judge's result (empty on the others).
 STRONG_COLUMNS = ["row", "metric", "inclusion_probability", *STRONG_RESULT_COLUMNS]

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from rag_eval.metrics.core.conversation import HISTORY_HEADING, resolved
 from rag_eval.metrics.judges.base import Judge, Verdict
 from rag_eval.metrics.judges.claim_rules import is_fragment, name_in
 from rag_eval.metrics.judges.encoder import Encoder
@@ -124,6 +125,15 @@ def _copied(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, type(None))) else copy.deepcopy(value)
 
 
+def with_resolved(inputs: Any) -> Any:
+    """A judgement's ``inputs`` (a pydantic model) with every text that is a question shown with its
+    conversation's earlier turns (``rag_eval.metrics.core.conversation.with_history``) replaced by the
+    question the offline rules read (``rag_eval.metrics.core.conversation.resolved``: the question alone
+    when it stands on its own, else completed by the earlier turns); other inputs as they are."""
+    changed = {name: resolved(value) for name, value in inputs if isinstance(value, str) and HISTORY_HEADING in value}
+    return inputs.model_copy(update=changed) if changed else inputs
+
+
 def _release_memory() -> None:
     """Collect garbage and ask glibc to return its free pages (``malloc_trim``): the many small
     blocks freed by emptied memos sit between live ones, where ``free`` alone keeps them."""
@@ -189,7 +199,8 @@ class OfflineJudge(StatementSupport, Judge):
         inputs) will embed (``Judgement.offline_texts``): the rules ask for one or two new texts a
         call, and then find them cached. A vector is the same bytes however its text is batched
         (``rag_eval.metrics.judges.batching``), so no result changes."""
-        self._encoder.prefetch([text for judgement, inputs in asked for text in judgement.offline_texts(self, inputs)])
+        self._encoder.prefetch([text for judgement, inputs in asked
+                                for text in judgement.offline_texts(self, with_resolved(inputs))])
 
     def describe(self) -> dict[str, Any]:
         """Name, embedding model, rule version, verifier and every threshold."""
@@ -215,8 +226,9 @@ class OfflineJudge(StatementSupport, Judge):
         return functools.partial(OfflineJudge, rules=self.rules, threads=1, verifier=self.verifier.path)
 
     async def ask(self, judgement, inputs):
-        """The judgement's offline rule (``Judgement.offline``) over this judge's evidence."""
-        return await judgement.offline(self, inputs)
+        """The judgement's offline rule (``Judgement.offline``) over this judge's evidence, a question
+        shown with its conversation's earlier turns read as :func:`with_resolved` makes it."""
+        return await judgement.offline(self, with_resolved(inputs))
 
     async def embeddings(self, texts: list[str]) -> np.ndarray:
         """:meth:`embed`, as a coroutine (the ``Judge`` interface)."""

@@ -92,4 +92,4 @@ def _says_something(response: str) -> bool:
 
 def _questions(sample: Sample) -> QuestionAndResponse:
     """The ``answer_questions`` input of ``sample``."""
-    return answer_questions.Input(user_input=sample.given("user_input"), response=sample.given("response"))
+    return answer_questions.Input(user_input=sample.question(), response=sample.given("response"))

@@ -82,6 +82,6 @@ class ContextPrecision(Metric):
 
     def _usefulness(self, sample: Sample) -> AnswerAndContexts:
         """The ``context_usefulness`` input of ``sample``: its contexts for its :attr:`answer_field`."""
-        return context_usefulness.Input(user_input=sample.given("user_input"),
+        return context_usefulness.Input(user_input=sample.question(),
                                         answer=getattr(sample, self.answer_field),
                                         contexts=sample.given("retrieved_contexts"))

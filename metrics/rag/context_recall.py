@@ -56,5 +56,5 @@ class ContextRecall(Metric):
 
 def _attribution(sample: Sample, statements: list[str]) -> ReferenceStatements:
     """The ``reference_attribution`` input of the reference's ``statements``."""
-    return reference_attribution.Input(user_input=sample.given("user_input"), statements=statements,
+    return reference_attribution.Input(user_input=sample.question(), statements=statements,
                                        contexts=sample.given("retrieved_contexts"))

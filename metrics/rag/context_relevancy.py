@@ -76,4 +76,4 @@ class ContextRelevancy(Metric):
 
 def _relevance(sample: Sample) -> QuestionAndContexts:
     """The ``context_relevance`` input of ``sample``."""
-    return context_relevance.Input(user_input=sample.given("user_input"), contexts=sample.given("retrieved_contexts"))
+    return context_relevance.Input(user_input=sample.question(), contexts=sample.given("retrieved_contexts"))

@@ -36,7 +36,7 @@ class NVContextRelevance(Metric):
         if nothing_retrieved(sample.given("retrieved_contexts")):
             return Measured(0.0, "nothing retrieved", {"ratings": []})
         first, second = (await judge.ask(whole_context_relevance, whole_context_relevance.Input(
-            user_input=sample.given("user_input"), contexts=sample.given("retrieved_contexts")))).ratings
+            user_input=sample.question(), contexts=sample.given("retrieved_contexts")))).ratings
         try:
             value = nv_context_relevance_score(first, second)
         except ValueError as exc:

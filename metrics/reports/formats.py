@@ -89,27 +89,36 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def fields_frame(samples: list[Sample]) -> pd.DataFrame:
-    """The RAGAS fields of samples, one row each, with their ``row``."""
-    return pd.DataFrame([{"row": s.row, "user_input": s.user_input, "retrieved_contexts": s.retrieved_contexts,
-                          "response": s.response, "reference": s.reference} for s in samples],
-                        columns=["row", "user_input", "retrieved_contexts", "response", "reference"])
+    """The RAGAS fields of samples, one row each, with their ``row`` and ``sample_id`` (the turns of a
+    conversation share a row)."""
+    return pd.DataFrame([{"row": s.row, "sample_id": s.id, "user_input": s.user_input,
+                          "retrieved_contexts": s.retrieved_contexts, "response": s.response, "reference": s.reference}
+                         for s in samples],
+                        columns=["row", "sample_id", "user_input", "retrieved_contexts", "response", "reference"])
 
 
 def ragas_table(results: pd.DataFrame, fields: pd.DataFrame | None = None) -> pd.DataFrame:
-    """RAGAS's ``EvaluationResult.to_pandas()`` shape: one row per sample, the sample's
-    fields (``fields``: a frame with ``row`` and the RAGAS fields, e.g. :func:`fields_frame`),
-    then one column per metric holding the value of ``ok`` results (empty otherwise), and
-    ``unscored``: for every empty cell, ``metric: status: reason`` (``; ``-joined), so no
-    row is there without saying why."""
-    table = results.set_index(["row", "sample_id", "metric"])["value"].unstack("metric")
+    """RAGAS's ``EvaluationResult.to_pandas()`` shape: one row per sample (a turn of a conversation
+    with its ``conversation_id`` and ``turn`` when ``results`` has them, NA for a single turn), the
+    sample's fields (``fields``: a frame with ``row``, ``sample_id`` when the turns of a conversation
+    are there, and the RAGAS fields, e.g. :func:`fields_frame`), then one column per metric holding
+    the value of ``ok`` results (empty otherwise), and ``unscored``: for every empty cell,
+    ``metric: status: reason`` (``; ``-joined), so no row is there without saying why."""
+    keys = ["row", "sample_id"]
+    table = results.set_index([*keys, "metric"])["value"].unstack("metric")
     table = table.reindex(columns=list(dict.fromkeys(results["metric"]))).reset_index()
     table.columns.name = None
     missing = results[results["status"] != Status.OK.value]
-    notes = {row: "; ".join(f"{m}: {st}: {r}" for m, st, r in zip(group["metric"], group["status"], group["reason"]))
-             for row, group in missing.groupby("row")}
-    table["unscored"] = [notes.get(row, "") for row in table["row"]]
+    notes = {key: "; ".join(f"{m}: {st}: {r}" for m, st, r in zip(group["metric"], group["status"], group["reason"]))
+             for key, group in missing.groupby(keys)}
+    table["unscored"] = [notes.get(key, "") for key in zip(table["row"], table["sample_id"])]
+    if "turn" in results:
+        turns = results.drop_duplicates(keys)[[*keys, "conversation_id", "turn"]]
+        table = turns.merge(table, on=keys, how="right")
     if fields is not None:
-        table = fields.merge(table, on="row", how="right")
+        front = [c for c in fields if c != "sample_id"]  # the fields first, then the id (as without turns)
+        table = fields.merge(table, on=[k for k in keys if k in fields], how="right")
+        table = table[[*front, *(c for c in table if c not in front)]]
     return table.rename(columns={"sample_id": "id"})
 def write_ragas_csv(table: pd.DataFrame, path) -> None:
     """Write a :func:`ragas_table` as CSV with RFC 4180 line ends (``\\r\\n``), so a field

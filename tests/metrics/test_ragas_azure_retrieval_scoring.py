@@ -463,7 +463,7 @@ def test_ragas_table_one_row_per_sample_one_column_per_metric():
     ])
     table = ragas_table(frame)
     assert len(table) == 2
-    assert [c for c in table.columns if c not in ("row", "id")] == ["faithfulness", "answer_correctness", "unscored"]
+    assert [c for c in table.columns if c not in ("row", "id", "conversation_id", "turn")] == ["faithfulness", "answer_correctness", "unscored"]
     assert table["faithfulness"].iloc[0] == 0.75 and pd.isna(table["faithfulness"].iloc[1])
     assert table["answer_correctness"].tolist() == [0.725, 0.5]
     assert table["id"].tolist() == ["s1", "s2"]

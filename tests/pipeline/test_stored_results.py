@@ -20,15 +20,16 @@ from rag_eval.assets.ingestion import ContentDigest, content_version, samples_fr
 from rag_eval.assets.stored_results import (READ_ROWS, ResultWriter, StoredTable, write_ragas_csv_by_chunks,
                                    write_results_parquet)
 from rag_eval.metrics.reports.formats import ragas_table, write_ragas_csv
-from rag_eval.metrics.core.scoring import RESULT_COLUMNS
+from rag_eval.metrics.core.scoring import RESULT_COLUMNS, with_turns
 
 FIQA = Path(__file__).resolve().parents[2] / "examples" / "fiqa" / "samples.jsonl"
 
 
 def results(metric: str, rows: int, unjudged: int = 0) -> pd.DataFrame:
-    """``rows`` results of ``metric``, the last ``unjudged`` of them judge errors (no value, no pass/fail)."""
+    """``rows`` results of ``metric``, the last ``unjudged`` of them judge errors (no value, no pass/fail),
+    typed as ``results_frame`` types them (single-turn rows: no conversation, no turn)."""
     ok = rows - unjudged
-    return pd.DataFrame({
+    return with_turns(pd.DataFrame({
         "sample_id": [f"s{i}" for i in range(rows)], "row": range(rows), "metric": metric,
         "status": ["ok"] * ok + ["judge_error"] * unjudged, "value": [i / rows for i in range(ok)] + [None] * unjudged,
         "passed": pd.array([i % 2 == 0 for i in range(ok)] + [None] * unjudged, dtype="boolean"),
@@ -36,7 +37,7 @@ def results(metric: str, rows: int, unjudged: int = 0) -> pd.DataFrame:
         "details": [f'{{"i": {i}}}' for i in range(rows)], "judge": "offline-heuristic", "chat_requests": 0,
         "embedding_requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cache_hits": range(rows),
         "shared_hits": 0},
-        columns=RESULT_COLUMNS)
+        columns=RESULT_COLUMNS))
 
 
 def stored(root: Path, name: str, frame: pd.DataFrame) -> StoredTable:
@@ -55,7 +56,7 @@ def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
     second = results("context_recall", 3, unjudged=1).assign(version="v1")
     tables = [stored(tmp_path, "faithfulness", first), stored(tmp_path, "recall", second)]
     with duckdb.connect() as connection:
-        whole = pd.concat([t.frame(connection) for t in tables], ignore_index=True).drop(columns="version")
+        whole = with_turns(pd.concat([t.frame(connection) for t in tables], ignore_index=True).drop(columns="version"))
         whole.to_parquet(tmp_path / "whole.parquet", index=False)
         write_results_parquet(connection, tables, tmp_path / "chunks.parquet")
     expected, got = pq.read_table(tmp_path / "whole.parquet"), pq.read_table(tmp_path / "chunks.parquet")
