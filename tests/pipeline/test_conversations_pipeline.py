@@ -1,0 +1,73 @@
+"""A conversation file through the CLI and a Dagster materialization: one result row per (conversation, turn,
+metric) with its conversation_id and turn, the turns judged with their history as the Python API judges
+them, a malformed message named by line and index while the other lines are scored."""
+import json
+
+import dagster as dg
+import pandas as pd
+
+from rag_eval.metrics import OfflineJudge, evaluate
+from tests.pipeline.conftest import Project
+
+CONTEXT = "The Eiffel Tower was built in 1889 for the World's Fair; it is 330 metres tall and stands in Paris."
+TOWER = {"id": "tower", "messages": [
+    {"role": "user", "content": "When was the Eiffel Tower built?"},
+    {"role": "assistant", "content": "It was built in 1889.", "context": CONTEXT, "reference": "In 1889."},
+    {"role": "user", "content": "How tall is it?"},
+    {"role": "assistant", "content": "It is 330 metres tall.", "context": [CONTEXT], "reference": "330 metres."}]}
+SINGLE = {"id": "louvre", "user_input": "Where is the Louvre?", "response": "The Louvre is in Paris.",
+          "retrieved_contexts": ["The Louvre museum is in Paris."], "reference": "In Paris."}
+BAD = {"id": "bad", "messages": [{"role": "user", "content": "Hi"}, {"role": "bot", "content": "Hello"}]}
+
+
+def check_turn_columns(results: pd.DataFrame, metrics: int) -> None:
+    assert str(results["conversation_id"].dtype) == "string" and str(results["turn"].dtype) == "Int64"
+    tower = results[results["sample_id"].str.startswith("tower/")]
+    assert len(tower) == 2 * metrics and set(tower["conversation_id"]) == {"tower"} and set(tower["row"]) == {0}
+    assert sorted(tower["turn"].tolist()) == sorted([1, 2] * metrics)
+    assert (tower["turn"] == tower["sample_id"].str[-1].astype(int)).all()
+    single = results[results["sample_id"] == "louvre"]
+    assert len(single) == metrics and single["conversation_id"].isna().all() and single["turn"].isna().all()
+
+
+def test_cli_run_writes_a_row_per_turn_and_names_a_malformed_message(tmp_path, monkeypatch, capsys):
+    from rag_eval.orchestration import cli
+
+    dataset = tmp_path / "chat" / "samples.jsonl"
+    dataset.parent.mkdir()
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in (TOWER, BAD, SINGLE)), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", str(dataset), "--dataset-version", "chat-v1", "--metrics",
+                     "answer_relevancy,context_relevancy", "--max-rejected-share", "0.5"]) == 0
+    printed = capsys.readouterr()
+    assert "line 2 (id unreadable-line-2): messages[1].role: 'bot' is not user or assistant" in printed.err + printed.out
+    results = pd.read_parquet(tmp_path / "out" / "chat-v1" / "results.parquet")
+    check_turn_columns(results, metrics=2)
+    assert set(results.loc[results["row"] == 1, "status"]) == {"input_error"}
+    assert set(results.loc[results["row"] != 1, "status"]) == {"ok"}
+    ragas = pd.read_csv(tmp_path / "out" / "chat-v1" / "ragas_scores.csv")
+    assert ragas["id"].tolist() == ["tower/1", "tower/2", "unreadable-line-2", "louvre"]  # a row per turn, not per line
+    assert ragas["user_input"].fillna("").tolist() == ["When was the Eiffel Tower built?", "How tall is it?", "",
+                                                       "Where is the Louvre?"]
+    assert ragas["conversation_id"].fillna("").tolist() == ["tower", "tower", "", ""]
+
+
+def test_a_materialization_judges_each_turn_with_its_history_as_the_python_api(tmp_path):
+    with dg.instance_for_test() as instance:
+        project = Project(tmp_path, instance)
+        project.write("v1", [TOWER, SINGLE])
+        result = project.run("v1")
+        assert result.success
+        checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+        assert checks["rejected_share_within_limit"] and checks["user_input_typed"] and checks["ids_unique"]
+    results = pd.read_parquet(project.out / "v1" / "results.parquet")
+    check_turn_columns(results, metrics=5)
+    questions = pd.read_parquet(project.out / "tables" / "questions" / "v1.parquet").set_index("id")
+    assert json.loads(questions.loc["tower/2", "history"]) == [
+        {"role": "user", "content": "When was the Eiffel Tower built?"},
+        {"role": "assistant", "content": "It was built in 1889."}]
+    expected = evaluate([TOWER, SINGLE], judge=OfflineJudge()).results  # the five core metrics, in memory
+    got = results.set_index(["sample_id", "metric"])["value"]
+    for sample_id, metric, value in zip(expected["sample_id"], expected["metric"], expected["value"]):
+        assert got[sample_id, metric] == value, (sample_id, metric)
