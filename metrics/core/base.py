@@ -90,7 +90,8 @@ DAGSTER_WORDS = frozenset({"context", "conf", "config", "meta", "arg_dict", "dic
 #: Columns of the per-row outputs besides the metrics' own (``rag_eval.metrics.reports.formats``: ``ragas_scores.csv``,
 #: ``azure_results.jsonl``), and the sample fields under the aliases ingestion accepts.
 OUTPUT_COLUMNS = frozenset({*FIELDS, *(a for names in ALIASES.values() for a in names), "id", "sample_id", "row",
-                            "unscored", "groundedness_pro_label", "total_groundtruth_documents"})
+                            "conversation_id", "turn", "unscored", "groundedness_pro_label",
+                            "total_groundtruth_documents"})
 #: The endings and beginnings of the columns a metric adds next to its value in ``azure_results.jsonl``.
 OUTPUT_SUFFIXES = ("_reason", "_result", "_threshold", "_status", "_higher_is_better")
 OUTPUT_PREFIXES = ("gpt_",)

@@ -65,11 +65,15 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
     ``total_groundtruth_documents``, the name in Azure's documentation), each with
     ``_result``, ``_threshold`` and ``_higher_is_better``; counts and labels are ints, as
     are the count thresholds; a value that could not be computed is ``None`` with its
-    ``_reason``. Samples without Azure metrics are left out.
+    ``_reason``. A conversation's turn has ``conversation_id`` and ``turn`` beside ``id`` and ``row``.
+    Samples without Azure metrics are left out.
     """
     builtin, rows = builtin_registry(), []
     for (row, sample_id), frame in results.groupby(["row", "sample_id"], sort=True, dropna=False):
         record: dict[str, Any] = {"id": sample_id, "row": None if pd.isna(row) else int(row)}
+        if "turn" in frame and not pd.isna(turn := frame["turn"].iloc[0]):  # a conversation's turn
+            record.update(conversation_id=str(frame["conversation_id"].iloc[0]), turn=int(turn))
+        keys = len(record)
         for result in frame.to_dict("records"):
             name = result["metric"]
             family = builtin[name].family if name in builtin else "custom"  # custom or plugin: read alike
@@ -83,7 +87,7 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
                                f"{name}_status": result["status"]})
             elif family == "document_retrieval":
                 _document_retrieval(record, result, value, word)
-        if len(record) > 2:
+        if len(record) > keys:
             rows.append(record)
     return rows
 

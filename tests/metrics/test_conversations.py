@@ -5,8 +5,12 @@ import json
 
 import pytest
 
+from rag_eval.metrics.core.base import name_problem
 from rag_eval.metrics.core.conversation import HISTORY_MESSAGES, NO_HISTORY, resolved, unresolved, with_history
+from rag_eval.metrics.core.results import Direction, MetricResult, Status
 from rag_eval.metrics.core.samples import load_samples
+from rag_eval.metrics.core.scoring import results_frame, with_turns
+from rag_eval.metrics.reports.formats import azure_rows, ragas_table
 
 RIGHTS = {"id": "conv-07", "messages": [
     {"role": "system", "content": "Answer from the passages."},
@@ -105,3 +109,23 @@ def test_the_offline_reading_completes_a_follow_up_and_leaves_a_standalone_quest
     assert unresolved("And how is the second one enforced?", None) == NO_HISTORY
     assert unresolved("And how is the second one enforced?", history) is None
     assert unresolved("How tall is it?", None) is None  # a pronoun alone: single-turn questions hold them too
+
+
+def turn_result(metric: str, sample_id: str, row: int, conversation_id=None, turn=None) -> MetricResult:
+    return MetricResult(metric=metric, sample_id=sample_id, status=Status.OK, value=4.0, passed=True, threshold=3.0,
+                        direction=Direction.HIGHER, reason="fine", row=row, conversation_id=conversation_id, turn=turn)
+
+
+def test_every_per_row_output_has_the_turn_and_results_stored_before_read_as_na():
+    frame = results_frame([turn_result("relevance", "c/1", 0, "c", 1), turn_result("relevance", "c/2", 0, "c", 2),
+                           turn_result("relevance", "s", 1)])
+    assert frame["conversation_id"].tolist()[:2] == ["c", "c"] and frame["turn"].tolist()[:2] == [1, 2]
+    assert frame["conversation_id"].isna().tolist() == [False, False, True] and frame["turn"].isna().iloc[2]
+    assert [(r["id"], r.get("conversation_id"), r.get("turn")) for r in azure_rows(frame)] == [
+        ("c/1", "c", 1), ("c/2", "c", 2), ("s", None, None)]
+    table = ragas_table(frame)
+    assert table["id"].tolist() == ["c/1", "c/2", "s"] and table["turn"].isna().tolist() == [False, False, True]
+    older = with_turns(frame.drop(columns=["conversation_id", "turn"]))  # a frame written before conversations
+    assert str(older["conversation_id"].dtype) == "string" and str(older["turn"].dtype) == "Int64"
+    assert older["turn"].isna().all() and older["conversation_id"].isna().all()
+    assert name_problem("turn") is not None and name_problem("conversation_id") is not None  # taken by the outputs

@@ -65,6 +65,29 @@ def test_results_parquet_written_by_chunks_is_the_whole_frames_file(tmp_path):
     assert str(pd.read_parquet(tmp_path / "chunks.parquet")["passed"].dtype) == "boolean"
 
 
+def test_results_stored_before_conversations_read_with_empty_turns_beside_a_conversations(tmp_path):
+    older = results("faithfulness", 3).drop(columns=["conversation_id", "turn"]).assign(version="v1")
+    turns = results("recall", 2).assign(version="v1", row=[0, 0], conversation_id="c", turn=[1, 2])
+    tables = [stored(tmp_path, "faithfulness", older), stored(tmp_path, "recall", turns)]
+    with duckdb.connect() as connection:
+        write_results_parquet(connection, tables, tmp_path / "results.parquet")
+    got = pd.read_parquet(tmp_path / "results.parquet")
+    assert str(got["conversation_id"].dtype) == "string" and str(got["turn"].dtype) == "Int64"
+    assert got["turn"].isna().tolist() == [True] * 3 + [False] * 2 and got["turn"].tolist()[3:] == [1, 2]
+    assert got["conversation_id"].tolist()[3:] == ["c", "c"]
+
+
+def test_a_lines_turns_are_read_together_whatever_the_slice(tmp_path):
+    # line 1 holds three turns, stored out of order: slices of two rows cut through it, and each is read once, in order
+    frame = pd.DataFrame({"id": ["a", "c/1", "c/2", "c/3", "b"], "row": [0, 1, 1, 1, 2], "user_input": "q",
+                          "problem": None, "unreadable": None, "version": "v1", "conversation_id": [None, "c", "c", "c", None],
+                          "turn": pd.array([None, 1, 2, 3, None], dtype="Int64")}).iloc[[0, 2, 3, 1, 4]]
+    table = stored(tmp_path, "questions", frame)
+    with duckdb.connect() as connection:
+        read = [table.rows_at(connection, start, start + 2)["id"].tolist() for start in (0, 2, 4)]
+    assert read == [["a", "c/1"], ["c/2", "c/3"], ["b"]]
+
+
 def test_compact_results_keep_details_of_input_errors_and_reasons_of_unscored_rows_only(tmp_path):
     frame = results("faithfulness", 3).assign(version="v1", status=["ok", "input_error", "ok"])
     table = stored(tmp_path, "faithfulness", frame)
