@@ -37,7 +37,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
     ----------
     samples : path, DataFrame, iterable of dicts, list of Sample, or Spark data
         A ``.jsonl``/``.json``/``.csv``/``.parquet`` file or in-memory rows with RAGAS
-        field names or their aliases; a pyspark DataFrame or RDD of dicts is scored on
+        field names or their aliases, or conversations (a sample per assistant turn,
+        ``rag_eval.metrics.core.samples.record_samples``); a pyspark DataFrame or RDD of dicts is scored on
         Spark (``rag_eval.metrics.core.spark.evaluate_spark``) with the same results.
     metrics : iterable of str or Metric, optional
         Defaults to the five core metrics.
@@ -93,7 +94,8 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         unknown metric, a label line that cannot be used (naming its line and field); before
         anything is scored: only one of ``strong_judge`` and ``strong_budget``, a cascade on
         Spark data, a bad budget or sampling, two rows with one id (naming the later line), a
-        metric the cheap judge has no rule for (``rag_eval.metrics.core.strong.refuse_unscorable``).
+        metric the cheap judge has no rule for (``rag_eval.metrics.core.strong.refuse_unscorable``), a
+        cascade on conversations (``rag_eval.metrics.core.strong.check_cascade``).
     """
     cascade = strong_judge is not None or strong_budget is not None
     if cascade and (strong_judge is None or strong_budget is None):

@@ -32,7 +32,7 @@ HISTORY_CHARS = 600
 HISTORY_HEADING = "Earlier in this conversation, oldest first:"
 _SEPARATOR = f"\n\n{HISTORY_HEADING}\n"
 #: The marks of a question that continues an earlier turn (English): an opening that continues ("and …",
-#: "what about …") or a reference back ("the second one", "the latter"). None of the 300 single-turn
+#: "what about …") or a reference back ("the second one", "the latter"). None of the 296 single-turn
 #: questions of the examples and test data has one.
 CONTINUES = re.compile(
     r"^\s*(and|but|also|so|then|what about|how about|what else)\b"

@@ -126,8 +126,7 @@ class Sample:
         return with_history(self.given("user_input"), self.history)
 
     def to_record(self) -> dict[str, Any]:
-        """A plain dict with ``id``, ``row``, the fields, ``problems``, ``conversation_id``, ``turn``
-        and ``history``."""
+        """A plain dict with ``id``, ``row``, the fields, ``problems`` and :data:`TURN_FIELDS`."""
         return {"id": self.id, "row": self.row, **{f: getattr(self, f) for f in FIELDS},
                 "problems": dict(self.problems), **{c: getattr(self, c) for c in TURN_FIELDS}}
 
@@ -197,27 +196,28 @@ def sample_from_dict(raw: Mapping[str, Any], row: int, fields: Mapping[str, str]
         for name, cause in errors.items():
             if name in FIELDS:
                 values[name], problems[name] = None, f"{TARGET_ERROR}: {cause}"
-    raw_id = raw.get(fields.get("id", "id"))
-    sample_id = str(raw_id) if not is_null(raw_id) and str(raw_id).strip() else stable_id(values)
+    return Sample(id=_record_id(raw, fields, values), row=row, problems=problems, **values)
+
+
+def _record_id(raw: Mapping[str, Any], fields: Mapping[str, str] | None, values: Mapping[str, Any]) -> str:
+    """The record's ``id`` (or the column ``fields`` names for it) as text, else :func:`stable_id` of ``values``."""
+    raw_id = raw.get((fields or {}).get("id", "id"))
+    found = str(raw_id) if not is_null(raw_id) and str(raw_id).strip() else stable_id(values)
     # A lone surrogate (valid JSON "\\ud800") cannot be written as UTF-8: the id keeps it as its escape.
-    sample_id = sample_id.encode("utf-8", "backslashreplace").decode("utf-8")
-    return Sample(id=sample_id, row=row, problems=problems, **values)
+    return found.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def record_samples(raw: Mapping[str, Any], row: int, fields: Mapping[str, str] | None = None) -> list[Sample]:
-    """The samples of one record: one (:func:`sample_from_dict`), or for a conversation
-    (``rag_eval.metrics.core.conversation.is_conversation``) one per assistant turn, all with ``row``, ids
-    ``<conversation_id>/<turn>`` (the record's ``id``, else :func:`stable_id` of its questions); a
-    malformed message makes the record one sample whose ``problems['row']`` names the message and field.
-    Raises as :func:`sample_from_dict`."""
+    """The samples of one record: one (:func:`sample_from_dict`), or one per assistant turn of a conversation
+    (:func:`~rag_eval.metrics.core.conversation.is_conversation`), all with ``row``, ids ``<conversation_id>/<turn>``
+    (the record's ``id``, else :func:`stable_id` of its questions); a malformed message makes the record one sample
+    whose ``problems['row']`` names the message and field. Raises as :func:`sample_from_dict`."""
     if not is_conversation(raw):
         return [sample_from_dict(raw, row, fields)]
     found, problem = turns(raw)
     if problem:
         return [_unreadable(row, problem, None)]
-    raw_id = raw.get((fields or {}).get("id", "id"))
-    conversation = str(raw_id) if not is_null(raw_id) and str(raw_id).strip() else \
-        stable_id({"user_input": [t["user_input"] for t in found]})
+    conversation = _record_id(raw, fields, {"user_input": [t["user_input"] for t in found]})
     samples = []
     for turn in found:
         sample = sample_from_dict({**{f: turn[f] for f in FIELDS if f in turn}, "id": f"{conversation}/{turn['turn']}"},

@@ -63,12 +63,19 @@ def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str,
     ValueError
         A sampling other than :data:`SAMPLINGS`; a budget that is not a share in [0, 1] or a whole
         number of rows up to the rows (``rag_eval.metrics.stats.cascade.budget_rows``); two rows with
-        one id (naming the later line).
+        one id (naming the later line); a conversation's turns (they share a row, which the draw is keyed by).
     """
     if sampling not in SAMPLINGS:
         raise ValueError(f"strong_sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
     budget_rows(budget, len(samples))
-    return pd.Series(row_uniforms([s.id for s in samples], seed, stream), index=[s.row for s in samples])
+    ids, rows = [], []
+    for sample in samples:  # once: a version's samples are read from its tables as they are asked for
+        if sample.turn is not None:
+            raise SettingsError(f"a judge cascade is not offered on conversations yet: line {sample.line} holds the "
+                                f"turns of conversation {sample.conversation_id!r}; judge them with one judge")
+        ids.append(sample.id)
+        rows.append(sample.row)
+    return pd.Series(row_uniforms(ids, seed, stream), index=rows)
 
 
 def refuse_unscorable(metrics: Sequence[Metric], cheap: Judge) -> None:

@@ -125,3 +125,10 @@ def test_offline_a_follow_up_without_its_history_is_judged_as_it_stands_and_says
     assert NO_HISTORY not in reasons["rights/2"]  # the same question with the turn it continues
     details = json.loads(result.results.set_index("sample_id").loc["alone", "details"])
     assert details["question"] == NO_HISTORY
+
+
+def test_a_judge_cascade_on_conversations_is_refused_before_anything_is_scored(offline):
+    with pytest.raises(ValueError, match=r"^a judge cascade is not offered on conversations yet: line 2 holds the turns "
+                                         r"of conversation 'rights'"):
+        evaluate([singles()[0], conversation("rights")], metrics=["faithfulness"], judge=offline,
+                 strong_judge=offline, strong_budget=0.5)
