@@ -191,7 +191,7 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
                                 data_version=digests[asset].version())
             rejected = pd.DataFrame(report["rejected"], columns=["row", "line", "id", "reason"]).assign(
                 version=version, sample=lambda f: [sources[r] for r in f["row"]])
-            share = len(rejected) / lines
+            share = rejected["row"].nunique() / lines  # of the lines: a line's turns rejected count once
             source_sha256 = sha256_of(path)
             yield dg.Output(rejected, output_name="rejected_samples", data_version=content_version(rejected, ["reason"]),
                             metadata={"rejected_rows": len(rejected), "rejected_share": share, "total_rows": lines,

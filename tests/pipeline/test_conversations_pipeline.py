@@ -18,6 +18,9 @@ TOWER = {"id": "tower", "messages": [
 SINGLE = {"id": "louvre", "user_input": "Where is the Louvre?", "response": "The Louvre is in Paris.",
           "retrieved_contexts": ["The Louvre museum is in Paris."], "reference": "In Paris."}
 BAD = {"id": "bad", "messages": [{"role": "user", "content": "Hi"}, {"role": "bot", "content": "Hello"}]}
+#: Well formed, but no metric can use either turn (a question without a letter or digit): one rejected line.
+UNASKED = {"id": "unasked", "messages": [{"role": "user", "content": "??"}, {"role": "assistant", "content": "Yes."},
+                                         {"role": "user", "content": "!"}, {"role": "assistant", "content": "No."}]}
 
 
 def check_turn_columns(results: pd.DataFrame, metrics: int) -> None:
@@ -35,22 +38,23 @@ def test_cli_run_writes_a_row_per_turn_and_names_a_malformed_message(tmp_path, m
 
     dataset = tmp_path / "chat" / "samples.jsonl"
     dataset.parent.mkdir()
-    dataset.write_text("".join(json.dumps(r) + "\n" for r in (TOWER, BAD, SINGLE)), encoding="utf-8")
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in (TOWER, BAD, SINGLE, UNASKED)), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    # 2 of the 4 lines rejected (the bad one, and both turns of the unasked one count once): 50 %, within 0.5
     assert cli.main(["run", str(dataset), "--dataset-version", "chat-v1", "--metrics",
                      "answer_relevancy,context_relevancy", "--max-rejected-share", "0.5"]) == 0
     printed = capsys.readouterr()
     assert "line 2 (id unreadable-line-2): messages[1].role: 'bot' is not user or assistant" in printed.err + printed.out
     results = pd.read_parquet(tmp_path / "out" / "chat-v1" / "results.parquet")
     check_turn_columns(results, metrics=2)
-    assert set(results.loc[results["row"] == 1, "status"]) == {"input_error"}
-    assert set(results.loc[results["row"] != 1, "status"]) == {"ok"}
+    assert set(results.loc[results["row"].isin([1, 3]), "status"]) == {"input_error"}
+    assert set(results.loc[~results["row"].isin([1, 3]), "status"]) == {"ok"}
     ragas = pd.read_csv(tmp_path / "out" / "chat-v1" / "ragas_scores.csv")
-    assert ragas["id"].tolist() == ["tower/1", "tower/2", "unreadable-line-2", "louvre"]  # a row per turn, not per line
-    assert ragas["user_input"].fillna("").tolist() == ["When was the Eiffel Tower built?", "How tall is it?", "",
-                                                       "Where is the Louvre?"]
-    assert ragas["conversation_id"].fillna("").tolist() == ["tower", "tower", "", ""]
+    assert ragas["id"].tolist() == ["tower/1", "tower/2", "unreadable-line-2", "louvre", "unasked/1", "unasked/2"]
+    assert ragas["user_input"].fillna("").tolist()[:4] == ["When was the Eiffel Tower built?", "How tall is it?", "",
+                                                           "Where is the Louvre?"]  # a row per turn, not per line
+    assert ragas["conversation_id"].fillna("").tolist() == ["tower", "tower", "", "", "unasked", "unasked"]
 
 
 def test_a_materialization_judges_each_turn_with_its_history_as_the_python_api(tmp_path):
