@@ -10,6 +10,7 @@ import pandas as pd
 
 from rag_eval.metrics.reports.aggregate import summarize
 from rag_eval.metrics.core.base import Metric
+from rag_eval.metrics.core.conversation import is_conversation
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.core.registry import Registry, build_metrics, describe_judge
 from rag_eval.metrics.core.results import MetricResult
@@ -144,7 +145,13 @@ def score_sample(sample: Sample | Mapping[str, Any], metrics: Iterable[str | Met
     ------
     UnknownNameError
         For an unknown metric name.
+    InputError
+        For a conversation (``rag_eval.metrics.core.conversation.is_conversation``): a sample per turn,
+        which :func:`evaluate` scores.
     """
+    if not isinstance(sample, Sample) and is_conversation(sample):
+        raise InputError("score_sample scores one sample and this record is a conversation (a sample per assistant "
+                         "turn): evaluate([record]) scores its turns")
     judge = judge or default_judge()
     if not isinstance(sample, Sample):
         sample = sample_from_dict(sample, 0, fields)

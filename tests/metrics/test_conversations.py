@@ -5,11 +5,13 @@ import json
 
 import pytest
 
+from rag_eval.metrics import score_sample
 from rag_eval.metrics.core.base import name_problem
 from rag_eval.metrics.core.conversation import HISTORY_MESSAGES, NO_HISTORY, resolved, unresolved, with_history
 from rag_eval.metrics.core.results import Direction, MetricResult, Status
 from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.core.scoring import results_frame, with_turns
+from rag_eval.metrics.errors import InputError
 from rag_eval.metrics.reports.formats import azure_rows, ragas_table
 
 RIGHTS = {"id": "conv-07", "messages": [
@@ -129,3 +131,8 @@ def test_every_per_row_output_has_the_turn_and_results_stored_before_read_as_na(
     assert str(older["conversation_id"].dtype) == "string" and str(older["turn"].dtype) == "Int64"
     assert older["turn"].isna().all() and older["conversation_id"].isna().all()
     assert name_problem("turn") is not None and name_problem("conversation_id") is not None  # taken by the outputs
+
+
+def test_score_sample_refuses_a_conversation_and_names_what_scores_it():
+    with pytest.raises(InputError, match=r"this record is a conversation .*: evaluate\(\[record\]\) scores its turns$"):
+        score_sample(RIGHTS, ["faithfulness"])
