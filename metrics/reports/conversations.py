@@ -117,3 +117,38 @@ def conversation_summary(results: pd.DataFrame, factors: dict[str, float], digit
 
 def _mean(values: pd.Series, factor: float, digits: int) -> float | None:
     return round(statistics.fmean(values.astype(float)) * factor, digits) if len(values) else None
+
+
+def per_conversation_results(results: pd.DataFrame) -> pd.DataFrame:
+    """Per-row ``results`` with each conversation's turns folded into one row per (conversation, metric,
+    repeat): what a comparison of two versions resamples when their rows are conversations' turns (the
+    turns of one conversation are not independent: resampling turns would understate the uncertainty).
+
+    The folded row has the conversation's id as ``sample_id``, its first line's ``row``, ``turn`` NA,
+    and, when a turn was ``ok``, status ``ok`` with ``value`` the mean over its ``ok`` turns and
+    ``passed`` when every ``ok`` turn passed, the reason of its worst turn; otherwise the status and
+    reason of its first turn. Rows of no conversation (single-turn lines) are kept as they are, each a
+    conversation of one turn. Usage columns are summed over the turns.
+    """
+    from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS  # it imports this module
+
+    if not has_conversations(results):
+        return results
+    single = results[results["conversation_id"].isna()]
+    turns = results[results["conversation_id"].notna()].sort_values(["turn"], kind="stable")
+    keys = ["conversation_id", "metric", *(["repeat"] if "repeat" in turns else [])]
+    usage = [c for c in USAGE_COLUMNS if c in turns]
+    rows = []
+    for _, frame in turns.groupby(keys, sort=False):
+        first = frame.iloc[0].to_dict()
+        ok = frame[frame["status"] == Status.OK.value]
+        row = {**first, "sample_id": first["conversation_id"], "row": frame["row"].min(), "turn": pd.NA,
+               **{c: frame[c].sum() for c in usage}}
+        if len(ok):
+            values = ok["value"].astype(float)
+            worst = values.idxmin() if first["direction"] == Direction.HIGHER.value else values.idxmax()
+            row.update(status=Status.OK.value, value=float(values.mean()), passed=bool(ok["passed"].astype(bool).all()),
+                       reason=ok.loc[worst, "reason"])
+        rows.append(row)
+    folded = pd.DataFrame(rows, columns=results.columns).astype(results.dtypes.to_dict())
+    return pd.concat([single, folded], ignore_index=True)

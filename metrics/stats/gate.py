@@ -327,6 +327,7 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
     from rag_eval.metrics.stats.cascade_estimates import decided_on
     from rag_eval.metrics.stats.compare import compare
     from rag_eval.metrics.core.samples import load_samples
+    from rag_eval.metrics.reports.conversations import has_conversations, per_conversation_results
 
     repeats, note = effective_repeats(judge, config.repeats)
     notes = [note] if note else []
@@ -339,6 +340,11 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
             results = with_repeats(results, load_samples(side.samples_path), judge, repeats, config.metrics,
                                    config.known)
         sides.append(results)
+    judged = sides  # per judged row, as the cascades estimated them
+    if any(has_conversations(side) for side in sides):
+        sides = [per_conversation_results(side) for side in sides]
+        notes.append("conversations compared as units: each one's mean over its turns, its worst turn's reason "
+                     "(the turns of one conversation are not independent: resampling turns would narrow the interval)")
     if repeats > 1:
         notes.append(f"judged {repeats} times per row ({judge.name}, seed + repeat per repeat); the interval "
                      "resamples rows of per-row means, so it holds row sampling and judge noise")
@@ -347,7 +353,7 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
     (base_estimates, base_notes), (cand_estimates, cand_notes) = (side.estimates(config.known)
                                                                   for side in (baseline, candidate))
     names = (baseline.name, candidate.name)
-    cascades, cascade_notes = decided_on(names, (sides[0], sides[1]), (base_estimates, cand_estimates), config.known)
+    cascades, cascade_notes = decided_on(names, (judged[0], judged[1]), (base_estimates, cand_estimates), config.known)
     notes += base_notes + cand_notes + cascade_notes + judged_apart(baseline.results, candidate.results)
     comparison = compare(sides[0], sides[1], metrics=[*config.metrics, *others], margins=config.margins,
                          gated=config.metrics, max_coverage_drop=config.max_coverage_drop, seed=seed, names=names,

@@ -97,3 +97,25 @@ def test_the_python_api_gives_no_conversation_rows_for_single_turn_samples():
     frame = result.conversations()
     assert list(frame.columns) == ["conversation_id", "line", "metric", "turns", "measured", "mean", "worst",
                                    "worst_turn", "passed"] and frame.empty
+
+
+def test_the_gate_resamples_conversations_not_their_turns():
+    """Six conversations of three turns; the candidate lowers every turn of conversations c0-c2 by 0.3.
+    Compared as conversations there are 6 units, each the mean over its turns (worked out below);
+    resampling the 18 turns as independent rows would give n = 18."""
+    from rag_eval.metrics.judges.offline import OfflineJudge
+    from rag_eval.metrics.stats.gate import GateConfig, Version, run_comparison
+
+    def side(drop):
+        rows = []
+        for c in range(6):
+            for turn, value in enumerate((0.9, 0.6, 0.75), start=1):
+                rows.append(_row(f"c{c}", turn, c + 1, "faithfulness", "ok", round(value - (drop if c < 3 else 0), 2)))
+        return _frame(rows)
+
+    comparison, notes = run_comparison(Version("base", side(0.0)), Version("cand", side(0.3)),
+                                       GateConfig(metrics=["faithfulness"]), OfflineJudge())
+    row = comparison.metrics["faithfulness"]
+    assert row.n == 6
+    assert row.baseline_mean == pytest.approx(0.75) and row.candidate_mean == pytest.approx(0.6)  # (3*0.45+3*0.75)/6
+    assert any(note.startswith("conversations compared as units") for note in notes)
