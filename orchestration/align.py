@@ -40,7 +40,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     if not path.exists():
         raise SettingsError(f"dataset version {args.version} is not registered under {args.datasets}/")
     samples = [s for s in load_samples(path) if "row" not in s.problems]
-    frame, problems = labels_frame(path.parent, {s.row: s.id for s in samples}, args.version)
+    frame, problems = labels_frame(path.parent, [(s.row, s.id) for s in samples], args.version)
     labels = {row.id: float(row.label) for row in frame.itertuples() if row.metric == "faithfulness"}
     for problem in problems[:3]:  # a file edited by hand: say which lines, not only how many
         print(f"refused: {problem}", file=sys.stderr)

@@ -191,16 +191,16 @@ def cmd_import(args: argparse.Namespace) -> int:
                             (f" (the files name {sorted(named)})" if named else ""))
     if not store.samples_path(version).exists():
         raise SettingsError(f"dataset version {version} is not registered under {args.datasets}/")
-    ids = {s.row: s.id for s in iter_samples(store.samples_path(version))}
+    ids = [(s.row, s.id) for s in iter_samples(store.samples_path(version))]
     labels, problems, blank = validate(records, ids, version)
     for problem in problems:
         print(f"refused: {printable(problem)}", file=sys.stderr)
     folder = store.samples_path(version).parent
     stored = read_stored(folder)
-    before = {(r["line"], r["metric"]) for r in stored}
+    before = {(r["line"], str(r["id"]), r["metric"]) for r in stored}
     merged = merge(stored, labels)
     path = write_stored(folder, merged) if labels else folder / "labels.jsonl"
-    given = {(r["line"], r["metric"]) for r in labels}
+    given = {(r["line"], str(r["id"]), r["metric"]) for r in labels}
     replaced, twice = len(given & before), len(labels) - len(given)
     counts: dict[str, int] = {}
     for record in merged:

@@ -249,7 +249,7 @@ class Version:
         if self.labels_folder is None or "row" not in self.results:
             return {}, []
         first = self.results[self.results["repeat"] == 0] if "repeat" in self.results else self.results
-        ids = dict(zip(first["row"].astype(int), first["sample_id"].astype(str)))
+        ids = zip(first["row"].astype(int), first["sample_id"].astype(str))
         labels, problems = labels_frame(self.labels_folder, ids, registry=registry)
         notes = [f"{self.name}: label refused: {p}" for p in problems[:5]]
         estimates = {}
