@@ -119,3 +119,20 @@ def test_the_gate_resamples_conversations_not_their_turns():
     assert row.n == 6
     assert row.baseline_mean == pytest.approx(0.75) and row.candidate_mean == pytest.approx(0.6)  # (3*0.45+3*0.75)/6
     assert any(note.startswith("conversations compared as units") for note in notes)
+
+
+def test_azure_rows_give_a_conversation_its_mean_and_each_turn_in_turn_order():
+    from rag_eval.metrics.reports.formats import azure_rows
+
+    rows = [_row("c", turn, 1, "groundedness", "ok", value, 3.0) for turn, value in ((1, 5.0), (2, 2.0), (10, 4.0))]
+    rows.append(_row(None, None, 2, "groundedness", "ok", 4.0, 3.0))
+    frame = _frame(rows)
+    frame["reason"] = ["first", "second", "tenth", "single"]
+    single, conversation = sorted(azure_rows(frame), key=lambda r: r["id"] == "c")
+    assert single["id"] == "single-2" and single["groundedness"] == 4.0 and "evaluation_per_turn" not in single
+    assert conversation["id"] == "c" and conversation["row"] == 0
+    assert conversation["groundedness"] == pytest.approx(11 / 3) and conversation["groundedness_threshold"] == 3.0
+    per_turn = conversation["evaluation_per_turn"]
+    assert per_turn["groundedness"] == [5.0, 2.0, 4.0]  # turn 10 after turn 2, not between 1 and 2
+    assert per_turn["groundedness_reason"] == ["first", "second", "tenth"] and "groundedness_reason" not in conversation
+    assert per_turn["groundedness_result"] == ["pass", "fail", "pass"]
