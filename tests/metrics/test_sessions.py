@@ -184,3 +184,25 @@ def test_the_day_report_counts_conversations_and_turns(monkeypatch):
     assert "<p>5 traces in 4 conversations, 3 judged in 2 conversations, 0 unreadable spans or rows</p>" in page
     assert "<td>2026-11-02</td><td>5</td><td>3</td><td>0</td><td>0</td><td>0</td><td>0</td><td>4</td><td>2</td>" in page
     assert "<td>2026-11-01</td><td>10</td><td>6</td><td>0</td><td>0</td><td>0</td><td>0</td><td>10</td><td>6</td>" in page
+
+
+def test_a_sql_session_crossing_midnight_is_read_with_the_day_it_started(postgres):
+    """A SQL source's window is widened by session_hours on its start column: the 00:05 turn of a session
+    begun at 23:50 is the first day's; the next day reads it and leaves it."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(postgres.url)
+    with engine.begin() as connection:
+        connection.execute(sqlalchemy.text("create table chat_log (id text, at timestamptz, q text, sid text)"))
+        connection.execute(sqlalchemy.text(
+            "insert into chat_log values ('m2', '2026-11-02 00:05:00+00', 'And then?', 'x'), "
+            "('m1', '2026-11-01 23:50:00+00', 'What?', 'x'), ('m3', '2026-11-02 00:10:00+00', 'Who?', null)"))
+    engine.dispose()
+    config = TrafficConfig(source=postgres.url, format="sql", query="select * from chat_log order by id",
+                           mapping={"trace_id": "id", "start": "at", "user_input": "q", "session_id": "sid"})
+
+    def day(start):
+        return [t.trace_id for t in read_window(config, TraceIndex("unused", "sql"), start, start + DAY)
+                if isinstance(t, Trace)]
+
+    assert (day(T0), day(T0 + DAY)) == (["m1", "m2"], ["m3"])
