@@ -18,11 +18,8 @@ from rag_eval.metrics.reports.conversations import conversation_summary
 from rag_eval.metrics.reports.diagnosis import FailedOf, diagnose
 from rag_eval.metrics.core.registry import Registry, given
 
-from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.core.results import USAGE_COLUMNS, Direction, Status
 
-#: Per-row cost columns of a results frame (``rag_eval.metrics.core.scoring.results_frame``).
-USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits",
-                 "shared_hits"]
 
 
 def field_key(metric: str, registry: Registry | None = None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.core.results import USAGE_COLUMNS, Direction, Status
 
 #: How many conversations a metric's block lists as the worst (all are in :func:`conversation_frame`).
 WORST_LISTED = 5
@@ -130,8 +130,6 @@ def per_conversation_results(results: pd.DataFrame) -> pd.DataFrame:
     reason of its first turn. Rows of no conversation (single-turn lines) are kept as they are, each a
     conversation of one turn. Usage columns are summed over the turns.
     """
-    from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS  # it imports this module
-
     if not has_conversations(results):
         return results
     single = results[results["conversation_id"].isna()]
