@@ -162,6 +162,7 @@ def _outcome_frame(version: str, frame: pd.DataFrame, outcomes: dict[int, Outcom
 
 def _cost_metadata(frame: pd.DataFrame) -> dict:
     return {"target_calls": int(frame["calls"].sum()), "cache_hits": int(frame["cached"].sum()),
+            "answered": int((frame["status"] == "ok").sum()),
             "target_errors": int((frame["status"] == "target_error").sum()),
             "prompt_tokens": int(frame["prompt_tokens"].sum()),
             "completion_tokens": int(frame["completion_tokens"].sum()),
