@@ -76,7 +76,7 @@ class TrafficStore(dg.ConfigurableResource):
 
     def settings(self, registry: Registry | None = None) -> TrafficConfig:
         """The traffic settings (``rag_eval.metrics.sources.traffic.TrafficConfig``), naming metrics of
-        ``registry`` (default the built-in ones).
+        ``registry`` (default the built-in ones), ``start`` by default the first day with traces (``started``).
 
         Raises
         ------
@@ -84,7 +84,8 @@ class TrafficStore(dg.ConfigurableResource):
             For unreadable or invalid settings.
         """
         try:
-            return TrafficConfig.load(self.config_path, registry, source=self.source)
+            settings = TrafficConfig.load(self.config_path, registry, source=self.source)
+            return settings.started(self.index(settings))
         except (OSError, ValueError) as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
 

@@ -261,11 +261,13 @@ def print_gate(metadata: Mapping[str, Any], passed: bool, folder: Path, stream: 
     """The regression gate of a run in one line (``metadata``: its ``no_regression_vs_baseline``
     evaluation's, or ``baseline_comparison``'s materialization's), then its warnings (the two versions
     judged by different judges) and each failure; its reports are in ``folder``."""
+    from rag_eval.metrics.errors import command
+
     if "verdict" not in metadata:  # nothing to compare: no earlier version, or the baseline is this version
         print(f"regression gate: nothing to compare ({metadata['baseline'].value})", file=stream)
         return
     print(printable(f"regression gate vs baseline {metadata['baseline'].value}: {metadata['verdict'].value} "
-                    f"(report: {folder / 'report.html'}; `rag-eval gate {folder.name}` prints the table)"),
+                    f"(report: {folder / 'report.html'}; `{command(f'gate {folder.name}')}` prints the table)"),
           file=stream or (sys.stdout if passed else sys.stderr))
     for note in metadata["notes"].value if "notes" in metadata else []:  # its warnings (rag-eval gate: all)
         if note.startswith("WARNING"):

@@ -9,7 +9,8 @@ file of the same keys)::
     query = ""               # sql: the query whose rows are traces
     mapping = {}             # table and sql: {field: column} (rag_eval.metrics.sources.traces.tables.FIELDS)
     partition = "daily"      # or "hourly"
-    start = "2026-01-01"     # the first partition
+    start = ""               # the first partition (YYYY-MM-DD; default: the day of the earliest trace, or
+                             # today while the source holds none; required for format "sql")
     timezone = "UTC"         # of the partitions' boundaries
     metrics = ["faithfulness", "answer_relevancy", "context_relevancy"]   # reference-free only
     budget_rows = 100        # turns (traces) judged per partition at most, in whole conversations (0: none;
@@ -41,9 +42,11 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import InitVar, dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rag_eval.metrics.core.bounded import clip, quote
 from rag_eval.metrics.core.registry import Registry, given
@@ -68,7 +71,8 @@ class TrafficConfig:
     ------
     ValueError
         For an unknown format, partition or stratum; a metric that is unknown or needs a
-        reference; a negative budget, window, margin or ``session_hours``; ``blocking`` not a boolean.
+        reference; a negative budget, window, margin or ``session_hours``; ``blocking`` not a boolean; an
+        unknown ``timezone``; format ``sql`` without ``start``.
     """
 
     source: str = "traces"
@@ -76,7 +80,7 @@ class TrafficConfig:
     query: str = ""
     mapping: dict[str, str] = field(default_factory=dict)
     partition: str = "daily"
-    start: str = "2026-01-01"
+    start: str = ""
     timezone: str = "UTC"
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     budget_rows: int = 100
@@ -103,6 +107,14 @@ class TrafficConfig:
             raise SettingsError(f"traffic config: partition is 'daily' or 'hourly', not {quote(self.partition)}")
         if not self.metrics:
             raise SettingsError("traffic config: metrics must name at least one metric")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise SettingsError(f"traffic config: timezone is an IANA name such as 'UTC' or 'Europe/Paris', "
+                                f"not {quote(self.timezone)}") from exc
+        if self.format == "sql" and not self.start:
+            raise SettingsError("traffic config: format 'sql' needs start, the first day of traffic (YYYY-MM-DD): "
+                                "the partitions are made when the code location loads, without querying the database")
         for metric in [*self.metrics, *self.margins]:
             if metric not in known:
                 raise SettingsError(f"traffic config: unknown metric {quote(metric)}")
@@ -134,6 +146,26 @@ class TrafficConfig:
         """The per-partition budget of ``budget_rows`` and ``budget_cost`` (a negative cost: no cost limit)."""
         return Budget(rows=self.budget_rows, cost=None if self.budget_cost < 0 else float(self.budget_cost),
                       price=(float(self.price[0]), float(self.price[1])))
+
+    def started(self, index: TraceIndex) -> TrafficConfig:
+        """These settings with ``start`` set: as given, else the day (in ``timezone``) of the earliest hour
+        ``index`` (:class:`TraceIndex`) holds for a file of ``source``, else today while ``source`` does not
+        exist. Reads each file not yet in the index (:func:`file_hours`).
+
+        Raises
+        ------
+        OSError
+            For a trace file that cannot be read.
+        """
+        if self.start:
+            return self
+        zone = ZoneInfo(self.timezone)
+        try:
+            hours = [hour for counter in index.counts(self.source).values() for hour in counter]
+        except FileNotFoundError:
+            hours = []
+        first = datetime.fromtimestamp(min(hours) * 3600, zone) if hours else datetime.now(zone)
+        return replace(self, start=first.date().isoformat(), registry=self.known)
 
     @classmethod
     def load(cls, path: str | Path | None = None, registry: Registry | None = None,

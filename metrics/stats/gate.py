@@ -34,7 +34,7 @@ from rag_eval.metrics.judges.llm import LLMJudge
 from rag_eval.metrics.core.registry import CORE_METRICS, Registry, build_metrics, given
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.settings import tool_section
-from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError
+from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError, command
 
 TAGS_FILE = "tags.json"
 
@@ -164,8 +164,8 @@ def no_baseline(candidate: str) -> str:
     if is_timed(candidate):
         return f"no version before {candidate} has results"
     return (f"{candidate} is a version key without a registration time (named by hand, or a target run), and "
-            "`previous` follows the registration times of generated keys: name its baseline with `rag-eval gate "
-            "--baseline VERSION` (or tag:NAME), or set `baseline` in the gate settings")
+            "`previous` follows the registration times of generated keys: name its baseline with "
+            f"`{command('gate --baseline VERSION')}` (or tag:NAME), or set `baseline` in the gate settings")
 
 
 def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: dict[str, str]) -> str | None:
@@ -185,12 +185,12 @@ def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: d
     if baseline.startswith("tag:"):
         name = baseline[4:]
         if name not in tags:
-            raise SettingsError(f"baseline tag {quote(name)} is not set: `rag-eval tag {name} VERSION` sets it "
+            raise SettingsError(f"baseline tag {quote(name)} is not set: `{command(f'tag {name} VERSION')}` sets it "
                              f"(tags: {sorted(tags) or 'none'})")
         baseline = tags[name]
     if baseline not in versions:
         raise InputError(f"baseline version {baseline} has no results (out/{baseline}/results.parquet); evaluate it "
-                         "first with `rag-eval run`")
+                         f"first with `{command('run')}`")
     return baseline
 
 

@@ -199,7 +199,8 @@ def test_a_sql_session_crossing_midnight_is_read_with_the_day_it_started(postgre
             "('m1', '2026-11-01 23:50:00+00', 'What?', 'x'), ('m3', '2026-11-02 00:10:00+00', 'Who?', null)"))
     engine.dispose()
     config = TrafficConfig(source=postgres.url, format="sql", query="select * from chat_log order by id",
-                           mapping={"trace_id": "id", "start": "at", "user_input": "q", "session_id": "sid"})
+                           mapping={"trace_id": "id", "start": "at", "user_input": "q", "session_id": "sid"},
+                           start="2026-11-01")
 
     def day(start):
         return [t.trace_id for t in read_window(config, TraceIndex("unused", "sql"), start, start + DAY)

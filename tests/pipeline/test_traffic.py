@@ -20,8 +20,8 @@ from tests.metrics.test_traces import MS, T0, line, rag_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = 86_400 * 10 ** 9
-#: The project's settings (pyproject.toml: daily partitions from 2026-01-01), as the code location loads them.
-CONFIG = TrafficConfig.load(ROOT / "pyproject.toml")
+#: The project's settings (pyproject.toml: daily partitions), from the first day of the traces below.
+CONFIG = TrafficConfig.load(ROOT / "pyproject.toml", start="2026-11-01")
 
 
 @pytest.fixture(scope="module")
