@@ -28,7 +28,7 @@ from rag_eval.assets.registration import sha256_of
 from rag_eval.assets.resources import SETTINGS_FILE, DatasetStore
 from rag_eval.assets.stored_results import TableWriter
 from rag_eval.metrics.core.registry import CORE_METRICS, Registry
-from rag_eval.metrics.errors import SettingsError
+from rag_eval.metrics.errors import SettingsError, command
 from rag_eval.metrics.core.samples import (FIELDS, TURN_FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame,
                                            unavailable, unusable)
 
@@ -209,7 +209,7 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
             check_name="rejected_share_within_limit", asset_key="rejected_samples",
             passed=share <= limit, description=None if share <= limit else (
                 f"{share:.1%} of the lines rejected > limit {limit:.1%} ({source}; raise it for this version with "
-                f"rag-eval register {dataset_store.samples_path(version).parent} --max-rejected-share SHARE, or in "
+                f"{command(f'register {dataset_store.samples_path(version).parent} --max-rejected-share SHARE')}, or in "
                 "the run's ingest_dataset config)"),
             metadata={"rejected_share": share, "limit": limit, "limit_source": source, "rejected_rows": len(rejected),
                       "total_rows": lines, "rejected": dg.MetadataValue.json(report["rejected"][:50]),

@@ -61,7 +61,7 @@ def human_labels_asset(registry: Registry) -> dg.AssetsDefinition:
             found = database.stored(connection, version, ["questions"])
             if "questions" not in found:
                 raise dg.Failure(f"version {version} has not been ingested: its rows are unknown")
-            ids = dict(connection.execute(f"select row, id from ({found['questions'].query})").fetchall())
+            ids = connection.execute(f"select row, id from ({found['questions'].query})").fetchall()
         labels, problems = labels_frame(path.parent, ids, version, registry)
         for problem in problems[:20]:
             context.log.warning(f"{version}: label refused: {problem}")

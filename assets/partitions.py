@@ -10,7 +10,8 @@ dataset_versions = dg.DynamicPartitionsDefinition(name=DATASET_VERSIONS)
 
 def traffic_partitions(config: TrafficConfig) -> dg.TimeWindowPartitionsDefinition:
     """The traffic's time partitions of ``config`` (``rag_eval.metrics.sources.traffic.TrafficConfig``): a day
-    (``partition = "daily"``) or an hour (``"hourly"``) from ``start``, in ``timezone``."""
+    (``partition = "daily"``) or an hour (``"hourly"``) from ``start``, in ``timezone``. ``start`` is set
+    (``TrafficConfig.started`` sets the default, the first day with traces)."""
     if config.partition == "hourly":
         return dg.HourlyPartitionsDefinition(start_date=f"{config.start}-00:00", timezone=config.timezone)
     return dg.DailyPartitionsDefinition(start_date=config.start, timezone=config.timezone)

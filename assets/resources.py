@@ -21,7 +21,7 @@ from rag_eval.metrics.core.base import Metric
 from rag_eval.metrics.core.bounded import clip, read_bounded
 from rag_eval.metrics.core.extras import MissingExtra, require
 from rag_eval.metrics.core.scoring import Task, results_frame, score_chunks
-from rag_eval.metrics.errors import SettingsError
+from rag_eval.metrics.errors import SettingsError, command
 from rag_eval.metrics.judges import Judge, OfflineJudge
 from rag_eval.metrics.judges.built import BuiltJudges
 from rag_eval.metrics.judges.cache import JudgementCache
@@ -73,7 +73,7 @@ class DatasetStore(dg.ConfigurableResource):
         path = Path(self.root) / version / SETTINGS_FILE
         if not os.path.lexists(path):
             return {}
-        fix = f"delete it, then give the share again: rag-eval register {path.parent} --max-rejected-share SHARE"
+        fix = f"delete it, then give the share again: {command(f'register {path.parent} --max-rejected-share SHARE')}"
         try:
             values = json.loads(read_bounded(path, MAX_SETTINGS_BYTES, links=False, fix=fix))
         except SettingsError:
@@ -288,7 +288,7 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
                 f"{self.verifier} holds the LLM judge's examples, and the judge is the offline one (no OPENAI_BASE_URL "
                 "or OPENAI_API_KEY): set them to use it, or pass verifier weights" if llm is False else
                 f"{self.verifier} holds the offline verifier's weights, and the judge is an LLM: pass the examples "
-                "`rag-eval align` writes with the LLM judge, or unset OPENAI_BASE_URL and OPENAI_API_KEY")
+                f"`{command('align')}` writes with the LLM judge, or unset OPENAI_BASE_URL and OPENAI_API_KEY")
         return variant
 
     def _verifier(self) -> Verifier:

@@ -23,6 +23,7 @@ from rag_eval.assets.resources import DatasetStore, JudgeResource, ReportStore
 from rag_eval.assets.results_store import StoreError
 from rag_eval.assets.stored_results import staged, write_ragas_csv_by_chunks, write_results_parquet
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS, cannot_run, dingo_summary, input_error_lines, summarize
+from rag_eval.metrics.reports.conversations import conversation_frame, has_conversations
 from rag_eval.metrics.reports.formats import write_azure_jsonl
 from rag_eval.metrics.reports.gate_report import diagnosis_markdown
 from rag_eval.metrics.core.registry import Registry, describe_judge
@@ -162,6 +163,12 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
     if config.dingo_layout:
         (folder / "summary_dingo.json").write_text(json.dumps(dingo_summary(results, version), indent=2,
                                                               ensure_ascii=False), encoding="utf-8")
+    conversations_path = folder / "conversations.parquet"
+    if has_conversations(results):  # one row per (conversation, metric): its mean over turns and its worst turn
+        with staged(conversations_path) as partial:
+            conversation_frame(results).to_parquet(partial, index=False)
+    else:
+        conversations_path.unlink(missing_ok=True)  # an earlier run's file would describe other results
     azure_path = folder / "azure_results.jsonl"
     azure_lines = write_azure_jsonl(results, azure_path) if azure else 0  # the Azure rows only when selected
     if not azure_lines:
@@ -182,6 +189,10 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
                 metadata[f"{metric}_strong_{key}"] = dg.MetadataValue.float(float(cascade[key]))
             metadata[f"{metric}_pass_rate"] = dg.MetadataValue.float(float(row["pass_rate"]))
         metadata[f"{metric}_coverage"] = dg.MetadataValue.float(row["measured"] / row["total"] if row["total"] else 0.0)
+    for metric, row in (summary.get("conversations") or {}).get("metrics", {}).items():
+        for key in ("mean", "worst_turn_mean"):  # plotted over the partitions beside the turns' mean
+            if row[key] is not None:
+                metadata[f"{metric}_conversation_{key}"] = dg.MetadataValue.float(float(row[key]))
     usage = summary["usage"]
     metadata["requests"] = int(usage.get("chat_requests", 0) + usage.get("embedding_requests", 0))
     metadata["cache_hits"] = int(usage.get("cache_hits", 0))

@@ -37,6 +37,7 @@ from rag_eval.metrics.core.samples import ALIASES, load_samples
 from rag_eval.metrics.sources.targets.call import Outcome, call_part
 from rag_eval.metrics.sources.targets.config import Configuration, SweepConfig
 from rag_eval.metrics.sources.targets.config_file import TargetConfigError
+from rag_eval.metrics.errors import command
 
 GROUP = "target"
 CALLING_VERSION = "1"
@@ -54,7 +55,7 @@ def configuration_of(store: DatasetStore, version: str) -> Configuration:
     path = Path(store.root) / version / "target.json"
     if not path.is_file():
         raise dg.Failure(f"dataset version {version} is not a target run (no {path}): the target assets run on "
-                         "partitions made by `rag-eval sweep CONFIG`", allow_retries=False)
+                         f"partitions made by `{command('sweep CONFIG')}`", allow_retries=False)
     return Configuration.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
@@ -162,6 +163,7 @@ def _outcome_frame(version: str, frame: pd.DataFrame, outcomes: dict[int, Outcom
 
 def _cost_metadata(frame: pd.DataFrame) -> dict:
     return {"target_calls": int(frame["calls"].sum()), "cache_hits": int(frame["cached"].sum()),
+            "answered": int((frame["status"] == "ok").sum()),
             "target_errors": int((frame["status"] == "target_error").sum()),
             "prompt_tokens": int(frame["prompt_tokens"].sum()),
             "completion_tokens": int(frame["completion_tokens"].sum()),

@@ -1,10 +1,10 @@
 """Production traffic, one time partition at a time: traces in, a judged sample, drift caught.
 
-``traffic_samples`` reads the traces that started in the partition's window
+``traffic_samples`` reads the traces of the partition's window (a session's, of the window it started in)
 (``rag_eval.metrics.sources.traffic.write_window``: OTLP/OpenInference span files, a Langfuse export, a table
 or a SQL query) into ``traces.parquet`` and keeps what could not be read in
 ``problems.parquet``; its check ``traffic_arrived`` fails when no traffic arrived (fewer
-than ``min_traces`` traces). ``traffic_sample`` draws the seeded, stratified sample within
+than ``min_traces`` traces). ``traffic_sample`` draws the seeded, stratified sample of conversations within
 the partition's budget (``rag_eval.metrics.stats.sampling``); ``traffic_scores`` judges it with the
 reference-free metrics (the judge resource, its judgement cache); ``traffic_summary``
 writes ``summary.json`` and the traffic page ``report.html``, and its checks
@@ -42,6 +42,7 @@ from rag_eval.metrics.core.strong import judge_cascade
 from rag_eval.metrics.errors import SettingsError
 from rag_eval.metrics.sources.traces import problems_frame, to_sample
 from rag_eval.metrics.sources.traces.parquet import table_traces, traces_table
+from rag_eval.metrics.sources.traces.sessions import conversations, write_records
 from rag_eval.metrics.sources.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
 from rag_eval.metrics.reports.traffic_report import partition_summary, read_summaries, traffic_html
 
@@ -63,7 +64,7 @@ def _judged(config: TrafficConfig) -> dg.AutomationCondition:
 
 class TrafficStore(dg.ConfigurableResource):
     """Where traffic partitions are written (``<root>/<partition>/``: ``traces.parquet``,
-    ``problems.parquet``, ``sample.parquet``, ``results.parquet``, ``summary.json``; the traffic
+    ``problems.parquet``, ``sample.parquet``, ``conversations.jsonl``, ``results.parquet``, ``summary.json``; the traffic
     page ``<root>/report.html``; the trace index ``<root>/.index/``) and the traffic settings:
     ``[tool.rag_eval.traffic]`` of ``config_path`` (default: ``pyproject.toml`` of the working
     folder), ``source`` overriding its source. The partitioning, the metrics and ``blocking``
@@ -75,7 +76,7 @@ class TrafficStore(dg.ConfigurableResource):
 
     def settings(self, registry: Registry | None = None) -> TrafficConfig:
         """The traffic settings (``rag_eval.metrics.sources.traffic.TrafficConfig``), naming metrics of
-        ``registry`` (default the built-in ones).
+        ``registry`` (default the built-in ones), ``start`` by default the first day with traces (``started``).
 
         Raises
         ------
@@ -83,7 +84,8 @@ class TrafficStore(dg.ConfigurableResource):
             For unreadable or invalid settings.
         """
         try:
-            return TrafficConfig.load(self.config_path, registry, source=self.source)
+            settings = TrafficConfig.load(self.config_path, registry, source=self.source)
+            return settings.started(self.index(settings))
         except (OSError, ValueError) as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
 
@@ -206,8 +208,8 @@ def _sample_asset(traffic: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
     @dg.asset(
         partitions_def=windows, group_name=GROUP, code_version="1", kinds={"parquet"}, deps=["traffic_samples"],
         automation_condition=FOLLOWS,
-        description="The traces judged: a seeded sample stratified by route and retrieval score band within the "
-                    "partition's budget of rows and/or cost (sample.parquet).",
+        description="The traces judged: a seeded sample of whole conversations stratified by route and retrieval score "
+                    "band within the partition's budget of turns and/or cost (sample.parquet; conversations.jsonl).",
     )
     def traffic_sample(context: dg.AssetExecutionContext, config: TrafficSampleConfig, traffic_store: TrafficStore,
                        judge: JudgeResource) -> dg.MaterializeResult:
@@ -228,8 +230,10 @@ def _sample_asset(traffic: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
             samples = [to_sample(t, i) for i, t in enumerate(traces)]
             cost_of = judging_cost(samples, build_metrics(traffic.metrics, registry=traffic.known), judge.get_judge(),
                                    price)
-        selection = select(traces, budget, seed, settings.strata, cost_of)
-        table = traces_table([traces[i] for i in selection.rows]).append_column(
+        selection = select(traces, budget, seed, settings.strata, cost_of, conversations(traces))
+        sampled = [traces[i] for i in selection.rows]
+        write_records(sampled, folder / "conversations.jsonl")
+        table = traces_table(sampled).append_column(
             "stratum", pa.array(selection.stratum, pa.string())).append_column(
             "estimated_cost", pa.array(selection.costs, pa.float64()))
         partial, final = _atomic(folder, "sample.parquet")
@@ -355,7 +359,7 @@ def _summary_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
         drifts = drift(day, before, config.metrics, settings.margins, settings.seed, registry=config.known)
         sample = pd.read_parquet(folder / "sample.parquet")
         traces = pd.read_parquet(folder / "traces.parquet", columns=["latency_ms", "prompt_tokens", "completion_tokens",
-                                                                     "total_tokens"])
+                                                                     "total_tokens", "session_id"])
         problems = len(pd.read_parquet(folder / "problems.parquet", columns=["line"]))
         drawn = json.loads((folder / "sample.json").read_text(encoding="utf-8"))
         summary = partition_summary(key, traces, problems, day, config.metrics, drifts, sample, drawn)

@@ -42,9 +42,10 @@ def judged_day(path: Path, budget: int, seed: int, judge):
     from rag_eval.metrics.stats.sampling import Budget, select
     from rag_eval.metrics.core.scoring import results_frame, score_all
     from rag_eval.metrics.sources.traces import Trace, read_traces, to_sample
+    from rag_eval.metrics.sources.traces.sessions import conversations
 
     traces = [t for t in read_traces(path) if isinstance(t, Trace)]
-    chosen = select(traces, Budget(rows=budget), seed)
+    chosen = select(traces, Budget(rows=budget), seed, groups=conversations(traces))  # whole conversations, as a day
     samples = [to_sample(traces[i], n) for n, i in enumerate(chosen.rows)]
     return results_frame(score_all(samples, build_metrics(METRICS), judge))
 
@@ -55,9 +56,11 @@ def budgets(path: Path, rows: int, seed: int, price: tuple[float, float] = (0.15
     from rag_eval.metrics.core.registry import build_metrics
     from rag_eval.metrics.stats.sampling import Budget, judging_cost, select
     from rag_eval.metrics.sources.traces import Trace, read_traces, to_sample
+    from rag_eval.metrics.sources.traces.sessions import conversations
 
     traces = [t for t in read_traces(path) if isinstance(t, Trace)]
-    chosen = select(traces, Budget(rows=rows), seed)
+    groups = conversations(traces)  # whole conversations, as a traffic day samples them
+    chosen = select(traces, Budget(rows=rows), seed, groups=groups)
     print(f"rows budget {rows}: {len(chosen.rows)} of {len(traces)} traces sampled; per stratum "
           + ", ".join(f"{k} {v['sampled']}/{v['traces']}" for k, v in chosen.strata.items()))
     judge = LLMJudge(LLMConfig(base_url="http://127.0.0.1:9/v1", api_key="sk-plan-only", model="gpt-4o-mini",
@@ -67,7 +70,7 @@ def budgets(path: Path, rows: int, seed: int, price: tuple[float, float] = (0.15
     costs = [cost_of(i) for i in range(len(traces))]
     print(f"planned judging cost: {sum(costs) / len(costs):.6f} a trace ({len(METRICS)} metrics, gpt-4o-mini prices)")
     for budget in (0.005, 0.01, 0.02):
-        chosen = select(traces, Budget(cost=budget, price=price), seed, cost_of=costs.__getitem__)
+        chosen = select(traces, Budget(cost=budget, price=price), seed, cost_of=costs.__getitem__, groups=groups)
         print(f"cost budget {budget}: {len(chosen.rows)} traces sampled, planned cost {chosen.total_cost:.5f}")
     judge.close()
 

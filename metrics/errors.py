@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
+from pathlib import Path
 
 #: The run did what it was asked, and what it measured passed.
 EXIT_OK = 0
@@ -44,6 +47,22 @@ def redacted(text: str) -> str:
         if len(value) >= 6 and _SECRET_NAME.search(name):
             text = text.replace(value, "[redacted]")
     return text
+
+
+def command(words: str) -> str:
+    """The ``rag-eval`` command ``words`` (``"gate v1"``) as it can be typed here, for every hint a command or a
+    run prints: ``rag-eval gate v1`` when ``PATH`` finds this installation's ``rag-eval`` (its virtual
+    environment activated, or installed on ``PATH``), else that script's path, relative to the working folder
+    when under it (``.venv/bin/rag-eval gate v1`` in the clone after ``make run``, as the docs write commands).
+    Raises nothing."""
+    script = Path(sys.executable).parent / "rag-eval"
+    found = shutil.which("rag-eval")
+    if found and Path(found).resolve() == script.resolve():
+        return f"rag-eval {words}"
+    try:
+        return f"{script.relative_to(Path.cwd())} {words}"
+    except (ValueError, OSError):  # outside the working folder (or it is gone): the whole path
+        return f"{script} {words}"
 
 
 class UserError(Exception):

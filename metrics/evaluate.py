@@ -125,7 +125,7 @@ def evaluate(samples: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]] | 
         from rag_eval.metrics.stats.estimates import add_estimates
         from rag_eval.metrics.sources.labels import read_records, validate
 
-        found, problems, _ = validate(read_records(labels), {s.row: s.id for s in loaded}, registry=registry)
+        found, problems, _ = validate(read_records(labels), [(s.row, s.id) for s in loaded], registry=registry)
         if problems:
             raise problems[0]
         add_estimates(summary, frame, pd.DataFrame(found, columns=["line", "id", "metric", "label"]), registry)

@@ -24,7 +24,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     """Align the judge to ``args.version``'s labels; print the comparison; write the variant."""
     from rag_eval.assets.resources import DatasetStore
     from rag_eval.metrics.core.samples import load_samples
-    from rag_eval.metrics.errors import SettingsError
+    from rag_eval.metrics.errors import SettingsError, command
     from rag_eval.metrics.judges.align import align
     from rag_eval.metrics.judges.align_llm import align_examples
     from rag_eval.metrics.judges.base import JudgeError
@@ -40,14 +40,14 @@ def cmd_align(args: argparse.Namespace) -> int:
     if not path.exists():
         raise SettingsError(f"dataset version {args.version} is not registered under {args.datasets}/")
     samples = [s for s in load_samples(path) if "row" not in s.problems]
-    frame, problems = labels_frame(path.parent, {s.row: s.id for s in samples}, args.version)
+    frame, problems = labels_frame(path.parent, [(s.row, s.id) for s in samples], args.version)
     labels = {row.id: float(row.label) for row in frame.itertuples() if row.metric == "faithfulness"}
     for problem in problems[:3]:  # a file edited by hand: say which lines, not only how many
         print(f"refused: {problem}", file=sys.stderr)
     if not labels:
         raise SettingsError(f"dataset version {args.version} has no usable faithfulness labels" + (
             f" ({len(problems)} lines of its labels.jsonl refused, the first: {problems[0]})" if problems else
-            f": label some rows with `rag-eval annotate export {args.version}` and `rag-eval annotate import`"))
+            f": label some rows with `{command(f'annotate export {args.version}')}` and `{command('annotate import')}`"))
     judge = judge_resource(args).get_judge()
     source = f"dataset version {args.version}"
     if isinstance(judge, LLMJudge):
@@ -74,7 +74,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     written = result.write(args.write or Path("verifiers") / f"aligned-{result.model['version']}.json")
     label = OfflineJudge.label_of(Verifier(written)) if kind == "weights" else judge.with_examples(read_variant(written)).name
     print(f"wrote {written} (judge {label}{f', {len(result.model[kind])} examples' if kind == 'examples' else ''}); "
-          f"use it: rag-eval run ... --verifier {written}")
+          f"use it: {command(f'run ... --verifier {written}')}")
     return 0
 
 

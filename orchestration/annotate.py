@@ -106,7 +106,7 @@ def _refuse_unimported(sheet: Path, stored: set[tuple[int, str]]) -> None:
     ValueError
         Naming the sheet, how many labels it holds that were not imported, and what to do.
     """
-    from rag_eval.metrics.errors import SettingsError
+    from rag_eval.metrics.errors import SettingsError, command
     from rag_eval.metrics.sources.labels import read_records
 
     if not sheet.exists():
@@ -118,12 +118,12 @@ def _refuse_unimported(sheet: Path, stored: set[tuple[int, str]]) -> None:
             waiting += not (line.isdigit() and (int(line) - 1, str(record.get("metric") or "").strip()) in stored)
     if waiting:
         raise SettingsError(f"{sheet} holds {waiting} filled label(s) not imported yet: import them first "
-                            f"(rag-eval annotate import {sheet}) or move the sheet aside; it was not overwritten")
+                            f"({command(f'annotate import {sheet}')}) or move the sheet aside; it was not overwritten")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a seeded random sample of a version's rows to a CSV sheet and Label Studio tasks."""
-    from rag_eval.metrics.errors import SettingsError
+    from rag_eval.metrics.errors import SettingsError, command
     import pandas as pd
 
     from rag_eval.metrics.sources.annotate import draw, tasks, write_label_studio, write_sheet
@@ -142,7 +142,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     needed = args.stratify or args.show_judge
     if needed and not results.exists():
         raise SettingsError(f"{'--stratify' if args.stratify else '--show-judge'} needs the judge's results: evaluate "
-                            f"the version first (rag-eval run {args.dataset}); {results} does not exist")
+                            f"the version first ({command(f'run {args.dataset}')}); {results} does not exist")
     columns = ["row", "metric", "status", "value", "passed", "reason"]
     frame = pd.read_parquet(results, columns=columns) if needed else pd.DataFrame(columns=columns)  # read when needed
     strata = None
@@ -171,13 +171,13 @@ def cmd_export(args: argparse.Namespace) -> int:
           f"({', '.join(metrics)}; rows already labelled and rows lacking a field a metric reads left out)")
     print(f"wrote {sheet} (fill the label column: pass/fail, or a number on the metric's scale), {label_studio} and "
           f"{config} (Label Studio: import the tasks into a project with this labeling config, export as JSON)")
-    print(f"then: rag-eval annotate import {sheet}")
+    print(f"then: {command(f'annotate import {sheet}')}")
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Read filled label files, check them, store them with their version (newest label wins)."""
-    from rag_eval.metrics.errors import SettingsError
+    from rag_eval.metrics.errors import SettingsError, command
     from rag_eval.metrics.sources.labels import merge, read_records, read_stored, validate, write_stored
     from rag_eval.metrics.core.samples import iter_samples
     from rag_eval.orchestration.report import printable
@@ -191,16 +191,16 @@ def cmd_import(args: argparse.Namespace) -> int:
                             (f" (the files name {sorted(named)})" if named else ""))
     if not store.samples_path(version).exists():
         raise SettingsError(f"dataset version {version} is not registered under {args.datasets}/")
-    ids = {s.row: s.id for s in iter_samples(store.samples_path(version))}
+    ids = [(s.row, s.id) for s in iter_samples(store.samples_path(version))]
     labels, problems, blank = validate(records, ids, version)
     for problem in problems:
         print(f"refused: {printable(problem)}", file=sys.stderr)
     folder = store.samples_path(version).parent
     stored = read_stored(folder)
-    before = {(r["line"], r["metric"]) for r in stored}
+    before = {(r["line"], str(r["id"]), r["metric"]) for r in stored}
     merged = merge(stored, labels)
     path = write_stored(folder, merged) if labels else folder / "labels.jsonl"
-    given = {(r["line"], r["metric"]) for r in labels}
+    given = {(r["line"], str(r["id"]), r["metric"]) for r in labels}
     replaced, twice = len(given & before), len(labels) - len(given)
     counts: dict[str, int] = {}
     for record in merged:
@@ -210,7 +210,7 @@ def cmd_import(args: argparse.Namespace) -> int:
           f"{blank} row(s) left blank, {len(problems)} line(s) refused; labels now: "
           f"{', '.join(f'{m} {n}' for m, n in sorted(counts.items())) or 'none'}")
     if labels:
-        print(f"then: rag-eval run {Path(args.datasets) / version} (re-estimates from the labels; nothing is "
+        print(f"then: {command(f'run {Path(args.datasets) / version}')} (re-estimates from the labels; nothing is "
               "judged again when the metrics are up to date)")
     return 1 if problems else 0
 

@@ -174,7 +174,7 @@ def after_run(sink: SpillSink | None) -> Settled:
     cache, ``--out`` and the temporary folder, each named in the line), or the command stopped buying
     (no place took its answers), that is the line, and :data:`~rag_eval.metrics.errors.EXIT_USER`:
     storage that cannot be written."""
-    from rag_eval.metrics.errors import EXIT_SPILLED, EXIT_USER, StorageError
+    from rag_eval.metrics.errors import EXIT_SPILLED, EXIT_USER, StorageError, command
     from rag_eval.metrics.judges.spill import settle
 
     if sink is None:
@@ -193,7 +193,7 @@ def after_run(sink: SpillSink | None) -> Settled:
                   "not sent): run again once there is space" if cache.path in sink.refused else ""
         print(f"error: the judgement cache {cache.path} could not take every judgement paid for ({cache.problem}): "
               f"they are in the spill file {', '.join(map(str, spills))}; free space on the cache's disk (or make it "
-              f"writable): the next run folds it into the cache, or `rag-eval cache import {spills[0]}` does now"
+              f"writable): the next run folds it into the cache, or `{command(f'cache import {spills[0]}')}` does now"
               f"{stopped}", file=sys.stderr)
         status = status or EXIT_SPILLED
     sink.close()

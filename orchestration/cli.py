@@ -270,12 +270,13 @@ def _in_instance(args: argparse.Namespace) -> int:
 
 def instance_unusable(error: BaseException) -> str:
     """One line on a Dagster instance whose storage failed: where, why, what to do, what is kept."""
+    from rag_eval.metrics.errors import command
     from rag_eval.metrics.judges.cache_file import disk_problem
 
     home = dagster_home()
     cause = disk_problem(home, getattr(error, "orig", None) or error).splitlines()[0]
     advice = "a file of it is damaged: move the folder aside (its run history and registered versions go with it; " \
-             "`rag-eval register` adds a version again)" if "malformed" in cause or "not a database" in cause \
+             f"`{command('register')}` adds a version again)" if "malformed" in cause or "not a database" in cause \
         else "free space or make it writable, then run the same command again"
     return f"error: the Dagster instance in DAGSTER_HOME={home} cannot be used: {cause}; {advice}; every judgement " \
            "already answered is kept in the judgement cache"

@@ -321,7 +321,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     """Evaluate registered versions in key order, from ``--from`` to ``--to`` inclusive, with the
     settings of its arguments (``RunSettings.from_args``)."""
     from rag_eval.assets.partitions import dataset_versions
-    from rag_eval.metrics.errors import BusyError, SettingsError
+    from rag_eval.metrics.errors import BusyError, SettingsError, command
     from rag_eval.orchestration.dry_run import check_judge, priced_budget
 
     settings = priced_budget(RunSettings.from_args(args), args)  # a sum is refused: the rows are not known
@@ -340,8 +340,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             print(f"{version}: skipped: {exc}", file=sys.stderr)
             continue
         except FileNotFoundError as exc:  # its folder moved or deleted since registration: the others go on
-            print(f"{version}: failed: {exc} (register its file again: `rag-eval register FILE --dataset-version "
-                  f"{version} --replace`)", file=sys.stderr)
+            print(f"{version}: failed: {exc} (register its file again: "
+                  f"`{command(f'register FILE --dataset-version {version} --replace')}`)", file=sys.stderr)
             failed.append(version)
             continue
         if summary is None:
@@ -357,7 +357,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     if regressed:
         from rag_eval.orchestration.gate_cli import GATE_FAILED
 
-        print(f"the regression gate failed for {regressed} version(s): `rag-eval gate VERSION` shows why",
+        print(f"the regression gate failed for {regressed} version(s): `{command('gate VERSION')}` shows why",
               file=sys.stderr)
         return 1 if failed else GATE_FAILED
     return 1 if failed else 0
@@ -365,23 +365,26 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_register(args: argparse.Namespace) -> int:
     """Register a dataset version without running it."""
+    from rag_eval.metrics.errors import command
+
     version, new = register(args.instance, args.datasets, args.dataset, args.dataset_version, args.meta, args.replace,
                             args.max_rejected_share)
     said = "registered" if new else "registered again (--replace: its file is this one now)" if args.replace \
         else "already registered:"
     print(f"{said} dataset version {version}; evaluate it with "
-          f"`rag-eval run {args.dataset} --dataset-version {version}`, or materialize its partition in the Dagster UI")
+          f"`{command(f'run {args.dataset} --dataset-version {version}')}`, or materialize its partition in the Dagster UI")
     return 0
 
 
 def cmd_convert_trec(args: argparse.Namespace) -> int:
     """Write a JSONL dataset from TREC qrels and run files (for the document retrieval metrics)."""
+    from rag_eval.metrics.errors import command
     from rag_eval.metrics.retrieval.trec import read_trec
 
     records = read_trec(args.qrels, args.run)
     Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     print(f"wrote {len(records)} queries to {args.output}; evaluate with "
-          f"`rag-eval run {args.output} --metrics document_retrieval`")
+          f"`{command(f'run {args.output} --metrics document_retrieval')}`")
     return 0
 
 

@@ -132,7 +132,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """Compare CANDIDATE (default: the latest evaluated version) with its configured baseline."""
-    from rag_eval.metrics.errors import SettingsError
+    from rag_eval.metrics.errors import SettingsError, command
     from rag_eval.metrics.stats.gate import evaluated_versions, is_timed, no_baseline, read_tags, resolve_baseline
 
     config = _config(args)
@@ -140,7 +140,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     timed = [v for v in versions if is_timed(v)]  # registered files, in time order; target runs have no time
     candidate = args.candidate or ((timed or versions)[-1] if versions else None)
     if candidate is None:
-        raise SettingsError(f"no evaluated version under {args.out}/: run `rag-eval run` first, or name a candidate")
+        raise SettingsError(f"no evaluated version under {args.out}/: run `{command('run')}` first, or name a candidate")
     rule = args.baseline or config.baseline
     if rule == "previous" and candidate not in versions:
         raise SettingsError(f"{candidate} is not an evaluated version under {args.out}/, so it has no previous version: "
@@ -159,18 +159,18 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_tag(args: argparse.Namespace) -> int:
     """Point tag NAME at VERSION (``<datasets>/tags.json``), or list the tags."""
-    from rag_eval.metrics.errors import SettingsError
+    from rag_eval.metrics.errors import SettingsError, command
     from rag_eval.metrics.stats.gate import evaluated_versions, read_tags, set_tag
 
     if args.name and args.version:
         if args.version not in evaluated_versions(args.out):
             raise SettingsError(f"{args.version} is not an evaluated version under {args.out}/ (no results.parquet): "
-                                "evaluate it with `rag-eval run` first, or pass --out")
+                                f"evaluate it with `{command('run')}` first, or pass --out")
         set_tag(args.datasets, args.name, args.version)
         print(f"tag {args.name} -> {args.version} ({Path(args.datasets) / 'tags.json'})")
         return 0
     if args.name or args.version:
-        raise SettingsError("rag-eval tag NAME VERSION sets a tag; without arguments it lists them")
+        raise SettingsError(f"{command('tag NAME VERSION')} sets a tag; without arguments it lists them")
     for name, version in sorted(read_tags(args.datasets).items()):
         print(f"{name}\t{version}")
     return 0

@@ -27,8 +27,12 @@ def build_definitions(registry: Registry, resources: dict | None = None) -> dg.D
     ------
     SettingsError
         As ``rag_eval.metrics.sources.traffic.TrafficConfig.load`` does for bad traffic settings.
+    OSError
+        For a trace file of the traffic source that cannot be read (``TrafficConfig.started``).
     """
     traffic = TrafficConfig.load(registry=registry)  # [tool.rag_eval.traffic] of ./pyproject.toml
+    store = TrafficStore()
+    traffic = traffic.started(store.index(traffic))  # the partitions begin at the first day with traces
     return dg.Definitions(
         # Each asset with its automation condition (orchestration/automation.py: the nightly evaluation).
         assets=automated(asset_graph(registry, traffic)),
@@ -37,7 +41,7 @@ def build_definitions(registry: Registry, resources: dict | None = None) -> dg.D
         # datasets/ and out/ (tables/<asset>/<version>.parquet and the views of rag_eval.duckdb); the
         # judge the environment configures; `local` execution (`spark`: docs/how-to/spark.md).
         # out/traffic/ (one folder per traffic partition) and the traffic settings of ./pyproject.toml.
-        resources={**(resources or build_resources()), "traffic_store": TrafficStore()},
+        resources={**(resources or build_resources()), "traffic_store": store},
         # In-process: on a machine of few cores the multiprocess executor is slower (docs/performance.md, Spark).
         executor=dg.in_process_executor,
     )

@@ -94,6 +94,7 @@ def print_table(summary: dict, width: int | None = None) -> None:
             table.add_row(f"  {metric}" if group else metric, _fmt(row["mean"]), rate,
                           f"{sign} {row['threshold']:g}", f"{row['measured']}/{row['total']}")
     console.print(table)
+    print_conversations(summary, console)
     print_estimates(summary, console)
     print_cascade(summary, console)
     print(f"rows: {summary['total']}  good: {summary['num_good']}  bad: {summary['num_bad']}  "
@@ -108,6 +109,31 @@ def print_table(summary: dict, width: int | None = None) -> None:
         print(f"note: {printable(summary['judge']['embedding_fallback'])}")
     if summary.get("diagnosis"):
         print_diagnosis(summary["diagnosis"])
+
+
+def print_conversations(summary: dict, console) -> None:
+    """For a file of conversations: per metric, the mean over conversations of their mean over turns,
+    of their worst turn, the share whose every turn passed, the mean by turn index, and the worst
+    conversation (``rag_eval.metrics.reports.conversations``), on the ``console`` of :func:`print_table`."""
+    from rich.table import Table
+
+    block = summary.get("conversations")
+    if not block:
+        return
+    print(f"conversations: {block['conversations']} ({block['turns']} turns); per conversation: mean of turns, "
+          "worst turn")
+    table = Table(pad_edge=False, box=None)
+    for column in ("metric", "mean", "worst turn", "all pass", "by turn 1, 2, …", "worst conversation"):
+        table.add_column(column, justify="left" if column in ("metric", "worst conversation") else "right",
+                         overflow="fold", no_wrap=column != "worst conversation")
+    for metric, row in block["metrics"].items():
+        rate = "—" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
+        turns = " ".join(_fmt(row["by_turn"][k]["mean"], ".2f") for k in sorted(row["by_turn"], key=int))
+        worst = row["worst"][0] if row["worst"] else None
+        table.add_row(metric, _fmt(row["mean"], ".3f"), _fmt(row["worst_turn_mean"], ".3f"), rate, turns or "—",
+                      printable(f"{worst['conversation_id']} turn {worst['turn']}: {worst['value']:g}") if worst
+                      else "—")
+    console.print(table)
 
 
 def _reused(usage: dict) -> str:
@@ -235,11 +261,13 @@ def print_gate(metadata: Mapping[str, Any], passed: bool, folder: Path, stream: 
     """The regression gate of a run in one line (``metadata``: its ``no_regression_vs_baseline``
     evaluation's, or ``baseline_comparison``'s materialization's), then its warnings (the two versions
     judged by different judges) and each failure; its reports are in ``folder``."""
+    from rag_eval.metrics.errors import command
+
     if "verdict" not in metadata:  # nothing to compare: no earlier version, or the baseline is this version
         print(f"regression gate: nothing to compare ({metadata['baseline'].value})", file=stream)
         return
     print(printable(f"regression gate vs baseline {metadata['baseline'].value}: {metadata['verdict'].value} "
-                    f"(report: {folder / 'report.html'}; `rag-eval gate {folder.name}` prints the table)"),
+                    f"(report: {folder / 'report.html'}; `{command(f'gate {folder.name}')}` prints the table)"),
           file=stream or (sys.stdout if passed else sys.stderr))
     for note in metadata["notes"].value if "notes" in metadata else []:  # its warnings (rag-eval gate: all)
         if note.startswith("WARNING"):

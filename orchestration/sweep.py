@@ -4,7 +4,8 @@ Each configuration becomes a target run (a partition, ``assets/targets.py``). Fo
 the graph is materialized level by level — parts and question set, retrieval, generation,
 ingestion, metrics, summary — and at each level only the assets stale or missing for the
 partition run (the rule of the UI's "Unsynced" on the versions Dagster recorded,
-``rag_eval.orchestration.records.out_of_date``): an unchanged configuration runs nothing, a new generator
+``rag_eval.orchestration.records.out_of_date``; and the retrieval or generation whose every call
+failed, as when the endpoint was down: tried again): an unchanged configuration runs nothing, a new generator
 runs generation and the metrics whose fields changed, a new ``top_k`` retrieval and what
 its new contexts change. The parts and the question set, which Dagster cannot watch
 (they are files), run when their version hash or content differs from the last
@@ -77,8 +78,17 @@ def _first_level(instance, store, key: str) -> list[str]:
     return todo
 
 
+def _failed_entirely(instance, key: str, assets: list[str]) -> list[str]:
+    """Those of ``assets`` whose latest materialization for ``key`` answered no question and failed on some
+    (``answered`` 0, ``target_errors`` above 0: an endpoint down for the whole run). Failed calls are not
+    cached, so running them again calls the system again; one answer keeps the run as it is."""
+    return [asset for asset in assets if _recorded(instance, asset, key, "answered") == 0
+            and (_recorded(instance, asset, key, "target_errors") or 0) > 0]
+
+
 def run_incrementally(key: str, settings: RunSettings, instance, definitions) -> list:
-    """Materialize what is stale or missing for target run ``key`` with the metrics and run config of
+    """Materialize what is stale or missing for target run ``key``, and the system's calls whose every
+    call failed last time (a dead endpoint: they are tried again), with the metrics and run config of
     ``settings``, level by level, each level a run of ``target_evaluation_job`` of ``definitions``
     (``rag_eval.orchestration.location``) on ``instance``; the ``ExecuteInProcessResult`` of each run
     (none when nothing changed).
@@ -105,7 +115,8 @@ def run_incrementally(key: str, settings: RunSettings, instance, definitions) ->
         if depth == 0:
             todo = set(_first_level(instance, definitions.resources["dataset_store"], key))
         else:
-            todo = set(out_of_date(instance, definitions, key, [a for a in level if a not in done]))
+            pending = [a for a in level if a not in done]
+            todo = set(out_of_date(instance, definitions, key, pending)) | set(_failed_entirely(instance, key, pending))
         if not todo:
             continue
         for asset in list(todo):  # what is certain to turn stale next runs in the same run

@@ -141,7 +141,9 @@ def _generated(args: argparse.Namespace, judge, chunks: list, report: dict, out:
 
 def _done(out: Path, written: list[Path], kept: int) -> int:
     """Say what was written and how to evaluate it; exit status 1 when no question was kept."""
+    from rag_eval.metrics.errors import command
+
     print(f"wrote {', '.join(p.name for p in written)} in {out}/; evaluate the baseline retriever on it with "
-          f"`rag-eval sweep {out / 'sweep.toml'}` (or point your own target file's `questions` at "
+          f"`{command('sweep ' + str(out / 'sweep.toml'))}` (or point your own target file's `questions` at "
           f"{out / 'questions.jsonl'})")
     return 0 if kept else 1

@@ -1,7 +1,9 @@
 """Simulated production traffic of the example RAG system, traced with OpenTelemetry and OpenInference.
 
-Users ask the questions of questions.jsonl (drawn at random, at random times of each day);
-each request is answered by the BM25 retriever and the extractive generator of
+Users ask the questions of questions.jsonl (drawn at random, at random times of each day), in
+conversations: of each ten requests, five are single questions and five are the turns of two chat
+sessions, one of two turns and one of three, a follow-up 20 s to 2 min after the answer before it
+(the session's ``session.id`` on each turn's CHAIN span; a single question has none). Each request is answered by the BM25 retriever and the extractive generator of
 rag_example.py and traced with the OpenTelemetry SDK using the OpenInference semantic
 conventions, as Phoenix's instrumentations would: a CHAIN span (the request: ``input.value``,
 ``output.value``, ``session.id``, ``user.id``, ``metadata`` with the route) over a RETRIEVER
@@ -19,6 +21,7 @@ Trace and span ids come from a seeded generator: the same arguments write the sa
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -29,6 +32,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 ROUTES = {"chat": 0.7, "search": 0.3}
+#: Turns of the conversations of each ten requests: five single questions, a session of two, one of three.
+TURNS = (1, 1, 1, 1, 2, 1, 3)
 
 
 def _tracer_provider(path: Path, seed: int):
@@ -69,16 +74,73 @@ def answer(question: str, passages: list[dict], degraded: bool, rng: random.Rand
     return extractive(question, [p["text"] for p in passages], sentences=2)
 
 
-def simulate(out: Path, days: int = 2, per_day: int = 100, start: str = "2026-11-01", degrade_from: int | None = None,
-             degraded_share: float = 0.5, seed: int = 0, top_k: int = 3) -> list[Path]:
-    """Write ``per_day`` traced requests for each of ``days`` days from ``start`` (UTC) under
-    ``out``, one ``traces-<day>.jsonl`` a day; from day ``degrade_from`` (1 = the first) on, each
-    answer is degraded with probability ``degraded_share``. The files written."""
+def conversation_sizes(requests: int) -> list[int]:
+    """Turns of each conversation of a day of ``requests`` traced requests: of each ten, five single
+    questions, a session of two turns and one of three (:data:`TURNS`), the last cut to fit."""
+    sizes: list[int] = []
+    turns = itertools.cycle(TURNS)
+    while sum(sizes) < requests:
+        sizes.append(min(next(turns), requests - sum(sizes)))
+    return sizes
+
+
+def _request(tracer, question: str, route: str, degraded: bool, t0: int, rng: random.Random, top_k: int,
+             root_attributes: dict) -> int:
+    """Trace one request started at ``t0`` (ns): a CHAIN span (``root_attributes`` set, ``None`` values
+    left out) over a RETRIEVER and an LLM span. When it ended (ns)."""
     from openinference.semconv.trace import OpenInferenceSpanKindValues as Kind
     from openinference.semconv.trace import SpanAttributes as A
     from opentelemetry import trace
 
     import rag_example
+
+    root = tracer.start_span("rag.query", start_time=t0)
+    parent = trace.set_span_in_context(root)
+    t1 = t0 + rng.randint(2, 8) * 1_000_000
+    retriever = tracer.start_span("bm25.retrieve", context=parent, start_time=t1)
+    passages = rag_example.bm25(question, top_k)
+    retriever.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.RETRIEVER.value)
+    retriever.set_attribute(A.INPUT_VALUE, question)
+    for i, passage in enumerate(passages):
+        prefix = f"{A.RETRIEVAL_DOCUMENTS}.{i}."
+        retriever.set_attribute(prefix + "document.id", passage["id"])
+        retriever.set_attribute(prefix + "document.content", passage["text"])
+        retriever.set_attribute(prefix + "document.score", passage["score"])
+    t2 = t1 + rng.randint(10, 40) * 1_000_000
+    retriever.end(end_time=t2)
+    llm = tracer.start_span("extractive.generate", context=parent, start_time=t2)
+    response = answer(question, passages, degraded, rng)
+    prompt = "Answer from the passages.\n\n" + "\n\n".join(p["text"] for p in passages)
+    llm.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.LLM.value)
+    llm.set_attribute("llm.input_messages.0.message.role", "system")
+    llm.set_attribute("llm.input_messages.0.message.content", prompt)
+    llm.set_attribute("llm.input_messages.1.message.role", "user")
+    llm.set_attribute("llm.input_messages.1.message.content", question)
+    llm.set_attribute(A.OUTPUT_VALUE, response)
+    llm.set_attribute(A.LLM_MODEL_NAME, "extractive")
+    prompt_tokens, completion_tokens = len((prompt + question).split()), len(response.split())
+    llm.set_attribute(A.LLM_TOKEN_COUNT_PROMPT, prompt_tokens)
+    llm.set_attribute(A.LLM_TOKEN_COUNT_COMPLETION, completion_tokens)
+    llm.set_attribute(A.LLM_TOKEN_COUNT_TOTAL, prompt_tokens + completion_tokens)
+    t3 = t2 + rng.randint(200, 1500) * 1_000_000
+    llm.end(end_time=t3)
+    root.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.CHAIN.value)
+    root.set_attribute(A.INPUT_VALUE, question)
+    root.set_attribute(A.OUTPUT_VALUE, response)
+    for key, value in root_attributes.items():
+        if value is not None:
+            root.set_attribute(key, value)
+    end = t3 + rng.randint(1, 5) * 1_000_000
+    root.end(end_time=end)
+    return end
+
+
+def simulate(out: Path, days: int = 2, per_day: int = 100, start: str = "2026-11-01", degrade_from: int | None = None,
+             degraded_share: float = 0.5, seed: int = 0, top_k: int = 3) -> list[Path]:
+    """Write ``per_day`` traced requests for each of ``days`` days from ``start`` (UTC) under
+    ``out``, one ``traces-<day>.jsonl`` a day; from day ``degrade_from`` (1 = the first) on, each
+    answer is degraded with probability ``degraded_share``. The files written."""
+    from openinference.semconv.trace import SpanAttributes as A
 
     questions = [json.loads(line)["user_input"] for line in (HERE / "questions.jsonl").read_text("utf-8").splitlines()
                  if line.strip()]
@@ -92,49 +154,20 @@ def simulate(out: Path, days: int = 2, per_day: int = 100, start: str = "2026-11
         path.unlink(missing_ok=True)
         provider = _tracer_provider(path, seed * 1000 + day)
         tracer = provider.get_tracer("rag_example")
-        times = sorted(rng.uniform(0, 86_000) for _ in range(per_day))
-        for n, offset in enumerate(times):
-            question = rng.choice(questions)
-            route = rng.choices(list(ROUTES), weights=list(ROUTES.values()))[0]
-            degraded = degrade_from is not None and day + 1 >= degrade_from and rng.random() < degraded_share
+        sizes = conversation_sizes(per_day)
+        starts = sorted(rng.uniform(0, 86_000) for _ in sizes)
+        n = 0
+        for c, (size, offset) in enumerate(zip(sizes, starts)):
             t0 = int((begin + timedelta(seconds=offset)).timestamp() * 1e9)
-            root = tracer.start_span("rag.query", start_time=t0)
-            parent = trace.set_span_in_context(root)
-            t1 = t0 + rng.randint(2, 8) * 1_000_000
-            retriever = tracer.start_span("bm25.retrieve", context=parent, start_time=t1)
-            passages = rag_example.bm25(question, top_k)
-            retriever.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.RETRIEVER.value)
-            retriever.set_attribute(A.INPUT_VALUE, question)
-            for i, passage in enumerate(passages):
-                prefix = f"{A.RETRIEVAL_DOCUMENTS}.{i}."
-                retriever.set_attribute(prefix + "document.id", passage["id"])
-                retriever.set_attribute(prefix + "document.content", passage["text"])
-                retriever.set_attribute(prefix + "document.score", passage["score"])
-            t2 = t1 + rng.randint(10, 40) * 1_000_000
-            retriever.end(end_time=t2)
-            llm = tracer.start_span("extractive.generate", context=parent, start_time=t2)
-            response = answer(question, passages, degraded, rng)
-            prompt = "Answer from the passages.\n\n" + "\n\n".join(p["text"] for p in passages)
-            llm.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.LLM.value)
-            llm.set_attribute("llm.input_messages.0.message.role", "system")
-            llm.set_attribute("llm.input_messages.0.message.content", prompt)
-            llm.set_attribute("llm.input_messages.1.message.role", "user")
-            llm.set_attribute("llm.input_messages.1.message.content", question)
-            llm.set_attribute(A.OUTPUT_VALUE, response)
-            llm.set_attribute(A.LLM_MODEL_NAME, "extractive")
-            prompt_tokens, completion_tokens = len((prompt + question).split()), len(response.split())
-            llm.set_attribute(A.LLM_TOKEN_COUNT_PROMPT, prompt_tokens)
-            llm.set_attribute(A.LLM_TOKEN_COUNT_COMPLETION, completion_tokens)
-            llm.set_attribute(A.LLM_TOKEN_COUNT_TOTAL, prompt_tokens + completion_tokens)
-            t3 = t2 + rng.randint(200, 1500) * 1_000_000
-            llm.end(end_time=t3)
-            root.set_attribute(A.OPENINFERENCE_SPAN_KIND, Kind.CHAIN.value)
-            root.set_attribute(A.INPUT_VALUE, question)
-            root.set_attribute(A.OUTPUT_VALUE, response)
-            root.set_attribute(A.SESSION_ID, f"session-{rng.randrange(per_day // 3 + 1)}")
-            root.set_attribute(A.USER_ID, f"user-{rng.randrange(per_day // 2 + 1)}")
-            root.set_attribute(A.METADATA, json.dumps({"route": route, "request": n}))
-            root.end(end_time=t3 + rng.randint(1, 5) * 1_000_000)
+            session = f"session-{begin:%Y%m%d}-{c}" if size > 1 else None  # a single question has no session
+            user = f"user-{rng.randrange(per_day // 2 + 1)}"
+            route = rng.choices(list(ROUTES), weights=list(ROUTES.values()))[0]
+            for _ in range(size):  # a follow-up comes 20 s to 2 min after the answer before it
+                degraded = degrade_from is not None and day + 1 >= degrade_from and rng.random() < degraded_share
+                end = _request(tracer, rng.choice(questions), route, degraded, t0, rng, top_k,
+                               {A.SESSION_ID: session, A.USER_ID: user,
+                                A.METADATA: json.dumps({"route": route, "request": n})})
+                t0, n = end + rng.randint(20_000, 120_000) * 1_000_000, n + 1
         provider.shutdown()  # flushes the batch processor into the file
         written.append(path)
     return written

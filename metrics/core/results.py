@@ -12,6 +12,11 @@ from enum import Enum
 from typing import Any
 
 
+#: Per-row cost columns of a results frame (``rag_eval.metrics.core.scoring.results_frame``).
+USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits",
+                 "shared_hits"]
+
+
 class Status(str, Enum):
     """The five outcomes of scoring one sample with one metric.
 

@@ -15,6 +15,7 @@ import pandas as pd
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from rag_eval.metrics.core.base import Metric, asked
 from rag_eval.metrics.core.collector import collector
+from rag_eval.metrics.reports.conversations import conversation_frame
 from rag_eval.metrics.reports.formats import azure_rows, fields_frame, ragas_table
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.judges.cache import Sink
@@ -45,6 +46,12 @@ class EvaluationResult:
     def ragas_table(self) -> pd.DataFrame:
         """One row per sample, one column per metric, as RAGAS's ``to_pandas()``."""
         return ragas_table(self.results, fields_frame(self.samples) if self.samples else None)
+
+    def conversations(self) -> pd.DataFrame:
+        """One row per (conversation, metric) of a file of conversations: the mean over its turns, as Azure AI
+        Evaluation reports a conversation, and its worst turn (``rag_eval.metrics.reports.conversations``);
+        empty when no row is a conversation's turn."""
+        return conversation_frame(self.results)
 
 
 def default_judge(sink: Sink | None = None) -> Judge:

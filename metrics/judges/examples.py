@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_eval.metrics.errors import SettingsError
+from rag_eval.metrics.errors import SettingsError, command
 
 #: What marks a variant file of the LLM judge (the offline verifier's weights have no ``kind``).
 KIND = "llm_examples"
@@ -125,7 +125,7 @@ class Examples:
             raise
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise SettingsError(f"{path}: not an LLM judge's examples file ({type(exc).__name__}: {str(exc)[:200]}); "
-                                "`rag-eval align` with an LLM judge writes one") from None
+                                f"`{command('align')}` with an LLM judge writes one") from None
         return cls(examples, data.get("name", "aligned"), str(path), Path(path))
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
-from rag_eval.metrics.errors import StorageError
+from rag_eval.metrics.errors import StorageError, command
 from rag_eval.metrics.judges.cache import JudgementCache, Key
 from rag_eval.metrics.judges.cache_file import BUSY_SECONDS, disk_problem
 from rag_eval.metrics.judges.kept import kept_problem
@@ -240,7 +240,7 @@ def import_spill(cache: JudgementCache, path: str | Path) -> tuple[int, list[str
     if not cache.store(entries):
         raise StorageError(cache.path, f"the judgement cache cannot take the answers of {path} ({cache.problem})",
                            "the spill file is kept: free space on the cache's disk (or make it writable), then "
-                           f"`rag-eval cache import {path}`")
+                           f"`{command(f'cache import {path}')}`")
     with contextlib.suppress(OSError):
         Path(path).unlink()
     return len(entries), skipped

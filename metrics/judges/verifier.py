@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.metrics.errors import SettingsError
+from rag_eval.metrics.errors import SettingsError, command
 from rag_eval.metrics.text import content_tokens, has_cjk, names, quantities
 from rag_eval.metrics.text.sentences import _CJK_RUN
 
@@ -144,7 +144,7 @@ class Verifier:
             features, name, version = dict(model["features"]), model["name"], model["version"]
             if list(features) != list(FEATURES):
                 raise SettingsError(f"written for another verifier (its features {list(features)[:12]} are not "
-                                    f"{list(FEATURES)}): run `rag-eval align` again")
+                                    f"{list(FEATURES)}): run `{command('align')}` again")
             numbers = {"bias": model["bias"], "threshold": model["threshold"],
                        "long_threshold": model.get("long_threshold", model["threshold"]), **features}
             long_words = model.get("long_words", 0)
@@ -155,7 +155,7 @@ class Verifier:
                 raise SettingsError("bias, threshold and weights must be finite numbers, name and version strings")
         except OSError as exc:
             raise SettingsError(f"{self.path}: cannot read the verifier's weights ({exc.strerror}); "
-                                "`rag-eval align` writes them") from None
+                                f"`{command('align')}` writes them") from None
         except SettingsError as exc:
             raise SettingsError(f"{self.path}: {exc}") from None
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:

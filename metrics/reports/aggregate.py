@@ -14,14 +14,12 @@ from typing import Any
 
 import pandas as pd
 
+from rag_eval.metrics.reports.conversations import conversation_summary
 from rag_eval.metrics.reports.diagnosis import FailedOf, diagnose
 from rag_eval.metrics.core.registry import Registry, given
 
-from rag_eval.metrics.core.results import Direction, Status
+from rag_eval.metrics.core.results import USAGE_COLUMNS, Direction, Status
 
-#: Per-row cost columns of a results frame (``rag_eval.metrics.core.scoring.results_frame``).
-USAGE_COLUMNS = ["chat_requests", "embedding_requests", "prompt_tokens", "completion_tokens", "cache_hits",
-                 "shared_hits"]
 
 
 def field_key(metric: str, registry: Registry | None = None) -> str:
@@ -117,7 +115,10 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     results : DataFrame
         One row per (sample, metric) with columns ``sample_id, metric, status, value,
         passed, direction`` and ``row`` (as made by ``rag_eval.metrics.core.scoring.results_frame``);
-        rows are told apart by ``row`` when present (ids may repeat), else by ``sample_id``.
+        judged units are told apart by ``row`` and ``sample_id`` when rows are given (ids may repeat
+        across lines; the turns of a conversation share a line), else by ``sample_id``. With
+        ``conversation_id`` and ``turn`` columns, the summary has a ``conversations`` block
+        (``rag_eval.metrics.reports.conversations.conversation_summary``).
     task_name : str
         Name written as ``task_name``.
     judge : mapping, optional
@@ -159,7 +160,8 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     if scale not in (1, 10):
         raise ValueError(f"scale must be 1 or 10, got {scale}")
     digits = 4 if scale == 1 else 2
-    unit = "row" if "row" in results and results["row"].notna().all() else "sample_id"
+    results = results.assign(_unit=_units(results))
+    unit = "_unit"
     total = int(results[unit].nunique()) if len(results) else 0
     ok = results[results["status"] == Status.OK.value]
     failed_rows = set(ok.loc[ok["passed"] == False, unit])  # noqa: E712 (pandas mask)
@@ -172,12 +174,13 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
     coverage: dict[str, dict[str, int]] = {}
     overview: dict[str, dict[str, Any]] = {}
     turned: dict[str, list[float]] = {}
+    factors: dict[str, float] = {}
     for metric, frame in results.groupby("metric", sort=False):
         key = field_key(metric, registry)
         labels = pd.Series([_label(metric, status, passed) for status, passed in zip(frame["status"], frame["passed"])])
         for label, count in labels.value_counts().items():
             type_ratio.setdefault(key, {})[label] = round(count / total, 6)
-        factor = scale if is_ratio(metric, registry) else 1  # only [0, 1] metrics have a 0-10 presentation
+        factor = factors[metric] = scale if is_ratio(metric, registry) else 1  # only [0, 1] metrics have a 0-10 one
         values = [float(v) * factor for v in frame.loc[frame["status"] == Status.OK.value, "value"]]
         group = metrics_score.setdefault(key, {"stats": {}, "summary": {}})
         group["stats"][metric] = metric_stats(values, digits)
@@ -218,7 +221,16 @@ def summarize(results: pd.DataFrame, task_name: str = "rag_eval", judge: Mapping
         "scale": "0-10" if scale == 10 else "0-1",
         "judge": _judge(results, judge),
         **({"diagnosis": diagnosis} if (diagnosis := diagnose(results, failed_of, scale)) else {}),
+        **({"conversations": block} if (block := conversation_summary(results, factors, digits)) else {}),
     }
+
+
+def _units(results: pd.DataFrame) -> pd.Series:
+    """What tells the judged units of ``results`` apart: the line (``row``; ids may repeat across lines)
+    and the id (the turns of a conversation share its line), or the id alone without rows."""
+    if "row" in results and results["row"].notna().all():
+        return results["row"].astype(str) + "\x1f" + results["sample_id"].astype(str)
+    return results["sample_id"]
 
 
 def _own_scale(metric: str, registry: Registry | None) -> str:

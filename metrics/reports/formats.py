@@ -65,15 +65,17 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
     ``total_groundtruth_documents``, the name in Azure's documentation), each with
     ``_result``, ``_threshold`` and ``_higher_is_better``; counts and labels are ints, as
     are the count thresholds; a value that could not be computed is ``None`` with its
-    ``_reason``. A conversation's turn has ``conversation_id`` and ``turn`` beside ``id`` and ``row``.
-    Samples without Azure metrics are left out.
+    ``_reason``. Samples without Azure metrics are left out. The turns of a conversation (rows with a
+    ``conversation_id``) are one dict, as Azure returns a ``conversation``'s: ``id`` the conversation's,
+    each numeric key the mean over the turns that have it, and ``evaluation_per_turn``: ``{key: [the
+    value of each turn]}`` for every key (:func:`conversation_row`).
     """
     builtin, rows = builtin_registry(), []
+    conversations: dict[str, list[dict[str, Any]]] = {}
+    of = dict(zip(results["sample_id"], results["conversation_id"])) if "conversation_id" in results else {}
+    turn_of = dict(zip(results["sample_id"], results["turn"])) if of else {}
     for (row, sample_id), frame in results.groupby(["row", "sample_id"], sort=True, dropna=False):
         record: dict[str, Any] = {"id": sample_id, "row": None if pd.isna(row) else int(row)}
-        if "turn" in frame and not pd.isna(turn := frame["turn"].iloc[0]):  # a conversation's turn
-            record.update(conversation_id=str(frame["conversation_id"].iloc[0]), turn=int(turn))
-        keys = len(record)
         for result in frame.to_dict("records"):
             name = result["metric"]
             family = builtin[name].family if name in builtin else "custom"  # custom or plugin: read alike
@@ -87,9 +89,33 @@ def azure_rows(results: pd.DataFrame) -> list[dict[str, Any]]:
                                f"{name}_status": result["status"]})
             elif family == "document_retrieval":
                 _document_retrieval(record, result, value, word)
-        if len(record) > keys:
-            rows.append(record)
-    return rows
+        if len(record) > 2:
+            conversation = of.get(sample_id)
+            if conversation is None or pd.isna(conversation):
+                rows.append(record)
+            elif conversation not in conversations:
+                rows.append(record)  # its place, taken by the whole conversation below
+                conversations[conversation] = [record]
+            else:
+                conversations[conversation].append(record)
+    firsts = {id(turns[0]): conversation_row(name, sorted(turns, key=lambda r: int(turn_of[r["id"]])))
+              for name, turns in conversations.items()}
+    return [firsts.get(id(record), record) for record in rows]
+
+
+def conversation_row(conversation_id: str, turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Azure row of a conversation from its turns' rows (in turn order): ``id`` and ``row`` (its
+    line's), each key whose values are numbers (not booleans) the mean of the turns' numbers (``None``
+    when no turn has one), and ``evaluation_per_turn`` with every key's value per turn (``None`` where
+    a turn lacks it), as Azure AI Evaluation's ``_aggregate_results`` gives them."""
+    keys = list(dict.fromkeys(k for turn in turns for k in turn if k not in ("id", "row")))
+    record: dict[str, Any] = {"id": conversation_id, "row": turns[0]["row"]}
+    for key in keys:
+        present = [v for v in (turn.get(key) for turn in turns) if v is not None]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            record[key] = sum(present) / len(present) if present else None
+    record["evaluation_per_turn"] = {key: [turn.get(key) for turn in turns] for key in keys}
+    return record
 
 
 def fields_frame(samples: list[Sample]) -> pd.DataFrame:

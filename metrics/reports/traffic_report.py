@@ -1,7 +1,7 @@
 """A traffic partition's summary and the traffic page of the HTML report.
 
-``partition_summary`` is what ``summary.json`` of a traffic partition holds: volume (traces,
-unreadable spans or rows, traces judged), latency and the system's own token counts, per
+``partition_summary`` is what ``summary.json`` of a traffic partition holds: volume (traces and
+the conversations they make, unreadable spans or rows, traces and conversations judged), latency and the system's own token counts, per
 metric the mean of the judged sample with its 95 % bootstrap interval, or a judge cascade's estimate
 of the strong judge's mean with its interval (as the gate's trend charts:
 ``rag_eval.metrics.reports.gate_report.version_stats``), what judging cost, the drift verdicts and the
@@ -52,7 +52,8 @@ def partition_summary(key: str, traces: pd.DataFrame, problems: int, results: pd
     key : str
         The partition.
     traces : DataFrame
-        The partition's traces (``latency_ms`` and the token columns are read).
+        The partition's traces (``latency_ms``, the token columns and ``session_id`` are read: the
+        conversations are counted, a session's traces being one, no id kept).
     problems : int
         Lines, spans or rows that could not be read.
     results : DataFrame
@@ -61,7 +62,7 @@ def partition_summary(key: str, traces: pd.DataFrame, problems: int, results: pd
     drifts : dict
         ``rag_eval.metrics.stats.drift.drift``'s verdicts.
     sample : DataFrame
-        The judged traces (``trace_id``, ``user_input``, ``stratum``).
+        The judged traces (``trace_id``, ``user_input``, ``stratum``, ``session_id``).
     budget : dict
         The budget the sample was drawn under.
     """
@@ -69,6 +70,7 @@ def partition_summary(key: str, traces: pd.DataFrame, problems: int, results: pd
     latency = traces["latency_ms"].to_numpy(float) if len(traces) else np.array([])
     return {
         "partition": key, "traces": len(traces), "problems": problems, "sampled": len(sample), "budget": budget,
+        "conversations": conversation_count(traces), "sampled_conversations": conversation_count(sample),
         "strata": {str(k): int(v) for k, v in sample["stratum"].value_counts().sort_index().items()}
         if "stratum" in sample else {},
         "latency_ms": {"p50": float(np.percentile(latency, 50)), "p95": float(np.percentile(latency, 95)),
@@ -79,6 +81,14 @@ def partition_summary(key: str, traces: pd.DataFrame, problems: int, results: pd
         "drift": {m: d.to_dict() for m, d in drifts.items()},
         "worst_rows": worst_rows(results, dict(zip(sample["trace_id"], sample["user_input"].fillna("")))),
     }
+
+
+def conversation_count(traces: pd.DataFrame) -> int:
+    """The conversations of ``traces``: its distinct ``session_id`` values and its traces without one
+    (each trace when there is no ``session_id`` column)."""
+    if "session_id" not in traces:
+        return len(traces)
+    return int(traces["session_id"].nunique() + traces["session_id"].isna().sum())
 
 
 def volume_svg(summaries: list[dict[str, Any]]) -> str:
@@ -114,8 +124,9 @@ def traffic_html(summaries: list[dict[str, Any]], focus: str) -> str:
              f"<style>{_STYLE}</style></head><body>",
              f"<h1>Production traffic {e(focus)}: <span class='verdict {'failed' if failed else 'passed'}'>"
              f"{label}</span></h1>",
-             f"<p>{current['traces']:,} traces, {current['sampled']:,} judged, {current['problems']:,} unreadable "
-             "spans or rows</p>",
+             f"<p>{current['traces']:,} traces in {_conversations(current)} conversations, {current['sampled']:,} "
+             f"judged in {_conversations(current, 'sampled_')} conversations, {current['problems']:,} unreadable spans "
+             "or rows</p>",
              "<h2>Drift against the trailing window</h2><table><tr><th>metric</th><th>day</th><th>window</th>"
              "<th>difference [95 % CI]</th><th>n day / window</th><th>basis</th><th>margin</th><th>verdict</th></tr>"]
     for d in current["drift"].values():
@@ -135,13 +146,15 @@ def traffic_html(summaries: list[dict[str, Any]], focus: str) -> str:
         parts += ["<h2>Metric trends</h2>", no_chart if missing else trend_svg(history, metrics, "", focus),
                   *published_line(history, metrics)]
     parts += ["<h2>Volume</h2>", no_chart if missing else volume_svg(summaries),
-              "<table><tr><th>partition</th><th>traces</th><th>judged</th><th>unreadable</th><th>latency p50 ms</th>"
-              "<th>p95 ms</th><th>system tokens</th></tr>"]
+              "<table><tr><th>partition</th><th>turns (traces)</th><th>judged turns</th><th>unreadable</th>"
+              "<th>latency p50 ms</th><th>p95 ms</th><th>system tokens</th><th>conversations</th>"
+              "<th>judged conversations</th></tr>"]
     for s in summaries:
         lat = s["latency_ms"]
         parts.append(f"<tr><td>{e(s['partition'])}</td><td>{s['traces']:,}</td><td>{s['sampled']:,}</td>"
                      f"<td>{s['problems']:,}</td><td>{lat.get('p50', 0):.0f}</td><td>{lat.get('p95', 0):.0f}</td>"
-                     f"<td>{s['system_tokens'].get('total_tokens', 0):,}</td></tr>")
+                     f"<td>{s['system_tokens'].get('total_tokens', 0):,}</td><td>{_conversations(s)}</td>"
+                     f"<td>{_conversations(s, 'sampled_')}</td></tr>")
     parts += ["</table><h2>Judging cost</h2><table><tr><th>partition</th>"
               + "".join(f"<th>{c.replace('_', ' ')}</th>" for c in USAGE_COLUMNS) + "</tr>"]
     parts += [f"<tr><td>{e(s['partition'])}</td>" + "".join(f"<td>{s['judging_cost'].get(c, 0):,}</td>"
@@ -158,6 +171,13 @@ def traffic_html(summaries: list[dict[str, Any]], focus: str) -> str:
                   for r in rows]
     parts.append("</table></body></html>")
     return "\n".join(parts)
+
+
+def _conversations(summary: dict[str, Any], prefix: str = "") -> str:
+    """A summary's conversations (``prefix`` ``sampled_``: judged), formatted; a summary written before
+    conversations were counted: its traces, each then judged alone."""
+    found = summary.get(f"{prefix}conversations", summary["sampled" if prefix else "traces"])
+    return f"{found:,}"
 
 
 def read_summaries(paths: list) -> list[dict[str, Any]]:

@@ -256,7 +256,7 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
-def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Mapping[int, str],
+def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Iterable[tuple[int, str]],
              version: str | None = None,
              registry: Registry | None = None) -> tuple[list[dict[str, Any]], list[LabelProblem], int]:
     """Check label records against a version's rows; ``(labels, problems, blank)``.
@@ -265,8 +265,9 @@ def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Mapp
     ----------
     records : iterable of (line, where, record)
         As :func:`read_records` yields them.
-    ids : mapping of int to str
-        The version's sample id of each row (``Sample.row``, the line minus one).
+    ids : iterable of (int, str)
+        The version's judged rows: ``(Sample.row, Sample.id)``, the row the line minus one (the turns of a
+        conversation share their line, each with its id: a label names the turn by its id).
     version : str, optional
         The version the labels are for: a record naming another ``version`` is refused.
     registry : Registry, optional
@@ -286,8 +287,11 @@ def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Mapp
         Records without a label (rows not labelled yet): skipped, not a problem.
     """
     rows: dict[str, list[int]] = {}
-    for row, sample_id in ids.items():
-        rows.setdefault(sample_id, []).append(row)
+    on_line: dict[int, list[str]] = {}
+    for row, sample_id in ids:
+        if sample_id not in on_line.setdefault(row, []):
+            on_line[row].append(sample_id)
+            rows.setdefault(sample_id, []).append(row)
     labels, problems, blank = [], [], 0
     for _, where, record in records:
         try:
@@ -305,7 +309,7 @@ def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Mapp
                 continue
             if version and _text(record.get("version")) not in (None, version):
                 raise LabelProblem(where, "version", f"labels of {record['version']!r}, not of {version}")
-            labels.append({**_where(where, record, ids, rows), "metric": metric, "label": label,
+            labels.append({**_where(where, record, on_line, rows), "metric": metric, "label": label,
                            "annotator": _text(record.get("annotator")), "notes": _text(record.get("notes")),
                            "labelled_at": _text(record.get("labelled_at")), "source": where})
         except LabelProblem as problem:
@@ -313,8 +317,10 @@ def validate(records: Iterable[tuple[int, str, dict[str, Any] | str]], ids: Mapp
     return labels, problems, blank
 
 
-def _where(where: str, record: Mapping[str, Any], ids: Mapping[int, str], rows: dict[str, list[int]]) -> dict[str, Any]:
-    """``{"id", "line"}`` of the row a record names by its id, its line or both."""
+def _where(where: str, record: Mapping[str, Any], on_line: Mapping[int, list[str]],
+           rows: dict[str, list[int]]) -> dict[str, Any]:
+    """``{"id", "line"}`` of the row a record names by its id, its line or both (``on_line``: the ids of
+    each row; ``rows``: the rows of each id)."""
     sample_id = _text(record.get("sample_id")) or _text(record.get("id"))
     line_text = _text(record.get("line"))
     line = None
@@ -324,12 +330,16 @@ def _where(where: str, record: Mapping[str, Any], ids: Mapping[int, str], rows: 
             shown = repr(line_text) if len(line_text) <= 40 else repr(line_text[:40]) + "…"
             raise LabelProblem(where, "line", f"{shown} is not a line number")
         line = int(whole[1])
-        if line - 1 not in ids:
+        if line - 1 not in on_line:
             raise LabelProblem(where, "line", f"{line} is not a line of the version's file "
-                                              f"({len(ids)} samples, lines 1 to {max(ids, default=-1) + 1})")
+                                              f"({len(on_line)} lines, 1 to {max(on_line, default=-1) + 1})")
     if sample_id is None:
         if line is None:
             raise LabelProblem(where, "id", "missing: give the row's id or its line")
+        if len(turns := on_line[line - 1]) > 1:
+            raise LabelProblem(where, "id", f"missing: line {line} holds a conversation of {len(turns)} turns "
+                                            f"({', '.join(map(repr, turns[:3]))}{', …' if len(turns) > 3 else ''}): "
+                                            "give the turn's id")
     else:
         found = rows.get(sample_id, [])
         if not found:
@@ -340,16 +350,16 @@ def _where(where: str, record: Mapping[str, Any], ids: Mapping[int, str], rows: 
             raise LabelProblem(where, "line", f"id {sample_id!r} is on lines "
                                               f"{', '.join(str(r + 1) for r in found)}: say which")
         line = line or found[0] + 1
-    return {"id": ids[line - 1], "line": line}
+    return {"id": sample_id or on_line[line - 1][0], "line": line}
 
 
 def merge(stored: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``stored`` labels updated with ``new`` ones, by (line, metric): a new label replaces a
+    """``stored`` labels updated with ``new`` ones, by (line, id, metric): a new label replaces a
     stored one; among new ones, the later ``labelled_at`` (else the later record) wins.
-    In line, then metric order."""
-    merged = {(r["line"], r["metric"]): r for r in stored}
+    In line, id, then metric order."""
+    merged = {(r["line"], str(r["id"]), r["metric"]): r for r in stored}
     for record in sorted(new, key=lambda r: r.get("labelled_at") or ""):  # stable: file order among equals
-        merged[(record["line"], record["metric"])] = record
+        merged[(record["line"], str(record["id"]), record["metric"])] = record
     return [merged[key] for key in sorted(merged)]
 
 
@@ -374,10 +384,10 @@ def write_stored(folder: str | Path, labels: list[dict[str, Any]]) -> Path:
 
 
 
-def labels_frame(folder: str | Path, ids: Mapping[int, str], version: str | None = None,
+def labels_frame(folder: str | Path, ids: Iterable[tuple[int, str]], version: str | None = None,
                  registry: Registry | None = None) -> tuple[Any, list[LabelProblem]]:
     """A version's stored labels (``<folder>/labels.jsonl``), checked again against its rows
-    (``ids``: ``{row: sample id}``) and the metrics of ``registry`` (:func:`validate`), as a DataFrame of :data:`FRAME_COLUMNS`, with the problems of
+    (``ids``: ``(row, sample id)`` pairs) and the metrics of ``registry`` (:func:`validate`), as a DataFrame of :data:`FRAME_COLUMNS`, with the problems of
     the lines refused (a file edited by hand); an empty frame without the file. Columns: :data:`STORED_KEYS`."""
     import pandas as pd
 

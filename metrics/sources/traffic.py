@@ -9,10 +9,12 @@ file of the same keys)::
     query = ""               # sql: the query whose rows are traces
     mapping = {}             # table and sql: {field: column} (rag_eval.metrics.sources.traces.tables.FIELDS)
     partition = "daily"      # or "hourly"
-    start = "2026-01-01"     # the first partition
+    start = ""               # the first partition (YYYY-MM-DD; default: the day of the earliest trace, or
+                             # today while the source holds none; required for format "sql")
     timezone = "UTC"         # of the partitions' boundaries
     metrics = ["faithfulness", "answer_relevancy", "context_relevancy"]   # reference-free only
-    budget_rows = 100        # traces judged per partition at most (0: none; see rag_eval.metrics.stats.sampling)
+    budget_rows = 100        # turns (traces) judged per partition at most, in whole conversations (0: none;
+                             # see rag_eval.metrics.stats.sampling)
     budget_cost = -1         # or a price limit per partition (-1: none), at `price`
     strong_share = 0         # > 0: a judge cascade: the offline judge scores every sampled trace and the
                              # judge this share of them (rag_eval.metrics.core.strong), the means its estimates
@@ -23,6 +25,8 @@ file of the same keys)::
     margins = {}             # per metric, on its scale (default rag_eval.metrics.stats.compare.default_margin)
     blocking = false         # the drift checks fail with severity ERROR (true) or WARN (false)
     min_traces = 1           # traffic_arrived fails below this many traces in a partition
+    session_hours = 6        # a session's trace is read with the partition where the session's earliest
+                             # trace of the session_hours before it started (rag_eval.metrics.sources.traces.sessions)
 
 Which partitions a trace source touches is read once per file (the start hour of every
 span, :func:`file_hours`) and kept beside the traffic results (``.index/``, one small JSON
@@ -38,16 +42,19 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import InitVar, dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rag_eval.metrics.core.bounded import clip, quote
 from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.settings import tool_section
 from rag_eval.metrics.stats.sampling import STRATA, Budget
 from rag_eval.metrics.sources.traces import FORMATS, Trace, TraceProblem, read_traces, source_files
-from rag_eval.metrics.sources.traces.parquet import WrittenTraces, within, write_traces
+from rag_eval.metrics.sources.traces.parquet import WrittenTraces, write_traces
+from rag_eval.metrics.sources.traces.sessions import in_window
 from rag_eval.metrics.errors import SettingsError
 
 HOUR_NS = 3600 * 10 ** 9
@@ -64,7 +71,8 @@ class TrafficConfig:
     ------
     ValueError
         For an unknown format, partition or stratum; a metric that is unknown or needs a
-        reference; a negative budget, window or margin; ``blocking`` not a boolean.
+        reference; a negative budget, window, margin or ``session_hours``; ``blocking`` not a boolean; an
+        unknown ``timezone``; format ``sql`` without ``start``.
     """
 
     source: str = "traces"
@@ -72,7 +80,7 @@ class TrafficConfig:
     query: str = ""
     mapping: dict[str, str] = field(default_factory=dict)
     partition: str = "daily"
-    start: str = "2026-01-01"
+    start: str = ""
     timezone: str = "UTC"
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     budget_rows: int = 100
@@ -85,6 +93,7 @@ class TrafficConfig:
     margins: dict[str, float] = field(default_factory=dict)
     blocking: bool = False
     min_traces: int = 1
+    session_hours: int = 6
     #: The metrics ``metrics`` and ``margins`` may name (default the built-in ones): not a setting of the file.
     registry: InitVar[Registry | None] = None
     #: ``registry``, where the traffic assets find the metrics they judge.
@@ -98,6 +107,14 @@ class TrafficConfig:
             raise SettingsError(f"traffic config: partition is 'daily' or 'hourly', not {quote(self.partition)}")
         if not self.metrics:
             raise SettingsError("traffic config: metrics must name at least one metric")
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise SettingsError(f"traffic config: timezone is an IANA name such as 'UTC' or 'Europe/Paris', "
+                                f"not {quote(self.timezone)}") from exc
+        if self.format == "sql" and not self.start:
+            raise SettingsError("traffic config: format 'sql' needs start, the first day of traffic (YYYY-MM-DD): "
+                                "the partitions are made when the code location loads, without querying the database")
         for metric in [*self.metrics, *self.margins]:
             if metric not in known:
                 raise SettingsError(f"traffic config: unknown metric {quote(metric)}")
@@ -107,7 +124,7 @@ class TrafficConfig:
                                     "choose reference-free metrics")
         if [s for s in self.strata if s not in STRATA]:
             raise SettingsError(f"traffic config: strata are among {list(STRATA)}, not {quote(self.strata)}")
-        for name in ("budget_rows", "window", "min_traces", "seed"):
+        for name in ("budget_rows", "window", "min_traces", "seed", "session_hours"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise SettingsError(f"traffic config: {name} must be a whole number, 0 or more, got {quote(value)}")
@@ -129,6 +146,26 @@ class TrafficConfig:
         """The per-partition budget of ``budget_rows`` and ``budget_cost`` (a negative cost: no cost limit)."""
         return Budget(rows=self.budget_rows, cost=None if self.budget_cost < 0 else float(self.budget_cost),
                       price=(float(self.price[0]), float(self.price[1])))
+
+    def started(self, index: TraceIndex) -> TrafficConfig:
+        """These settings with ``start`` set: as given, else the day (in ``timezone``) of the earliest hour
+        ``index`` (:class:`TraceIndex`) holds for a file of ``source``, else today while ``source`` does not
+        exist. Reads each file not yet in the index (:func:`file_hours`).
+
+        Raises
+        ------
+        OSError
+            For a trace file that cannot be read.
+        """
+        if self.start:
+            return self
+        zone = ZoneInfo(self.timezone)
+        try:
+            hours = [hour for counter in index.counts(self.source).values() for hour in counter]
+        except FileNotFoundError:
+            hours = []
+        first = datetime.fromtimestamp(min(hours) * 3600, zone) if hours else datetime.now(zone)
+        return replace(self, start=first.date().isoformat(), registry=self.known)
 
     @classmethod
     def load(cls, path: str | Path | None = None, registry: Registry | None = None,
@@ -201,8 +238,12 @@ class TraceIndex:
 def window_files(index: TraceIndex, source: str | Path, start_ns: int, end_ns: int) -> list[Path]:
     """The files of ``source`` with a span or trace starting within an hour of [start, end):
     the hour around catches a trace whose spans began on both sides of a boundary."""
+    return _touching(index.counts(source), start_ns, end_ns)
+
+
+def _touching(counts: dict[Path, Counter], start_ns: int, end_ns: int) -> list[Path]:
     first, last = start_ns // HOUR_NS - 1, (end_ns - 1) // HOUR_NS + 1
-    return [path for path, hours in index.counts(source).items() if any(first <= h <= last for h in hours)]
+    return [path for path, hours in counts.items() if any(first <= h <= last for h in hours)]
 
 
 def window_queries(query: str, mapping: dict[str, str] | None) -> tuple[str, str]:
@@ -223,20 +264,27 @@ def write_window(config: TrafficConfig, index: TraceIndex, start_ns: int, end_ns
 
 def read_window(config: TrafficConfig, index: TraceIndex, start_ns: int,
                 end_ns: int) -> Iterator[Trace | TraceProblem]:
-    """The traces starting in [start, end) and the problems met reading them (a problem
-    without a time — a row without a start, a file's unreadable line — is given by every
-    window reading its file or query; such a SQL row is named by its trace id, its row number
-    being its place among the rows without a start), streaming."""
+    """The traces of the partition [start, end) and the problems met reading them, streaming: a trace
+    without a session that started in it, a session's trace whose session started in it (read from
+    ``session_hours`` before to ``session_hours`` after the window:
+    ``rag_eval.metrics.sources.traces.sessions.in_window``). A problem without a time — a row without a
+    start, a file's unreadable line — is given by every window reading its file or query for the window
+    itself (such a SQL row is named by its trace id, its row number being its place among the rows
+    without a start)."""
+    horizon = config.session_hours * HOUR_NS
     items: Iterator[Trace | TraceProblem]
+    placed: set[str] | None = None
     if config.format == "sql":
         from rag_eval.metrics.sources.traces import utc
         from rag_eval.metrics.sources.traces.tables import read_sql
 
         windowed, undated = window_queries(config.query, config.mapping)
         items = itertools.chain(read_sql(config.source, windowed, config.mapping,
-                                         {"window_start": utc(start_ns), "window_end": utc(end_ns)}),
+                                         {"window_start": utc(start_ns - horizon), "window_end": utc(end_ns + horizon)}),
                                 read_sql(config.source, undated, config.mapping))
     else:
+        counts = index.counts(config.source)
+        placed = {str(path) for path in _touching(counts, start_ns, end_ns)}
         items = read_traces(config.source, config.format, config.mapping,
-                            files=window_files(index, config.source, start_ns, end_ns))
-    return within(items, start_ns, end_ns)
+                            files=_touching(counts, start_ns - horizon, end_ns + horizon))
+    return in_window(items, start_ns, end_ns, horizon, placed)

@@ -126,10 +126,9 @@ def metric_estimate(results: pd.DataFrame, labels: pd.DataFrame, metric: str,
     if "repeat" in frame:
         frame = frame[frame["repeat"] == 0]
     mine = labels[labels["metric"] == metric]
-    joined = frame.assign(line=frame["row"].astype(int) + 1).merge(
-        mine[["line", "id", "label"]], on="line", how="left")
-    other_id = joined["label"].notna() & (joined["id"].astype(str) != joined["sample_id"].astype(str))
-    joined.loc[other_id, "label"] = np.nan  # the line holds another row now: no label of this one
+    # A label whose line holds another id now (the file replaced since) matches no row: it is unmatched.
+    joined = frame.assign(line=frame["row"].astype(int) + 1, key=frame["sample_id"].astype(str)).merge(
+        mine.assign(key=mine["id"].astype(str))[["line", "key", "label"]], on=["line", "key"], how="left")
     labelled = joined[joined["label"].notna()]
     unmatched = len(mine) - len(labelled)
     ok = joined["status"] == Status.OK.value

@@ -34,7 +34,7 @@ from rag_eval.metrics.judges.llm import LLMJudge
 from rag_eval.metrics.core.registry import CORE_METRICS, Registry, build_metrics, given
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.settings import tool_section
-from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError
+from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError, command
 
 TAGS_FILE = "tags.json"
 
@@ -164,8 +164,8 @@ def no_baseline(candidate: str) -> str:
     if is_timed(candidate):
         return f"no version before {candidate} has results"
     return (f"{candidate} is a version key without a registration time (named by hand, or a target run), and "
-            "`previous` follows the registration times of generated keys: name its baseline with `rag-eval gate "
-            "--baseline VERSION` (or tag:NAME), or set `baseline` in the gate settings")
+            "`previous` follows the registration times of generated keys: name its baseline with "
+            f"`{command('gate --baseline VERSION')}` (or tag:NAME), or set `baseline` in the gate settings")
 
 
 def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: dict[str, str]) -> str | None:
@@ -185,12 +185,12 @@ def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: d
     if baseline.startswith("tag:"):
         name = baseline[4:]
         if name not in tags:
-            raise SettingsError(f"baseline tag {quote(name)} is not set: `rag-eval tag {name} VERSION` sets it "
+            raise SettingsError(f"baseline tag {quote(name)} is not set: `{command(f'tag {name} VERSION')}` sets it "
                              f"(tags: {sorted(tags) or 'none'})")
         baseline = tags[name]
     if baseline not in versions:
         raise InputError(f"baseline version {baseline} has no results (out/{baseline}/results.parquet); evaluate it "
-                         "first with `rag-eval run`")
+                         f"first with `{command('run')}`")
     return baseline
 
 
@@ -249,7 +249,7 @@ class Version:
         if self.labels_folder is None or "row" not in self.results:
             return {}, []
         first = self.results[self.results["repeat"] == 0] if "repeat" in self.results else self.results
-        ids = dict(zip(first["row"].astype(int), first["sample_id"].astype(str)))
+        ids = zip(first["row"].astype(int), first["sample_id"].astype(str))
         labels, problems = labels_frame(self.labels_folder, ids, registry=registry)
         notes = [f"{self.name}: label refused: {p}" for p in problems[:5]]
         estimates = {}
@@ -327,6 +327,7 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
     from rag_eval.metrics.stats.cascade_estimates import decided_on
     from rag_eval.metrics.stats.compare import compare
     from rag_eval.metrics.core.samples import load_samples
+    from rag_eval.metrics.reports.conversations import has_conversations, per_conversation_results
 
     repeats, note = effective_repeats(judge, config.repeats)
     notes = [note] if note else []
@@ -339,6 +340,11 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
             results = with_repeats(results, load_samples(side.samples_path), judge, repeats, config.metrics,
                                    config.known)
         sides.append(results)
+    judged = sides  # per judged row, as the cascades estimated them
+    if any(has_conversations(side) for side in sides):
+        sides = [per_conversation_results(side) for side in sides]
+        notes.append("conversations compared as units: each one's mean over its turns, its worst turn's reason "
+                     "(the turns of one conversation are not independent: resampling turns would narrow the interval)")
     if repeats > 1:
         notes.append(f"judged {repeats} times per row ({judge.name}, seed + repeat per repeat); the interval "
                      "resamples rows of per-row means, so it holds row sampling and judge noise")
@@ -347,7 +353,7 @@ def run_comparison(baseline: Version, candidate: Version, config: GateConfig, ju
     (base_estimates, base_notes), (cand_estimates, cand_notes) = (side.estimates(config.known)
                                                                   for side in (baseline, candidate))
     names = (baseline.name, candidate.name)
-    cascades, cascade_notes = decided_on(names, (sides[0], sides[1]), (base_estimates, cand_estimates), config.known)
+    cascades, cascade_notes = decided_on(names, (judged[0], judged[1]), (base_estimates, cand_estimates), config.known)
     notes += base_notes + cand_notes + cascade_notes + judged_apart(baseline.results, candidate.results)
     comparison = compare(sides[0], sides[1], metrics=[*config.metrics, *others], margins=config.margins,
                          gated=config.metrics, max_coverage_drop=config.max_coverage_drop, seed=seed, names=names,

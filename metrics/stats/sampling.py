@@ -11,7 +11,15 @@ A day of traffic may hold far more traces than one wants to pay a judge for. The
   proportion to its size, to within one trace (systematic allocation, Cochran 1977 §5.5).
 * **Within a budget**: ``rows`` (the first ``rows`` of that order) and/or ``cost``: traces
   are taken in that order while the estimated cost of judging them stays within ``cost``
-  (a trace that would pass it is skipped, the next ones still tried). The cost of a trace
+  (a trace that would pass it is skipped, the next ones still tried).
+* **Whole conversations**: given ``groups`` (a chat session's traces,
+  ``rag_eval.metrics.sources.traces.sessions.conversations``), the order is of groups (a group
+  is placed as its first trace: its id, its stratum) and a group is taken whole or not at all.
+  ``rows`` counts turns (traces), as a cost bound counts what is judged: groups are taken in
+  order while the turns taken stay within ``rows``, a group that would pass it skipped and the
+  next ones still tried (rounded down: never more than ``rows`` turns; a conversation longer than
+  ``rows`` is never taken). A group's cost is its traces' summed. Single traces are groups of
+  one: without sessions the sample is the traces' as above. The cost of a trace
   is what the dry run (``rag_eval.metrics.judges.cost.estimate_cost``) plans for it at the given prices,
   *without* the judgement cache, so a re-run whose judgements are cached picks the same
   traces. The offline judge costs nothing: a cost budget alone then takes every trace.
@@ -129,19 +137,24 @@ def sampling_order(ids: Sequence[str], strata: Sequence[str], seed: int) -> list
 
 
 def select(traces: Sequence[Trace], budget: Budget, seed: int = 0, by: Sequence[str] = STRATA,
-           cost_of: Callable[[int], float] | None = None) -> Selection:
+           cost_of: Callable[[int], float] | None = None, groups: Sequence[Sequence[int]] | None = None) -> Selection:
     """The sample of ``traces`` within ``budget`` (see the module's notes).
 
     Parameters
     ----------
     traces : sequence of Trace
     budget : Budget
+        ``rows`` counts traces (turns), taken by whole groups.
     seed : int
     by : sequence of str
         Strata: ``route`` and/or ``score_band`` (empty: one stratum).
     cost_of : callable, optional
         ``cost_of(i)``: the estimated cost of judging trace ``i`` (needed for a cost budget;
         :func:`judging_cost` makes one).
+    groups : sequence of sequences of int, optional
+        Positions of ``traces`` taken together (a conversation's turns, in order), covering each
+        position once; default each trace alone. ``Selection.rows`` lists a group's positions in
+        its order, and ``Selection.strata`` counts a group's traces in its first trace's stratum.
 
     Raises
     ------
@@ -150,26 +163,32 @@ def select(traces: Sequence[Trace], budget: Budget, seed: int = 0, by: Sequence[
     """
     if budget.cost is not None and cost_of is None:
         raise ValueError("a cost budget needs the cost of each trace (cost_of)")
+    units = [list(g) for g in groups] if groups is not None else [[i] for i in range(len(traces))]
     strata = stratum_keys(traces, by)
-    order = sampling_order([t.trace_id for t in traces], strata, seed)
+    unit_strata = [strata[unit[0]] for unit in units]
+    order = sampling_order([traces[unit[0]].trace_id for unit in units], unit_strata, seed)
     rows: list[int] = []
     costs: list[float] = []
+    stratum: list[str] = []
     total = 0.0
-    for i in order:
+    for u in order:
         if budget.rows is not None and len(rows) >= budget.rows:
             break
-        cost = cost_of(i) if cost_of is not None else 0.0
-        if budget.cost is not None and total + cost > budget.cost + 1e-12:
+        if budget.rows is not None and len(rows) + len(units[u]) > budget.rows:
             continue
-        rows.append(i)
-        costs.append(cost)
-        total += cost
+        cost = [cost_of(i) if cost_of is not None else 0.0 for i in units[u]]
+        if budget.cost is not None and total + sum(cost) > budget.cost + 1e-12:
+            continue
+        rows += units[u]
+        costs += cost
+        stratum += [unit_strata[u]] * len(units[u])
+        total += sum(cost)
     counts: dict[str, dict[str, int]] = {}
-    for stratum in strata:
-        counts.setdefault(stratum, {"traces": 0, "sampled": 0})["traces"] += 1
-    for i in rows:
-        counts[strata[i]]["sampled"] += 1
-    return Selection(rows, [strata[i] for i in rows], costs, total, dict(sorted(counts.items())))
+    for unit, key in zip(units, unit_strata):
+        counts.setdefault(key, {"traces": 0, "sampled": 0})["traces"] += len(unit)
+    for key in stratum:
+        counts[key]["sampled"] += 1
+    return Selection(rows, stratum, costs, total, dict(sorted(counts.items())))
 
 
 def judging_cost(samples: Sequence, metrics: Sequence, judge, price: tuple[float, float]) -> Callable[[int], float]:

@@ -15,7 +15,7 @@ from rag_eval.metrics import OfflineJudge, score_sample
 from rag_eval.metrics.core.registry import build_metrics
 from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.core.scoring import score_all
-from rag_eval.metrics.errors import SettingsError
+from rag_eval.metrics.errors import SettingsError, command
 from rag_eval.metrics.judgements.statement_classification import StatementLists, statement_classification
 from rag_eval.metrics.stats.agreement import auroc
 from rag_eval.metrics.judges.examples import read_variant
@@ -76,7 +76,7 @@ def test_weights_file_with_other_features_is_refused(tmp_path):
     path.write_text(json.dumps({"name": "v", "version": "0", "bias": 0, "threshold": 0.5,
                                 "features": {"cosine": 1.0}}))
     with pytest.raises(ValueError, match=r"old\.json: written for another verifier \(its features \['cosine'\] are "
-                                         r"not .*\): run `rag-eval align` again"):
+                                         r"not .*\): run `" + re.escape(command("align")) + "` again"):
         Verifier(path)
 
 

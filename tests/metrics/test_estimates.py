@@ -150,3 +150,15 @@ def test_the_interval_is_cut_to_the_metrics_scale():
     assert plain.ci_high > 1.0  # what the interval was before it was cut
     e = metric_estimate(frame, given, "faithfulness").estimate
     assert (e.estimate, e.ci_low, e.ci_high) == (min(plain.estimate, 1.0), plain.ci_low, 1.0)
+
+
+def test_labels_of_conversation_turns_pair_with_their_turn_not_their_line():
+    """FRAME's rows put two by two on one line as a conversation's turns (rows 2k and 2k+1 -> line k+1, ids
+    c{k}/1 and c{k}/2): the same scores and labels must give the same estimate as one row per line."""
+    turns = FRAME.assign(row=FRAME.index // 2, sample_id=[f"c{i // 2}/{i % 2 + 1}" for i in FRAME.index])
+    turn_labels = LABELS.assign(line=LABELS["line"].sub(1) // 2 + 1,
+                                id=[f"c{(l - 1) // 2}/{(l - 1) % 2 + 1}" if i != "elsewhere" else i
+                                    for l, i in zip(LABELS["line"], LABELS["id"])])
+    labelled = metric_estimate(turns, turn_labels, "faithfulness")
+    assert labelled.estimate == ppi_mean(Y, YHAT, UNLABELLED)
+    assert (labelled.estimate.n, labelled.estimate.N, labelled.rows, labelled.unmatched) == (10, 15, 25, 1)

@@ -8,7 +8,7 @@ from rag_eval.metrics.sources.annotate import allocate, draw, label_config, task
 from rag_eval.metrics.sources.labels import label_value, labels_frame, merge, read_records, read_stored, validate, write_stored
 from rag_eval.metrics.core.samples import sample_from_dict
 
-IDS = {0: "q1", 1: "q2", 2: "q3", 3: "dup", 4: "dup"}  # rows 0-4 (lines 1-5); 'dup' is on lines 4 and 5
+IDS = [(0, "q1"), (1, "q2"), (2, "q3"), (3, "dup"), (4, "dup")]  # rows 0-4 (lines 1-5); 'dup' is on lines 4 and 5
 
 
 def _problems(problems):
@@ -51,7 +51,7 @@ def test_a_semicolon_sheet_and_a_jsonl_file_with_a_bad_line(tmp_path):
     labels, problems, _ = validate(read_records(sheet), IDS)
     assert [(r["id"], r["label"]) for r in labels] == [("q3", 1.0)]
     assert _problems(problems) == ["excel.csv line 3: field 'line': 9 is not a line of the version's file "
-                                   "(5 samples, lines 1 to 5)"]
+                                   "(5 lines, 1 to 5)"]
     lines = tmp_path / "labels.jsonl"
     lines.write_text('{"id": "q1", "metric": "groundedness", "label": 4}\n\n{"id": "q2", "metric"\n'
                      '[1, 2]\n{"id": "q2", "metric": "noise_sensitivity_relevant", "label": "pass"}\n', encoding="utf-8")
@@ -93,6 +93,22 @@ def test_label_studio_exports_full_and_min_with_a_cancelled_annotation_and_two_a
     assert (label["id"], label["label"], label["labelled_at"]) == ("q2", 1.0, "2026-12-03T08:00:00Z")
 
 
+def test_a_conversation_turn_is_labelled_by_its_id(tmp_path):
+    """Line 2 holds a conversation of three turns (ids c/1..c/3): its labels name the turn; a line alone is refused."""
+    ids = [(0, "q1"), (1, "c/1"), (1, "c/2"), (1, "c/3")]
+    lines = tmp_path / "labels.jsonl"
+    lines.write_text('{"id": "c/2", "metric": "faithfulness", "label": 0}\n'
+                     '{"id": "c/3", "line": 2, "metric": "faithfulness", "label": 1}\n'
+                     '{"line": 2, "metric": "faithfulness", "label": 1}\n'
+                     '{"line": 1, "metric": "faithfulness", "label": 1}\n', encoding="utf-8")
+    labels, problems, _ = validate(read_records(lines), ids)
+    assert [(r["id"], r["line"], r["label"]) for r in labels] == [("c/2", 2, 0.0), ("c/3", 2, 1.0), ("q1", 1, 1.0)]
+    assert _problems(problems) == ["labels.jsonl line 3: field 'id': missing: line 2 holds a conversation of 3 "
+                                   "turns ('c/1', 'c/2', 'c/3'): give the turn's id"]
+    # two turns of one line are two labels, not one replacing the other
+    assert [(r["id"], r["label"]) for r in merge([], labels)] == [("q1", 1.0), ("c/2", 0.0), ("c/3", 1.0)]
+
+
 def test_stored_labels_merge_newest_wins_and_read_back_checked(tmp_path):
     old = [{"id": "q1", "line": 1, "metric": "faithfulness", "label": 0.0},
            {"id": "q2", "line": 2, "metric": "faithfulness", "label": 1.0}]
@@ -102,7 +118,7 @@ def test_stored_labels_merge_newest_wins_and_read_back_checked(tmp_path):
     stored = read_stored(tmp_path)
     assert [(r["line"], r["label"], r["annotator"]) for r in stored] == [(1, 1.0, "b"), (2, 1.0, None)]
     assert all(r["labelled_at"] for r in stored)  # stamped when written without one
-    frame, problems = labels_frame(tmp_path, {0: "q1", 1: "other"})  # line 2 now holds another id
+    frame, problems = labels_frame(tmp_path, [(0, "q1"), (1, "other")])  # line 2 now holds another id
     assert frame[["line", "label"]].values.tolist() == [[1, 1.0]]
     assert _problems(problems) == ["labels.jsonl line 2: field 'id': 'q2' is no row of the version"]
 
@@ -145,7 +161,7 @@ def test_the_sheet_is_blind_to_the_judge_and_reads_back_as_labels(tmp_path):
         writer = csv.DictWriter(handle, fieldnames=list(filled[0]))
         writer.writeheader()
         writer.writerows(filled)
-    labels, problems, blank = validate(read_records(sheet), {0: "q1", 1: "q2"}, version="v1")
+    labels, problems, blank = validate(read_records(sheet), [(0, "q1"), (1, "q2")], version="v1")
     assert [(r["id"], r["metric"], r["label"]) for r in labels] == [("q1", "faithfulness", 1.0),
                                                                    ("q2", "answer_relevancy", 0.0)]
     assert (problems, blank) == ([], 2)

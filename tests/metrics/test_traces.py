@@ -346,7 +346,7 @@ def test_a_sql_query_on_a_real_postgresql_server(postgres):
     # What a traffic partition reads: the rows of its window only.
     from rag_eval.metrics.sources.traffic import TraceIndex, TrafficConfig, read_window
 
-    config = TrafficConfig(source=postgres.url, format="sql", query=query, mapping=mapping)
+    config = TrafficConfig(source=postgres.url, format="sql", query=query, mapping=mapping, start="2026-11-01")
     window = list(read_window(config, TraceIndex("unused", "sql"), T0, T0 + 86_400 * 10 ** 9))
     assert [t.trace_id for t in window if isinstance(t, Trace)] == ["q1"]
     # The row without a start belongs to no window: every window reports it (never skipped silently).

@@ -209,6 +209,7 @@ def test_a_reference_free_file_gated_against_itself_passes_naming_the_metrics_no
 def test_a_key_named_by_hand_has_no_previous_version_and_the_gate_says_what_to_pass(tmp_path, monkeypatch, capsys):
     """``previous`` follows registration times: for keys named by hand the line said "no version before … has
     results" though earlier versions had results; it names what to pass instead."""
+    from rag_eval.metrics.errors import command
     from rag_eval.metrics.stats.gate import no_baseline
     from rag_eval.orchestration import cli
 
@@ -221,6 +222,28 @@ def test_a_key_named_by_hand_has_no_previous_version_and_the_gate_says_what_to_p
     assert out == (f"no baseline for beta (previous: {no_baseline('beta')}); nothing to compare, the gate passes\n")
     assert no_baseline("beta") == ("beta is a version key without a registration time (named by hand, or a target "
                                    "run), and `previous` follows the registration times of generated keys: name its "
-                                   "baseline with `rag-eval gate --baseline VERSION` (or tag:NAME), or set `baseline` "
+                                   f"baseline with `{command('gate --baseline VERSION')}` (or tag:NAME), or set `baseline` "
                                    "in the gate settings")
     assert no_baseline("20261130T020000Z-fiqa-0123abcd") == "no version before 20261130T020000Z-fiqa-0123abcd has results"
+
+
+def test_a_printed_hint_is_the_command_as_it_can_be_typed_here(tmp_path, monkeypatch, capsys):
+    """After `make run`, `rag-eval` is not on PATH: a hint says `.venv/bin/rag-eval …`, as the docs write commands;
+    with the environment activated (its bin/ on PATH) plain `rag-eval …`; from another folder, the script's path."""
+    from rag_eval.orchestration import cli
+
+    bin_folder = Path(sys.executable).parent  # .venv/bin of the checkout running the tests
+    clone = bin_folder.parent.parent
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.chdir(clone)
+    empty = tmp_path / "out"
+    empty.mkdir()
+    said = "error: no evaluated version under {}/: run `{} run` first, or name a candidate\n"
+    assert cli.main(["gate", "--out", str(empty)]) == 2
+    assert capsys.readouterr().err == said.format(empty, f"{bin_folder.parent.name}/bin/rag-eval")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["gate", "--out", str(empty)]) == 2
+    assert capsys.readouterr().err == said.format(empty, bin_folder / "rag-eval")
+    monkeypatch.setenv("PATH", f"{bin_folder}:/usr/bin:/bin")  # `source .venv/bin/activate`
+    assert cli.main(["gate", "--out", str(empty)]) == 2
+    assert capsys.readouterr().err == said.format(empty, "rag-eval")

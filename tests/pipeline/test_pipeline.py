@@ -19,6 +19,7 @@ from rag_eval.assets.registration import register_version
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.core.registry import CORE_METRICS
 from rag_eval.metrics.core.samples import sample_from_dict
+from rag_eval.metrics.errors import command
 from rag_eval.orchestration.definitions import defs
 from rag_eval.orchestration.records import out_of_date
 from tests.conftest import readable
@@ -75,7 +76,7 @@ def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa
     [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert not check.passed and check.metadata["rejected_share"].value == 0.2
     assert check.description == (f"20.0% of the lines rejected > limit 5.0% (the default; raise it for this version with "
-                                 f"rag-eval register {project.datasets / 'v1'} --max-rejected-share SHARE, or in the "
+                                 f"{command('register ' + str(project.datasets / 'v1') + ' --max-rejected-share SHARE')}, or in the "
                                  "run's ingest_dataset config)")
     assert materialized(result) == FIELD_ASSETS
     rejected = project.query("select row, line, id, reason, sample from eval.rejected_samples where version = 'v1'")
@@ -332,7 +333,7 @@ def test_backfill_over_three_versions_materializes_all_three(tmp_path, monkeypat
     assert [line.split(":")[0] for line in printed.out.splitlines() if line.startswith("2026")] == \
         ["20261103T000000Z-c", "20261104T000000Z-d"]
     assert ("20261102T000000Z-b: failed: dataset file not found: datasets/20261102T000000Z-b/samples.jsonl (register "
-            "its file again: `rag-eval register FILE --dataset-version 20261102T000000Z-b --replace`)") in printed.err
+            f"its file again: `{command('register FILE --dataset-version 20261102T000000Z-b --replace')}`)") in printed.err
     assert printed.err.splitlines()[-1] == "failed: 20261102T000000Z-b"
 
 

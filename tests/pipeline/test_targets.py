@@ -142,6 +142,30 @@ def test_a_change_reruns_exactly_what_depends_on_it(system):
     assert GEN_KEY.encode() not in everything  # the generator's key: nowhere in datasets, out, caches, DuckDB
 
 
+def test_a_run_whose_every_call_failed_is_tried_again_by_the_next_sweep(system, monkeypatch):
+    """The generator's endpoint down for a whole run: every row is a target_error, and the next sweep of the
+    unchanged file, the endpoint up, generates and judges the answers (the run was not up to date)."""
+    root = system["root"]
+    dead = JudgeServer().start()
+    dead.stop()  # nothing listens on its port any more: every call is refused
+    monkeypatch.setenv("GEN_URL", dead.url)
+    key, ran, counted, _, _ = sweep_once(system, write_config(root))
+    assert "system_responses" in ran and counted["generator"] == 0
+    samples = [json.loads(line) for line in (root / "datasets" / key / "samples.jsonl").read_text().splitlines()]
+    assert ["response" in s["target_error"] for s in samples] == [True] * 4 and "response" not in samples[0]
+    monkeypatch.setenv("GEN_URL", system["generator"].url)
+    _, ran, counted, cost, _ = sweep_once(system, write_config(root))
+    # The retrieval answered three of four: kept. The generation answered none: called again, then what reads it.
+    assert ran == {"system_responses", *FIELD_LEVEL, "faithfulness", "answer_relevancy", "eval_summary"}
+    assert counted["retriever"] == 0 and counted["generator"] == 3 and counted["judge"] > 0
+    assert cost["target_calls"] == 3  # what the sweep reports: the three generations
+    results = pd.read_parquet(root / "out" / key / "results.parquet")
+    assert set(results.loc[results["row"] < 3, "status"]) == {"ok"}
+    # Answered now: the next sweep runs nothing.
+    _, ran, counted, _, _ = sweep_once(system, write_config(root))
+    assert ran == set() and counted == {"retriever": 0, "generator": 0, "judge": 0}
+
+
 def test_a_500_then_success_is_retried_and_a_timeout_is_the_rows_target_error(tmp_path, monkeypatch):
     server = JudgeServer().start()
     monkeypatch.setenv("SEARCH_TOKEN", "tok-SECRET-13579")

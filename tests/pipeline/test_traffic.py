@@ -20,8 +20,8 @@ from tests.metrics.test_traces import MS, T0, line, rag_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = 86_400 * 10 ** 9
-#: The project's settings (pyproject.toml: daily partitions from 2026-01-01), as the code location loads them.
-CONFIG = TrafficConfig.load(ROOT / "pyproject.toml")
+#: The project's settings (pyproject.toml: daily partitions), from the first day of the traces below.
+CONFIG = TrafficConfig.load(ROOT / "pyproject.toml", start="2026-11-01")
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +219,42 @@ def test_a_cost_budget_costs_the_sample_with_the_traffic_metrics(example_traces,
     drawn = json.loads((tmp_path / "out" / "2026-11-01" / "sample.json").read_text(encoding="utf-8"))
     assert (drawn["rows"], drawn["cost"], drawn["estimated_cost"]) == (5, 0.5, 0.0)
     assert len(pd.read_parquet(tmp_path / "out" / "2026-11-01" / "sample.parquet")) == 5
+
+
+def test_a_day_of_the_example_traffic_samples_whole_conversations(example_traces, tmp_path, monkeypatch):
+    """The example's day: 100 requests in 70 conversations (of each ten, five single questions and sessions
+    of two and three turns). A budget of 25 turns takes whole sessions; the sample's records
+    (conversations.jsonl) are conversations with their trace ids, and no session id leaves the traces."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(example_traces))
+    job = dg.Definitions(assets=traffic_assets(CONFIG), jobs=[traffic_job(CONFIG)],
+                         resources={"traffic_store": store, "judge": JudgeResource()}).resolve_job_def("traffic_job")
+    with dg.instance_for_test() as instance:
+        assert job.execute_in_process(partition_key="2026-11-01", instance=instance,
+                                      run_config={"ops": {"traffic_sample": {"config": {"budget_rows": 25}}}}).success
+    folder = tmp_path / "out" / "2026-11-01"
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    assert (summary["traces"], summary["conversations"]) == (100, 70)
+    traces, sample = pd.read_parquet(folder / "traces.parquet"), pd.read_parquet(folder / "sample.parquet")
+    sessions = traces["session_id"].value_counts()
+    assert sorted(sessions.value_counts().items()) == [(2, 10), (3, 10)] and traces["session_id"].isna().sum() == 50
+    # Whole sessions only, each with all its turns, within 25 turns.
+    assert summary["sampled"] == len(sample) <= 25 and sample["session_id"].notna().any()
+    for session, turns in sample["session_id"].dropna().value_counts().items():
+        assert turns == sessions[session]
+    records = [json.loads(r) for r in (folder / "conversations.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(records) == summary["sampled_conversations"] == \
+        sample["session_id"].nunique() + sample["session_id"].isna().sum()
+    in_sample = list(sample["trace_id"])
+    for found in records:
+        ids = found.get("trace_ids", [found["id"]])
+        assert found["id"] == ids[0] and ids == in_sample[:len(ids)]  # records in sample order, turns in time order
+        in_sample = in_sample[len(ids):]
+        if "messages" in found:
+            turns = sample.set_index("trace_id").loc[ids]
+            assert turns["session_id"].nunique() == 1 and turns["start"].is_monotonic_increasing
+            assert [m["content"] for m in found["messages"][::2]] == list(turns["user_input"])
+            assert [m["context"] for m in found["messages"][1::2]] == [list(c) for c in turns["retrieved_contexts"]]
+    assert in_sample == [] and b"session-" not in (folder / "conversations.jsonl").read_bytes()
+    assert "100 traces in 70 conversations" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")

@@ -7,13 +7,18 @@ import os
 import pytest
 
 from rag_eval.assets.resources import MAX_SETTINGS_BYTES
-from rag_eval.metrics.errors import EXIT_USER
+from rag_eval.metrics.errors import EXIT_USER, command
 
 from tests.pipeline import test_errors_and_bugs
 
 project = test_errors_and_bugs.project  # the fixture: a folder with s.jsonl, the working directory, its own DAGSTER_HOME
 
-FIX = "delete it, then give the share again: rag-eval register {folder} --max-rejected-share SHARE"
+
+def fix(folder) -> str:
+    """The fix each refusal ends with (``command``: the hint as it can be typed in the working directory)."""
+    return f"delete it, then give the share again: {command(f'register {folder} --max-rejected-share SHARE')}"
+
+
 SHARE = "max_rejected_share must be a number from 0 to 1, got {got}"
 
 
@@ -38,7 +43,7 @@ def test_a_broken_settings_file_is_one_line_naming_it_and_the_fix(project, capsy
     capsys.readouterr()
     assert cli.main(["run", "s.jsonl", "--dataset-version", "v1", "--force"]) == EXIT_USER
     folder = project / "datasets" / "v1"
-    assert capsys.readouterr().err == f"error: {path}: {problem}; {FIX.format(folder=folder)}\n"
+    assert capsys.readouterr().err == f"error: {path}: {problem}; {fix(folder)}\n"
 
 
 @pytest.mark.parametrize("target", ["/etc/passwd", "/dev/zero", "a real settings file"])
@@ -54,7 +59,7 @@ def test_a_settings_file_that_is_a_symbolic_link_is_refused_unread(project, caps
     capsys.readouterr()
     assert cli.main(["run", "s.jsonl", "--dataset-version", "v1", "--force"]) == EXIT_USER
     assert capsys.readouterr().err == (f"error: {folder / 'settings.json'}: a symbolic link, which rag-eval does not "
-                                       f"follow here: refused; {FIX.format(folder=folder)}\n")
+                                       f"follow here: refused; {fix(folder)}\n")
 
 
 def test_a_huge_settings_file_or_a_folder_is_refused_without_reading_it(project, capsys):
@@ -68,12 +73,12 @@ def test_a_huge_settings_file_or_a_folder_is_refused_without_reading_it(project,
     capsys.readouterr()
     assert cli.main(["run", "s.jsonl", "--dataset-version", "v1", "--force"]) == EXIT_USER
     assert capsys.readouterr().err == (f"error: {path}: 314,572,800 bytes, more than a configuration file may hold "
-                                       f"({MAX_SETTINGS_BYTES:,}): refused; {FIX.format(folder=folder)}\n")
+                                       f"({MAX_SETTINGS_BYTES:,}): refused; {fix(folder)}\n")
     os.remove(path)
     path.mkdir()
     assert cli.main(["run", "s.jsonl", "--dataset-version", "v1", "--force"]) == EXIT_USER
     assert capsys.readouterr().err == (f"error: {path}: not a regular file (a folder, a device or a pipe): refused; "
-                                       f"{FIX.format(folder=folder)}\n")
+                                       f"{fix(folder)}\n")
 
 
 def test_the_bounds_of_the_share_and_null_are_accepted(project):
@@ -107,7 +112,7 @@ def test_a_launch_without_the_cli_fails_the_ingestion_step_with_the_same_line(pr
         [(where, error)] = run_failures(result)
         assert not result.success and where == "step ingest_dataset"
         assert error.message.rstrip("\n").endswith(
-            f"{path}: {SHARE.format(got='-1')}; {FIX.format(folder=path.parent)}")
+            f"{path}: {SHARE.format(got='-1')}; {fix(path.parent)}")
         assert result.output_for_node("ingest_dataset", "questions") is not None
 
 

@@ -14,6 +14,7 @@ For each fault: what the user sees (one clear line, no traceback), what is kept,
 judgement paid for earlier is lost or made unusable (counted as requests the server receives).
 Each test prints its row of issue 30's table (``tests/reliability/figures.py``; ``pytest -s``).
 """
+import contextlib
 import json
 import os
 import stat
@@ -27,6 +28,7 @@ import pandas as pd
 import pytest
 
 from rag_eval.metrics import Status, evaluate
+from rag_eval.metrics.errors import command
 from rag_eval.metrics.reports.aggregate import USAGE_COLUMNS
 from tests.conftest import FIQA
 from tests.reliability.figures import fault_row
@@ -485,10 +487,12 @@ def test_a_cache_that_fills_mid_run_spills_and_the_next_run_folds_the_spill_in(c
     [spill] = list(cache_on_disk.out.glob("judgement-spill-*.jsonl"))
     [line] = errors(stderr)
     assert status == 5 and len(server.seen) == PER_ROW * 6, stderr[-3000:]
+    with contextlib.chdir(cache_on_disk.root):  # the hint as the child, run in that folder, types it
+        typed = command(f"cache import {spill}")
     assert line == (f"error: the judgement cache {cache_on_disk.cache} could not take every judgement paid for "
                     f"({line.split(' paid for (')[1].split('): they are')[0]}): they are in the spill file {spill}; free "
                     "space on the cache's disk (or make it writable): the next run folds it into the cache, or "
-                    f"`rag-eval cache import {spill}` does now") and "no space left on the disk" in line
+                    f"`{typed}` does now") and "no space left on the disk" in line
     spilled = len(spill.read_text(encoding="utf-8").splitlines()) - 1
     assert spilled > 0
     for table in ("faithfulness", "context_recall", "answer_relevancy", "context_precision", "context_relevancy"):

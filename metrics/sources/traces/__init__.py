@@ -106,17 +106,14 @@ def source_files(source: str | Path, format: str) -> list[Path]:
 
 
 def to_sample(trace: Trace, row: int) -> Sample:
-    """The :class:`rag_eval.metrics.core.samples.Sample` of ``trace`` (id: the trace id), the trace's own
+    """The :class:`rag_eval.metrics.core.samples.Sample` of ``trace`` alone (id: the trace id; its
+    single-turn record, ``rag_eval.metrics.sources.traces.sessions.single_turn``), the trace's own
     problems kept as the fields' problems."""
     from rag_eval.metrics.core.samples import sample_from_dict
+    from rag_eval.metrics.sources.traces.sessions import single_turn
 
-    sample = sample_from_dict({"id": trace.trace_id, "user_input": trace.user_input, "response": trace.response,
-                               "retrieved_contexts": trace.retrieved_contexts,
-                               "retrieved_documents": trace.retrieved_documents}, row)
+    sample = sample_from_dict(single_turn(trace), row)  # a field with a problem is None, its reason kept
     sample.problems.update(trace.problems)
-    for name in trace.problems:
-        if name in ("user_input", "response", "retrieved_contexts", "retrieved_documents"):
-            setattr(sample, name, None)
     return sample
 
 

@@ -30,7 +30,8 @@ from typing import Any
 
 from rag_eval.metrics.core.bounded import quote
 from rag_eval.metrics.core.decoding import TOO_DEEP, decode_json, field_problem
-from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, duration_ns, finite, in_range
+from rag_eval.metrics.sources.traces.model import (MAX_COUNT, Trace, TraceProblem, count_of, duration_ns, finite,
+                                                   in_range, session_id)
 
 _QUESTION_KEYS = ("user_input", "question", "query", "input")
 _ANSWER_KEYS = ("response", "answer", "output", "content", "text")
@@ -111,9 +112,13 @@ def trace_from_langfuse(record: Any, file: str, line: int) -> Iterator[Trace | T
             yield TraceProblem(file, line, "latency", f"not a number of seconds within range: {shown}", trace_id,
                                start)
     metadata = given_metadata if isinstance(given_metadata := record.get("metadata"), dict) else {}
-    trace = Trace(trace_id, start, end, session_id=_id(record.get("sessionId")), user_id=_id(record.get("userId")),
+    session, reason = session_id(record.get("sessionId"))
+    trace = Trace(trace_id, start, end, session_id=session, user_id=_id(record.get("userId")),
                   route=metadata.get("route") if isinstance(metadata.get("route"), str) else record.get("name"),
                   source=where)
+    if reason:  # the value itself is metadata: never in a problem (problems are logged)
+        trace.problems["session_id"] = f"{where}: sessionId: {reason}"
+        yield TraceProblem(file, line, "sessionId", reason, trace_id, start)
     trace.user_input = text_of(record.get("input"), _QUESTION_KEYS)
     generations = sorted((o for o in observations if str(o.get("type") or "").upper() == "GENERATION"),
                          key=lambda o: iso_ns(o.get("endTime")) or 0)

@@ -120,6 +120,18 @@ def count_of(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else None
 
 
+def session_id(value: object) -> tuple[str | None, str | None]:
+    """A trace's session id and, when ``value`` is given but is not a non-empty string, why it is not
+    one (naming its type only: a session id is metadata, never shown): ``(value, None)``,
+    ``(None, None)`` for ``None``, else ``(None, reason)``."""
+    if value is None:
+        return None, None
+    if isinstance(value, str) and value:
+        return value, None
+    got = "an empty string" if value == "" else f"a value of type {type(value).__name__}"
+    return None, f"expected a non-empty string, got {got}: the trace is judged as a single turn"
+
+
 def utc(ns: int) -> datetime:
     """Nanoseconds since the epoch as an aware UTC datetime (microsecond precision)."""
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)

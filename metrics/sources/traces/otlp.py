@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, finite
+from rag_eval.metrics.sources.traces.model import MAX_COUNT, Trace, TraceProblem, count_of, finite, session_id
 from rag_eval.metrics.sources.traces.otlp_wire import Span, hex_id, nanoseconds, read_request, value_of
 
 _DOCUMENTS = "retrieval.documents."
@@ -241,9 +241,13 @@ class _Reader:
                     continue
                 pending.tokens[i] = (pending.tokens[i] or 0) + value
         if len(found) > 1:  # more than the span's kind: ids and the route, when a span carries them
-            for attribute, slot in (("session.id", "session"), ("user.id", "user")):
-                if isinstance(found.get(attribute), str | int) and getattr(pending, slot) is None:
-                    setattr(pending, slot, str(found[attribute]))
+            if isinstance(found.get("user.id"), str | int) and pending.user is None:
+                pending.user = str(found["user.id"])
+            if "session.id" in found and pending.session is None:
+                pending.session, invalid = session_id(found["session.id"])
+                if invalid:  # the value itself is metadata: never in a problem (problems are logged)
+                    pending.problems.setdefault("session_id", f"{where}: session.id: {invalid}")
+                    out.append(TraceProblem(file, line, "session.id", invalid, trace_id, start))
             route = found.get("http.route") or _route(found.get("metadata"))
             if isinstance(route, str) and route and pending.route is None:
                 pending.route = route

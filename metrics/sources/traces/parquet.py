@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,14 +78,6 @@ class WrittenTraces:
 
 #: Traces converted and written at a time.
 WRITE_TRACES = 10_000
-
-
-def within(items: Iterable[Trace | TraceProblem], start_ns: int, end_ns: int) -> Iterator[Trace | TraceProblem]:
-    """The traces starting in [start, end) and the problems of that time, or of no known time."""
-    for item in items:
-        time = item.start_ns if isinstance(item, Trace) else item.time_ns
-        if time is None or start_ns <= time < end_ns:
-            yield item
 
 
 def write_traces(items: Iterable[Trace | TraceProblem], path: Path) -> WrittenTraces:
