@@ -6,6 +6,7 @@ version); offline, a context is useful when it supports a statement of the answe
 """
 from __future__ import annotations
 
+from rag_eval.metrics.core.conversation import split
 from rag_eval.metrics.judgements.base import Judgement, Model
 from rag_eval.metrics.judgements.reference_attribution import ask_llm, reference_attribution
 from rag_eval.metrics.judgements.statement_support import Verdicts
@@ -55,8 +56,9 @@ class ContextUsefulness(Judgement[AnswerAndContexts, Verdicts]):
 
 
 def _claims(inputs: AnswerAndContexts) -> list[str]:
-    """The answer's statements a context may support (the whole answer when it has none)."""
-    return statements(inputs.answer, inputs.user_input) or [inputs.answer]
+    """The answer's statements a context may support (the whole answer when it has none), split with the
+    question alone (a conversation's earlier turns, ``rag_eval.metrics.core.conversation.with_history``, left out)."""
+    return statements(inputs.answer, split(inputs.user_input)[0]) or [inputs.answer]
 
 
 context_usefulness = ContextUsefulness()

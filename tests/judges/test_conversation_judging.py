@@ -132,3 +132,12 @@ def test_a_judge_cascade_on_conversations_is_refused_before_anything_is_scored(o
                                          r"of conversation 'rights'"):
         evaluate([singles()[0], conversation("rights")], metrics=["faithfulness"], judge=offline,
                  strong_judge=offline, strong_budget=0.5)
+
+
+def test_statements_are_split_with_the_plain_question_while_the_prompt_shows_the_history(server, make_judge):
+    server.script = oracle()
+    turns = [("When was the Eiffel Tower built?", "1889"), ("How tall is it?", "330")]  # bare spans: read with a question
+    evaluate([conversation("tower", turns)], metrics=["context_precision"], judge=make_judge())
+    [prompt] = prompts_asking(server, turns[1][0])
+    assert f"Question:\n{turns[1][0]}\n\n{HISTORY_HEADING}\nUser: {turns[0][0]}\nAssistant: 1889\n\n" in prompt
+    assert "\n[R1] Q: How tall is it? A: 330\n" in prompt  # the statement: its question alone, no history
