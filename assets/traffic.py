@@ -40,7 +40,7 @@ from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.core.scoring import results_frame, score_all
 from rag_eval.metrics.core.strong import judge_cascade
 from rag_eval.metrics.errors import SettingsError
-from rag_eval.metrics.sources.traces import problems_frame, to_sample
+from rag_eval.metrics.sources.traces import problems_frame, trace_samples
 from rag_eval.metrics.sources.traces.parquet import table_traces, traces_table
 from rag_eval.metrics.sources.traces.sessions import conversations, write_records
 from rag_eval.metrics.sources.traffic import HOUR_NS, TrafficConfig, TraceIndex, write_window
@@ -227,7 +227,7 @@ def _sample_asset(traffic: TrafficConfig, windows: dg.TimeWindowPartitionsDefini
             raise dg.Failure(str(exc), allow_retries=False) from exc
         cost_of = None
         if budget.cost is not None:
-            samples = [to_sample(t, i) for i, t in enumerate(traces)]
+            samples = trace_samples(traces)
             cost_of = judging_cost(samples, build_metrics(traffic.metrics, registry=traffic.known), judge.get_judge(),
                                    price)
         selection = select(traces, budget, seed, settings.strata, cost_of, conversations(traces))
@@ -267,7 +267,7 @@ def _scores_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
         partitions_def=windows, group_name=GROUP, code_version=scores_code_version(config), kinds={"parquet"},
         deps=["traffic_sample"], automation_condition=_judged(config),
         description="The sample judged with the reference-free metrics of [tool.rag_eval.traffic] (results.parquet, "
-                    "one row per trace and metric).",
+                    "one row per trace and metric; a session's traces judged as a conversation's turns).",
     )
     def traffic_scores(context: dg.AssetExecutionContext, traffic_store: TrafficStore,
                        judge: JudgeResource) -> dg.MaterializeResult:
@@ -275,7 +275,7 @@ def _scores_asset(config: TrafficConfig, windows: dg.TimeWindowPartitionsDefinit
         before); with a ``strong_share``, as a judge cascade (:func:`_cascade`)."""
         folder = traffic_store.folder(context.partition_key)
         traces = table_traces(pq.read_table(folder / "sample.parquet"))
-        samples = [to_sample(t, i) for i, t in enumerate(traces)]
+        samples = trace_samples(traces)
         scorer = judge.get_judge()
         metrics = build_metrics(config.metrics, registry=config.known)
         settings = traffic_store.settings(config.known)

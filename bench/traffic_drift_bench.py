@@ -41,12 +41,12 @@ def judged_day(path: Path, budget: int, seed: int, judge):
     from rag_eval.metrics.core.registry import build_metrics
     from rag_eval.metrics.stats.sampling import Budget, select
     from rag_eval.metrics.core.scoring import results_frame, score_all
-    from rag_eval.metrics.sources.traces import Trace, read_traces, to_sample
+    from rag_eval.metrics.sources.traces import Trace, read_traces, trace_samples
     from rag_eval.metrics.sources.traces.sessions import conversations
 
     traces = [t for t in read_traces(path) if isinstance(t, Trace)]
     chosen = select(traces, Budget(rows=budget), seed, groups=conversations(traces))  # whole conversations, as a day
-    samples = [to_sample(traces[i], n) for n, i in enumerate(chosen.rows)]
+    samples = trace_samples([traces[i] for i in chosen.rows])  # a session's traces as a conversation's turns
     return results_frame(score_all(samples, build_metrics(METRICS), judge))
 
 
@@ -55,7 +55,7 @@ def budgets(path: Path, rows: int, seed: int, price: tuple[float, float] = (0.15
     from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
     from rag_eval.metrics.core.registry import build_metrics
     from rag_eval.metrics.stats.sampling import Budget, judging_cost, select
-    from rag_eval.metrics.sources.traces import Trace, read_traces, to_sample
+    from rag_eval.metrics.sources.traces import Trace, read_traces, trace_samples
     from rag_eval.metrics.sources.traces.sessions import conversations
 
     traces = [t for t in read_traces(path) if isinstance(t, Trace)]
@@ -65,7 +65,7 @@ def budgets(path: Path, rows: int, seed: int, price: tuple[float, float] = (0.15
           + ", ".join(f"{k} {v['sampled']}/{v['traces']}" for k, v in chosen.strata.items()))
     judge = LLMJudge(LLMConfig(base_url="http://127.0.0.1:9/v1", api_key="sk-plan-only", model="gpt-4o-mini",
                                cache_path=None))
-    samples = [to_sample(t, i) for i, t in enumerate(traces)]
+    samples = trace_samples(traces)
     cost_of = judging_cost(samples, build_metrics(METRICS), judge, price)
     costs = [cost_of(i) for i in range(len(traces))]
     print(f"planned judging cost: {sum(costs) / len(costs):.6f} a trace ({len(METRICS)} metrics, gpt-4o-mini prices)")

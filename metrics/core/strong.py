@@ -63,18 +63,20 @@ def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str,
     ValueError
         A sampling other than :data:`SAMPLINGS`; a budget that is not a share in [0, 1] or a whole
         number of rows up to the rows (``rag_eval.metrics.stats.cascade.budget_rows``); two rows with
-        one id (naming the later line); a conversation's turns (they share a row, which the draw is keyed by).
+        one id (naming the later line); a conversation's turns on one row (a file's line: the draw is keyed
+        by row; a traffic day's turns, a trace each, have rows of their own).
     """
     if sampling not in SAMPLINGS:
         raise ValueError(f"strong_sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
     budget_rows(budget, len(samples))
-    ids, rows = [], []
+    ids, rows, seen = [], [], set()
     for sample in samples:  # once: a version's samples are read from its tables as they are asked for
-        if sample.turn is not None:
+        if sample.turn is not None and sample.row in seen:
             raise SettingsError(f"a judge cascade is not offered on conversations yet: line {sample.line} holds the "
                                 f"turns of conversation {sample.conversation_id!r}; judge them with one judge")
         ids.append(sample.id)
         rows.append(sample.row)
+        seen.add(sample.row)
     return pd.Series(row_uniforms(ids, seed, stream), index=rows)
 
 

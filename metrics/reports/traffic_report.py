@@ -30,16 +30,20 @@ WORST_ROWS = 5
 _TEXT = 300
 
 
-def worst_rows(results: pd.DataFrame, questions: dict[str, str], limit: int = WORST_ROWS) -> dict[str, list[dict]]:
-    """Per metric, the ``limit`` rows scored worst (direction-aware), with the trace id, the
-    value, the judge's reason and the question (cut at 300 characters). The direction is the
-    results' own (their ``direction`` column)."""
+def worst_rows(results: pd.DataFrame, sample: pd.DataFrame, limit: int = WORST_ROWS) -> dict[str, list[dict]]:
+    """Per metric, the ``limit`` rows scored worst (direction-aware), with the trace id, the value, the
+    judge's reason, the question (cut at 300 characters) and, for a session's trace, its ``turn``: a
+    result's ``row`` is its trace's position in ``sample`` (the judged traces: ``trace_id``,
+    ``user_input``). The direction is the results' own (their ``direction`` column)."""
     worst = {}
+    trace_ids, questions = sample["trace_id"].tolist(), sample["user_input"].fillna("").tolist()
     for metric, frame in results[results["status"] == Status.OK.value].groupby("metric", sort=False):
         lower = frame["direction"].iloc[0] == Direction.LOWER.value
         rows = frame.sort_values("value", ascending=not lower, kind="stable").head(limit)
-        worst[metric] = [{"trace_id": r.sample_id, "value": float(r.value), "reason": str(r.reason)[:_TEXT],
-                          "user_input": (questions.get(r.sample_id) or "")[:_TEXT]} for r in rows.itertuples()]
+        worst[metric] = [{"trace_id": trace_ids[int(r.row)], "value": float(r.value), "reason": str(r.reason)[:_TEXT],
+                          "user_input": str(questions[int(r.row)])[:_TEXT],
+                          **({"turn": int(r.turn)} if "turn" in frame and not pd.isna(r.turn) else {})}
+                         for r in rows.itertuples()]
     return worst
 
 
@@ -79,7 +83,7 @@ def partition_summary(key: str, traces: pd.DataFrame, problems: int, results: pd
                                                                          "total_tokens") if c in traces},
         "metrics": stats["metrics"], "coverage": stats["coverage"], "judging_cost": stats["cost"],
         "drift": {m: d.to_dict() for m, d in drifts.items()},
-        "worst_rows": worst_rows(results, dict(zip(sample["trace_id"], sample["user_input"].fillna("")))),
+        "worst_rows": worst_rows(results, sample),
     }
 
 

@@ -258,3 +258,17 @@ def test_a_day_of_the_example_traffic_samples_whole_conversations(example_traces
             assert [m["context"] for m in found["messages"][1::2]] == [list(c) for c in turns["retrieved_contexts"]]
     assert in_sample == [] and b"session-" not in (folder / "conversations.jsonl").read_bytes()
     assert "100 traces in 70 conversations" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    # Judged as conversations: a session's trace k is turn k of its first trace's conversation; the others alone.
+    results = pd.read_parquet(folder / "results.parquet")
+    first = results[results["metric"] == results["metric"].iloc[0]].set_index("row")
+    for row, trace in sample.reset_index(drop=True).iterrows():
+        judged = first.loc[row]
+        if pd.isna(trace["session_id"]):
+            assert judged["sample_id"] == trace["trace_id"] and pd.isna(judged["turn"])
+        else:
+            ids = list(sample.loc[sample["session_id"] == trace["session_id"], "trace_id"])
+            assert judged["conversation_id"] == ids[0] and judged["turn"] == ids.index(trace["trace_id"]) + 1
+            assert judged["sample_id"] == f"{ids[0]}/{int(judged['turn'])}"
+    assert not results["sample_id"].str.contains("session-").any()
+    worst = [r for rows in summary["worst_rows"].values() for r in rows]
+    assert worst and all(r["trace_id"] in set(sample["trace_id"]) for r in worst)

@@ -20,7 +20,7 @@ field (the metrics reading it report ``input_error`` with that reason).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +37,7 @@ FORMATS = ("otlp", "langfuse", "table", "sql")
 #: Columns of a problems frame (:func:`problems_frame`), in order.
 PROBLEM_COLUMNS = ["file", "line", "field", "reason", "trace_id", "time"]
 __all__ = ["FORMATS", "PROBLEM_COLUMNS", "Trace", "TraceProblem", "problems_frame", "read_traces",
-           "source_files", "to_sample", "utc"]
+           "source_files", "to_sample", "trace_samples", "utc"]
 
 
 def read_traces(source: str | Path, format: str = "otlp", mapping: dict[str, str] | None = None,
@@ -115,6 +115,28 @@ def to_sample(trace: Trace, row: int) -> Sample:
     sample = sample_from_dict(single_turn(trace), row)  # a field with a problem is None, its reason kept
     sample.problems.update(trace.problems)
     return sample
+
+
+def trace_samples(traces: Sequence[Trace]) -> list[Sample]:
+    """The samples of ``traces``, one per trace in order (its ``row`` its position): a trace without a
+    session alone (:func:`to_sample`); the traces of a session as the turns of one conversation
+    (``rag_eval.metrics.sources.traces.sessions.conversations``: in start order), ``conversation_id``
+    its first trace's id (session ids stay out of results), ``turn`` k from 1, id
+    ``<conversation_id>/<k>`` and ``history`` the earlier turns' questions and answers (a field a trace
+    could not read left out), so each turn is judged with the turns before it as a file's conversation is."""
+    from rag_eval.metrics.sources.traces.sessions import conversations
+
+    samples = [to_sample(t, i) for i, t in enumerate(traces)]
+    for group in conversations(traces):
+        if len(group) == 1 and traces[group[0]].session_id is None:
+            continue
+        first, history = traces[group[0]].trace_id, []
+        for turn, i in enumerate(group, start=1):
+            sample = samples[i]
+            sample.id, sample.conversation_id, sample.turn, sample.history = f"{first}/{turn}", first, turn, list(history)
+            history += [{"role": role, "content": text} for role, text in (("user", sample.user_input),
+                                                                           ("assistant", sample.response)) if text]
+    return samples
 
 
 def problems_frame(problems: list[TraceProblem]) -> pd.DataFrame:
