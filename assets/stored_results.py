@@ -211,14 +211,18 @@ class StoredTable:
             parts.append(part)
         return pd.concat(parts, ignore_index=True)
 
-    def failed_at(self, connection: duckdb.DuckDBPyConnection, rows: list[int]) -> dict[int, list[str]]:
-        """What counts against the metric on the results at ``rows`` (``row`` values): their details'
-        ``failed`` list (a diagnostic's failed claims, ``rag_eval.metrics.reports.diagnosis``), ``[]`` when there is none."""
+    def failed_at(self, connection: duckdb.DuckDBPyConnection,
+                  rows: list[tuple[int, str]]) -> dict[tuple[int, str], list[str]]:
+        """What counts against the metric on the results at ``rows`` (``(row, sample_id)``: a conversation's
+        turns share their row): their details' ``failed`` list (a diagnostic's failed claims,
+        ``rag_eval.metrics.reports.diagnosis``), ``[]`` when there is none."""
         if not rows:
             return {}
-        found = connection.execute(f"select row, details from ({self.query}) where row in "
-                                   f"({', '.join(str(int(r)) for r in rows)})").fetchall()
-        return {int(row): json.loads(details or "{}").get("failed", []) for row, details in found}
+        found = connection.execute(f"select row, sample_id, details from ({self.query}) where row in "
+                                   f"({', '.join(str(int(r)) for r, _ in rows)})").fetchall()
+        wanted = {(int(r), str(i)) for r, i in rows}
+        return {(int(row), str(sample_id)): json.loads(details or "{}").get("failed", [])
+                for row, sample_id, details in found if (int(row), str(sample_id)) in wanted}
 
     def rows_at(self, connection: duckdb.DuckDBPyConnection, start: int, stop: int) -> pd.DataFrame:
         """The rows at positions ``start`` to ``stop`` (excluded) in ``row`` order (the turns of a

@@ -62,8 +62,8 @@ def _details(details: Any) -> dict[str, Any]:
 
 
 def input_error_lines(results: pd.DataFrame, skip_rows: set[int] | frozenset[int] = frozenset()) -> list[dict]:
-    """One entry per line with ``input_error`` results, in line order: ``{"line", "id",
-    "fields": {field: problem}, "metrics": [...]}``, lines counted from 1. Lines of
+    """One entry per line (per turn, for a conversation's line) with ``input_error`` results, in line
+    order: ``{"line", "id", "fields": {field: problem}, "metrics": [...]}``, lines counted from 1. Lines of
     ``skip_rows`` (rejected ones, reported on their own) and the metrics of
     :func:`cannot_run` (reported once) are left out.
 
@@ -75,14 +75,21 @@ def input_error_lines(results: pd.DataFrame, skip_rows: set[int] | frozenset[int
     """
     errors = results[(results["status"] == Status.INPUT_ERROR.value) & ~results["row"].isin(skip_rows)
                      & ~results["metric"].isin(cannot_run(results, skip_rows))]
-    lines: dict[int, dict[str, Any]] = {}
+    lines: dict[tuple[int, str], dict[str, Any]] = {}  # by line and id: a conversation's turns share a line
     for row, sample_id, metric, details in zip(errors["row"], errors["sample_id"], errors["metric"],
                                                errors["details"]):
         details = _details(details)
-        entry = lines.setdefault(int(row), {"line": int(row) + 1, "id": sample_id, "fields": {}, "metrics": []})
+        entry = lines.setdefault((int(row), str(sample_id)),
+                                 {"line": int(row) + 1, "id": sample_id, "fields": {}, "metrics": []})
         entry["fields"][details.get("field") or "line"] = details.get("problem", "")
         entry["metrics"].append(metric)
-    return [lines[row] for row in sorted(lines)]
+    return [lines[key] for key in sorted(lines, key=lambda key: (key[0], _turn_order(key[1])))]
+
+
+def _turn_order(sample_id: str) -> tuple[str, int]:
+    """A sort key putting a conversation's turns ``<id>/<k>`` in turn order (``/10`` after ``/2``)."""
+    head, _, tail = sample_id.rpartition("/")
+    return (head, int(tail)) if head and tail.isdigit() else (sample_id, 0)
 
 
 def _label(metric: str, status: str, passed: Any) -> str:

@@ -30,9 +30,10 @@ GROUPS = ("retriever", "generator", "overall")
 WORST_ROWS = 3
 LISTED_CLAIMS = 5
 CLAIM_CHARS = 200
-#: ``failed_of(metric, rows)``: the failed claims of those rows of a metric, ``{row: [claim, ...]}``
-#: (``eval_summary`` reads them from the stored results; a frame with ``details`` needs none).
-FailedOf = Callable[[str, list[int]], Mapping[int, Sequence[str]]]
+#: ``failed_of(metric, rows)``: the failed claims of those rows of a metric, ``rows`` as ``(row, sample id)``
+#: (the turns of a conversation share their row), ``{(row, sample id): [claim, ...]}`` (``eval_summary``
+#: reads them from the stored results; a frame with ``details`` needs none).
+FailedOf = Callable[[str, list[tuple[int, str]]], Mapping[tuple[int, str], Sequence[str]]]
 
 
 def _diagnostic(metric: str) -> type[ClaimMetric]:
@@ -69,14 +70,14 @@ def _entry(metric: str, frame: pd.DataFrame, failed_of: FailedOf | None, scale: 
     failing = ok.loc[np.array([not passes(float(v), threshold, cls.direction) for v in ok["value"]], dtype=np.bool_)]
     worst = failing.sort_values("value", ascending=cls.direction is Direction.HIGHER, kind="stable").head(WORST_ROWS)
     rows: list[int | None] = [int(r) for r in worst["row"]] if "row" in worst else [None] * len(worst)
-    known = [r for r in rows if r is not None]
+    known = [(r, str(i)) for r, i in zip(rows, worst["sample_id"]) if r is not None]
     claims = dict(failed_of(metric, known)) if failed_of and rows and len(known) == len(rows) else {}
     listed = []
     for row, sample_id, value, details in zip(rows, worst["sample_id"], worst["value"],
                                               worst["details"] if "details" in worst else [None] * len(rows)):
         failed = _failed_in(details)
         if failed is None:
-            failed = list(claims.get(row, [])) if row is not None else []
+            failed = list(claims.get((row, str(sample_id)), [])) if row is not None else []
         listed.append({"line": None if row is None else row + 1, "id": sample_id,
                        "value": round(float(value) * scale, 4), "failed": [_cut(c) for c in failed[:LISTED_CLAIMS]],
                        "more_failed": max(len(failed) - LISTED_CLAIMS, 0)})

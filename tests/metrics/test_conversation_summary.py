@@ -136,3 +136,17 @@ def test_azure_rows_give_a_conversation_its_mean_and_each_turn_in_turn_order():
     assert per_turn["groundedness"] == [5.0, 2.0, 4.0]  # turn 10 after turn 2, not between 1 and 2
     assert per_turn["groundedness_reason"] == ["first", "second", "tenth"] and "groundedness_reason" not in conversation
     assert per_turn["groundedness_result"] == ["pass", "fail", "pass"]
+
+
+def test_input_errors_are_listed_per_turn_of_a_conversations_line():
+    from rag_eval.metrics.reports.aggregate import input_error_lines
+
+    rows = []
+    for turn in (1, 2, 10):
+        row = _row("c", turn, 3, "context_recall", "input_error" if turn > 1 else "ok", None if turn > 1 else 0.5)
+        row["details"] = '{"field": "reference", "problem": "missing"}' if turn > 1 else "{}"
+        rows.append(row)
+    rows.append(_row(None, None, 1, "context_recall", "ok", 0.9))
+    listed = input_error_lines(_frame(rows))
+    assert [(e["line"], e["id"], e["fields"]) for e in listed] == [(3, "c/2", {"reference": "missing"}),
+                                                                    (3, "c/10", {"reference": "missing"})]

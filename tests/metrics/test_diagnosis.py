@@ -79,11 +79,25 @@ def test_failed_claims_read_on_demand_when_the_frame_has_no_details():
 
     def failed_of(metric, rows):
         asked.append((metric, rows))
-        return {row: [f"claim of line {row + 1}"] for row in rows}
+        return {(row, sample_id): [f"claim of line {row + 1}"] for row, sample_id in rows}
 
     recall = diagnose(compact, failed_of)["groups"]["retriever"]["claim_recall"]
     assert recall["worst_rows"][0]["failed"] == ["claim of line 2"]
-    assert ("claim_recall", [1, 3]) in asked and ("retriever_context_precision", [1, 2, 0]) in asked
+    assert ("claim_recall", [(1, "q1"), (3, "q3")]) in asked
+    assert ("retriever_context_precision", [(1, "q1"), (2, "q2"), (0, "q0")]) in asked
+
+
+def test_the_failed_claims_of_two_turns_on_one_line_are_their_own():
+    """Lines 2 and 4 as the turns c/1 and c/2 of one conversation on line 2: each worst row gets its turn's claims."""
+    compact = FRAME.assign(details=None, row=FRAME["row"].map({0: 0, 1: 1, 2: 2, 3: 1}),
+                           sample_id=FRAME["row"].map({0: "q0", 1: "c/1", 2: "q2", 3: "c/2"}))
+
+    def failed_of(metric, rows):
+        return {(row, sample_id): [f"claim of {sample_id}"] for row, sample_id in rows}
+
+    worst = diagnose(compact, failed_of)["groups"]["retriever"]["claim_recall"]["worst_rows"]
+    assert [(r["line"], r["id"], r["failed"]) for r in worst] == [(2, "c/1", ["claim of c/1"]),
+                                                                  (2, "c/2", ["claim of c/2"])]
 
 
 def test_long_claims_are_cut_and_counted():
