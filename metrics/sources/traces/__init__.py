@@ -130,7 +130,7 @@ def trace_samples(traces: Sequence[Trace]) -> list[Sample]:
     for group in conversations(traces):
         if len(group) == 1 and traces[group[0]].session_id is None:
             continue
-        first, history = traces[group[0]].trace_id, []
+        first, history = traces[group[0]].trace_id, list[dict[str, str]]()
         for turn, i in enumerate(group, start=1):
             sample = samples[i]
             sample.id, sample.conversation_id, sample.turn, sample.history = f"{first}/{turn}", first, turn, list(history)
