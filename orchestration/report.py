@@ -123,15 +123,15 @@ def print_conversations(summary: dict, console) -> None:
     print(f"conversations: {block['conversations']} ({block['turns']} turns); per conversation: mean of turns, "
           "worst turn")
     table = Table(pad_edge=False, box=None)
-    for column in ("metric", "mean", "worst turn", "all pass", "by turn 1, 2, …", "worst conversation"):
-        table.add_column(column, justify="left" if column in ("metric", "worst conversation") else "right",
-                         overflow="fold", no_wrap=column != "worst conversation")
+    for column in ("metric", "mean", "worst turn", "all pass", "by turn 1, 2, …", "worst (turn id)"):
+        table.add_column(column, justify="left" if column in ("metric", "worst (turn id)") else "right",
+                         overflow="fold", no_wrap=column != "worst (turn id)")
     for metric, row in block["metrics"].items():
         rate = "—" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
         turns = " ".join(_fmt(row["by_turn"][k]["mean"], ".2f") for k in sorted(row["by_turn"], key=int))
         worst = row["worst"][0] if row["worst"] else None
         table.add_row(metric, _fmt(row["mean"], ".3f"), _fmt(row["worst_turn_mean"], ".3f"), rate, turns or "—",
-                      printable(f"{worst['conversation_id']} turn {worst['turn']}: {worst['value']:g}") if worst
+                      printable(f"{worst['conversation_id']}/{worst['turn']} {worst['value']:.2f}") if worst
                       else "—")
     console.print(table)
 

@@ -170,4 +170,16 @@ def resolved(text: str) -> str:
                 break
     answer = next((content for role, content in reversed(history) if role == "assistant"), "")
     named = list(dict.fromkeys(m.group(0) for m in _NAMED.finditer(answer)))
-    return f"{question} ({' '.join([*asked, *named])})"
+    return f"{question} {_COMPLETED}({' '.join([*asked, *named])})"
+
+
+#: Between a follow-up and what :func:`resolved` completes it with (U+2063, an invisible separator no
+#: question holds): :func:`asked` finds the question by it.
+_COMPLETED = "\u2063"
+
+
+def asked(text: str) -> str:
+    """The question of a :func:`resolved` text, without what completes it: what the rules on a question's
+    form read (does an answer only restate it, which kind of answer does it ask for), where the completion's
+    names, taken from the previous answer, would make an answer repeating them look like a restatement."""
+    return text.partition(f" {_COMPLETED}")[0]

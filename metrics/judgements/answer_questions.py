@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from rag_eval.metrics.core.conversation import asked
 from rag_eval.metrics.judgements.base import Judgement, Model, item_schema
 from rag_eval.metrics.judges.prompts import NonEmptyText, Reply, Request, ids, keyed, keyed_schema
 from rag_eval.metrics.text import answer_kind_missed, is_bare_span, is_noncommittal, qa_statement, restates, split_sentences
@@ -77,8 +78,10 @@ class AnswerQuestions(Judgement[QuestionAndResponse, AnswerRelevance]):
         (``"Q: … A: 85"``), as the LLM judge reads it: a span that answers is relevant, a span of
         another type than the question asks for ("Delhi" for "How many …?", "Paris." for "What is the
         boiling point of ethanol?", "1865年" for "谁…？") is off the question
-        (``rag_eval.metrics.text.answer_kind_missed``)."""
-        user_input, response = inputs.user_input, inputs.response
+        (``rag_eval.metrics.text.answer_kind_missed``). A follow-up completed by its conversation's
+        earlier turns (``rag_eval.metrics.core.conversation.resolved``) is embedded completed; its form
+        is read from its own words (``asked``)."""
+        user_input, response = asked(inputs.user_input), inputs.response  # a follow-up's own words: its form
         sentences = [response.strip()] if is_bare_span(response) else split_sentences(response)
         evasive = not sentences or all(is_noncommittal(s) or restates(user_input, s) for s in sentences)
         vectors = judge.embed(self.offline_texts(judge, inputs))

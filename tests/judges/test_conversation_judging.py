@@ -96,8 +96,8 @@ def test_offline_a_follow_up_judged_with_its_history_gains_the_subject_it_lacks(
     messages = [m for q, a in turns for m in ({"role": "user", "content": q},
                                               {"role": "assistant", "content": a, "context": context})]
     alone = {"id": "alone", "user_input": turns[1][0], "response": turns[1][1], "retrieved_contexts": context}
-    read = {**alone, "id": "read", "user_input": "How tall is it? (When was the Eiffel Tower built? Eiffel Tower 1889 "
-                                                 "World's Fair)"}
+    read = {**alone, "id": "read", "user_input": "How tall is it? \u2063(When was the Eiffel Tower built? Eiffel Tower "
+                                                 "1889 World's Fair)"}
     metrics = ["answer_relevancy", "nv_context_relevance"]
     results = evaluate([{"id": "tower", "messages": messages}, alone, read], metrics=metrics, judge=offline).results
     value = results.set_index(["sample_id", "metric"])["value"]
@@ -106,6 +106,23 @@ def test_offline_a_follow_up_judged_with_its_history_gains_the_subject_it_lacks(
         assert value["tower/2", metric] == value["read", metric], metric  # judged as the question it resolves to
     assert value["tower/2", "answer_relevancy"] - value["alone", "answer_relevancy"] > 0.3  # 0.66 against 0.27
     assert not results["reason"].str.contains(NO_HISTORY, regex=False).any()  # "it" alone is no sure follow-up
+
+
+def test_offline_an_answer_naming_what_the_earlier_answer_named_is_no_restatement(offline):
+    """"Who publishes the second one?" is completed with the names of the answer before it (Arthur's Magazine,
+    First for Women, Bauer Media Group); the answer "First for Women is published by Bauer Media Group in the
+    USA." names only those. Read against the completed question it would "only restate the question" and
+    score 0 as evasive; read against the follow-up's own words it brings names the question lacks."""
+    context = ["First for Women is a woman's magazine published by Bauer Media Group in the USA."]
+    messages = [{"role": "user", "content": "Which magazine was started first, Arthur's Magazine or First for Women?"},
+                {"role": "assistant", "content": "Arthur's Magazine, before First for Women (Bauer Media Group, USA).",
+                 "context": context},
+                {"role": "user", "content": "Who publishes the second one?"},
+                {"role": "assistant", "content": "First for Women is published by Bauer Media Group in the USA.",
+                 "context": context}]
+    results = evaluate([{"id": "mags", "messages": messages}], metrics=["answer_relevancy"], judge=offline).results
+    second = results.set_index("sample_id").loc["mags/2"]
+    assert second["reason"] != "the response is noncommittal or evasive" and second["value"] > 0
 
 
 def test_offline_a_question_that_stands_on_its_own_is_judged_alone_in_a_conversation(offline):

@@ -86,7 +86,7 @@ def test_the_console_shows_the_conversation_figures_at_80_columns(capsys):
     line = next(line for line in out.splitlines()[out.splitlines().index(next(
         l for l in out.splitlines() if l.startswith("conversations:"))):] if line.startswith("faithfulness"))
     assert line.split()[:7] == ["faithfulness", "0.750", "0.500", "50%", "0.90", "0.20", "0.90"]
-    assert "conv-a turn 2: 0.2" in out and max(len(line) for line in out.splitlines()) <= 80
+    assert "conv-a/2 0.20" in out and max(len(line) for line in out.splitlines()) <= 80
 
 
 def test_the_python_api_gives_no_conversation_rows_for_single_turn_samples():

@@ -7,7 +7,7 @@ import pytest
 
 from rag_eval.metrics import score_sample
 from rag_eval.metrics.core.base import name_problem
-from rag_eval.metrics.core.conversation import HISTORY_MESSAGES, NO_HISTORY, resolved, unresolved, with_history
+from rag_eval.metrics.core.conversation import HISTORY_MESSAGES, NO_HISTORY, asked, resolved, unresolved, with_history
 from rag_eval.metrics.core.results import Direction, MetricResult, Status
 from rag_eval.metrics.core.samples import load_samples
 from rag_eval.metrics.core.scoring import results_frame, with_turns
@@ -104,8 +104,9 @@ def test_the_question_a_judge_reads_shows_the_latest_earlier_messages_clipped():
 def test_the_offline_reading_completes_a_follow_up_and_leaves_a_standalone_question():
     history = [{"role": "user", "content": "When was the Eiffel Tower built?"},
                {"role": "assistant", "content": "The Eiffel Tower was built in 1889 for the World's Fair."}]
-    assert resolved(with_history("How tall is it?", history)) == \
-        "How tall is it? (When was the Eiffel Tower built? Eiffel Tower 1889 World's Fair)"
+    completed = resolved(with_history("How tall is it?", history))
+    assert completed == "How tall is it? \u2063(When was the Eiffel Tower built? Eiffel Tower 1889 World's Fair)"
+    assert asked(completed) == "How tall is it?" and asked("Is it (really) tall?") == "Is it (really) tall?"
     assert resolved(with_history("Where is the Louvre?", history)) == "Where is the Louvre?"
     assert resolved("How tall is it?") == "How tall is it?"
     assert unresolved("And how is the second one enforced?", None) == NO_HISTORY
