@@ -28,7 +28,8 @@ def traced(trace_id, start, session, question="What is BM25?", answer="A ranking
     return spans
 
 
-def test_otlp_traces_of_one_session_are_one_conversation_in_start_order(tmp_path):
+def session_traces(tmp_path):
+    """A session's two turns (a..., b...) and a trace without a session (c...), written out of start order."""
     path = tmp_path / "spans.jsonl"
     # The second turn is written first (exporters write by end time, files by arrival): start time orders the turns.
     path.write_text("\n".join([
@@ -36,7 +37,11 @@ def test_otlp_traces_of_one_session_are_one_conversation_in_start_order(tmp_path
         line(*traced("c" * 32, T0 + MINUTE, None, "What is a vector?", "An array.", "Vectors are arrays.")),
         line(*traced("a" * 32, T0, "chat-7", "What is BM25?", "A ranking function.", "BM25 ranks documents."))]) + "\n",
         encoding="utf-8")
-    traces = [t for t in read_traces(path) if isinstance(t, Trace)]
+    return [t for t in read_traces(path) if isinstance(t, Trace)]
+
+
+def test_otlp_traces_of_one_session_are_one_conversation_in_start_order(tmp_path):
+    traces = session_traces(tmp_path)
     assert [t.trace_id[0] for t in traces] == ["b", "c", "a"]
     groups = conversations(traces)
     assert groups == [[2, 0], [1]]
@@ -218,7 +223,7 @@ def test_a_sessions_traces_are_judged_as_its_turns_with_the_earlier_ones(tmp_pat
         line(*traced("c" * 32, T0 + MINUTE, None, "What is a vector?", "An array.", "Vectors are arrays.")),
         line(*traced("a" * 32, T0, "chat-7", "What is BM25?", "A ranking function.", "BM25 ranks documents."))]) + "\n",
         encoding="utf-8")
-    traces = [t for t in read_traces(path) if isinstance(t, Trace)]
+    traces = session_traces(tmp_path)
     later, single, first = trace_samples(traces)  # one per trace, in the traces' order (rows 0, 1, 2)
     assert [s.row for s in (later, single, first)] == [0, 1, 2]
     assert (first.id, first.conversation_id, first.turn, first.history) == ("a" * 32 + "/1", "a" * 32, 1, [])
