@@ -217,12 +217,6 @@ def test_a_sql_session_crossing_midnight_is_read_with_the_day_it_started(postgre
 def test_a_sessions_traces_are_judged_as_its_turns_with_the_earlier_ones(tmp_path):
     from rag_eval.metrics.sources.traces import trace_samples
 
-    path = tmp_path / "spans.jsonl"
-    path.write_text("\n".join([
-        line(*traced("b" * 32, T0 + 2 * MINUTE, "chat-7", "And its parameters?", "k1 and b.", "BM25 has k1 and b.")),
-        line(*traced("c" * 32, T0 + MINUTE, None, "What is a vector?", "An array.", "Vectors are arrays.")),
-        line(*traced("a" * 32, T0, "chat-7", "What is BM25?", "A ranking function.", "BM25 ranks documents."))]) + "\n",
-        encoding="utf-8")
     traces = session_traces(tmp_path)
     later, single, first = trace_samples(traces)  # one per trace, in the traces' order (rows 0, 1, 2)
     assert [s.row for s in (later, single, first)] == [0, 1, 2]
