@@ -88,7 +88,10 @@ def test_a_new_question_set_after_the_previous_one_is_no_decision_said_so_with_e
     assert gate.returncode == 0, gate.stderr
     verdict = f"no decision: the candidate shares no row id with baseline {C}; nothing was compared"
     assert verdict in gate.stdout and "gate passed" not in gate.stdout
-    assert 'baseline = "tag:NAME"' in gate.stdout
+    # The note says where the setting goes (it said `baseline = "tag:NAME" or a version key per dataset`: where?).
+    assert ("note: compare versions of the same questions: name the question set's baseline with --baseline "
+            '(tag:NAME or a version key), or set baseline = "tag:NAME" in [tool.rag_eval.gate] of pyproject.toml '
+            "(or of the --config file)\n") in gate.stdout
     report = (versions / "out" / D / "report.md").read_text()
     assert report.splitlines()[0] == (f"## Regression gate: no decision: `{D}` shares no row id with baseline `{C}`; "
                                       "nothing was compared")
