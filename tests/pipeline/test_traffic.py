@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from rag_eval.assets.resources import JudgeResource
-from rag_eval.assets.traffic import TrafficStore, traffic_assets
+from rag_eval.assets.traffic import TrafficStore, partition_counts, traffic_assets
 from rag_eval.metrics.sources.traffic import TrafficConfig
 from rag_eval.orchestration.traffic import traffic_job, traffic_sensor
 from tests.conftest import TEST_KEY
@@ -24,17 +24,45 @@ DAY = 86_400 * 10 ** 9
 CONFIG = TrafficConfig.load(ROOT / "pyproject.toml", start="2026-11-01")
 
 
+def example_traffic():
+    """The module examples/rag_system/traffic.py."""
+    sys.path.insert(0, str(ROOT / "examples" / "rag_system"))
+    try:
+        import traffic
+    finally:
+        sys.path.pop(0)
+    return traffic
+
+
 @pytest.fixture(scope="module")
 def example_traces(tmp_path_factory):
     """200 questions over two days from examples/rag_system, half the answers of day 2 degraded."""
-    sys.path.insert(0, str(ROOT / "examples" / "rag_system"))
-    try:
-        from traffic import simulate
-    finally:
-        sys.path.pop(0)
     folder = tmp_path_factory.mktemp("example") / "traces"
-    simulate(folder, days=2, per_day=100, start="2026-11-01", degrade_from=2, degraded_share=0.5, seed=0)
+    example_traffic().simulate(folder, days=2, per_day=100, start="2026-11-01", degrade_from=2, degraded_share=0.5,
+                               seed=0)
     return folder
+
+
+def test_without_bm25s_the_example_traffic_names_the_extra_in_one_line_and_writes_no_file(tmp_path, monkeypatch,
+                                                                                          capsys):
+    # The traffic tutorial installed `.[traces,report]`: step 2 printed a ModuleNotFoundError's traceback and
+    # left an empty traces-2026-11-01.jsonl, a partition "with traces" for `rag-eval traffic`.
+    monkeypatch.setitem(sys.modules, "bm25s", None)
+    assert example_traffic().main([str(tmp_path / "traces"), "--days", "2", "--per-day", "5"]) == 2
+    assert capsys.readouterr() == ("", "error: The BM25 baseline retriever needs the 'testset' extra: "
+                                       "pip install 'rag-eval-pipeline[testset]'\n")
+    assert list((tmp_path / "traces").iterdir()) == []  # not even the hidden partial file
+
+
+def test_an_empty_trace_file_makes_no_partition_with_traces(tmp_path):
+    source = tmp_path / "traces"
+    source.mkdir()
+    (source / "a.jsonl").write_text(line(*rag_trace("a" * 32)) + "\n", encoding="utf-8")
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n  \n")):  # what a writer that failed may leave
+        (source / name).write_text(text, encoding="utf-8")
+        os.utime(source / name, (T0 / 1e9 + 2 * DAY / 1e9,) * 2)  # modified on 2026-11-03
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(source))
+    assert partition_counts(store, store.settings()) == {"2026-11-01": 3}  # a's three spans; no 2026-11-03
 
 
 def _sensor(store: TrafficStore, instance, cursor: str | None):
