@@ -111,6 +111,24 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
         assert isinstance(_sensor(store, instance, third.cursor), dg.SkipReason)
 
 
+def test_the_sensor_says_traces_before_the_first_partition_need_a_reload_of_the_code_location(tmp_path):
+    # The partitions begin at the first day with traces when the code location loads (CONFIG: 2026-11-01). Traces
+    # of 2026-10-30 added later are no partition of it: the sensor said "no new traces".
+    source = tmp_path / "traces"
+    source.mkdir()
+    (source / "a.jsonl").write_text(line(*rag_trace("a" * 32)) + "\n", encoding="utf-8")
+    (source / "b.jsonl").write_text(line(*rag_trace("b" * 32, T0 - 2 * DAY)) + "\n", encoding="utf-8")
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(source))
+    with dg.instance_for_test() as instance:
+        first = _sensor(store, instance, None)
+        assert [r.partition_key for r in first.run_requests] == ["2026-11-01"]
+        again = _sensor(store, instance, first.cursor)
+    assert isinstance(again, dg.SkipReason)
+    assert again.skip_message == ("no new traces from the first partition, 2026-11-01, on; traces before it were found "
+                                  "(2026-10-30): reload the code location to add their partitions (they begin at the "
+                                  "first day with traces when it loads)")
+
+
 def test_the_example_traffic_drifts_on_its_degraded_day(example_traces, tmp_path, monkeypatch, capsys):
     """rag-eval traffic (the in-process path of the daemon's job): two partitions, sampled within the
     budget, judged offline; day 2's faithfulness drift check fails with its difference and interval."""
