@@ -13,9 +13,12 @@ import functools
 import hashlib
 import itertools
 import json
+import math
+import shlex
 import warnings
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -71,6 +74,24 @@ def rejection_limit(given: float | None, store: DatasetStore, version: str) -> t
     if kept is not None:
         return float(kept), f"the version's {store.samples_path(version).with_name(SETTINGS_FILE)}"
     return DEFAULT_REJECTED_SHARE, "the default"
+
+
+def passing_share(share: float) -> float:
+    """The smallest limit of two decimals that a ``share`` of rejected lines passes (``share`` rounded up: 0.125 →
+    0.13, 0.2 → 0.2; at most 1, as a share is), for a hint to print as it can be typed."""
+    limit = math.ceil(round(share * 100, 6)) / 100  # 0.2 * 100 is 20.000000000000004: not 0.21
+    return limit if limit >= share else round(limit + 0.01, 2)  # a share just above a limit (0.13 + 1e-9)
+
+
+def raise_limit(share: float, folder: Path, dataset: str | None = None) -> str:
+    """How to raise the rejection limit to one that ``share`` passes (:func:`passing_share`), as it can be typed:
+    ``rag-eval run`` and ``make run`` of the ``dataset`` file run, else ``rag-eval register`` of the version's
+    ``folder`` (a backfill, a launch from the UI)."""
+    option = f"--max-rejected-share {passing_share(share):g}"
+    if dataset is None:
+        return f"raise it for this version with {command(f'register {shlex.quote(str(folder))} {option}')}"
+    return (f"raise it with {option}: {command(f'run {shlex.quote(dataset)} {option}')}; through make: "
+            f"make run DATASET={shlex.quote(dataset)} ARGS='{option}'")
 
 
 def selected_metrics(asset_selection: AbstractSet[dg.AssetKey] | None,
@@ -208,9 +229,9 @@ def ingestion_asset(registry: Registry) -> dg.AssetsDefinition:
         yield dg.AssetCheckResult(
             check_name="rejected_share_within_limit", asset_key="rejected_samples",
             passed=share <= limit, description=None if share <= limit else (
-                f"{share:.1%} of the lines rejected > limit {limit:.1%} ({source}; raise it for this version with "
-                f"{command(f'register {dataset_store.samples_path(version).parent} --max-rejected-share SHARE')}, or in "
-                "the run's ingest_dataset config)"),
+                f"{share:.1%} of the lines rejected > limit {limit:.1%} ({source}; "
+                f"{raise_limit(share, dataset_store.samples_path(version).parent)}, or in the run's ingest_dataset "
+                "config)"),
             metadata={"rejected_share": share, "limit": limit, "limit_source": source, "rejected_rows": len(rejected),
                       "total_rows": lines, "rejected": dg.MetadataValue.json(report["rejected"][:50]),
                       "input_errors": dg.MetadataValue.json(report["input_errors"][:50]),

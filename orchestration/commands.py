@@ -192,7 +192,7 @@ def evaluate_version(version: str, settings: RunSettings, args: argparse.Namespa
         raise KeyboardInterrupt  # Dagster took the signal (SIGINT, SIGTERM) and stopped the run: the command stops
     limit, _ = rejection_limit(settings.max_rejected_share, definitions(args, settings).resources["dataset_store"],
                                version)
-    print_failed_checks(result, limit)
+    print_failed_checks(result, limit, getattr(args, "dataset", None), Path(datasets) / version)  # no file: a backfill
     if not result.success and not only_the_gate_failed(result):
         print_run_failure(result)
         return None

@@ -144,7 +144,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     rule = args.baseline or config.baseline
     if rule == "previous" and candidate not in versions:
         raise SettingsError(f"{candidate} is not an evaluated version under {args.out}/, so it has no previous version: "
-                            "name its baseline with --baseline")
+                            f"name its baseline: `{command(f'gate {candidate} --baseline VERSION')}`")
     baseline = rule
     if rule == "previous" or rule.startswith("tag:") or (rule in versions and not Path(rule).exists()):
         baseline = resolve_baseline(candidate, rule, versions, read_tags(args.datasets))

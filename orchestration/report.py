@@ -324,19 +324,21 @@ def print_input_errors(errors: list[dict], count: int, stream: TextIO | None = N
         print(f"  … and {count - SHOWN} more", file=stream)
 
 
-def print_failed_checks(result, limit: float, stream: TextIO | None = None) -> None:
+def print_failed_checks(result, limit: float, dataset: str | None, folder: Path, stream: TextIO | None = None) -> None:
     """The failed quality checks of a run (``dagster.ExecuteInProcessResult``): the blocking
-    one, the share of rejected lines against ``limit``, then the lines; then the
-    great-expectations checks that failed (none blocks), each with its first failing lines,
-    and their Data Docs page."""
+    one, the share of rejected lines against ``limit`` and how to raise it for the ``dataset`` file run or the
+    version's ``folder`` (``rag_eval.assets.ingestion.raise_limit``), then the lines; then the
+    great-expectations checks that failed (none blocks), each with its first failing lines, and their Data Docs page."""
+    from rag_eval.assets.ingestion import raise_limit
+
     stream = stream or sys.stderr
     evaluations = result.get_asset_check_evaluations()
     for check in evaluations:
         if not check.passed and check.check_name == "rejected_share_within_limit":
             meta = check.metadata
             print(f"quality check {check.check_name} failed: {meta['rejected_share'].value:.1%} of the lines "
-                  f"rejected > limit {limit:.1%} (raise it with --max-rejected-share SHARE; through make: "
-                  f"make run DATASET=FILE ARGS='--max-rejected-share 0.2')", file=stream)
+                  f"rejected > limit {limit:.1%} ({raise_limit(meta['rejected_share'].value, folder, dataset)})",
+                  file=stream)
             print_rejected(meta["rejected"].value, meta["rejected_rows"].value, meta["total_rows"].value, limit,
                            stream)
             print_input_errors(meta["input_errors"].value, meta["input_error_rows"].value, stream)

@@ -43,6 +43,18 @@ def new_partitions(config: TrafficConfig, counts: dict[str, int], requested: dic
     return [key for key, count in counts.items() if requested.get(key) != count and key in ended]
 
 
+def no_new_traces(config: TrafficConfig, counts: dict[str, int]) -> str:
+    """Why the sensor requests nothing, given ``counts`` per partition of the source as read now: no new traces, or
+    only traces before ``config``'s first partition, which the code location fixed when it loaded (``start``
+    unset: the first day with traces then) and must be reloaded to add."""
+    earlier = [key for key in counts if key < config.start]
+    if not earlier:
+        return "no new traces"
+    found = earlier[0] if len(earlier) == 1 else f"{len(earlier)} partitions, {earlier[0]} to {earlier[-1]}"
+    return (f"no new traces from the first partition, {config.start}, on; traces before it were found ({found}): "
+            "reload the code location to add their partitions (they begin at the first day with traces when it loads)")
+
+
 def traffic_sensor(config: TrafficConfig) -> dg.SensorDefinition:
     """The sensor ``new_traffic`` for ``traffic_job`` in ``config``'s partitions (stopped by default)."""
 
@@ -61,7 +73,7 @@ def traffic_sensor(config: TrafficConfig) -> dg.SensorDefinition:
         requested = json.loads(context.cursor) if context.cursor else {}
         keys = new_partitions(config, counts, requested, time.time())
         if not keys:
-            return dg.SkipReason("no new traces")
+            return dg.SkipReason(no_new_traces(config, counts))
         stamp = int(time.time())
         return dg.SensorResult(
             run_requests=[dg.RunRequest(partition_key=key, run_key=f"traffic-{key}-{counts[key]}-{stamp}",

@@ -13,10 +13,13 @@ output, token counts). Spans go to OTLP/JSON files through OpenTelemetry's own f
 a share of the answers is degraded: the generator answers from a passage that was not
 retrieved (an off-topic, ungrounded answer).
 
-    pip install -e '.[traces]'
+    pip install -e '.[traces,testset]'
     python examples/rag_system/traffic.py traces --days 2 --per-day 100 --degrade-from 2
 
-Trace and span ids come from a seeded generator: the same arguments write the same traces.
+Trace and span ids come from a seeded generator: the same arguments write the same traces. A day's file
+is written whole or not at all (a hidden ``.traces-<day>.jsonl.partial``, renamed when the day is done): a
+run that fails leaves no partial day for ``rag-eval traffic`` to read. Without an extra it needs, the
+script says which in one line and exits 2, as ``rag-eval`` does.
 """
 from __future__ import annotations
 
@@ -138,10 +141,8 @@ def _request(tracer, question: str, route: str, degraded: bool, t0: int, rng: ra
 def simulate(out: Path, days: int = 2, per_day: int = 100, start: str = "2026-11-01", degrade_from: int | None = None,
              degraded_share: float = 0.5, seed: int = 0, top_k: int = 3) -> list[Path]:
     """Write ``per_day`` traced requests for each of ``days`` days from ``start`` (UTC) under
-    ``out``, one ``traces-<day>.jsonl`` a day; from day ``degrade_from`` (1 = the first) on, each
-    answer is degraded with probability ``degraded_share``. The files written."""
-    from openinference.semconv.trace import SpanAttributes as A
-
+    ``out``, one ``traces-<day>.jsonl`` a day, each whole or not at all; from day ``degrade_from`` (1 = the
+    first) on, each answer is degraded with probability ``degraded_share``. The files written."""
     questions = [json.loads(line)["user_input"] for line in (HERE / "questions.jsonl").read_text("utf-8").splitlines()
                  if line.strip()]
     rng = random.Random(seed)
@@ -151,26 +152,41 @@ def simulate(out: Path, days: int = 2, per_day: int = 100, start: str = "2026-11
     for day in range(days):
         begin = first + timedelta(days=day)
         path = out / f"traces-{begin:%Y-%m-%d}.jsonl"
-        path.unlink(missing_ok=True)
-        provider = _tracer_provider(path, seed * 1000 + day)
-        tracer = provider.get_tracer("rag_example")
-        sizes = conversation_sizes(per_day)
-        starts = sorted(rng.uniform(0, 86_000) for _ in sizes)
-        n = 0
-        for c, (size, offset) in enumerate(zip(sizes, starts)):
-            t0 = int((begin + timedelta(seconds=offset)).timestamp() * 1e9)
-            session = f"session-{begin:%Y%m%d}-{c}" if size > 1 else None  # a single question has no session
-            user = f"user-{rng.randrange(per_day // 2 + 1)}"
-            route = rng.choices(list(ROUTES), weights=list(ROUTES.values()))[0]
-            for _ in range(size):  # a follow-up comes 20 s to 2 min after the answer before it
-                degraded = degrade_from is not None and day + 1 >= degrade_from and rng.random() < degraded_share
-                end = _request(tracer, rng.choice(questions), route, degraded, t0, rng, top_k,
-                               {A.SESSION_ID: session, A.USER_ID: user,
-                                A.METADATA: json.dumps({"route": route, "request": n})})
-                t0, n = end + rng.randint(20_000, 120_000) * 1_000_000, n + 1
+        partial = path.with_name(f".{path.name}.partial")  # hidden: no trace reader takes it
+        partial.unlink(missing_ok=True)  # the exporter appends
+        provider = _tracer_provider(partial, seed * 1000 + day)
+        try:
+            _day(provider.get_tracer("rag_example"), begin, day, questions, rng, per_day, degrade_from,
+                 degraded_share, top_k)
+        except BaseException:  # a missing extra, Ctrl-C...: no part of the day is left
+            provider.shutdown()
+            partial.unlink(missing_ok=True)
+            raise
         provider.shutdown()  # flushes the batch processor into the file
+        partial.replace(path)
         written.append(path)
     return written
+
+
+def _day(tracer, begin: datetime, day: int, questions: list[str], rng: random.Random, per_day: int,
+         degrade_from: int | None, degraded_share: float, top_k: int) -> None:
+    """Trace the ``per_day`` requests of day ``day`` (0: the first), which begins at ``begin``."""
+    from openinference.semconv.trace import SpanAttributes as A
+
+    sizes = conversation_sizes(per_day)
+    starts = sorted(rng.uniform(0, 86_000) for _ in sizes)
+    n = 0
+    for c, (size, offset) in enumerate(zip(sizes, starts)):
+        t0 = int((begin + timedelta(seconds=offset)).timestamp() * 1e9)
+        session = f"session-{begin:%Y%m%d}-{c}" if size > 1 else None  # a single question has no session
+        user = f"user-{rng.randrange(per_day // 2 + 1)}"
+        route = rng.choices(list(ROUTES), weights=list(ROUTES.values()))[0]
+        for _ in range(size):  # a follow-up comes 20 s to 2 min after the answer before it
+            degraded = degrade_from is not None and day + 1 >= degrade_from and rng.random() < degraded_share
+            end = _request(tracer, rng.choice(questions), route, degraded, t0, rng, top_k,
+                           {A.SESSION_ID: session, A.USER_ID: user,
+                            A.METADATA: json.dumps({"route": route, "request": n})})
+            t0, n = end + rng.randint(20_000, 120_000) * 1_000_000, n + 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,9 +199,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--degraded-share", type=float, default=0.5, help="share of answers degraded on those days")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    for path in simulate(args.out, args.days, args.per_day, args.start, args.degrade_from, args.degraded_share,
-                         args.seed):
-        print(f"wrote {path}")
+    from rag_eval.metrics.core.extras import require
+    from rag_eval.metrics.errors import EXIT_USER, UserError
+
+    try:
+        require("opentelemetry.exporter.otlp.json.file", "traces", "Writing the example's traces")
+        for path in simulate(args.out, args.days, args.per_day, args.start, args.degrade_from,
+                             args.degraded_share, args.seed):
+            print(f"wrote {path}")
+    except UserError as exc:  # a missing extra (bm25s, the retriever's: testset), as rag-eval says it
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER
     return 0
 
 

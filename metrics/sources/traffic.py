@@ -194,7 +194,10 @@ def file_hours(path: Path, format: str, mapping: dict[str, str] | None = None) -
     every span's start for OTLP (``rag_eval.metrics.sources.traces.otlp_wire.span_times``: no JSON parsing), every
     trace's start for the other formats. A file with no readable start at all is
     ``{the hour it was last modified: 0}``: the partition of that hour reads it and reports
-    why none of its lines could be placed (never skipped silently)."""
+    why none of its lines could be placed (never skipped silently); unless it holds nothing (empty, or blank
+    lines only, as a writer that failed may leave it): no hour, so no partition "with traces"."""
+    if _blank(path):
+        return Counter()
     if format == "otlp":
         from rag_eval.metrics.sources.traces.otlp_wire import span_times
 
@@ -202,6 +205,12 @@ def file_hours(path: Path, format: str, mapping: dict[str, str] | None = None) -
     else:
         hours = Counter(t.start_ns // HOUR_NS for t in read_traces(path, format, mapping) if isinstance(t, Trace))
     return hours or Counter({path.stat().st_mtime_ns // HOUR_NS: 0})
+
+
+def _blank(path: Path) -> bool:
+    """Whether the file holds nothing but white space (read up to its first other byte)."""
+    with path.open("rb") as stream:
+        return not any(chunk.strip() for chunk in iter(lambda: stream.read(1 << 16), b""))
 
 
 class TraceIndex:

@@ -13,7 +13,9 @@ NO_ROWS_IN_COMMON = "no rows in common"
 #: A metric's verdict when no row of either version is scored ``ok``: it cannot be measured, it decides nothing.
 NOT_APPLICABLE = "not applicable"
 #: What to do about a gate that compared nothing (printed by the CLI, written in report.md).
-NO_DECISION_HINT = 'compare versions of the same questions: baseline = "tag:NAME" or a version key per dataset'
+NO_DECISION_HINT = ("compare versions of the same questions: name the question set's baseline with --baseline "
+                    '(tag:NAME or a version key), or set baseline = "tag:NAME" in [tool.rag_eval.gate] of pyproject.toml '
+                    "(or of the --config file)")
 
 
 @dataclass

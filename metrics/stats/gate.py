@@ -165,7 +165,7 @@ def no_baseline(candidate: str) -> str:
         return f"no version before {candidate} has results"
     return (f"{candidate} is a version key without a registration time (named by hand, or a target run), and "
             "`previous` follows the registration times of generated keys: name its baseline with "
-            f"`{command('gate --baseline VERSION')}` (or tag:NAME), or set `baseline` in the gate settings")
+            f"`{command(f'gate {candidate} --baseline VERSION')}` (or tag:NAME), or set `baseline` in the gate settings")
 
 
 def resolve_baseline(candidate: str, baseline: str, versions: list[str], tags: dict[str, str]) -> str | None:

@@ -88,7 +88,10 @@ def test_a_new_question_set_after_the_previous_one_is_no_decision_said_so_with_e
     assert gate.returncode == 0, gate.stderr
     verdict = f"no decision: the candidate shares no row id with baseline {C}; nothing was compared"
     assert verdict in gate.stdout and "gate passed" not in gate.stdout
-    assert 'baseline = "tag:NAME"' in gate.stdout
+    # The note says where the setting goes (it said `baseline = "tag:NAME" or a version key per dataset`: where?).
+    assert ("note: compare versions of the same questions: name the question set's baseline with --baseline "
+            '(tag:NAME or a version key), or set baseline = "tag:NAME" in [tool.rag_eval.gate] of pyproject.toml '
+            "(or of the --config file)\n") in gate.stdout
     report = (versions / "out" / D / "report.md").read_text()
     assert report.splitlines()[0] == (f"## Regression gate: no decision: `{D}` shares no row id with baseline `{C}`; "
                                       "nothing was compared")
@@ -103,7 +106,10 @@ def test_a_bad_setting_is_refused_with_exit_2_naming_it(versions):
     assert bad.returncode == 2 and "bad.toml: unknown gate setting(s) ['margin']" in bad.stderr
     # A file is no version: "previous" cannot be resolved for it (rather than taking the latest version).
     loose = rag_eval(versions, "gate", f"out/{B}/results.parquet", "--config", "gate.toml")
-    assert loose.returncode == 2 and "has no previous version: name its baseline with --baseline" in loose.stderr
+    assert loose.returncode == 2
+    # The hint names the candidate: `gate --baseline VERSION` as printed would gate the latest version instead.
+    assert "has no previous version: name its baseline: `" in loose.stderr
+    assert f" gate out/{B}/results.parquet --baseline VERSION`" in loose.stderr
 
 
 def test_bare_gate_takes_the_latest_registered_version_and_a_tag_names_an_evaluated_one(versions):
@@ -222,7 +228,7 @@ def test_a_key_named_by_hand_has_no_previous_version_and_the_gate_says_what_to_p
     assert out == (f"no baseline for beta (previous: {no_baseline('beta')}); nothing to compare, the gate passes\n")
     assert no_baseline("beta") == ("beta is a version key without a registration time (named by hand, or a target "
                                    "run), and `previous` follows the registration times of generated keys: name its "
-                                   f"baseline with `{command('gate --baseline VERSION')}` (or tag:NAME), or set `baseline` "
+                                   f"baseline with `{command('gate beta --baseline VERSION')}` (or tag:NAME), or set `baseline` "
                                    "in the gate settings")
     assert no_baseline("20261130T020000Z-fiqa-0123abcd") == "no version before 20261130T020000Z-fiqa-0123abcd has results"
 

@@ -76,7 +76,7 @@ def test_bad_rows_are_rejected_and_a_high_share_blocks_the_version(project, fiqa
     [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "rejected_share_within_limit"]
     assert not check.passed and check.metadata["rejected_share"].value == 0.2
     assert check.description == (f"20.0% of the lines rejected > limit 5.0% (the default; raise it for this version with "
-                                 f"{command('register ' + str(project.datasets / 'v1') + ' --max-rejected-share SHARE')}, or in the "
+                                 f"{command('register ' + str(project.datasets / 'v1') + ' --max-rejected-share 0.2')}, or in the "
                                  "run's ingest_dataset config)")
     assert materialized(result) == FIELD_ASSETS
     rejected = project.query("select row, line, id, reason, sample from eval.rejected_samples where version = 'v1'")
@@ -128,6 +128,19 @@ def test_a_version_over_a_new_rejection_limit_is_not_up_to_date(tmp_path, monkey
     err = capsys.readouterr().err
     assert "up to date" not in err
     assert err.count("quality check rejected_share_within_limit failed: 20.0% of the lines rejected > limit 5.0%") == 2
+    # The way out names the file run and a share it passes (2 of 10 lines: 0.2), as it can be typed.
+    assert err.count(f"(raise it with --max-rejected-share 0.2: {command(f'run {dataset} --max-rejected-share 0.2')}; "
+                     f"through make: make run DATASET={dataset} ARGS='--max-rejected-share 0.2')\n") == 2
+
+
+def test_the_rejection_limit_a_hint_gives_is_the_share_rounded_up_to_two_decimals():
+    from rag_eval.assets.ingestion import passing_share, raise_limit
+
+    # 1 of 8 lines, 2 of 10 (0.2 * 100 is 20.000000000000004 in floats), 1 of 3, just above 0.13, all of them.
+    assert [passing_share(s) for s in (1 / 8, 2 / 10, 1 / 3, 0.13 + 1e-9, 1.0)] == [0.13, 0.2, 0.34, 0.14, 1.0]
+    # Without the file run (a backfill, a launch from the UI): the version's own limit.
+    assert raise_limit(1 / 8, Path("datasets/v1")) == \
+        f"raise it for this version with {command('register datasets/v1 --max-rejected-share 0.13')}"
 
 
 def test_the_great_expectations_checks_name_line_and_field_and_link_their_data_docs(project, fiqa_rows):

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from rag_eval.assets.resources import JudgeResource
-from rag_eval.assets.traffic import TrafficStore, traffic_assets
+from rag_eval.assets.traffic import TrafficStore, partition_counts, traffic_assets
 from rag_eval.metrics.sources.traffic import TrafficConfig
 from rag_eval.orchestration.traffic import traffic_job, traffic_sensor
 from tests.conftest import TEST_KEY
@@ -24,17 +24,45 @@ DAY = 86_400 * 10 ** 9
 CONFIG = TrafficConfig.load(ROOT / "pyproject.toml", start="2026-11-01")
 
 
+def example_traffic():
+    """The module examples/rag_system/traffic.py."""
+    sys.path.insert(0, str(ROOT / "examples" / "rag_system"))
+    try:
+        import traffic
+    finally:
+        sys.path.pop(0)
+    return traffic
+
+
 @pytest.fixture(scope="module")
 def example_traces(tmp_path_factory):
     """200 questions over two days from examples/rag_system, half the answers of day 2 degraded."""
-    sys.path.insert(0, str(ROOT / "examples" / "rag_system"))
-    try:
-        from traffic import simulate
-    finally:
-        sys.path.pop(0)
     folder = tmp_path_factory.mktemp("example") / "traces"
-    simulate(folder, days=2, per_day=100, start="2026-11-01", degrade_from=2, degraded_share=0.5, seed=0)
+    example_traffic().simulate(folder, days=2, per_day=100, start="2026-11-01", degrade_from=2, degraded_share=0.5,
+                               seed=0)
     return folder
+
+
+def test_without_bm25s_the_example_traffic_names_the_extra_in_one_line_and_writes_no_file(tmp_path, monkeypatch,
+                                                                                          capsys):
+    # The traffic tutorial installed `.[traces,report]`: step 2 printed a ModuleNotFoundError's traceback and
+    # left an empty traces-2026-11-01.jsonl, a partition "with traces" for `rag-eval traffic`.
+    monkeypatch.setitem(sys.modules, "bm25s", None)
+    assert example_traffic().main([str(tmp_path / "traces"), "--days", "2", "--per-day", "5"]) == 2
+    assert capsys.readouterr() == ("", "error: The BM25 baseline retriever needs the 'testset' extra: "
+                                       "pip install 'rag-eval-pipeline[testset]'\n")
+    assert list((tmp_path / "traces").iterdir()) == []  # not even the hidden partial file
+
+
+def test_an_empty_trace_file_makes_no_partition_with_traces(tmp_path):
+    source = tmp_path / "traces"
+    source.mkdir()
+    (source / "a.jsonl").write_text(line(*rag_trace("a" * 32)) + "\n", encoding="utf-8")
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n  \n")):  # what a writer that failed may leave
+        (source / name).write_text(text, encoding="utf-8")
+        os.utime(source / name, (T0 / 1e9 + 2 * DAY / 1e9,) * 2)  # modified on 2026-11-03
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(source))
+    assert partition_counts(store, store.settings()) == {"2026-11-01": 3}  # a's three spans; no 2026-11-03
 
 
 def _sensor(store: TrafficStore, instance, cursor: str | None):
@@ -81,6 +109,24 @@ def test_the_sensor_requests_exactly_the_new_partitions(tmp_path):
         now = (pd.Timestamp.now(tz="UTC").value // DAY) * DAY
         (source / "d.jsonl").write_text(line(*rag_trace("e" * 32, now + MS)) + "\n", encoding="utf-8")
         assert isinstance(_sensor(store, instance, third.cursor), dg.SkipReason)
+
+
+def test_the_sensor_says_traces_before_the_first_partition_need_a_reload_of_the_code_location(tmp_path):
+    # The partitions begin at the first day with traces when the code location loads (CONFIG: 2026-11-01). Traces
+    # of 2026-10-30 added later are no partition of it: the sensor said "no new traces".
+    source = tmp_path / "traces"
+    source.mkdir()
+    (source / "a.jsonl").write_text(line(*rag_trace("a" * 32)) + "\n", encoding="utf-8")
+    (source / "b.jsonl").write_text(line(*rag_trace("b" * 32, T0 - 2 * DAY)) + "\n", encoding="utf-8")
+    store = TrafficStore(root=str(tmp_path / "out"), source=str(source))
+    with dg.instance_for_test() as instance:
+        first = _sensor(store, instance, None)
+        assert [r.partition_key for r in first.run_requests] == ["2026-11-01"]
+        again = _sensor(store, instance, first.cursor)
+    assert isinstance(again, dg.SkipReason)
+    assert again.skip_message == ("no new traces from the first partition, 2026-11-01, on; traces before it were found "
+                                  "(2026-10-30): reload the code location to add their partitions (they begin at the "
+                                  "first day with traces when it loads)")
 
 
 def test_the_example_traffic_drifts_on_its_degraded_day(example_traces, tmp_path, monkeypatch, capsys):

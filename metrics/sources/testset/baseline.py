@@ -50,9 +50,14 @@ def load_corpus(corpus: str) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
+def _bm25s():
+    """The ``bm25s`` package, or :class:`rag_eval.metrics.core.extras.MissingExtra` naming the ``testset`` extra."""
+    return require("bm25s", "testset", "The BM25 baseline retriever")
+
+
 @functools.cache
 def _index(corpus: str):
-    bm25s = require("bm25s", "testset", "The BM25 baseline retriever")
+    bm25s = _bm25s()
     index = bm25s.BM25()
     index.index(bm25s.tokenize([_bigrams(t) for t in load_corpus(corpus)[1]], stopwords="en", show_progress=False),
                 show_progress=False)
@@ -68,9 +73,10 @@ def bm25(user_input: str, top_k: int = 5, corpus: str = "corpus.jsonl") -> list[
     ------
     FileNotFoundError, ValueError
         For a missing or malformed corpus file.
+    MissingExtra
+        Without ``bm25s`` (the ``testset`` extra): a ``UserError``, one line naming the extra.
     """
-    import bm25s
-
+    bm25s = _bm25s()
     ids, texts = load_corpus(str(Path(corpus).resolve()))
     found, scores = _index(str(Path(corpus).resolve())).retrieve(
         bm25s.tokenize([_bigrams(user_input)], stopwords="en", show_progress=False), k=min(top_k, len(ids)),
