@@ -17,8 +17,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol, TypeVar
+
+from rag_eval.metrics.core.field_values import is_null
+
+
+class _Turn(Protocol):
+    """What :func:`distinct` reads and renames of a sample."""
+
+    id: str
+    row: int
+    turn: int | None
+    conversation_id: str | None
+
+
+T = TypeVar("T", bound=_Turn)
 
 #: What each accepted role (Azure's ``role``, RAGAS's ``type``) is; system and tool messages are kept
 #: in the history only.
@@ -45,12 +59,37 @@ PRONOUN = re.compile(r"\b(it|its|they|them|their|these|those|he|she|him|her|his)
 NO_HISTORY = "the question continues an earlier turn but none was given: judged as it stands"
 
 
+def _listed(value: Any) -> Any:
+    """``value`` as a list when it is a sequence of items that is not text (a tuple, or a numpy array as
+    Parquet and pandas give a list back), else as it is."""
+    if isinstance(value, (list, str, bytes, Mapping)) or is_null(value):
+        return value
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _messages(record: Mapping[str, Any]) -> tuple[str, Any]:
+    """Where ``record``'s messages are and what they are: ``messages``, or the ``messages`` of Azure's
+    ``conversation`` column (``{"conversation": {"messages": [...]}}``), else ``user_input`` (RAGAS)."""
+    if not is_null(record.get("messages")):
+        return "messages", _listed(record["messages"])
+    held = record.get("conversation")
+    if isinstance(held, Mapping) and not is_null(held.get("messages")):
+        return "conversation.messages", _listed(held["messages"])
+    return "user_input", _listed(record.get("user_input"))
+
+
 def is_conversation(record: Mapping[str, Any]) -> bool:
-    """Whether ``record`` is a conversation: ``messages`` is a list, or ``user_input`` a list holding an object."""
-    if isinstance(record.get("messages"), list):
+    """Whether ``record`` is a conversation: it has ``messages`` (or Azure's ``conversation`` column holding
+    them), or a ``user_input`` that is a list holding an object; not when it gives ``user_input`` or
+    ``response`` as text (a single turn that also logs the prompt's messages)."""
+    if isinstance(record.get("user_input"), str) or isinstance(record.get("response"), str):
+        return False
+    key, messages = _messages(record)
+    if key != "user_input":
         return True
-    given = record.get("user_input")
-    return isinstance(given, list) and any(isinstance(m, Mapping) for m in given)
+    return isinstance(messages, list) and any(isinstance(m, Mapping) for m in messages)
 
 
 def _context(message: Mapping[str, Any], where: str) -> tuple[Any, str | None]:
@@ -58,9 +97,9 @@ def _context(message: Mapping[str, Any], where: str) -> tuple[Any, str | None]:
     given = [k for k in ("context", "retrieved_contexts") if message.get(k) is not None]
     if len(given) == 2 and message["context"] != message["retrieved_contexts"]:
         return None, f"{where}: context given twice with different values, as 'context' and 'retrieved_contexts'"
-    value = message[given[0]] if given else None
+    value = _listed(message[given[0]]) if given else None
     if isinstance(value, Mapping):
-        citations = value.get("citations")
+        citations = _listed(value.get("citations"))
         if not isinstance(citations, list):
             return None, f"{where}.{given[0]}.citations: not a list"
         for i, citation in enumerate(citations):
@@ -75,16 +114,22 @@ def _context(message: Mapping[str, Any], where: str) -> tuple[Any, str | None]:
 def turns(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     """The assistant turns of the conversation ``record`` (:func:`is_conversation`), oldest first, each
     ``{"turn", "user_input", "response", "retrieved_contexts", "reference", "history"}`` (``history``: the
-    messages before the turn's user message as ``{"role", "content"}``), and ``None``; or ``[]`` and the
-    first problem, naming the message's index and field (``messages[3].role: 'bot' is not user or
-    assistant …``, ``messages[1]: an assistant message with no user message before it``, ``no assistant
-    turn``). An assistant message counts as turn k (from 1) when a user message comes before it; its
-    question is the latest user message. Never raises."""
-    key, role_key = ("messages", "role") if isinstance(record.get("messages"), list) else ("user_input", "type")
+    messages before the answer but its question, as ``{"role", "content"}``: the latest
+    :data:`HISTORY_MESSAGES`, each clipped to :data:`HISTORY_CHARS` characters, what a judge reads), and
+    ``None``; or ``[]`` and the first problem, naming the message's index and field (``messages[3].role:
+    'bot' is not user or assistant …``, ``messages[1]: an assistant message with no user message before
+    it``, ``messages: not a list of messages``, ``no assistant turn``). An assistant message with text
+    counts as turn k (from 1) when a user message comes before it; its question is the latest user
+    message. An assistant message that only calls tools (``tool_calls``, no text) is kept in the history
+    as ``(calls tools: …)``, not a turn. Never raises."""
+    key, messages = _messages(record)
+    role_key = "type" if key == "user_input" else "role"
+    if not isinstance(messages, list):
+        return [], f"{key}: not a list of messages"
     found: list[dict[str, Any]] = []
     seen: list[dict[str, str]] = []
     asked: int | None = None  # the index in ``seen`` of the latest user message
-    for i, message in enumerate(record[key]):
+    for i, message in enumerate(messages):
         where = f"{key}[{i}]"
         if not isinstance(message, Mapping):
             return [], f"{where}: not an object"
@@ -94,6 +139,10 @@ def turns(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
             return [], (f"{where}.{role_key}: missing" if given is None else
                         f"{where}.{role_key}: {given!r} is not user or assistant (nor system or tool)")
         content = message.get("content")
+        calls = _listed(message.get("tool_calls"))
+        if role == "assistant" and calls and not (isinstance(content, str) and content.strip()):
+            seen.append({"role": role, "content": f"(calls {_tool_names(calls)})"})  # not a turn: no answer yet
+            continue
         if role in ("user", "assistant") and not isinstance(content, str):
             return [], f"{where}.content: not a string"
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
@@ -103,9 +152,12 @@ def turns(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
             contexts, problem = _context(message, where)
             if problem:
                 return [], problem
+            # What came before the answer but its question: the earlier turns, and between the question and
+            # the answer any other message (an earlier answer to it, a tool's result); the latest, clipped.
+            before = [m for j, m in enumerate(seen) if j != asked][-HISTORY_MESSAGES:]
             found.append({"turn": len(found) + 1, "user_input": seen[asked]["content"], "response": text,
                           "retrieved_contexts": contexts, "reference": message.get("reference"),
-                          "history": [dict(m) for m in seen[:asked]]})
+                          "history": [{"role": m["role"], "content": _clipped(m["content"])} for m in before]})
         elif role == "user":
             asked = len(seen)
         seen.append({"role": role, "content": text})
@@ -114,6 +166,13 @@ def turns(record: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
     if found[-1]["reference"] is None and record.get("reference") is not None:
         found[-1]["reference"] = record["reference"]  # a conversation-level reference: the last turn's
     return found, None
+
+
+def _tool_names(calls: Any) -> str:
+    """The names of an assistant message's tool calls (OpenAI's ``{"function": {"name"}}``, RAGAS's ``{"name"}``)."""
+    names = [c.get("function", {}).get("name") or c.get("name") if isinstance(c, Mapping) else None
+             for c in (calls if isinstance(calls, list) else [])]
+    return "tools: " + ", ".join(str(n) for n in names if n) if any(names) else "tools"
 
 
 def _clipped(text: str) -> str:
@@ -183,3 +242,19 @@ def asked(text: str) -> str:
     form read (does an answer only restate it, which kind of answer does it ask for), where the completion's
     names, taken from the previous answer, would make an answer repeating them look like a restatement."""
     return text.partition(f" {_COMPLETED}")[0]
+
+
+def distinct(samples: Iterator[T]) -> Iterator[T]:
+    """``samples`` (``rag_eval.metrics.core.samples.Sample``) with a conversation id already used on an
+    earlier line taken as ``<id>#<k>`` on its k-th line (k from 2), its turns' ids with it: two conversations are never summed as one (a scripted
+    conversation run twice without ids hashes alike)."""
+    lines: dict[str, list[int]] = {}  # a conversation id's rows, in the order read
+    for sample in samples:
+        if sample.conversation_id is not None:
+            rows = lines.setdefault(sample.conversation_id, [])
+            if sample.row not in rows:
+                rows.append(sample.row)
+            if (k := rows.index(sample.row) + 1) > 1:
+                sample.conversation_id = f"{sample.conversation_id}#{k}"
+                sample.id = f"{sample.conversation_id}/{sample.turn}"
+        yield sample

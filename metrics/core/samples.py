@@ -19,7 +19,7 @@ from typing import Any, Literal, overload
 
 import pandas as pd
 
-from rag_eval.metrics.core.conversation import is_conversation, turns, with_history
+from rag_eval.metrics.core.conversation import distinct, is_conversation, turns, with_history
 from rag_eval.metrics.core.decoding import json_object, not_text, read_table, record_problem
 from rag_eval.metrics.core.field_values import is_null, normalise
 from rag_eval.metrics.errors import InputError, NotFoundError, SettingsError
@@ -62,9 +62,11 @@ class Sample:
         The input line as read (at most :data:`MAX_SOURCE_CHARS` characters), so a
         rejected row can be shown with its bad value.
     conversation_id, turn, history : str, int and list of dict, or None
-        A turn of a conversation (``rag_eval.metrics.core.conversation``): the conversation's id, the
-        turn's number (from 1; the id is ``<conversation_id>/<turn>``) and the messages before the
-        turn's question as ``{"role", "content"}``, oldest first. ``None`` for a single-turn record.
+        A turn of a conversation (``rag_eval.metrics.core.conversation``): the conversation's id (the
+        record's, ``<id>#<k>`` on the k-th line using one), the turn's number (from 1; the id is
+        ``<conversation_id>/<turn>``) and the messages before its answer but its question as
+        ``{"role", "content"}``, oldest first: the latest six, clipped, what a judge reads
+        (``conversation.turns``). ``None`` for a single-turn record.
     """
 
     id: str
@@ -331,7 +333,7 @@ def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
         if not path.exists():
             raise NotFoundError(f"dataset file not found: {path}")
         if path.suffix.lower() in (".jsonl", ".ndjson"):
-            return _read_jsonl(path, fields)
+            return distinct(_read_jsonl(path, fields))
         try:
             records = enumerate(read_table(path, path.suffix.lower()))
         except InputError:
@@ -343,7 +345,8 @@ def iter_samples(source: str | Path | pd.DataFrame | Iterable[Mapping[str, Any]]
         records = enumerate(source.to_dict("records"))
     else:
         records = enumerate(source)
-    return (sample for row, record in records for sample in _record_samples(row, record, fields))
+    return distinct(sample for row, record in records for sample in _record_samples(row, record, fields))
+
 
 
 def _record_samples(row: int, record: Any, fields: Mapping[str, str] | None) -> list[Sample]:

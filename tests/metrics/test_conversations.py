@@ -136,3 +136,75 @@ def test_every_per_row_output_has_the_turn_and_results_stored_before_read_as_na(
 def test_score_sample_refuses_a_conversation_and_names_what_scores_it():
     with pytest.raises(InputError, match=r"this record is a conversation .*: evaluate\(\[record\]\) scores its turns$"):
         score_sample(RIGHTS, ["faithfulness"])
+
+
+def test_a_long_conversation_keeps_what_a_judge_reads_of_its_history_not_all_of_it(tmp_path):
+    """800 turns of 700-character messages: each turn holds the latest six earlier messages, clipped to 600
+    characters (what the judge reads), so the samples grow with the conversation, not with its square."""
+    long = "word " * 140  # 700 characters
+    messages = [m for k in range(800) for m in ({"role": "user", "content": f"question {k} {long}"},
+                                                {"role": "assistant", "content": f"answer {k} {long}", "context": "c"})]
+    samples = load_samples([{"id": "huge", "messages": messages}])
+    assert len(samples) == 800 and all(len(s.history) <= HISTORY_MESSAGES for s in samples)
+    last = samples[-1].history
+    assert [m["content"].split()[:2] for m in last] == [
+        ["question", "796"], ["answer", "796"], ["question", "797"], ["answer", "797"], ["question", "798"],
+        ["answer", "798"]]
+    assert all(len(m["content"]) <= 601 and m["content"].endswith("…") for m in last)
+
+
+def test_a_single_turn_that_logs_its_prompts_messages_stays_a_single_turn():
+    logged = {"id": "q1", "user_input": "What is the capital of France?", "response": "Paris.",
+              "retrieved_contexts": ["Paris is the capital of France."],
+              "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is..."}]}
+    [sample] = load_samples([logged, {**logged, "id": "q2", "messages": []}])[:1]
+    assert (sample.id, sample.turn, sample.user_input, sample.problems) == ("q1", None, logged["user_input"], {})
+
+
+def test_an_answer_after_tool_calls_is_the_turn_and_the_calls_its_history():
+    openai = {"id": "tools", "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "t1", "type": "function",
+                                                               "function": {"name": "weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "t1", "content": "18 C, sunny"},
+        {"role": "assistant", "content": "It is 18 C and sunny.", "context": ["18 C, sunny"]}]}
+    ragas = {"id": "rg", "user_input": [
+        {"type": "human", "content": "Weather in Paris?"},
+        {"type": "ai", "content": "", "tool_calls": [{"name": "weather", "args": {}}]},
+        {"type": "tool", "content": "18 C, sunny"},
+        {"type": "ai", "content": "It is 18 C and sunny."}]}
+    for record in (openai, ragas):
+        [turn] = load_samples([record])
+        assert (turn.id, turn.response) == (f"{record['id']}/1", "It is 18 C and sunny.")
+        assert turn.history == [{"role": "assistant", "content": "(calls tools: weather)"},
+                                {"role": "tool", "content": "18 C, sunny"}]
+
+
+def test_a_second_answer_to_one_question_is_read_with_the_first():
+    [_, second] = load_samples([{"id": "two", "messages": [
+        {"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "Paris."},
+        {"role": "assistant", "content": "It has the Eiffel Tower."}]}])
+    assert (second.user_input, second.history) == ("Capital of France?", [{"role": "assistant", "content": "Paris."}])
+
+
+def test_azures_conversation_column_numpy_lists_and_messages_that_are_no_list():
+    import numpy as np
+    import pandas as pd
+
+    azure = {"conversation": {"messages": [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello."}]}}
+    from_parquet = {"id": "p", "messages": np.array([{"role": "user", "content": "Hi?"},
+                                                     {"role": "assistant", "content": "Hello.",
+                                                      "context": np.array(["a", "b"], dtype=object)}], dtype=object)}
+    turned, parquet_turn, bad = load_samples(pd.DataFrame([azure, from_parquet, {"id": "b", "messages": "hello"}]))
+    assert turned.turn == 1 and turned.response == "Hello."
+    assert (parquet_turn.id, parquet_turn.retrieved_contexts) == ("p/1", ["a", "b"])
+    assert bad.problems["row"] == "messages: not a list of messages"
+
+
+def test_a_conversation_id_used_again_on_a_later_line_is_that_lines_own(tmp_path):
+    """A scripted conversation run twice without ids hashes alike: the later line's turns are ``<id>#2/<k>``."""
+    script = {"messages": [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello."}]}
+    again = {"messages": [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Go away."}]}
+    first, second, third = load_samples(write(tmp_path, script, again, {**script, "id": "x"}))
+    assert first.conversation_id == second.conversation_id.removesuffix("#2") and second.conversation_id.endswith("#2")
+    assert second.id == f"{second.conversation_id}/1" and (third.id, third.conversation_id) == ("x/1", "x")
