@@ -46,6 +46,11 @@ def test_cli_run_writes_a_row_per_turn_and_names_a_malformed_message(tmp_path, m
                      "answer_relevancy,context_relevancy", "--max-rejected-share", "0.5"]) == 0
     printed = capsys.readouterr()
     assert "line 2 (id unreadable-line-2): messages[1].role: 'bot' is not user or assistant" in printed.err + printed.out
+    # the share of lines, as the blocking check counts it: 2 of the 4 lines, not 3 rejected turns of 6
+    assert "2 line(s) rejected: no selected metric can use them (50.0% of 4, limit 50.0%)" in printed.err
+    summary = json.loads((tmp_path / "out" / "chat-v1" / "summary.json").read_text(encoding="utf-8"))
+    assert {k: summary["rejected"][k] for k in ("rows", "total_rows", "share")} == {"rows": 2, "total_rows": 4,
+                                                                                   "share": 0.5}
     results = pd.read_parquet(tmp_path / "out" / "chat-v1" / "results.parquet")
     check_turn_columns(results, metrics=2)
     assert set(results.loc[results["row"].isin([1, 3]), "status"]) == {"input_error"}
@@ -75,3 +80,4 @@ def test_a_materialization_judges_each_turn_with_its_history_as_the_python_api(t
     got = results.set_index(["sample_id", "metric"])["value"]
     for sample_id, metric, value in zip(expected["sample_id"], expected["metric"], expected["value"]):
         assert got[sample_id, metric] == value, (sample_id, metric)
+
