@@ -9,7 +9,8 @@ import dagster as dg
 from rag_eval.assets.ingestion import FIELD_ASSETS
 from rag_eval.assets.resources import JudgeResource
 from rag_eval.metrics.core.base import Metric
-from rag_eval.metrics.core.strong import SAMPLINGS, refuse_unscorable
+from rag_eval.metrics.core.samples import Sample
+from rag_eval.metrics.core.strong import SAMPLINGS, refuse_unscorable, single_turn_lines
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.stats.cascade import budget_rows, check_ids
 
@@ -78,14 +79,15 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
     strong judge that is the cheap judge (the ``judge`` resource: a launch without ``judge: {config:
     {offline: true}}``, or with a smaller model, would score every row with the strong judge first), a
     budget :meth:`StrongSampleConfig.budget` refuses or more rows than the version has, a version with two rows of one id (they would share
-    their draw: ``rag_eval.metrics.stats.cascade.check_ids``), or one of ``metrics`` the judge ``cheap``
+    their draw: ``rag_eval.metrics.stats.cascade.check_ids``) or a conversation's turns on one line
+    (``rag_eval.metrics.core.strong.single_turn_lines``), or one of ``metrics`` the judge ``cheap``
     has no rule for (``rag_eval.metrics.core.strong.refuse_unscorable``). The metric step (with the metrics
     it scores and its judge) and the strong sample's call it.
 
     Raises
     ------
     dagster.Failure
-        Naming what to set, the lines (from 1) of the repeated id, or the metric (not retried)."""
+        Naming what to set, the lines (from 1) of the repeated id or of the conversation, or the metric (not retried)."""
     if not runs_strong_sample(context):
         return
     if strong_judge.code_version() == judge.code_version():
@@ -94,7 +96,7 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
                          "and strong_judge to the LLM judge", allow_retries=False)
     budget = strong_config(context.run.run_config).budget()
     try:
-        ids = version_ids(context)
+        ids = [sample.id for sample in single_turn_lines(version_rows(context))]  # a conversation's line refused
         if ids:  # a rows budget above the version's rows: refused here, before the cheap judge pays for anything
             budget_rows(budget, len(ids))
         check_ids(ids)
@@ -104,13 +106,18 @@ def refuse_cascade(context: dg.AssetExecutionContext, judge: JudgeResource, stro
         raise dg.Failure(f"{STRONG_OP}: {exc}", allow_retries=False) from None
 
 
-def version_ids(context: dg.AssetExecutionContext) -> list[str]:
-    """The ids of the step's version (its partition), in row order, read from a stored field table (every
-    line reaches every field asset); ``[]`` when none is stored yet."""
+def version_rows(context: dg.AssetExecutionContext) -> list[Sample]:
+    """The rows of the step's version (its partition) in row order, read from a stored field table (every
+    line reaches every field asset), each as a sample holding its id, row and turn (``conversation_id``,
+    ``turn``: a table stored before conversations has one row per line); ``[]`` when none is stored yet."""
     database = context.resources.io_manager
     with database.connection() as connection:
         tables = database.stored(connection, context.partition_key, list(FIELD_ASSETS.values()))
         if not tables:
             return []
         query = next(iter(tables.values())).query
-        return [str(row_id) for (row_id,) in connection.execute(f"select id from ({query}) order by row").fetchall()]
+        names = [d[0] for d in connection.execute(f"select * from ({query}) limit 0").description]
+        turns = "conversation_id, turn" if "turn" in names else "null, null"
+        found = connection.execute(f"select id, row, {turns} from ({query}) order by row, 4").fetchall()
+    return [Sample(id=str(row_id), row=int(row), conversation_id=conversation, turn=None if turn is None else int(turn))
+            for row_id, row, conversation, turn in found]

@@ -150,8 +150,10 @@ def _summarize(context: dg.AssetExecutionContext, config: SummaryConfig, report_
     if strong is not None:
         add_cascade_estimates(summary, results, strong, strong_config(context.run.run_config).described(), registry,
                               planned_full_runs(context))
-    summary["rejected"] = {"rows": len(rejected), "total_rows": summary["total"],
-                           "share": round(len(rejected) / summary["total"], 6) if summary["total"] else 0.0,
+    # Lines, as ingestion's check counts them: a conversation's turns share their line's row.
+    rejected_lines, lines = int(rejected["row"].nunique()), int(results["row"].nunique())
+    summary["rejected"] = {"rows": rejected_lines, "total_rows": lines,
+                           "share": round(rejected_lines / lines, 6) if lines else 0.0,
                            "lines": rejected.sort_values("row")[["line", "id", "reason"]]
                            .head(LISTED_LINES).to_dict("records")}
     errors = input_error_lines(results, set(rejected["row"]))

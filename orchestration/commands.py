@@ -197,7 +197,8 @@ def evaluate_version(version: str, settings: RunSettings, args: argparse.Namespa
         print_run_failure(result)
         return None
     summary = json.loads((out / version / "summary.json").read_text(encoding="utf-8"))
-    print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"], limit)
+    print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["rejected"]["total_rows"],
+                   limit)
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
     gate = gate_check(result)
     assert gate is not None  # the run got past the gate, whose asset always reports its check
@@ -297,7 +298,7 @@ def show_up_to_date(version: str, settings: RunSettings, args: argparse.Namespac
           f"same options and judge; nothing was run or sent. Its reports in {folder}/ are that run's; --force evaluates the version again",
           file=sys.stderr)
     print_cannot_run(summary["cannot_run"])
-    print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["total"],
+    print_rejected(summary["rejected"]["lines"], summary["rejected"]["rows"], summary["rejected"]["total_rows"],
                    rejection_limit(None, definitions(args, settings).resources["dataset_store"], version)[0])
     print_input_errors(summary["input_errors"]["lines"], summary["input_errors"]["rows"])
     # What that run sent is not this one's (nor, in a judge cascade, what its strong judge sent).

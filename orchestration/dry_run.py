@@ -3,6 +3,7 @@ nothing and registering nothing; and the endpoint check made before a real run."
 from __future__ import annotations
 
 import argparse
+import collections
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -79,7 +80,8 @@ def estimated(settings: RunSettings, registry: Registry, files: list[Path], read
 
 
 def priced_budget(settings: RunSettings, args: argparse.Namespace) -> RunSettings:
-    """``settings`` with a strong budget in rows checked against the dataset's lines (``run``), and one in
+    """``settings`` with a strong budget checked against the dataset (``run``: no conversation, no more rows
+    than its lines), and one in
     money (``{"cost": ..., "currency": ...}``, ``rag_eval.orchestration.settings.strong_budget``) turned into rows: as many as the sum buys
     when each costs what the strong judge would send for it on every selected metric, as the dry
     run prices them (after the judgement cache, at ``--price``), at most every row; said on stderr.
@@ -88,17 +90,22 @@ def priced_budget(settings: RunSettings, args: argparse.Namespace) -> RunSetting
     Raises
     ------
     SettingsError
-        More rows than the dataset's lines; a sum without ``--price``, or with ``backfill`` (its versions'
+        A line of the dataset holding a conversation's turns (``run``: a cascade's draw is keyed by line,
+        ``rag_eval.metrics.core.strong.single_turn_lines``); more rows than the dataset's lines; a sum without ``--price``, or with ``backfill`` (its versions'
         rows are not known in advance), or that buys no row.
     """
     import sys
 
     from rag_eval.assets.registration import dataset_file
+    from rag_eval.metrics.core.samples import iter_samples
+    from rag_eval.metrics.core.strong import single_turn_lines
     from rag_eval.metrics.errors import SettingsError
     from rag_eval.metrics.judges.llm import LLMJudge
 
     if settings.strong is None:
         return settings
+    if args.command == "run":  # a conversation's turns on one line, refused before the file is registered
+        collections.deque(single_turn_lines(iter_samples(dataset_file(Path(args.dataset)))), maxlen=0)
     if "rows" in settings.strong and args.command == "run":
         with open(dataset_file(Path(args.dataset)), "rb") as stream:
             lines = sum(1 for line in stream if line.strip())

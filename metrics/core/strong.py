@@ -20,7 +20,7 @@ the metric's own scale.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -63,21 +63,35 @@ def check_cascade(samples: Sequence[Sample], budget: float | int, sampling: str,
     ValueError
         A sampling other than :data:`SAMPLINGS`; a budget that is not a share in [0, 1] or a whole
         number of rows up to the rows (``rag_eval.metrics.stats.cascade.budget_rows``); two rows with
-        one id (naming the later line); a conversation's turns on one row (a file's line: the draw is keyed
-        by row; a traffic day's turns, a trace each, have rows of their own).
+        one id (naming the later line); a conversation's turns on one row (:func:`single_turn_lines`).
     """
     if sampling not in SAMPLINGS:
         raise ValueError(f"strong_sampling must be one of {', '.join(SAMPLINGS)}, got {sampling!r}")
     budget_rows(budget, len(samples))
-    ids, rows, seen = [], [], set()
-    for sample in samples:  # once: a version's samples are read from its tables as they are asked for
+    ids, rows = [], []
+    for sample in single_turn_lines(samples):  # once: a version's samples are read from its tables as asked for
+        ids.append(sample.id)
+        rows.append(sample.row)
+    return pd.Series(row_uniforms(ids, seed, stream), index=rows)
+
+
+def single_turn_lines(samples: Iterable[Sample]) -> Iterator[Sample]:
+    """``samples`` as they come, refusing a conversation's turns on one row (a file's line): a cascade's draw
+    is keyed by row, so its turns would share one draw (a traffic day's turns, a trace each, have rows of their
+    own). :func:`check_cascade`, the CLI (before it registers a file) and the Dagster metric step (before the
+    cheap judge scores) read a version through it.
+
+    Raises
+    ------
+    SettingsError
+        Naming the first line that holds two turns, and its conversation."""
+    seen: set[int] = set()
+    for sample in samples:
         if sample.turn is not None and sample.row in seen:
             raise SettingsError(f"a judge cascade is not offered on conversations yet: line {sample.line} holds the "
                                 f"turns of conversation {sample.conversation_id!r}; judge them with one judge")
-        ids.append(sample.id)
-        rows.append(sample.row)
         seen.add(sample.row)
-    return pd.Series(row_uniforms(ids, seed, stream), index=rows)
+        yield sample
 
 
 def refuse_unscorable(metrics: Sequence[Metric], cheap: Judge) -> None:

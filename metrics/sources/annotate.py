@@ -1,8 +1,8 @@
 """A random sample of a version's rows for people to label: a CSV sheet and Label Studio tasks.
 
 ``rag-eval annotate export`` draws the rows (:func:`draw`) and writes them with
-:func:`write_sheet` (CSV: one row per (line, metric), the fields that metric reads, an
-empty ``label`` column) and :func:`write_label_studio` (tasks and a labeling config);
+:func:`write_sheet` (CSV: one row per (line, metric), the fields that metric reads, a conversation's
+question with its earlier turns, an empty ``label`` column) and :func:`write_label_studio` (tasks and a labeling config);
 ``rag-eval annotate import`` reads the filled files back (``rag_eval.metrics.sources.labels``).
 
 **The draw is uniform**, which is what makes a prediction-powered interval valid
@@ -115,11 +115,22 @@ def _contexts(contexts: list[str] | None) -> str:
     return "\n\n".join(f"[{i}] {text}" for i, text in enumerate(contexts or [], start=1))
 
 
+def _shown(sample: Sample, field: str) -> str:
+    """``field`` of ``sample`` as a person labels it: the question as the judge reads it (a conversation's turn
+    with its earlier turns, ``Sample.question``), the contexts numbered."""
+    if field == "user_input":
+        return sample.question() if sample.user_input is not None else ""
+    if field == "retrieved_contexts":
+        return _contexts(sample.retrieved_contexts)
+    return getattr(sample, field) or ""
+
+
 def tasks(samples: list[Sample], metrics: list[str], version: str,
           judged: Mapping[tuple[int, str], tuple[float | None, str]] | None = None,
           registry: Registry | None = None) -> list[dict[str, Any]]:
     """One record per (sample, metric of ``registry``, default the built-in ones), in the samples' order:
-    line, id, metric, guideline, the fields the metric reads (others empty), version; with ``judged`` (``{(row, metric):
+    line, id, metric, guideline, the fields the metric reads (others empty; ``user_input`` a conversation's turn
+    with its earlier turns, as the judge reads it), version; with ``judged`` (``{(row, metric):
     (score, reason)}``) also ``judge_score`` and ``judge_reason`` (annotators are blind to
     the judge otherwise)."""
     records = []
@@ -127,8 +138,7 @@ def tasks(samples: list[Sample], metrics: list[str], version: str,
         for metric in metrics:
             reads = set(given(registry)[metric].required_fields)
             record = {"line": sample.line, "id": sample.id, "metric": metric, "guideline": guideline(metric, registry),
-                      **{f: (_contexts(sample.retrieved_contexts) if f == "retrieved_contexts" else
-                             getattr(sample, f) or "") if f in reads else "" for f in SHOWN_FIELDS},
+                      **{f: _shown(sample, f) if f in reads else "" for f in SHOWN_FIELDS},
                       "label": "", "annotator": "", "notes": "", "version": version}
             if judged is not None:
                 score, reason = judged.get((sample.row, metric), (None, ""))

@@ -207,3 +207,32 @@ def test_a_strong_judge_error_exits_3_as_a_cheap_one_does(project, server, capsy
     block = summary["metrics"]["faithfulness"]["cascade"]
     assert block["judge_error"] == block["n"] > 0 and block["estimate"] is None  # 12 rows expected, drawn actively
     assert f"warning: {block['n']} of {200 + block['n']} results are judge_error" in capsys.readouterr().err
+
+
+#: A conversation of two turns: a cascade's draw is keyed by line, so its turns would share one draw.
+TOWER = {"id": "tower", "messages": [
+    {"role": "user", "content": "When was the Eiffel Tower built?"},
+    {"role": "assistant", "content": "It was built in 1889.", "context": "The Eiffel Tower was built in 1889."},
+    {"role": "user", "content": "How tall is it?"},
+    {"role": "assistant", "content": "It is 330 metres tall.", "context": "The Eiffel Tower is 330 metres tall."}]}
+CONVERSATION_REFUSED = ("a judge cascade is not offered on conversations yet: line 2 holds the turns of conversation "
+                        "'tower'; judge them with one judge")
+
+
+def test_a_cascade_on_a_conversation_file_is_refused_before_the_cheap_judge_sends_anything(project, server, capsys):
+    """The cheap judge a small model: it used to score (and bill) every turn before the strong sample's step
+    refused the conversation; now `run` refuses before registering, naming the line."""
+    single = json.loads((project / "qa.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    (project / "chats.jsonl").write_text(json.dumps(single) + "\n" + json.dumps(TOWER) + "\n", encoding="utf-8")
+    assert cli.main(["run", "chats.jsonl", "--base-url", server.url, "--model", "judge-test", "--embedding-model",
+                     "embed-test", "--metrics", "faithfulness", "--strong-budget", "0.5",
+                     "--cheap-model", "tiny-model"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {CONVERSATION_REFUSED}"
+    assert server.chat_requests() == [] and not (project / "datasets").exists()
+
+
+def test_a_cascade_job_on_a_conversation_version_stops_before_the_cheap_judge_scores(project, server, monkeypatch):
+    """Launched from the UI or a backfill: the metric step refuses, not the strong sample's after every turn."""
+    single = json.loads((project / "qa.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert f"strong_sample: {CONVERSATION_REFUSED}" in refused_before_scoring(project, server, monkeypatch,
+                                                                             [single, TOWER], 1)

@@ -46,6 +46,11 @@ def test_cli_run_writes_a_row_per_turn_and_names_a_malformed_message(tmp_path, m
                      "answer_relevancy,context_relevancy", "--max-rejected-share", "0.5"]) == 0
     printed = capsys.readouterr()
     assert "line 2 (id unreadable-line-2): messages[1].role: 'bot' is not user or assistant" in printed.err + printed.out
+    # the share of lines, as the blocking check counts it: 2 of the 4 lines, not 3 rejected turns of 6
+    assert "2 line(s) rejected: no selected metric can use them (50.0% of 4, limit 50.0%)" in printed.err
+    summary = json.loads((tmp_path / "out" / "chat-v1" / "summary.json").read_text(encoding="utf-8"))
+    assert {k: summary["rejected"][k] for k in ("rows", "total_rows", "share")} == {"rows": 2, "total_rows": 4,
+                                                                                   "share": 0.5}
     results = pd.read_parquet(tmp_path / "out" / "chat-v1" / "results.parquet")
     check_turn_columns(results, metrics=2)
     assert set(results.loc[results["row"].isin([1, 3]), "status"]) == {"input_error"}
@@ -75,3 +80,21 @@ def test_a_materialization_judges_each_turn_with_its_history_as_the_python_api(t
     got = results.set_index(["sample_id", "metric"])["value"]
     for sample_id, metric, value in zip(expected["sample_id"], expected["metric"], expected["value"]):
         assert got[sample_id, metric] == value, (sample_id, metric)
+
+
+def test_annotate_export_shows_a_follow_up_with_its_earlier_turns(tmp_path, monkeypatch):
+    """A person labels what the judge read: the follow-up "How tall is it?" with the turn that says what "it" is,
+    in the CSV and in the Label Studio task; a single-turn line's question as it is."""
+    from rag_eval.orchestration import cli
+
+    (tmp_path / "chats.jsonl").write_text(json.dumps(TOWER) + "\n" + json.dumps(SINGLE) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["annotate", "export", "chats.jsonl", "-n", "5", "--metrics", "context_relevancy"]) == 0
+    follow_up = ("How tall is it?\n\nEarlier in this conversation, oldest first:\n"
+                 "User: When was the Eiffel Tower built?\nAssistant: It was built in 1889.")
+    sheet = next((tmp_path / "annotate").glob("*.csv"))
+    questions = dict(zip(*(pd.read_csv(sheet, encoding="utf-8-sig")[c] for c in ("id", "user_input"))))
+    assert questions["tower/2"] == follow_up and questions["louvre"] == "Where is the Louvre?"
+    tasks = json.loads(next((tmp_path / "annotate").glob("*.label_studio.json")).read_text(encoding="utf-8"))
+    assert {t["data"]["sample_id"]: t["data"]["user_input"] for t in tasks}["tower/2"] == follow_up
