@@ -98,7 +98,7 @@ def _version(args: argparse.Namespace) -> str:
     return version
 
 
-def _refuse_unimported(sheet: Path, stored: set[tuple[int, str]]) -> None:
+def _refuse_unimported(sheet: Path, stored: set[tuple[int, str, str]]) -> None:
     """Refuse to write over a sheet someone filled in: labels in it that are not stored yet.
 
     Raises
@@ -114,8 +114,8 @@ def _refuse_unimported(sheet: Path, stored: set[tuple[int, str]]) -> None:
     waiting = 0
     for _, _, record in read_records(sheet):
         if isinstance(record, dict) and str(record.get("label") or "").strip():
-            line = str(record.get("line") or "").strip()
-            waiting += not (line.isdigit() and (int(line) - 1, str(record.get("metric") or "").strip()) in stored)
+            line, named = str(record.get("line") or "").strip(), str(record.get("id") or "").strip()
+            waiting += not (line.isdigit() and (int(line) - 1, named, str(record.get("metric") or "").strip()) in stored)
     if waiting:
         raise SettingsError(f"{sheet} holds {waiting} filled label(s) not imported yet: import them first "
                             f"({command(f'annotate import {sheet}')}) or move the sheet aside; it was not overwritten")
@@ -144,22 +144,26 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise SettingsError(f"{'--stratify' if args.stratify else '--show-judge'} needs the judge's results: evaluate "
                             f"the version first ({command(f'run {args.dataset}')}); {results} does not exist")
     columns = ["row", "metric", "status", "value", "passed", "reason"]
-    frame = pd.read_parquet(results, columns=columns) if needed else pd.DataFrame(columns=columns)  # read when needed
+    frame = pd.read_parquet(results) if needed else pd.DataFrame(columns=columns)  # read when needed
+    # A turn is drawn, shown and labelled on its own: (row, turn) keys it, a single turn's turn 0.
+    turns = frame["turn"].fillna(0).astype(int) if "turn" in frame else pd.Series(0, index=frame.index)
     strata = None
     if args.stratify:
         if args.stratify not in registry:
             raise SettingsError(f"--stratify {args.stratify}: not a metric")
-        mine = frame[frame["metric"] == args.stratify]
-        strata = {int(r): ("pass" if p else "fail") if s == "ok" else s
-                  for r, s, p in zip(mine["row"], mine["status"], mine["passed"])}
-    rows = draw([s.row for s in samples], args.n, args.seed, strata)
-    by_row = {s.row: s for s in samples}
-    labelled = {(r["line"] - 1, r["metric"]) for r in read_stored(store.samples_path(version).parent)}
-    judged = {(int(r), m): (None if pd.isna(v) else float(v), reason) for r, m, v, reason in
-              zip(frame["row"], frame["metric"], frame["value"], frame["reason"])} if args.show_judge else None
-    records = [r for r in tasks([by_row[row] for row in rows], metrics, version, judged, registry)
-               if (r["line"] - 1, r["metric"]) not in labelled
-               and all(by_row[r["line"] - 1].missing(f) is None for f in registry[r["metric"]].required_fields)]
+        mine = frame["metric"] == args.stratify
+        strata = {(int(r), int(t)): ("pass" if p else "fail") if s == "ok" else s
+                  for r, t, s, p in zip(frame.loc[mine, "row"], turns[mine], frame.loc[mine, "status"],
+                                        frame.loc[mine, "passed"])}
+    by_unit = {(s.row, s.turn or 0): s for s in samples}
+    units = draw(list(by_unit), args.n, args.seed, strata)
+    labelled = {(r["line"] - 1, str(r["id"]), r["metric"]) for r in read_stored(store.samples_path(version).parent)}
+    judged = {(int(r), int(t), m): (None if pd.isna(v) else float(v), reason) for r, t, m, v, reason in
+              zip(frame["row"], turns, frame["metric"], frame["value"], frame["reason"])} if args.show_judge else None
+    chosen = [by_unit[unit] for unit in units]
+    records = [r for sample in chosen for r in tasks([sample], metrics, version, judged, registry)
+               if (sample.row, sample.id, r["metric"]) not in labelled
+               and all(sample.missing(f) is None for f in registry[r["metric"]].required_fields)]
     folder = Path(args.out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     _refuse_unimported(folder / f"{version}.csv", labelled)
@@ -167,7 +171,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     label_studio, config = write_label_studio(records, metrics, folder, version, registry)
     how = f"stratified by the judge's verdict on {args.stratify}, proportional allocation" if args.stratify \
         else "uniform; its first rows are a uniform sample too: label from the top"
-    print(f"drew {len(rows)} of {len(samples)} rows of {version} (seed {args.seed}, {how}): {len(records)} to label "
+    print(f"drew {len(units)} of {len(samples)} rows of {version} (seed {args.seed}, {how}): {len(records)} to label "
           f"({', '.join(metrics)}; rows already labelled and rows lacking a field a metric reads left out)")
     print(f"wrote {sheet} (fill the label column: pass/fail, or a number on the metric's scale), {label_studio} and "
           f"{config} (Label Studio: import the tasks into a project with this labeling config, export as JSON)")

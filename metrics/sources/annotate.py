@@ -22,12 +22,15 @@ import json
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
 from rag_eval.metrics.sources.labels import is_ratio
+
+#: What a draw draws: a row, or a (row, turn) of a file of conversations.
+U = TypeVar("U", int, tuple[int, int])
 from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction
 from rag_eval.metrics.core.samples import Sample
@@ -62,7 +65,7 @@ def guideline(metric: str, registry: Registry | None = None) -> str:
     return f"{described} Label: a number from {low:g} to {high:g}, {way} is better{words}."
 
 
-def _shuffle(rows: list[int], seed: int, salt: str = "") -> list[int]:
+def _shuffle(rows: list[U], seed: int, salt: str = "") -> list[U]:
     rng = np.random.default_rng([seed, zlib.crc32(salt.encode())])
     return [rows[i] for i in rng.permutation(len(rows))]
 
@@ -80,19 +83,20 @@ def allocate(sizes: Mapping[str, int], n: int) -> dict[str, int]:
     return quota
 
 
-def draw(rows: list[int], n: int, seed: int = 0, strata: Mapping[int, str] | None = None) -> list[int]:
+def draw(rows: list[U], n: int, seed: int = 0, strata: Mapping[U, str] | None = None) -> list[U]:
     """``n`` of ``rows`` drawn uniformly (module notes), in the order the sheet lists them.
 
     Parameters
     ----------
-    rows : list of int
-        The rows that may be drawn (``Sample.row``).
+    rows : list of int, or of (int, int)
+        The rows that may be drawn (``Sample.row``; ``(row, turn)`` to draw a conversation's turns, a
+        single turn's ``turn`` 0: in the order of rows, so a file without conversations draws as by row).
     n : int
         How many (all of them when fewer).
     seed : int
         The shuffle's seed: the same seed gives the same draw, a larger ``n`` extends it.
-    strata : mapping of int to str, optional
-        The stratum of each row (the judge's verdict): proportional allocation.
+    strata : mapping, optional
+        The stratum of each of ``rows`` (the judge's verdict): proportional allocation.
 
     Raises
     ------
@@ -103,7 +107,7 @@ def draw(rows: list[int], n: int, seed: int = 0, strata: Mapping[int, str] | Non
         raise SettingsError(f"-n {n}: draw at least one row")
     if strata is None:
         return _shuffle(sorted(rows), seed)[:n]
-    groups: dict[str, list[int]] = {}
+    groups: dict[str, list[U]] = {}
     for row in sorted(rows):
         groups.setdefault(strata.get(row, "unscored"), []).append(row)
     quota = allocate({h: len(g) for h, g in groups.items()}, n)
@@ -126,12 +130,12 @@ def _shown(sample: Sample, field: str) -> str:
 
 
 def tasks(samples: list[Sample], metrics: list[str], version: str,
-          judged: Mapping[tuple[int, str], tuple[float | None, str]] | None = None,
+          judged: Mapping[tuple[int, int, str], tuple[float | None, str]] | None = None,
           registry: Registry | None = None) -> list[dict[str, Any]]:
     """One record per (sample, metric of ``registry``, default the built-in ones), in the samples' order:
     line, id, metric, guideline, the fields the metric reads (others empty; ``user_input`` a conversation's turn
-    with its earlier turns, as the judge reads it), version; with ``judged`` (``{(row, metric):
-    (score, reason)}``) also ``judge_score`` and ``judge_reason`` (annotators are blind to
+    with its earlier turns, as the judge reads it), version; with ``judged`` (``{(row, turn, metric):
+    (score, reason)}``, a single turn's ``turn`` 0) also ``judge_score`` and ``judge_reason`` (annotators are blind to
     the judge otherwise)."""
     records = []
     for sample in samples:
@@ -141,7 +145,7 @@ def tasks(samples: list[Sample], metrics: list[str], version: str,
                       **{f: _shown(sample, f) if f in reads else "" for f in SHOWN_FIELDS},
                       "label": "", "annotator": "", "notes": "", "version": version}
             if judged is not None:
-                score, reason = judged.get((sample.row, metric), (None, ""))
+                score, reason = judged.get((sample.row, sample.turn or 0, metric), (None, ""))
                 record.update(judge_score="" if score is None else score, judge_reason=reason)
             records.append(record)
     return records

@@ -165,7 +165,7 @@ def test_the_sheet_is_blind_to_the_judge_and_reads_back_as_labels(tmp_path):
     assert [(r["id"], r["metric"], r["label"]) for r in labels] == [("q1", "faithfulness", 1.0),
                                                                    ("q2", "answer_relevancy", 0.0)]
     assert (problems, blank) == ([], 2)
-    judged = tasks(samples[:1], ["faithfulness"], "v1", {(0, "faithfulness"): (0.5, "1/2 statements supported")})
+    judged = tasks(samples[:1], ["faithfulness"], "v1", {(0, 0, "faithfulness"): (0.5, "1/2 statements supported")})
     assert (judged[0]["judge_score"], judged[0]["judge_reason"]) == (0.5, "1/2 statements supported")
     tasks_path, config_path = write_label_studio(records, ["faithfulness", "groundedness"], tmp_path, "v1")
     task = json.loads(tasks_path.read_text(encoding="utf-8"))[0]["data"]

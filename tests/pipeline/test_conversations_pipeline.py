@@ -96,5 +96,7 @@ def test_annotate_export_shows_a_follow_up_with_its_earlier_turns(tmp_path, monk
     sheet = next((tmp_path / "annotate").glob("*.csv"))
     questions = dict(zip(*(pd.read_csv(sheet, encoding="utf-8-sig")[c] for c in ("id", "user_input"))))
     assert questions["tower/2"] == follow_up and questions["louvre"] == "Where is the Louvre?"
+    # Every turn is drawn once, each its own item: the line's first turn too.
+    assert sorted(pd.read_csv(sheet, encoding="utf-8-sig")["id"]) == ["louvre", "tower/1", "tower/2"]
     tasks = json.loads(next((tmp_path / "annotate").glob("*.label_studio.json")).read_text(encoding="utf-8"))
     assert {t["data"]["sample_id"]: t["data"]["user_input"] for t in tasks}["tower/2"] == follow_up
