@@ -28,13 +28,13 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from rag_eval.metrics.sources.labels import is_ratio
-
-#: What a draw draws: a row, or a (row, turn) of a file of conversations.
-U = TypeVar("U", int, tuple[int, int])
 from rag_eval.metrics.core.registry import Registry, given
 from rag_eval.metrics.core.results import Direction
 from rag_eval.metrics.core.samples import Sample
 from rag_eval.metrics.errors import SettingsError
+
+#: What a draw draws: a row, or a (row, turn) of a file of conversations.
+U = TypeVar("U", int, tuple[int, int])
 
 #: What a person is asked, per metric (others: the metric's own description).
 GUIDELINES = {
