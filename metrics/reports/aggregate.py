@@ -75,21 +75,16 @@ def input_error_lines(results: pd.DataFrame, skip_rows: set[int] | frozenset[int
     """
     errors = results[(results["status"] == Status.INPUT_ERROR.value) & ~results["row"].isin(skip_rows)
                      & ~results["metric"].isin(cannot_run(results, skip_rows))]
-    lines: dict[tuple[int, str], dict[str, Any]] = {}  # by line and id: a conversation's turns share a line
-    for row, sample_id, metric, details in zip(errors["row"], errors["sample_id"], errors["metric"],
-                                               errors["details"]):
+    turns = errors["turn"].fillna(0).astype(int) if "turn" in errors else [0] * len(errors)
+    lines: dict[tuple[int, int, str], dict[str, Any]] = {}  # by line, turn and id: a conversation's turns share a line
+    for row, turn, sample_id, metric, details in zip(errors["row"], turns, errors["sample_id"], errors["metric"],
+                                                     errors["details"]):
         details = _details(details)
-        entry = lines.setdefault((int(row), str(sample_id)),
+        entry = lines.setdefault((int(row), int(turn), str(sample_id)),
                                  {"line": int(row) + 1, "id": sample_id, "fields": {}, "metrics": []})
         entry["fields"][details.get("field") or "line"] = details.get("problem", "")
         entry["metrics"].append(metric)
-    return [lines[key] for key in sorted(lines, key=lambda key: (key[0], _turn_order(key[1])))]
-
-
-def _turn_order(sample_id: str) -> tuple[str, int]:
-    """A sort key putting a conversation's turns ``<id>/<k>`` in turn order (``/10`` after ``/2``)."""
-    head, _, tail = sample_id.rpartition("/")
-    return (head, int(tail)) if head and tail.isdigit() else (sample_id, 0)
+    return [lines[key] for key in sorted(lines)]
 
 
 def _label(metric: str, status: str, passed: Any) -> str:
