@@ -10,7 +10,8 @@ checks on the ingested assets, is ``rag_eval.assets.expectations``.
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rag_eval.metrics.core.samples import Sample, field_problems, unusable
+from rag_eval.metrics.core.samples import Sample
+from rag_eval.metrics.core.usable import field_problems, unusable
 
 
 class Validation:

@@ -14,7 +14,8 @@ from rag_eval.metrics.core.conversation import is_conversation
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.core.registry import Registry, build_metrics, describe_judge
 from rag_eval.metrics.core.results import MetricResult
-from rag_eval.metrics.core.samples import Sample, load_samples, sample_from_dict, unavailable
+from rag_eval.metrics.core.samples import Sample, load_samples, sample_from_dict
+from rag_eval.metrics.core.usable import unavailable
 from rag_eval.metrics.core.scoring import EvaluationResult, default_judge, results_frame, score_all
 from rag_eval.metrics.core.spark import evaluate_spark, is_spark_data
 from rag_eval.metrics.core.strong import judge_cascade

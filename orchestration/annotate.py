@@ -64,7 +64,8 @@ def refresh_labels(version: str, settings: RunSettings, args: argparse.Namespace
     from rag_eval.orchestration.parsing import definitions
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
     from rag_eval.orchestration.gate_cli import GATE_FAILED
-    from rag_eval.orchestration.report import print_gate, print_run_failure, print_table
+    from rag_eval.orchestration.failures import print_run_failure
+    from rag_eval.orchestration.report import print_gate, print_table
     from rag_eval.orchestration.runs import after_startup, only_run_of
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)  # Output(data_version=...), as evaluate_version

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rag_eval.orchestration.commands import (cmd_backfill, cmd_calibrate, cmd_convert_trec, cmd_register, cmd_run,
-                                             start_judge_check)
+from rag_eval.orchestration.commands import cmd_backfill, cmd_register, cmd_run, start_judge_check
+from rag_eval.orchestration.data_commands import cmd_calibrate, cmd_convert_trec
 from rag_eval.orchestration.instance import dagster_home, prepare_instance
 from rag_eval.orchestration.dry_run import expected_answers, most_answers
 from rag_eval.orchestration.parsing import add_cascade_arguments, add_judge_arguments, named_file

@@ -169,10 +169,11 @@ def evaluate_version(version: str, settings: RunSettings, args: argparse.Namespa
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     from rag_eval.assets.expectations import warm_up
     from rag_eval.assets.ingestion import rejection_limit
-    from rag_eval.metrics.core.samples import iter_samples, unavailable
+    from rag_eval.metrics.core.samples import iter_samples
+    from rag_eval.metrics.core.usable import unavailable
     from rag_eval.orchestration.jobs import gate_check, only_the_gate_failed
-    from rag_eval.orchestration.report import (print_cannot_run, print_failed_checks, print_input_errors, print_rejected,
-                                      print_run_failure)
+    from rag_eval.orchestration.failures import print_run_failure
+    from rag_eval.orchestration.report import print_cannot_run, print_failed_checks, print_input_errors, print_rejected
 
     executor, out, datasets = settings.executor, Path(settings.paths.out), settings.paths.datasets
     assert executor is not None and datasets is not None  # a run's settings (from_args of run and backfill) have both
@@ -374,34 +375,4 @@ def cmd_register(args: argparse.Namespace) -> int:
         else "already registered:"
     print(f"{said} dataset version {version}; evaluate it with "
           f"`{command(f'run {args.dataset} --dataset-version {version}')}`, or materialize its partition in the Dagster UI")
-    return 0
-
-
-def cmd_convert_trec(args: argparse.Namespace) -> int:
-    """Write a JSONL dataset from TREC qrels and run files (for the document retrieval metrics)."""
-    from rag_eval.metrics.errors import command
-    from rag_eval.metrics.retrieval.trec import read_trec
-
-    records = read_trec(args.qrels, args.run)
-    Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    print(f"wrote {len(records)} queries to {args.output}; evaluate with "
-          f"`{command(f'run {args.output} --metrics document_retrieval')}`")
-    return 0
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    """Agreement of the configured judge (or the offline one) with human labels."""
-    from rag_eval.metrics import OfflineJudge, calibrate
-    from rag_eval.metrics.stats.calibrate import print_report
-    from rag_eval.metrics.evaluate import default_judge
-
-    judge = OfflineJudge() if args.offline else default_judge(args.spill)
-    try:
-        report = calibrate(args.labels, judge=judge, registry=args.registry)
-    finally:
-        if hasattr(judge, "close"):
-            judge.close()
-    print_report(report)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
     return 0

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from rag_eval.orchestration.report import printable
+
 #: The last line of a bug's report: what to send, and what never to.
 BUG_REPORT = ("this is a bug in rag-eval, not a problem with your input or settings: please report it to the "
               "rag-eval-pipeline maintainers with the command you ran, the version (`pip show rag-eval-pipeline`) "
@@ -117,3 +119,49 @@ def report_bug(error: BaseException, stream: TextIO | None = None) -> int:
     print(redacted(trace), file=stream)
     print(BUG_REPORT, file=stream)
     return EXIT_INTERNAL
+
+
+def _one_line(message: str) -> str:
+    """A multi-line message on one line, each line's control characters escaped."""
+    return " ".join(printable(line.strip()) for line in message.strip().splitlines())
+
+
+def _said(message: str) -> str:
+    """An error's message (``module.Class: text``) on one line: the product's own and Dagster's
+    without their class (the product's say all; Dagster's wrappers say what it was doing), others
+    with the class's short name."""
+    message = _one_line(message)
+    if found := re.match(r"([A-Za-z_][\w.]*)\.(\w+): ", message):
+        ours = found.group(1).split(".")[0] in ("rag_eval", "dagster")
+        return message[found.end():] if ours else f"{found.group(2)}: {message[found.end():]}"
+    return message
+
+
+def run_failures(result) -> list[tuple[str, Any]]:
+    """``(where, error)`` for each failed step of a run (``dagster.ExecuteInProcessResult``; where is
+    ``step <key>``), or for the run itself when no step failed (e.g. a resource that failed; ``run``):
+    Dagster's account of each error (``cls_name``, ``message``, ``stack``, ``cause``)."""
+    failures = [event for event in result.all_events if event.is_step_failure] or \
+        [event for event in result.all_events if event.is_run_failure
+         and getattr(event.event_specific_data, "error", None) is not None]
+    return [(f"step {event.step_key}" if event.step_key else "run", event.event_specific_data.error)
+            for event in failures]
+
+
+def print_run_failure(result, stream: TextIO | None = None) -> None:
+    """Each failed step of a run, or the run itself when no step failed (e.g. a resource that
+    failed), the user can fix in one line: the root cause, then in brackets what Dagster was doing
+    when it came (the outermost error of the chain) when that is another error. Then, when any
+    failed with a bug, raises :class:`StepBug` for them (the CLI prints
+    their tracebacks and exits 70)."""
+    stream = stream or sys.stderr
+    failures = run_failures(result)
+    for where, error in failures:
+        if not users_to_fix(error):
+            continue
+        root = error
+        while root.cause is not None:  # the chain down to the root cause
+            root = root.cause
+        context = f" [{_said(error.message.splitlines()[0]).rstrip(':')}]" if root is not error else ""
+        print(f"{where} failed: {_said(root.message) + context}", file=stream)
+    raise_bugs(failures)

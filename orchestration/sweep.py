@@ -104,7 +104,7 @@ def run_incrementally(key: str, settings: RunSettings, instance, definitions) ->
 
     from rag_eval.orchestration.failures import raise_bugs
     from rag_eval.orchestration.jobs import run_in_process
-    from rag_eval.orchestration.report import run_failures
+    from rag_eval.orchestration.failures import run_failures
     from rag_eval.orchestration.records import latest_record, out_of_date
 
     metrics = list(settings.metrics)

@@ -122,7 +122,7 @@ def cmd_traffic(args: argparse.Namespace) -> int:
     Exit 1 when a partition could not be summarized (no traffic arrived, a step failed), else 4
     when a drift check failed, else 0."""
     from rag_eval.metrics.errors import SettingsError
-    from rag_eval.orchestration.report import print_run_failure
+    from rag_eval.orchestration.failures import print_run_failure
     from rag_eval.orchestration.settings import RunSettings
 
     run_settings = RunSettings.from_args(args)  # the sample's budget and seed, the judge, the folder

@@ -82,7 +82,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_eval.metrics.stats.cascade_fit import power_tuning, stream_variance, t_value
+from rag_eval.metrics.stats.cascade_fit import agreement_share, check_rows, power_tuning, stream_variance, t_value
 from rag_eval.metrics.stats.ppi import MeanEstimate, z_value
 from rag_eval.metrics.stats.sampling import priority
 
@@ -341,12 +341,12 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
         raise ValueError("no row was strong-judged inside the metric's population (a budget of 0, or a draw that "
                          "took none the strong judge could score): the strong judge's mean cannot be estimated; "
                          "raise the budget")
-    _check_rows(f, y, pi, drawn)
+    check_rows(f, y, pi, drawn)
     z = z_value(confidence)
     method = f"cascade-{sample.method}"
     scored = ~np.isnan(f)
     cheap_mean = float(f[scored].mean()) if scored.any() else None
-    agreement = _agreement(f, y, pi, drawn & scored, threshold, higher)
+    agreement = agreement_share(f, y, pi, drawn & scored, threshold, higher)
     sampled = pi < 1.0
     fitted = drawn & sampled
     m, fits = int(fitted.sum()), (lam is None) + (intercept is None)  # the rows the fit sees, its parameters
@@ -382,27 +382,3 @@ def cascade_mean(cheap: Any, strong: Any, sample: StrongSample, confidence: floa
         z = t_value(z, int(df))
     return CascadeEstimate(MeanEstimate(theta, theta - z * se, theta + z * se, se, int(drawn.sum()), rows, lam,
                                         method, confidence), intercept, cheap_mean, agreement)
-
-
-def _check_rows(f: np.ndarray, y: np.ndarray, pi: np.ndarray, drawn: np.ndarray) -> None:
-    """The first bad row, as a one-line error naming its line (from 1) and field."""
-    problems = (
-        (drawn & ~np.isfinite(y), "strong: drawn for the strong judge but has no finite strong score"),
-        (np.isinf(f), "cheap: the cheap score must be finite (NaN for none)"),
-        (np.isnan(f) & (pi < 1.0), "cheap: no cheap score, so the row must be strong-judged for sure (pi = 1)"),
-        (~(pi > 0.0) | (pi > 1.0), "pi: the inclusion probability must lie in (0, 1]: a row that can never be "
-                                   "drawn would bias the estimate"),
-    )
-    for bad, message in problems:
-        if bad.any():
-            raise ValueError(f"line {int(np.argmax(bad)) + 1}: {message}")
-
-
-def _agreement(f: np.ndarray, y: np.ndarray, pi: np.ndarray, both: np.ndarray, threshold: float,
-               higher: bool) -> float | None:
-    """Share of rows where the judges' pass/fail agree, from the rows ``both`` scored, weights ``1 / pi``."""
-    if not both.any():
-        return None
-    sign = 1.0 if higher else -1.0
-    same = (sign * f[both] >= sign * threshold) == (sign * y[both] >= sign * threshold)
-    return float(np.average(same, weights=1.0 / pi[both]))

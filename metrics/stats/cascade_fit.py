@@ -1,5 +1,6 @@
 """The fitted parts of a judge cascade's estimate (``rag_eval.metrics.stats.cascade.cascade_mean``): the cheap
-score's power-tuned weight ``lam`` and Student's t quantile of its interval."""
+score's power-tuned weight ``lam``, Student's t quantile of its interval, the rows' checks and the
+judges' agreement."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,3 +41,27 @@ def stream_variance(y: np.ndarray, pi: np.ndarray, theta: float) -> tuple[float,
     if len(y) < 2:
         raise ValueError(f"{len(y)} strong-judged row(s): the spread of the traffic's strong scores needs at least 2")
     return float(np.average((y - theta) ** 2, weights=1.0 / pi)) * len(y) / (len(y) - 1), len(y) - 1
+
+
+def check_rows(f: np.ndarray, y: np.ndarray, pi: np.ndarray, drawn: np.ndarray) -> None:
+    """The first bad row, as a one-line error naming its line (from 1) and field."""
+    problems = (
+        (drawn & ~np.isfinite(y), "strong: drawn for the strong judge but has no finite strong score"),
+        (np.isinf(f), "cheap: the cheap score must be finite (NaN for none)"),
+        (np.isnan(f) & (pi < 1.0), "cheap: no cheap score, so the row must be strong-judged for sure (pi = 1)"),
+        (~(pi > 0.0) | (pi > 1.0), "pi: the inclusion probability must lie in (0, 1]: a row that can never be "
+                                   "drawn would bias the estimate"),
+    )
+    for bad, message in problems:
+        if bad.any():
+            raise ValueError(f"line {int(np.argmax(bad)) + 1}: {message}")
+
+
+def agreement_share(f: np.ndarray, y: np.ndarray, pi: np.ndarray, both: np.ndarray, threshold: float,
+                    higher: bool) -> float | None:
+    """Share of rows where the judges' pass/fail agree, from the rows ``both`` scored, weights ``1 / pi``."""
+    if not both.any():
+        return None
+    sign = 1.0 if higher else -1.0
+    same = (sign * f[both] >= sign * threshold) == (sign * y[both] >= sign * threshold)
+    return float(np.average(same, weights=1.0 / pi[both]))

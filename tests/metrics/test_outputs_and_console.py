@@ -12,7 +12,8 @@ from rag_eval.metrics.reports.aggregate import dingo_summary, summarize
 from rag_eval.metrics.evaluate import evaluate, results_frame
 from rag_eval.metrics.reports.formats import azure_rows, ragas_table, write_ragas_csv
 from rag_eval.metrics.core.results import Direction, MetricResult, Status
-from rag_eval.metrics.core.samples import load_samples, unavailable, unusable
+from rag_eval.metrics.core.samples import load_samples
+from rag_eval.metrics.core.usable import unavailable, unusable
 from rag_eval.orchestration.report import ProgressDisplay, print_input_errors, print_rejected, print_table, printable
 
 FIQA_ROW = {"user_input": "What is an ETF?", "response": "An ETF is an exchange-traded fund.",

@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import ScriptedJudge
 from rag_eval.metrics.rag.faithfulness import Faithfulness
 from rag_eval.metrics.core.results import Status
-from rag_eval.metrics.core.samples import iter_samples, load_samples, sample_from_dict, unavailable
+from rag_eval.metrics.core.samples import iter_samples, load_samples, sample_from_dict
+from rag_eval.metrics.core.usable import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parents[1] / "data"

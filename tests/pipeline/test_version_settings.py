@@ -100,7 +100,7 @@ def test_a_launch_without_the_cli_fails_the_ingestion_step_with_the_same_line(pr
     fails with the one line (not a retry, not a nonsense limit); the rows it stored before stay stored."""
     import dagster as dg
 
-    from rag_eval.orchestration.report import run_failures
+    from rag_eval.orchestration.failures import run_failures
     from tests.pipeline.conftest import Project
 
     with dg.instance_for_test() as instance:
