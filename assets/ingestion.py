@@ -32,8 +32,8 @@ from rag_eval.assets.resources import SETTINGS_FILE, DatasetStore
 from rag_eval.assets.stored_results import TableWriter
 from rag_eval.metrics.core.registry import CORE_METRICS, Registry
 from rag_eval.metrics.errors import SettingsError, command
-from rag_eval.metrics.core.samples import (FIELDS, TURN_FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame,
-                                           unavailable, unusable)
+from rag_eval.metrics.core.samples import FIELDS, TURN_FIELDS, Sample, iter_samples, sample_from_dict, samples_to_frame
+from rag_eval.metrics.core.usable import unavailable, unusable
 
 # The blocking check below is partitioned like its asset, which Dagster 1.13 calls a preview: chosen knowingly,
 # so every command does not warn about it.
