@@ -8,7 +8,7 @@ import dagster as dg
 
 from rag_eval.assets.graph import asset_graph
 from rag_eval.assets.resources import build_resources
-from rag_eval.assets.traffic import TrafficStore
+from rag_eval.assets.traffic_store import TrafficStore
 from rag_eval.metrics.core.registry import Registry
 from rag_eval.metrics.sources.traffic import TrafficConfig
 from rag_eval.orchestration.automation import automated, nightly_evaluation

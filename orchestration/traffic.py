@@ -1,7 +1,7 @@
 """Production traffic: its job, the sensor that notices new traces, and ``rag-eval traffic``.
 
 The sensor ``new_traffic`` counts the spans (or rows) of the trace source per partition
-(``rag_eval.assets.traffic.partition_counts``: the trace index for files, the query's start column
+(``rag_eval.assets.traffic_store.partition_counts``: the trace index for files, the query's start column
 for SQL) and requests ``traffic_job`` for exactly the partitions whose count changed since
 it last requested them: a new day, or an earlier day whose late spans arrived in a new
 file. A partition that has not ended yet (today, with daily partitions) is requested once
@@ -21,7 +21,8 @@ from pathlib import Path
 import dagster as dg
 
 from rag_eval.assets.partitions import traffic_partitions
-from rag_eval.assets.traffic import TrafficStore, partition_counts, traffic_assets
+from rag_eval.assets.traffic import traffic_assets
+from rag_eval.assets.traffic_store import TrafficStore, partition_counts
 from rag_eval.metrics.sources.traffic import TrafficConfig
 from rag_eval.orchestration.automation import SENSOR_INTERVAL
 

@@ -58,6 +58,17 @@ def test_every_package_folder_is_installed_under_rag_eval():
     assert settings["package-dir"] == {f"rag_eval.{top}": top for top in ("metrics", "assets", "orchestration")}
 
 
+#: The longest a module of the product may be (issue 36: a newcomer reads a module whole).
+MODULE_LINES = 400
+
+
+def test_no_module_of_the_product_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for top in ("metrics", "assets", "orchestration")
+            for p in sorted((ROOT / top).rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MODULE_LINES}
+    assert long == {}
+
+
 #: Run in a fresh interpreter: records every TOML file opened and refuses to build the metric registry.
 NO_STATE = """
 import sys

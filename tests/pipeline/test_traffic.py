@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from rag_eval.assets.resources import JudgeResource
-from rag_eval.assets.traffic import TrafficStore, partition_counts, traffic_assets
+from rag_eval.assets.traffic import traffic_assets
+from rag_eval.assets.traffic_store import TrafficStore, partition_counts
 from rag_eval.metrics.sources.traffic import TrafficConfig
 from rag_eval.orchestration.traffic import traffic_job, traffic_sensor
 from tests.conftest import TEST_KEY

@@ -237,7 +237,7 @@ def test_sweep_with_an_unknown_retriever_quotes_its_name_short(tmp_path, monkeyp
 def test_no_output_is_written_through_a_symlink_planted_deeper_in_the_output_folder(tmp_path):
     from rag_eval.assets.outputs import output_folder
     from rag_eval.assets.resources import ReportStore
-    from rag_eval.assets.traffic import TrafficStore
+    from rag_eval.assets.traffic_store import TrafficStore
 
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     (out / "v1").mkdir(parents=True)
