@@ -26,6 +26,7 @@ from rag_eval.metrics.judges import Judge, OfflineJudge
 from rag_eval.metrics.judges.built import BuiltJudges
 from rag_eval.metrics.judges.cache import JudgementCache
 from rag_eval.metrics.judges.offline import Rules
+from rag_eval.metrics.judges.spill import SpillSink, spill_folders
 from rag_eval.metrics.judges.examples import Examples, read_variant
 from rag_eval.metrics.judges.llm import LLMConfig, LLMJudge
 from rag_eval.metrics.judges.verifier import Verifier
@@ -347,9 +348,15 @@ def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", 
     views of ``rag_eval.duckdb`` and the Data Docs site under ``out`` (served at
     ``$RAG_EVAL_DATA_DOCS_URL``, else :data:`DATA_DOCS_URL`), the ``judge`` and where metrics are scored (``execution``; ``local`` by
     default, ``spark`` scores each metric's samples in Spark tasks) and the ``strong_judge`` of a judge
-    cascade (``rag_eval.assets.cascade``; by default the environment's judge, as ``judge``'s)."""
+    cascade (``rag_eval.assets.cascade``; by default the environment's judge, as ``judge``'s). The default
+    judges spill what their caches refuse (a full or read-only disk mid-run) to spill files in ``out``, else
+    the temporary folder (``rag_eval.metrics.judges.spill.SpillSink``), as each answer arrives: a run the daemon
+    launches keeps what it paid for as ``rag-eval run`` does (whose own judges spill to its command's files),
+    and the next ``rag-eval run`` with that cache folds them in."""
+    sink = SpillSink(spill_folders(out))
     return {"dataset_store": DatasetStore(root=str(datasets)),
             "report_store": ReportStore(root=str(out), data_docs_url=os.environ.get("RAG_EVAL_DATA_DOCS_URL", DATA_DOCS_URL)),
-            "judge": judge or JudgeResource(), "strong_judge": strong_judge or JudgeResource(),
+            "judge": judge or JudgeResource(built_judges=BuiltJudges(sink)),
+            "strong_judge": strong_judge or JudgeResource(built_judges=BuiltJudges(sink)),
             "execution": execution or ExecutionResource(),
             "io_manager": ResultsStore(root=str(out))}

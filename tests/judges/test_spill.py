@@ -6,6 +6,7 @@ import re
 import signal
 import sqlite3
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -368,3 +369,35 @@ def test_the_judge_resources_of_a_command_give_its_sink_to_every_cache_they_open
     finally:
         for closing in (judge, other, calls):
             closing.close()
+
+
+def test_the_code_locations_judges_spill_to_its_output_folder_as_answers_arrive(tmp_path, monkeypatch):
+    """A run the daemon launches has no command around it: the code location's judge and strong judge (its
+    resources, which each run's copy shares) spill what their caches refuse to ``out/`` of the folder it was
+    loaded in, else the temporary folder, one answer at a time, so a run on a full disk keeps what it paid for."""
+    import tempfile
+
+    from rag_eval.orchestration.location import build_definitions
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # the LLM judge; its cache: .rag_eval_cache/
+    definitions = build_definitions(builtin_registry())
+    judge, strong = (definitions.resources[name].get_judge() for name in ("judge", "strong_judge"))
+    try:
+        sink = judge.cache.sink
+        assert isinstance(sink, SpillSink) and strong.cache.sink is sink
+        assert sink.folders == [tmp_path / "out", Path(tempfile.gettempdir())]
+        judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL, as a full disk
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            judge.cache.put(Key("a" * 64, "f" * 64), "statement_support",
+                            {"verdicts": [1], "reasons": ["stated " * 2000]})
+        [spill] = (tmp_path / "out").glob("judgement-spill-*.jsonl")  # written and flushed as it arrived
+        header, line = spill.read_text(encoding="utf-8").splitlines()
+        assert json.loads(header)["cache"] == str((tmp_path / ".rag_eval_cache" / "judgements.sqlite").resolve())
+        assert json.loads(line)["key"] == "a" * 64
+    finally:
+        for built in (judge, strong):
+            built.close()
+        if judge.cache.sink is not None:
+            judge.cache.sink.close()
