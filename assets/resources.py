@@ -333,6 +333,16 @@ class JudgeResource(dg.ConfigurableResource, JudgeSettings):
         return self.built_judges.get(f"offline:{self.support_threshold}:{OfflineJudge.label_of(self._verifier())}",
                                lambda: OfflineJudge(rules, verifier=self._verifier().path))
 
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Say in the run's log (the UI's; ``rag-eval`` says it on stderr itself) which spill files hold the
+        answers its judges' caches refused during the run, once each (``BuiltJudges.untold_spills``)."""
+        spills = self.built_judges.untold_spills()
+        if spills and context.log is not None:
+            context.log.warning(
+                f"the judgement cache could not take every judgement paid for (its disk is full or read-only): they are "
+                f"in the spill file(s) {', '.join(map(str, spills))}; the next `{command('run')}` with that cache folds "
+                f"them in, or `{command('cache import FILE')}` does now")
+
     def call_cache(self, path: str | Path) -> JudgementCache:
         """The cache of a target's paid calls at ``path`` (``rag_eval.assets.targets``): the answers its
         file refuses go where this resource's judges send theirs (its ``built_judges``' ``sink``)."""
@@ -352,11 +362,11 @@ def build_resources(out: str | Path = "out", datasets: str | Path = "datasets", 
     judges spill what their caches refuse (a full or read-only disk mid-run) to spill files in ``out``, else
     the temporary folder (``rag_eval.metrics.judges.spill.SpillSink``), as each answer arrives: a run the daemon
     launches keeps what it paid for as ``rag-eval run`` does (whose own judges spill to its command's files),
-    and the next ``rag-eval run`` with that cache folds them in."""
-    sink = SpillSink(spill_folders(out))
+    names the files in its log (``JudgeResource.teardown_after_execution``), and the next ``rag-eval run``
+    with that cache folds them in. The two default judges share what they build (one judge per configuration)."""
+    built = BuiltJudges(SpillSink(spill_folders(out)))  # one for both: a spill file is said once
     return {"dataset_store": DatasetStore(root=str(datasets)),
             "report_store": ReportStore(root=str(out), data_docs_url=os.environ.get("RAG_EVAL_DATA_DOCS_URL", DATA_DOCS_URL)),
-            "judge": judge or JudgeResource(built_judges=BuiltJudges(sink)),
-            "strong_judge": strong_judge or JudgeResource(built_judges=BuiltJudges(sink)),
+            "judge": judge or JudgeResource(built_judges=built), "strong_judge": strong_judge or JudgeResource(built_judges=built),
             "execution": execution or ExecutionResource(),
             "io_manager": ResultsStore(root=str(out))}

@@ -4,9 +4,11 @@ judges its own, with the command's spill sink: ``rag_eval.orchestration.cache_cl
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from rag_eval.metrics.judges.base import Judge
 from rag_eval.metrics.judges.cache import Sink
+from rag_eval.metrics.judges.spill import SpillSink
 
 
 class BuiltJudges:
@@ -23,9 +25,17 @@ class BuiltJudges:
     def __init__(self, sink: Sink | None = None) -> None:
         self._judges: dict[str, Judge] = {}
         self.sink = sink
+        self._told: set[Path] = set()
 
     def get(self, key: str, build: Callable[[], Judge]) -> Judge:
         """The judge built for ``key``, ``build()`` the first time it is asked for."""
         if key not in self._judges:
             self._judges[key] = build()
         return self._judges[key]
+
+    def untold_spills(self) -> list[Path]:
+        """The spill files the sink has written that this method has not returned before (each is said once)."""
+        files = [f for paths in (self.sink.files.values() if isinstance(self.sink, SpillSink) else ()) for f in paths
+                 if f not in self._told]
+        self._told.update(files)
+        return files

@@ -373,7 +373,7 @@ def test_the_judge_resources_of_a_command_give_its_sink_to_every_cache_they_open
 
 def test_the_code_locations_judges_spill_to_its_output_folder_as_answers_arrive(tmp_path, monkeypatch):
     """A run the daemon launches has no command around it: the code location's judge and strong judge (its
-    resources, which each run's copy shares) spill what their caches refuse to ``out/`` of the folder it was
+    resources, whose copies in each run share what they built) spill what their caches refuse to ``out/`` of the folder it was
     loaded in, else the temporary folder, one answer at a time, so a run on a full disk keeps what it paid for."""
     import tempfile
 
@@ -385,7 +385,7 @@ def test_the_code_locations_judges_spill_to_its_output_folder_as_answers_arrive(
     judge, strong = (definitions.resources[name].get_judge() for name in ("judge", "strong_judge"))
     try:
         sink = judge.cache.sink
-        assert isinstance(sink, SpillSink) and strong.cache.sink is sink
+        assert isinstance(sink, SpillSink) and strong is judge  # one judge per configuration, for both resources
         assert sink.folders == [tmp_path / "out", Path(tempfile.gettempdir())]
         judge.cache._db.execute("PRAGMA max_page_count = 1")  # SQLITE_FULL, as a full disk
         with warnings.catch_warnings():
@@ -397,7 +397,6 @@ def test_the_code_locations_judges_spill_to_its_output_folder_as_answers_arrive(
         assert json.loads(header)["cache"] == str((tmp_path / ".rag_eval_cache" / "judgements.sqlite").resolve())
         assert json.loads(line)["key"] == "a" * 64
     finally:
-        for built in (judge, strong):
-            built.close()
+        judge.close()
         if judge.cache.sink is not None:
             judge.cache.sink.close()
