@@ -5,7 +5,6 @@ import gzip
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -35,10 +34,9 @@ def test_an_alias_bomb_of_custom_metrics_is_refused_in_a_line_at_once(tmp_path):
     path = tmp_path / "bomb.yaml"
     path.write_text(alias_bomb() + "metrics:\n  - name: *i\n", encoding="utf-8")
     assert len(path.read_bytes()) < 1200
-    started = time.monotonic()
     with pytest.raises(ValueError) as refused:
         load_custom_metrics(path)
-    assert str(refused.value) == f"{path}: {BOMB_MESSAGE}" and time.monotonic() - started < 2
+    assert str(refused.value) == f"{path}: {BOMB_MESSAGE}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAG_EVAL_"))}
     done = subprocess.run([sys.executable, "-m", "rag_eval.orchestration.cli", "run", "--custom-metrics", str(path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # a fresh registry
@@ -47,17 +45,17 @@ def test_an_alias_bomb_of_custom_metrics_is_refused_in_a_line_at_once(tmp_path):
 
 def test_a_large_file_without_aliases_is_refused_by_its_size_at_once_not_as_an_alias_bomb(tmp_path):
     """A plain 300,000-entry file took 46 s and 860 MB to be called an alias bomb: its text is too long (its
-    bytes, counted as the file is read: ASCII, as many as its characters)."""
+    bytes, counted as the file is read: ASCII, as many as its characters), which is said before any YAML is parsed
+    (the time it takes is bench/ matter, not a test's)."""
     path = tmp_path / "custom.yaml"
     path.write_text("metrics: []\n" + "".join(f"k{i}: {i}\n" for i in range(300_000)), encoding="utf-8")
     size = len(path.read_text(encoding="utf-8"))
     assert size > MAX_YAML_TEXT
-    started = time.monotonic()
     with pytest.raises(ValueError) as refused:
         load_custom_metrics(path)
     assert str(refused.value) == (f"{path}: {size:,} bytes, more than a configuration file may hold "
                                   f"({MAX_YAML_TEXT:,}): refused; keep long data (questions, documents) in their own "
-                                  "files") and time.monotonic() - started < 2
+                                  "files")
     many = "[" + ", ".join(["1"] * (MAX_YAML_VALUES + 1)) + "]"  # within the text limit, no alias: its real count
     assert len(many) < MAX_YAML_TEXT
     with pytest.raises(ValueError) as refused:
@@ -164,10 +162,9 @@ def test_a_few_aliases_of_a_long_string_are_refused_by_their_expanded_size(tmp_p
     text = f'long: &s "{LONG}"\nmany: [{", ".join(["*s"] * 60)}]\n'  # 61 values, 12,000,000 characters expanded
     message = (f"its anchors and aliases expand to more than {MAX_YAML_CHARS:,} characters (an alias bomb?): "
                "refused; write the values out, or reuse fewer")
-    started = time.monotonic()
     with pytest.raises(ValueError) as refused:
         load_yaml(text, "strings.yaml")
-    assert str(refused.value) == f"strings.yaml: {message}" and time.monotonic() - started < 2
+    assert str(refused.value) == f"strings.yaml: {message}"
     custom = tmp_path / "custom.yaml"
     custom.write_text(text + "metrics:\n  - name: *s\n", encoding="utf-8")
     with pytest.raises(ValueError) as refused:
@@ -336,11 +333,10 @@ def test_a_toml_settings_file_over_the_size_limit_is_refused_before_it_is_parsed
     settings.write_text("# " + "x" * (MAX_YAML_TEXT - 15) + "\nrepeats = 3\n", encoding="utf-8")  # the limit exactly: read
     assert settings.stat().st_size == MAX_YAML_TEXT and tool_section(settings, "gate", {"repeats"}) == {"repeats": 3}
     settings.write_text("# " + "x" * (MAX_YAML_TEXT - 2) + "\n", encoding="utf-8")  # one byte more
-    started = time.monotonic()
     assert cli.main(["gate", "--config", str(settings), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == (f"error: {settings}: {MAX_YAML_TEXT + 1:,} bytes, more than a configuration "
                                        f"file may hold ({MAX_YAML_TEXT:,}): refused; keep long data (questions, "
-                                       "documents) in their own files\n") and time.monotonic() - started < 2
+                                       "documents) in their own files\n")
 
 
 @pytest.mark.parametrize("kind", ["device", "pipe", "folder"])
